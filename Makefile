@@ -1,0 +1,24 @@
+# `make demo` and `make test` set everything up on a machine with only Python 3.10+.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/npusim run examples/mlp.yaml --chip bm1684 --trace out/run.json --plots out
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) bench/sim_speed.py
+
+clean:
+	rm -rf $(VENV) out build *.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,433 @@
+"""A chip YAML's raw mapping -> a validated `schema.Chip`, and `--set KEY=VALUE` overrides.
+
+Every value is checked by one parser per kind of value (size, bandwidth, memory name, dtype, ...);
+each parser takes `(value, at)`, where `at` knows the dotted key and the source line, and raises
+a ConfigError reading `file:line: dotted.key: what is wrong`. Values set by an override are
+reported as `file: override dotted.key=value: what is wrong` instead.
+
+A section's keys are declared once, in a spec `{yaml key: (parser, REQUIRED or OPTIONAL)}`; the
+YAML keys are the schema's field names, and an optional key left out takes the schema default,
+so defaults live in one place (schema.py).
+"""
+
+import copy
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+from isa import dtypes, yamlfile
+from isa.errors import ConfigError, UnsupportedError
+from isa.instructions import VECTOR_FNS
+
+from . import units
+from .schema import Chip, Engine, MatrixUnit, Memory, OpSupport, VectorUnit
+
+REQUIRED, OPTIONAL = True, False
+ENGINE_KINDS = ("dma", "vector", "matrix")
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")  # no dots: engine names head instruction ids "tiu.12"
+
+
+def from_raw(raw, source, overrides=None):
+    """Validate `raw` (a chip YAML's top mapping) with `overrides` applied; `source` names the file."""
+    ctx = _Context(source, dict(overrides or {}))
+    raw = apply_overrides(raw, ctx.overrides, source)
+    return _chip(raw, _At(ctx, "", getattr(raw, "line", None)))
+
+
+def load_file(path, overrides=None):
+    """Read and validate the chip YAML at `path`."""
+    return from_raw(yamlfile.read(path), str(path), overrides)
+
+
+# ---- overrides -----------------------------------------------------------------------------
+
+def apply_overrides(raw, overrides, source="<overrides>"):
+    """A copy of `raw` with each dotted key of `overrides` set to its value (`raw` is unchanged).
+
+    A string value is read as a YAML scalar or flow value, as typed on a command line ("10" is
+    an int, "[a, b]" a list, "68GB/s" stays a string). Every key but the last must walk through
+    existing mappings; keys may contain dots themselves ("ops.active.relu.dtypes"), the longest
+    existing key wins. Whether the last key is one the schema knows is checked by validation.
+    """
+    if not overrides:
+        return raw
+    raw = copy.deepcopy(raw)
+    for key, value in overrides.items():
+        where = f"{source}: override {key}={value}"
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where}: the file is {units.describe(raw)}, not a mapping")
+        mapping, last = _walk(raw, str(key).split("."), "", where)
+        mapping[last] = _override_value(value, where)
+    return raw
+
+
+def _walk(mapping, parts, path, where):
+    """(mapping, key) that `parts` names under `mapping`."""
+    whole = ".".join(parts)
+    if len(parts) == 1 or whole in mapping:
+        if not whole:
+            raise ConfigError(f"{where}: empty key")
+        return mapping, whole
+    for n in range(len(parts) - 1, 0, -1):
+        key = ".".join(parts[:n])
+        if key in mapping:
+            child = mapping[key]
+            child_path = f"{path}.{key}" if path else key
+            if not isinstance(child, dict):
+                raise ConfigError(f"{where}: {child_path} is {units.describe(child)}, not a mapping")
+            return _walk(child, parts[n:], child_path, where)
+    known = ", ".join(map(str, mapping)) or "none"
+    raise ConfigError(f"{where}: {path or 'the file'} has no key {parts[0]!r} (known: {known})")
+
+
+def _override_value(value, where):
+    if not isinstance(value, str) or not value.strip():
+        return value
+    try:
+        return yamlfile.parse(value, "value")
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: not a YAML value ({exc})") from None
+
+
+# ---- where a value sits --------------------------------------------------------------------
+
+@dataclass
+class _Context:
+    """One validation run: the file, the overrides, and what earlier sections established."""
+
+    source: str
+    overrides: dict
+    clock_hz: float = 0.0  # set once `clock` is parsed: bandwidths and latencies need it
+    memories: dict = field(default_factory=dict)  # set once `memories` is parsed: engines refer to them
+
+    def prefix(self, path, line):
+        for key, value in self.overrides.items():
+            key = str(key)
+            if path == key or path.startswith((key + ".", key + "[")):
+                inner = f"{path}: " if path != key else ""
+                return f"{self.source}: override {key}={value}: {inner}"
+        head = f"{self.source}:{line}" if line else self.source
+        return f"{head}: {path}: " if path else f"{head}: "
+
+
+@dataclass(frozen=True)
+class _At:
+    """Where a value sits: its dotted key, its line, and its own key in the parent."""
+
+    ctx: _Context
+    path: str
+    line: Optional[int]
+    key: object = None
+
+    def child(self, container, key):
+        if isinstance(container, list):
+            path = f"{self.path}[{key}]"
+        else:
+            path = f"{self.path}.{key}" if self.path else str(key)
+        line = container.line_of(key) if hasattr(container, "line_of") else self.line
+        return _At(self.ctx, path, line, key)
+
+    def error(self, message):
+        return ConfigError(self.ctx.prefix(self.path, self.line) + message)
+
+    def convert(self, function, *args):
+        """function(*args), with a ValueError turned into a ConfigError here."""
+        try:
+            return function(*args)
+        except ValueError as exc:
+            raise self.error(str(exc)) from None
+
+
+# ---- parsers: (value, at) -> parsed value ----------------------------------------------------
+
+def _size(value, at):
+    return at.convert(units.size, value)
+
+
+def _count(value, at):
+    return at.convert(units.count, value)
+
+
+def _frequency(value, at):
+    return at.convert(units.frequency, value)
+
+
+def _bandwidth(value, at):
+    return at.convert(units.bandwidth, value, at.ctx.clock_hz)
+
+
+def _latency(value, at):
+    return at.convert(units.latency, value, at.ctx.clock_hz)
+
+
+def _text(value, at):
+    if not isinstance(value, str):
+        raise at.error(f"expected a string, got {units.describe(value)}")
+    return value
+
+
+def _name(value, at):
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise at.error(f"bad name {value!r}: use letters, digits, '_' and '-', starting with a letter")
+    return value
+
+
+def _choice(*options):
+    def parse(value, at):
+        if value not in options:
+            raise at.error(f"expected one of {', '.join(options)}, got {value!r}")
+        return value
+
+    return parse
+
+
+def _dtype(value, at):
+    try:
+        return dtypes.check(value)
+    except (UnsupportedError, TypeError):
+        raise at.error(f"unknown dtype {value!r} (known: {', '.join(dtypes.NAMES)})") from None
+
+
+def _vector_fn(value, at):
+    if value not in VECTOR_FNS:
+        raise at.error(f"unknown vector function {value!r} (known: {', '.join(VECTOR_FNS)})")
+    return value
+
+
+def _memory_ref(value, at):
+    """The name of a memory declared under `memories`."""
+    if not isinstance(value, str) or value not in at.ctx.memories:
+        raise at.error(f"unknown memory {value!r} (memories: {', '.join(at.ctx.memories)})")
+    return value
+
+
+def _local_memory(value, at):
+    """A local memory: compute engines read their operands from on-chip memory."""
+    memory = at.ctx.memories[_memory_ref(value, at)]
+    if memory.kind != "local":
+        raise at.error(f"memory {value!r} is {memory.kind}; compute operands must sit in a local memory")
+    return value
+
+
+def _link(value, at):
+    """"src->dst": a pair of memories a DMA engine moves data between."""
+    parts = value.split("->") if isinstance(value, str) else ()
+    if len(parts) != 2:
+        raise at.error(f"expected a link such as 'ddr->lmem', got {value!r}")
+    return tuple(_memory_ref(part.strip(), at) for part in parts)
+
+
+def _list_of(item, least=0):
+    def parse(value, at):
+        if not isinstance(value, list):
+            raise at.error(f"expected a list, got {units.describe(value)}")
+        if len(value) < least:
+            raise at.error(f"expected at least {least} item(s), got none")
+        return tuple(item(v, at.child(value, i)) for i, v in enumerate(value))
+
+    return parse
+
+
+def _set_of(item):
+    as_list = _list_of(item)
+    return lambda value, at: frozenset(as_list(value, at))
+
+
+def _mapping(value, at):
+    if not isinstance(value, dict):
+        raise at.error(f"expected a mapping, got {units.describe(value)}")
+    return value
+
+
+def _table(key, item):
+    """A mapping whose keys are checked by `key` and values parsed by `item`, both `(value, at)`."""
+
+    def parse(value, at):
+        out = {}
+        for k, v in _mapping(value, at).items():
+            here = at.child(value, k)
+            out[key(k, here)] = item(v, here)
+        return out
+
+    return parse
+
+
+def _fields(value, at, spec):
+    """Check a mapping against `spec` {key: (parser, REQUIRED/OPTIONAL)}; parse the keys it has."""
+    _mapping(value, at)
+    for k in value:
+        if k not in spec:
+            raise at.child(value, k).error(f"unknown key {k!r} (known: {', '.join(spec)})")
+    for k, (_, required) in spec.items():
+        if required and k not in value:
+            raise at.error(f"missing required key {k!r}")
+    return {k: parse(value[k], at.child(value, k)) for k, (parse, _) in spec.items() if k in value}
+
+
+# ---- sections --------------------------------------------------------------------------------
+
+_MEMORY = {
+    "kind": (_choice("global", "local"), REQUIRED),
+    "size": (_size, REQUIRED),
+    "bandwidth": (_bandwidth, REQUIRED),
+    "lanes": (_count, OPTIONAL),
+    "banks": (_count, OPTIONAL),
+    "align": (_size, OPTIONAL),
+    "burst": (_size, OPTIONAL),
+    "latency": (_latency, OPTIONAL),
+}
+
+
+def _memory(value, at):
+    return Memory(name=at.key, **_fields(value, at, _MEMORY))
+
+
+def _memories(value, at):
+    """Every chip has one off-chip memory, named `ddr` (so `memories.ddr.bandwidth` works everywhere)."""
+    memories = _table(_name, _memory)(value, at)
+    if "ddr" not in memories:
+        raise at.error(f"no memory named 'ddr': every chip calls its off-chip memory ddr (memories: {', '.join(memories)})")
+    for memory in memories.values():
+        if (memory.kind == "global") != (memory.name == "ddr"):
+            raise at.child(value, memory.name).child(value[memory.name], "kind").error(
+                f"{memory.name} is {memory.kind}: ddr must be the one global memory, and every other memory local"
+            )
+    at.ctx.memories = memories
+    return memories
+
+
+_VECTOR = {
+    "lanes": (_count, REQUIRED),
+    "per_lane": (_table(_dtype, _count), REQUIRED),
+    "op_cycles": (_table(_vector_fn, _count), OPTIONAL),
+}
+_MATRIX = {
+    "m": (_count, REQUIRED),
+    "n": (_count, REQUIRED),
+    "k": (_count, REQUIRED),
+    "block_cycles": (_table(_dtype, _count), REQUIRED),
+    "fill_drain": (_latency, OPTIONAL),
+    "a": (_local_memory, OPTIONAL),
+    "b": (_local_memory, OPTIONAL),
+    "c": (_local_memory, OPTIONAL),
+}
+# The keys each engine kind adds to an engine; an engine of several kinds takes them all.
+_ENGINE_KIND_KEYS = {
+    "dma": {
+        "links": (_list_of(_link, least=1), REQUIRED),
+        "bandwidth": (_bandwidth, REQUIRED),
+        "latency": (_latency, OPTIONAL),
+    },
+    "vector": {
+        "memory": (_local_memory, REQUIRED),
+        "issue_latency": (_latency, OPTIONAL),
+        "vector": (lambda value, at: VectorUnit(**_fields(value, at, _VECTOR)), REQUIRED),
+    },
+    "matrix": {
+        "memory": (_local_memory, REQUIRED),
+        "issue_latency": (_latency, OPTIONAL),
+        "matrix": (lambda value, at: MatrixUnit(**_fields(value, at, _MATRIX)), REQUIRED),
+    },
+}
+
+
+def _engine_kinds(value, at):
+    """`kind: dma` or `kind: [vector, matrix]` (one instruction queue driving several units)."""
+    kinds = tuple(value) if isinstance(value, list) else (value,)
+    for kind in kinds:
+        if kind == "scalar":
+            raise at.error("engine kind 'scalar' is not supported yet (supported: dma, vector, matrix)")
+        if kind not in ENGINE_KINDS:
+            raise at.error(f"unknown engine kind {kind!r} (known: {', '.join(ENGINE_KINDS)})")
+    if not kinds or len(set(kinds)) != len(kinds):
+        raise at.error(f"expected distinct engine kinds, got {value!r}")
+    return kinds
+
+
+def _engine(value, at):
+    _mapping(value, at)
+    if "kind" not in value:
+        raise at.error("missing required key 'kind'")
+    kinds = _engine_kinds(value["kind"], at.child(value, "kind"))
+    spec = {"kind": (_engine_kinds, REQUIRED)}
+    for kind in kinds:
+        spec.update(_ENGINE_KIND_KEYS[kind])
+    for k in value:
+        owners = [kind for kind, keys in _ENGINE_KIND_KEYS.items() if k in keys and k not in spec]
+        if owners:
+            raise at.child(value, k).error(
+                f"{k!r} belongs to {' or '.join(owners)} engines, and this engine's kind is {', '.join(kinds)}"
+            )
+    fields = _fields(value, at, spec)
+    fields["kinds"] = fields.pop("kind")
+    return Engine(name=at.key, **fields)
+
+
+def _op_key(value, at):
+    """An op name from isa.ops.REGISTRY, "op.variant" (e.g. "active.relu"), or "*" (every op)."""
+    if value == "*":
+        return value
+    from isa.ops import REGISTRY  # here, not at import: isa.ops pulls in the op modules
+
+    name, dot, variant = str(value).partition(".")
+    if name not in REGISTRY:
+        close = difflib.get_close_matches(name, REGISTRY, n=3)
+        hint = f"did you mean {', '.join(close)}?" if close else "`npusim ops` lists them"
+        raise at.error(f"unknown op {name!r} ({hint})")
+    variants = REGISTRY[name].variants
+    if dot and variant not in variants:
+        known = f"known: {', '.join(variants)}" if variants else f"{name} has no variants"
+        raise at.error(f"unknown variant {variant!r} of op {name} ({known})")
+    return str(value)
+
+
+_MIXED = {"in": (_set_of(_dtype), REQUIRED), "out": (_set_of(_dtype), REQUIRED)}
+_OP = {
+    "kind": (_choice("local", "global"), OPTIONAL),
+    "dtypes": (_set_of(_dtype), OPTIONAL),
+    "mixed": (lambda value, at: _fields(value, at, _MIXED), OPTIONAL),
+    "compute": (_table(_dtype, _dtype), OPTIONAL),
+}
+
+
+def _op_support(value, at):
+    """A row that lists dtypes allows no mixing unless it says `mixed`; a row that lists
+    neither restricts nothing."""
+    fields = _fields(value, at, _OP)
+    mixed = fields.pop("mixed", None)
+    if mixed:
+        fields.update(mixed_in=mixed["in"], mixed_out=mixed["out"])
+    elif "dtypes" in fields:
+        fields.update(mixed_in=frozenset(), mixed_out=frozenset())
+    return OpSupport(**fields)
+
+
+def _clock(value, at):
+    at.ctx.clock_hz = _frequency(value, at)
+    return at.ctx.clock_hz
+
+
+# In this order: the clock before anything in cycles, memories before the engines naming them.
+_CHIP = {
+    "name": (_name, REQUIRED),
+    "description": (_text, REQUIRED),
+    "clock": (_clock, REQUIRED),
+    "aliases": (_list_of(_name), OPTIONAL),
+    "memories": (_memories, REQUIRED),
+    "engines": (_table(_name, _engine), REQUIRED),
+    "ops": (_table(_op_key, _op_support), REQUIRED),
+}
+
+
+def _chip(raw, at):
+    fields = _fields(raw, at, _CHIP)
+    return Chip(
+        name=fields["name"],
+        description=fields["description"],
+        clock_hz=fields["clock"],
+        memories=fields["memories"],
+        engines=fields["engines"],
+        ops=fields["ops"],
+        source=at.ctx.source,
+    )

@@ -1,0 +1,114 @@
+"""The typed chip configuration: what a chip YAML becomes once parsed and validated.
+
+Every size is in bytes, every bandwidth in bytes per cycle of `Chip.clock_hz`, every latency in
+cycles; `chips.loader` converts the units people write (`512KiB`, `34GB/s`, `550MHz`, `80ns`).
+The cost formulas that read these fields are in DESIGN.md and in `sim/engines/`.
+"""
+
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+
+@dataclass(frozen=True)
+class Memory:
+    name: str
+    kind: str  # "global" (off-chip, e.g. ddr) or "local" (on-chip SRAM)
+    size: int  # bytes; per lane when lanes > 1
+    bandwidth: float  # bytes per cycle through this memory's ports, shared by overlapping DMAs
+    lanes: int = 1  # per-lane local memory (Sophgo NPUs): capacity = size * lanes
+    banks: int = 1
+    align: int = 1  # bytes per lane: buffers start on, and grow by, align * lanes bytes
+    burst: int = 1  # bytes: a DMA rounds each contiguous run it touches here up to this
+    latency: int = 0  # cycles every DMA touching this memory adds
+
+    @property
+    def capacity(self):
+        return self.size * self.lanes
+
+    @property
+    def granule(self):
+        """Allocation unit in bytes of the flat address space."""
+        return self.align * self.lanes
+
+
+@dataclass(frozen=True)
+class VectorUnit:
+    """cycles = issue_latency + ceil(elements / (lanes * per_lane[dtype])) * op_cycles[fn]"""
+
+    lanes: int
+    per_lane: Mapping[str, int]  # dtype -> elements per lane per cycle
+    op_cycles: Mapping[str, int] = field(default_factory=dict)  # vector fn -> factor (default 1)
+
+
+@dataclass(frozen=True)
+class MatrixUnit:
+    """cycles = issue_latency + ceil(M/m)*ceil(N/n) * (ceil(K/k) * block_cycles[dtype] + fill_drain)"""
+
+    m: int
+    n: int
+    k: int
+    block_cycles: Mapping[str, int]  # operand dtype -> cycles per m x n x k block
+    fill_drain: int = 0
+    a: Optional[str] = None  # memory of the left operand (default: the engine's memory)
+    b: Optional[str] = None  # memory of the right operand
+    c: Optional[str] = None  # memory of the accumulator / result
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    kinds: tuple  # of "dma", "vector", "matrix"; one engine may drive several units in one queue
+    issue_latency: int = 0  # compute engines: cycles added to every instruction
+    memory: Optional[str] = None  # compute engines: the memory operands must sit in
+    links: tuple = ()  # dma engines: (src, dst) memory-name pairs it moves data between
+    bandwidth: float = 0.0  # dma engines: bytes per cycle
+    latency: int = 0  # dma engines: fixed cycles per transfer
+    vector: Optional[VectorUnit] = None
+    matrix: Optional[MatrixUnit] = None
+
+    def operand_memory(self, role):
+        """Memory a compute operand must sit in; role is "a", "b" or "c" for matrix operands."""
+        if role in ("a", "b", "c") and self.matrix is not None:
+            return getattr(self.matrix, role) or self.memory
+        return self.memory
+
+
+@dataclass(frozen=True)
+class OpSupport:
+    """One row of a chip's op table (the seed's per-chip dtype lines).
+
+    An op instance is accepted when every tensor operand and the result share one dtype listed
+    in `dtypes`, or, when their dtypes differ, every input is in `mixed_in` and the result in
+    `mixed_out`. `None` means "no restriction"; empty means "not allowed".
+    """
+
+    kind: Optional[str] = None  # "local" or "global"; None keeps the op's own (seed) kind
+    dtypes: Optional[frozenset] = None
+    mixed_in: Optional[frozenset] = None
+    mixed_out: Optional[frozenset] = None
+    compute: Mapping[str, str] = field(default_factory=dict)  # dtype -> dtype it is computed in
+
+
+@dataclass(frozen=True)
+class Chip:
+    name: str
+    description: str
+    clock_hz: float
+    memories: Mapping[str, Memory]  # in YAML order
+    engines: Mapping[str, Engine]  # in YAML order
+    ops: Mapping[str, OpSupport]  # op name, "op.variant" (e.g. "active.relu") or "*"
+    source: str = ""  # the file it was read from
+
+    def support(self, key):
+        """The op-table row for `key` ("active.relu" falls back to "active", then "*"), or None."""
+        base = key.split(".", 1)[0]
+        for k in (key, base, "*"):
+            if k in self.ops:
+                return self.ops[k]
+        return None
+
+    def engines_of(self, kind):
+        return [e for e in self.engines.values() if kind in e.kinds]
+
+    def seconds(self, cycles):
+        return cycles / self.clock_hz

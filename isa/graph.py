@@ -1,0 +1,140 @@
+"""Graph and Tensor: the model a user describes, before any lowering.
+
+Tensors are symbolic (name, shape, dtype). Op functions in `isa.ops` append nodes to the graph
+their tensor operands belong to, so a model reads as plain calls:
+`y = ops.active(ops.matrix_mul(x, w), "relu")`.
+"""
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import dtypes
+from .errors import GraphError, ShapeError
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]*$")
+
+
+@dataclass(frozen=True, eq=False)
+class Tensor:
+    graph: "Graph"
+    name: str
+    shape: tuple
+    dtype: str
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self):
+        return self.size * dtypes.itemsize(self.dtype)
+
+    def __repr__(self):
+        return f"Tensor({self.name!r}, {self.shape}, {self.dtype})"
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    op: str
+    inputs: tuple  # tensor names
+    params: dict
+    outputs: tuple  # tensor names
+
+
+def _check_shape(shape, where):
+    shape = tuple(shape)
+    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d > 0 for d in shape):
+        raise ShapeError(f"{where}: shape must be positive integers, got {shape}")
+    return tuple(int(d) for d in shape)
+
+
+class Graph:
+    """Inputs, constants, nodes in the order they were added (a topological order) and outputs."""
+
+    def __init__(self, name="graph"):
+        self.name = self._check_name(name, "graph name")
+        self.tensors = {}  # name -> Tensor
+        self.inputs = []  # tensor names
+        self.constants = {}  # tensor name -> numpy array
+        self.nodes = []
+        self.outputs = {}  # output name -> tensor name
+        self.producer = {}  # tensor name -> Node
+        self._node_names = set()
+        self._counts = {}  # op -> next suffix for fresh node names
+
+    @staticmethod
+    def _check_name(name, what):
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise GraphError(f"{what} {name!r} must match {_NAME.pattern}")
+        return name
+
+    def _new_tensor(self, name, shape, dtype):
+        self._check_name(name, "tensor name")
+        if name in self.tensors:
+            raise GraphError(f"graph {self.name}: tensor name {name!r} is already used")
+        t = Tensor(self, name, shape, dtype)
+        self.tensors[name] = t
+        return t
+
+    def input(self, name, shape, dtype="float32"):
+        t = self._new_tensor(name, _check_shape(shape, f"input {name}"), dtypes.check(dtype, f"input {name}"))
+        self.inputs.append(name)
+        return t
+
+    def constant(self, name, array, dtype=None):
+        """A COEFF tensor: its bytes are preloaded in DDR before the run."""
+        array = np.asarray(array)
+        dtype = dtypes.check(dtype, f"constant {name}") if dtype else dtypes.of_array(array, f"constant {name}")
+        array = np.ascontiguousarray(array.astype(dtypes.np_dtype(dtype)))
+        t = self._new_tensor(name, _check_shape(array.shape or (1,), f"constant {name}"), dtype)
+        self.constants[name] = array.reshape(t.shape)
+        return t
+
+    def output(self, tensor, name=None):
+        self.tensor(tensor)
+        name = self._check_name(name or tensor.name, "output name")
+        if name in self.outputs:
+            raise GraphError(f"graph {self.name}: output {name!r} is already defined")
+        self.outputs[name] = tensor.name
+        return tensor
+
+    def tensor(self, value):
+        """`value` as a tensor of this graph (a Tensor of another graph is an error)."""
+        if not isinstance(value, Tensor):
+            raise GraphError(f"graph {self.name}: expected a Tensor, got {type(value).__name__}")
+        if value.graph is not self:
+            raise GraphError(f"tensor {value.name!r} belongs to graph {value.graph.name!r}, not {self.name!r}")
+        return value
+
+    def add_node(self, op, inputs, params, out_specs, name=None):
+        """Append a node; out_specs are (shape, dtype) pairs. Returns the output tensors."""
+        name = name or self._fresh(op)
+        self._check_name(name, "op name")
+        if name in self.tensors or name in self._node_names:
+            raise GraphError(f"graph {self.name}: name {name!r} is already used")
+        outs = [
+            self._new_tensor(name if len(out_specs) == 1 else f"{name}:{i}", shape, dtype)
+            for i, (shape, dtype) in enumerate(out_specs)
+        ]
+        node = Node(name, op, tuple(t.name for t in inputs), dict(params), tuple(t.name for t in outs))
+        self.nodes.append(node)
+        self._node_names.add(name)
+        for t in outs:
+            self.producer[t.name] = node
+        return outs
+
+    def _fresh(self, op):
+        k = self._counts.get(op, 0)
+        while f"{op}_{k}" in self.tensors or f"{op}_{k}" in self._node_names:
+            k += 1
+        self._counts[op] = k + 1
+        return f"{op}_{k}"
+
+    def consumers(self, tensor_name):
+        return [n for n in self.nodes if tensor_name in n.inputs]
+
+    def __repr__(self):
+        return f"Graph({self.name!r}, {len(self.inputs)} inputs, {len(self.nodes)} nodes, {len(self.outputs)} outputs)"

@@ -1,0 +1,233 @@
+"""The machine instructions and their one-line text form.
+
+An instruction is a small frozen dataclass. Operands in memory are `Region`s: an N-d strided
+view (shape and element strides, a zero stride repeats data, which is how broadcasting is
+expressed) of one memory starting at a byte address. Each opcode's meaning:
+
+- `dma`     copy `src` to `dst` element by element (same shape; the dtypes may differ only
+            when both are the same width, as a reinterpretation is never what is meant).
+- `vector`  dst = fn(*srcs) element-wise: every region source has dst's shape (zero strides
+            broadcast), scalars are numbers. Sources are converted to `cdt` (the compute
+            dtype), `fn` is applied, and the result is stored into dst's dtype with
+            saturation for integers (see isa.dtypes.convert).
+- `matmul`  c = a @ b, or c += a @ b when `accumulate`; a is M x K, b is K x N, c is M x N.
+            Floats accumulate in float32, integers exactly in int32.
+- `wait`    block this engine until every named instruction ("engine.index") has finished.
+"""
+
+from dataclasses import dataclass
+
+from . import dtypes
+from .errors import ProgramError
+
+# Vector functions: name -> number of operands (regions or scalars). The machine gives them
+# their meaning (sim/engines/vector.py); a chip's `op_cycles` may price each one.
+VECTOR_FNS = {
+    "copy": 1,
+    "add": 2,
+    "sub": 2,
+    "mul": 2,
+    "max": 2,
+    "min": 2,
+    "relu": 1,
+    "leaky_relu": 2,  # (x, negative slope)
+    "abs": 1,
+    "tanh": 1,
+    "sigmoid": 1,
+    "exp": 1,
+    "elu": 1,
+    "sqrt": 1,
+    "square": 1,
+    "rsqrt": 1,
+    "ln": 1,
+    "round": 1,  # halves away from zero, as C's round()
+    "ceil": 1,
+    "floor": 1,
+    "sin": 1,
+    "cos": 1,
+    "round_rshift": 2,  # (x, shift): arithmetic right shift rounding half up
+}
+
+
+@dataclass(frozen=True)
+class Region:
+    mem: str
+    addr: int  # byte address of element [0, ..., 0]
+    dtype: str
+    shape: tuple
+    strides: tuple  # in elements; 0 repeats
+
+    @property
+    def size(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self):
+        """Bytes of the elements addressed (repeats counted once per element)."""
+        return self.size * dtypes.itemsize(self.dtype)
+
+    def span(self):
+        """(first, last + 1) byte touched."""
+        item = dtypes.itemsize(self.dtype)
+        if self.size == 0:
+            return self.addr, self.addr
+        last = sum((d - 1) * s for d, s in zip(self.shape, self.strides))
+        return self.addr, self.addr + (last + 1) * item
+
+    def text(self):
+        shape = ",".join(map(str, self.shape))
+        strides = ",".join(map(str, self.strides))
+        return f"{self.mem}@{self.addr:#x}:{self.dtype}[{shape};{strides}]"
+
+
+def dense(mem, addr, dtype, shape):
+    """A row-major region."""
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= d
+    return Region(mem, addr, dtype, tuple(shape), tuple(reversed(strides)))
+
+
+@dataclass(frozen=True)
+class Dma:
+    src: Region
+    dst: Region
+    op: str = ""
+    kind = "dma"
+
+
+@dataclass(frozen=True)
+class Vector:
+    fn: str
+    dst: Region
+    srcs: tuple  # Region or number
+    cdt: str
+    op: str = ""
+    kind = "vector"
+
+
+@dataclass(frozen=True)
+class Matmul:
+    a: Region
+    b: Region
+    c: Region
+    accumulate: bool
+    op: str = ""
+    kind = "matrix"
+
+
+@dataclass(frozen=True)
+class Wait:
+    on: tuple  # instruction ids "engine.index"
+    op: str = ""
+    kind = "wait"
+
+
+def regions(instr):
+    """(read regions, written region) of an instruction."""
+    if isinstance(instr, Dma):
+        return (instr.src,), instr.dst
+    if isinstance(instr, Vector):
+        return tuple(s for s in instr.srcs if isinstance(s, Region)), instr.dst
+    if isinstance(instr, Matmul):
+        return ((instr.a, instr.b, instr.c) if instr.accumulate else (instr.a, instr.b)), instr.c
+    return (), None
+
+
+# ---- text form ------------------------------------------------------------------------------
+
+def instr_text(ident, instr):
+    """One line: `<engine>.<index> <opcode> key=value ...`."""
+    if isinstance(instr, Dma):
+        body = f"dma src={instr.src.text()} dst={instr.dst.text()}"
+    elif isinstance(instr, Vector):
+        srcs = ",".join(s.text() if isinstance(s, Region) else repr(s) for s in instr.srcs)
+        body = f"vector fn={instr.fn} cdt={instr.cdt} dst={instr.dst.text()} src={srcs}"
+    elif isinstance(instr, Matmul):
+        body = f"matmul a={instr.a.text()} b={instr.b.text()} c={instr.c.text()} acc={int(instr.accumulate)}"
+    else:
+        body = "wait on=" + ",".join(instr.on)
+    return f"{ident} {body} op={instr.op}" if instr.op else f"{ident} {body}"
+
+
+def parse_region(text, where):
+    try:
+        head, rest = text.split(":", 1)
+        mem, addr = head.split("@")
+        dtype, dims = rest.split("[")
+        shape, strides = dims.rstrip("]").split(";")
+        ints = lambda s: tuple(int(v) for v in s.split(",")) if s else ()  # noqa: E731
+        region = Region(mem, int(addr, 0), dtypes.check(dtype, where), ints(shape), ints(strides))
+    except (ValueError, TypeError) as exc:
+        raise ProgramError(f"{where}: bad region {text!r} ({exc})") from None
+    if len(region.shape) != len(region.strides):
+        raise ProgramError(f"{where}: region {text!r} has {len(region.shape)} dims but {len(region.strides)} strides")
+    return region
+
+
+def _parse_operand(text, where):
+    if "@" in text:
+        return parse_region(text, where)
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            raise ProgramError(f"{where}: bad operand {text!r}") from None
+
+
+def _split_operands(text):
+    """Split `a,b` at top-level commas (regions contain commas inside brackets)."""
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return parts + [cur] if cur else parts
+
+
+def parse_instr(fields, where):
+    """Parse the words after the instruction id."""
+    opcode, args = fields[0], {}
+    for word in fields[1:]:
+        key, sep, value = word.partition("=")
+        if not sep:
+            raise ProgramError(f"{where}: expected key=value, got {word!r}")
+        args[key] = value
+    if opcode not in _PARSERS:
+        raise ProgramError(f"{where}: unknown opcode {opcode!r}")
+    op = args.pop("op", "")
+    try:
+        instr = _PARSERS[opcode](args, op, where)
+    except KeyError as exc:
+        raise ProgramError(f"{where}: {opcode} needs {exc.args[0]}=") from None
+    if args:
+        raise ProgramError(f"{where}: unknown field(s) {', '.join(sorted(args))} for {opcode}")
+    return instr
+
+
+def _parse_vector(args, op, where):
+    fn = args.pop("fn")
+    if fn not in VECTOR_FNS:
+        raise ProgramError(f"{where}: unknown vector function {fn!r}")
+    srcs = tuple(_parse_operand(s, where) for s in _split_operands(args.pop("src")))
+    if len(srcs) != VECTOR_FNS[fn]:
+        raise ProgramError(f"{where}: vector {fn} takes {VECTOR_FNS[fn]} operand(s), got {len(srcs)}")
+    return Vector(fn, parse_region(args.pop("dst"), where), srcs, dtypes.check(args.pop("cdt"), where), op)
+
+
+_PARSERS = {
+    "dma": lambda a, op, w: Dma(parse_region(a.pop("src"), w), parse_region(a.pop("dst"), w), op),
+    "vector": _parse_vector,
+    "matmul": lambda a, op, w: Matmul(*(parse_region(a.pop(k), w) for k in "abc"), a.pop("acc") == "1", op),
+    "wait": lambda a, op, w: Wait(tuple(a.pop("on").split(",")), op),
+}

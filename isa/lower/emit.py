@@ -1,0 +1,144 @@
+"""The emitter: where lowering templates place buffers and append instructions.
+
+Templates say which buffers an instruction reads and writes; the emitter infers the sync. It
+keeps each buffer's last writer and its readers since, and before an instruction on engine E
+appends one `wait` for the latest instruction of each other engine that E must follow (a read
+after a write, or a write after reads and writes) and that E does not already know finished.
+What E knows is a vector clock: waiting on F.k teaches E everything F.k knew. A buffer placed
+where released buffers lay inherits their history, so reusing an address orders the new
+writes after the old accesses.
+
+So double buffering is only a matter of placing two slots and emitting the next tile's loads
+before this tile's compute; the waits follow.
+"""
+
+from .. import dtypes
+from ..errors import OutOfMemoryError
+from ..instructions import Wait, dense
+from ..program import Binding, Buffer, Program
+from .alloc import Allocator
+
+
+class Buf:
+    """A placed buffer and its access history while it is being emitted against."""
+
+    __slots__ = ("name", "mem", "addr", "size", "writes", "reads", "first", "last")
+
+    def __init__(self, name, mem, addr, size):
+        self.name, self.mem, self.addr, self.size = name, mem, addr, size
+        self.writes = {}  # engine -> index of the last write (one engine after any write)
+        self.reads = {}  # engine -> index of its last read since that write
+        self.first = None  # id of the first access
+        self.last = {}  # engine -> index of its last access
+
+    def region(self, dtype, shape, offset=0):
+        return dense(self.mem, self.addr + offset, dtype, shape)
+
+    def inherit(self, old):
+        for mine, theirs in ((self.writes, old.writes), (self.reads, old.reads)):
+            for e, i in theirs.items():
+                mine[e] = max(mine.get(e, -1), i)
+
+
+class Emitter:
+    def __init__(self, chip, graph_name):
+        self.chip, self.graph_name = chip, graph_name
+        self.streams = {name: [] for name in chip.engines}
+        self.known = {name: {} for name in chip.engines}  # engine -> {engine: index known finished}
+        self._knowledge = {name: [] for name in chip.engines}  # per instruction: what it knew
+        self.allocators = {m.name: Allocator(m.name, m.capacity, m.granule) for m in chip.memories.values()}
+        self._released = {name: [] for name in chip.memories}
+        self.buffers = []
+        self.bindings = []
+
+    # ---- placement --------------------------------------------------------------------------
+
+    def alloc(self, mem, nbytes, name):
+        addr, size = self.allocators[mem].alloc(nbytes, name)
+        buf = Buf(name, mem, addr, size)
+        end = addr + size
+        keep = []
+        for old in self._released[mem]:
+            if old.addr < end and addr < old.addr + old.size:
+                buf.inherit(old)
+                if addr <= old.addr and old.addr + old.size <= end:
+                    continue  # wholly covered: its history now lives in buf
+            keep.append(old)
+        self._released[mem] = keep
+        return buf
+
+    def release(self, buf):
+        """Free buf's address range; record its lifetime if it was used."""
+        self.allocators[buf.mem].free(buf.addr)
+        self._released[buf.mem].append(buf)
+        if buf.first is not None:
+            last = tuple(f"{e}.{i}" for e, i in buf.last.items())
+            self.buffers.append(Buffer(buf.name, buf.mem, buf.addr, buf.size, buf.first, last))
+
+    def bind(self, name, role, dtype, shape, data=b""):
+        """Place a graph tensor in DDR for the whole program."""
+        ddr = self.chip.memories["ddr"]
+        nbytes = len(data) if data else _nbytes(dtype, shape)
+        try:
+            buf = self.alloc("ddr", nbytes, f"{role} {name}")
+        except OutOfMemoryError as exc:
+            raise OutOfMemoryError(f"{exc} (DDR capacity {ddr.capacity} bytes)") from None
+        self.bindings.append(Binding(name, role, buf.region(dtype, shape), data))
+        return buf
+
+    # ---- instructions -----------------------------------------------------------------------
+
+    def emit(self, engine, instr, reads=(), writes=()):
+        """Append instr to engine's stream after the waits it needs; returns its id."""
+        deps = {}
+        for b in reads:
+            _merge(deps, b.writes)
+        for b in writes:
+            _merge(deps, b.writes)
+            _merge(deps, b.reads)
+        known = self.known[engine]
+        need = {e: i for e, i in deps.items() if e != engine and known.get(e, -1) < i}
+        if need:
+            self._append(engine, Wait(tuple(f"{e}.{i}" for e, i in sorted(need.items())), instr.op))
+            learned = dict(known)
+            for e, i in need.items():
+                _merge(learned, self._knowledge[e][i])
+                learned[e] = max(learned.get(e, -1), i)
+            self.known[engine] = learned
+        index = self._append(engine, instr)
+        ident = f"{engine}.{index}"
+        for b in reads:
+            b.reads[engine] = index
+            self._touch(b, engine, index, ident)
+        for b in writes:
+            b.writes, b.reads = {engine: index}, {}
+            self._touch(b, engine, index, ident)
+        return ident
+
+    def _append(self, engine, instr):
+        stream = self.streams[engine]
+        stream.append(instr)
+        self._knowledge[engine].append(self.known[engine])
+        return len(stream) - 1
+
+    @staticmethod
+    def _touch(buf, engine, index, ident):
+        if buf.first is None:
+            buf.first = ident
+        buf.last[engine] = index
+
+    def program(self):
+        return Program(self.chip.name, self.graph_name, self.streams, self.bindings, self.buffers)
+
+
+def _merge(into, other):
+    for e, i in other.items():
+        if into.get(e, -1) < i:
+            into[e] = i
+
+
+def _nbytes(dtype, shape):
+    n = dtypes.itemsize(dtype)
+    for d in shape:
+        n *= d
+    return n

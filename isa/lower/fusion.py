@@ -1,0 +1,62 @@
+"""Grouping nodes: a chain of local ops becomes one layer group whose intermediates stay on
+chip; every other node is a group of its own. Nodes nothing uses are dropped."""
+
+from dataclasses import dataclass, field
+
+from ..ops import REGISTRY
+from .check import kind
+
+
+@dataclass
+class Group:
+    nodes: list
+    template: str
+    loads: list = field(default_factory=list)  # tensors read from DDR
+    stores: list = field(default_factory=list)  # tensors written to DDR
+
+
+def live_nodes(graph):
+    """Nodes whose outputs reach a graph output, in graph order."""
+    needed = set(graph.outputs.values())
+    keep = []
+    for node in reversed(graph.nodes):
+        if needed.intersection(node.outputs):
+            keep.append(node)
+            needed.update(node.inputs)
+    return keep[::-1]
+
+
+def groups(graph, chip, policy):
+    nodes = live_nodes(graph)
+    result = []
+    for node in nodes:
+        template = REGISTRY[node.op].template
+        cur = result[-1] if result else None
+        if policy.fuse and cur is not None and _fusable(graph, chip, cur, node, template):
+            cur.nodes.append(node)
+        else:
+            result.append(Group([node], template))
+    users = {}
+    for node in nodes:
+        for t in node.inputs:
+            users.setdefault(t, set()).add(id(node))
+    outputs = set(graph.outputs.values())
+    for g in result:
+        produced = {t for n in g.nodes for t in n.outputs}
+        members = {id(n) for n in g.nodes}
+        g.loads = list(dict.fromkeys(t for n in g.nodes for t in n.inputs if t not in produced))
+        g.stores = [t for n in g.nodes for t in n.outputs if t in outputs or users.get(t, set()) - members]
+    return result
+
+
+def _fusable(graph, chip, group, node, template):
+    """Same element-wise template, both local, same output shape, and fed by the group."""
+    if template != "elementwise" or group.template != "elementwise":
+        return False
+    if kind(chip, node) != "local" or kind(chip, group.nodes[0]) != "local":
+        return False
+    shape = graph.tensors[group.nodes[0].outputs[0]].shape
+    if graph.tensors[node.outputs[0]].shape != shape:
+        return False
+    produced = {t for n in group.nodes for t in n.outputs}
+    return any(t in produced for t in node.inputs)

@@ -1,0 +1,168 @@
+"""The matrix template: matrix_mul tiled over M, N and K for the matrix engine.
+
+For each output tile (tm x tn) the K dimension is walked in steps of tk: the left and right
+tiles of each step are loaded into the matrix engine's operand memories (two slots each with
+double buffering) and multiplied into an accumulator tile, accumulating after the first
+step. After the last step the op's epilogue (bias, requantization, cast) runs as vector
+instructions and the result tile is stored. Tile sizes are the largest multiples of the
+matrix unit's m, n, k whose buffers fit, halving the dimension that is largest in units.
+"""
+
+from .. import dtypes
+from ..errors import OutOfMemoryError
+from ..instructions import Matmul, Region, Vector
+from ..ops import REGISTRY
+from ..ops.elementwise import compute_dtype
+from .pipeline import pipeline, step_budget
+from .alloc import align_up
+from .route import copy
+from .tiling import broadcast_view, sub_region
+
+
+def lower_matmul(ctx, group):
+    node = group.nodes[0]
+    plan = _Plan(ctx, node)
+    tm, tn, tk = plan.tiles()
+    M, K = plan.left.shape
+    N = plan.right.shape[1]
+    em = ctx.em
+    bufs = plan.place(tm, tn, tk)
+    steps = []
+    tile = 0
+    for m0 in range(0, M, tm):
+        for n0 in range(0, N, tn):
+            for k0 in range(0, K, tk):
+                box = (m0, n0, k0, min(tm, M - m0), min(tn, N - n0), min(tk, K - k0))
+                steps.append(plan.step(bufs, len(steps), tile, box, k0 == 0, k0 + tk >= K))
+            tile += 1
+    pipeline(steps, ctx.policy.double_buffer)
+    for buf in bufs.values():
+        em.release(buf)
+
+
+class _Plan:
+    def __init__(self, ctx, node):
+        self.ctx, self.node = ctx, node
+        self.opdef = REGISTRY[node.op]
+        g = ctx.graph
+        self.left, self.right = g.tensors[node.inputs[0]], g.tensors[node.inputs[1]]
+        self.bias = g.tensors[node.inputs[2]] if len(node.inputs) == 3 else None
+        self.out = g.tensors[node.outputs[0]]
+        self.mx, self.vx = ctx.engine("matrix"), ctx.engine("vector")
+        self.acc_dtype = self.opdef.acc_dtype(self.left.dtype)
+        self.epilogue = self.opdef.epilogue(node.params, self.bias.dtype if self.bias else None, self.out.dtype)
+        self.dtypes = {"acc": self.acc_dtype, "accv": self.acc_dtype, "out": self.out.dtype, **self.opdef.temps}
+        if self.bias is not None:
+            self.dtypes["bias"] = self.bias.dtype
+        # The epilogue reads the accumulator in the vector memory: a copy when the matrix
+        # engine accumulates elsewhere (as an Ascend cube does in L0C).
+        self.acc_key = "acc" if self.mx.operand_memory("c") == self.vx.memory else "accv"
+        used = {self._symbol(s) for _, ops, dst in self.epilogue for s in [*ops, dst, "out"] if isinstance(s, str)}
+        self.vtiles = sorted(used - {"acc", "bias"})
+
+    def _symbol(self, name):
+        """Epilogue symbol -> buffer key; "out" is the accumulator when they share a dtype."""
+        if name == "out" and self.out.dtype == self.acc_dtype or name == "acc":
+            return self.acc_key
+        return name
+
+    def _needs(self, tm, tn, tk):
+        """(buffer key, memory, bytes) of one slot."""
+        size = lambda dtype, n: n * dtypes.itemsize(dtype)  # noqa: E731
+        needs = [
+            ("a", self.mx.operand_memory("a"), size(self.left.dtype, tm * tk)),
+            ("b", self.mx.operand_memory("b"), size(self.right.dtype, tk * tn)),
+            ("acc", self.mx.operand_memory("c"), size(self.acc_dtype, tm * tn)),
+        ]
+        if self.bias is not None:
+            needs.append(("bias", self.vx.memory, size(self.bias.dtype, tn)))
+        needs += [(k, self.vx.memory, size(self.dtypes[k], tm * tn)) for k in self.vtiles]
+        return needs
+
+    def _fits(self, tm, tn, tk):
+        per_mem = {}
+        for _, mem, n in self._needs(tm, tn, tk):
+            per_mem.setdefault(mem, []).extend([n] * self.ctx.slots)
+        return all(self.ctx.em.allocators[m].fits(sizes) for m, sizes in per_mem.items())
+
+    def _step_bytes(self, tm, tn, tk):
+        return tm * tk * dtypes.itemsize(self.left.dtype) + tk * tn * dtypes.itemsize(self.right.dtype)
+
+    def tiles(self):
+        """(tm, tn, tk): halve the dimension largest in matrix-unit units until the buffers fit
+        and a step loads no more than the pipeline's budget."""
+        unit = self.mx.matrix
+        (M, K), N = self.left.shape, self.right.shape[1]
+        dims = {"m": [M, unit.m], "n": [N, unit.n], "k": [K, unit.k]}
+        budget = step_budget(self.ctx, self._step_bytes(M, N, K), self.mx.operand_memory("a"))
+        size = lambda: (dims["m"][0], dims["n"][0], dims["k"][0])  # noqa: E731
+        while not self._fits(*size()) or (budget is not None and self._step_bytes(*size()) > budget):
+            shrinkable = {d: v[0] / v[1] for d, v in dims.items() if v[0] > v[1]}
+            if not shrinkable:
+                if self._fits(*size()):
+                    break
+                need = sum(n for _, _, n in self._needs(*size())) * self.ctx.slots
+                raise OutOfMemoryError(f"{self.node.name}: even a {unit.m}x{unit.n}x{unit.k} matrix tile needs {need} bytes of on-chip memory")
+            d = max(shrinkable, key=shrinkable.get)
+            dims[d][0] = align_up(-(-dims[d][0] // 2), dims[d][1])
+        return size()
+
+    def place(self, tm, tn, tk):
+        em, name = self.ctx.em, self.node.name
+        return {
+            (key, s): em.alloc(mem, n, f"{name}/{key}.{s}")
+            for s in range(self.ctx.slots)
+            for key, mem, n in self._needs(tm, tn, tk)
+        }
+
+    def step(self, bufs, index, tile, box, first, last):
+        ctx, em, node = self.ctx, self.ctx.em, self.node
+        m0, n0, k0, tm, tn, tk = box
+        ab = index % ctx.slots
+        ts = tile % ctx.slots
+        a, b, acc = bufs["a", ab], bufs["b", ab], bufs["acc", ts]
+        a_r = a.region(self.left.dtype, (tm, tk))
+        b_r = b.region(self.right.dtype, (tk, tn))
+        acc_r = acc.region(self.acc_dtype, (tm, tn))
+
+        def load():
+            copy(em, sub_region(ctx.ddr_region(self.left.name), (m0, k0), (tm, tk)), ctx.ddr[self.left.name], a_r, a, node.name)
+            copy(em, sub_region(ctx.ddr_region(self.right.name), (k0, n0), (tk, tn)), ctx.ddr[self.right.name], b_r, b, node.name)
+            if first and self.bias is not None:
+                dst = bufs["bias", ts]
+                copy(em, sub_region(ctx.ddr_region(self.bias.name), (0, n0), (1, tn)), ctx.ddr[self.bias.name],
+                     dst.region(self.bias.dtype, (1, tn)), dst, node.name)
+
+        def compute():
+            reads = (a, b, acc) if not first else (a, b)
+            em.emit(self.mx.name, Matmul(a_r, b_r, acc_r, not first, node.name), reads=reads, writes=(acc,))
+            if last:
+                if self.acc_key != "acc":
+                    accv = bufs["accv", ts]
+                    copy(em, acc_r, acc, accv.region(self.acc_dtype, (tm, tn)), accv, node.name)
+                self._epilogue(bufs, ts, tm, tn)
+
+        def store():
+            if last:
+                out = bufs[self._symbol("out"), ts]
+                dst = sub_region(ctx.ddr_region(self.out.name), (m0, n0), (tm, tn))
+                copy(em, out.region(self.out.dtype, (tm, tn)), out, dst, ctx.ddr[self.out.name], node.name)
+
+        return load, compute, store
+
+    def _epilogue(self, bufs, ts, tm, tn):
+        for fn, operands, dst in self.epilogue:
+            srcs, reads = [], []
+            for o in operands:
+                if isinstance(o, str):
+                    buf = bufs[self._symbol(o), ts]
+                    shape = (1, tn) if o == "bias" else (tm, tn)
+                    srcs.append(broadcast_view(buf.region(self.dtypes[o], shape), (tm, tn)))
+                    reads.append(buf)
+                else:
+                    srcs.append(o)
+            floats = any(isinstance(o, float) for o in operands)
+            cdt = "float32" if floats else compute_dtype([s.dtype for s in srcs if isinstance(s, Region)])
+            out = bufs[self._symbol(dst), ts]
+            instr = Vector(fn, out.region(self.dtypes[dst], (tm, tn)), tuple(srcs), cdt, self.node.name)
+            self.ctx.em.emit(self.vx.name, instr, reads=reads, writes=(out,))

@@ -1,0 +1,53 @@
+"""Routing operands along the chip's DMA links.
+
+A route is the shortest chain of DMA hops from one memory to another (ties go to the engine
+and link listed first in the chip YAML), so one lowering serves a two-level TPU (DDR -> local
+memory) and a multi-level AI core (GM -> L1 -> L0A) alike. Intermediate hops stage through a
+buffer placed for the transfer and released after it.
+"""
+
+from functools import lru_cache
+
+from ..errors import UnsupportedError
+from ..instructions import Dma, dense
+
+
+@lru_cache(maxsize=None)
+def _hops(chip_links, src, dst):
+    """Breadth-first search over (engine, from, to) links; returns a tuple of hops."""
+    frontier, seen = [(src, ())], {src}
+    while frontier:
+        nxt = []
+        for mem, path in frontier:
+            if mem == dst:
+                return path
+            for engine, a, b in chip_links:
+                if a == mem and b not in seen:
+                    seen.add(b)
+                    nxt.append((b, path + ((engine, a, b),)))
+        frontier = nxt
+    return None
+
+
+def route(chip, src, dst):
+    links = tuple((e.name, a, b) for e in chip.engines_of("dma") for a, b in e.links)
+    hops = _hops(links, src, dst)
+    if not hops:
+        raise UnsupportedError(f"chip {chip.name}: no DMA route from {src} to {dst} (links: {', '.join(f'{a}->{b}' for _, a, b in links)})")
+    return hops
+
+
+def copy(em, src, src_buf, dst, dst_buf, op):
+    """Emit the DMA(s) moving region src (in src_buf) to region dst (in dst_buf)."""
+    hops = route(em.chip, src.mem, dst.mem)
+    here, here_buf = src, src_buf
+    for engine, _, to in hops[:-1]:
+        stage = em.alloc(to, here.nbytes, f"{op}/stage.{to}")
+        there = dense(to, stage.addr, here.dtype, here.shape)
+        em.emit(engine, Dma(here, there, op), reads=(here_buf,), writes=(stage,))
+        if here_buf is not src_buf:
+            em.release(here_buf)
+        here, here_buf = there, stage
+    em.emit(hops[-1][0], Dma(here, dst, op), reads=(here_buf,), writes=(dst_buf,))
+    if here_buf is not src_buf:
+        em.release(here_buf)

@@ -1,0 +1,66 @@
+"""Tiles: boxes of an N-d iteration space, how large they may be, and the regions they cover."""
+
+import itertools
+
+from .. import dtypes
+from ..instructions import Region
+
+
+def choose_tile(shape, fits):
+    """The largest box (extents) with fits(extents) true, keeping inner dimensions whole.
+
+    Outer dimensions shrink first, so each tile row stays a long contiguous run in DDR; the
+    first dimension that can't stay whole is cut as long as it still fits. Returns None when
+    not even one element fits.
+    """
+    tile = list(shape)
+    for d in range(len(shape)):
+        if fits(tile):
+            return tuple(tile)
+        tile[d] = 1
+        if fits(tile):
+            lo, hi = 1, shape[d]
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                tile[d] = mid
+                if fits(tile):
+                    lo = mid
+                else:
+                    hi = mid - 1
+            tile[d] = lo
+            return tuple(tile)
+    return tuple(tile) if fits(tile) else None
+
+
+def boxes(shape, tile):
+    """(starts, extents) of every tile, row-major; edge tiles are cut to the shape."""
+    ranges = [range(0, n, t) for n, t in zip(shape, tile)]
+    for starts in itertools.product(*ranges):
+        yield starts, tuple(min(t, n - s) for s, t, n in zip(starts, tile, shape))
+
+
+def operand_box(shape, starts, extents):
+    """The box of an operand broadcast to the iteration space: its size-1 dimensions stay 0:1."""
+    return (
+        tuple(0 if n == 1 else s for n, s in zip(shape, starts)),
+        tuple(1 if n == 1 else e for n, e in zip(shape, extents)),
+    )
+
+
+def sub_region(region, starts, extents):
+    """The part of a region covered by a box."""
+    offset = sum(s * st for s, st in zip(starts, region.strides)) * dtypes.itemsize(region.dtype)
+    return Region(region.mem, region.addr + offset, region.dtype, tuple(extents), region.strides)
+
+
+def broadcast_view(region, extents):
+    """Read a region as if it had the given extents: its size-1 dimensions get stride 0."""
+    strides = tuple(0 if n == 1 and e != 1 else s for n, e, s in zip(region.shape, extents, region.strides))
+    return Region(region.mem, region.addr, region.dtype, tuple(extents), strides)
+
+
+def nbytes(dtype, extents):
+    n = dtypes.itemsize(dtype)
+    for e in extents:
+        n *= e
+    return n

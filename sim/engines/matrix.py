@@ -1,0 +1,32 @@
+"""The matrix unit: c = a @ b, or c += a @ b.
+
+cycles = issue_latency + ceil(M/m) * ceil(N/n) * (ceil(K/k) * block_cycles[dtype] + fill_drain)
+with dtype the left operand's. An R x C output-stationary systolic array is m=R, n=C, k=1,
+block_cycles=1, fill_drain=R+C-2, which is SCALE-Sim's published count
+folds * (K + R + C - 2) - 1 but for its final -1.
+
+Floats multiply and accumulate in float32; integers exactly, saturated to the accumulator.
+"""
+
+import math
+
+import numpy as np
+
+from isa import dtypes
+
+
+def cycles(instr, unit, issue_latency):
+    (M, K), N = instr.a.shape, instr.b.shape[1]
+    folds = math.ceil(M / unit.m) * math.ceil(N / unit.n)
+    return issue_latency + folds * (math.ceil(K / unit.k) * unit.block_cycles[instr.a.dtype] + unit.fill_drain)
+
+
+def execute(instr, memories):
+    wide = np.float32 if dtypes.is_float(instr.c.dtype) else np.int64
+    a = memories[instr.a.mem].view(instr.a).astype(wide)
+    b = memories[instr.b.mem].view(instr.b).astype(wide)
+    c = memories[instr.c.mem].view(instr.c)
+    product = a @ b
+    if instr.accumulate:
+        product += c.astype(wide)
+    c[...] = dtypes.convert(product, instr.c.dtype)

@@ -1,0 +1,269 @@
+"""The SimPy machine: memories and engines built from a Chip, running a Program.
+
+Each engine is a SimPy process executing its stream in order; the only order between engines
+is what `wait` instructions say. In functional mode an instruction moves or computes bytes
+when it starts (its inputs are final then: the waits guarantee it) and holds its engine for
+its cost; timing mode spends the same costs without touching bytes, so both modes give the
+same cycles. A run that stops with instructions left has deadlocked and says where.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from isa import dtypes
+from isa.errors import DeadlockError, InputError, ProgramError
+from isa.instructions import VECTOR_FNS, Dma, Wait, instr_text, regions
+from traces.records import Event, Trace
+
+from .bandwidth import Arbiter
+from .engines import dma, matrix, vector
+from .memory import Memory, check_region
+
+_UNITS = {"dma": "dma", "vector": "vector", "matrix": "matrix", "wait": None}
+
+
+@dataclass
+class Run:
+    """What a run of a program produced."""
+
+    outputs: dict  # output name -> numpy array (empty in timing mode)
+    cycles: int
+    trace: Trace
+
+
+class Machine:
+    def __init__(self, chip, program, mode="functional"):
+        if mode not in ("functional", "timing"):
+            raise ProgramError(f"mode must be 'functional' or 'timing', got {mode!r}")
+        self.chip, self.program, self.functional = chip, program, mode == "functional"
+        extents = _check(chip, program)
+        self.memories = {name: Memory(chip.memories[name], extents.get(name, 0), self.functional) for name in chip.memories}
+        self.costs = {e: [_cost(chip, chip.engines[e], i) for i in s] for e, s in program.streams.items()}
+
+    # ---- data in and out --------------------------------------------------------------------
+
+    def load(self, inputs):
+        """Write constants and the given inputs into DDR (inputs are checked against bindings)."""
+        if not self.functional:
+            return
+        inputs = dict(inputs or {})
+        ddr = self.memories["ddr"]
+        for b in self.program.bindings:
+            if b.role == "const":
+                ddr.view(b.region).reshape(-1).view(np.uint8)[...] = np.frombuffer(b.data, np.uint8)
+            elif b.role == "input":
+                if b.name not in inputs:
+                    raise InputError(f"input {b.name!r} ({b.region.dtype}{list(b.region.shape)}) was not given")
+                ddr.write(b.region, _as_input(b.name, inputs.pop(b.name), b.region))
+        if inputs:
+            known = [b.name for b in self.program.bindings if b.role == "input"]
+            raise InputError(f"unknown input(s) {', '.join(sorted(inputs))}; the program's inputs are {', '.join(known)}")
+
+    def outputs(self):
+        if not self.functional:
+            return {}
+        return {b.name: self.memories["ddr"].read(b.region) for b in self.program.bindings if b.role == "output"}
+
+    # ---- running ----------------------------------------------------------------------------
+
+    def run(self, inputs=None):
+        self.load(inputs)
+        env = self.env = simpy.Environment()
+        bw = {m.name: m.bandwidth for m in self.chip.memories.values()}
+        self.arbiter = Arbiter(env, bw)
+        self.events = []
+        self.pc = {e: 0 for e in self.program.streams}
+        self.finished = {}  # (engine, index) -> simpy event, for the instructions someone waits on
+        for stream in self.program.streams.values():
+            for instr in stream:
+                if isinstance(instr, Wait):
+                    for ident in instr.on:
+                        self.finished.setdefault(_parse_id(ident), env.event())
+        self.occupancy = _Occupancy(self.chip, self.program)
+        for e, stream in self.program.streams.items():
+            env.process(self._engine(e, stream))
+        env.run()
+        self._check_finished()
+        cycles = int(np.ceil(env.now))
+        trace = Trace(self.chip.name, self.chip.clock_hz, tuple(self.program.streams), {m.name: m.capacity for m in self.chip.memories.values()}, cycles, self.events)
+        trace.counters.update(self.occupancy.counters())
+        trace.counters["ddr.read"], trace.counters["ddr.write"] = self.arbiter.read, self.arbiter.write
+        return Run(self.outputs(), cycles, trace)
+
+    def _engine(self, name, stream):
+        env, events, costs = self.env, self.events, self.costs[name]
+        finished = {i: ev for (e, i), ev in self.finished.items() if e == name}
+        engine = self.chip.engines[name]
+        occupancy = self.occupancy
+        opens, closes = occupancy.opens.get(name, {}), occupancy.closes.get(name, {})
+        for i, instr in enumerate(stream):
+            self.pc[name] = i
+            start = env.now
+            if instr.kind == "wait":
+                pending = [self.finished[_parse_id(ident)] for ident in instr.on]
+                pending = [ev for ev in pending if not ev.triggered]
+                if pending:
+                    yield env.all_of(pending) if len(pending) > 1 else pending[0]
+                    events.append(Event(name, i, "wait", "wait", instr.op, start, env.now, 0, "", ""))
+            else:
+                if i in opens:
+                    occupancy.open(opens[i], start)
+                if self.functional:
+                    _EXECUTE[instr.kind](instr, self.memories)
+                if instr.kind == "dma":
+                    if costs[i][0]:
+                        yield env.timeout(costs[i][0])
+                    src, dst = instr.src.mem, instr.dst.mem
+                    yield self.arbiter.transfer(costs[i][1], engine.bandwidth, dma.port_use(instr), src, dst)
+                    events.append(Event(name, i, "dma", "dma", instr.op, start, env.now, instr.dst.nbytes, src, dst))
+                else:
+                    yield env.timeout(costs[i])
+                    name_ = "matmul" if instr.kind == "matrix" else instr.fn
+                    events.append(Event(name, i, instr.kind, name_, instr.op, start, env.now, instr_bytes(instr), "", instr_mem(instr)))
+                if i in closes:
+                    occupancy.close(closes[i], env.now)
+            if i in finished:
+                finished[i].succeed()
+        self.pc[name] = len(stream)
+
+    def _check_finished(self):
+        stuck = []
+        for e, stream in self.program.streams.items():
+            i = self.pc[e]
+            if i < len(stream):
+                instr = stream[i]
+                waiting = [ident for ident in getattr(instr, "on", ()) if not self.finished[_parse_id(ident)].triggered]
+                stuck.append(f"{instr_text(f'{e}.{i}', instr)} (waiting for {', '.join(waiting)})")
+        if stuck:
+            raise DeadlockError(f"deadlock at cycle {int(self.env.now)}: no engine can proceed; stuck: " + "; ".join(stuck))
+
+
+def instr_bytes(instr):
+    return instr.c.nbytes if instr.kind == "matrix" else instr.dst.nbytes
+
+
+def instr_mem(instr):
+    return instr.c.mem if instr.kind == "matrix" else instr.dst.mem
+
+
+_EXECUTE = {"dma": dma.execute, "vector": vector.execute, "matrix": matrix.execute}
+
+
+def _cost(chip, engine, instr):
+    """Cycles of a compute instruction, (latency, bytes) of a DMA, None for a wait."""
+    unit = _UNITS[instr.kind]
+    if unit is None:
+        return None
+    if unit not in engine.kinds:
+        raise ProgramError(f"engine {engine.name} is not a {unit} engine (it is {', '.join(engine.kinds)}): {instr_text('?', instr)}")
+    if isinstance(instr, Dma):
+        if (instr.src.mem, instr.dst.mem) not in engine.links:
+            raise ProgramError(f"engine {engine.name} has no link {instr.src.mem}->{instr.dst.mem}: {instr_text('?', instr)}")
+        return dma.latency(instr, chip, engine), dma.bytes_moved(instr, chip)
+    if unit == "vector":
+        missing = vector.cost_dtype(instr)
+        if missing not in engine.vector.per_lane:
+            raise ProgramError(f"engine {engine.name}: the vector unit has no throughput for dtype {missing} (per_lane: {', '.join(engine.vector.per_lane)})")
+        return vector.cycles(instr, engine.vector, engine.issue_latency)
+    if instr.a.dtype not in engine.matrix.block_cycles:
+        raise ProgramError(f"engine {engine.name}: the matrix unit has no block_cycles for dtype {instr.a.dtype}")
+    return matrix.cycles(instr, engine.matrix, engine.issue_latency)
+
+
+def _parse_id(ident):
+    engine, _, index = ident.rpartition(".")
+    return engine, int(index)
+
+
+def _check(chip, program):
+    """Static checks of a program against a chip; returns the bytes used per memory."""
+    extents = {}
+    for e, stream in program.streams.items():
+        if e not in chip.engines:
+            raise ProgramError(f"program engine {e!r} is not on chip {chip.name} (engines: {', '.join(chip.engines)})")
+        for i, instr in enumerate(stream):
+            where = f"{e}.{i}"
+            if isinstance(instr, Wait):
+                for ident in instr.on:
+                    te, ti = _parse_id(ident)
+                    if te not in program.streams or not 0 <= ti < len(program.streams[te]):
+                        raise ProgramError(f"{where}: waits on {ident}, which is not an instruction of the program")
+                continue
+            reads, written = regions(instr)
+            for r in (*reads, written):
+                extents[r.mem] = max(extents.get(r.mem, 0), check_region(r, chip.memories, where))
+            _check_shapes(instr, where)
+    for b in program.bindings:
+        extents["ddr"] = max(extents.get("ddr", 0), check_region(b.region, chip.memories, f"binding {b.name}"))
+    return extents
+
+
+def _check_shapes(instr, where):
+    if instr.kind == "dma":
+        if instr.src.shape != instr.dst.shape or dtypes.itemsize(instr.src.dtype) != dtypes.itemsize(instr.dst.dtype):
+            raise ProgramError(f"{where}: dma src {instr.src.text()} and dst {instr.dst.text()} differ in shape or width")
+    elif instr.kind == "vector":
+        if len(instr.srcs) != VECTOR_FNS[instr.fn]:
+            raise ProgramError(f"{where}: {instr.fn} takes {VECTOR_FNS[instr.fn]} operands, got {len(instr.srcs)}")
+        for s in instr.srcs:
+            if not isinstance(s, (int, float)) and s.shape != instr.dst.shape:
+                raise ProgramError(f"{where}: source {s.text()} does not have the destination's shape {instr.dst.shape}")
+    else:
+        (m, k), (k2, n) = instr.a.shape, instr.b.shape
+        if k != k2 or instr.c.shape != (m, n):
+            raise ProgramError(f"{where}: matmul shapes {instr.a.shape} x {instr.b.shape} -> {instr.c.shape} do not agree")
+    written = regions(instr)[1]
+    if any(d > 1 for d, s in zip(written.shape, written.strides) if s == 0):
+        raise ProgramError(f"{where}: destination {written.text()} writes some elements more than once (zero stride)")
+
+
+def _as_input(name, value, region):
+    array = np.asarray(value)
+    if array.shape != region.shape:
+        raise InputError(f"input {name!r}: expected shape {region.shape}, got {array.shape}")
+    want = dtypes.np_dtype(region.dtype)
+    if array.dtype != want and not np.can_cast(array.dtype, want, casting="same_kind"):
+        raise InputError(f"input {name!r}: expected {region.dtype}, got {array.dtype} (not a same-kind cast)")
+    return array.astype(want)
+
+
+class _Occupancy:
+    """Bytes placed in each memory over time: DDR bindings for the whole run, every planned
+    buffer from the start of its first instruction to the end of the last of its last ones."""
+
+    def __init__(self, chip, program):
+        self.level = {m: 0 for m in chip.memories}
+        for b in program.bindings:
+            self.level["ddr"] += b.region.nbytes
+        self.series = {m: [(0.0, v)] for m, v in self.level.items()}
+        self.opens, self.closes, self.pending = {}, {}, {}
+        for k, buf in enumerate(program.buffers):
+            e, i = _parse_id(buf.first)
+            self.opens.setdefault(e, {}).setdefault(i, []).append(buf)
+            self.pending[k] = len(buf.last)
+            for ident in buf.last:
+                e, i = _parse_id(ident)
+                self.closes.setdefault(e, {}).setdefault(i, []).append((k, buf))
+
+    def _set(self, mem, now, value):
+        self.level[mem] = value
+        series = self.series[mem]
+        if series[-1][0] == now:
+            series[-1] = (now, value)
+        else:
+            series.append((now, value))
+
+    def open(self, bufs, now):
+        for buf in bufs:
+            self._set(buf.mem, now, self.level[buf.mem] + buf.size)
+
+    def close(self, items, now):
+        for k, buf in items:
+            self.pending[k] -= 1
+            if self.pending[k] == 0:
+                self._set(buf.mem, now, self.level[buf.mem] - buf.size)
+
+    def counters(self):
+        return {f"memory.{m}": s for m, s in self.series.items()}

@@ -1,0 +1,44 @@
+"""Byte-addressed memories: DDR and every on-chip memory are numpy byte arrays.
+
+Only the part a program uses is backed (a 12 GiB DDR costs the bytes the program placed),
+and every region an instruction names is checked against the memory's capacity once, when
+the program is loaded, so the views made while it runs need no checks.
+"""
+
+import numpy as np
+
+from isa import dtypes
+from isa.errors import ProgramError
+
+
+class Memory:
+    def __init__(self, spec, extent, functional):
+        if extent > spec.capacity:
+            raise ProgramError(f"memory {spec.name}: the program uses {extent} bytes, capacity is {spec.capacity}")
+        self.spec = spec
+        self.data = np.zeros(extent, np.uint8) if functional else None
+
+    def view(self, region):
+        """A writable numpy view of a region (element strides become byte strides)."""
+        dt = dtypes.np_dtype(region.dtype)
+        strides = tuple(s * dt.itemsize for s in region.strides)
+        return np.ndarray(region.shape, dt, buffer=self.data, offset=region.addr, strides=strides)
+
+    def write(self, region, array):
+        self.view(region)[...] = array
+
+    def read(self, region):
+        return self.view(region).copy()
+
+
+def check_region(region, memories, where):
+    """Raise if region names no memory of the chip or reaches outside it."""
+    spec = memories.get(region.mem)
+    if spec is None:
+        raise ProgramError(f"{where}: unknown memory {region.mem!r} (chip has {', '.join(memories)})")
+    if any(s < 0 for s in region.strides) or region.addr < 0:
+        raise ProgramError(f"{where}: negative address or stride in {region.text()}")
+    lo, hi = region.span()
+    if hi > spec.capacity:
+        raise ProgramError(f"{where}: {region.text()} reaches byte {hi} of {region.mem}, capacity {spec.capacity}")
+    return hi

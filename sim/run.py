@@ -1,0 +1,36 @@
+"""sim.run = isa.lower + sim.execute, and the Result both return."""
+
+from dataclasses import dataclass
+
+import chips
+import isa
+from traces.summary import summarize
+
+from .machine import Machine
+
+
+@dataclass
+class Result:
+    outputs: dict  # output name -> numpy array (empty in timing mode)
+    cycles: int
+    seconds: float
+    stats: object  # traces.Summary: busy and utilization per engine, DDR bytes, peaks, per-op table
+    trace: object  # traces.Trace
+    program: object  # the isa.Program that ran
+
+
+def _chip(chip, overrides=None):
+    return chips.load(chip, overrides) if isinstance(chip, str) else chip
+
+
+def execute(program, chip, inputs=None, mode="functional"):
+    """Run a lowered program on a chip (a Chip or a shipped chip's name)."""
+    chip = _chip(chip)
+    run = Machine(chip, program, mode).run(inputs)
+    return Result(run.outputs, run.cycles, chip.seconds(run.cycles), summarize(run.trace), run.trace, program)
+
+
+def run(graph, chip, inputs=None, mode="functional", policy=None):
+    """Lower a graph for a chip and execute it: exact outputs, cycles, stats and a trace."""
+    chip = _chip(chip)
+    return execute(isa.lower(graph, chip, policy), chip, inputs, mode)
