@@ -15,6 +15,8 @@ from ..instructions import Dma, dense
 @lru_cache(maxsize=None)
 def _hops(chip_links, src, dst):
     """Breadth-first search over (engine, from, to) links; returns a tuple of hops."""
+    if src == dst:
+        return next((((e, a, b),) for e, a, b in chip_links if a == b == src), None)
     frontier, seen = [(src, ())], {src}
     while frontier:
         nxt = []

@@ -1,0 +1,122 @@
+"""How fast the simulator runs, measured against SimPy's own floor.
+
+The machine spends at least one SimPy event per instruction, so no SimPy-based engine loop
+can beat the rate at which SimPy hands items from one process to another. This script lowers
+a long chain of element-wise ops over a tensor cut into thousands of tiles (the generic chip
+with its local memory shrunk to 1 KiB per lane), times `sim.execute` in timing mode (best of
+3), times a bare producer/consumer handoff through a `simpy.Store` of capacity 1 (best of 3),
+and prints the ratio of the two rates; the target is at least 0.5. It also times functional
+mode on the same program and the demo model (examples/mlp.yaml on bm1684) end to end.
+
+    python bench/sim_speed.py            # a graph of about 110,000 instructions
+    python bench/sim_speed.py --quick    # a small graph, as a smoke run
+"""
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import simpy
+
+import chips
+import isa
+import isa.graphfile
+import sim
+
+TARGET = 0.5
+WIDTH = 1024
+MLP = Path(__file__).resolve().parent.parent / "examples" / "mlp.yaml"
+
+
+def chain(rows, depth):
+    """x (rows x WIDTH) through `depth` element-wise ops, cycling through add/mul/max with a
+    broadcast row b, adds, muls and relu, so every vector function the ops lower to appears."""
+    g = isa.Graph("chain")
+    x = g.input("x", (rows, WIDTH), "float32")
+    b = g.input("b", (1, WIDTH), "float32")
+    steps = [
+        lambda t: isa.ops.add(t, b),
+        lambda t: isa.ops.mul(t, b),
+        lambda t: isa.ops.max(t, b),
+        lambda t: isa.ops.adds(t, 1.0),
+        lambda t: isa.ops.muls(t, 0.5),
+        lambda t: isa.ops.active(t, "relu"),
+    ]
+    y = x
+    for i in range(depth):
+        y = steps[i % len(steps)](y)
+    g.output(y, "y")
+    return g
+
+
+def timed(fn):
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def best_of(fn, runs=3):
+    return min(timed(fn)[0] for _ in range(runs))
+
+
+def handoff(n):
+    """n items from a producer to a consumer through a Store of capacity 1."""
+    env = simpy.Environment()
+    store = simpy.Store(env, capacity=1)
+
+    def producer():
+        for i in range(n):
+            yield store.put(i)
+
+    def consumer():
+        for _ in range(n):
+            yield store.get()
+
+    env.process(producer())
+    env.process(consumer())
+    env.run()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a small graph (about 7,000 instructions)")
+    quick = parser.parse_args().quick
+    rows, depth, items = (1024, 14, 20_000) if quick else (16384, 14, 200_000)
+
+    chip = chips.load("generic", overrides={"memories.lmem.size": "1KiB"})
+    graph = chain(rows, depth)
+    lower_s, program = timed(lambda: isa.lower(graph, chip))
+    n = len(program)
+
+    timing_s = best_of(lambda: sim.execute(program, chip, mode="timing"))
+    sim_rate = n / timing_s
+    handoff_rate = items / best_of(lambda: handoff(items))
+    ratio = sim_rate / handoff_rate
+
+    rng = np.random.default_rng(0)
+    inputs = {"x": rng.standard_normal((rows, WIDTH), np.float32), "b": rng.standard_normal((1, WIDTH), np.float32)}
+    functional_s, _ = timed(lambda: sim.execute(program, chip, inputs, mode="functional"))
+
+    mlp = isa.graphfile.load(MLP)
+    bm1684 = chips.load("bm1684")
+    mlp_s = best_of(lambda: sim.execute(isa.lower(mlp.graph, bm1684), bm1684, mlp.defaults, mode="functional"))
+
+    verdict = "met" if ratio >= TARGET else "NOT met"
+    rows_out = [
+        ("graph", f"chain of {depth} ops over {rows}x{WIDTH} float32, generic chip, lmem 1KiB/lane"),
+        ("instructions", f"{n:,}"),
+        ("lowering", f"{lower_s:.3f} s"),
+        ("timing mode (best of 3)", f"{timing_s:.3f} s  {sim_rate:,.0f} instr/s"),
+        ("simpy handoff (best of 3)", f"{handoff_rate:,.0f} items/s  ({items:,} items)"),
+        ("ratio sim / handoff", f"{ratio:.3f}  (target >= {TARGET}: {verdict})"),
+        ("functional mode", f"{functional_s:.3f} s  {n / functional_s:,.0f} instr/s"),
+        ("mlp.yaml on bm1684 (best of 3)", f"{mlp_s:.3f} s  (lower + execute functional)"),
+    ]
+    width = max(len(label) for label, _ in rows_out)
+    for label, value in rows_out:
+        print(f"{label:<{width}}  {value}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""Lowering: the MLP end to end on both chips, the program text, and what each placement
+choice does to cycles, tiling and numbers."""
+
+import numpy as np
+import pytest
+
+import chips
+import isa
+import sim
+from isa import graphfile
+from refeval import evaluate
+
+EXAMPLES = ["examples/mlp.yaml", "examples/mlp_int8.yaml"]
+
+
+@pytest.mark.parametrize("chip", ["bm1684", "generic"])
+@pytest.mark.parametrize("path", EXAMPLES)
+def test_mlp_outputs_equal_numpy(path, chip):
+    chip = chips.load(chip)
+    gf = graphfile.load(path)
+    res = sim.run(gf.graph, chip, gf.defaults)
+    want = evaluate(gf.graph, gf.defaults, chip)["y"]
+    got = res.outputs["y"]
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if got.dtype == np.float32:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(got, want)
+    assert 0.2 < np.mean(want > 0) < 0.8  # relu cuts some values and keeps others: a real test
+
+
+def test_mlp_float_matches_plain_numpy():
+    gf = graphfile.load("examples/mlp.yaml")
+    c, x = gf.graph.constants, gf.defaults["x"]
+    h = x
+    for i in (1, 2, 3):
+        h = np.maximum(h @ c[f"w{i}"] + c[f"b{i}"], 0)
+    res = sim.run(gf.graph, "bm1684", gf.defaults)
+    np.testing.assert_allclose(res.outputs["y"], h, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("path", EXAMPLES)
+def test_program_text_round_trips(path):
+    gf = graphfile.load(path)
+    prog = isa.lower(gf.graph, chips.load("bm1684"))
+    text = prog.to_text()
+    again = isa.Program.from_text(text)
+    assert again == prog
+    assert again.to_text() == text
+    a = sim.execute(prog, "bm1684", gf.defaults)
+    b = sim.execute(again, "bm1684", gf.defaults)
+    assert a.cycles == b.cycles
+    np.testing.assert_array_equal(a.outputs["y"], b.outputs["y"])
+
+
+def heavy_graph(n=1 << 16):
+    """Loads and compute both heavy: a chain of transcendental ops on a large tensor."""
+    g = isa.Graph("heavy")
+    y = isa.ops.adds(g.input("x", (n // 256, 256), "float32"), 1.0)
+    for kind in ("tanh", "sigmoid", "exp", "sin", "cos"):
+        y = isa.ops.active(y, kind)
+    g.output(isa.ops.muls(y, 2.0), "y")
+    return g
+
+
+def test_double_buffering_lowers_cycles():
+    g = heavy_graph()
+    chip = chips.load("generic")
+    single = sim.run(g, chip, mode="timing", policy=isa.Policy(double_buffer=False))
+    double = sim.run(g, chip, mode="timing", policy=isa.Policy(double_buffer=True))
+    assert double.cycles < 0.8 * single.cycles
+    # without a second slot, loading and computing take turns; with one, they overlap
+    assert single.cycles >= single.stats.busy["vpu"] + single.stats.busy["dma_in"]
+    assert double.cycles < double.stats.busy["vpu"] + double.stats.busy["dma_in"]
+
+
+def test_fusion_keeps_intermediates_on_chip():
+    g = heavy_graph()
+    fused = sim.run(g, "generic", mode="timing", policy=isa.Policy(fuse=True))
+    unfused = sim.run(g, "generic", mode="timing", policy=isa.Policy(fuse=False))
+    tensor = 4 * (1 << 16)
+    assert fused.stats.ddr_read_bytes == tensor and fused.stats.ddr_write_bytes == tensor
+    assert unfused.stats.ddr_read_bytes == 7 * tensor and unfused.stats.ddr_write_bytes == 7 * tensor
+    assert fused.cycles < unfused.cycles
+
+
+def memory_bound_graph():
+    g = isa.Graph("copyish")
+    x = g.input("x", (512, 512), "float32")
+    g.output(isa.ops.adds(x, 1.0), "y")
+    return g
+
+
+def test_more_ddr_bandwidth_never_costs_cycles():
+    g = memory_bound_graph()
+    cycles = [
+        sim.run(g, chips.load("bm1684", {"memories.ddr.bandwidth": f"{bw}GB/s", "engines.gdma.bandwidth": "1TB/s"}), mode="timing").cycles
+        for bw in (4, 8, 16, 32, 64, 128)
+    ]
+    assert cycles == sorted(cycles, reverse=True)
+    assert cycles[0] > 4 * cycles[3]  # memory-bound: 8x less bandwidth, much slower
+
+
+@pytest.mark.parametrize("chip, sizes", [("bm1684", ("512KiB", "8KiB", "2KiB")), ("generic", ("256KiB", "8KiB", "2KiB"))])
+def test_smaller_local_memory_changes_tiling_not_numbers(chip, sizes):
+    gf = graphfile.load("examples/mlp.yaml")
+    counts, outputs = [], []
+    for size in sizes:
+        c = chips.load(chip, {"memories.lmem.size": size})
+        prog = isa.lower(gf.graph, c)
+        counts.append(len(prog))
+        outputs.append(sim.execute(prog, c, gf.defaults).outputs["y"])
+    assert counts[0] < counts[1] < counts[2]
+    for y in outputs[1:]:
+        np.testing.assert_allclose(y, outputs[0], rtol=1e-5, atol=1e-6)
+
+
+def test_int8_mlp_tiles_are_bit_exact_at_any_local_memory_size():
+    gf = graphfile.load("examples/mlp_int8.yaml")
+    want = evaluate(gf.graph, gf.defaults, chips.load("bm1684"))["y"]
+    for size in ("512KiB", "4KiB"):
+        got = sim.run(gf.graph, chips.load("bm1684", {"memories.lmem.size": size}), gf.defaults).outputs["y"]
+        np.testing.assert_array_equal(got, want)
+
+
+def test_operands_route_through_a_staging_memory(three_level):
+    gf = graphfile.load("examples/mlp.yaml")
+    res = sim.run(gf.graph, three_level, gf.defaults)
+    want = evaluate(gf.graph, gf.defaults, three_level)["y"]
+    np.testing.assert_allclose(res.outputs["y"], want, rtol=1e-5, atol=1e-6)
+    hops = {(e.engine, e.src, e.dst) for e in res.trace.events if e.kind == "dma"}
+    assert hops == {("mte2", "ddr", "l1"), ("mte1", "l1", "lmem"), ("mte3", "lmem", "ddr")}
+
+
+def test_outputs_that_alias_inputs_are_copied():
+    g = isa.Graph("alias")
+    x = g.input("x", (3, 5), "int16")
+    g.output(x, "same")
+    g.output(isa.ops.adds(x, 1), "plus")
+    g.output(g.tensors["adds_0"], "plus_again")
+    xv = np.arange(15, dtype=np.int16).reshape(3, 5)
+    out = sim.run(g, "generic", {"x": xv}).outputs
+    np.testing.assert_array_equal(out["same"], xv)
+    np.testing.assert_array_equal(out["plus"], xv + 1)
+    np.testing.assert_array_equal(out["plus_again"], xv + 1)
+
+
+def test_a_tensor_too_big_for_ddr_is_out_of_memory():
+    g = isa.Graph("big")
+    g.output(isa.ops.adds(g.input("x", (1 << 17, 1 << 16), "float32"), 1.0), "y")
+    with pytest.raises(isa.OutOfMemoryError, match=r"ddr: cannot place input x \(34359738368 bytes\): 17179869184 of 17179869184 bytes free"):
+        isa.lower(g, chips.load("generic"))
+
+
+def test_a_matrix_tile_that_cannot_fit_is_out_of_memory():
+    g = isa.Graph("mm")
+    x = g.input("x", (64, 64), "float32")
+    g.output(isa.ops.matrix_mul(x, np.ones((64, 64), np.float32)), "y")
+    with pytest.raises(isa.OutOfMemoryError, match=r"matrix_mul_0: even a 32x32x1 matrix tile needs \d+ bytes"):
+        isa.lower(g, chips.load("generic", {"memories.lmem.size": "32B"}))
+
+
+def test_ops_a_chip_lacks_are_rejected_with_op_dtype_and_chip():
+    g = isa.Graph("u")
+    x = g.input("x", (4, 4), "int8")
+    g.output(isa.ops.active(x, "tanh"), "y")
+    with pytest.raises(isa.UnsupportedError, match=r"op active_0: active.tanh with int8 -> int8 is not supported on chip bm1684 \(same-dtype: float32; no mixed dtypes\)"):
+        isa.lower(g, chips.load("bm1684"))
+    g = isa.Graph("f16")
+    g.output(isa.ops.adds(g.input("x", (4, 4), "float16"), 1.0), "y")
+    with pytest.raises(isa.UnsupportedError, match=r"adds with float16 -> float16 is not supported on chip bm1684"):
+        isa.lower(g, chips.load("bm1684"))
+    isa.lower(g, chips.load("generic"))  # the reference NPU takes every dtype
+
+
+def test_bm1684_computes_int32_through_float32():
+    """The seed: BM1684 'INT32会被转成FLOAT32来计算': 2^24 + 1 is not a float32."""
+    g = isa.Graph("i32")
+    x = g.input("x", (1, 4), "int32")
+    g.output(isa.ops.adds(x, 0), "y")
+    xv = np.array([[16777217, -16777217, 3, 2**31 - 1]], np.int32)
+    on_bm1684 = sim.run(g, "bm1684", {"x": xv}).outputs["y"]
+    np.testing.assert_array_equal(on_bm1684, [[16777216, -16777216, 3, 2**31 - 1]])
+    np.testing.assert_array_equal(sim.run(g, "generic", {"x": xv}).outputs["y"], xv)

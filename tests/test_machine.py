@@ -1,0 +1,166 @@
+"""The machine: exact timelines on a tiny chip, cost formulas, shared bandwidth, deadlocks,
+bad programs, and the two modes agreeing."""
+
+import json
+
+import numpy as np
+import pytest
+
+import chips
+import isa
+import sim
+import traces
+from isa.instructions import Dma, Matmul, Region, Vector, dense
+from sim.engines import dma, matrix, vector
+from traces.records import Event
+
+SERIAL = isa.Policy(double_buffer=False)
+
+
+def relu_graph(n=16):
+    g = isa.Graph("relu")
+    g.output(isa.ops.active(g.input("x", (1, n), "float32"), "relu", name="r"), "y")
+    return g
+
+
+def test_exact_timeline_on_tiny_chip(tiny):
+    # gdma.0 load 64 B: 10 latency + 64/4 = 26; relu: 2 + ceil(16/4) = 6; store: 26 more.
+    res = sim.run(relu_graph(), tiny, {"x": np.arange(-8, 8, dtype=np.float32).reshape(1, 16)}, policy=SERIAL)
+    events = sorted(res.trace.events, key=lambda e: (e.engine, e.index))
+    assert events == [
+        Event("gdma", 0, "dma", "dma", "r", 0, 26, 64, "ddr", "lmem"),
+        Event("gdma", 1, "wait", "wait", "r", 26, 32, 0, "", ""),
+        Event("gdma", 2, "dma", "dma", "r", 32, 58, 64, "lmem", "ddr"),
+        Event("tiu", 0, "wait", "wait", "r", 0, 26, 0, "", ""),
+        Event("tiu", 1, "vector", "relu", "r", 26, 32, 64, "", "lmem"),
+    ]
+    assert res.cycles == 58
+    assert res.seconds == pytest.approx(58e-9)
+    np.testing.assert_array_equal(res.outputs["y"], np.maximum(np.arange(-8, 8, dtype=np.float32), 0).reshape(1, 16))
+    assert res.stats.busy == {"gdma": 52, "tiu": 6}
+    assert res.stats.ddr_read_bytes == 64 and res.stats.ddr_write_bytes == 64
+
+
+def test_dma_cost_rounds_runs_up_to_bursts(tiny):
+    gdma = tiny.engines["gdma"]
+    contiguous = Dma(dense("ddr", 0, "int8", (4, 8)), dense("lmem", 0, "int8", (4, 8)))
+    assert dma.runs(contiguous.src) == (1, 32)
+    assert dma.cycles(contiguous, tiny, gdma) == 10 + 32 // 4
+    # 8 runs of 3 bytes (stride 8): each rounds up to a 4-byte burst in DDR
+    strided = Dma(Region("ddr", 0, "int8", (8, 3), (8, 1)), dense("lmem", 0, "int8", (8, 3)))
+    assert dma.runs(strided.src) == (8, 3)
+    assert dma.bytes_moved(strided, tiny) == 32
+    assert dma.cycles(strided, tiny, gdma) == 10 + 8
+    # DDR to DDR: the memory is both ends, so half its bandwidth
+    both = Dma(dense("ddr", 0, "int8", (32,)), dense("ddr", 64, "int8", (32,)))
+    assert dma.cycles(both, tiny, gdma) == 10 + 32 // 2
+
+
+def test_vector_and_matrix_costs(tiny):
+    unit = tiny.engines["tiu"]
+    add = Vector("add", dense("lmem", 0, "float32", (3, 7)), (dense("lmem", 128, "float32", (3, 7)), 1.0), "float32")
+    assert vector.cycles(add, unit.vector, unit.issue_latency) == 2 + 6  # ceil(21 / 4)
+    tanh = Vector("tanh", dense("lmem", 0, "float32", (4, 4)), (dense("lmem", 128, "float32", (4, 4)),), "float32")
+    assert vector.cycles(tanh, unit.vector, unit.issue_latency) == 2 + 4 * 3
+    # int8 in, int32 out: the wider dtype sets the rate
+    widen = Vector("copy", dense("lmem", 0, "int32", (16,)), (dense("lmem", 128, "int8", (16,)),), "int64")
+    assert vector.cycles(widen, unit.vector, unit.issue_latency) == 2 + 4
+    mm = Matmul(dense("lmem", 0, "float32", (8, 5)), dense("lmem", 256, "float32", (5, 4)), dense("lmem", 512, "float32", (8, 4)), False)
+    # a 4x4 output-stationary array: SCALE-Sim's folds * (K + R + C - 2), plus issue latency
+    assert matrix.cycles(mm, unit.matrix, unit.issue_latency) == 2 + 2 * (5 + 4 + 4 - 2)
+
+
+def _program(text):
+    return isa.Program.from_text(".program chip=generic graph=hand\n" + text)
+
+
+def test_overlapping_dmas_share_ddr_bandwidth():
+    chip = chips.load("generic")
+    load = "dma_in.0 dma src=ddr@0x0:int8[6400;1] dst=lmem@0x0:int8[6400;1]\n"
+    store = "dma_out.0 dma src=lmem@0x4000:int8[6400;1] dst=ddr@0x4000:int8[6400;1]\n"
+    engines = ".engine dma_in\n.engine dma_out\n"
+    alone = sim.execute(_program(engines + load), chip, mode="timing")
+    # 50 engine + 100 DDR latency, then 6400 B at 64 B/cycle
+    assert alone.cycles == 150 + 100
+    both = sim.execute(_program(engines + load + store), chip, mode="timing")
+    # both transfer at once: DDR's 64 B/cycle splits in two
+    assert [e.end for e in both.trace.events] == [350, 350]
+    assert both.trace.counters["ddr.read"] == [(0, 0), (150, 32.0), (350, 0)]
+    assert both.trace.counters["ddr.write"] == [(0, 0), (150, 32.0), (350, 0)]
+
+
+def test_deadlock_is_an_error_listing_the_stuck_instructions(tiny):
+    prog = isa.Program.from_text(
+        ".program chip=tiny graph=hand\n.engine gdma\n.engine tiu\n"
+        "gdma.0 wait on=tiu.0\ntiu.0 wait on=gdma.0\n"
+    )
+    with pytest.raises(sim.DeadlockError, match=r"gdma\.0 wait on=tiu\.0 .*tiu\.0 wait on=gdma\.0"):
+        sim.execute(prog, tiny)
+    own_future = isa.Program.from_text(
+        ".program chip=tiny graph=hand\n.engine gdma\n.engine tiu\n"
+        "gdma.0 wait on=gdma.1\ngdma.1 dma src=ddr@0x0:int8[4;1] dst=lmem@0x0:int8[4;1]\n"
+    )
+    with pytest.raises(sim.DeadlockError, match=r"waiting for gdma\.1"):
+        sim.execute(own_future, tiny, mode="timing")
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("gdma.0 wait on=tiu.5\n", r"waits on tiu\.5, which is not an instruction"),
+        ("gdma.0 dma src=ddr@0x0:int8[4;1] dst=lmem@0x0:int8[8;1]\n", r"differ in shape"),
+        ("gdma.0 dma src=ddr@0x0:int8[8;1] dst=lmem@0xfffc:int8[8;1]\n", r"reaches byte 65540 of lmem, capacity 4096"),
+        ("tiu.0 dma src=ddr@0x0:int8[8;1] dst=lmem@0x0:int8[8;1]\n", r"engine tiu is not a dma engine"),
+        ("gdma.0 dma src=lmem@0x0:int8[8;1] dst=lmem@0x10:int8[8;1]\n", r"no link lmem->lmem"),
+        ("tiu.0 vector fn=add cdt=float32 dst=lmem@0x0:float32[4;0] src=lmem@0x40:float32[4;1],1.0\n", r"more than once"),
+        ("tiu.0 vector fn=add cdt=float32 dst=lmem@0x0:float16[4;1] src=lmem@0x40:float16[4;1],1.0\n", r"no throughput for dtype float16"),
+        ("npu.0 vector fn=relu cdt=float32 dst=lmem@0x0:float32[4;1] src=lmem@0x40:float32[4;1]\n", r"undeclared engine 'npu'"),
+        ("tiu.0 vector fn=relu cdt=float32 dst=sram@0x0:float32[4;1] src=lmem@0x40:float32[4;1]\n", r"unknown memory 'sram'"),
+        ("tiu.0 vector fn=frobnicate cdt=float32 dst=lmem@0x0:float32[4;1] src=lmem@0x40:float32[4;1]\n", r"unknown vector function"),
+        ("tiu.0 vector fn=add cdt=float32 dst=lmem@0x0:float32[4;1] src=lmem@0x40:float32[4;1]\n", r"add takes 2 operand"),
+        ("tiu.1 vector fn=relu cdt=float32 dst=lmem@0x0:float32[4;1] src=lmem@0x40:float32[4;1]\n", r"out of order"),
+    ],
+)
+def test_bad_programs_are_program_errors(tiny, body, message):
+    with pytest.raises(isa.ProgramError, match=message):
+        sim.execute(isa.Program.from_text(".program chip=tiny graph=hand\n.engine gdma\n.engine tiu\n" + body), tiny)
+
+
+def test_timing_mode_gives_the_cycles_of_functional_mode(tiny):
+    for chip in (chips.load("bm1684"), chips.load("generic"), tiny):
+        g = relu_graph(1000)
+        x = np.linspace(-1, 1, 1000, dtype=np.float32).reshape(1, 1000)
+        functional = sim.run(g, chip, {"x": x})
+        timing = sim.run(g, chip, mode="timing")
+        assert timing.cycles == functional.cycles
+        assert timing.trace.events == functional.trace.events
+        assert timing.outputs == {}
+
+
+def test_runs_are_deterministic():
+    g = relu_graph(5000)
+    a = sim.run(g, "generic", mode="timing")
+    b = sim.run(g, "generic", mode="timing")
+    assert a.trace == b.trace
+
+
+def test_chrome_trace_has_a_track_per_engine(tmp_path):
+    res = sim.run(relu_graph(4096), "generic", mode="timing")
+    path = tmp_path / "run.json"
+    traces.write_chrome(res.trace, path)
+    data = json.loads(path.read_text())
+    names = {e["args"]["name"] for e in data["traceEvents"] if e.get("name") == "thread_name"}
+    assert names == {"dma_in", "dma_out", "vpu", "mxu"}
+    assert {e["cat"] for e in data["traceEvents"] if e["ph"] == "X"} >= {"dma", "vector"}
+
+
+def test_inputs_are_checked(tiny):
+    g = relu_graph()
+    with pytest.raises(sim.InputError, match=r"input 'x' \(float32\[1, 16\]\) was not given"):
+        sim.run(g, tiny, {})
+    with pytest.raises(sim.InputError, match=r"expected shape \(1, 16\), got \(16,\)"):
+        sim.run(g, tiny, {"x": np.zeros(16, np.float32)})
+    with pytest.raises(sim.InputError, match=r"unknown input\(s\) z"):
+        sim.run(g, tiny, {"x": np.zeros((1, 16), np.float32), "z": 1})
+    with pytest.raises(sim.InputError, match=r"expected float32, got complex128"):
+        sim.run(g, tiny, {"x": np.zeros((1, 16), complex)})
