@@ -86,8 +86,12 @@ def convert(x, name):
     Floats become integers by round-half-to-even (the IEEE default conversion), then are clipped
     to the target range; NaN becomes 0. Float targets take the nearest value (IEEE).
     """
+    with np.errstate(over="ignore", invalid="ignore"):  # IEEE overflow to inf is the answer
+        return _convert(np.asarray(x), name)
+
+
+def _convert(x, name):
     dt = np_dtype(name)
-    x = np.asarray(x)
     if name == "bool":
         return x != 0
     if is_int(name):

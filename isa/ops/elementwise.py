@@ -83,7 +83,9 @@ class Elementwise(OpDef):
         cdt = dtypes.np_dtype(compute_dtype([dtypes.of_array(a) for a in arrays], compute))
         args = [a.astype(cdt) for a in arrays] + [cdt.type(params[s]) for s in self.scalars]
         out = self.infer([Spec(a.shape, dtypes.of_array(a)) for a in arrays], params)[0]
-        return [dtypes.convert(np.broadcast_to(self.ref_fn(params)(*args), out.shape), out.dtype)]
+        with np.errstate(all="ignore"):  # IEEE answers (NaN, inf) are the answers
+            result = self.ref_fn(params)(*args)
+        return [dtypes.convert(np.broadcast_to(result, out.shape), out.dtype)]
 
 
 class Active(Elementwise):

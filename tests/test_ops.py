@@ -1,0 +1,240 @@
+"""Every op against its reference: random shapes, broadcasts, dtypes and values on both shipped
+chips (functional mode, values equal), and the same cycles in timing mode."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import chips
+import isa
+import sim
+from isa import dtypes
+from isa.ops.elementwise import Active
+from refeval import evaluate
+
+CHIPS = {name: chips.load(name) for name in ("bm1684", "generic")}
+SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def values(rng, shape, dtype):
+    if dtypes.is_int(dtype):
+        lo, hi = dtypes.int_range(dtype)
+        return rng.integers(lo, hi, shape, endpoint=True).astype(dtypes.np_dtype(dtype))
+    return (rng.standard_normal(shape) * 4).astype(dtypes.np_dtype(dtype))
+
+
+def allowed(chip, key, candidates=dtypes.NAMES):
+    row = chip.support(key)
+    return [d for d in candidates if row is not None and (row.dtypes is None or d in row.dtypes) and d != "bool"]
+
+
+def check(graph, chip, inputs):
+    """Run functional and timing; the outputs equal the references, the cycles each other."""
+    res = sim.run(graph, chip, inputs)
+    want = evaluate(graph, inputs, chip)
+    for name, w in want.items():
+        got = res.outputs[name]
+        assert got.dtype == w.dtype and got.shape == w.shape
+        if dtypes.is_float(dtypes.of_array(w)):  # compare as float64, where NaN equals NaN
+            got, w = got.astype(np.float64), w.astype(np.float64)
+        np.testing.assert_array_equal(got, w)
+    assert sim.run(graph, chip, mode="timing").cycles == res.cycles
+    return res
+
+
+@st.composite
+def broadcast_shapes(draw, count):
+    rank = draw(st.integers(1, 4))
+    out = draw(st.lists(st.integers(1, 9), min_size=rank, max_size=rank))
+    shapes = [tuple(d if draw(st.booleans()) else 1 for d in out) for _ in range(count - 1)]
+    return [tuple(out)] + shapes
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "max", "min"])
+@pytest.mark.parametrize("chip", CHIPS)
+@SETTINGS
+@given(data=st.data())
+def test_binary_ops(op, chip, data):
+    chip = CHIPS[chip]
+    dtype = data.draw(st.sampled_from(allowed(chip, op)))
+    shapes = data.draw(broadcast_shapes(2))
+    if data.draw(st.booleans()):
+        shapes.reverse()
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    g = isa.Graph("t")
+    a, b = g.input("a", shapes[0], dtype), g.input("b", shapes[1], dtype)
+    g.output(getattr(isa.ops, op)(a, b), "y")
+    check(g, chip, {"a": values(rng, shapes[0], dtype), "b": values(rng, shapes[1], dtype)})
+
+
+@pytest.mark.parametrize("op", ["adds", "subs", "muls"])
+@pytest.mark.parametrize("chip", CHIPS)
+@SETTINGS
+@given(data=st.data())
+def test_tensor_scalar_ops(op, chip, data):
+    chip = CHIPS[chip]
+    dtype = data.draw(st.sampled_from(allowed(chip, op)))
+    shape = data.draw(broadcast_shapes(1))[0]
+    if dtypes.is_int(dtype):
+        scalar = data.draw(st.integers(-300, 300))
+    else:
+        scalar = data.draw(st.floats(-100, 100, allow_nan=False, width=32))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    g = isa.Graph("t")
+    g.output(getattr(isa.ops, op)(g.input("x", shape, dtype), scalar), "y")
+    check(g, chip, {"x": values(rng, shape, dtype)})
+
+
+@pytest.mark.parametrize("kind", Active.variants)
+@pytest.mark.parametrize("chip", CHIPS)
+@settings(max_examples=8, deadline=None)
+@given(data=st.data())
+def test_every_active_type(kind, chip, data):
+    chip = CHIPS[chip]
+    dtype = data.draw(st.sampled_from(allowed(chip, f"active.{kind}")))
+    shape = data.draw(broadcast_shapes(1))[0]
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    g = isa.Graph("t")
+    g.output(isa.ops.active(g.input("x", shape, dtype), f"ACTIVE_{kind.upper()}"), "y")
+    check(g, chip, {"x": values(rng, shape, dtype)})
+
+
+def test_active_values_on_known_inputs():
+    x = np.array([[-2.5, -0.5, 0.0, 0.5, 1.5, 2.5]], np.float32)
+    want = {
+        "relu": [0, 0, 0, 0.5, 1.5, 2.5],
+        "absval": [2.5, 0.5, 0, 0.5, 1.5, 2.5],
+        "round": [-3, -1, 0, 1, 2, 3],  # halves away from zero, as C's round()
+        "ceil": [-2, 0, 0, 1, 2, 3],
+        "floor": [-3, -1, 0, 0, 1, 2],
+        "square": [6.25, 0.25, 0, 0.25, 2.25, 6.25],
+        "leaky_relu": [0, 0, 0, 0.5, 1.5, 2.5],  # `active` has no slope: it is relu (seed)
+    }
+    for kind, expected in want.items():
+        g = isa.Graph("t")
+        g.output(isa.ops.active(g.input("x", x.shape), kind), "y")
+        np.testing.assert_array_equal(sim.run(g, "bm1684", {"x": x}).outputs["y"][0], np.float32(expected))
+
+
+def test_integer_results_saturate_or_widen_as_the_chip_allows():
+    g = isa.Graph("t")
+    a, b = g.input("a", (1, 4), "int8"), g.input("b", (1, 4), "int8")
+    g.output(isa.ops.add(a, b), "narrow")
+    g.output(isa.ops.add(a, b, out_dtype="int16"), "wide")
+    g.output(isa.ops.active(a, "absval"), "abs")
+    av = np.array([[127, -128, 100, -5]], np.int8)
+    bv = np.array([[1, -1, 100, 3]], np.int8)
+    out = check(g, CHIPS["bm1684"], {"a": av, "b": bv}).outputs
+    np.testing.assert_array_equal(out["narrow"], [[127, -128, 127, -2]])
+    np.testing.assert_array_equal(out["wide"], [[128, -129, 200, -2]])
+    np.testing.assert_array_equal(out["abs"], [[127, 127, 100, 5]])  # |-128| saturates
+
+
+def test_max_min_may_not_change_dtype_on_bm1684():
+    g = isa.Graph("t")
+    g.output(isa.ops.max(g.input("a", (2, 2), "int8"), g.input("b", (2, 2), "int8"), out_dtype="int16"), "y")
+    with pytest.raises(isa.UnsupportedError, match=r"max with int8 x int8 -> int16 is not supported on chip bm1684"):
+        isa.lower(g, CHIPS["bm1684"])
+
+
+def test_operand_errors():
+    g = isa.Graph("t")
+    a = g.input("a", (2, 3), "float32")
+    with pytest.raises(isa.ShapeError, match=r"add: shapes \(2, 3\), \(3, 2\) do not broadcast"):
+        isa.ops.add(a, g.input("b", (3, 2), "float32"))
+    with pytest.raises(isa.ShapeError, match=r"same rank"):
+        isa.ops.add(a, g.input("c", (3,), "float32"))
+    with pytest.raises(isa.UnsupportedError, match=r"scalar 1.5 must be an integer for a int8 tensor"):
+        isa.ops.adds(g.input("i", (2,), "int8"), 1.5)
+    with pytest.raises(isa.UnsupportedError, match=r"unknown active_type 'gelu'"):
+        isa.ops.active(a, "gelu")
+    with pytest.raises(isa.GraphError, match=r"belongs to graph 'other'"):
+        isa.ops.add(a, isa.Graph("other").input("z", (2, 3)))
+
+
+# ---- matrix_mul -----------------------------------------------------------------------------
+
+@st.composite
+def matmul_case(draw, max_dim=70):
+    m, k, n = (draw(st.integers(1, max_dim)) for _ in range(3))
+    return m, k, n, draw(st.booleans()), draw(st.integers(0, 2**32 - 1))
+
+
+def matmul_graph(m, k, n, dtype, bias_dtype=None, rng=None, **params):
+    g = isa.Graph("mm")
+    x = g.input("x", (m, k), dtype)
+    w = g.constant("w", values(rng, (k, n), dtype))
+    b = g.constant("b", values(rng, (1, n), bias_dtype)) if bias_dtype else None
+    g.output(isa.ops.matrix_mul(x, w, b, **params), "y")
+    return g
+
+
+@pytest.mark.parametrize("chip, dtype", [("bm1684", "float32"), ("generic", "float32"), ("generic", "float16"), ("generic", "bfloat16")])
+@SETTINGS
+@given(case=matmul_case())
+def test_matrix_mul_float(chip, dtype, case):
+    m, k, n, with_bias, seed = case
+    rng = np.random.default_rng(seed)
+    g = matmul_graph(m, k, n, dtype, dtype if with_bias else None, rng)
+    inputs = {"x": values(rng, (m, k), dtype)}
+    res = sim.run(g, CHIPS[chip], inputs)
+    want = evaluate(g, inputs, CHIPS[chip])["y"]
+    tol = 1e-5 if dtype == "float32" else 1e-2
+    np.testing.assert_allclose(res.outputs["y"].astype(np.float32), want.astype(np.float32), rtol=tol, atol=tol * np.sqrt(k) * 16)
+    assert res.outputs["y"].dtype == want.dtype
+    assert sim.run(g, CHIPS[chip], mode="timing").cycles == res.cycles
+
+
+QUANT = [
+    # mode, input dtype, bias dtype, output dtype
+    ("LowPrecisionSymmetric", "int8", "int16", "int8"),
+    ("LowPrecisionSymmetric", "uint8", "uint16", "uint8"),
+    ("LowPrecisionSymmetric", "int8", None, "int8"),
+    ("HighPrecisionSymmetric", "int8", "int16", "int16"),
+    ("HighPrecisionSymmetric", "int8", "int32", "int8"),
+    ("HighPrecisionSymmetric", "uint8", "uint16", "uint16"),
+]
+
+
+@pytest.mark.parametrize("mode, dtype, bias, out", QUANT)
+@pytest.mark.parametrize("chip", CHIPS)
+@SETTINGS
+@given(case=matmul_case(), scale=st.sampled_from([1.0, 0.5, 2.0**-7, 2.0**-12, 0.3, 0.0123, 1.7]))
+def test_matrix_mul_quantized_modes_are_exact(mode, dtype, bias, out, chip, case, scale):
+    m, k, n, _, seed = case
+    rng = np.random.default_rng(seed)
+    g = matmul_graph(m, k, n, dtype, bias, rng, scale=scale, mode=mode, out_dtype=out)
+    check(g, CHIPS[chip], {"x": values(rng, (m, k), dtype)})
+
+
+def test_low_precision_symmetric_by_hand():
+    """The seed's pseudo-code on numbers worked by hand, including the 7-bit compensation."""
+    g = isa.Graph("mm")
+    x = g.input("x", (1, 2), "int8")
+    w = g.constant("w", np.array([[10, 1], [20, -3]], np.int8))
+    b = g.constant("b", np.array([[5, 0]], np.int16))
+    g.output(isa.ops.matrix_mul(x, w, b, scale=0.3), "y")
+    # acc = [3*10 + 4*20 + 5, 3*1 - 4*3] = [115, -9]; rshift = ceil(log2(1/0.3)) = 2
+    # (115 + 2) >> 2 = 29, (-9 + 2) >> 2 = -2; left scale 0.3 * 4 = 1.2 -> int(1.2 * 128) = 153
+    # (29 * 153 + 64) >> 7 = 35, (-2 * 153 + 64) >> 7 = -2
+    out = sim.run(g, "bm1684", {"x": np.array([[3, 4]], np.int8)}).outputs["y"]
+    np.testing.assert_array_equal(out, [[35, -2]])
+
+
+def test_matrix_mul_errors():
+    g = isa.Graph("mm")
+    x = g.input("x", (4, 8), "int8")
+    with pytest.raises(isa.ShapeError, match=r"left columns 8 != right rows 7"):
+        isa.ops.matrix_mul(x, g.input("w", (7, 3), "int8"))
+    w = g.input("w2", (8, 3), "int8")
+    with pytest.raises(isa.UnsupportedError, match=r"needs all zero points to be 0"):
+        isa.ops.matrix_mul(x, w, left_zero_point=3)
+    with pytest.raises(isa.UnsupportedError, match=r"bias: dtype int32 is not supported \(supported: int16, uint16\)"):
+        isa.ops.matrix_mul(x, w, g.input("b", (1, 3), "int32"))
+    with pytest.raises(isa.UnsupportedError, match=r"unsigned output uint8 needs unsigned inputs"):
+        isa.ops.matrix_mul(x, w, out_dtype="uint8")
+    with pytest.raises(isa.UnsupportedError, match=r"mode 'HighPrecisionAsymmetric' is not lowered yet"):
+        isa.ops.matrix_mul(x, w, mode="HighPrecisionAsymmetric")
+    with pytest.raises(isa.ShapeError, match=r"bias must have shape \(1, 3\)"):
+        isa.ops.matrix_mul(x, w, g.input("b2", (3,), "int16"))
