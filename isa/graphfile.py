@@ -11,12 +11,14 @@
       - {op: active, inputs: [fc1], params: {active_type: relu}}
     outputs: {y: active_0}                               # or a list of tensor names
 
-`random` is normal (mean, scale), uniform (low, high; integers inclusive for integer dtypes)
-drawn with numpy's default_rng(seed), so a file always gives the same values. Every error
-names the file and line.
+`random` is normal (mean, scale) or uniform (low, high; inclusive for integer dtypes), drawn
+with numpy's default_rng(seed), so a file always gives the same values. A constant's `value`
+must fit its dtype and, like a `file`, agree with `shape` when one is given. Every error names
+the file and the line.
 """
 
 from dataclasses import dataclass
+from numbers import Integral, Real
 from pathlib import Path
 
 import numpy as np
@@ -32,17 +34,24 @@ class GraphFile:
     defaults: dict  # input name -> array, for inputs that give a `random` spec
 
 
+_RANDOM_KEYS = ("random", "mean", "scale", "low", "high", "seed")
+_INPUT_KEYS = ("dtype",) + _RANDOM_KEYS
+_CONSTANT_KEYS = ("shape", "dtype", "value", "file") + _RANDOM_KEYS
+
+
 class _Reader:
+    """Checks values of one graph file; every error it raises names the file and a line."""
+
     def __init__(self, path):
         self.path = Path(path)
 
     def error(self, line, message):
-        return ConfigError(f"{self.path}:{line}: {message}" if line else f"{self.path}: {message}")
+        return ConfigError(f"{self.path}:{line}: {message}")
 
     def mapping(self, value, line, where, required=(), optional=()):
         """value, checked to be a mapping with the required keys and no unknown ones."""
         if not isinstance(value, dict):
-            raise self.error(line, f"{where}: expected a mapping, got {type(value).__name__}")
+            raise self.error(line, f"{where}: expected a mapping, got {_kind(value)}")
         unknown = sorted(map(str, set(value) - set(required) - set(optional)))
         if unknown:
             raise self.error(value.line_of(unknown[0]), f"{where}: unknown key {unknown[0]!r} (known: {', '.join(required + optional)})")
@@ -51,99 +60,176 @@ class _Reader:
                 raise self.error(value.line, f"{where}: missing key {key!r}")
         return value
 
+    def text(self, parent, key, where):
+        value = parent[key]
+        if not isinstance(value, str):
+            raise self.error(parent.line_of(key), f"{where}: expected a name, got {_kind(value)}")
+        return value
 
-_TENSOR_KEYS = ("shape", "dtype", "random", "mean", "scale", "low", "high", "seed", "value", "file")
+    def names(self, parent, key, where):
+        value = parent[key]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.error(parent.line_of(key), f"{where}: expected a list of tensor names, got {_kind(value)}")
+        return value
+
+    def number(self, spec, key, where, default, integer=False, minimum=None):
+        value = spec.get(key, default)
+        ok = isinstance(value, Integral if integer else Real) and not isinstance(value, bool)
+        if not ok or (minimum is not None and value < minimum):
+            want = "an integer" if integer else "a number"
+            want += f" >= {minimum}" if minimum is not None else ""
+            raise self.error(spec.line_of(key), f"{where}.{key}: expected {want}, got {value!r}")
+        return value
+
+    def shape(self, spec, where):
+        value = spec["shape"]
+        if not isinstance(value, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in value):
+            raise self.error(spec.line_of("shape"), f"{where}.shape: expected a list of positive integers, got {value!r}")
+        return tuple(value)
+
+    def dtype(self, spec, where):
+        name = spec.get("dtype", "float32")
+        try:
+            return dtypes.check(name, f"{where}.dtype")
+        except SimError as exc:
+            raise self.error(spec.line_of("dtype"), str(exc)) from None
 
 
 def load(path):
     """Read a graph file into a Graph and its default input values."""
     r = _Reader(path)
-    doc = yamlfile.read(path)
-    top = r.mapping(doc, 1, "graph file", ("name", "ops", "outputs"), ("inputs", "constants", "description"))
-    g = _wrap(r, top, "name", lambda: Graph(top["name"]))
+    top = r.mapping(yamlfile.read(path), 1, "graph file", ("name", "ops", "outputs"), ("inputs", "constants", "description"))
+    g = _located(r, top, "name", lambda: Graph(top["name"]))
     defaults = {}
     inputs = _section(r, top, "inputs")
     for name in inputs:
-        spec = r.mapping(inputs[name], inputs.line_of(name), f"inputs.{name}", ("shape",), _TENSOR_KEYS)
-        t = _wrap(r, inputs, name, lambda: g.input(name, spec["shape"], spec.get("dtype", "float32")))
+        where = f"inputs.{name}"
+        spec = r.mapping(inputs[name], inputs.line_of(name), where, ("shape",), _INPUT_KEYS)
+        t = _located(r, inputs, name, lambda: g.input(name, r.shape(spec, where), r.dtype(spec, where)))
         if "random" in spec:
-            defaults[name] = _wrap(r, spec, "random", lambda: _random(spec, t.shape, t.dtype))
+            defaults[name] = _random(r, spec, where, t.shape, t.dtype)
     constants = _section(r, top, "constants")
     for name in constants:
-        spec = r.mapping(constants[name], constants.line_of(name), f"constants.{name}", (), _TENSOR_KEYS)
-        _wrap(r, constants, name, lambda: g.constant(name, _constant(r.path, spec), spec.get("dtype")))
+        where = f"constants.{name}"
+        spec = r.mapping(constants[name], constants.line_of(name), where, (), _CONSTANT_KEYS)
+        array = _constant(r, spec, where)
+        _located(r, constants, name, lambda: g.constant(name, array))
     if not isinstance(top["ops"], list):
-        raise r.error(top.line_of("ops"), "ops: expected a list of {op, inputs, params, name}")
+        raise r.error(top.line_of("ops"), f"ops: expected a list of {{op, inputs, params, name}}, got {_kind(top['ops'])}")
     for i, item in enumerate(top["ops"]):
         spec = r.mapping(item, top["ops"].line_of(i), f"ops[{i}]", ("op", "inputs"), ("params", "name"))
-        _wrap(r, top["ops"], i, lambda: _apply(g, spec))
-    outputs = top["outputs"]
-    pairs = outputs.items() if isinstance(outputs, dict) else [(n, n) for n in outputs]
-    for out_name, tname in pairs:
-        if tname not in g.tensors:
-            raise r.error(top.line_of("outputs"), f"outputs: unknown tensor {tname!r}")
-        _wrap(r, top, "outputs", lambda: g.output(g.tensors[tname], out_name))
+        _located(r, top["ops"], i, lambda: _apply(r, g, spec, f"ops[{i}]"))
+    _outputs(r, g, top)
     return GraphFile(g, defaults)
 
 
-def _section(reader, top, key):
+def _kind(value):
+    return "nothing" if value is None else f"{type(value).__name__} {value!r}"[:60]
+
+
+def _section(r, top, key):
     """top[key]: a mapping of tensor name to spec (empty when absent)."""
     value = top.get(key) or {}
     if not isinstance(value, dict):
-        raise reader.error(top.line_of(key), f"{key}: expected a mapping of tensor name to spec")
+        raise r.error(top.line_of(key), f"{key}: expected a mapping of tensor name to spec, got {_kind(value)}")
     return value
 
 
-def _wrap(reader, node, key, fn):
-    """Run fn; a SimError it raises gets the file and line of node[key] in front."""
+def _located(r, node, key, fn):
+    """Run fn; a SimError it raises without a location gets node[key]'s file and line."""
     try:
         return fn()
+    except ConfigError as exc:
+        if str(exc).startswith(f"{r.path}:"):
+            raise
+        raise r.error(node.line_of(key), str(exc)) from None
     except SimError as exc:
-        raise type(exc)(f"{reader.path}:{node.line_of(key)}: {exc}") from None
+        raise type(exc)(f"{r.path}:{node.line_of(key)}: {exc}") from None
 
 
-def _apply(g, spec):
-    name = spec["op"]
+def _apply(r, g, spec, where):
+    name = r.text(spec, "op", f"{where}.op")
     fn = getattr(ops, name, None)
     if name not in ops.REGISTRY or fn is None:
         raise ConfigError(f"unknown op {name!r} (known: {', '.join(sorted(ops.REGISTRY))})")
-    inputs = spec["inputs"]
+    inputs = r.names(spec, "inputs", f"{where}.inputs")
     missing = [t for t in inputs if t not in g.tensors]
     if missing:
         raise ConfigError(f"op {name}: unknown input tensor(s) {', '.join(map(repr, missing))}")
-    params = dict(spec.get("params") or {})
+    params = spec.get("params") or {}
+    if not isinstance(params, dict):
+        raise r.error(spec.line_of("params"), f"{where}.params: expected a mapping of parameter to value, got {_kind(params)}")
+    node_name = r.text(spec, "name", f"{where}.name") if "name" in spec else None
     try:
-        return fn(*(g.tensors[t] for t in inputs), **params, name=spec.get("name"))
+        return fn(*(g.tensors[t] for t in inputs), **params, name=node_name)
     except TypeError as exc:
         raise ConfigError(f"op {name}: {exc}") from None
 
 
-def _random(spec, shape, dtype):
-    rng = np.random.default_rng(spec.get("seed", 0))
-    kind = spec["random"]
-    if kind == "normal":
-        values = rng.normal(spec.get("mean", 0.0), spec.get("scale", 1.0), shape)
-    elif kind == "uniform":
-        low, high = spec.get("low", 0), spec.get("high", 1)
-        values = rng.integers(low, high, shape, endpoint=True) if dtypes.is_int(dtype) else rng.uniform(low, high, shape)
+def _outputs(r, g, top):
+    outputs = top["outputs"]
+    if isinstance(outputs, dict):
+        entries = [(k, outputs[k], outputs, k) for k in outputs]
+    elif isinstance(outputs, list):
+        entries = [(v, v, outputs, i) for i, v in enumerate(outputs)]
     else:
-        raise ConfigError(f"random: {kind!r} is not 'normal' or 'uniform'")
+        raise r.error(top.line_of("outputs"), f"outputs: expected a list of tensor names or a mapping of output name to tensor, got {_kind(outputs)}")
+    for out_name, tname, parent, key in entries:
+        if not isinstance(tname, str) or tname not in g.tensors:
+            raise r.error(parent.line_of(key), f"outputs: unknown tensor {tname!r}")
+        _located(r, parent, key, lambda: g.output(g.tensors[tname], out_name))
+
+
+def _random(r, spec, where, shape, dtype):
+    kind = spec["random"]
+    seed = r.number(spec, "seed", where, 0, integer=True, minimum=0)
+    rng = np.random.default_rng(seed)
+    if kind == "normal":
+        values = rng.normal(r.number(spec, "mean", where, 0.0), r.number(spec, "scale", where, 1.0, minimum=0), shape)
+    elif kind == "uniform":
+        integer = dtypes.is_int(dtype)
+        low = r.number(spec, "low", where, 0, integer=integer)
+        high = r.number(spec, "high", where, 1, integer=integer, minimum=low)
+        values = rng.integers(low, high, shape, endpoint=True) if integer else rng.uniform(low, high, shape)
+    else:
+        raise r.error(spec.line_of("random"), f"{where}.random: {kind!r} is not 'normal' or 'uniform'")
     return dtypes.convert(values, dtype)
 
 
-def _constant(path, spec):
+def _constant(r, spec, where):
     sources = [k for k in ("value", "file", "random") if k in spec]
     if len(sources) != 1:
-        raise ConfigError(f"a constant needs exactly one of value, file, random (got {', '.join(sources) or 'none'})")
-    dtype = dtypes.check(spec.get("dtype", "float32"), "constant dtype")
-    if "value" in spec:
-        return np.asarray(spec["value"]).astype(dtypes.np_dtype(dtype))
-    if "file" in spec:
-        file = path.parent / spec["file"]
-        try:
-            return np.load(file)
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"cannot read {file}: {exc}") from None
-    if "shape" not in spec:
-        raise ConfigError("a random constant needs a shape")
-    return _random(spec, tuple(spec["shape"]), dtype)
+        raise r.error(spec.line, f"{where}: a constant needs exactly one of value, file, random (got {', '.join(sources) or 'none'})")
+    dtype = r.dtype(spec, where)
+    shape = r.shape(spec, where) if "shape" in spec else None
+    if "random" in spec:
+        if shape is None:
+            raise r.error(spec.line, f"{where}: a random constant needs a shape")
+        return _random(r, spec, where, shape, dtype)
+    array = _value(r, spec, where, dtype) if "value" in spec else _file(r, spec, where, dtype)
+    if shape is not None and array.shape != shape:
+        raise r.error(spec.line_of("shape"), f"{where}: shape {list(shape)} does not match its data's {list(array.shape)}")
+    return array
+
+
+def _value(r, spec, where, dtype):
+    try:
+        array = np.array(spec["value"])
+    except ValueError:
+        array = None
+    if array is None or array.dtype.kind not in "biuf":
+        raise r.error(spec.line_of("value"), f"{where}.value: expected a number or a rectangular nested list of numbers")
+    if dtypes.is_int(dtype):
+        lo, hi = dtypes.int_range(dtype)
+        if np.any(array != np.round(array)) or np.any(array < lo) or np.any(array > hi):
+            raise r.error(spec.line_of("value"), f"{where}.value: values must be integers in [{lo}, {hi}] for {dtype}")
+    return array.astype(dtypes.np_dtype(dtype))
+
+
+def _file(r, spec, where, dtype):
+    file = r.path.parent / r.text(spec, "file", f"{where}.file")
+    try:
+        array = np.load(file)
+    except (OSError, ValueError) as exc:
+        raise r.error(spec.line_of("file"), f"{where}.file: cannot read {file}: {exc}") from None
+    return array.astype(dtypes.np_dtype(dtype)) if "dtype" in spec else array

@@ -64,9 +64,9 @@ def _overrides(pairs):
 
 
 def _inputs(args, gf):
-    if args.mode == "timing":
-        return None
     if not args.inputs:
+        if args.mode == "timing":
+            return None
         missing = [n for n in gf.graph.inputs if n not in gf.defaults]
         if missing:
             raise InputError(f"no value for input(s) {', '.join(missing)}: pass --inputs FILE.npz, give them a random: spec in the graph file, or use --mode timing")
@@ -84,11 +84,14 @@ def _run(args):
     program = isa.lower(gf.graph, chip)
     if args.program:
         _write(args.program, lambda p: Path(p).write_text(program.to_text()))
+    if args.outputs and args.mode == "timing":
+        raise ConfigError("--outputs needs functional mode: timing mode computes no values")
     result = execute(program, chip, _inputs(args, gf), args.mode)
-    print(f"{gf.graph.name} on {chip.name} ({args.mode} mode): {len(program)} instructions")
+    waits = sum(1 for s in program.streams.values() for i in s if i.kind == "wait")
+    print(f"{gf.graph.name} on {chip.name} ({args.mode} mode): lowered to {len(program) - waits} instructions and {waits} waits")
     print(traces.format_summary(result.stats))
-    if args.outputs and result.outputs:
-        _write(args.outputs, lambda p: np.savez(p, **result.outputs))
+    if args.outputs:
+        _write(args.outputs, lambda p: _savez(p, result.outputs))
     if args.trace:
         _write(args.trace, lambda p: traces.write_chrome(result.trace, p))
     if args.plots:
@@ -96,9 +99,14 @@ def _run(args):
     return 0
 
 
+def _savez(path, arrays):
+    with open(path, "wb") as f:  # np.savez would add ".npz" to a path without it
+        np.savez(f, **arrays)
+
+
 def _write(path, writer):
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
     try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         writer(path)
     except OSError as exc:
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -45,18 +45,20 @@ class Machine:
     # ---- data in and out --------------------------------------------------------------------
 
     def load(self, inputs):
-        """Write constants and the given inputs into DDR (inputs are checked against bindings)."""
-        if not self.functional:
-            return
+        """Write constants and the given inputs into DDR. Inputs are checked against the
+        bindings in both modes; timing mode needs none and writes nothing."""
+        given = inputs is not None
         inputs = dict(inputs or {})
         ddr = self.memories["ddr"]
         for b in self.program.bindings:
-            if b.role == "const":
+            if b.role == "const" and self.functional:
                 ddr.view(b.region).reshape(-1).view(np.uint8)[...] = np.frombuffer(b.data, np.uint8)
-            elif b.role == "input":
+            elif b.role == "input" and (given or self.functional):
                 if b.name not in inputs:
                     raise InputError(f"input {b.name!r} ({b.region.dtype}{list(b.region.shape)}) was not given")
-                ddr.write(b.region, _as_input(b.name, inputs.pop(b.name), b.region))
+                value = _as_input(b.name, inputs.pop(b.name), b.region)
+                if self.functional:
+                    ddr.write(b.region, value)
         if inputs:
             known = [b.name for b in self.program.bindings if b.role == "input"]
             raise InputError(f"unknown input(s) {', '.join(sorted(inputs))}; the program's inputs are {', '.join(known)}")

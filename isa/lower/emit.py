@@ -12,11 +12,11 @@ So double buffering is only a matter of placing two slots and emitting the next 
 before this tile's compute; the waits follow.
 """
 
-from .. import dtypes
 from ..errors import OutOfMemoryError
 from ..instructions import Wait, dense
 from ..program import Binding, Buffer, Program
 from .alloc import Allocator
+from .tiling import nbytes as tile_nbytes
 
 
 class Buf:
@@ -78,7 +78,7 @@ class Emitter:
     def bind(self, name, role, dtype, shape, data=b""):
         """Place a graph tensor in DDR for the whole program."""
         ddr = self.chip.memories["ddr"]
-        nbytes = len(data) if data else _nbytes(dtype, shape)
+        nbytes = len(data) if data else tile_nbytes(dtype, shape)
         try:
             buf = self.alloc("ddr", nbytes, f"{role} {name}")
         except OutOfMemoryError as exc:
@@ -136,9 +136,3 @@ def _merge(into, other):
         if into.get(e, -1) < i:
             into[e] = i
 
-
-def _nbytes(dtype, shape):
-    n = dtypes.itemsize(dtype)
-    for d in shape:
-        n *= d
-    return n

@@ -1,0 +1,461 @@
+"""The `npusim` command: `run` (summary, trace, plots, outputs, program), `chips`, `ops`, and the
+one-line error every failure must give. Runs `sim.cli.main` in-process, plus real subprocess runs
+of the installed console script to prove the entry point and its exit status."""
+
+import contextlib
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import chips
+import isa
+import sim
+from isa import graphfile
+from sim.cli import main
+from traces.summary import human_bytes
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+MLP = EXAMPLES / "mlp.yaml"
+MLP_INT8 = EXAMPLES / "mlp_int8.yaml"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+CYCLES = re.compile(r"^(\S+): ([\d,]+) cycles = ", re.M)
+
+
+def cli(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def cycles_of(out, chip="bm1684"):
+    found = CYCLES.findall(out)
+    assert len(found) == 1, out
+    assert found[0][0] == chip, out
+    return int(found[0][1].replace(",", ""))
+
+
+def cycles_line(out):
+    return next(line for line in out.splitlines() if CYCLES.match(line))
+
+
+def assert_one_line_error(rc, out, err, *fragments):
+    assert rc == 1, (rc, out, err)
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("npusim: error: "), err
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    assert "Traceback" not in out and "Traceback" not in err
+    assert not any(line.startswith("  File ") for line in out.splitlines()), out
+    return lines[0]
+
+
+def write_graph(tmp_path, text, name="g.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    """The demo graph, its chip and the Python API's run of it: what the CLI must reproduce."""
+    gf = graphfile.load(MLP)
+    chip = chips.load("bm1684")
+    return gf, chip, sim.run(gf.graph, chip, gf.defaults)
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+    """`npusim run examples/mlp.yaml --chip bm1684` with every output file asked for."""
+    d = tmp_path_factory.mktemp("cli_full")
+    paths = {
+        "trace": d / "T" / "run.json",
+        "plots": d / "D",
+        "outputs": d / "O" / "out.npz",
+        "program": d / "P" / "prog.txt",
+    }
+    argv = ["run", str(MLP), "--chip", "bm1684"]
+    for flag, path in paths.items():
+        argv += [f"--{flag}", str(path)]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(argv)
+    return rc, out.getvalue(), err.getvalue(), paths
+
+
+# ---- run: the summary and every file -----------------------------------------------------------
+
+
+def test_run_prints_the_summary(full_run, mlp):
+    rc, out, err, paths = full_run
+    gf, chip, res = mlp
+    assert rc == 0, err
+    assert err == ""
+    lines = out.splitlines()
+    program = isa.lower(gf.graph, chip)
+    waits = sum(1 for stream in program.streams.values() for i in stream if i.kind == "wait")
+    assert f"mlp on bm1684 (functional mode): lowered to {len(program) - waits} instructions and {waits} waits" in lines
+    assert cycles_of(out) == res.cycles > 0
+    assert cycles_line(out).startswith(f"bm1684: {res.cycles:,} cycles = {res.seconds * 1e6:,.2f} us at 550 MHz")
+    for engine in ("gdma", "tiu"):
+        busy = res.stats.busy[engine]
+        assert busy > 0
+        assert any(re.fullmatch(rf"\s+{engine}\s+[\d.]+% busy\s+\({busy:,.0f} cycles\)", line) for line in lines), out
+    assert res.stats.ddr_read_bytes > 0 and res.stats.ddr_write_bytes > 0
+    assert f"ddr: read {human_bytes(res.stats.ddr_read_bytes)}, write {human_bytes(res.stats.ddr_write_bytes)}" in lines
+    assert res.stats.ddr_write_bytes >= 64 * 128 * 4  # at least the output (64 x 128 float32)
+    for path in (paths["program"], paths["outputs"], paths["trace"], paths["plots"] / "timeline.png"):
+        assert f"wrote {path}" in lines
+
+
+def test_run_writes_a_chrome_trace_with_both_engines(full_run, mlp):
+    _, _, _, paths = full_run
+    _, chip, res = mlp
+    with open(paths["trace"]) as f:
+        doc = json.load(f)
+    events = doc["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert sorted(names.values()) == ["gdma", "tiu"]
+    complete = [e for e in events if e["ph"] == "X"]
+    by_engine = {}
+    for e in complete:
+        by_engine.setdefault(names[e["tid"]], []).append(e)
+    assert set(by_engine) == {"gdma", "tiu"}
+    assert {e["cat"] for e in by_engine["gdma"]} - {"wait"} == {"dma"}
+    assert {"matrix", "vector"} <= {e["cat"] for e in by_engine["tiu"]}
+    assert sum(e["cat"] != "wait" for e in complete) == res.stats.instructions
+    end_us = max(e["ts"] + e["dur"] for e in complete)
+    assert end_us == pytest.approx(res.cycles / chip.clock_hz * 1e6)
+    assert doc["otherData"]["cycles"] == res.cycles
+
+
+def test_run_writes_a_png_timeline(full_run):
+    _, _, _, paths = full_run
+    png = (paths["plots"] / "timeline.png").read_bytes()
+    assert png[:8] == PNG_SIGNATURE
+    assert png[12:16] == b"IHDR" and len(png) > 1000
+
+
+def test_run_writes_the_outputs_the_python_api_gives(full_run, mlp):
+    _, _, _, paths = full_run
+    gf, _, res = mlp
+    with np.load(paths["outputs"]) as data:
+        assert data.files == ["y"]
+        y = data["y"]
+    assert y.dtype == np.float32 and y.shape == (64, 128)
+    np.testing.assert_array_equal(y, res.outputs["y"])
+    # and they are the MLP's numbers, not just the same wrong ones twice
+    c, h = gf.graph.constants, gf.defaults["x"]
+    for i in (1, 2, 3):
+        h = np.maximum(h @ c[f"w{i}"] + c[f"b{i}"], 0)
+    np.testing.assert_allclose(y, h, rtol=1e-5, atol=1e-5)
+    assert 0 < (y > 0).mean() < 1
+
+
+def test_run_writes_the_lowered_program(full_run, mlp):
+    _, _, _, paths = full_run
+    gf, chip, _ = mlp
+    text = paths["program"].read_text()
+    assert text.splitlines()[0] == ".program chip=bm1684 graph=mlp"
+    expected = isa.lower(gf.graph, chip)
+    assert text == expected.to_text()
+    assert isa.Program.from_text(text) == expected
+
+
+def test_timing_mode_gives_the_same_cycles(full_run, capsys):
+    _, functional, _, _ = full_run
+    rc, out, err = cli(capsys, "run", MLP, "--chip", "bm1684", "--mode", "timing")
+    assert rc == 0 and err == ""
+    assert out.splitlines()[0].startswith("mlp on bm1684 (timing mode): ")
+    assert cycles_line(out) == cycles_line(functional)
+
+
+def test_timing_mode_of_the_int8_example(capsys):
+    rc_f, out_f, _ = cli(capsys, "run", MLP_INT8, "--chip", "bm1684")
+    rc_t, out_t, _ = cli(capsys, "run", MLP_INT8, "--chip", "bm1684", "--mode", "timing")
+    assert rc_f == rc_t == 0
+    assert cycles_line(out_f) == cycles_line(out_t)
+    gf = graphfile.load(MLP_INT8)
+    assert cycles_of(out_f) == sim.run(gf.graph, "bm1684", mode="timing").cycles
+
+
+# ---- run: --set ---------------------------------------------------------------------------------
+
+
+def test_set_lower_ddr_bandwidth_slows_the_memory_bound_demo(capsys, mlp):
+    _, _, res = mlp
+    rc, out, err = cli(capsys, "run", MLP, "--chip", "bm1684", "--mode", "timing", "--set", "memories.ddr.bandwidth=8GB/s")
+    assert rc == 0, err
+    slow = cycles_of(out)
+    assert slow > 2 * res.cycles  # 32 GB/s -> 8 GB/s on a DMA-bound run
+    chip = chips.load("bm1684", overrides={"memories.ddr.bandwidth": "8GB/s"})
+    assert slow == sim.run(mlp[0].graph, chip, mode="timing").cycles
+    # an override does not stick to later runs in the same process
+    rc, out, _ = cli(capsys, "run", MLP, "--chip", "bm1684", "--mode", "timing")
+    assert rc == 0 and cycles_of(out) == res.cycles
+
+
+def test_set_with_a_misspelt_key_fails(capsys):
+    rc, out, err = cli(capsys, "run", MLP, "--chip", "bm1684", "--set", "memories.ddr.bandwith=1")
+    assert_one_line_error(rc, out, err, "ConfigError", "'bandwith'", "bandwidth")
+    assert "cycles" not in out
+
+
+@pytest.mark.parametrize("pair, fragment", [
+    ("memories.ddr.bandwidth", "'memories.ddr.bandwidth'"),  # no '='
+    ("=8GB/s", "'=8GB/s'"),  # no key
+    ("memories.ddr.bandwidth=fast", "'fast'"),
+    ("memories.nosuch.size=1", "nosuch"),
+])
+def test_set_with_a_bad_pair_fails(capsys, pair, fragment):
+    rc, out, err = cli(capsys, "run", MLP, "--chip", "bm1684", "--set", pair)
+    assert_one_line_error(rc, out, err, "ConfigError", fragment)
+
+
+# ---- run: --inputs ------------------------------------------------------------------------------
+
+
+def test_inputs_from_an_npz(tmp_path, capsys, mlp):
+    gf, chip, default = mlp
+    x = np.random.default_rng(123).uniform(-1, 1, (64, 512)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    rc, out, err = cli(capsys, "run", MLP, "--chip", "bm1684", "--inputs", tmp_path / "in.npz",
+                       "--outputs", tmp_path / "out.npz")
+    assert rc == 0, err
+    expected = sim.run(gf.graph, chip, {"x": x})
+    with np.load(tmp_path / "out.npz") as data:
+        np.testing.assert_array_equal(data["y"], expected.outputs["y"])
+        assert not np.array_equal(data["y"], default.outputs["y"])  # the file's x was used
+    assert cycles_of(out) == expected.cycles
+
+
+def test_inputs_file_that_does_not_exist(tmp_path, capsys):
+    missing = tmp_path / "nothere.npz"
+    rc, out, err = cli(capsys, "run", MLP, "--chip", "bm1684", "--inputs", missing)
+    assert_one_line_error(rc, out, err, "InputError", str(missing))
+
+
+def test_inputs_file_that_is_not_an_npz(tmp_path, capsys):
+    (tmp_path / "junk.npz").write_text("not numpy\n")
+    rc, out, err = cli(capsys, "run", MLP, "--chip", "bm1684", "--inputs", tmp_path / "junk.npz")
+    assert_one_line_error(rc, out, err, "InputError", "junk.npz")
+
+
+@pytest.mark.parametrize("arrays, fragments", [
+    ({"x": np.zeros((64, 511), np.float32)}, ("'x'", "(64, 512)", "(64, 511)")),
+    ({"z": np.zeros((64, 512), np.float32)}, ("'x'", "not given")),
+    ({"x": np.zeros((64, 512), np.float32), "extra": np.zeros(3)}, ("extra",)),
+], ids=["wrong-shape", "missing", "extra"])
+def test_inputs_that_do_not_match_the_graph(tmp_path, capsys, arrays, fragments):
+    np.savez(tmp_path / "in.npz", **arrays)
+    rc, out, err = cli(capsys, "run", MLP, "--chip", "bm1684", "--inputs", tmp_path / "in.npz")
+    assert_one_line_error(rc, out, err, "InputError", *fragments)
+
+
+def test_inputs_of_the_wrong_kind_of_dtype(tmp_path, capsys):
+    np.savez(tmp_path / "in.npz", x=np.zeros((64, 512), np.float32))
+    rc, out, err = cli(capsys, "run", MLP_INT8, "--chip", "bm1684", "--inputs", tmp_path / "in.npz")
+    assert_one_line_error(rc, out, err, "InputError", "'x'", "int8", "float32")
+
+
+GRAPH_WITHOUT_DEFAULTS = """\
+name: nodefault
+inputs:
+  a: {shape: [8, 16]}
+ops:
+  - {op: active, inputs: [a], params: {active_type: relu}}
+outputs: {y: active_0}
+"""
+
+
+def test_an_input_without_a_value_fails_in_functional_mode_only(tmp_path, capsys):
+    path = write_graph(tmp_path, GRAPH_WITHOUT_DEFAULTS)
+    rc, out, err = cli(capsys, "run", path, "--chip", "bm1684")
+    assert_one_line_error(rc, out, err, "InputError", "input(s) a", "--inputs")
+    rc, out, err = cli(capsys, "run", path, "--chip", "bm1684", "--mode", "timing")
+    assert rc == 0, err
+    assert out.splitlines()[0].startswith("nodefault on bm1684 (timing mode): ")
+
+
+# ---- run: other failures ------------------------------------------------------------------------
+
+
+def test_unknown_chip(capsys):
+    rc, out, err = cli(capsys, "run", MLP, "--chip", "nochip")
+    assert_one_line_error(rc, out, err, "ConfigError", "'nochip'", "bm1684", "generic")
+
+
+def test_graph_file_that_does_not_exist(tmp_path, capsys):
+    missing = tmp_path / "nograph.yaml"
+    rc, out, err = cli(capsys, "run", missing, "--chip", "bm1684")
+    assert_one_line_error(rc, out, err, "ConfigError", f"{missing}: cannot read")
+
+
+def test_malformed_graph_file(tmp_path, capsys):
+    path = write_graph(tmp_path, GRAPH_WITHOUT_DEFAULTS.replace("op: active", "op: frobnicate"))
+    rc, out, err = cli(capsys, "run", path, "--chip", "bm1684")
+    assert_one_line_error(rc, out, err, "ConfigError", f"{path}:5:", "'frobnicate'")
+
+
+def test_graph_file_with_a_shape_error(tmp_path, capsys):
+    path = write_graph(tmp_path, (
+        "name: bad\n"
+        "inputs:\n"
+        "  a: {shape: [8, 16]}\n"
+        "  b: {shape: [8, 16]}\n"
+        "ops:\n"
+        "  - {op: matrix_mul, inputs: [a, b]}\n"
+        "outputs: [matrix_mul_0]\n"
+    ))
+    rc, out, err = cli(capsys, "run", path, "--chip", "bm1684")
+    assert_one_line_error(rc, out, err, "ShapeError", f"{path}:6:", "(8, 16)")
+
+
+def test_unwritable_trace_path(tmp_path, capsys):
+    rc, out, err = cli(capsys, "run", MLP, "--chip", "bm1684", "--mode", "timing", "--trace", tmp_path)
+    assert_one_line_error(rc, out, err, "ConfigError", f"cannot write {tmp_path}")
+
+
+@pytest.mark.parametrize("flag, target", [("--plots", "file"), ("--trace", "file/run.json")], ids=["plots", "trace"])
+def test_output_path_under_a_file_is_a_one_line_error(tmp_path, capsys, flag, target):
+    (tmp_path / "file").write_text("x")
+    argv = ["run", MLP, "--chip", "bm1684", "--mode", "timing", flag, tmp_path / target]
+    try:
+        rc = main([str(a) for a in argv])
+    except OSError as exc:
+        pytest.fail(f"raw {type(exc).__name__} escaped: {exc}")
+    out, err = capsys.readouterr()
+    assert_one_line_error(rc, out, err, "ConfigError", "cannot write")
+
+
+def test_graph_with_a_scalar_shape_is_a_one_line_error(tmp_path, capsys):
+    path = write_graph(tmp_path, GRAPH_WITHOUT_DEFAULTS.replace("[8, 16]", "16"))
+    try:
+        rc = main(["run", str(path), "--chip", "bm1684", "--mode", "timing"])
+    except Exception as exc:
+        pytest.fail(f"raw {type(exc).__name__} escaped: {exc}")
+    out, err = capsys.readouterr()
+    assert_one_line_error(rc, out, err, f"{path}:3:")
+
+
+def test_wrote_lines_name_files_that_exist(tmp_path, capsys):
+    rc, out, err = cli(capsys, "run", MLP, "--chip", "bm1684", "--outputs", tmp_path / "O")
+    assert rc == 0, err
+    wrote = [line[len("wrote "):] for line in out.splitlines() if line.startswith("wrote ")]
+    assert len(wrote) == 1 and wrote[0].startswith(str(tmp_path / "O")), wrote
+    assert Path(wrote[0]).is_file(), (wrote, sorted(p.name for p in tmp_path.iterdir()))
+    with np.load(wrote[0]) as data:
+        assert data.files == ["y"]
+
+
+# ---- chips and ops ------------------------------------------------------------------------------
+
+
+def table(out):
+    """Rows of a CLI table as lists of cells (cells are separated by two or more spaces)."""
+    return [re.split(r"\s{2,}", line.strip()) for line in out.splitlines() if line.strip()]
+
+
+def test_chips_lists_the_shipped_chips(capsys):
+    rc, out, err = cli(capsys, "chips")
+    assert rc == 0 and err == ""
+    rows = table(out)
+    assert rows[0][:2] == ["chip", "clock"]
+    assert sorted(r[0] for r in rows[1:]) == sorted(chips.available())
+    assert {"bm1684", "generic"} <= set(chips.available())
+    by_name = {r[0]: r for r in rows[1:]}
+    bm = by_name["bm1684"]
+    assert bm[1] == "550 MHz"
+    assert "lmem" in bm[2] and "64 x 512 KiB" in bm[2]
+    assert bm[3] == "32.0 GB/s"
+    assert bm[-1] == "gdma (dma), tiu (vector+matrix)"
+    generic = chips.load("generic")
+    assert by_name["generic"][1] == f"{generic.clock_hz / 1e6:g} MHz"
+    assert by_name["generic"][-1] == ", ".join(f"{e.name} ({'+'.join(e.kinds)})" for e in generic.engines.values())
+
+
+def expected_support(chip, key):
+    row = chip.support(key)
+    assert row is not None and row.dtypes is not None
+    return " ".join(sorted(row.dtypes))
+
+
+def test_ops_lists_every_op_for_every_chip(capsys):
+    rc, out, err = cli(capsys, "ops")
+    assert rc == 0 and err == ""
+    rows = table(out)
+    assert rows[0] == ["op"] + list(chips.available())
+    col = {name: i for i, name in enumerate(rows[0])}
+    by_op = {r[0]: r for r in rows[1:]}
+    assert {"matrix_mul", "active", "active.relu", "active.tanh", "add"} <= set(by_op)
+    assert set(by_op) >= set(isa.ops.REGISTRY)
+    bm = chips.load("bm1684")
+    for key in ("matrix_mul", "active.relu"):
+        cell = by_op[key][col["bm1684"]]
+        assert cell.startswith(expected_support(bm, key)), cell
+        assert "float32" in cell.split() and "int8" in cell.split()
+        assert by_op[key][col["generic"]] == "any"
+    assert by_op["active.tanh"][col["bm1684"]] == "float32"  # no integer tanh on BM1684
+    assert "int16" not in by_op["matrix_mul"][col["bm1684"]].split("(")[0].split()
+
+
+def test_ops_for_one_chip(capsys):
+    rc, out, err = cli(capsys, "ops", "--chip", "bm1684")
+    assert rc == 0 and err == ""
+    rows = table(out)
+    assert rows[0] == ["op", "bm1684"]
+    assert all(len(r) == 2 for r in rows)
+    assert "generic" not in out
+    by_op = dict(rows[1:])
+    bm = chips.load("bm1684")
+    assert by_op["matrix_mul"].startswith("float32 int8 uint8")
+    assert by_op["matrix_mul"].startswith(expected_support(bm, "matrix_mul"))
+    assert by_op["active.relu"].startswith("float32 int16 int8 uint16 uint8")
+    assert by_op["active.relu"].startswith(expected_support(bm, "active.relu"))
+
+
+def test_ops_for_an_unknown_chip(capsys):
+    rc, out, err = cli(capsys, "ops", "--chip", "nochip")
+    assert_one_line_error(rc, out, err, "ConfigError", "'nochip'")
+    assert out == ""
+
+
+# ---- the installed entry point ------------------------------------------------------------------
+
+
+def npusim_command():
+    script = Path(sys.executable).with_name("npusim")
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("npusim")
+    return [found] if found else [sys.executable, "-m", "sim.cli"]
+
+
+def test_console_script_runs_the_demo(tmp_path, mlp):
+    _, _, res = mlp
+    proc = subprocess.run(
+        npusim_command() + ["run", str(MLP), "--chip", "bm1684", "--outputs", str(tmp_path / "o.npz"),
+                            "--trace", str(tmp_path / "t.json")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert cycles_of(proc.stdout) == res.cycles
+    with np.load(tmp_path / "o.npz") as data:
+        np.testing.assert_array_equal(data["y"], res.outputs["y"])
+    assert json.loads((tmp_path / "t.json").read_text())["otherData"]["cycles"] == res.cycles
+
+
+def test_console_script_exit_status_on_error(tmp_path):
+    proc = subprocess.run(
+        npusim_command() + ["run", str(MLP), "--chip", "bm1684", "--set", "memories.ddr.bandwith=1"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )
+    assert_one_line_error(proc.returncode, proc.stdout, proc.stderr, "'bandwith'")
