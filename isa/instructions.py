@@ -16,6 +16,7 @@ expressed) of one memory starting at a byte address. Each opcode's meaning:
 """
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import dtypes
 from .errors import ProgramError
@@ -49,8 +50,7 @@ VECTOR_FNS = {
 }
 
 
-@dataclass(frozen=True)
-class Region:
+class Region(NamedTuple):
     mem: str
     addr: int  # byte address of element [0, ..., 0]
     dtype: str

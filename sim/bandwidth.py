@@ -28,7 +28,7 @@ class Arbiter:
         self.bandwidths = bandwidths  # memory -> bytes per cycle
         self.active = []
         self.since = 0.0
-        self.version = 0
+        self.timer = None  # the one completion timer that counts; earlier ones are stale
         self.watch = watch
         # (cycle, bytes per cycle) steps of the watched memory's read and write traffic
         self.read, self.write = [(0.0, 0.0)], [(0.0, 0.0)]
@@ -52,37 +52,47 @@ class Arbiter:
         self.since = self.env.now
 
     def _reschedule(self):
-        still = []
+        """Finish the transfers that are done, share bandwidth among the rest, record the
+        watched memory's traffic and schedule the next completion: one pass over the active."""
+        still, endpoints = [], {}
         for t in self.active:
             if t.left <= t.rate * _EPS:
                 t.done.succeed()
             else:
                 still.append(t)
+                for mem, n in t.use.items():
+                    endpoints[mem] = endpoints.get(mem, 0) + n
         self.active = still
-        endpoints = {}
+        bandwidths, watch = self.bandwidths, self.watch
+        read = write = 0
+        delay = None
         for t in still:
-            for mem, n in t.use.items():
-                endpoints[mem] = endpoints.get(mem, 0) + n
-        for t in still:
-            t.rate = min([t.cap] + [self.bandwidths[m] / endpoints[m] for m in t.use])
-        self._record()
-        self.version += 1
-        if still:
-            delay = min(math.ceil(t.left / t.rate) for t in still)
-            timer = self.env.timeout(max(delay, 1))
-            timer.callbacks.append(lambda _, v=self.version: self._tick(v))
-
-    def _tick(self, version):
-        if version == self.version:  # otherwise a later change already rescheduled
-            self._advance()
-            self._reschedule()
-
-    def _record(self):
+            rate = t.cap
+            for mem in t.use:
+                share = bandwidths[mem] / endpoints[mem]
+                if share < rate:
+                    rate = share
+            t.rate = rate
+            if t.src == watch:
+                read += rate
+            if t.dst == watch:
+                write += rate
+            wait = math.ceil(t.left / rate)
+            if delay is None or wait < delay:
+                delay = wait
         now = self.env.now
-        for series, side in ((self.read, "src"), (self.write, "dst")):
-            rate = sum(t.rate for t in self.active if getattr(t, side) == self.watch)
+        for series, rate in ((self.read, read), (self.write, write)):
             if series[-1][1] != rate:
                 if series[-1][0] == now:
                     series[-1] = (now, rate)
                 else:
                     series.append((now, rate))
+        self.timer = None
+        if still:
+            self.timer = self.env.timeout(max(delay, 1))
+            self.timer.callbacks.append(self._tick)
+
+    def _tick(self, timer):
+        if timer is self.timer:  # otherwise a later change already rescheduled
+            self._advance()
+            self._reschedule()

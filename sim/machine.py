@@ -38,9 +38,8 @@ class Machine:
         if mode not in ("functional", "timing"):
             raise ProgramError(f"mode must be 'functional' or 'timing', got {mode!r}")
         self.chip, self.program, self.functional = chip, program, mode == "functional"
-        extents = _check(chip, program)
+        extents, self.costs = _check(chip, program)
         self.memories = {name: Memory(chip.memories[name], extents.get(name, 0), self.functional) for name in chip.memories}
-        self.costs = {e: [_cost(chip, chip.engines[e], i) for i in s] for e, s in program.streams.items()}
 
     # ---- data in and out --------------------------------------------------------------------
 
@@ -78,14 +77,15 @@ class Machine:
         self.events = []
         self.pc = {e: 0 for e in self.program.streams}
         self.finished = {}  # (engine, index) -> simpy event, for the instructions someone waits on
-        for stream in self.program.streams.values():
-            for instr in stream:
+        waits = {}  # engine -> {index of a wait: the events it waits on}
+        for e, stream in self.program.streams.items():
+            waits[e] = {}
+            for i, instr in enumerate(stream):
                 if isinstance(instr, Wait):
-                    for ident in instr.on:
-                        self.finished.setdefault(_parse_id(ident), env.event())
+                    waits[e][i] = [self.finished.setdefault(_parse_id(ident), env.event()) for ident in instr.on]
         self.occupancy = _Occupancy(self.chip, self.program)
         for e, stream in self.program.streams.items():
-            env.process(self._engine(e, stream))
+            env.process(self._engine(e, stream, waits[e]))
         env.run()
         self._check_finished()
         cycles = int(np.ceil(env.now))
@@ -94,36 +94,35 @@ class Machine:
         trace.counters["ddr.read"], trace.counters["ddr.write"] = self.arbiter.read, self.arbiter.write
         return Run(self.outputs(), cycles, trace)
 
-    def _engine(self, name, stream):
-        env, events, costs = self.env, self.events, self.costs[name]
+    def _engine(self, name, stream, waits):
+        env, record, steps = self.env, self.events.append, self.costs[name]
+        timeout, transfer = env.timeout, self.arbiter.transfer
         finished = {i: ev for (e, i), ev in self.finished.items() if e == name}
-        engine = self.chip.engines[name]
-        occupancy = self.occupancy
+        cap = self.chip.engines[name].bandwidth
+        occupancy, execute, memories = self.occupancy, self.functional and _EXECUTE, self.memories
         opens, closes = occupancy.opens.get(name, {}), occupancy.closes.get(name, {})
         for i, instr in enumerate(stream):
-            self.pc[name] = i
             start = env.now
-            if instr.kind == "wait":
-                pending = [self.finished[_parse_id(ident)] for ident in instr.on]
-                pending = [ev for ev in pending if not ev.triggered]
+            step = steps[i]
+            if step is None:  # a wait: only a wait can block forever, so pc is kept here
+                pending = [ev for ev in waits[i] if not ev.triggered]
                 if pending:
+                    self.pc[name] = i
                     yield env.all_of(pending) if len(pending) > 1 else pending[0]
-                    events.append(Event(name, i, "wait", "wait", instr.op, start, env.now, 0, "", ""))
+                    record(Event(name, i, "wait", "wait", instr.op, start, env.now, 0, "", ""))
             else:
                 if i in opens:
                     occupancy.open(opens[i], start)
-                if self.functional:
-                    _EXECUTE[instr.kind](instr, self.memories)
-                if instr.kind == "dma":
-                    if costs[i][0]:
-                        yield env.timeout(costs[i][0])
-                    src, dst = instr.src.mem, instr.dst.mem
-                    yield self.arbiter.transfer(costs[i][1], engine.bandwidth, dma.port_use(instr), src, dst)
-                    events.append(Event(name, i, "dma", "dma", instr.op, start, env.now, instr.dst.nbytes, src, dst))
+                if execute:
+                    execute[instr.kind](instr, memories)
+                kind, cycles, moved, use, fn, nbytes, src, dst = step
+                if kind == "dma":
+                    if cycles:
+                        yield timeout(cycles)
+                    yield transfer(moved, cap, use, src, dst)
                 else:
-                    yield env.timeout(costs[i])
-                    name_ = "matmul" if instr.kind == "matrix" else instr.fn
-                    events.append(Event(name, i, instr.kind, name_, instr.op, start, env.now, instr_bytes(instr), "", instr_mem(instr)))
+                    yield timeout(cycles)
+                record(Event(name, i, kind, fn, instr.op, start, env.now, nbytes, src, dst))
                 if i in closes:
                     occupancy.close(closes[i], env.now)
             if i in finished:
@@ -174,32 +173,49 @@ def _cost(chip, engine, instr):
     return matrix.cycles(instr, engine.matrix, engine.issue_latency)
 
 
+def _step(instr, cost):
+    """What the engine loop needs of an instruction, worked out once:
+    (kind, cycles or DMA latency, DMA bytes moved, DMA port use, trace name, trace bytes, src, dst)."""
+    if instr.kind == "dma":
+        return ("dma", cost[0], cost[1], dma.port_use(instr), "dma", instr.dst.nbytes, instr.src.mem, instr.dst.mem)
+    name = "matmul" if instr.kind == "matrix" else instr.fn
+    return (instr.kind, cost, 0, None, name, instr_bytes(instr), "", instr_mem(instr))
+
+
 def _parse_id(ident):
     engine, _, index = ident.rpartition(".")
     return engine, int(index)
 
 
 def _check(chip, program):
-    """Static checks of a program against a chip; returns the bytes used per memory."""
-    extents = {}
+    """Static checks of a program against a chip; returns the bytes used per memory and each
+    engine's list of instruction costs (see _cost). Tiles repeat their local-memory
+    instructions, so each distinct instruction of an engine is checked and priced once."""
+    extents, costs = {}, {}
     for e, stream in program.streams.items():
         if e not in chip.engines:
             raise ProgramError(f"program engine {e!r} is not on chip {chip.name} (engines: {', '.join(chip.engines)})")
+        known, costs[e] = {}, []
         for i, instr in enumerate(stream):
-            where = f"{e}.{i}"
             if isinstance(instr, Wait):
                 for ident in instr.on:
                     te, ti = _parse_id(ident)
                     if te not in program.streams or not 0 <= ti < len(program.streams[te]):
-                        raise ProgramError(f"{where}: waits on {ident}, which is not an instruction of the program")
+                        raise ProgramError(f"{e}.{i}: waits on {ident}, which is not an instruction of the program")
+                costs[e].append(None)
                 continue
-            reads, written = regions(instr)
-            for r in (*reads, written):
-                extents[r.mem] = max(extents.get(r.mem, 0), check_region(r, chip.memories, where))
-            _check_shapes(instr, where)
+            cost = known.get(instr)
+            if cost is None:
+                where = f"{e}.{i}"
+                reads, written = regions(instr)
+                for r in (*reads, written):
+                    extents[r.mem] = max(extents.get(r.mem, 0), check_region(r, chip.memories, where))
+                _check_shapes(instr, where)
+                cost = known[instr] = _step(instr, _cost(chip, chip.engines[e], instr))
+            costs[e].append(cost)
     for b in program.bindings:
         extents["ddr"] = max(extents.get("ddr", 0), check_region(b.region, chip.memories, f"binding {b.name}"))
-    return extents
+    return extents, costs
 
 
 def _check_shapes(instr, where):

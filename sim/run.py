@@ -1,5 +1,6 @@
 """sim.run = isa.lower + sim.execute, and the Result both return."""
 
+import gc
 from dataclasses import dataclass
 
 import chips
@@ -26,8 +27,14 @@ def _chip(chip, overrides=None):
 def execute(program, chip, inputs=None, mode="functional"):
     """Run a lowered program on a chip (a Chip or a shipped chip's name)."""
     chip = _chip(chip)
-    run = Machine(chip, program, mode).run(inputs)
-    return Result(run.outputs, run.cycles, chip.seconds(run.cycles), summarize(run.trace), run.trace, program)
+    enabled = gc.isenabled()
+    gc.disable()  # a run allocates many long-lived objects and frees none: collections find nothing
+    try:
+        run = Machine(chip, program, mode).run(inputs)
+        return Result(run.outputs, run.cycles, chip.seconds(run.cycles), summarize(run.trace), run.trace, program)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def run(graph, chip, inputs=None, mode="functional", policy=None):
