@@ -123,13 +123,18 @@ def test_int8_mlp_tiles_are_bit_exact_at_any_local_memory_size():
         np.testing.assert_array_equal(got, want)
 
 
-def test_operands_route_through_a_staging_memory(three_level):
-    gf = graphfile.load("examples/mlp.yaml")
+@pytest.mark.parametrize("path", EXAMPLES)
+def test_operands_route_through_staging_and_operand_memories(three_level, path):
+    gf = graphfile.load(path)
     res = sim.run(gf.graph, three_level, gf.defaults)
     want = evaluate(gf.graph, gf.defaults, three_level)["y"]
     np.testing.assert_allclose(res.outputs["y"], want, rtol=1e-5, atol=1e-6)
     hops = {(e.engine, e.src, e.dst) for e in res.trace.events if e.kind == "dma"}
-    assert hops == {("mte2", "ddr", "l1"), ("mte1", "l1", "lmem"), ("mte3", "lmem", "ddr")}
+    assert hops == {
+        ("mte2", "ddr", "l1"), ("mte1", "l1", "lmem"), ("mte1", "l1", "l0a"), ("mte1", "l1", "l0b"),
+        ("fixpipe", "l0c", "lmem"), ("mte3", "lmem", "ddr"),
+    }
+    assert {e.dst for e in res.trace.events if e.kind == "matrix"} == {"l0c"}
 
 
 def test_outputs_that_alias_inputs_are_copied():

@@ -13,8 +13,8 @@ from ..errors import OutOfMemoryError
 from ..instructions import Matmul, Region, Vector
 from ..ops import REGISTRY
 from ..ops.elementwise import compute_dtype
-from .pipeline import pipeline, step_budget
 from .alloc import align_up
+from .pipeline import pipeline, step_budget
 from .route import copy
 from .tiling import broadcast_view, sub_region
 
@@ -57,7 +57,7 @@ class _Plan:
         # The epilogue reads the accumulator in the vector memory: a copy when the matrix
         # engine accumulates elsewhere (as an Ascend cube does in L0C).
         self.acc_key = "acc" if self.mx.operand_memory("c") == self.vx.memory else "accv"
-        used = {self._symbol(s) for _, ops, dst in self.epilogue for s in [*ops, dst, "out"] if isinstance(s, str)}
+        used = {self._symbol("out")} | {self._symbol(s) for _, ops, dst in self.epilogue for s in [*ops, dst] if isinstance(s, str)}
         self.vtiles = sorted(used - {"acc", "bias"})
 
     def _symbol(self, name):
