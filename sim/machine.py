@@ -14,15 +14,12 @@ import simpy
 
 from isa import dtypes
 from isa.errors import DeadlockError, InputError, ProgramError
-from isa.instructions import VECTOR_FNS, Dma, Wait, instr_text, regions
+from isa.instructions import VECTOR_FNS, Wait, instr_text, regions
 from traces.records import Event, Trace
 
 from .bandwidth import Arbiter
 from .engines import dma, matrix, vector
 from .memory import Memory, check_region
-
-_UNITS = {"dma": "dma", "vector": "vector", "matrix": "matrix", "wait": None}
-
 
 @dataclass
 class Run:
@@ -141,45 +138,28 @@ class Machine:
             raise DeadlockError(f"deadlock at cycle {int(self.env.now)}: no engine can proceed; stuck: " + "; ".join(stuck))
 
 
-def instr_bytes(instr):
-    return instr.c.nbytes if instr.kind == "matrix" else instr.dst.nbytes
-
-
-def instr_mem(instr):
-    return instr.c.mem if instr.kind == "matrix" else instr.dst.mem
-
-
 _EXECUTE = {"dma": dma.execute, "vector": vector.execute, "matrix": matrix.execute}
 
 
-def _cost(chip, engine, instr):
-    """Cycles of a compute instruction, (latency, bytes) of a DMA, None for a wait."""
-    unit = _UNITS[instr.kind]
-    if unit is None:
-        return None
-    if unit not in engine.kinds:
-        raise ProgramError(f"engine {engine.name} is not a {unit} engine (it is {', '.join(engine.kinds)}): {instr_text('?', instr)}")
-    if isinstance(instr, Dma):
+def _step(chip, engine, instr):
+    """Check that engine can run instr and work out, once, what the engine loop needs of it:
+    (kind, cycles or DMA latency, DMA bytes moved, DMA port use, trace name, trace bytes, src, dst)."""
+    kind = instr.kind
+    if kind not in engine.kinds:
+        raise ProgramError(f"engine {engine.name} is not a {kind} engine (it is {', '.join(engine.kinds)}): {instr_text('?', instr)}")
+    if kind == "dma":
         if (instr.src.mem, instr.dst.mem) not in engine.links:
             raise ProgramError(f"engine {engine.name} has no link {instr.src.mem}->{instr.dst.mem}: {instr_text('?', instr)}")
-        return dma.latency(instr, chip, engine), dma.bytes_moved(instr, chip)
-    if unit == "vector":
-        missing = vector.cost_dtype(instr)
-        if missing not in engine.vector.per_lane:
-            raise ProgramError(f"engine {engine.name}: the vector unit has no throughput for dtype {missing} (per_lane: {', '.join(engine.vector.per_lane)})")
-        return vector.cycles(instr, engine.vector, engine.issue_latency)
+        moved = dma.bytes_moved(instr, chip)
+        return ("dma", dma.latency(instr, chip, engine), moved, dma.port_use(instr), "dma", instr.dst.nbytes, instr.src.mem, instr.dst.mem)
+    if kind == "vector":
+        dtype = vector.cost_dtype(instr)
+        if dtype not in engine.vector.per_lane:
+            raise ProgramError(f"engine {engine.name}: the vector unit has no throughput for dtype {dtype} (per_lane: {', '.join(engine.vector.per_lane)})")
+        return ("vector", vector.cycles(instr, engine.vector, engine.issue_latency), 0, None, instr.fn, instr.dst.nbytes, "", instr.dst.mem)
     if instr.a.dtype not in engine.matrix.block_cycles:
         raise ProgramError(f"engine {engine.name}: the matrix unit has no block_cycles for dtype {instr.a.dtype}")
-    return matrix.cycles(instr, engine.matrix, engine.issue_latency)
-
-
-def _step(instr, cost):
-    """What the engine loop needs of an instruction, worked out once:
-    (kind, cycles or DMA latency, DMA bytes moved, DMA port use, trace name, trace bytes, src, dst)."""
-    if instr.kind == "dma":
-        return ("dma", cost[0], cost[1], dma.port_use(instr), "dma", instr.dst.nbytes, instr.src.mem, instr.dst.mem)
-    name = "matmul" if instr.kind == "matrix" else instr.fn
-    return (instr.kind, cost, 0, None, name, instr_bytes(instr), "", instr_mem(instr))
+    return ("matrix", matrix.cycles(instr, engine.matrix, engine.issue_latency), 0, None, "matmul", instr.c.nbytes, "", instr.c.mem)
 
 
 def _parse_id(ident):
@@ -189,7 +169,7 @@ def _parse_id(ident):
 
 def _check(chip, program):
     """Static checks of a program against a chip; returns the bytes used per memory and each
-    engine's list of instruction costs (see _cost). Tiles repeat their local-memory
+    engine's list of loop steps (see _step; None for a wait). Tiles repeat their local-memory
     instructions, so each distinct instruction of an engine is checked and priced once."""
     extents, costs = {}, {}
     for e, stream in program.streams.items():
@@ -211,7 +191,7 @@ def _check(chip, program):
                 for r in (*reads, written):
                     extents[r.mem] = max(extents.get(r.mem, 0), check_region(r, chip.memories, where))
                 _check_shapes(instr, where)
-                cost = known[instr] = _step(instr, _cost(chip, chip.engines[e], instr))
+                cost = known[instr] = _step(chip, chip.engines[e], instr)
             costs[e].append(cost)
     for b in program.bindings:
         extents["ddr"] = max(extents.get("ddr", 0), check_region(b.region, chip.memories, f"binding {b.name}"))
