@@ -21,7 +21,7 @@ from isa.errors import ConfigError, UnsupportedError
 from isa.instructions import VECTOR_FNS
 
 from . import units
-from .schema import Chip, Engine, MatrixUnit, Memory, OpSupport, VectorUnit
+from .schema import Chip, Engine, MatrixUnit, Memory, OpSupport, Signature, VectorUnit
 
 REQUIRED, OPTIONAL = True, False
 ENGINE_KINDS = ("dma", "vector", "matrix")
@@ -383,23 +383,36 @@ def _op_key(value, at):
 
 
 _MIXED = {"in": (_set_of(_dtype), REQUIRED), "out": (_set_of(_dtype), REQUIRED)}
+def _signature(value, at):
+    """"int8|uint8, int16 -> int16|uint16": dtypes per input, `->`, dtypes of the result."""
+    ins, arrow, out = str(value).partition("->") if isinstance(value, str) else ("", "", "")
+    if not arrow or not ins.strip():
+        raise at.error(f"expected a signature such as 'int8|uint8, int16 -> int16', got {value!r}")
+    alternatives = lambda text: frozenset(_dtype(d.strip(), at) for d in text.split("|"))  # noqa: E731
+    return Signature(tuple(alternatives(part) for part in ins.split(",")), alternatives(out))
+
+
 _OP = {
     "kind": (_choice("local", "global"), OPTIONAL),
     "dtypes": (_set_of(_dtype), OPTIONAL),
     "mixed": (lambda value, at: _fields(value, at, _MIXED), OPTIONAL),
+    "signatures": (_list_of(_signature), OPTIONAL),
     "compute": (_table(_dtype, _dtype), OPTIONAL),
+    "global_for": (_list_of(_signature), OPTIONAL),
 }
 
 
 def _op_support(value, at):
-    """A row that lists dtypes allows no mixing unless it says `mixed`; a row that lists
-    neither restricts nothing."""
+    """A row that lists dtypes or signatures allows nothing else: no mixing unless it says
+    `mixed`, no same-dtype use unless it lists `dtypes`; a row that lists none restricts nothing."""
     fields = _fields(value, at, _OP)
     mixed = fields.pop("mixed", None)
     if mixed:
         fields.update(mixed_in=mixed["in"], mixed_out=mixed["out"])
-    elif "dtypes" in fields:
+    elif "dtypes" in fields or "signatures" in fields:
         fields.update(mixed_in=frozenset(), mixed_out=frozenset())
+    if "signatures" in fields and "dtypes" not in fields:
+        fields["dtypes"] = frozenset()
     return OpSupport(**fields)
 
 

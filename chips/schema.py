@@ -78,15 +78,29 @@ class OpSupport:
     """One row of a chip's op table (the seed's per-chip dtype lines).
 
     An op instance is accepted when every tensor operand and the result share one dtype listed
-    in `dtypes`, or, when their dtypes differ, every input is in `mixed_in` and the result in
-    `mixed_out`. `None` means "no restriction"; empty means "not allowed".
+    in `dtypes`; or, when their dtypes differ, every input is in `mixed_in` and the result in
+    `mixed_out`; or when it matches one of `signatures`. `None` means "no restriction"; empty
+    means "not allowed".
     """
 
     kind: Optional[str] = None  # "local" or "global"; None keeps the op's own (seed) kind
     dtypes: Optional[frozenset] = None
     mixed_in: Optional[frozenset] = None
     mixed_out: Optional[frozenset] = None
+    signatures: tuple = ()  # Signature: dtypes allowed per input and for the result
     compute: Mapping[str, str] = field(default_factory=dict)  # dtype -> dtype it is computed in
+    global_for: tuple = ()  # Signatures for which the op is global though `kind` is local (cast)
+
+
+@dataclass(frozen=True)
+class Signature:
+    """`int16|uint16, int8 -> int16`: the dtypes each input may have, and the result's."""
+
+    inputs: tuple  # frozenset per input
+    output: frozenset
+
+    def matches(self, ins, out):
+        return len(ins) == len(self.inputs) and all(d in s for d, s in zip(ins, self.inputs)) and out in self.output
 
 
 @dataclass(frozen=True)

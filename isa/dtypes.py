@@ -69,15 +69,62 @@ def round_half_away(x):
     return np.sign(x) * np.floor(np.abs(x) + 0.5)
 
 
-def round_half_up_rshift(x, shift):
-    """Arithmetic right shift by `shift` bits rounding half up: (x + 2^(shift-1)) >> shift.
+# The seed's RoundingMode (arithmetic_shift and friends), by enum name and value.
+ROUNDING = {
+    "ROUNDING_HALF_TO_EVEN": 0,
+    "ROUNDING_HALF_AWAY_FROM_ZERO": 1,
+    "ROUNDING_TOWARDS_ZERO": 2,
+    "ROUNDING_DOWN": 3,  # floor: what `>>` does
+    "ROUNDING_UP": 4,  # ceil
+    "ROUNDING_HALF_UP": 5,  # the seed's rounding right shift: ((x >> (s - 1)) + 1) >> 1
+    "ROUNDING_HALF_DOWN": 6,
+}
+HALF_TO_EVEN, HALF_AWAY, TOWARDS_ZERO, DOWN, UP, HALF_UP, HALF_DOWN = range(7)
 
-    This is the seed's rounding right shift (see mul_shift): a shift of 0 leaves x unchanged.
-    `x` must be an integer array wide enough not to overflow (int64).
+
+def rounding(mode):
+    """A RoundingMode given by name ("ROUNDING_HALF_UP", "half_up") or value, as its value."""
+    if isinstance(mode, str):
+        key = mode.upper() if mode.upper().startswith("ROUNDING_") else "ROUNDING_" + mode.upper()
+        if key in ROUNDING:
+            return ROUNDING[key]
+    elif mode in ROUNDING.values() and not isinstance(mode, bool):
+        return int(mode)
+    raise UnsupportedError(f"unknown rounding mode {mode!r}; known: {', '.join(ROUNDING)}")
+
+
+def shift(x, n, mode=DOWN):
+    """x * 2^n exactly for n >= 0; for n < 0, x / 2^-n rounded by `mode` (a RoundingMode value).
+
+    x and n are integer arrays (or scalars); the result is int64. Shifts are capped at 62 bits,
+    which changes nothing the saturation to a 32-bit or narrower result would not.
     """
-    shift = np.asarray(shift, dtype=np.int64)
-    bias = np.where(shift > 0, np.left_shift(np.int64(1), np.maximum(shift - 1, 0)), 0)
-    return np.right_shift(x + bias, shift)
+    x = np.asarray(x, np.int64)
+    n = np.clip(np.asarray(n, np.int64), -62, 62)
+    left = np.where(n > 0, n, 0)
+    right = np.where(n < 0, -n, 0)
+    with np.errstate(over="ignore"):
+        up = np.where(np.abs(x) < np.right_shift(np.int64(1) << 62, left), np.left_shift(x, left), np.sign(x) << 62)
+    q = np.right_shift(x, right)  # floor
+    r = x - np.left_shift(q, right)  # 0 <= r < 2^right
+    half = np.where(right > 0, np.left_shift(np.int64(1), np.maximum(right - 1, 0)), 1)
+    mode = int(mode)
+    if mode == DOWN:
+        bump = np.zeros_like(r, bool)
+    elif mode == UP:
+        bump = r > 0
+    elif mode == TOWARDS_ZERO:
+        bump = (r > 0) & (x < 0)
+    elif mode == HALF_UP:
+        bump = r >= half
+    elif mode == HALF_DOWN:
+        bump = r > half
+    elif mode == HALF_AWAY:
+        bump = np.where(x >= 0, r >= half, r > half)
+    else:  # HALF_TO_EVEN
+        bump = (r > half) | ((r == half) & (q % 2 != 0))
+    down = q + (bump & (right > 0))
+    return np.where(n >= 0, up, down)
 
 
 def convert(x, name):

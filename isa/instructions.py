@@ -21,15 +21,19 @@ from typing import NamedTuple
 from . import dtypes
 from .errors import ProgramError
 
-# Vector functions: name -> number of operands (regions or scalars). The machine gives them
-# their meaning (sim/engines/vector.py); a chip's `op_cycles` may price each one.
+# Vector functions: name -> number of operands (regions or numbers). The machine gives them
+# their meaning (sim/engines/vector.py); a chip's `op_cycles` may price each one. A shift or
+# rounding `mode` operand is a RoundingMode value (isa.dtypes.ROUNDING).
 VECTOR_FNS = {
     "copy": 1,
     "add": 2,
     "sub": 2,
     "mul": 2,
+    "div": 2,
     "max": 2,
     "min": 2,
+    "mul_add": 3,  # x * y + z
+    "clamp": 3,  # (x, low, high)
     "relu": 1,
     "leaky_relu": 2,  # (x, negative slope)
     "abs": 1,
@@ -46,8 +50,24 @@ VECTOR_FNS = {
     "floor": 1,
     "sin": 1,
     "cos": 1,
-    "round_rshift": 2,  # (x, shift): arithmetic right shift rounding half up
+    "gt": 2,  # comparisons give 1 or 0
+    "ge": 2,
+    "lt": 2,
+    "le": 2,
+    "eq": 2,
+    "ne": 2,
+    "select_gt": 4,  # (a, b, c, d): a > b ? c : d
+    "select_ge": 4,  # a >= b ? c : d
+    "and": 2,
+    "or": 2,
+    "xor": 2,
+    "lshift": 3,  # (x, n, mode): x << n, or for n < 0 x >> -n rounded by mode
+    "rshift": 3,  # (x, n, mode): x >> n rounded by mode, or for n < 0 x << -n
+    "mul_rshift": 4,  # (x, m, s, mode): x * m >> s rounded by mode, exactly
+    "lut": 2,  # (x, table): table[x's low 8 bits as unsigned]
 }
+# Operands read whole rather than element-wise: fn -> operand positions.
+TABLE_OPERANDS = {"lut": (1,)}
 
 
 class Region(NamedTuple):

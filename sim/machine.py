@@ -14,7 +14,7 @@ import simpy
 
 from isa import dtypes
 from isa.errors import DeadlockError, InputError, ProgramError
-from isa.instructions import VECTOR_FNS, Wait, instr_text, regions
+from isa.instructions import TABLE_OPERANDS, VECTOR_FNS, Wait, instr_text, regions
 from traces.records import Event, Trace
 
 from .bandwidth import Arbiter
@@ -205,8 +205,9 @@ def _check_shapes(instr, where):
     elif instr.kind == "vector":
         if len(instr.srcs) != VECTOR_FNS[instr.fn]:
             raise ProgramError(f"{where}: {instr.fn} takes {VECTOR_FNS[instr.fn]} operands, got {len(instr.srcs)}")
-        for s in instr.srcs:
-            if not isinstance(s, (int, float)) and s.shape != instr.dst.shape:
+        tables = TABLE_OPERANDS.get(instr.fn, ())
+        for i, s in enumerate(instr.srcs):
+            if not isinstance(s, (int, float)) and i not in tables and s.shape != instr.dst.shape:
                 raise ProgramError(f"{where}: source {s.text()} does not have the destination's shape {instr.dst.shape}")
     else:
         (m, k), (k2, n) = instr.a.shape, instr.b.shape

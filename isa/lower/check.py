@@ -13,28 +13,51 @@ def support_row(chip, node):
     return row
 
 
-def kind(chip, node):
-    """"local" or "global": the chip's table may override the seed's class."""
-    return support_row(chip, node).kind or REGISTRY[node.op].kind
+def _dtypes(graph, node):
+    """(input dtypes, output dtype) the chip's table judges: the op's data operands only."""
+    inputs = node.inputs[: REGISTRY[node.op].checked_inputs(node)]
+    return [graph.tensors[t].dtype for t in inputs], graph.tensors[node.outputs[0]].dtype
+
+
+def kind(graph, chip, node):
+    """"local" or "global": the chip's table may override the seed's class, for all dtypes or
+    for some signatures (the seed's limited local ops, such as cast)."""
+    row = support_row(chip, node)
+    ins, out = _dtypes(graph, node)
+    if any(sig.matches(ins, out) for sig in row.global_for):
+        return "global"
+    return row.kind or REGISTRY[node.op].kind
 
 
 def check_graph(graph, chip):
     for node in graph.nodes:
         row = support_row(chip, node)
-        ins = [graph.tensors[t].dtype for t in node.inputs]
-        outs = [graph.tensors[t].dtype for t in node.outputs]
-        if len(set(ins + outs)) == 1:
-            if row.dtypes is None or ins[0] in row.dtypes:
+        ins, out = _dtypes(graph, node)
+        if len(set(ins + [out])) == 1:
+            if row.dtypes is None or out in row.dtypes:
                 continue
-        elif _within(ins, row.mixed_in) and _within(outs, row.mixed_out):
+        elif _within(ins, row.mixed_in) and _within([out], row.mixed_out):
+            continue
+        if any(sig.matches(ins, out) for sig in row.signatures):
             continue
         key = REGISTRY[node.op].support_key(node.params)
-        allowed = "any dtype" if row.dtypes is None else ", ".join(sorted(row.dtypes)) or "none"
-        mixed = f"; mixed: inputs {', '.join(sorted(row.mixed_in))} -> outputs {', '.join(sorted(row.mixed_out))}" if row.mixed_in else "; no mixed dtypes"
         raise UnsupportedError(
-            f"op {node.name}: {key} with {' x '.join(ins)} -> {', '.join(outs)} is not supported on chip {chip.name} "
-            f"(same-dtype: {allowed}{mixed})"
+            f"op {node.name}: {key} with {' x '.join(ins)} -> {out} is not supported on chip {chip.name} ({_supported(row)})"
         )
+
+
+def _supported(row):
+    """What a row allows, in words."""
+    parts = [f"same-dtype: {'any dtype' if row.dtypes is None else ', '.join(sorted(row.dtypes)) or 'none'}"]
+    if row.mixed_in:
+        parts.append(f"mixed: inputs {', '.join(sorted(row.mixed_in))} -> outputs {', '.join(sorted(row.mixed_out))}")
+    elif row.mixed_in is not None:
+        parts.append("no mixed dtypes")
+    parts += [
+        "signature: " + ", ".join("|".join(sorted(s)) for s in sig.inputs) + " -> " + "|".join(sorted(sig.output))
+        for sig in row.signatures
+    ]
+    return "; ".join(parts)
 
 
 def _within(values, allowed):

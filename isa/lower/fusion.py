@@ -50,13 +50,18 @@ def groups(graph, chip, policy):
 
 
 def _fusable(graph, chip, group, node, template):
-    """Same element-wise template, both local, same output shape, and fed by the group."""
-    if template != "elementwise" or group.template != "elementwise":
+    """Same element-wise template, both local, same output shape, and fed by the group with
+    whole tiles (not as a lookup table or a per-channel vector). A stride op reads DDR with
+    strides, so it starts a group rather than joining one."""
+    opdef = REGISTRY[node.op]
+    if template != "elementwise" or group.template != "elementwise" or opdef.strided:
         return False
-    if kind(chip, node) != "local" or kind(chip, group.nodes[0]) != "local":
+    if kind(graph, chip, node) != "local" or kind(graph, chip, group.nodes[0]) != "local":
         return False
     shape = graph.tensors[group.nodes[0].outputs[0]].shape
     if graph.tensors[node.outputs[0]].shape != shape:
         return False
     produced = {t for n in group.nodes for t in n.outputs}
-    return any(t in produced for t in node.inputs)
+    shapes = [graph.tensors[t].shape for t in node.inputs]
+    fed = [i for i, t in enumerate(node.inputs) if t in produced]
+    return bool(fed) and all(i not in opdef.table_inputs and opdef.operand_shape(i, shapes) == shape for i in fed)

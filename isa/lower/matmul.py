@@ -10,13 +10,13 @@ matrix unit's m, n, k whose buffers fit, halving the dimension that is largest i
 
 from .. import dtypes
 from ..errors import OutOfMemoryError
-from ..instructions import Matmul, Region, Vector
+from ..instructions import Matmul
 from ..ops import REGISTRY
-from ..ops.elementwise import compute_dtype
 from .alloc import align_up
 from .pipeline import pipeline, step_budget
 from .route import copy
 from .tiling import broadcast_view, sub_region
+from .vector_steps import emit_steps
 
 
 def lower_matmul(ctx, group):
@@ -50,21 +50,12 @@ class _Plan:
         self.out = g.tensors[node.outputs[0]]
         self.mx, self.vx = ctx.engine("matrix"), ctx.engine("vector")
         self.acc_dtype = self.opdef.acc_dtype(self.left.dtype)
-        self.epilogue = self.opdef.epilogue(node.params, self.bias.dtype if self.bias else None, self.out.dtype)
-        self.dtypes = {"acc": self.acc_dtype, "accv": self.acc_dtype, "out": self.out.dtype, **self.opdef.temps}
-        if self.bias is not None:
-            self.dtypes["bias"] = self.bias.dtype
+        self.steps, self.temps = self.opdef.epilogue(node.params, self.bias.dtype if self.bias else None, self.out.dtype)
         # The epilogue reads the accumulator in the vector memory: a copy when the matrix
-        # engine accumulates elsewhere (as an Ascend cube does in L0C).
+        # engine accumulates elsewhere (as an Ascend cube does in L0C). The result is the
+        # accumulator itself when the two share a dtype.
         self.acc_key = "acc" if self.mx.operand_memory("c") == self.vx.memory else "accv"
-        used = {self._symbol("out")} | {self._symbol(s) for _, ops, dst in self.epilogue for s in [*ops, dst] if isinstance(s, str)}
-        self.vtiles = sorted(used - {"acc", "bias"})
-
-    def _symbol(self, name):
-        """Epilogue symbol -> buffer key; "out" is the accumulator when they share a dtype."""
-        if name == "out" and self.out.dtype == self.acc_dtype or name == "acc":
-            return self.acc_key
-        return name
+        self.out_key = self.acc_key if self.out.dtype == self.acc_dtype else "out"
 
     def _needs(self, tm, tn, tk):
         """(buffer key, memory, bytes) of one slot."""
@@ -74,9 +65,13 @@ class _Plan:
             ("b", self.mx.operand_memory("b"), size(self.right.dtype, tk * tn)),
             ("acc", self.mx.operand_memory("c"), size(self.acc_dtype, tm * tn)),
         ]
+        if self.acc_key != "acc":
+            needs.append(("accv", self.vx.memory, size(self.acc_dtype, tm * tn)))
         if self.bias is not None:
             needs.append(("bias", self.vx.memory, size(self.bias.dtype, tn)))
-        needs += [(k, self.vx.memory, size(self.dtypes[k], tm * tn)) for k in self.vtiles]
+        if self.out_key == "out":
+            needs.append(("out", self.vx.memory, size(self.out.dtype, tm * tn)))
+        needs += [(("tmp", k), self.vx.memory, size(d, tm * tn)) for k, d in enumerate(self.temps)]
         return needs
 
     def _fits(self, tm, tn, tk):
@@ -110,7 +105,7 @@ class _Plan:
     def place(self, tm, tn, tk):
         em, name = self.ctx.em, self.node.name
         return {
-            (key, s): em.alloc(mem, n, f"{name}/{key}.{s}")
+            (key, s): em.alloc(mem, n, f"{name}/{key if isinstance(key, str) else f'tmp{key[1]}'}.{s}")
             for s in range(self.ctx.slots)
             for key, mem, n in self._needs(tm, tn, tk)
         }
@@ -144,25 +139,18 @@ class _Plan:
 
         def store():
             if last:
-                out = bufs[self._symbol("out"), ts]
+                out = bufs[self.out_key, ts]
                 dst = sub_region(ctx.ddr_region(self.out.name), (m0, n0), (tm, tn))
                 copy(em, out.region(self.out.dtype, (tm, tn)), out, dst, ctx.ddr[self.out.name], node.name)
 
         return load, compute, store
 
     def _epilogue(self, bufs, ts, tm, tn):
-        for fn, operands, dst in self.epilogue:
-            srcs, reads = [], []
-            for o in operands:
-                if isinstance(o, str):
-                    buf = bufs[self._symbol(o), ts]
-                    shape = (1, tn) if o == "bias" else (tm, tn)
-                    srcs.append(broadcast_view(buf.region(self.dtypes[o], shape), (tm, tn)))
-                    reads.append(buf)
-                else:
-                    srcs.append(o)
-            floats = any(isinstance(o, float) for o in operands)
-            cdt = "float32" if floats else compute_dtype([s.dtype for s in srcs if isinstance(s, Region)])
-            out = bufs[self._symbol(dst), ts]
-            instr = Vector(fn, out.region(self.dtypes[dst], (tm, tn)), tuple(srcs), cdt, self.node.name)
-            self.ctx.em.emit(self.vx.name, instr, reads=reads, writes=(out,))
+        acc = bufs[self.acc_key, ts]
+        inputs = [(acc.region(self.acc_dtype, (tm, tn)), acc)]
+        if self.bias is not None:
+            bias = bufs["bias", ts]
+            inputs.append((broadcast_view(bias.region(self.bias.dtype, (1, tn)), (tm, tn)), bias))
+        out = bufs[self.out_key, ts]
+        temps = [(bufs[("tmp", k), ts].region(d, (tm, tn)), bufs[("tmp", k), ts]) for k, d in enumerate(self.temps)]
+        emit_steps(self.ctx.em, self.vx.name, self.node.name, self.steps, inputs, (out.region(self.out.dtype, (tm, tn)), out), temps)

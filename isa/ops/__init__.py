@@ -1,8 +1,24 @@
 """The op set, under the seed's names. Each family is one module; every op registers its
 definition in REGISTRY (name -> OpDef) and exposes a function that adds it to a graph."""
 
+from .activation import active, active_param, cos, sin
+from .arith import (
+    add, adds, axpy, cast, ceil, clamp, copy, div, divs, floor, max, maxs, min, mins, mul, muls, rdivs, round, rsubs,
+    sub, subs,
+)
 from .base import REGISTRY, OpDef, Spec
-from .elementwise import active, add, adds, max, min, mul, muls, sub, subs  # noqa: A004
+from .bits import (
+    arith_lshift, arith_lshifts, arith_rshift, arith_rshifts, arithmetic_pc_shift, arithmetic_shift, bit_and, bit_ands,
+    bit_or, bit_ors, bit_xor, bit_xors, logical_pc_shift, logical_shift, round_rshift, round_rshifts,
+)
+from .compare import eq, eqs, ge, ges, gt, gts, le, les, lt, lts, ne, nes
+from .fixed_point import add_shift, adds_shift, mul_shift, muls_shift, rsubs_shift, sub_shift, subs_shift
 from .matrix import matrix_mul
+from .quant import dequant_int_to_fp32, requant_fp32_to_int, requant_int32
+from .select import condition_select, lut, select
+from .stride import (
+    stride_add, stride_add_offset, stride_cpy, stride_cpy_offset, stride_div, stride_div_offset, stride_max,
+    stride_max_offset, stride_min, stride_min_offset, stride_mul, stride_mul_offset, stride_sub, stride_sub_offset,
+)
 
-__all__ = ["REGISTRY", "OpDef", "Spec", "active", "add", "adds", "matrix_mul", "max", "min", "mul", "muls", "sub", "subs"]
+__all__ = sorted(name for name in REGISTRY) + ["REGISTRY", "OpDef", "Spec"]

@@ -49,6 +49,11 @@ class OpDef:
         """The variant this instance is (a member of `variants`), or None."""
         return None
 
+    def checked_inputs(self, node):
+        """How many leading inputs a chip's dtype table judges (the rest are the op's own
+        constants, such as per-channel quantization vectors)."""
+        return len(node.inputs)
+
     def support_key(self, params):
         v = self.variant(params)
         return f"{self.name}.{v}" if v else self.name

@@ -1,16 +1,21 @@
-"""Element-wise ops of the BMLang seed (Base Element-wise Operator), run on the vector unit.
+"""The element-wise family's definition class: every op of the seed's element-wise sections
+(arithmetic, activations, fixed point, compare, bits and shifts, stride, select, quantization)
+is an instance, and all of them share one lowering template (isa/lower/local.py).
 
-Each op is a row: a name, the vector function(s) its lowering emits and a numpy reference.
-All of them share one definition class and one lowering template (isa/lower/local.py).
+An op says what the vector unit does for it as `Step`s: a vector function, its operands (the
+node's tensors `In(i)`, scratch tiles `Tmp(k)` of dtypes the op declares, or numbers) and where
+the result goes (`OUT` or a scratch tile). Most ops are one step; fixed-point and
+quantization ops are short sequences whose scratch tiles hold the seed's INT32 intermediates.
 
 Semantics common to the family (seed, "Base Element-wise Operator"):
 - two-tensor ops need equal ranks; a dimension may differ only where one side is 1 (broadcast);
-- integer results saturate to the output dtype; the output dtype may differ from the inputs'
-  where a chip's op table allows it (`out_dtype=`);
-- operands are computed in float32 when any is a float, else exactly (int64), unless the
-  chip's table says a dtype is computed in another (BM1684 computes INT32 through FLOAT32).
+- integer results saturate to the output dtype (isa.dtypes.convert); the output dtype may
+  differ from the inputs' where the chip's op table allows it (`out_dtype=`);
+- a step computes in float32 when any operand is a float, else exactly (int64), after the
+  chip's compute map (BM1682/BM1684 compute INT32 through FLOAT32); a step may fix its dtype.
 """
 
+import inspect
 from dataclasses import dataclass
 from numbers import Integral, Real
 
@@ -18,20 +23,52 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import ShapeError, UnsupportedError
-from .base import REGISTRY, OpDef, Spec, apply, register
+from .base import OpDef, Spec, apply, register
 
 
 @dataclass(frozen=True)
 class In:
-    """Operand `index` of the node, in a vector step's operand list."""
+    """Tensor operand `index` of the node."""
 
     index: int
 
 
+@dataclass(frozen=True)
+class Tmp:
+    """Scratch tile `index` of the op's `temps`."""
+
+    index: int
+
+
+OUT = "out"  # the node's result tile
+
+
+@dataclass(frozen=True)
+class Step:
+    fn: str  # a vector function (isa.instructions.VECTOR_FNS)
+    operands: tuple  # In, Tmp or numbers
+    dst: object = OUT  # OUT or Tmp
+    cdt: str = None  # compute dtype; None: step_dtype's rule
+
+
+def step_dtype(step, operand_dtypes):
+    """The dtype a step computes in: its own, or float32 when any operand is a float or a float
+    number, else int64 (exact integers). operand_dtypes are the step's tensor operands' dtypes,
+    the node's inputs already passed through the chip's compute map (see `computed`)."""
+    if step.cdt:
+        return step.cdt
+    floats = any(dtypes.is_float(d) for d in operand_dtypes) or any(isinstance(o, float) for o in step.operands)
+    return "float32" if floats else "int64"
+
+
+def computed(dtype, compute):
+    """The dtype a chip computes an input of `dtype` in (BM1684: int32 -> float32)."""
+    return (compute or {}).get(dtype, dtype)
+
+
 def broadcast_shape(shapes, what):
     """The seed's broadcast: equal ranks, and per dimension equal sizes or a 1."""
-    ranks = {len(s) for s in shapes}
-    if len(ranks) != 1:
+    if len({len(s) for s in shapes}) != 1:
         raise ShapeError(f"{what}: operands must have the same rank, got shapes {', '.join(map(str, shapes))}")
     out = []
     for dims in zip(*shapes):
@@ -42,133 +79,140 @@ def broadcast_shape(shapes, what):
     return tuple(out)
 
 
-def compute_dtype(in_dtypes, compute=None):
-    """The dtype an element-wise op computes in, given its input dtypes and a chip's compute map."""
-    mapped = {(compute or {}).get(d, d) for d in in_dtypes}
-    return "float32" if any(dtypes.is_float(d) for d in mapped) else "int64"
+def check_number(value, what, integer=False, low=None, high=None):
+    if isinstance(value, bool) or not isinstance(value, Integral if integer else Real):
+        raise UnsupportedError(f"{what} must be {'an integer' if integer else 'a number'}, got {value!r}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise UnsupportedError(f"{what} must be in [{low}, {high}], got {value}")
+    return value
 
 
 class Elementwise(OpDef):
-    """One row of the family: `steps(params)` gives the vector step(s) as (fn, operands) where
-    operands are In(i) or numbers; `ref` computes the result from compute-dtype arrays."""
+    """One op of the family. By default: tensor operands named by `inputs` broadcast together,
+    scalar params named by `scalars`, both in the seed's argument `order`; one step of vector
+    function `fn` on them in that order; `ref` (a numpy function of the compute-dtype operands,
+    in the same order) as the reference. `defaults` gives params that may be left out."""
 
     template = "elementwise"
+    table_inputs = ()  # operands read whole (a lookup table), not element-wise
+    strided = False  # reads its inputs with strides (the stride_* ops): starts a layer group
 
-    def __init__(self, name, fn, ref, tensors, scalars=()):
+    def __init__(self, name, fn, ref, inputs=("tensor_i0", "tensor_i1"), scalars=(), order=None,
+                 defaults=None, dtypes_allowed=None):
         self.name, self.fn, self.ref = name, fn, ref
-        self.tensors, self.scalars = tensors, scalars  # tensor operand count, scalar param names
+        self.inputs, self.scalars = tuple(inputs), tuple(scalars)
+        self.order = tuple(order or self.inputs + self.scalars)
+        self.defaults = dict(defaults or {})
+        self.dtypes_allowed = dtypes_allowed  # dtypes the op itself takes (None: any)
 
-    def steps(self, params):
-        return [(self.fn, [In(i) for i in range(self.tensors)] + [params[s] for s in self.scalars])]
+    @property
+    def tensors(self):
+        return len(self.inputs)
 
-    def ref_fn(self, params):
-        return self.ref
+    def _ordered(self, tensors, scalars):
+        """Operands in the seed's order, from tensors (in `inputs` order) and scalar values."""
+        by_name = dict(zip(self.inputs, tensors))
+        by_name.update(zip(self.scalars, scalars))
+        return tuple(by_name[n] for n in self.order if n in by_name)
+
+    def prepare(self, params):
+        """Check and normalize params (enum names) when the op is added to a graph."""
+        return params
+
+    # ---- what the vector unit does ----------------------------------------------------------
+
+    def steps(self, params, ins, out):
+        return [Step(self.fn, self._ordered([In(i) for i in range(self.tensors)], [params[s] for s in self.scalars]))]
+
+    def temps(self, params, ins, out):
+        """dtypes of the scratch tiles the steps use (Tmp(k) is temps[k])."""
+        return []
+
+    def operand_shape(self, i, shapes):
+        """How operand i broadcasts against the output (a per-channel vector may reshape)."""
+        return shapes[i]
+
+    def load_kind(self, i, shapes, params):
+        """What distinguishes how operand i is read from DDR: two operands of a layer group
+        with the same tensor and load kind share one load."""
+        return ("whole",) if i in self.table_inputs else ("view", self.operand_shape(i, shapes))
+
+    def input_box(self, i, shape, starts, extents, params):
+        """The part of operand i (of shape `shape`, see operand_shape) a box of the output
+        needs, as (starts, extents, steps): its size-1 dimensions stay at 0; a table operand is
+        read whole."""
+        if i in self.table_inputs:
+            return (0,) * len(shape), tuple(shape), (1,) * len(shape)
+        pinned = [n == 1 for n in shape]
+        return (
+            tuple(0 if p else s for p, s in zip(pinned, starts)),
+            tuple(1 if p else e for p, e in zip(pinned, extents)),
+            (1,) * len(shape),
+        )
+
+    # ---- checks and inference ---------------------------------------------------------------
 
     def infer(self, ins, params):
         if len(ins) != self.tensors:
             raise ShapeError(f"{self.name}: takes {self.tensors} tensor(s), got {len(ins)}")
-        shape = broadcast_shape([s.shape for s in ins], self.name)
+        if self.dtypes_allowed is not None:
+            for k, s in enumerate(ins):
+                if s.dtype not in self.dtypes_allowed:
+                    raise UnsupportedError(f"{self.name}: operand {k} is {s.dtype}; {self.name} takes {', '.join(self.dtypes_allowed)}")
         for s in self.scalars:
-            self._check_scalar(params[s], ins[0].dtype, s)
-        out = params.get("out_dtype") or np.result_type(*(dtypes.np_dtype(s.dtype) for s in ins)).name
-        return [Spec(shape, dtypes.check(out, f"{self.name} out_dtype"))]
+            check_number(params[s], f"{self.name}: {s} for a {ins[0].dtype} tensor", integer=dtypes.is_int(ins[0].dtype))
+        shape = broadcast_shape([self.operand_shape(i, [s.shape for s in ins]) for i in range(len(ins))
+                                 if i not in self.table_inputs], self.name)
+        return [Spec(self.out_shape(shape, params), dtypes.check(self.out_dtype(ins, params), f"{self.name} out_dtype"))]
 
-    def _check_scalar(self, value, dtype, what):
-        if isinstance(value, bool) or not isinstance(value, Real):
-            raise UnsupportedError(f"{self.name}: {what} must be a number, got {value!r}")
-        if dtypes.is_int(dtype) and not isinstance(value, Integral):
-            raise UnsupportedError(f"{self.name}: {what} {value!r} must be an integer for a {dtype} tensor")
+    def out_shape(self, shape, params):
+        return shape
+
+    def out_dtype(self, ins, params):
+        return params.get("out_dtype") or np.result_type(*(dtypes.np_dtype(s.dtype) for s in ins)).name
+
+    # ---- reference --------------------------------------------------------------------------
 
     def reference(self, arrays, params, compute=None):
-        cdt = dtypes.np_dtype(compute_dtype([dtypes.of_array(a) for a in arrays], compute))
-        args = [a.astype(cdt) for a in arrays] + [cdt.type(params[s]) for s in self.scalars]
         out = self.infer([Spec(a.shape, dtypes.of_array(a)) for a in arrays], params)[0]
+        step = self.steps(params, [dtypes.of_array(a) for a in arrays], out.dtype)[0]
+        cdt = dtypes.np_dtype(step_dtype(step, [computed(dtypes.of_array(a), compute) for a in arrays]))
+        args = self._ordered((a.astype(cdt) for a in self.reference_operands(arrays, params)), (cdt.type(params[s]) for s in self.scalars))
         with np.errstate(all="ignore"):  # IEEE answers (NaN, inf) are the answers
             result = self.ref_fn(params)(*args)
         return [dtypes.convert(np.broadcast_to(result, out.shape), out.dtype)]
 
-
-class Active(Elementwise):
-    """active(x, active_type): the seed's ActiveType, by enum name or short name ("relu")."""
-
-    # short name -> (vector fn, reference); ACTIVE_LEAKY_RELU in `active` has slope 0 (seed).
-    TYPES = {
-        "tanh": ("tanh", np.tanh),
-        "sigmoid": ("sigmoid", lambda x: 1 / (1 + np.exp(-x))),
-        "relu": ("relu", lambda x: np.maximum(x, 0)),
-        "exp": ("exp", np.exp),
-        "elu": ("elu", lambda x: np.where(x > 0, x, np.expm1(x))),
-        "sqrt": ("sqrt", np.sqrt),
-        "square": ("square", np.square),
-        "rsqrt": ("rsqrt", lambda x: 1 / np.sqrt(x)),
-        "absval": ("abs", np.abs),
-        "ln": ("ln", np.log),
-        "round": ("round", dtypes.round_half_away),
-        "ceil": ("ceil", np.ceil),
-        "floor": ("floor", np.floor),
-        "sin": ("sin", np.sin),
-        "cos": ("cos", np.cos),
-        "leaky_relu": ("leaky_relu", lambda x: np.where(x > 0, x, x * 0)),
-    }
-    variants = tuple(TYPES)
-
-    def __init__(self):
-        super().__init__("active", None, None, 1)
-
-    @classmethod
-    def canonical(cls, active_type):
-        key = str(active_type).lower().removeprefix("active_")
-        if key not in cls.TYPES:
-            raise UnsupportedError(f"active: unknown active_type {active_type!r}; known: {', '.join(cls.TYPES)}")
-        return key
-
-    def variant(self, params):
-        return params["active_type"]
-
-    def steps(self, params):
-        fn = self.TYPES[params["active_type"]][0]
-        return [(fn, [In(0), 0.0])] if fn == "leaky_relu" else [(fn, [In(0)])]
+    def reference_operands(self, arrays, params):
+        return [a.reshape(self.operand_shape(i, [b.shape for b in arrays])) for i, a in enumerate(arrays)]
 
     def ref_fn(self, params):
-        return self.TYPES[params["active_type"]][1]
+        return self.ref
 
 
-_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
-_WITH_SCALAR = {"adds": "add", "subs": "sub", "muls": "mul"}
+# ---- op functions ----------------------------------------------------------------------------
 
-for _name, _ref in _BINARY.items():
-    register(Elementwise(_name, _name, _ref, 2))
-for _name, _fn in _WITH_SCALAR.items():
-    register(Elementwise(_name, _fn, _BINARY[_fn], 1, ("scalar",)))
-ACTIVE = register(Active())
+def define(opdef, doc):
+    """Register opdef; return its op function, taking the seed's arguments in the seed's order
+    (`opdef.order`, those in `opdef.defaults` optional), then `out_dtype=` and `name=`."""
+    register(opdef)
+    params = [
+        inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=opdef.defaults.get(n, inspect.Parameter.empty))
+        for n in opdef.order
+    ]
+    params += [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=v)
+               for n, v in opdef.defaults.items() if n not in opdef.order]
+    params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None) for n in ("out_dtype", "name")]
+    signature = inspect.Signature(params)
 
+    def op(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        name = values.pop("name")
+        tensors = [values.pop(n) for n in opdef.inputs]
+        return apply(opdef, tensors, opdef.prepare(values), name)
 
-def _binary(op_name):
-    opdef = REGISTRY[op_name]
-
-    def op(tensor_i0, tensor_i1, out_dtype=None, name=None):
-        return apply(opdef, [tensor_i0, tensor_i1], {"out_dtype": out_dtype}, name)
-
-    op.__name__ = op.__qualname__ = op_name
-    op.__doc__ = f"tensor_o = {op_name}(tensor_i0, tensor_i1), element-wise with shape broadcast (BMLang `{op_name}`)."
+    op.__name__ = op.__qualname__ = opdef.name
+    op.__doc__ = doc
+    op.__signature__ = signature
     return op
-
-
-def _with_scalar(op_name):
-    opdef = REGISTRY[op_name]
-
-    def op(tensor_i0, scalar, out_dtype=None, name=None):
-        return apply(opdef, [tensor_i0], {"scalar": scalar, "out_dtype": out_dtype}, name)
-
-    op.__name__ = op.__qualname__ = op_name
-    op.__doc__ = f"tensor_o = {opdef.fn}(tensor_i0, scalar), element-wise (BMLang `{op_name}`)."
-    return op
-
-
-def active(tensor_i, active_type, out_dtype=None, name=None):
-    """tensor_o = activation(tensor_i) for one of the seed's ActiveType values."""
-    return apply(ACTIVE, [tensor_i], {"active_type": Active.canonical(active_type), "out_dtype": out_dtype}, name)
-
-
-add, sub, mul, max, min = (_binary(n) for n in _BINARY)  # noqa: A001  (the seed's names)
-adds, subs, muls = (_with_scalar(n) for n in _WITH_SCALAR)

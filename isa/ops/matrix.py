@@ -25,6 +25,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import ShapeError, UnsupportedError
 from .base import OpDef, Spec, apply, check_dtype, check_rank, register
+from .elementwise import In, Step, Tmp
 
 FLOAT = ("float32", "float16", "bfloat16")
 INT8 = ("int8", "uint8")
@@ -86,33 +87,39 @@ class MatrixMul(OpDef):
             raise UnsupportedError(f"matrix_mul: an unsigned output {out} needs unsigned inputs")
         return out
 
-    # Scratch tiles the epilogue may write, by name, with their dtypes.
-    temps = {"tmp": "int32", "tmp16": "int16", "ftmp": "float32", "fbias": "float32"}
-
     def acc_dtype(self, left_dtype):
         return "float32" if left_dtype in FLOAT else "int32"
 
     def epilogue(self, params, bias_dtype, out_dtype):
-        """Vector steps from the accumulator to the result: (fn, operands, destination).
-
-        Operands and destinations are "acc", "bias", "out", a scratch tile named in `temps`, or
-        numbers. "out" is the accumulator itself when the two have the same dtype.
-        """
-        bias = [("add", ["acc", "bias"], "acc")] if bias_dtype else []
+        """(steps, scratch dtypes) from the accumulator In(0) (and the bias In(1), a row read for
+        every row) to the result OUT, as vector steps (isa.ops.elementwise.Step). When the
+        result has the accumulator's dtype it is the accumulator itself."""
         if out_dtype in FLOAT:
-            return bias + ([("copy", ["acc"], "out")] if out_dtype != "float32" else [])
+            if bias_dtype:
+                return [Step("add", (In(0), In(1)))], []
+            return ([Step("copy", (In(0),))] if out_dtype != "float32" else []), []
         rshift, multiplier = shift_and_multiplier(params["scale"])
+        wide_bias = bias_dtype == "int32" and params["mode"] == "HighPrecisionSymmetric"
+        steps = [Step("add", (In(0), In(1)), Tmp(0), cdt="int64")] if bias_dtype and not wide_bias else []
+        acc = Tmp(0) if steps else In(0)
         if params["mode"] == "LowPrecisionSymmetric":
-            steps = bias + [("round_rshift", ["acc", rshift], "out")]
-            if multiplier != 1.0:
-                steps += [("mul", ["out", int(multiplier * 2**7)], "tmp"), ("round_rshift", ["tmp", 7], "out")]
-            return steps
-        wide_bias = bias_dtype == "int32"
-        steps = ([] if wide_bias else bias) + [("round_rshift", ["acc", rshift], "tmp16")]
-        steps.append(("mul", ["tmp16", multiplier], "ftmp"))
+            if multiplier == 1.0:
+                return steps + [Step("rshift", (acc, rshift, dtypes.HALF_UP), cdt="int64")], ["int32"]
+            return steps + [
+                Step("rshift", (acc, rshift, dtypes.HALF_UP), Tmp(1), cdt="int64"),
+                Step("mul", (Tmp(1), int(multiplier * 2**7)), Tmp(0), cdt="int64"),
+                Step("rshift", (Tmp(0), 7, dtypes.HALF_UP), cdt="int64"),
+            ], ["int32", out_dtype]
+        steps += [
+            Step("rshift", (acc, rshift, dtypes.HALF_UP), Tmp(1), cdt="int64"),
+            Step("mul", (Tmp(1), multiplier), Tmp(2), cdt="float32"),
+        ]
         if wide_bias:
-            steps += [("mul", ["bias", float(np.float32(params["scale"]))], "fbias"), ("add", ["ftmp", "fbias"], "ftmp")]
-        return steps + [("round", ["ftmp"], "out")]
+            steps += [
+                Step("mul", (In(1), float(np.float32(params["scale"]))), Tmp(3), cdt="float32"),
+                Step("add", (Tmp(2), Tmp(3)), Tmp(2), cdt="float32"),
+            ]
+        return steps + [Step("round", (Tmp(2),), cdt="float32")], ["int32", "int16", "float32", "float32"]
 
     def reference(self, arrays, params, compute=None):
         left, right = arrays[0], arrays[1]
@@ -126,7 +133,7 @@ class MatrixMul(OpDef):
         if params["mode"] == "LowPrecisionSymmetric":
             if bias is not None:
                 acc = acc + bias.astype(np.int64)
-            res = dtypes.convert(dtypes.round_half_up_rshift(acc, rshift), out)
+            res = dtypes.convert(_round_rshift(acc, rshift), out)
             if multiplier != 1.0:
                 imm = (res.astype(np.int64) * int(multiplier * 2**7) + (1 << 6)) >> 7
                 res = dtypes.convert(imm, out)
@@ -134,11 +141,16 @@ class MatrixMul(OpDef):
         wide_bias = bias is not None and bias.dtype == np.int32
         if bias is not None and not wide_bias:
             acc = acc + bias.astype(np.int64)
-        res = dtypes.convert(dtypes.round_half_up_rshift(acc, rshift), "int16").astype(np.float32)
+        res = dtypes.convert(_round_rshift(acc, rshift), "int16").astype(np.float32)
         imm = res * np.float32(multiplier)
         if wide_bias:
             imm = imm + bias.astype(np.float32) * np.float32(params["scale"])
         return [dtypes.convert(dtypes.round_half_away(imm), out)]
+
+
+def _round_rshift(x, shift):
+    """The seed's rounding right shift (see mul_shift): ((x >> (shift - 1)) + 1) >> 1."""
+    return ((x >> (shift - 1)) + 1) >> 1 if shift > 0 else x
 
 
 MATRIX_MUL = register(MatrixMul())

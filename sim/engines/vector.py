@@ -13,14 +13,18 @@ import math
 import numpy as np
 
 from isa import dtypes
+from isa.instructions import TABLE_OPERANDS
 
 FNS = {
     "copy": lambda x: x,
     "add": np.add,
     "sub": np.subtract,
     "mul": np.multiply,
+    "div": np.divide,
     "max": np.maximum,
     "min": np.minimum,
+    "mul_add": lambda x, y, z: x * y + z,
+    "clamp": lambda x, low, high: np.minimum(np.maximum(x, low), high),
     "relu": lambda x: np.maximum(x, 0),
     "leaky_relu": lambda x, slope: np.where(x > 0, x, x * slope),
     "abs": np.abs,
@@ -37,12 +41,27 @@ FNS = {
     "floor": np.floor,
     "sin": np.sin,
     "cos": np.cos,
-    "round_rshift": dtypes.round_half_up_rshift,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "select_gt": lambda a, b, c, d: np.where(a > b, c, d),
+    "select_ge": lambda a, b, c, d: np.where(a >= b, c, d),
+    "and": np.bitwise_and,
+    "or": np.bitwise_or,
+    "xor": np.bitwise_xor,
+    "lshift": lambda x, n, mode: dtypes.shift(x, n, mode),
+    "rshift": lambda x, n, mode: dtypes.shift(x, -np.asarray(n), mode),
+    "mul_rshift": lambda x, m, s, mode: dtypes.shift(np.asarray(x, np.int64) * np.asarray(m, np.int64), -np.asarray(s), mode),
+    "lut": lambda x, table: table.reshape(-1)[np.asarray(x, np.int64) & 0xFF],
 }
 
 
 def cost_dtype(instr):
-    regions = [instr.dst] + [s for s in instr.srcs if not isinstance(s, (int, float))]
+    tables = TABLE_OPERANDS.get(instr.fn, ())
+    regions = [instr.dst] + [s for i, s in enumerate(instr.srcs) if not isinstance(s, (int, float)) and i not in tables]
     return max(regions, key=lambda r: dtypes.itemsize(r.dtype)).dtype
 
 

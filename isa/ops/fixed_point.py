@@ -1,0 +1,55 @@
+"""Fixed point with a rounding shift (the seed's mul_shift ... rsubs_shift):
+
+    tensor_o = saturate((a OP b) >> shift)
+
+where a OP b is kept as an INT32 intermediate (saturated there) and >> is the seed's rounding
+arithmetic right shift, `((x >> (shift - 1)) + 1) >> 1` for shift > 0 (round half up)."""
+
+import numpy as np
+
+from .. import dtypes
+from .base import Spec
+from .elementwise import Elementwise, In, Step, Tmp, check_number, define
+
+_OPS = {"mul": np.multiply, "add": np.add, "sub": np.subtract}
+
+
+class ShiftedArith(Elementwise):
+    def __init__(self, name, fn, inputs, scalars=(), order=None):
+        super().__init__(name, fn, _OPS[fn], inputs, scalars, order=order or tuple(inputs) + tuple(scalars) + ("shift",))
+
+    def prepare(self, params):
+        check_number(params["shift"], f"{self.name} shift", integer=True, low=0, high=31)
+        return params
+
+    def temps(self, params, ins, out):
+        return ["int32"]
+
+    def steps(self, params, ins, out):
+        operands = self._ordered([In(i) for i in range(self.tensors)], [params[s] for s in self.scalars])
+        return [
+            Step(self.fn, operands, Tmp(0), cdt="int64"),
+            Step("rshift", (Tmp(0), params["shift"], dtypes.HALF_UP), cdt="int64"),
+        ]
+
+    def reference(self, arrays, params, compute=None):
+        out = self.infer([Spec(a.shape, dtypes.of_array(a)) for a in arrays], params)[0]
+        values = self._ordered([a.astype(np.int64) for a in arrays], [np.int64(params[s]) for s in self.scalars])
+        intermediate = dtypes.convert(self.ref(*values), "int32").astype(np.int64)
+        shift = params["shift"]
+        rounded = (intermediate + (1 << (shift - 1))) >> shift if shift > 0 else intermediate
+        return [dtypes.convert(np.broadcast_to(rounded, out.shape), out.dtype)]
+
+
+_TWO = ("tensor_i0", "tensor_i1")
+_ONE = ("tensor_i",)
+mul_shift = define(ShiftedArith("mul_shift", "mul", _TWO), "tensor_o = (tensor_i0 * tensor_i1) >> shift, rounding half up.")
+add_shift = define(ShiftedArith("add_shift", "add", _TWO), "tensor_o = (tensor_i0 + tensor_i1) >> shift, rounding half up.")
+sub_shift = define(ShiftedArith("sub_shift", "sub", _TWO), "tensor_o = (tensor_i0 - tensor_i1) >> shift, rounding half up.")
+muls_shift = define(ShiftedArith("muls_shift", "mul", _ONE, ("scalar",)), "tensor_o = (tensor_i * scalar) >> shift, rounding half up.")
+adds_shift = define(ShiftedArith("adds_shift", "add", _ONE, ("scalar",)), "tensor_o = (tensor_i + scalar) >> shift, rounding half up.")
+subs_shift = define(ShiftedArith("subs_shift", "sub", _ONE, ("scalar",)), "tensor_o = (tensor_i - scalar) >> shift, rounding half up.")
+rsubs_shift = define(
+    ShiftedArith("rsubs_shift", "sub", _ONE, ("scalar",), order=("scalar", "tensor_i", "shift")),
+    "tensor_o = (scalar - tensor_i) >> shift, rounding half up.",
+)
