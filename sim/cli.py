@@ -18,6 +18,7 @@ import chips
 import isa
 import traces
 from isa import graphfile
+from isa.lower.check import describe
 from isa.errors import ConfigError, InputError, SimError
 
 from .run import execute
@@ -159,12 +160,7 @@ def _ops(args):
 
 
 def _support_text(row):
-    if row is None:
-        return "-"
-    same = "any" if row.dtypes is None else " ".join(sorted(row.dtypes)) or "none"
-    if row.mixed_in is None:
-        return same
-    return same + (f" (+mixed {'/'.join(sorted(row.mixed_in))}->{'/'.join(sorted(row.mixed_out))})" if row.mixed_in else "")
+    return "-" if row is None else describe(row).replace("same-dtype: ", "")
 
 
 def _size(n):

@@ -42,12 +42,12 @@ def check_graph(graph, chip):
             continue
         key = REGISTRY[node.op].support_key(node.params)
         raise UnsupportedError(
-            f"op {node.name}: {key} with {' x '.join(ins)} -> {out} is not supported on chip {chip.name} ({_supported(row)})"
+            f"op {node.name}: {key} with {' x '.join(ins)} -> {out} is not supported on chip {chip.name} ({describe(row)})"
         )
 
 
-def _supported(row):
-    """What a row allows, in words."""
+def describe(row):
+    """What an op-table row allows, in words."""
     parts = [f"same-dtype: {'any dtype' if row.dtypes is None else ', '.join(sorted(row.dtypes)) or 'none'}"]
     if row.mixed_in:
         parts.append(f"mixed: inputs {', '.join(sorted(row.mixed_in))} -> outputs {', '.join(sorted(row.mixed_out))}")
