@@ -53,7 +53,11 @@ class Shift(Elementwise):
             check_number(params[self.count], f"{self.name} {self.count}", integer=True)
         return params
 
+    restricted = 1  # the shifted tensor; a count tensor is any integer type
+
     def infer(self, ins, params):
+        if len(ins) == 2 and not dtypes.is_int(ins[1].dtype):
+            raise UnsupportedError(f"{self.name}: the count {ins[1].dtype} must be an integer tensor")
         outs = super().infer(ins, params)
         if self.mode is None and dtypes.is_int(outs[0].dtype) and outs[0].dtype.startswith("u") != ins[0].dtype.startswith("u"):
             raise UnsupportedError(f"{self.name}: input {ins[0].dtype} and output {outs[0].dtype} must both be signed or both unsigned")

@@ -94,6 +94,7 @@ class Elementwise(OpDef):
     in the same order) as the reference. `defaults` gives params that may be left out."""
 
     template = "elementwise"
+    restricted = None  # how many leading operands dtypes_allowed applies to (None: all)
     table_inputs = ()  # operands read whole (a lookup table), not element-wise
     strided = False  # reads its inputs with strides (the stride_* ops): starts a layer group
 
@@ -156,7 +157,7 @@ class Elementwise(OpDef):
         if len(ins) != self.tensors:
             raise ShapeError(f"{self.name}: takes {self.tensors} tensor(s), got {len(ins)}")
         if self.dtypes_allowed is not None:
-            for k, s in enumerate(ins):
+            for k, s in enumerate(ins[: self.restricted]):
                 if s.dtype not in self.dtypes_allowed:
                     raise UnsupportedError(f"{self.name}: operand {k} is {s.dtype}; {self.name} takes {', '.join(self.dtypes_allowed)}")
         for s in self.scalars:
