@@ -458,3 +458,44 @@ def test_stride_ops_pick_every_kth_element_from_the_offset():
     b = np.full((1, 6), 100, np.float32)  # broadcast along dimension 0, stride applied in dimension 1
     out = run1(lambda g: O.stride_add_offset(g.input("a", a.shape), g.input("b", b.shape), [1, 2], [1, 1]), {"a": a, "b": b})
     np.testing.assert_array_equal(out, [[107, 109, 111]])  # row 1 of a at columns 1, 3, 5, plus b at the same
+
+
+# ---- what each chip accepts -------------------------------------------------------------------
+
+@pytest.mark.parametrize("chip", CHIPS)
+def test_every_same_dtype_use_is_accepted_exactly_when_the_table_says(chip):
+    """For each simple op and every dtype: lowering accepts it iff the chip's row lists it, and a
+    rejection names the op, the dtype, the chip and what is supported."""
+    c = CHIPS[chip]
+    for op in sorted(TENSOR_TENSOR) + sorted(TENSOR_SCALAR) + sorted(UNARY):
+        row = c.support(op)
+        if row is not None and row.signatures:
+            continue  # per-operand rules: tests/test_chip_tables.py checks those
+        own = isa.ops.REGISTRY[op].dtypes_allowed
+        for dtype in NUMERIC:
+            if own is not None and dtype not in own:
+                continue  # the op itself refuses it, on any chip
+            g = isa.Graph("t")
+            x = g.input("x", (2, 3), dtype)
+            args = (x, g.input("y", (2, 3), dtype)) if op in TENSOR_TENSOR else (x, 1) if op in TENSOR_SCALAR else (x,)
+            g.output(getattr(O, op)(*args), "z")
+            if row is not None and (row.dtypes is None or dtype in row.dtypes):
+                isa.lower(g, c)
+                continue
+            with pytest.raises(isa.UnsupportedError) as info:
+                isa.lower(g, c)
+            message = str(info.value)
+            assert op in message and dtype in message and f"chip {chip}" in message, message
+            assert "not supported" in message and ("same-dtype:" in message or row is None), message
+
+
+def test_constants_may_stand_on_either_side():
+    x = np.array([[1.0, -2.0, 3.0]], np.float32)
+    coeff = np.array([[10.0, 20.0, 30.0]], np.float32)
+    g = isa.Graph("t")
+    t = g.input("x", x.shape)
+    g.output(O.sub(coeff, t), "left")  # a numpy array becomes a COEFF_TENSOR constant
+    g.output(O.sub(t, g.constant("c", coeff)), "right")
+    out = sim.run(g, "bm1684", {"x": x}).outputs
+    np.testing.assert_array_equal(out["left"], coeff - x)
+    np.testing.assert_array_equal(out["right"], x - coeff)

@@ -29,21 +29,26 @@ def kind(graph, chip, node):
     return row.kind or REGISTRY[node.op].kind
 
 
+def allows(row, ins, out):
+    """Whether an op-table row accepts these input dtypes and this result dtype."""
+    if row is None:
+        return False
+    if len(set(ins + [out])) == 1:
+        if row.dtypes is None or out in row.dtypes:
+            return True
+    elif _within(ins, row.mixed_in) and _within([out], row.mixed_out):
+        return True
+    return any(sig.matches(ins, out) for sig in row.signatures)
+
+
 def check_graph(graph, chip):
     for node in graph.nodes:
-        row = support_row(chip, node)
-        ins, out = _dtypes(graph, node)
-        if len(set(ins + [out])) == 1:
-            if row.dtypes is None or out in row.dtypes:
-                continue
-        elif _within(ins, row.mixed_in) and _within([out], row.mixed_out):
-            continue
-        if any(sig.matches(ins, out) for sig in row.signatures):
-            continue
         key = REGISTRY[node.op].support_key(node.params)
-        raise UnsupportedError(
-            f"op {node.name}: {key} with {' x '.join(ins)} -> {out} is not supported on chip {chip.name} ({describe(row)})"
-        )
+        row = chip.support(key)
+        ins, out = _dtypes(graph, node)
+        if not allows(row, ins, out):
+            what = describe(row) if row else f"the chip has no {key}; `npusim ops --chip {chip.name}` lists what it has"
+            raise UnsupportedError(f"op {node.name}: {key} with {' x '.join(ins)} -> {out} is not supported on chip {chip.name} ({what})")
 
 
 def describe(row):
