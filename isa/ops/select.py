@@ -7,20 +7,31 @@ from .base import Spec
 from .elementwise import Elementwise, In, Step, define
 
 
-class ConditionSelect(Elementwise):
-    """tensor_o = cond > 0 ? tensor_sel0 : tensor_sel1. A one-element tensor_sel0 or tensor_sel1
-    (a COEFF_TENSOR, the seed says) is used for every element."""
+class _Choice(Elementwise):
+    """An op choosing between two value operands (positions `values`), which share the result's
+    dtype; a one-element value operand (a COEFF_TENSOR, the seed says) serves every element."""
+
+    values = ()
+
+    def operand_shape(self, i, shapes):
+        return (1,) * len(shapes[0]) if i in self.values and int(np.prod(shapes[i])) == 1 else shapes[i]
+
+    def out_dtype(self, ins, params):
+        a, b = (ins[i] for i in self.values)
+        if a.dtype != b.dtype:
+            names = [self.inputs[i] for i in self.values]
+            raise UnsupportedError(f"{self.name}: {names[0]} is {a.dtype} and {names[1]} {b.dtype}; they must match")
+        return params.get("out_dtype") or a.dtype
+
+
+class ConditionSelect(_Choice):
+    """tensor_o = cond > 0 ? tensor_sel0 : tensor_sel1; a one-element tensor_sel0 or tensor_sel1
+    is used for every element."""
+
+    values = (1, 2)
 
     def __init__(self):
         super().__init__("condition_select", "select_gt", None, ("tensor_cond", "tensor_sel0", "tensor_sel1"))
-
-    def operand_shape(self, i, shapes):
-        return (1,) * len(shapes[0]) if i > 0 and int(np.prod(shapes[i])) == 1 else shapes[i]
-
-    def out_dtype(self, ins, params):
-        if ins[1].dtype != ins[2].dtype:
-            raise UnsupportedError(f"condition_select: tensor_sel0 is {ins[1].dtype} and tensor_sel1 {ins[2].dtype}; they must match")
-        return params.get("out_dtype") or ins[1].dtype
 
     def steps(self, params, ins, out):
         return [Step("select_gt", (In(0), 0, In(1), In(2)))]
@@ -29,10 +40,11 @@ class ConditionSelect(Elementwise):
         return lambda cond, a, b: np.where(cond > 0, a, b)
 
 
-class Select(Elementwise):
+class Select(_Choice):
     """tensor_o = a > b ? c : d (GREATER_THAN) or a >= b ? c : d (GREATER_EQUAL); a and b
     broadcast together, a one-element c or d is used for every element."""
 
+    values = (2, 3)
     TYPES = {"GREATER_THAN": ("select_gt", np.greater), "GREATER_EQUAL": ("select_ge", np.greater_equal)}
 
     def __init__(self):
@@ -45,14 +57,6 @@ class Select(Elementwise):
             raise UnsupportedError(f"select: unknown select_type {params['select_type']!r}; known: {', '.join(self.TYPES)}")
         params["select_type"] = kind
         return params
-
-    def operand_shape(self, i, shapes):
-        return (1,) * len(shapes[0]) if i > 1 and int(np.prod(shapes[i])) == 1 else shapes[i]
-
-    def out_dtype(self, ins, params):
-        if ins[2].dtype != ins[3].dtype:
-            raise UnsupportedError(f"select: tensor_c is {ins[2].dtype} and tensor_d {ins[3].dtype}; they must match")
-        return params.get("out_dtype") or ins[2].dtype
 
     def steps(self, params, ins, out):
         return [Step(self.TYPES[params["select_type"]][0], (In(0), In(1), In(2), In(3)))]
