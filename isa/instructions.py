@@ -10,7 +10,10 @@ expressed) of one memory starting at a byte address. Each opcode's meaning:
             broadcast), scalars are numbers. Sources are converted to `cdt` (the compute
             dtype), `fn` is applied, and the result is stored into dst's dtype with
             saturation for integers (see isa.dtypes.convert).
-- `matmul`  c = a @ b, or c += a @ b when `accumulate`; a is M x K, b is K x N, c is M x N.
+- `matmul`  c = a @ b, or c += a @ b when `accumulate`, on N-d regions read as matrices: the
+            first `m` dimensions of a and of c are M, the rest of a is K, the rest of c is N,
+            and b is K x N (its shape is a's K dimensions then c's N dimensions). So a
+            convolution's input patches are a strided view of the input (implicit im2col).
             Floats accumulate in float32, integers exactly in int32.
 - `wait`    block this engine until every named instruction ("engine.index") has finished.
 """
@@ -65,7 +68,12 @@ VECTOR_FNS = {
     "rshift": 3,  # (x, n, mode): x >> n rounded by mode, or for n < 0 x << -n
     "mul_rshift": 4,  # (x, m, s, mode): x * m >> s rounded by mode, exactly
     "lut": 2,  # (x, table): table[x's low 8 bits as unsigned]
+    "reduce_sum": 1,  # reductions: the source has the destination's dimensions, then the reduced ones
+    "reduce_max": 1,
+    "reduce_min": 1,
+    "reduce_prod": 1,
 }
+REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
 # Operands read whole rather than element-wise: fn -> operand positions.
 TABLE_OPERANDS = {"lut": (1,)}
 
@@ -90,12 +98,13 @@ class Region(NamedTuple):
         return self.size * dtypes.itemsize(self.dtype)
 
     def span(self):
-        """(first, last + 1) byte touched."""
+        """(first, last + 1) byte touched; negative strides walk backwards from addr."""
         item = dtypes.itemsize(self.dtype)
         if self.size == 0:
             return self.addr, self.addr
-        last = sum((d - 1) * s for d, s in zip(self.shape, self.strides))
-        return self.addr, self.addr + (last + 1) * item
+        low = sum((d - 1) * s for d, s in zip(self.shape, self.strides) if s < 0)
+        high = sum((d - 1) * s for d, s in zip(self.shape, self.strides) if s > 0)
+        return self.addr + low * item, self.addr + (high + 1) * item
 
     def text(self):
         shape = ",".join(map(str, self.shape))
@@ -137,7 +146,19 @@ class Matmul:
     c: Region
     accumulate: bool
     op: str = ""
+    m: int = 1  # leading dimensions of a and c that make M
     kind = "matrix"
+
+    def dims(self):
+        """(M, K, N)."""
+        m, k, n = 1, 1, 1
+        for d in self.a.shape[: self.m]:
+            m *= d
+        for d in self.a.shape[self.m:]:
+            k *= d
+        for d in self.c.shape[self.m:]:
+            n *= d
+        return m, k, n
 
 
 @dataclass(frozen=True)
@@ -169,6 +190,7 @@ def instr_text(ident, instr):
         body = f"vector fn={instr.fn} cdt={instr.cdt} dst={instr.dst.text()} src={srcs}"
     elif isinstance(instr, Matmul):
         body = f"matmul a={instr.a.text()} b={instr.b.text()} c={instr.c.text()} acc={int(instr.accumulate)}"
+        body += f" m={instr.m}" if instr.m != 1 else ""
     else:
         body = "wait on=" + ",".join(instr.on)
     return f"{ident} {body} op={instr.op}" if instr.op else f"{ident} {body}"
@@ -248,6 +270,6 @@ def _parse_vector(args, op, where):
 _PARSERS = {
     "dma": lambda a, op, w: Dma(parse_region(a.pop("src"), w), parse_region(a.pop("dst"), w), op),
     "vector": _parse_vector,
-    "matmul": lambda a, op, w: Matmul(*(parse_region(a.pop(k), w) for k in "abc"), a.pop("acc") == "1", op),
+    "matmul": lambda a, op, w: Matmul(*(parse_region(a.pop(k), w) for k in "abc"), a.pop("acc") == "1", op, int(a.pop("m", "1"))),
     "wait": lambda a, op, w: Wait(tuple(a.pop("on").split(",")), op),
 }

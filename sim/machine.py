@@ -14,7 +14,7 @@ import simpy
 
 from isa import dtypes
 from isa.errors import DeadlockError, InputError, ProgramError
-from isa.instructions import TABLE_OPERANDS, VECTOR_FNS, Wait, instr_text, regions
+from isa.instructions import REDUCTIONS, TABLE_OPERANDS, VECTOR_FNS, Wait, instr_text, regions
 from traces.records import Event, Trace
 
 from .bandwidth import Arbiter
@@ -207,12 +207,15 @@ def _check_shapes(instr, where):
             raise ProgramError(f"{where}: {instr.fn} takes {VECTOR_FNS[instr.fn]} operands, got {len(instr.srcs)}")
         tables = TABLE_OPERANDS.get(instr.fn, ())
         for i, s in enumerate(instr.srcs):
-            if not isinstance(s, (int, float)) and i not in tables and s.shape != instr.dst.shape:
+            if isinstance(s, (int, float)) or i in tables:
+                continue
+            shape = s.shape[: len(instr.dst.shape)] if instr.fn in REDUCTIONS else s.shape
+            if shape != instr.dst.shape:
                 raise ProgramError(f"{where}: source {s.text()} does not have the destination's shape {instr.dst.shape}")
     else:
-        (m, k), (k2, n) = instr.a.shape, instr.b.shape
-        if k != k2 or instr.c.shape != (m, n):
-            raise ProgramError(f"{where}: matmul shapes {instr.a.shape} x {instr.b.shape} -> {instr.c.shape} do not agree")
+        m = instr.m
+        if instr.b.shape != instr.a.shape[m:] + instr.c.shape[m:] or instr.a.shape[:m] != instr.c.shape[:m]:
+            raise ProgramError(f"{where}: matmul shapes {instr.a.shape} x {instr.b.shape} -> {instr.c.shape} do not agree (m={m})")
     written = regions(instr)[1]
     if any(d > 1 for d, s in zip(written.shape, written.strides) if s == 0):
         raise ProgramError(f"{where}: destination {written.text()} writes some elements more than once (zero stride)")

@@ -36,9 +36,9 @@ def check_region(region, memories, where):
     spec = memories.get(region.mem)
     if spec is None:
         raise ProgramError(f"{where}: unknown memory {region.mem!r} (chip has {', '.join(memories)})")
-    if any(s < 0 for s in region.strides) or region.addr < 0:
-        raise ProgramError(f"{where}: negative address or stride in {region.text()}")
     lo, hi = region.span()
+    if lo < 0:
+        raise ProgramError(f"{where}: {region.text()} reaches below address 0 of {region.mem}")
     if hi > spec.capacity:
         raise ProgramError(f"{where}: {region.text()} reaches byte {hi} of {region.mem}, capacity {spec.capacity}")
     return hi

@@ -16,17 +16,18 @@ from isa import dtypes
 
 
 def cycles(instr, unit, issue_latency):
-    (M, K), N = instr.a.shape, instr.b.shape[1]
+    M, K, N = instr.dims()
     folds = math.ceil(M / unit.m) * math.ceil(N / unit.n)
     return issue_latency + folds * (math.ceil(K / unit.k) * unit.block_cycles[instr.a.dtype] + unit.fill_drain)
 
 
 def execute(instr, memories):
+    M, K, N = instr.dims()
     wide = np.float32 if dtypes.is_float(instr.c.dtype) else np.int64
-    a = memories[instr.a.mem].view(instr.a).astype(wide)
-    b = memories[instr.b.mem].view(instr.b).astype(wide)
+    a = memories[instr.a.mem].view(instr.a).astype(wide).reshape(M, K)
+    b = memories[instr.b.mem].view(instr.b).astype(wide).reshape(K, N)
     c = memories[instr.c.mem].view(instr.c)
-    product = a @ b
+    product = (a @ b).reshape(c.shape)
     if instr.accumulate:
         product += c.astype(wide)
     c[...] = dtypes.convert(product, instr.c.dtype)

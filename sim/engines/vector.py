@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from isa import dtypes
-from isa.instructions import TABLE_OPERANDS
+from isa.instructions import REDUCTIONS, TABLE_OPERANDS
 
 FNS = {
     "copy": lambda x: x,
@@ -56,6 +56,10 @@ FNS = {
     "rshift": lambda x, n, mode: dtypes.shift(x, -np.asarray(n), mode),
     "mul_rshift": lambda x, m, s, mode: dtypes.shift(np.asarray(x, np.int64) * np.asarray(m, np.int64), -np.asarray(s), mode),
     "lut": lambda x, table: table.reshape(-1)[np.asarray(x, np.int64) & 0xFF],
+    "reduce_sum": lambda x, dims: np.sum(x, axis=dims),
+    "reduce_max": lambda x, dims: np.max(x, axis=dims),
+    "reduce_min": lambda x, dims: np.min(x, axis=dims),
+    "reduce_prod": lambda x, dims: np.prod(x, axis=dims),
 }
 
 
@@ -66,8 +70,10 @@ def cost_dtype(instr):
 
 
 def cycles(instr, unit, issue_latency):
+    """Elements are the destination's, or a reduction's source's (the work is over its input)."""
     per_cycle = unit.lanes * unit.per_lane[cost_dtype(instr)]
-    return issue_latency + math.ceil(instr.dst.size / per_cycle) * unit.op_cycles.get(instr.fn, 1)
+    elements = instr.srcs[0].size if instr.fn in REDUCTIONS else instr.dst.size
+    return issue_latency + math.ceil(elements / per_cycle) * unit.op_cycles.get(instr.fn, 1)
 
 
 def execute(instr, memories):
@@ -76,6 +82,8 @@ def execute(instr, memories):
         cdt.type(s) if isinstance(s, (int, float)) else memories[s.mem].view(s).astype(cdt)
         for s in instr.srcs
     ]
+    if instr.fn in REDUCTIONS:  # the source's trailing dimensions are the reduced ones
+        args.append(tuple(range(len(instr.dst.shape), len(instr.srcs[0].shape))))
     with np.errstate(all="ignore"):
         result = FNS[instr.fn](*args)
     memories[instr.dst.mem].view(instr.dst)[...] = dtypes.convert(result, instr.dst.dtype)
