@@ -1,6 +1,10 @@
-"""The element-wise template: a layer group of local ops, tiled through the vector engine's
-memory. Every tile loads the group's inputs, runs each op's vector steps and stores the
-tensors needed outside the group; intermediates never leave local memory.
+"""Element-wise work in layer groups: the `Tail` (a chain of element-wise ops run on output
+tiles) and the element-wise template, a group that is nothing but a tail.
+
+A layer group may start with a head of another template (a convolution, a pooling) that leaves
+its output tile in local memory; the tail then runs its ops on that tile before anything goes
+back to DDR. Every tile loads the tail's other inputs, runs each op's vector steps and stores
+the tensors needed outside the group; intermediates never leave local memory.
 
 An op says how a tile of its output reads each input (`input_box`): broadcast operands stay
 compact (their size-1 dimensions are read back with stride 0), stride ops load every k-th
@@ -23,13 +27,13 @@ class _Load:
     """A tensor read from DDR for the group, in one way (see OpDef.load_kind)."""
 
     tensor: str
-    node: object  # the first node reading it this way
+    node: object  # the first _Node reading it this way
     index: int  # its operand position there
     kind: tuple
 
 
 class _Node:
-    """A node of the group with what its op says about it."""
+    """A node of the tail with what its op says about it."""
 
     def __init__(self, graph, node, compute):
         self.node, self.opdef, self.compute = node, REGISTRY[node.op], compute
@@ -46,87 +50,116 @@ class _Node:
         return self.opdef.input_box(i, self.operand_shape(i), starts, extents, self.node.params)
 
 
-def lower_elementwise(ctx, group):
-    graph, em = ctx.graph, ctx.em
-    engine = ctx.engine("vector")
-    shape = graph.tensors[group.nodes[0].outputs[0]].shape
-    nodes = [_Node(graph, n, ctx.compute_map(n)) for n in group.nodes]
-    produced = {n.out.name for n in nodes}
-    loads, source = _loads(nodes, produced)  # source[(node index, operand)] = _Load or tensor name
-    place = _assign_buffers(graph, group, nodes, loads, source, shape)
-    zero = (0,) * len(shape)
+class Tail:
+    """The element-wise nodes of a group over output tiles of `shape`.
 
-    def value_bytes(key, tile):
+    `given` names tensors whose tiles the head leaves in local memory (the head owns their
+    buffers); `stores` are the group's tensors needed outside it, given ones included.
+    """
+
+    def __init__(self, ctx, nodes, stores, shape, given=()):
+        self.ctx, self.graph, self.shape = ctx, ctx.graph, shape
+        self.nodes = [_Node(ctx.graph, n, ctx.compute_map(n)) for n in nodes]
+        self.stores, self.given = list(stores), set(given)
+        produced = {n.out.name for n in self.nodes} | self.given
+        self.loads, self.source = _loads(self.nodes, produced)
+        self.place = _assign_buffers(self.graph, self.nodes, self.loads, self.source, shape, self.stores, self.given)
+        self.classes = sorted(set(self.place.values()))
+
+    # ---- sizing -----------------------------------------------------------------------------
+
+    def _bytes(self, key, tile):
         if isinstance(key, _Load):
-            n = next(x for x in nodes if x.node is key.node)
-            return nbytes(graph.tensors[key.tensor].dtype, n.box(key.index, zero, tile)[1])
+            return nbytes(self.graph.tensors[key.tensor].dtype, key.node.box(key.index, (0,) * len(tile), tile)[1])
         if isinstance(key, tuple):  # ("tmp", k, dtype)
             return nbytes(key[2], tile)
-        return nbytes(graph.tensors[key].dtype, tile)
+        return nbytes(self.graph.tensors[key].dtype, tile)
 
-    classes = sorted(set(place.values()))
+    def class_bytes(self, tile):
+        size = dict.fromkeys(self.classes, 0)
+        for key, c in self.place.items():
+            size[c] = max(size[c], self._bytes(key, tile))
+        return [size[c] for c in self.classes]
 
-    def class_bytes(tile):
-        size = dict.fromkeys(classes, 0)
-        for key, c in place.items():
-            size[c] = max(size[c], value_bytes(key, tile))
-        return [size[c] for c in classes]
+    def moved(self, tile):
+        """Bytes a tile loads and stores."""
+        return sum(self._bytes(k, tile) for k in self.loads) + sum(nbytes(self.graph.tensors[t].dtype, tile) for t in self.stores)
 
-    def moved(tile):
-        return sum(value_bytes(k, tile) for k in loads) + sum(value_bytes(t, tile) for t in group.stores)
+    def allocate(self, mem, tile, label):
+        """One dict of buffers (class -> Buf) per slot."""
+        em = self.ctx.em
+        names = {c: next(_label(k) for k, v in self.place.items() if v == c) for c in self.classes}
+        return [
+            {c: em.alloc(mem, size, f"{label}/{names[c]}.{s}") for c, size in zip(self.classes, self.class_bytes(tile))}
+            for s in range(self.ctx.slots)
+        ]
 
-    alloc = em.allocators[engine.memory]
-    fits = lambda tile: alloc.fits(class_bytes(tile) * ctx.slots)  # noqa: E731
-    budget = step_budget(ctx, moved(shape), engine.memory)
-    tile = (budget and choose_tile(shape, lambda t: fits(t) and moved(t) <= budget)) or choose_tile(shape, fits)
+    # ---- one tile ---------------------------------------------------------------------------
+
+    def load(self, bufs, starts, extents):
+        """Emit the tile's loads; returns the loaded regions for compute."""
+        em, local = self.ctx.em, {}
+        for key in self.loads:
+            s, e, steps = key.node.box(key.index, starts, extents)
+            buf = bufs[self.place[key]]
+            tensor = self.graph.tensors[key.tensor]
+            local[key] = buf.region(tensor.dtype, e)
+            src = _strided(self.ctx.ddr[key.tensor].addr, tensor, key.node.operand_shape(key.index), s, e, steps)
+            copy(em, src, self.ctx.ddr[key.tensor], local[key], buf, key.node.node.name)
+        return local
+
+    def _value(self, bufs, given, key, extents):
+        """(Region, Buf) of a tensor produced in the group, at the tile's extents."""
+        buf = given[key] if key in self.given else bufs[self.place[key]]
+        return buf.region(self.graph.tensors[key].dtype, extents), buf
+
+    def compute(self, engine, bufs, local, extents, given=None):
+        for k, n in enumerate(self.nodes):
+            operands = []
+            for i in range(len(n.node.inputs)):
+                src = self.source[k, i]
+                if isinstance(src, _Load):
+                    region = local[src] if i in n.opdef.table_inputs else broadcast_view(local[src], extents)
+                    operands.append((region, bufs[self.place[src]]))
+                else:
+                    operands.append(self._value(bufs, given, src, extents))
+            out = self._value(bufs, given, n.out.name, extents)
+            temps = [(bufs[self.place[("tmp", j, d)]].region(d, extents), bufs[self.place[("tmp", j, d)]]) for j, d in enumerate(n.temps)]
+            emit_steps(self.ctx.em, engine, n.node.name, n.steps, operands, out, temps, n.compute)
+
+    def store(self, bufs, starts, extents, given=None):
+        for t in self.stores:
+            region, buf = self._value(bufs, given, t, extents)
+            dst = _strided(self.ctx.ddr[t].addr, self.graph.tensors[t], self.shape, starts, extents, (1,) * len(self.shape))
+            copy(self.ctx.em, region, buf, dst, self.ctx.ddr[t], self.graph.producer[t].name)
+
+
+def lower_elementwise(ctx, group):
+    """A group of element-wise ops alone: tile its output, pipeline load, compute, store."""
+    engine = ctx.engine("vector")
+    shape = ctx.graph.tensors[group.nodes[0].outputs[0]].shape
+    tail = Tail(ctx, group.nodes, group.stores, shape)
+    alloc = ctx.em.allocators[engine.memory]
+    fits = lambda tile: alloc.fits(tail.class_bytes(tile) * ctx.slots)  # noqa: E731
+    budget = step_budget(ctx, tail.moved(shape), engine.memory)
+    tile = (budget and choose_tile(shape, lambda t: fits(t) and tail.moved(t) <= budget)) or choose_tile(shape, fits)
     if tile is None:
-        need = sum(class_bytes((1,) * len(shape))) * ctx.slots
+        need = sum(tail.class_bytes((1,) * len(shape))) * ctx.slots
         raise OutOfMemoryError(f"{engine.memory}: layer group {group.nodes[0].name} needs {need} bytes for a one-element tile; {alloc.free_bytes()} free")
-    label = {c: next(_label(k) for k, v in place.items() if v == c) for c in classes}
-    slots = [
-        {c: em.alloc(engine.memory, size, f"{group.nodes[0].name}/{label[c]}.{s}") for c, size in zip(classes, class_bytes(tile))}
-        for s in range(ctx.slots)
-    ]
+    slots = tail.allocate(engine.memory, tile, group.nodes[0].name)
 
     def step(i, starts, extents):
-        bufs = slots[i % ctx.slots]
-        local = {}  # load or tensor -> its region in this tile
-
-        def load():
-            for key in loads:
-                n = next(x for x in nodes if x.node is key.node)
-                s, e, steps = n.box(key.index, starts, extents)
-                buf = bufs[place[key]]
-                local[key] = buf.region(graph.tensors[key.tensor].dtype, e)
-                src = _strided(ctx.ddr_region(key.tensor).addr, graph.tensors[key.tensor], n.operand_shape(key.index), s, e, steps)
-                copy(em, src, ctx.ddr[key.tensor], local[key], buf, key.node.name)
-
-        def compute():
-            for k, n in enumerate(nodes):
-                operands = []
-                for i, t in enumerate(n.node.inputs):
-                    src = source[k, i]
-                    if isinstance(src, _Load):
-                        region = local[src] if i in n.opdef.table_inputs else broadcast_view(local[src], extents)
-                    else:
-                        region = bufs[place[src]].region(graph.tensors[src].dtype, extents)
-                    operands.append((region, bufs[place[src]]))
-                out = bufs[place[n.out.name]]
-                temps = [(bufs[place[("tmp", j, d)]].region(d, extents), bufs[place[("tmp", j, d)]]) for j, d in enumerate(n.temps)]
-                emit_steps(em, engine.name, n.node.name, n.steps, operands, (out.region(n.out.dtype, extents), out), temps, n.compute)
-
-        def store():
-            for t in group.stores:
-                buf = bufs[place[t]]
-                dst = _strided(ctx.ddr[t].addr, graph.tensors[t], shape, starts, extents, (1,) * len(shape))
-                copy(em, buf.region(graph.tensors[t].dtype, extents), buf, dst, ctx.ddr[t], graph.producer[t].name)
-
-        return load, compute, store
+        bufs, local = slots[i % ctx.slots], {}
+        return (
+            lambda: local.update(tail.load(bufs, starts, extents)),
+            lambda: tail.compute(engine.name, bufs, local, extents),
+            lambda: tail.store(bufs, starts, extents),
+        )
 
     pipeline([step(i, s, e) for i, (s, e) in enumerate(boxes(shape, tile))], ctx.policy.double_buffer)
     for bufs in slots:
         for buf in bufs.values():
-            em.release(buf)
+            ctx.em.release(buf)
 
 
 def _label(key):
@@ -144,7 +177,7 @@ def _strided(addr, tensor, shape, starts, extents, steps):
 
 
 def _loads(nodes, produced):
-    """The group's distinct loads, and for each (node, operand) its load or in-group tensor."""
+    """The tail's distinct loads, and for each (node, operand) its load or in-group tensor."""
     loads, source = {}, {}
     for k, n in enumerate(nodes):
         for i, t in enumerate(n.node.inputs):
@@ -152,14 +185,13 @@ def _loads(nodes, produced):
                 source[k, i] = t
                 continue
             kind = n.opdef.load_kind(i, n.shapes, n.node.params)
-            key = loads.setdefault((t, kind), _Load(t, n.node, i, kind))
-            source[k, i] = key
+            source[k, i] = loads.setdefault((t, kind), _Load(t, n, i, kind))
     return list(loads.values()), source
 
 
-def _assign_buffers(graph, group, nodes, loads, source, shape):
+def _assign_buffers(graph, nodes, loads, source, shape, stores, given):
     """value -> buffer class. A node writes in place over an operand of the same shape and width
-    that nothing later in the group reads and that isn't stored; scratch tiles are shared by
+    that nothing later reads and that isn't stored (nor the head's); scratch tiles are shared by
     position and dtype; everything else gets a class of its own."""
     last_read = {}
     for k, n in enumerate(nodes):
@@ -180,7 +212,7 @@ def _assign_buffers(graph, group, nodes, loads, source, shape):
         out = n.out
         reusable = [
             place[src] for i, src in ((i, source[k, i]) for i in range(len(n.node.inputs)))
-            if last_read[src] == k and holder[place[src]] == src and not (isinstance(src, str) and src in group.stores)
+            if src not in given and last_read[src] == k and holder[place[src]] == src and src not in stores
             and i not in n.opdef.table_inputs and _full_width(graph, src, shape, out)
         ]
         if reusable:
@@ -196,4 +228,3 @@ def _full_width(graph, src, shape, out):
     tensor = graph.tensors[src.tensor if isinstance(src, _Load) else src]
     plain = not isinstance(src, _Load) or src.kind == ("view", shape)
     return plain and tensor.shape == shape and tensor.nbytes == out.nbytes
-
