@@ -194,6 +194,8 @@ QUANT = [
     ("HighPrecisionSymmetric", "int8", "int16", "int16"),
     ("HighPrecisionSymmetric", "int8", "int32", "int8"),
     ("HighPrecisionSymmetric", "uint8", "uint16", "uint16"),
+    ("HighPrecisionAsymmetric", "int8", "int32", "int16"),
+    ("HighPrecisionAsymmetric", "uint8", None, "uint8"),
 ]
 
 
@@ -204,8 +206,29 @@ QUANT = [
 def test_matrix_mul_quantized_modes_are_exact(mode, dtype, bias, out, chip, case, scale):
     m, k, n, _, seed = case
     rng = np.random.default_rng(seed)
-    g = matmul_graph(m, k, n, dtype, bias, rng, scale=scale, mode=mode, out_dtype=out)
+    zero_points = {}
+    if mode == "HighPrecisionAsymmetric":
+        lo, hi = dtypes.int_range(dtype)
+        zero_points = {"left_zero_point": int(rng.integers(lo, hi)), "right_zero_point": int(rng.integers(lo, hi)),
+                       "output_zero_point": int(rng.integers(*dtypes.int_range(out)))}
+    g = matmul_graph(m, k, n, dtype, bias, rng, scale=scale, mode=mode, out_dtype=out, **zero_points)
     check(g, CHIPS[chip], {"x": values(rng, (m, k), dtype)})
+
+
+def test_high_precision_asymmetric_meets_the_formula_when_nothing_saturates():
+    """The seed's formula, Round{[(x - zp_l) x (w - zp_r) + bias] * scale} + zp_o: with scale 1
+    nothing is shifted away, so the two partial products and the folded bias give it exactly."""
+    rng = np.random.default_rng(7)
+    x = rng.integers(-20, 20, (6, 9)).astype(np.int8)
+    w = rng.integers(-20, 20, (9, 5)).astype(np.int8)
+    b = rng.integers(-100, 100, (1, 5)).astype(np.int32)
+    g = isa.Graph("mm")
+    g.output(isa.ops.matrix_mul(g.input("x", x.shape, "int8"), g.constant("w", w), g.constant("b", b), scale=1.0,
+                                mode="HighPrecisionAsymmetric", left_zero_point=4, right_zero_point=-3, output_zero_point=11,
+                                out_dtype="int16"), "y")
+    want = (x.astype(np.int64) - 4) @ (w.astype(np.int64) + 3) + b + 11
+    for chip in CHIPS.values():
+        np.testing.assert_array_equal(sim.run(g, chip, {"x": x}).outputs["y"], want)
 
 
 def test_low_precision_symmetric_by_hand():
@@ -234,7 +257,11 @@ def test_matrix_mul_errors():
         isa.ops.matrix_mul(x, w, g.input("b", (1, 3), "int32"))
     with pytest.raises(isa.UnsupportedError, match=r"unsigned output uint8 needs unsigned inputs"):
         isa.ops.matrix_mul(x, w, out_dtype="uint8")
-    with pytest.raises(isa.UnsupportedError, match=r"mode 'HighPrecisionAsymmetric' is not lowered yet"):
+    with pytest.raises(isa.UnsupportedError, match=r"HighPrecisionAsymmetric folds zero points offline, so matrix_right must be a constant"):
         isa.ops.matrix_mul(x, w, mode="HighPrecisionAsymmetric")
+    with pytest.raises(isa.UnsupportedError, match=r"left_zero_point 300 is outside int8's range \[-128, 127\]"):
+        isa.ops.matrix_mul(x, np.ones((8, 3), np.int8), mode="HighPrecisionAsymmetric", left_zero_point=300)
+    with pytest.raises(isa.UnsupportedError, match=r"unknown mode 'Fast'"):
+        isa.ops.matrix_mul(x, w, mode="Fast")
     with pytest.raises(isa.ShapeError, match=r"bias must have shape \(1, 3\)"):
         isa.ops.matrix_mul(x, w, g.input("b2", (3,), "int16"))

@@ -8,9 +8,11 @@ instructions and the result tile is stored. Tile sizes are the largest multiples
 matrix unit's m, n, k whose buffers fit, halving the dimension that is largest in units.
 """
 
+import numpy as np
+
 from .. import dtypes
-from ..errors import OutOfMemoryError
-from ..instructions import Matmul
+from ..errors import OutOfMemoryError, UnsupportedError
+from ..instructions import Matmul, Region, Vector, dense
 from ..ops import REGISTRY
 from .alloc import align_up
 from .pipeline import pipeline, step_budget
@@ -46,16 +48,32 @@ class _Plan:
         self.opdef = REGISTRY[node.op]
         g = ctx.graph
         self.left, self.right = g.tensors[node.inputs[0]], g.tensors[node.inputs[1]]
-        self.bias = g.tensors[node.inputs[2]] if len(node.inputs) == 3 else None
         self.out = g.tensors[node.outputs[0]]
         self.mx, self.vx = ctx.engine("matrix"), ctx.engine("vector")
         self.acc_dtype = self.opdef.acc_dtype(self.left.dtype)
-        self.steps, self.temps = self.opdef.epilogue(node.params, self.bias.dtype if self.bias else None, self.out.dtype)
+        self.asym = self.acc_dtype == "int32" and self.opdef.asymmetric(node.params)
+        # the bias as (DDR Buf, dtype); the asymmetric mode's is bias_v2, folded here offline
+        if self.asym:
+            self.bias = (self._fold_bias(g), "int32")
+        elif len(node.inputs) == 3:
+            self.bias = (ctx.ddr[node.inputs[2]], g.tensors[node.inputs[2]].dtype)
+        else:
+            self.bias = None
+        self.steps, self.temps = self.opdef.epilogue(node.params, self.bias[1] if self.bias else None, self.out.dtype)
         # The epilogue reads the accumulator in the vector memory: a copy when the matrix
         # engine accumulates elsewhere (as an Ascend cube does in L0C). The result is the
         # accumulator itself when the two share a dtype.
         self.acc_key = "acc" if self.mx.operand_memory("c") == self.vx.memory else "accv"
         self.out_key = self.acc_key if self.out.dtype == self.acc_dtype else "out"
+
+    def _fold_bias(self, g):
+        """bias_v2 = bias - zp_l * sum over K of (right - zp_r), a constant bound in DDR."""
+        p = self.node.params
+        right = g.constants[self.right.name].astype(np.int64)
+        bias = g.constants[self.node.inputs[2]].astype(np.int64) if len(self.node.inputs) == 3 else 0
+        folded = bias - p["left_zero_point"] * (right - p["right_zero_point"]).sum(axis=0, keepdims=True)
+        data = dtypes.convert(folded, "int32").tobytes()
+        return self.ctx.em.bind(f"{self.node.name}.bias_v2", "const", "int32", (1, right.shape[1]), data)
 
     def _needs(self, tm, tn, tk):
         """(buffer key, memory, bytes) of one slot."""
@@ -67,8 +85,12 @@ class _Plan:
         ]
         if self.acc_key != "acc":
             needs.append(("accv", self.vx.memory, size(self.acc_dtype, tm * tn)))
+        if self.asym:
+            needs.append(("acc_zp", self.mx.operand_memory("c"), size(self.acc_dtype, tm * tn)))
+            if self.acc_key != "acc":
+                needs.append(("accv_zp", self.vx.memory, size(self.acc_dtype, tm * tn)))
         if self.bias is not None:
-            needs.append(("bias", self.vx.memory, size(self.bias.dtype, tn)))
+            needs.append(("bias", self.vx.memory, size(self.bias[1], tn)))
         if self.out_key == "out":
             needs.append(("out", self.vx.memory, size(self.out.dtype, tm * tn)))
         needs += [(("tmp", k), self.vx.memory, size(d, tm * tn)) for k, d in enumerate(self.temps)]
@@ -104,11 +126,24 @@ class _Plan:
 
     def place(self, tm, tn, tk):
         em, name = self.ctx.em, self.node.name
-        return {
+        bufs = {
             (key, s): em.alloc(mem, n, f"{name}/{key if isinstance(key, str) else f'tmp{key[1]}'}.{s}")
             for s in range(self.ctx.slots)
             for key, mem, n in self._needs(tm, tn, tk)
         }
+        if self.asym:  # one element of zp_r, read with stride 0 as a whole right tile
+            mem = self.mx.operand_memory("b")
+            self.zero_point = bufs["zp", 0] = em.alloc(mem, dtypes.itemsize(self.right.dtype), f"{name}/zp_r")
+            fill = self._fill_engine(mem)
+            em.emit(fill, Vector("copy", self.zero_point.region(self.right.dtype, (1,)), (self.node.params["right_zero_point"],), "int64", name),
+                    writes=(self.zero_point,))
+        return bufs
+
+    def _fill_engine(self, mem):
+        """The vector engine, which must reach mem to write the zero point there."""
+        if mem != self.vx.memory:
+            raise UnsupportedError(f"{self.node.name}: the matrix unit's right operand memory {mem} is not the vector memory {self.vx.memory}")
+        return self.vx.name
 
     def step(self, bufs, index, tile, box, first, last):
         ctx, em, node = self.ctx, self.ctx.em, self.node
@@ -124,17 +159,25 @@ class _Plan:
             copy(em, sub_region(ctx.ddr_region(self.left.name), (m0, k0), (tm, tk)), ctx.ddr[self.left.name], a_r, a, node.name)
             copy(em, sub_region(ctx.ddr_region(self.right.name), (k0, n0), (tk, tn)), ctx.ddr[self.right.name], b_r, b, node.name)
             if first and self.bias is not None:
+                src_buf, dtype = self.bias
                 dst = bufs["bias", ts]
-                copy(em, sub_region(ctx.ddr_region(self.bias.name), (0, n0), (1, tn)), ctx.ddr[self.bias.name],
-                     dst.region(self.bias.dtype, (1, tn)), dst, node.name)
+                src = sub_region(dense("ddr", src_buf.addr, dtype, (1, self.out.shape[1])), (0, n0), (1, tn))
+                copy(em, src, src_buf, dst.region(dtype, (1, tn)), dst, node.name)
 
         def compute():
             reads = (a, b, acc) if not first else (a, b)
             em.emit(self.mx.name, Matmul(a_r, b_r, acc_r, not first, node.name), reads=reads, writes=(acc,))
+            if self.asym:  # the second partial product: left times a matrix of zp_r
+                zp, acc_zp = self.zero_point, bufs["acc_zp", ts]
+                zp_r = Region(zp.mem, zp.addr, self.right.dtype, (tk, tn), (0, 0))
+                acc_zp_r = acc_zp.region(self.acc_dtype, (tm, tn))
+                em.emit(self.mx.name, Matmul(a_r, zp_r, acc_zp_r, not first, node.name),
+                        reads=(a, zp) + ((acc_zp,) if not first else ()), writes=(acc_zp,))
             if last:
-                if self.acc_key != "acc":
-                    accv = bufs["accv", ts]
-                    copy(em, acc_r, acc, accv.region(self.acc_dtype, (tm, tn)), accv, node.name)
+                for key in ("acc", "acc_zp") if self.asym else ("acc",):
+                    if self.acc_key != "acc":
+                        here, there = bufs[key, ts], bufs["accv" + key[3:], ts]
+                        copy(em, here.region(self.acc_dtype, (tm, tn)), here, there.region(self.acc_dtype, (tm, tn)), there, node.name)
                 self._epilogue(bufs, ts, tm, tn)
 
         def store():
@@ -150,7 +193,10 @@ class _Plan:
         inputs = [(acc.region(self.acc_dtype, (tm, tn)), acc)]
         if self.bias is not None:
             bias = bufs["bias", ts]
-            inputs.append((broadcast_view(bias.region(self.bias.dtype, (1, tn)), (tm, tn)), bias))
+            inputs.append((broadcast_view(bias.region(self.bias[1], (1, tn)), (tm, tn)), bias))
+        if self.asym:
+            acc_zp = bufs[self.acc_key + "_zp", ts]
+            inputs.append((acc_zp.region(self.acc_dtype, (tm, tn)), acc_zp))
         out = bufs[self.out_key, ts]
         temps = [(bufs[("tmp", k), ts].region(d, (tm, tn)), bufs[("tmp", k), ts]) for k, d in enumerate(self.temps)]
         emit_steps(self.ctx.em, self.vx.name, self.node.name, self.steps, inputs, (out.region(self.out.dtype, (tm, tn)), out), temps)

@@ -1,0 +1,98 @@
+"""Sliding windows over N-d feature maps: which input an output tile of a convolution or a
+pooling reads, and how it is laid out in local memory.
+
+Along each spatial dimension the window slides over a virtual input: the real input with
+`stuff - 1` zeros between elements (a transposed convolution's zero insertion) whose element
+0 sits at position `offset` (the leading padding; negative crops), then `stride` steps of the
+window, `dilation` apart. An output tile [o0, o0 + n) reads virtual positions
+[o0 * stride, (n - 1) * stride + dilation * (kernel - 1) + 1) from there: the tile's buffer holds
+exactly those, zeros where no real element lands (padding, inserted zeros), the real ones
+placed by a strided DMA.
+"""
+
+from dataclasses import dataclass
+
+from .. import dtypes
+from ..instructions import Region
+
+
+@dataclass(frozen=True)
+class Axis:
+    size: int  # real input length
+    kernel: int
+    stride: int = 1
+    dilation: int = 1
+    offset: int = 0  # virtual position of real element 0 (leading padding)
+    stuff: int = 1  # virtual distance between real elements (transposed convolution's stride)
+    out: int = 0  # output length
+
+    def extent(self, n):
+        """Virtual positions an output run of n needs."""
+        return (n - 1) * self.stride + self.dilation * (self.kernel - 1) + 1
+
+    def reads(self, o0, n):
+        """(first real index, count, buffer position of the first, whether zeros are needed)."""
+        v0, length = o0 * self.stride, self.extent(n)
+        lo = max(0, -(-(v0 - self.offset) // self.stuff))
+        hi = min(self.size, (v0 + length - 1 - self.offset) // self.stuff + 1)
+        count = max(hi - lo, 0)
+        first = self.offset + lo * self.stuff - v0
+        gaps = count == 0 or self.stuff > 1 or first > 0 or first + (count - 1) * self.stuff < length - 1
+        return lo, count, first, gaps
+
+
+def conv_axes(sizes, kernels, strides, dilations, pads):
+    """Axes of an ordinary convolution or pooling; pads are (before, after) per dimension."""
+    return tuple(
+        Axis(n, k, s, d, pb, 1, (n + pb + pa - d * (k - 1) - 1) // s + 1)
+        for n, k, s, d, (pb, pa) in zip(sizes, kernels, strides, dilations, pads)
+    )
+
+
+def deconv_axes(sizes, kernels, strides, dilations, pads):
+    """Axes of a transposed convolution, run as a stride-1 convolution over the zero-stuffed input."""
+    return tuple(
+        Axis(n, k, 1, d, d * (k - 1) - pb, s, (n - 1) * s - pb - pa + d * (k - 1) + 1)
+        for n, k, s, d, (pb, pa) in zip(sizes, kernels, strides, dilations, pads)
+    )
+
+
+def tile_reads(axes, starts, extents):
+    """Per axis (first real index, count, buffer position, zeros needed), and the buffer extents."""
+    reads = [a.reads(o0, n) for a, o0, n in zip(axes, starts, extents)]
+    return reads, tuple(a.extent(n) for a, n in zip(axes, extents))
+
+
+def placed(buffer_region, axes, reads, lead):
+    """The part of a dense tile buffer (lead dims, then one per axis) the real input fills."""
+    strides = buffer_region.strides
+    offset = sum(first * st for (_, _, first, _), st in zip(reads, strides[lead:]))
+    shape = buffer_region.shape[:lead] + tuple(count for _, count, _, _ in reads)
+    steps = strides[:lead] + tuple(st * a.stuff for a, st in zip(axes, strides[lead:]))
+    item = _itemsize(buffer_region)
+    return Region(buffer_region.mem, buffer_region.addr + offset * item, buffer_region.dtype, shape, steps)
+
+
+def window_view(buffer_region, axes, lead, kernel_offsets=None):
+    """Read a tile buffer (lead dims, then one per axis) as the output tile's windows.
+
+    With kernel_offsets, the view of one kernel position: shape lead + outputs. Without, the
+    whole window: shape lead + outputs + kernel, ready for a reduction or an implicit im2col.
+    """
+    strides = buffer_region.strides
+    spatial = strides[lead:]
+    outputs = tuple((n - 1 - a.dilation * (a.kernel - 1)) // a.stride + 1 for a, n in zip(axes, buffer_region.shape[lead:]))
+    out_strides = tuple(st * a.stride for a, st in zip(axes, spatial))
+    item = _itemsize(buffer_region)
+    if kernel_offsets is not None:
+        offset = sum(k * a.dilation * st for k, a, st in zip(kernel_offsets, axes, spatial))
+        return Region(buffer_region.mem, buffer_region.addr + offset * item, buffer_region.dtype,
+                      buffer_region.shape[:lead] + outputs, strides[:lead] + out_strides)
+    kernel_strides = tuple(st * a.dilation for a, st in zip(axes, spatial))
+    return Region(buffer_region.mem, buffer_region.addr, buffer_region.dtype,
+                  buffer_region.shape[:lead] + outputs + tuple(a.kernel for a in axes),
+                  strides[:lead] + out_strides + kernel_strides)
+
+
+def _itemsize(region):
+    return dtypes.itemsize(region.dtype)
