@@ -9,6 +9,7 @@
 """
 
 from .check import check_graph
+from .conv import lower_conv
 from .context import Lowering
 from .emit import Emitter
 from .fusion import groups as make_groups
@@ -17,7 +18,7 @@ from .matmul import lower_matmul
 from .policy import Policy
 from .route import copy
 
-TEMPLATES = {"elementwise": lower_elementwise, "matmul": lower_matmul}
+TEMPLATES = {"elementwise": lower_elementwise, "matmul": lower_matmul, "conv": lower_conv}
 
 __all__ = ["Policy", "lower", "TEMPLATES"]
 

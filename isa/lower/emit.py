@@ -12,8 +12,8 @@ So double buffering is only a matter of placing two slots and emitting the next 
 before this tile's compute; the waits follow.
 """
 
-from ..errors import OutOfMemoryError
-from ..instructions import Wait, dense
+from ..errors import OutOfMemoryError, ProgramError
+from ..instructions import Wait, dense, regions
 from ..program import Binding, Buffer, Program
 from .alloc import Allocator
 from .tiling import nbytes as tile_nbytes
@@ -90,6 +90,7 @@ class Emitter:
 
     def emit(self, engine, instr, reads=(), writes=()):
         """Append instr to engine's stream after the waits it needs; returns its id."""
+        _check_inside(instr, reads, writes)
         deps = {}
         for b in reads:
             _merge(deps, b.writes)
@@ -129,6 +130,18 @@ class Emitter:
 
     def program(self):
         return Program(self.chip.name, self.graph_name, self.streams, self.bindings, self.buffers)
+
+
+def _check_inside(instr, reads, writes):
+    """Every region an instruction reads lies in a buffer it says it reads (or writes), and the
+    region it writes in one it says it writes: a template that gets its sizes wrong is caught
+    here, not by wrong numbers."""
+    read_regions, written = regions(instr)
+    for region, bufs in [(r, tuple(reads) + tuple(writes)) for r in read_regions] + [(written, tuple(writes))]:
+        lo, hi = region.span()
+        if not any(b.mem == region.mem and b.addr <= lo and hi <= b.addr + b.size for b in bufs):
+            names = ", ".join(f"{b.name} {b.mem}@{b.addr:#x}+{b.size}" for b in bufs) or "none"
+            raise ProgramError(f"lowering bug in {instr.op}: {region.text()} lies outside the buffers it names ({names})")
 
 
 def _merge(into, other):

@@ -49,12 +49,16 @@ def groups(graph, chip, policy):
     return result
 
 
+# Templates whose output tile an element-wise tail can finish in local memory.
+HEADS = ("elementwise", "conv")
+
+
 def _fusable(graph, chip, group, node, template):
-    """Same element-wise template, both local, same output shape, and fed by the group with
-    whole tiles (not as a lookup table or a per-channel vector). A stride op reads DDR with
-    strides, so it starts a group rather than joining one."""
+    """An element-wise op joins a group led by a local op of a template in HEADS when it has
+    the group's output shape and is fed by the group with whole tiles (not as a lookup table or
+    a per-channel vector). A stride op reads DDR with strides, so it starts a group instead."""
     opdef = REGISTRY[node.op]
-    if template != "elementwise" or group.template != "elementwise" or opdef.strided:
+    if template != "elementwise" or group.template not in HEADS or opdef.strided:
         return False
     if kind(graph, chip, node) != "local" or kind(graph, chip, group.nodes[0]) != "local":
         return False

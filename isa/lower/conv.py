@@ -1,0 +1,319 @@
+"""The convolution template: conv, deconv and conv3d, with the element-wise ops fused behind
+them (a layer group's Tail: bias, activation, ... on the output tile before it leaves).
+
+The output is tiled over (batch, output channels, spatial) within a group of channels, and the
+reduction over input channels is walked in blocks. Each step loads the input tile a window
+needs (zero-filled where padding or a transposed convolution's inserted zeros fall, the real
+elements placed by a strided DMA, isa/lower/window.py) and the matching weight block, and the
+matrix unit multiplies them as an implicit GEMM: the input tile read as (batch, outputs...,
+channels, kernel...) through strides, the weights as (channels, kernel..., out channels), so
+no im2col copy is made. After the last block the op's epilogue (bias, requantization) and the
+tail run on the vector unit and the tile is stored.
+
+A depthwise convolution (groups == channels) has no reduction to give the matrix unit: it runs
+on the vector unit as one multiply-accumulate per kernel position over the tile.
+"""
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import OutOfMemoryError, UnsupportedError
+from ..instructions import Matmul, Region, Vector, dense
+from ..ops import REGISTRY
+from ..ops import quantized
+from ..ops.elementwise import In, Step
+from .local import Tail
+from .pipeline import pipeline, step_budget
+from .route import copy
+from .tiling import boxes, broadcast_view, choose_tile, nbytes, sub_region
+from .vector_steps import emit_steps
+from .window import conv_axes, deconv_axes, placed, tile_reads, window_view
+
+
+def lower_conv(ctx, group):
+    plan = _Plan(ctx, group)
+    plan.run()
+
+
+class _Plan:
+    def __init__(self, ctx, group):
+        self.ctx, self.em = ctx, ctx.em
+        head = self.node = group.nodes[0]
+        g = ctx.graph
+        self.opdef, p = REGISTRY[head.op], head.params
+        self.x, self.w = g.tensors[head.inputs[0]], g.tensors[head.inputs[1]]
+        self.out = g.tensors[head.outputs[0]]
+        self.groups = p["groups"]
+        self.ic, self.oc, self.kernel = self.opdef.channels(self.x.shape, self.w.shape, self.groups)
+        self.icg, self.ocg = self.ic // self.groups, self.oc // self.groups
+        axes = deconv_axes if self.opdef.transposed else conv_axes
+        self.axes = axes(self.x.shape[2:], self.kernel, p["strides"], p["dilations"], p["pads"])
+        self.mx, self.vx = (ctx.engine("matrix") if not p["depthwise"] else None), ctx.engine("vector")
+        quantized_op = self.x.dtype not in ("float32", "float16", "bfloat16")
+        self.float_acc = quantized_op and self.opdef.float_compute(p, self.x.dtype, ctx.compute_map(head))
+        self.asym = quantized_op and self.opdef.asymmetric(p) and not self.float_acc
+        self.acc_dtype = self.opdef.acc_dtype(self.x.dtype, self.float_acc)
+        self.weight = self._weight(g, quantized_op)
+        self.bias = self._bias(g, quantized_op)
+        if quantized_op:
+            floor = self.opdef.floor_shift(p)
+            self.steps, self.temps = quantized.epilogue(p, self.bias[1] if self.bias else None, self.out.dtype, self.float_acc, floor)
+        else:
+            self.steps = [Step("add", (In(0), In(1)))] if self.bias else ([] if self.out.dtype == "float32" else [Step("copy", (In(0),))])
+            self.temps = []
+        self.out_key = "acc" if self.out.dtype == self.acc_dtype else "out"
+        # where the result tile ends up: the accumulator itself when it shares the result's
+        # dtype (its copy in the vector memory when the matrix unit accumulates elsewhere)
+        cmem = self.vx.memory if self.mx is None else self.mx.operand_memory("c")
+        self.result_key = "accv" if self.out_key == "acc" and cmem != self.vx.memory else self.out_key
+        self.tail = Tail(ctx, group.nodes[1:], group.stores, self.out.shape, given={self.out.name})
+        self.k = int(np.prod(self.kernel))
+
+    # ---- offline constants ------------------------------------------------------------------
+
+    def _weight(self, g, quantized_op):
+        """(DDR Buf, dtype) of the weight the machine multiplies: w, or w - zp_r (int16) where the
+        product is made in float32 (BM1684's depthwise high-precision modes)."""
+        zr = self.node.params["right_zero_point"] if quantized_op else 0
+        if not (self.float_acc and zr):
+            return self.ctx.ddr[self.w.name], self.w.dtype
+        data = (g.constants[self.w.name].astype(np.int64) - zr).astype(np.int16).tobytes()
+        return self.em.bind(f"{self.node.name}.weight_zp", "const", "int16", self.w.shape, data), "int16"
+
+    def _bias(self, g, quantized_op):
+        """(DDR Buf of shape [OC], dtype) or None; the asymmetric mode's is bias_v2, folded
+        offline: bias - zp_l * sum over each output channel's reduction of (w - zp_r)."""
+        p = self.node.params
+        has = len(self.node.inputs) == 3
+        if not (quantized_op and self.opdef.asymmetric(p)):
+            return (self.ctx.ddr[self.node.inputs[2]], g.tensors[self.node.inputs[2]].dtype) if has else None
+        bias = g.constants[self.node.inputs[2]].astype(np.int64).reshape(-1) if has else 0
+        sums = self.opdef._window_sums(g.constants[self.w.name], p, p["right_zero_point"]).reshape(-1)
+        data = dtypes.convert(bias - p["left_zero_point"] * sums, "int32").tobytes()
+        return self.em.bind(f"{self.node.name}.bias_v2", "const", "int32", (self.oc,), data), "int32"
+
+    # ---- sizes ------------------------------------------------------------------------------
+
+    def _needs(self, tile, tic):
+        """(key, memory, bytes) of one slot's buffers for an output tile (n, oc, spatial...)."""
+        tn, toc, tos = tile[0], tile[1], tile[2:]
+        channels = toc if self.mx is None else tic  # a depthwise tile reads its own channels
+        out_elems = tn * toc * int(np.prod(tos))
+        extents = tuple(a.extent(n) for a, n in zip(self.axes, tos))
+        vmem = self.vx.memory
+        amem, bmem, cmem = (vmem, vmem, vmem) if self.mx is None else (self.mx.operand_memory(r) for r in "abc")
+        needs = [
+            ("x", amem, nbytes(self.x.dtype, (tn, channels) + extents)),
+            ("w", bmem, nbytes(self.weight[1], (toc, tic, self.k))),
+            ("acc", cmem, nbytes(self.acc_dtype, (out_elems,))),
+        ]
+        if self.asym:
+            needs.append(("acc_zp", cmem, nbytes(self.acc_dtype, (out_elems,))))
+        if cmem != vmem:
+            needs += [("accv" + key[3:], vmem, n) for key, _, n in needs[2:]]
+        if self.bias:
+            needs.append(("bias", vmem, nbytes(self.bias[1], (toc,))))
+        if self.out_key == "out":
+            needs.append(("out", vmem, nbytes(self.out.dtype, (out_elems,))))
+        needs += [(("tmp", j), vmem, nbytes(d, (out_elems,))) for j, d in enumerate(self.temps)]
+        return needs
+
+    def _fits(self, tile, tic):
+        per_mem = {}
+        for _, mem, n in self._needs(tile, tic):
+            per_mem.setdefault(mem, []).extend([n] * self.ctx.slots)
+        per_mem.setdefault(self.vx.memory, []).extend(self.tail.class_bytes(tile) * self.ctx.slots)
+        return all(self.em.allocators[m].fits(sizes) for m, sizes in per_mem.items())
+
+    def _moved(self, tile, tic):
+        """Bytes one step loads (input tile and weight block) plus what the tail moves."""
+        return sum(n for key, _, n in self._needs(tile, tic) if key in ("x", "w")) + self.tail.moved(tile)
+
+    def tiles(self):
+        """(output tile, input-channel block): the largest tile that fits and keeps the
+        pipeline's steps within budget, halving the channel block when none does."""
+        shape = (self.out.shape[0], self.oc if self.mx is None else self.ocg) + self.out.shape[2:]
+        whole = self.icg if self.mx is not None else 1
+        tic = whole
+        unit = self.mx.matrix.k if self.mx is not None else 1
+        vmem = self.vx.memory
+        budget = step_budget(self.ctx, self._moved(shape, whole), vmem)
+        while True:
+            fits = lambda t: self._fits(t, tic)  # noqa: E731
+            tile = (budget and choose_tile(shape, lambda t: fits(t) and self._moved(t, tic) <= budget)) or choose_tile(shape, fits)
+            if tile is not None or tic == 1:
+                break
+            tic = max(1, min(tic - 1, -(-(tic // 2) // unit) * unit))
+        if tile is None:
+            need = sum(n for _, _, n in self._needs((1,) * len(shape), 1)) * self.ctx.slots
+            raise OutOfMemoryError(f"{self.node.name}: even a one-element output tile needs {need} bytes of on-chip memory; {self.em.allocators[vmem].free_bytes()} free in {vmem}")
+        return tile, tic
+
+    # ---- emission ---------------------------------------------------------------------------
+
+    def run(self):
+        tile, tic = self.tiles()
+        slots = [{key: self.em.alloc(mem, n, f"{self.node.name}/{_label(key)}.{s}") for key, mem, n in self._needs(tile, tic)}
+                 for s in range(self.ctx.slots)]
+        tails = self.tail.allocate(self.vx.memory, tile, self.node.name)
+        zero_point = self._zero_point() if self.asym else None
+        steps, t = [], 0
+        shape = (self.out.shape[0], self.oc if self.mx is None else self.ocg) + self.out.shape[2:]
+        for g in range(1 if self.mx is None else self.groups):
+            for starts, extents in boxes(shape, tile):
+                blocks = [(0, 1)] if self.mx is None else [(i0, min(tic, self.icg - i0)) for i0 in range(0, self.icg, tic)]
+                for b, block in enumerate(blocks):
+                    steps.append(self._step(slots[len(steps) % self.ctx.slots], slots[t % self.ctx.slots], tails[t % self.ctx.slots],
+                                            g, starts, extents, block, b == 0, b == len(blocks) - 1, zero_point))
+                t += 1
+        pipeline(steps, self.ctx.policy.double_buffer)
+        for bufs in slots + tails:
+            for buf in bufs.values():
+                self.em.release(buf)
+        if zero_point is not None:
+            self.em.release(zero_point)
+
+    def _zero_point(self):
+        """One element of zp_r in the weight memory, read with stride 0 as a whole weight block."""
+        mem = self.mx.operand_memory("b")
+        if mem != self.vx.memory:
+            raise UnsupportedError(f"{self.node.name}: the matrix unit's weight memory {mem} is not the vector memory {self.vx.memory}")
+        buf = self.em.alloc(mem, dtypes.itemsize(self.w.dtype), f"{self.node.name}/zp_r")
+        zr = self.node.params["right_zero_point"]
+        self.em.emit(self.vx.name, Vector("copy", buf.region(self.w.dtype, (1,)), (zr,), "int64", self.node.name), writes=(buf,))
+        return buf
+
+    def _step(self, io, acc_bufs, tail_bufs, g, starts, extents, block, first, last, zero_point):
+        """(load, compute, store) of one input-channel block of one output tile."""
+        em, node = self.em, self.node.name
+        n0, c0, s0 = starts[0], starts[1], starts[2:]
+        tn, toc, tos = extents[0], extents[1], extents[2:]
+        i0, tic = block
+        depthwise = self.mx is None
+        ch_in = (c0 if depthwise else g * self.icg + i0, toc if depthwise else tic)
+        oc0 = c0 if depthwise else g * self.ocg + c0
+        reads, buf_ext = tile_reads(self.axes, s0, tos)
+        x_buf, w_buf = io["x"], io["w"]
+        x_region = x_buf.region(self.x.dtype, (tn, ch_in[1]) + buf_ext)
+        out_starts, out_extents = (n0, oc0) + tuple(s0), (tn, toc) + tuple(tos)
+        tail_local = {}
+
+        def load():
+            if any(gaps for _, _, _, gaps in reads):
+                self._fill(x_region, x_buf)
+            if all(count for _, count, _, _ in reads):
+                full = dense("ddr", self.ctx.ddr[self.x.name].addr, self.x.dtype, self.x.shape)
+                src = sub_region(full, (n0, ch_in[0]) + tuple(lo for lo, _, _, _ in reads), (tn, ch_in[1]) + tuple(c for _, c, _, _ in reads))
+                copy(em, src, self.ctx.ddr[self.x.name], placed(x_region, self.axes, reads, 2), x_buf, node)
+            self._load_weight(w_buf, oc0, ch_in, toc, tic, depthwise)
+            if first:
+                if self.bias:
+                    bias_buf, dtype = self.bias
+                    src = sub_region(dense("ddr", bias_buf.addr, dtype, (self.oc,)), (oc0,), (toc,))
+                    copy(em, src, bias_buf, acc_bufs["bias"].region(dtype, (toc,)), acc_bufs["bias"], node)
+                tail_local.update(self.tail.load(tail_bufs, out_starts, out_extents))
+
+        def compute():
+            acc = acc_bufs["acc"]
+            acc_region = acc.region(self.acc_dtype, out_extents)
+            if depthwise:
+                self._depthwise(x_region, x_buf, w_buf, acc_region, acc, toc)
+            else:
+                self._matmul(x_region, x_buf, w_buf, self._weight_view(w_buf, tic, toc), acc_region, acc, first)
+                if self.asym:  # the second partial product: the input times a weight block of zp_r
+                    zp = Region(zero_point.mem, zero_point.addr, self.w.dtype, (tic,) + tuple(self.kernel) + (toc,), (0,) * (len(self.kernel) + 2))
+                    acc_zp = acc_bufs["acc_zp"]
+                    self._matmul(x_region, x_buf, zero_point, zp, acc_zp.region(self.acc_dtype, out_extents), acc_zp, first)
+            if last:
+                self._finish(acc_bufs, out_extents)
+                self.tail.compute(self.vx.name, tail_bufs, tail_local, out_extents, {self.out.name: acc_bufs[self.result_key]})
+
+        def store():
+            if last:
+                self.tail.store(tail_bufs, out_starts, out_extents, {self.out.name: acc_bufs[self.result_key]})
+
+        return load, compute, store
+
+    def _fill(self, region, buf):
+        """Zeros for padding and inserted elements, written by the vector unit."""
+        if region.mem != self.vx.memory:
+            raise UnsupportedError(f"{self.node.name}: the input memory {region.mem} is not the vector memory {self.vx.memory}, which zero-fills padding")
+        self.em.emit(self.vx.name, Vector("copy", region, (0,), "int64", self.node.name), writes=(buf,))
+
+    def _load_weight(self, w_buf, oc0, ch_in, toc, tic, depthwise):
+        src_buf, dtype = self.weight
+        full = dense("ddr", src_buf.addr, dtype, self.w.shape)
+        nk = len(self.kernel)
+        if depthwise:  # [C, 1, k...]
+            src = sub_region(full, (oc0, 0) + (0,) * nk, (toc, 1) + tuple(self.kernel))
+            dst = w_buf.region(dtype, (toc, 1) + tuple(self.kernel))
+        elif self.opdef.transposed:  # [IC, OC/g, k...]
+            src = sub_region(full, (ch_in[0], oc0 % self.ocg) + (0,) * nk, (tic, toc) + tuple(self.kernel))
+            dst = w_buf.region(dtype, (tic, toc) + tuple(self.kernel))
+        else:  # [OC, IC/g, k...]
+            src = sub_region(full, (oc0, ch_in[0] % self.icg) + (0,) * nk, (toc, tic) + tuple(self.kernel))
+            dst = w_buf.region(dtype, (toc, tic) + tuple(self.kernel))
+        copy(self.em, src, src_buf, dst, w_buf, self.node.name)
+
+    def _matmul(self, x_region, x_buf, w_buf, b, acc_region, acc, first):
+        """acc (+)= the window view of the input, (n, outputs..., channels, kernel...), times b,
+        (channels, kernel..., out channels), into acc read as (n, outputs..., out channels)."""
+        s = len(self.axes)
+        a = _permuted(window_view(x_region, self.axes, 2), (0,) + tuple(range(2, 2 + s)) + (1,) + tuple(range(2 + s, 2 + 2 * s)))
+        c = _permuted(acc_region, (0,) + tuple(range(2, 2 + s)) + (1,))
+        self.em.emit(self.mx.name, Matmul(a, b, c, not first, self.node.name, m=1 + s),
+                     reads=(x_buf, w_buf) + (() if first else (acc,)), writes=(acc,))
+
+    def _weight_view(self, w_buf, tic, toc):
+        """The weight block as (in channels, kernel..., out channels); a transposed convolution
+        reads its [IC, OC] block with the kernel flipped (negative strides)."""
+        dtype = self.weight[1]
+        if not self.opdef.transposed:
+            local = w_buf.region(dtype, (toc, tic) + tuple(self.kernel))
+            return Region(local.mem, local.addr, dtype, (tic,) + tuple(self.kernel) + (toc,),
+                          (local.strides[1],) + local.strides[2:] + (local.strides[0],))
+        local = w_buf.region(dtype, (tic, toc) + tuple(self.kernel))
+        last = sum((k - 1) * st for k, st in zip(self.kernel, local.strides[2:])) * dtypes.itemsize(dtype)
+        return Region(local.mem, local.addr + last, dtype, (tic,) + tuple(self.kernel) + (toc,),
+                      (local.strides[0],) + tuple(-st for st in local.strides[2:]) + (local.strides[1],))
+
+    def _depthwise(self, x_region, x_buf, w_buf, acc_region, acc, tc):
+        """acc = sum over kernel positions of the shifted input times that position's weight."""
+        dtype = self.weight[1]
+        cdt = "float32" if dtypes.is_float(self.acc_dtype) else "int64"
+        item = dtypes.itemsize(dtype)
+        for j, k in enumerate(np.ndindex(*self.kernel)):
+            xv = window_view(x_region, self.axes, 2, k)
+            wv = Region(w_buf.mem, w_buf.addr + j * item, dtype, acc_region.shape, (0, self.k) + (0,) * len(self.axes))
+            srcs, reads = ((xv, wv), (x_buf, w_buf)) if j == 0 else ((xv, wv, acc_region), (x_buf, w_buf, acc))
+            self.em.emit(self.vx.name, Vector("mul" if j == 0 else "mul_add", acc_region, srcs, cdt, self.node.name),
+                         reads=reads, writes=(acc,))
+
+    def _finish(self, bufs, extents):
+        """Accumulators to the vector memory if they live elsewhere, then the epilogue."""
+        keys = ("acc", "acc_zp") if self.asym else ("acc",)
+        if "accv" in bufs:
+            for key in keys:
+                here, there = bufs[key], bufs["accv" + key[3:]]
+                copy(self.em, here.region(self.acc_dtype, extents), here, there.region(self.acc_dtype, extents), there, self.node.name)
+            keys = tuple("accv" + key[3:] for key in keys)
+        acc = bufs[keys[0]]
+        inputs = [(acc.region(self.acc_dtype, extents), acc)]
+        if self.bias:
+            bias = bufs["bias"]
+            view = bias.region(self.bias[1], (1, extents[1]) + (1,) * (len(extents) - 2))
+            inputs.append((broadcast_view(view, extents), bias))
+        if self.asym:
+            inputs.append((bufs[keys[1]].region(self.acc_dtype, extents), bufs[keys[1]]))
+        out = bufs[self.result_key]
+        temps = [(bufs["tmp", j].region(d, extents), bufs["tmp", j]) for j, d in enumerate(self.temps)]
+        emit_steps(self.em, self.vx.name, self.node.name, self.steps, inputs, (out.region(self.out.dtype, extents), out), temps)
+
+
+def _permuted(region, order):
+    """The same elements with the dimensions in another order."""
+    return Region(region.mem, region.addr, region.dtype, tuple(region.shape[i] for i in order), tuple(region.strides[i] for i in order))
+
+
+def _label(key):
+    return key if isinstance(key, str) else f"tmp{key[1]}"

@@ -1,0 +1,227 @@
+"""Convolutions of the BMLang seed (NN/Matrix Operator): conv, deconv, conv3d. Local ops, run
+by the convolution template (isa/lower/conv.py) as implicit GEMMs on the matrix unit, or, for a
+depthwise convolution, as multiply-accumulates on the vector unit.
+
+    conv(tensor_input [N, IC, H, W], tensor_weight [OC, IC/groups, KH, KW], tensor_bias [1, OC, 1, 1],
+         dh, dw, pad_h_t, pad_h_b, pad_w_l, pad_w_r, stride_h, stride_w, groups,
+         scale, mode, left_zero_point, right_zero_point, output_zero_point, out_dtype)
+    deconv: the same parameters; the weight is [IC, OC/groups, KH, KW]; a transposed
+            convolution, output (in - 1) * stride - pads + dilation * (k - 1) + 1
+    conv3d(tensor_input [N, IC, D, H, W], tensor_weight [OC, IC/groups, KD, KH, KW],
+           tensor_bias [1, OC, 1, 1, 1] or [OC], groups, dilation[3], pad[6], stride[3])
+
+Float inputs accumulate in float32. INT8/UINT8 inputs follow the seed's quantized modes
+(isa/ops/quantized.py); deconv takes LowPrecisionSymmetric only, conv3d floats only, as the
+seed says. Padding is with (raw) zeros.
+"""
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import ShapeError, UnsupportedError
+from ..graph import Tensor
+from . import quantized
+from .base import OpDef, Spec, apply, register
+
+FLOAT = ("float32", "float16", "bfloat16")
+
+
+class Conv(OpDef):
+    kind = "local"
+    template = "conv"
+    variants = ("depthwise",)
+
+    def __init__(self, name, spatial, transposed, modes):
+        self.name, self.spatial, self.transposed, self.modes = name, spatial, transposed, modes
+
+    def variant(self, params):
+        return "depthwise" if params["depthwise"] else None
+
+    # ---- shapes -----------------------------------------------------------------------------
+
+    def channels(self, x_shape, w_shape, groups):
+        """(in channels, out channels, kernel) of an input and weight shape."""
+        if self.transposed:
+            return w_shape[0], w_shape[1] * groups, w_shape[2:]
+        return w_shape[1] * groups, w_shape[0], w_shape[2:]
+
+    def out_spatial(self, x_shape, kernel, params):
+        pads, strides, dilations = params["pads"], params["strides"], params["dilations"]
+        if self.transposed:
+            return tuple((n - 1) * s - pb - pa + d * (k - 1) + 1 for n, k, s, d, (pb, pa) in zip(x_shape[2:], kernel, strides, dilations, pads))
+        return tuple((n + pb + pa - d * (k - 1) - 1) // s + 1 for n, k, s, d, (pb, pa) in zip(x_shape[2:], kernel, strides, dilations, pads))
+
+    def infer(self, ins, params):
+        if len(ins) not in (2, 3):
+            raise ShapeError(f"{self.name}: takes the input, the weight and an optional bias, got {len(ins)} tensors")
+        x, w = ins[0], ins[1]
+        rank = self.spatial + 2
+        if len(x.shape) != rank or len(w.shape) != rank:
+            raise ShapeError(f"{self.name}: input {x.shape} and weight {w.shape} must both have {rank} dimensions")
+        groups = params["groups"]
+        ic, oc, kernel = self.channels(x.shape, w.shape, groups)
+        if x.shape[1] != ic or ic % groups or oc % groups:
+            raise ShapeError(f"{self.name}: input has {x.shape[1]} channels, weight {w.shape} with groups {groups} expects {ic} (in) and {oc} (out), both divisible by groups")
+        spatial = self.out_spatial(x.shape, kernel, params)
+        if min(spatial) < 1:
+            raise ShapeError(f"{self.name}: input {x.shape} with kernel {tuple(kernel)}, pads {params['pads']} and strides {params['strides']} gives output size {spatial}")
+        if len(ins) == 3 and ins[2].shape not in ((1, oc) + (1,) * self.spatial, (oc,)):
+            raise ShapeError(f"{self.name}: bias must have shape {(1, oc) + (1,) * self.spatial}, got {ins[2].shape}")
+        return [Spec((x.shape[0], oc) + spatial, self._out_dtype(ins, params))]
+
+    def _out_dtype(self, ins, params):
+        x = ins[0]
+        if x.dtype in FLOAT:
+            for t, what in zip(ins[1:], ("weight", "bias")):
+                if t.dtype != x.dtype:
+                    raise UnsupportedError(f"{self.name}: {what} is {t.dtype} but the input is {x.dtype}; float operands must match")
+            if params.get("out_dtype") not in (None, x.dtype):
+                raise UnsupportedError(f"{self.name}: float operands give a {x.dtype} result, out_dtype {params['out_dtype']} asked")
+            return x.dtype
+        if not self.modes:
+            raise UnsupportedError(f"{self.name}: takes {', '.join(FLOAT)} inputs only (the seed gives no quantized mode), got {x.dtype}")
+        if params["mode"] not in self.modes:
+            raise UnsupportedError(f"{self.name}: quantized mode {params['mode']!r} is not available (the seed gives {', '.join(self.modes) or 'none'})")
+        return quantized.out_dtype(self.name, ins, params)
+
+    def acc_dtype(self, x_dtype, float_acc=False):
+        return "float32" if x_dtype in FLOAT or float_acc else "int32"
+
+    def asymmetric(self, params):
+        return params["mode"] == "HighPrecisionAsymmetric"
+
+    def floor_shift(self, params):
+        """conv's HighPrecisionAsymmetric pseudo-code takes floor(log2(1/scale)); every other ceil."""
+        return self.asymmetric(params)
+
+    # ---- reference --------------------------------------------------------------------------
+
+    def products(self, x, w, params):
+        """The exact convolution of x and w (floats in float64, integers in int64), loop by loop."""
+        return convolve(x, w, params["groups"], params["strides"], params["dilations"], params["pads"], self.transposed)
+
+    def reference(self, arrays, params, compute=None):
+        x, w = arrays[0], arrays[1]
+        bias = arrays[2] if len(arrays) == 3 else None
+        out = self.infer([Spec(a.shape, dtypes.of_array(a)) for a in arrays], params)[0]
+        if bias is not None:
+            bias = bias.reshape((1, -1) + (1,) * self.spatial)
+        if out.dtype in FLOAT:
+            acc = self.products(x.astype(np.float32), w.astype(np.float32), params)
+            acc = acc.astype(np.float32) + (0 if bias is None else bias.astype(np.float32))
+            return [acc.astype(dtypes.np_dtype(out.dtype))]
+        zl, zr = params["left_zero_point"], params["right_zero_point"]
+        if self.float_compute(params, dtypes.of_array(x), compute):
+            exact = self.products(x.astype(np.int64), w.astype(np.int64) - zr, params) - zl * self._window_sums(w, params, zr)
+            return [quantized.requantize_float(exact, bias, params, out.dtype)]
+        acc = self.products(x.astype(np.int64), w.astype(np.int64), params)
+        if not self.asymmetric(params):
+            return [quantized.requantize(acc, bias, params, out.dtype)]
+        folded = (0 if bias is None else bias.astype(np.int64)) - zl * self._window_sums(w, params, zr)
+        acc_zp = zr * self.products(x.astype(np.int64), np.ones_like(w, np.int64), params)
+        return [quantized.requantize(acc, dtypes.convert(folded, "int32"), params, out.dtype, acc_zp, floor=self.floor_shift(params))]
+
+    def _window_sums(self, w, params, zr):
+        """sum over each output channel's input channels and kernel of (w - zr), as [1, OC, 1...]."""
+        w = w.astype(np.int64) - zr
+        if self.transposed:  # [IC, OC/g, k...] -> per output channel
+            g = params["groups"]
+            w = w.reshape((g, w.shape[0] // g) + w.shape[1:]).sum(axis=(1,) + tuple(range(3, w.ndim + 1)))
+            return w.reshape((1, -1) + (1,) * self.spatial)
+        return w.sum(axis=tuple(range(1, w.ndim))).reshape((1, -1) + (1,) * self.spatial)
+
+    def float_compute(self, params, x_dtype, compute):
+        """BM1684 computes a depthwise convolution in FLOAT32 in the high-precision modes (the
+        seed); a chip says so by computing the row's int8/uint8 in float32."""
+        return params["mode"] != "LowPrecisionSymmetric" and dtypes.is_float((compute or {}).get(x_dtype, x_dtype))
+
+
+def convolve(x, w, groups, strides, dilations, pads, transposed):
+    """Direct convolution: for each kernel offset, the strided input slice against the weight."""
+    wide = np.float64 if x.dtype.kind == "f" else np.int64
+    x, w = x.astype(wide), w.astype(wide)
+    n, ic = x.shape[:2]
+    kernel = w.shape[2:]
+    if transposed:  # scatter every input element through the kernel
+        icg, ocg = ic // groups, w.shape[1]
+        full = tuple((s - 1) * st + d * (k - 1) + 1 for s, st, d, k in zip(x.shape[2:], strides, dilations, kernel))
+        out = np.zeros((n, groups, ocg) + full, wide)
+        xg = x.reshape((n, groups, icg) + x.shape[2:])
+        wg = w.reshape((groups, icg, ocg) + kernel)
+        for k in np.ndindex(*kernel):
+            part = np.einsum("ngi...,gio->ngo...", xg, wg[(slice(None), slice(None), slice(None)) + k])
+            where = tuple(slice(kk * d, kk * d + (s - 1) * st + 1, st) for kk, d, s, st in zip(k, dilations, x.shape[2:], strides))
+            out[(slice(None),) * 3 + where] += part
+        crop = tuple(slice(pb, f - pa) for (pb, pa), f in zip(pads, full))
+        return out[(slice(None),) * 3 + crop].reshape((n, groups * ocg) + tuple(f - pb - pa for (pb, pa), f in zip(pads, full)))
+    ocg, icg = w.shape[0] // groups, ic // groups
+    xp = np.pad(x, ((0, 0), (0, 0)) + tuple(pads))
+    out_sp = tuple((s - d * (k - 1) - 1) // st + 1 for s, d, k, st in zip(xp.shape[2:], dilations, kernel, strides))
+    out = np.zeros((n, groups, ocg) + out_sp, wide)
+    xg = xp.reshape((n, groups, icg) + xp.shape[2:])
+    wg = w.reshape((groups, ocg, icg) + kernel)
+    for k in np.ndindex(*kernel):
+        window = tuple(slice(kk * d, kk * d + (o - 1) * st + 1, st) for kk, d, o, st in zip(k, dilations, out_sp, strides))
+        out += np.einsum("ngi...,goi->ngo...", xg[(slice(None),) * 3 + window], wg[(slice(None),) * 3 + k])
+    return out.reshape((n, groups * ocg) + out_sp)
+
+
+# ---- op functions ---------------------------------------------------------------------------
+
+def _params(op, x, w, groups, dilations, pads, strides, quant, out_dtype):
+    for what, values in (("dilation", dilations), ("stride", strides)):
+        if any(v < 1 for v in values):
+            raise ShapeError(f"{op.name}: {what} {tuple(values)} must be >= 1")
+    if any(p < 0 for pair in pads for p in pair):
+        raise ShapeError(f"{op.name}: pads {tuple(pads)} must be >= 0")
+    if groups < 1:
+        raise ShapeError(f"{op.name}: groups {groups} must be >= 1")
+    ic = x.shape[1] if isinstance(x, Tensor) else None
+    oc = (w.shape[1] * groups if op.transposed else w.shape[0]) if isinstance(w, Tensor) else None
+    params = {
+        "groups": groups, "dilations": tuple(dilations), "pads": tuple(tuple(p) for p in pads), "strides": tuple(strides),
+        "depthwise": groups > 1 and groups == ic == oc, "out_dtype": out_dtype,
+    }
+    params.update(quant)
+    if params["mode"] == "HighPrecisionAsymmetric" and isinstance(w, Tensor) and w.name not in w.graph.constants:
+        raise UnsupportedError(f"{op.name}: HighPrecisionAsymmetric folds zero points offline, so the weight must be a constant (COEFF_TENSOR)")
+    return params
+
+
+def _quant(scale, mode, left_zero_point, right_zero_point, output_zero_point):
+    return {"scale": float(scale), "mode": mode, "left_zero_point": left_zero_point,
+            "right_zero_point": right_zero_point, "output_zero_point": output_zero_point}
+
+
+CONV = register(Conv("conv", 2, False, tuple(quantized.MODES)))
+DECONV = register(Conv("deconv", 2, True, ("LowPrecisionSymmetric",)))
+CONV3D = register(Conv("conv3d", 3, False, ()))
+
+
+def _conv2d(op, doc):
+    def fn(tensor_input, tensor_weight, tensor_bias=None, dh=1, dw=1, pad_h_t=0, pad_h_b=0, pad_w_l=0, pad_w_r=0,
+           stride_h=1, stride_w=1, groups=1, scale=1.0, mode="LowPrecisionSymmetric", left_zero_point=0,
+           right_zero_point=0, output_zero_point=0, out_dtype=None, name=None):
+        quant = _quant(scale, mode, left_zero_point, right_zero_point, output_zero_point)
+        params = _params(op, tensor_input, tensor_weight, groups, (dh, dw), ((pad_h_t, pad_h_b), (pad_w_l, pad_w_r)),
+                         (stride_h, stride_w), quant, out_dtype)
+        operands = [tensor_input, tensor_weight] + ([tensor_bias] if tensor_bias is not None else [])
+        return apply(op, operands, params, name)
+
+    fn.__name__ = fn.__qualname__ = op.name
+    fn.__doc__ = doc
+    return fn
+
+
+conv = _conv2d(CONV, "2-d convolution (NCHW input, [OC, IC/groups, KH, KW] weight), float or quantized.")
+deconv = _conv2d(DECONV, "2-d transposed convolution (NCHW input, [IC, OC/groups, KH, KW] weight).")
+
+
+def conv3d(tensor_input, tensor_weight, tensor_bias=None, groups=1, dilation=(1, 1, 1), pad=(0, 0, 0, 0, 0, 0),
+           stride=(1, 1, 1), out_dtype=None, name=None):
+    """3-d convolution (NCDHW). pad is the seed's order: d_bottom, d_top, h_bottom, h_top,
+    w_bottom, w_top; bottom is the end of a dimension and top its start, as conv's pad_h_t is."""
+    pads = tuple((pad[2 * i + 1], pad[2 * i]) for i in range(3))
+    params = _params(CONV3D, tensor_input, tensor_weight, groups, dilation, pads, stride, _quant(1.0, "", 0, 0, 0), out_dtype)
+    operands = [tensor_input, tensor_weight] + ([tensor_bias] if tensor_bias is not None else [])
+    return apply(CONV3D, operands, params, name)
