@@ -156,7 +156,7 @@ class _Plan:
         slots = [{key: self.em.alloc(mem, n, f"{self.node.name}/{_label(key)}.{s}") for key, mem, n in self._needs(tile, tic)}
                  for s in range(self.ctx.slots)]
         tails = self.tail.allocate(self.vx.memory, tile, self.node.name)
-        zero_point = self._zero_point() if self.asym else None
+        zero_point = self._zero_point() if self.asym and self.mx is not None else None
         steps, t = [], 0
         shape = (self.out.shape[0], self.oc if self.mx is None else self.ocg) + self.out.shape[2:]
         for g in range(1 if self.mx is None else self.groups):
@@ -217,7 +217,10 @@ class _Plan:
             acc = acc_bufs["acc"]
             acc_region = acc.region(self.acc_dtype, out_extents)
             if depthwise:
-                self._depthwise(x_region, x_buf, w_buf, acc_region, acc, toc)
+                self._depthwise(x_region, x_buf, w_buf, acc_region, acc)
+                if self.asym:  # the second partial product: the input times zp_r
+                    acc_zp = acc_bufs["acc_zp"]
+                    self._depthwise(x_region, x_buf, None, acc_zp.region(self.acc_dtype, out_extents), acc_zp)
             else:
                 self._matmul(x_region, x_buf, w_buf, self._weight_view(w_buf, tic, toc), acc_region, acc, first)
                 if self.asym:  # the second partial product: the input times a weight block of zp_r
@@ -277,15 +280,20 @@ class _Plan:
         return Region(local.mem, local.addr + last, dtype, (tic,) + tuple(self.kernel) + (toc,),
                       (local.strides[0],) + tuple(-st for st in local.strides[2:]) + (local.strides[1],))
 
-    def _depthwise(self, x_region, x_buf, w_buf, acc_region, acc, tc):
-        """acc = sum over kernel positions of the shifted input times that position's weight."""
+    def _depthwise(self, x_region, x_buf, w_buf, acc_region, acc):
+        """acc = sum over kernel positions of the shifted input times that position's weight
+        (w_buf None: times zp_r, the asymmetric mode's second product)."""
         dtype = self.weight[1]
         cdt = "float32" if dtypes.is_float(self.acc_dtype) else "int64"
         item = dtypes.itemsize(dtype)
         for j, k in enumerate(np.ndindex(*self.kernel)):
             xv = window_view(x_region, self.axes, 2, k)
-            wv = Region(w_buf.mem, w_buf.addr + j * item, dtype, acc_region.shape, (0, self.k) + (0,) * len(self.axes))
-            srcs, reads = ((xv, wv), (x_buf, w_buf)) if j == 0 else ((xv, wv, acc_region), (x_buf, w_buf, acc))
+            if w_buf is None:
+                wv, bufs = self.node.params["right_zero_point"], (x_buf,)
+            else:
+                wv = Region(w_buf.mem, w_buf.addr + j * item, dtype, acc_region.shape, (0, self.k) + (0,) * len(self.axes))
+                bufs = (x_buf, w_buf)
+            srcs, reads = ((xv, wv), bufs) if j == 0 else ((xv, wv, acc_region), bufs + (acc,))
             self.em.emit(self.vx.name, Vector("mul" if j == 0 else "mul_add", acc_region, srcs, cdt, self.node.name),
                          reads=reads, writes=(acc,))
 
