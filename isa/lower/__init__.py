@@ -15,10 +15,11 @@ from .emit import Emitter
 from .fusion import groups as make_groups
 from .local import lower_elementwise
 from .matmul import lower_matmul
+from .pool import lower_pool
 from .policy import Policy
 from .route import copy
 
-TEMPLATES = {"elementwise": lower_elementwise, "matmul": lower_matmul, "conv": lower_conv}
+TEMPLATES = {"elementwise": lower_elementwise, "matmul": lower_matmul, "conv": lower_conv, "pool": lower_pool}
 
 __all__ = ["Policy", "lower", "TEMPLATES"]
 

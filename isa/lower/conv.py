@@ -27,7 +27,7 @@ from .pipeline import pipeline, step_budget
 from .route import copy
 from .tiling import boxes, broadcast_view, choose_tile, nbytes, sub_region
 from .vector_steps import emit_steps
-from .window import conv_axes, deconv_axes, placed, tile_reads, window_view
+from .window import conv_axes, deconv_axes, load_window, tile_reads, window_view
 
 
 def lower_conv(ctx, group):
@@ -199,12 +199,7 @@ class _Plan:
         tail_local = {}
 
         def load():
-            if any(gaps for _, _, _, gaps in reads):
-                self._fill(x_region, x_buf)
-            if all(count for _, count, _, _ in reads):
-                full = dense("ddr", self.ctx.ddr[self.x.name].addr, self.x.dtype, self.x.shape)
-                src = sub_region(full, (n0, ch_in[0]) + tuple(lo for lo, _, _, _ in reads), (tn, ch_in[1]) + tuple(c for _, c, _, _ in reads))
-                copy(em, src, self.ctx.ddr[self.x.name], placed(x_region, self.axes, reads, 2), x_buf, node)
+            load_window(self.ctx, self.vx, self.x, x_region, x_buf, self.axes, reads, (n0, ch_in[0]), 0, node)
             self._load_weight(w_buf, oc0, ch_in, toc, tic, depthwise)
             if first:
                 if self.bias:
@@ -236,12 +231,6 @@ class _Plan:
                 self.tail.store(tail_bufs, out_starts, out_extents, {self.out.name: acc_bufs[self.result_key]})
 
         return load, compute, store
-
-    def _fill(self, region, buf):
-        """Zeros for padding and inserted elements, written by the vector unit."""
-        if region.mem != self.vx.memory:
-            raise UnsupportedError(f"{self.node.name}: the input memory {region.mem} is not the vector memory {self.vx.memory}, which zero-fills padding")
-        self.em.emit(self.vx.name, Vector("copy", region, (0,), "int64", self.node.name), writes=(buf,))
 
     def _load_weight(self, w_buf, oc0, ch_in, toc, tic, depthwise):
         src_buf, dtype = self.weight

@@ -50,7 +50,7 @@ def groups(graph, chip, policy):
 
 
 # Templates whose output tile an element-wise tail can finish in local memory.
-HEADS = ("elementwise", "conv")
+HEADS = ("elementwise", "conv", "pool")
 
 
 def _fusable(graph, chip, group, node, template):

@@ -13,7 +13,10 @@ placed by a strided DMA.
 from dataclasses import dataclass
 
 from .. import dtypes
-from ..instructions import Region
+from ..errors import UnsupportedError
+from ..instructions import Region, Vector, dense
+from .route import copy
+from .tiling import sub_region
 
 
 @dataclass(frozen=True)
@@ -96,3 +99,19 @@ def window_view(buffer_region, axes, lead, kernel_offsets=None):
 
 def _itemsize(region):
     return dtypes.itemsize(region.dtype)
+
+
+def load_window(ctx, engine, x, region, buf, axes, reads, lead_starts, fill, op):
+    """Emit the loads of one input tile: `fill` (a number) where no real element lands, written
+    by the vector engine, then the real elements by a strided DMA. x is the graph tensor;
+    lead_starts the tile's first index in each leading dimension (batch, channel)."""
+    if any(gaps for _, _, _, gaps in reads):
+        if region.mem != engine.memory:
+            raise UnsupportedError(f"{op}: the input memory {region.mem} is not the vector memory {engine.memory}, which fills padding")
+        ctx.em.emit(engine.name, Vector("copy", region, (fill,), "float32" if isinstance(fill, float) else "int64", op), writes=(buf,))
+    if all(count for _, count, _, _ in reads):
+        lead = len(lead_starts)
+        full = dense("ddr", ctx.ddr[x.name].addr, x.dtype, x.shape)
+        starts = tuple(lead_starts) + tuple(lo for lo, _, _, _ in reads)
+        extents = region.shape[:lead] + tuple(count for _, count, _, _ in reads)
+        copy(ctx.em, sub_region(full, starts, extents), ctx.ddr[x.name], placed(region, axes, reads, lead), buf, op)

@@ -15,6 +15,7 @@ from .conv import conv, conv3d, deconv
 from .compare import eq, eqs, ge, ges, gt, gts, le, les, lt, lts, ne, nes
 from .fixed_point import add_shift, adds_shift, mul_shift, muls_shift, rsubs_shift, sub_shift, subs_shift
 from .matrix import matrix_mul
+from .pool import pool, pool3d_int, pool_int
 from .quant import dequant_int_to_fp32, requant_fp32_to_int, requant_int32
 from .select import condition_select, lut, select
 from .stride import (

@@ -1,0 +1,156 @@
+"""The pooling template: pool, pool_int, pool3d_int as window reductions on the vector unit,
+with the element-wise ops fused behind them (the layer group's Tail).
+
+The output is tiled over (batch, channels, spatial); each tile loads the input its windows need
+(isa/lower/window.py), padding filled with the reduction's identity (the dtype's lowest value
+for MAX, zero for AVE), and one reduce_max or reduce_sum over the tile read as
+(n, c, outputs..., kernel...) gives every window at once. An average divides by the window's
+count: a number where every window of the tile has the same, else a count tile made the same way
+from ones where an element counts.
+"""
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import OutOfMemoryError
+from ..instructions import Region, Vector
+from ..ops import REGISTRY
+from .local import Tail
+from .pipeline import pipeline, step_budget
+from .tiling import boxes, choose_tile, nbytes
+from .window import conv_axes, load_window, placed, tile_reads, window_view
+
+
+def lower_pool(ctx, group):
+    _Pool(ctx, group).run()
+
+
+class _Pool:
+    def __init__(self, ctx, group):
+        self.ctx, self.em = ctx, ctx.em
+        node = self.node = group.nodes[0]
+        self.params = node.params
+        self.opdef = REGISTRY[node.op]
+        self.x = ctx.graph.tensors[node.inputs[0]]
+        self.out = ctx.graph.tensors[node.outputs[0]]
+        p = self.params
+        self.axes = conv_axes(self.x.shape[2:], p["kernel"], p["strides"], (1,) * len(p["kernel"]), p["pads"])
+        self.vx = ctx.engine("vector")
+        self.average = p["method"] == "AVE"
+        floats = dtypes.is_float(self.x.dtype)
+        self.acc_dtype = ("float32" if floats else "int32") if self.average else self.x.dtype
+        self.fill = 0 if self.average else (float("-inf") if floats else dtypes.int_range(self.x.dtype)[0])
+        self.tail = Tail(ctx, group.nodes[1:], group.stores, self.out.shape, given={self.out.name})
+
+    def _needs(self, tile):
+        lead, outs = tuple(tile[:2]), tuple(tile[2:])
+        extents = tuple(a.extent(n) for a, n in zip(self.axes, outs))
+        elems = int(np.prod(tile))
+        needs = [("x", nbytes(self.x.dtype, lead + extents)), ("out", nbytes(self.out.dtype, (elems,)))]
+        if self.average:
+            needs += [("sum", nbytes(self.acc_dtype, (elems,))), ("ones", nbytes("float32", extents)), ("count", nbytes("float32", (elems,)))]
+        return needs
+
+    def _fits(self, tile):
+        sizes = [n for _, n in self._needs(tile)] + self.tail.class_bytes(tile)
+        return self.em.allocators[self.vx.memory].fits(sizes * self.ctx.slots)
+
+    def _moved(self, tile):
+        return self._needs(tile)[0][1] + self.tail.moved(tile)
+
+    def run(self):
+        shape = self.out.shape
+        budget = step_budget(self.ctx, self._moved(shape), self.vx.memory)
+        tile = (budget and choose_tile(shape, lambda t: self._fits(t) and self._moved(t) <= budget)) or choose_tile(shape, self._fits)
+        if tile is None:
+            need = sum(n for _, n in self._needs((1,) * len(shape)))
+            free = self.em.allocators[self.vx.memory].free_bytes()
+            raise OutOfMemoryError(f"{self.node.name}: a one-element pooling tile needs {need * self.ctx.slots} bytes of {self.vx.memory}; {free} free")
+        name = self.node.name
+        slots = [{key: self.em.alloc(self.vx.memory, n, f"{name}/{key}.{s}") for key, n in self._needs(tile)} for s in range(self.ctx.slots)]
+        tails = self.tail.allocate(self.vx.memory, tile, name)
+        steps = [self._step(slots[i % self.ctx.slots], tails[i % self.ctx.slots], starts, extents)
+                 for i, (starts, extents) in enumerate(boxes(shape, tile))]
+        pipeline(steps, self.ctx.policy.double_buffer)
+        for bufs in slots + tails:
+            for buf in bufs.values():
+                self.em.release(buf)
+
+    def _step(self, bufs, tail_bufs, starts, extents):
+        reads, buf_ext = tile_reads(self.axes, starts[2:], extents[2:])
+        x_region = bufs["x"].region(self.x.dtype, tuple(extents[:2]) + buf_ext)
+        out = bufs["out"]
+        tail_local = {}
+
+        def load():
+            load_window(self.ctx, self.vx, self.x, x_region, bufs["x"], self.axes, reads, starts[:2], self.fill, self.node.name)
+            tail_local.update(self.tail.load(tail_bufs, starts, extents))
+
+        def compute():
+            window = window_view(x_region, self.axes, 2)
+            target = bufs["sum"] if self.average else out
+            result = target.region(self.acc_dtype, extents)
+            cdt = "float32" if dtypes.is_float(self.acc_dtype) else "int64"
+            self._vector("reduce_sum" if self.average else "reduce_max", result, (window,), cdt, (bufs["x"],), target)
+            if self.average:
+                self._divide(bufs, result, starts[2:], extents, reads, buf_ext)
+            self.tail.compute(self.vx.name, tail_bufs, tail_local, extents, {self.out.name: out})
+
+        def store():
+            self.tail.store(tail_bufs, starts, extents, {self.out.name: out})
+
+        return load, compute, store
+
+    def _vector(self, fn, dst, srcs, cdt, reads, writes):
+        self.em.emit(self.vx.name, Vector(fn, dst, tuple(srcs), cdt, self.node.name), reads=reads, writes=(writes,))
+
+    def _divide(self, bufs, total, out_starts, extents, reads, buf_ext):
+        """out = total / count (pool_int quant_mode 2: (total * scale) >> rshift, half up)."""
+        p, out = self.params, bufs["out"]
+        out_region = out.region(self.out.dtype, extents)
+        if p.get("quant_mode") == 2:
+            self._vector("mul_rshift", out_region, (total, p["scale"], p["rshift"], dtypes.HALF_UP), "int64", (bufs["sum"],), out)
+            return
+        count = self._count(out_starts, extents[2:])
+        if count is None:  # windows of different sizes in this tile: count them like the sum
+            ones = bufs["ones"].region("float32", buf_ext)
+            counted = self._padded_part(ones, out_starts) if p["count_pad"] else placed(ones, self.axes, reads, 0)
+            self._vector("copy", ones, (0.0,), "float32", (), bufs["ones"])
+            if counted.size:
+                self._vector("copy", counted, (1.0,), "float32", (), bufs["ones"])
+            window = window_view(ones, self.axes, 0)  # the same counts for every batch and channel
+            spread = Region(window.mem, window.addr, window.dtype, tuple(extents[:2]) + window.shape, (0, 0) + window.strides)
+            count = bufs["count"].region("float32", extents)
+            self._vector("reduce_sum", count, (spread,), "float32", (bufs["ones"],), bufs["count"])
+            reads_ = (bufs["sum"], bufs["count"])
+        else:
+            count, reads_ = float(count), (bufs["sum"],)
+        if dtypes.is_float(self.out.dtype):
+            self._vector("div", out_region, (total, count), "float32", reads_, out)
+            return
+        mean = bufs["sum"].region("float32", extents)  # the integer sum is done with: the mean overwrites it
+        self._vector("div", mean, (total, count), "float32", reads_, bufs["sum"])
+        self._vector("round", out_region, (mean,), "float32", (bufs["sum"],), out)
+
+    def _count(self, out_starts, outs):
+        """The window count shared by every output of the tile, or None when they differ. A
+        window's count is the product of its counts along each axis."""
+        p, total = self.params, 1
+        for a, o0, n, (pb, pa) in zip(self.axes, out_starts, outs, p["pads"]):
+            per = set()
+            for i in range(o0, o0 + n):
+                start = i * a.stride - pb
+                end = min(start + a.kernel, a.size + pa)
+                per.add(end - start if p["count_pad"] else max(min(end, a.size) - max(start, 0), 0))
+            if len(per) > 1:
+                return None
+            total *= per.pop()
+        return total
+
+    def _padded_part(self, ones, out_starts):
+        """The part of a tile buffer that lies in the padded input (a ceil-mode overhang doesn't)."""
+        shape = tuple(
+            max(min(ext, a.size + pb + pa - o0 * a.stride), 0)
+            for a, o0, (pb, pa), ext in zip(self.axes, out_starts, self.params["pads"], ones.shape)
+        )
+        return Region(ones.mem, ones.addr, ones.dtype, shape, ones.strides)
