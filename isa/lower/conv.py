@@ -27,7 +27,7 @@ from .pipeline import pipeline, step_budget
 from .route import copy
 from .tiling import boxes, broadcast_view, choose_tile, nbytes, sub_region
 from .vector_steps import emit_steps
-from .window import conv_axes, deconv_axes, load_window, tile_reads, window_view
+from .window import conv_axes, deconv_axes, load_window, placed, tile_reads, window_view
 
 
 def lower_conv(ctx, group):
@@ -49,17 +49,20 @@ class _Plan:
         axes = deconv_axes if self.opdef.transposed else conv_axes
         self.axes = axes(self.x.shape[2:], self.kernel, p["strides"], p["dilations"], p["pads"])
         self.mx, self.vx = (ctx.engine("matrix") if not p["depthwise"] else None), ctx.engine("vector")
-        quantized_op = self.x.dtype not in ("float32", "float16", "bfloat16")
+        # the integer family shifts its operands by their zero points in local memory
+        self.shifted = p["mode"] == "v2"
+        quantized_op = self.x.dtype not in ("float32", "float16", "bfloat16") and not self.shifted
         self.float_acc = quantized_op and self.opdef.float_compute(p, self.x.dtype, ctx.compute_map(head))
         self.asym = quantized_op and self.opdef.asymmetric(p) and not self.float_acc
         self.acc_dtype = self.opdef.acc_dtype(self.x.dtype, self.float_acc)
         self.weight = self._weight(g, quantized_op)
         self.bias = self._bias(g, quantized_op)
+        self.operand_dtype = "int16" if self.shifted else None  # what the multiplies read
         if quantized_op:
             floor = self.opdef.floor_shift(p)
             self.steps, self.temps = quantized.epilogue(p, self.bias[1] if self.bias else None, self.out.dtype, self.float_acc, floor)
         else:
-            self.steps = [Step("add", (In(0), In(1)))] if self.bias else ([] if self.out.dtype == "float32" else [Step("copy", (In(0),))])
+            self.steps = [Step("add", (In(0), In(1)))] if self.bias else ([] if self.out.dtype == self.acc_dtype else [Step("copy", (In(0),))])
             self.temps = []
         self.out_key = "acc" if self.out.dtype == self.acc_dtype else "out"
         # where the result tile ends up: the accumulator itself when it shares the result's
@@ -84,7 +87,7 @@ class _Plan:
         """(DDR Buf of shape [OC], dtype) or None; the asymmetric mode's is bias_v2, folded
         offline: bias - zp_l * sum over each output channel's reduction of (w - zp_r)."""
         p = self.node.params
-        has = len(self.node.inputs) == 3
+        has = self.opdef.checked_inputs(self.node) == 3  # the integer family appends zero-point tables
         if not (quantized_op and self.opdef.asymmetric(p)):
             return (self.ctx.ddr[self.node.inputs[2]], g.tensors[self.node.inputs[2]].dtype) if has else None
         bias = g.constants[self.node.inputs[2]].astype(np.int64).reshape(-1) if has else 0
@@ -107,6 +110,10 @@ class _Plan:
             ("w", bmem, nbytes(self.weight[1], (toc, tic, self.k))),
             ("acc", cmem, nbytes(self.acc_dtype, (out_elems,))),
         ]
+        if self.shifted:
+            needs += [("xs", amem, nbytes("int16", (tn, channels) + extents)), ("ws", bmem, nbytes("int16", (toc, tic, self.k)))]
+            p = self.node.params
+            needs += [(key, vmem, nbytes("int16", (n,))) for key, n in (("izp", channels), ("kzp", toc)) if p[key] == "vector"]
         if self.asym:
             needs.append(("acc_zp", cmem, nbytes(self.acc_dtype, (out_elems,))))
         if cmem != vmem:
@@ -195,12 +202,16 @@ class _Plan:
         reads, buf_ext = tile_reads(self.axes, s0, tos)
         x_buf, w_buf = io["x"], io["w"]
         x_region = x_buf.region(self.x.dtype, (tn, ch_in[1]) + buf_ext)
+        # the multiplies read the shifted copies in the integer family
+        operands = (io["xs"], io["xs"].region("int16", x_region.shape), io["ws"]) if self.shifted else (x_buf, x_region, w_buf)
         out_starts, out_extents = (n0, oc0) + tuple(s0), (tn, toc) + tuple(tos)
         tail_local = {}
 
         def load():
             load_window(self.ctx, self.vx, self.x, x_region, x_buf, self.axes, reads, (n0, ch_in[0]), 0, node)
             self._load_weight(w_buf, oc0, ch_in, toc, tic, depthwise)
+            if self.shifted:
+                self._shift(io, x_region, reads, ch_in, oc0, toc, tic, depthwise)
             if first:
                 if self.bias:
                     bias_buf, dtype = self.bias
@@ -209,6 +220,7 @@ class _Plan:
                 tail_local.update(self.tail.load(tail_bufs, out_starts, out_extents))
 
         def compute():
+            x_buf, x_region, w_buf = operands
             acc = acc_bufs["acc"]
             acc_region = acc.region(self.acc_dtype, out_extents)
             if depthwise:
@@ -231,6 +243,36 @@ class _Plan:
                 self.tail.store(tail_bufs, out_starts, out_extents, {self.out.name: acc_bufs[self.result_key]})
 
         return load, compute, store
+
+    def _shift(self, io, x_region, reads, ch_in, oc0, toc, tic, depthwise):
+        """xs = input - izp where real elements land, zeros elsewhere; ws = weight - kzp (INT16)."""
+        p, em, op = self.node.params, self.em, self.node.name
+        zero = {}
+        for key, start, n, shape in (("izp", ch_in[0], ch_in[1], (1, ch_in[1])), ("kzp", oc0, toc, (toc, 1))):
+            if p[key] != "vector":
+                zero[key] = (p[key], ())
+                continue
+            table = self.node.inputs[p[key + "_input"]]
+            copy(em, sub_region(dense("ddr", self.ctx.ddr[table].addr, "int16", (self.ic if key == "izp" else self.oc,)), (start,), (n,)),
+                 self.ctx.ddr[table], io[key].region("int16", (n,)), io[key], op)
+            zero[key] = (io[key].region("int16", shape), (io[key],))
+        xs, ws = io["xs"], io["ws"]
+        xs_region = xs.region("int16", x_region.shape)
+        em.emit(self.vx.name, Vector("copy", xs_region, (0,), "int64", op), writes=(xs,))
+        if all(count for _, count, _, _ in reads):
+            src, dst = placed(x_region, self.axes, reads, 2), placed(xs_region, self.axes, reads, 2)
+            izp, bufs = zero["izp"]
+            if bufs:
+                izp = broadcast_view(Region(izp.mem, izp.addr, izp.dtype, (1, ch_in[1]) + (1,) * len(self.axes), (0, 1) + (0,) * len(self.axes)), dst.shape)
+            em.emit(self.vx.name, Vector("sub", dst, (src, izp), "int64", op), reads=(io["x"],) + bufs, writes=(xs,))
+        w_shape = (toc, 1) + tuple(self.kernel) if depthwise else ((tic, toc) if self.opdef.transposed else (toc, tic)) + tuple(self.kernel)
+        w_region, ws_region = io["w"].region(self.w.dtype, w_shape), ws.region("int16", w_shape)
+        kzp, bufs = zero["kzp"]
+        if bufs:  # kzp by output channel: the weight's dimension 0, or 1 when transposed
+            axis = 1 if self.opdef.transposed and not depthwise else 0
+            strides = tuple(1 if d == axis else 0 for d in range(len(w_shape)))
+            kzp = Region(kzp.mem, kzp.addr, "int16", w_shape, strides)
+        em.emit(self.vx.name, Vector("sub", ws_region, (w_region, kzp), "int64", op), reads=(io["w"],) + bufs, writes=(ws,))
 
     def _load_weight(self, w_buf, oc0, ch_in, toc, tic, depthwise):
         src_buf, dtype = self.weight
@@ -259,7 +301,7 @@ class _Plan:
     def _weight_view(self, w_buf, tic, toc):
         """The weight block as (in channels, kernel..., out channels); a transposed convolution
         reads its [IC, OC] block with the kernel flipped (negative strides)."""
-        dtype = self.weight[1]
+        dtype = self.operand_dtype or self.weight[1]
         if not self.opdef.transposed:
             local = w_buf.region(dtype, (toc, tic) + tuple(self.kernel))
             return Region(local.mem, local.addr, dtype, (tic,) + tuple(self.kernel) + (toc,),
@@ -272,7 +314,7 @@ class _Plan:
     def _depthwise(self, x_region, x_buf, w_buf, acc_region, acc):
         """acc = sum over kernel positions of the shifted input times that position's weight
         (w_buf None: times zp_r, the asymmetric mode's second product)."""
-        dtype = self.weight[1]
+        dtype = self.operand_dtype or self.weight[1]
         cdt = "float32" if dtypes.is_float(self.acc_dtype) else "int64"
         item = dtypes.itemsize(dtype)
         for j, k in enumerate(np.ndindex(*self.kernel)):

@@ -11,7 +11,7 @@ from .bits import (
     arith_lshift, arith_lshifts, arith_rshift, arith_rshifts, arithmetic_pc_shift, arithmetic_shift, bit_and, bit_ands,
     bit_or, bit_ors, bit_xor, bit_xors, logical_pc_shift, logical_shift, round_rshift, round_rshifts,
 )
-from .conv import conv, conv3d, deconv
+from .conv import conv, conv3d, conv3d_v2, conv_v2, deconv, deconv3d_v2, deconv_v2
 from .compare import eq, eqs, ge, ges, gt, gts, le, les, lt, lts, ne, nes
 from .fixed_point import add_shift, adds_shift, mul_shift, muls_shift, rsubs_shift, sub_shift, subs_shift
 from .matrix import matrix_mul

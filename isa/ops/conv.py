@@ -225,3 +225,126 @@ def conv3d(tensor_input, tensor_weight, tensor_bias=None, groups=1, dilation=(1,
     params = _params(CONV3D, tensor_input, tensor_weight, groups, dilation, pads, stride, _quant(1.0, "", 0, 0, 0), out_dtype)
     operands = [tensor_input, tensor_weight] + ([tensor_bias] if tensor_bias is not None else [])
     return apply(CONV3D, operands, params, name)
+
+
+# ---- the integer family (NN/Matrix Int Operator): conv_v2, conv3d_v2, deconv_v2, deconv3d_v2 ----
+
+class ConvV2(Conv):
+    """output = (input - izp) (*) (weight - kzp) + bias, INT8/UINT8 operands, INT32/UINT32 result.
+
+    izp is one value or one per input channel (izp_vec), kzp one value or one per output
+    channel (kzp_vec): the seed's `for c in channel` gives the per-channel values, and these are
+    the channels each zero point belongs to. The convolution pads (input - izp) with zeros, so a
+    padded position contributes nothing, as quantized frameworks pad with the zero point."""
+
+    modes = ()
+
+    def __init__(self, name, spatial, transposed):
+        super().__init__(name, spatial, transposed, ())
+
+    def checked_inputs(self, node):
+        return 2 + node.params["has_bias"]
+
+    def _zero_point(self, arrays, params, key, axis_len):
+        """The zero point `key` as an array broadcasting over channels, from its constant input or value."""
+        if params[key] == "vector":
+            return arrays[params[key + "_input"]].astype(np.int64).reshape(axis_len)
+        return np.full(axis_len, params[key], np.int64)
+
+    def infer(self, ins, params):
+        data = ins[: 2 + params["has_bias"]]
+        out = super().infer(data, dict(params, mode="v2"))
+        x, w = ins[0], ins[1]
+        ic, oc, _ = self.channels(x.shape, w.shape, params["groups"])
+        for key, n in (("izp", ic), ("kzp", oc)):
+            if params[key] == "vector" and ins[params[key + "_input"]].shape != (n,):
+                raise ShapeError(f"{self.name}: {key}_vec needs {n} values, got {ins[params[key + '_input']].shape[0]}")
+        return out
+
+    def _out_dtype(self, ins, params):
+        for t, what in zip(ins, ("input", "weight")):
+            if t.dtype not in ("int8", "uint8"):
+                raise UnsupportedError(f"{self.name}: the {what} is {t.dtype}; {self.name} takes int8 or uint8")
+        if len(ins) == 3 and ins[2].dtype not in ("int32", "uint32"):
+            raise UnsupportedError(f"{self.name}: the bias is {ins[2].dtype}; it must be int32 or uint32")
+        out = params.get("out_dtype") or "int32"
+        if out not in ("int32", "uint32"):
+            raise UnsupportedError(f"{self.name}: the output must be int32 or uint32, got {out}")
+        return out
+
+    def acc_dtype(self, x_dtype, float_acc=False):
+        return "int32"
+
+    def reference(self, arrays, params, compute=None):
+        x, w = arrays[0].astype(np.int64), arrays[1].astype(np.int64)
+        ic, oc, kernel = self.channels(x.shape, w.shape, params["groups"])
+        izp = self._zero_point(arrays, params, "izp", ic).reshape((1, ic) + (1,) * self.spatial)
+        kzp = self._zero_point(arrays, params, "kzp", oc)
+        if self.transposed:  # [IC, OC/g, k...]: kzp by output channel
+            g = params["groups"]
+            kzp = kzp.reshape(g, 1, oc // g, *(1,) * self.spatial).repeat(ic // g, axis=1).reshape((ic, oc // g) + (1,) * self.spatial)
+        else:
+            kzp = kzp.reshape((oc,) + (1,) * (self.spatial + 1))
+        acc = self.products(x - izp, w - kzp, params)
+        if params["has_bias"]:
+            acc = acc + arrays[2].astype(np.int64).reshape((1, oc) + (1,) * self.spatial)
+        out = self._out_dtype([Spec(a.shape, dtypes.of_array(a)) for a in arrays[: 2 + params["has_bias"]]], params)
+        return [dtypes.convert(acc, out)]
+
+
+def _v2(op, tensor_input, tensor_weight, tensor_bias, groups, dilations, pads, strides, has_bias, is_izp_const, izp_val,
+        izp_vec, is_kzp_const, kzp_val, kzp_vec, out_dtype, name):
+    if bool(has_bias) != (tensor_bias is not None):
+        raise ShapeError(f"{op.name}: has_bias is {has_bias} but tensor_bias is {'missing' if tensor_bias is None else 'given'}")
+    params = _params(op, tensor_input, tensor_weight, groups, dilations, pads, strides, {"mode": "v2"}, out_dtype)
+    params["has_bias"] = int(tensor_bias is not None)
+    operands = [tensor_input, tensor_weight] + ([tensor_bias] if tensor_bias is not None else [])
+    for key, const, value, vector in (("izp", is_izp_const, izp_val, izp_vec), ("kzp", is_kzp_const, kzp_val, kzp_vec)):
+        if const:
+            params[key] = int(value)
+        else:
+            if vector is None or len(vector) == 0:
+                raise ShapeError(f"{op.name}: is_{key}_const is false but {key}_vec is empty")
+            params[key], params[key + "_input"] = "vector", len(operands)
+            graph = tensor_input.graph
+            operands.append(graph.constant(f"{name or op.name}_{key}{len(graph.constants)}", np.asarray(vector, np.int16)))
+    return apply(op, operands, params, name)
+
+
+CONV_V2 = register(ConvV2("conv_v2", 2, False))
+CONV3D_V2 = register(ConvV2("conv3d_v2", 3, False))
+DECONV_V2 = register(ConvV2("deconv_v2", 2, True))
+DECONV3D_V2 = register(ConvV2("deconv3d_v2", 3, True))
+
+
+def _v2_2d(op):
+    def fn(tensor_input, tensor_weight, tensor_bias=None, dh=1, dw=1, pad_h_t=0, pad_h_b=0, pad_w_l=0, pad_w_r=0,
+           stride_h=1, stride_w=1, groups=1, has_bias=None, is_izp_const=True, izp_val=0, izp_vec=None,
+           is_kzp_const=True, kzp_val=0, kzp_vec=None, out_dtype=None, name=None):
+        has = tensor_bias is not None if has_bias is None else has_bias
+        return _v2(op, tensor_input, tensor_weight, tensor_bias, groups, (dh, dw), ((pad_h_t, pad_h_b), (pad_w_l, pad_w_r)),
+                   (stride_h, stride_w), has, is_izp_const, izp_val, izp_vec, is_kzp_const, kzp_val, kzp_vec, out_dtype, name)
+
+    fn.__name__ = fn.__qualname__ = op.name
+    fn.__doc__ = f"{op.name}: (input - izp) {'transposed ' if op.transposed else ''}conv (weight - kzp) + bias, INT32 result (ConvV2Param)."
+    return fn
+
+
+def _v2_3d(op):
+    def fn(tensor_input, tensor_weight, tensor_bias=None, dt=1, dh=1, dw=1, pad_t_0=0, pad_t_1=0, pad_h_0=0, pad_h_1=0,
+           pad_w_0=0, pad_w_1=0, stride_t=1, stride_h=1, stride_w=1, groups=1, has_bias=None, is_izp_const=True, izp_val=0,
+           izp_vec=None, is_kzp_const=True, kzp_val=0, kzp_vec=None, out_dtype=None, name=None):
+        has = tensor_bias is not None if has_bias is None else has_bias
+        return _v2(op, tensor_input, tensor_weight, tensor_bias, groups, (dt, dh, dw),
+                   ((pad_t_0, pad_t_1), (pad_h_0, pad_h_1), (pad_w_0, pad_w_1)), (stride_t, stride_h, stride_w), has,
+                   is_izp_const, izp_val, izp_vec, is_kzp_const, kzp_val, kzp_vec, out_dtype, name)
+
+    fn.__name__ = fn.__qualname__ = op.name
+    fn.__doc__ = f"{op.name}: the 3-d {op.name[:-3]} of the integer family (Conv3DV2Param; pad_x_0 is the start)."
+    return fn
+
+
+conv_v2 = _v2_2d(CONV_V2)
+deconv_v2 = _v2_2d(DECONV_V2)
+conv3d_v2 = _v2_3d(CONV3D_V2)
+deconv3d_v2 = _v2_3d(DECONV3D_V2)
