@@ -1,11 +1,14 @@
-"""The matrix template: matrix_mul tiled over M, N and K for the matrix engine.
+"""The matrix template: matrix_mul, matrix_mul_v2 and fc_int tiled over M, N and K for the
+matrix engine, batch by batch.
 
 For each output tile (tm x tn) the K dimension is walked in steps of tk: the left and right
 tiles of each step are loaded into the matrix engine's operand memories (two slots each with
-double buffering) and multiplied into an accumulator tile, accumulating after the first
-step. After the last step the op's epilogue (bias, requantization, cast) runs as vector
-instructions and the result tile is stored. Tile sizes are the largest multiples of the
-matrix unit's m, n, k whose buffers fit, halving the dimension that is largest in units.
+double buffering; a transposed operand is read through strides by the DMA) and multiplied into
+an accumulator tile, accumulating after the first step. The integer family first takes its zero
+points off the loaded tiles (16-bit copies). After the last step the op's epilogue (bias,
+requantization, cast) runs as vector instructions and the result tile is stored. Tile sizes are
+the largest multiples of the matrix unit's m, n, k whose buffers fit, halving the dimension
+that is largest in units.
 """
 
 import numpy as np
@@ -22,49 +25,65 @@ from .vector_steps import emit_steps
 
 
 def lower_matmul(ctx, group):
-    node = group.nodes[0]
-    plan = _Plan(ctx, node)
+    plan = _Plan(ctx, group.nodes[0])
     tm, tn, tk = plan.tiles()
-    M, K = plan.left.shape
-    N = plan.right.shape[1]
-    em = ctx.em
+    M, K, N = plan.M, plan.K, plan.N
     bufs = plan.place(tm, tn, tk)
-    steps = []
-    tile = 0
-    for m0 in range(0, M, tm):
-        for n0 in range(0, N, tn):
-            for k0 in range(0, K, tk):
-                box = (m0, n0, k0, min(tm, M - m0), min(tn, N - n0), min(tk, K - k0))
-                steps.append(plan.step(bufs, len(steps), tile, box, k0 == 0, k0 + tk >= K))
-            tile += 1
+    steps, tile = [], 0
+    for b in np.ndindex(*plan.batch):
+        for m0 in range(0, M, tm):
+            for n0 in range(0, N, tn):
+                for k0 in range(0, K, tk):
+                    box = (m0, n0, k0, min(tm, M - m0), min(tn, N - n0), min(tk, K - k0))
+                    steps.append(plan.step(bufs, len(steps), tile, b, box, k0 == 0, k0 + tk >= K))
+                tile += 1
     pipeline(steps, ctx.policy.double_buffer)
     for buf in bufs.values():
-        em.release(buf)
+        ctx.em.release(buf)
 
 
 class _Plan:
     def __init__(self, ctx, node):
-        self.ctx, self.node = ctx, node
-        self.opdef = REGISTRY[node.op]
+        self.ctx, self.node, self.em = ctx, node, ctx.em
+        self.opdef, p = REGISTRY[node.op], node.params
         g = ctx.graph
         self.left, self.right = g.tensors[node.inputs[0]], g.tensors[node.inputs[1]]
         self.out = g.tensors[node.outputs[0]]
+        self.batch, self.M, self.K, self.N = self.opdef.dims(self.left.shape, self.right.shape, p)
         self.mx, self.vx = ctx.engine("matrix"), ctx.engine("vector")
         self.acc_dtype = self.opdef.acc_dtype(self.left.dtype)
-        self.asym = self.acc_dtype == "int32" and self.opdef.asymmetric(node.params)
-        # the bias as (DDR Buf, dtype); the asymmetric mode's is bias_v2, folded here offline
+        self.asym = self.acc_dtype == "int32" and self.opdef.asymmetric(p)
+        self.shifted = "lzp" in p  # the integer family: zero points off the operands, in 16 bits
+        self.operand_dtypes = ("int16", "int16") if self.shifted else (self.left.dtype, self.right.dtype)
+        # the bias as (DDR Buf of N elements, dtype); the asymmetric mode's is bias_v2, folded here offline
+        has_bias = self.opdef.checked_inputs(node) == 3
         if self.asym:
             self.bias = (self._fold_bias(g), "int32")
-        elif len(node.inputs) == 3:
+        elif has_bias:
             self.bias = (ctx.ddr[node.inputs[2]], g.tensors[node.inputs[2]].dtype)
         else:
             self.bias = None
-        self.steps, self.temps = self.opdef.epilogue(node.params, self.bias[1] if self.bias else None, self.out.dtype)
+        self.steps, self.temps = self.opdef.epilogue(p, self.bias[1] if self.bias else None, self.out.dtype)
         # The epilogue reads the accumulator in the vector memory: a copy when the matrix
         # engine accumulates elsewhere (as an Ascend cube does in L0C). The result is the
         # accumulator itself when the two share a dtype.
         self.acc_key = "acc" if self.mx.operand_memory("c") == self.vx.memory else "accv"
         self.out_key = self.acc_key if self.out.dtype == self.acc_dtype else "out"
+
+    # ---- DDR views --------------------------------------------------------------------------
+
+    def _matrix(self, tensor, batch_index, trans):
+        """tensor's logical matrix for one batch index (broadcast batch dimensions read index 0),
+        transposed through strides when stored so."""
+        full = dense("ddr", self.ctx.ddr[tensor.name].addr, tensor.dtype, tensor.shape)
+        lead = len(tensor.shape) - 2
+        index = tuple(0 if n == 1 else i for n, i in zip(tensor.shape[:lead], batch_index[len(batch_index) - lead:]))
+        item = dtypes.itemsize(tensor.dtype)
+        addr = full.addr + sum(i * st for i, st in zip(index, full.strides)) * item
+        shape, strides = full.shape[lead:], full.strides[lead:]
+        if trans:
+            shape, strides = shape[::-1], strides[::-1]
+        return Region("ddr", addr, tensor.dtype, tuple(shape), tuple(strides))
 
     def _fold_bias(self, g):
         """bias_v2 = bias - zp_l * sum over K of (right - zp_r), a constant bound in DDR."""
@@ -73,34 +92,41 @@ class _Plan:
         bias = g.constants[self.node.inputs[2]].astype(np.int64) if len(self.node.inputs) == 3 else 0
         folded = bias - p["left_zero_point"] * (right - p["right_zero_point"]).sum(axis=0, keepdims=True)
         data = dtypes.convert(folded, "int32").tobytes()
-        return self.ctx.em.bind(f"{self.node.name}.bias_v2", "const", "int32", (1, right.shape[1]), data)
+        return self.em.bind(f"{self.node.name}.bias_v2", "const", "int32", (1, right.shape[1]), data)
+
+    # ---- sizes ------------------------------------------------------------------------------
 
     def _needs(self, tm, tn, tk):
         """(buffer key, memory, bytes) of one slot."""
         size = lambda dtype, n: n * dtypes.itemsize(dtype)  # noqa: E731
+        amem, bmem, cmem, vmem = (*(self.mx.operand_memory(r) for r in "abc"), self.vx.memory)
         needs = [
-            ("a", self.mx.operand_memory("a"), size(self.left.dtype, tm * tk)),
-            ("b", self.mx.operand_memory("b"), size(self.right.dtype, tk * tn)),
-            ("acc", self.mx.operand_memory("c"), size(self.acc_dtype, tm * tn)),
+            ("a", amem, size(self.left.dtype, tm * tk)),
+            ("b", bmem, size(self.right.dtype, tk * tn)),
+            ("acc", cmem, size(self.acc_dtype, tm * tn)),
         ]
+        if self.shifted:
+            p = self.node.params
+            needs += [("as", amem, size("int16", tm * tk)), ("bs", bmem, size("int16", tk * tn))]
+            needs += [(key, vmem, size("int16", n)) for key, n in (("lzp", tk), ("rzp", tn)) if p[key] == "vector"]
         if self.acc_key != "acc":
-            needs.append(("accv", self.vx.memory, size(self.acc_dtype, tm * tn)))
+            needs.append(("accv", vmem, size(self.acc_dtype, tm * tn)))
         if self.asym:
-            needs.append(("acc_zp", self.mx.operand_memory("c"), size(self.acc_dtype, tm * tn)))
+            needs.append(("acc_zp", cmem, size(self.acc_dtype, tm * tn)))
             if self.acc_key != "acc":
-                needs.append(("accv_zp", self.vx.memory, size(self.acc_dtype, tm * tn)))
+                needs.append(("accv_zp", vmem, size(self.acc_dtype, tm * tn)))
         if self.bias is not None:
-            needs.append(("bias", self.vx.memory, size(self.bias[1], tn)))
+            needs.append(("bias", vmem, size(self.bias[1], tn)))
         if self.out_key == "out":
-            needs.append(("out", self.vx.memory, size(self.out.dtype, tm * tn)))
-        needs += [(("tmp", k), self.vx.memory, size(d, tm * tn)) for k, d in enumerate(self.temps)]
+            needs.append(("out", vmem, size(self.out.dtype, tm * tn)))
+        needs += [(("tmp", k), vmem, size(d, tm * tn)) for k, d in enumerate(self.temps)]
         return needs
 
     def _fits(self, tm, tn, tk):
         per_mem = {}
         for _, mem, n in self._needs(tm, tn, tk):
             per_mem.setdefault(mem, []).extend([n] * self.ctx.slots)
-        return all(self.ctx.em.allocators[m].fits(sizes) for m, sizes in per_mem.items())
+        return all(self.em.allocators[m].fits(sizes) for m, sizes in per_mem.items())
 
     def _step_bytes(self, tm, tn, tk):
         return tm * tk * dtypes.itemsize(self.left.dtype) + tk * tn * dtypes.itemsize(self.right.dtype)
@@ -109,9 +135,9 @@ class _Plan:
         """(tm, tn, tk): halve the dimension largest in matrix-unit units until the buffers fit
         and a step loads no more than the pipeline's budget."""
         unit = self.mx.matrix
-        (M, K), N = self.left.shape, self.right.shape[1]
-        dims = {"m": [M, unit.m], "n": [N, unit.n], "k": [K, unit.k]}
-        budget = step_budget(self.ctx, self._step_bytes(M, N, K), self.mx.operand_memory("a"))
+        dims = {"m": [self.M, unit.m], "n": [self.N, unit.n], "k": [self.K, unit.k]}
+        total = self._step_bytes(self.M, self.N, self.K) * int(np.prod(self.batch))
+        budget = step_budget(self.ctx, total, self.mx.operand_memory("a"))
         size = lambda: (dims["m"][0], dims["n"][0], dims["k"][0])  # noqa: E731
         while not self._fits(*size()) or (budget is not None and self._step_bytes(*size()) > budget):
             shrinkable = {d: v[0] / v[1] for d, v in dims.items() if v[0] > v[1]}
@@ -124,49 +150,52 @@ class _Plan:
             dims[d][0] = align_up(-(-dims[d][0] // 2), dims[d][1])
         return size()
 
+    # ---- emission ---------------------------------------------------------------------------
+
     def place(self, tm, tn, tk):
-        em, name = self.ctx.em, self.node.name
+        name = self.node.name
         bufs = {
-            (key, s): em.alloc(mem, n, f"{name}/{key if isinstance(key, str) else f'tmp{key[1]}'}.{s}")
+            (key, s): self.em.alloc(mem, n, f"{name}/{key if isinstance(key, str) else f'tmp{key[1]}'}.{s}")
             for s in range(self.ctx.slots)
             for key, mem, n in self._needs(tm, tn, tk)
         }
         if self.asym:  # one element of zp_r, read with stride 0 as a whole right tile
             mem = self.mx.operand_memory("b")
-            self.zero_point = bufs["zp", 0] = em.alloc(mem, dtypes.itemsize(self.right.dtype), f"{name}/zp_r")
-            fill = self._fill_engine(mem)
-            em.emit(fill, Vector("copy", self.zero_point.region(self.right.dtype, (1,)), (self.node.params["right_zero_point"],), "int64", name),
-                    writes=(self.zero_point,))
+            if mem != self.vx.memory:
+                raise UnsupportedError(f"{name}: the matrix unit's right operand memory {mem} is not the vector memory {self.vx.memory}")
+            self.zero_point = bufs["zp", 0] = self.em.alloc(mem, dtypes.itemsize(self.right.dtype), f"{name}/zp_r")
+            zp = self.zero_point.region(self.right.dtype, (1,))
+            self.em.emit(self.vx.name, Vector("copy", zp, (self.node.params["right_zero_point"],), "int64", name), writes=(self.zero_point,))
         return bufs
 
-    def _fill_engine(self, mem):
-        """The vector engine, which must reach mem to write the zero point there."""
-        if mem != self.vx.memory:
-            raise UnsupportedError(f"{self.node.name}: the matrix unit's right operand memory {mem} is not the vector memory {self.vx.memory}")
-        return self.vx.name
-
-    def step(self, bufs, index, tile, box, first, last):
-        ctx, em, node = self.ctx, self.ctx.em, self.node
+    def step(self, bufs, index, tile, batch_index, box, first, last):
+        ctx, em, node, p = self.ctx, self.em, self.node, self.node.params
         m0, n0, k0, tm, tn, tk = box
-        ab = index % ctx.slots
-        ts = tile % ctx.slots
+        ab, ts = index % ctx.slots, tile % ctx.slots
         a, b, acc = bufs["a", ab], bufs["b", ab], bufs["acc", ts]
-        a_r = a.region(self.left.dtype, (tm, tk))
-        b_r = b.region(self.right.dtype, (tk, tn))
+        a_r, b_r = a.region(self.left.dtype, (tm, tk)), b.region(self.right.dtype, (tk, tn))
         acc_r = acc.region(self.acc_dtype, (tm, tn))
+        left = self._matrix(self.left, batch_index, p.get("left_trans", False))
+        right = self._matrix(self.right, batch_index, p.get("right_trans", False))
+        out = self._matrix(self.out, batch_index, False)
+        a_in, b_in = (bufs["as", ab], bufs["bs", ab]) if self.shifted else (a, b)
+        a_m = a_in.region(self.operand_dtypes[0], (tm, tk))
+        b_m = b_in.region(self.operand_dtypes[1], (tk, tn))
 
         def load():
-            copy(em, sub_region(ctx.ddr_region(self.left.name), (m0, k0), (tm, tk)), ctx.ddr[self.left.name], a_r, a, node.name)
-            copy(em, sub_region(ctx.ddr_region(self.right.name), (k0, n0), (tk, tn)), ctx.ddr[self.right.name], b_r, b, node.name)
+            copy(em, sub_region(left, (m0, k0), (tm, tk)), ctx.ddr[self.left.name], a_r, a, node.name)
+            copy(em, sub_region(right, (k0, n0), (tk, tn)), ctx.ddr[self.right.name], b_r, b, node.name)
+            if self.shifted:
+                self._shift(bufs, ab, a_r, b_r, k0, n0, tm, tn, tk)
             if first and self.bias is not None:
                 src_buf, dtype = self.bias
                 dst = bufs["bias", ts]
-                src = sub_region(dense("ddr", src_buf.addr, dtype, (1, self.out.shape[1])), (0, n0), (1, tn))
+                src = sub_region(dense("ddr", src_buf.addr, dtype, (1, self.N)), (0, n0), (1, tn))
                 copy(em, src, src_buf, dst.region(dtype, (1, tn)), dst, node.name)
 
         def compute():
-            reads = (a, b, acc) if not first else (a, b)
-            em.emit(self.mx.name, Matmul(a_r, b_r, acc_r, not first, node.name), reads=reads, writes=(acc,))
+            reads = (a_in, b_in, acc) if not first else (a_in, b_in)
+            em.emit(self.mx.name, Matmul(a_m, b_m, acc_r, not first, node.name), reads=reads, writes=(acc,))
             if self.asym:  # the second partial product: left times a matrix of zp_r
                 zp, acc_zp = self.zero_point, bufs["acc_zp", ts]
                 zp_r = Region(zp.mem, zp.addr, self.right.dtype, (tk, tn), (0, 0))
@@ -182,11 +211,28 @@ class _Plan:
 
         def store():
             if last:
-                out = bufs[self.out_key, ts]
-                dst = sub_region(ctx.ddr_region(self.out.name), (m0, n0), (tm, tn))
-                copy(em, out.region(self.out.dtype, (tm, tn)), out, dst, ctx.ddr[self.out.name], node.name)
+                result = bufs[self.out_key, ts]
+                dst = sub_region(out, (m0, n0), (tm, tn))
+                copy(em, result.region(self.out.dtype, (tm, tn)), result, dst, ctx.ddr[self.out.name], node.name)
 
         return load, compute, store
+
+    def _shift(self, bufs, slot, a_r, b_r, k0, n0, tm, tn, tk):
+        """as = a - lzp (lzp over K), bs = b - rzp (rzp over N), in 16 bits on the vector unit."""
+        p, em, name = self.node.params, self.em, self.node.name
+        for key, src, dst_key, start, n, strides in (("lzp", a_r, "as", k0, tk, (0, 1)), ("rzp", b_r, "bs", n0, tn, (0, 1))):
+            zero, reads = p[key], ()
+            if zero == "vector":
+                table = self.node.inputs[p[key + "_input"]]
+                length = self.K if key == "lzp" else self.N
+                buf = bufs[key, slot]
+                copy(em, sub_region(dense("ddr", self.ctx.ddr[table].addr, "int16", (length,)), (start,), (n,)), self.ctx.ddr[table],
+                     buf.region("int16", (n,)), buf, name)
+                zero, reads = Region(buf.mem, buf.addr, "int16", src.shape, strides), (buf,)
+            src_buf = bufs["a" if key == "lzp" else "b", slot]
+            dst = bufs[dst_key, slot]
+            em.emit(self.vx.name, Vector("sub", dst.region("int16", src.shape), (src, zero), "int64", name),
+                    reads=(src_buf,) + reads, writes=(dst,))
 
     def _epilogue(self, bufs, ts, tm, tn):
         acc = bufs[self.acc_key, ts]
@@ -199,4 +245,4 @@ class _Plan:
             inputs.append((acc_zp.region(self.acc_dtype, (tm, tn)), acc_zp))
         out = bufs[self.out_key, ts]
         temps = [(bufs[("tmp", k), ts].region(d, (tm, tn)), bufs[("tmp", k), ts]) for k, d in enumerate(self.temps)]
-        emit_steps(self.ctx.em, self.vx.name, self.node.name, self.steps, inputs, (out.region(self.out.dtype, (tm, tn)), out), temps)
+        emit_steps(self.em, self.vx.name, self.node.name, self.steps, inputs, (out.region(self.out.dtype, (tm, tn)), out), temps)

@@ -14,7 +14,7 @@ from .bits import (
 from .conv import conv, conv3d, conv3d_v2, conv_v2, deconv, deconv3d_v2, deconv_v2
 from .compare import eq, eqs, ge, ges, gt, gts, le, les, lt, lts, ne, nes
 from .fixed_point import add_shift, adds_shift, mul_shift, muls_shift, rsubs_shift, sub_shift, subs_shift
-from .matrix import matrix_mul
+from .matrix import fc_int, matrix_mul, matrix_mul_v2
 from .pool import pool, pool3d_int, pool_int
 from .quant import dequant_int_to_fp32, requant_fp32_to_int, requant_int32
 from .select import condition_select, lut, select

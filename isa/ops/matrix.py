@@ -57,6 +57,10 @@ class MatrixMul(OpDef):
     def acc_dtype(self, left_dtype):
         return "float32" if left_dtype in FLOAT else "int32"
 
+    def dims(self, left_shape, right_shape, params):
+        """(batch shape, M, K, N): one 2-d product."""
+        return (), left_shape[0], left_shape[1], right_shape[1]
+
     def asymmetric(self, params):
         return params["mode"] == "HighPrecisionAsymmetric"
 
@@ -102,3 +106,110 @@ def matrix_mul(left, right, bias=None, scale=1.0, mode="LowPrecisionSymmetric", 
                 raise UnsupportedError(f"matrix_mul: HighPrecisionAsymmetric folds zero points offline, so {what} must be a constant (COEFF_TENSOR)")
     operands = [left, right] + ([bias] if bias is not None else [])
     return apply(MATRIX_MUL, operands, params, name)
+
+
+# ---- the integer family: matrix_mul_v2 and fc_int -------------------------------------------
+
+class MatrixMulV2(OpDef):
+    """(left - lzp) @ (right - rzp) + bias, INT8/UINT8 operands, INT32/UINT32 result, over
+    batches: left [..., M, K] (or [..., K, M] transposed), right [..., K, N] (or [..., N, K]),
+    leading dimensions broadcast as numpy's matmul does. A zero point is one value or a vector:
+    the left's over K, the right's over N (the channel each belongs to). The bias is [N]."""
+
+    kind = "global"
+    template = "matmul"
+
+    def __init__(self, name, left_ranks, right_ranks):
+        self.name, self.left_ranks, self.right_ranks = name, left_ranks, right_ranks
+
+    def checked_inputs(self, node):
+        return 2 + node.params["has_bias"]
+
+    def dims(self, left_shape, right_shape, params):
+        """(batch shape, M, K, N) of the product; raises ShapeError when the operands disagree."""
+        m, k = (left_shape[-1], left_shape[-2]) if params["left_trans"] else left_shape[-2:]
+        k2, n = (right_shape[-1], right_shape[-2]) if params["right_trans"] else right_shape[-2:]
+        if k != k2:
+            raise ShapeError(f"{self.name}: left {left_shape} and right {right_shape} (transposed: {params['left_trans']}, "
+                             f"{params['right_trans']}) give reductions of {k} and {k2}")
+        try:
+            batch = np.broadcast_shapes(left_shape[:-2], right_shape[:-2])
+        except ValueError:
+            raise ShapeError(f"{self.name}: batch dimensions {left_shape[:-2]} and {right_shape[:-2]} do not broadcast") from None
+        return tuple(batch), m, k, n
+
+    def infer(self, ins, params):
+        data = ins[: 2 + params["has_bias"]]
+        left, right = data[0], data[1]
+        for t, ranks, what in ((left, self.left_ranks, "left"), (right, self.right_ranks, "right")):
+            if len(t.shape) not in ranks:
+                raise ShapeError(f"{self.name}: the {what} operand {t.shape} must have {' or '.join(map(str, ranks))} dimensions")
+            if t.dtype not in ("int8", "uint8"):
+                raise UnsupportedError(f"{self.name}: the {what} operand is {t.dtype}; it must be int8 or uint8")
+        batch, m, k, n = self.dims(left.shape, right.shape, params)
+        if params["has_bias"] and (data[2].shape != (n,) or data[2].dtype not in ("int32", "uint32")):
+            raise ShapeError(f"{self.name}: the bias must be int32 or uint32 of shape ({n},), got {data[2].dtype} {data[2].shape}")
+        for key, length in (("lzp", k), ("rzp", n)):
+            if params[key] == "vector" and ins[params[key + "_input"]].shape != (length,):
+                raise ShapeError(f"{self.name}: the {key} vector needs {length} values, got {ins[params[key + '_input']].shape[0]}")
+        out = params.get("out_dtype") or "int32"
+        if out not in ("int32", "uint32"):
+            raise UnsupportedError(f"{self.name}: the output must be int32 or uint32, got {out}")
+        return [Spec(batch + (m, n), out)]
+
+    def acc_dtype(self, left_dtype):
+        return "int32"
+
+    def asymmetric(self, params):
+        return False
+
+    def epilogue(self, params, bias_dtype, out_dtype):
+        return ([Step("add", (In(0), In(1)))] if bias_dtype else ([Step("copy", (In(0),))] if out_dtype != "int32" else [])), []
+
+    def reference(self, arrays, params, compute=None):
+        left, right = arrays[0].astype(np.int64), arrays[1].astype(np.int64)
+        if params["left_trans"]:
+            left = np.swapaxes(left, -1, -2)
+        if params["right_trans"]:
+            right = np.swapaxes(right, -1, -2)
+        lzp = arrays[params["lzp_input"]].astype(np.int64) if params["lzp"] == "vector" else params["lzp"]
+        rzp = arrays[params["rzp_input"]].astype(np.int64) if params["rzp"] == "vector" else params["rzp"]
+        acc = np.matmul(left - lzp, right - rzp)  # lzp runs over K (the left's last axis), rzp over N
+        if params["has_bias"]:
+            acc = acc + arrays[2].astype(np.int64)
+        return [dtypes.convert(acc, params.get("out_dtype") or "int32")]
+
+
+def _matmul_v2(op, left, right, bias, has_bias, left_trans, right_trans, lzp, rzp, out_dtype, name):
+    if has_bias is not None and bool(has_bias) != (bias is not None):
+        raise ShapeError(f"{op.name}: has_bias is {has_bias} but the bias is {'missing' if bias is None else 'given'}")
+    params = {"has_bias": int(bias is not None), "left_trans": bool(left_trans), "right_trans": bool(right_trans), "out_dtype": out_dtype}
+    operands = [left, right] + ([bias] if bias is not None else [])
+    for key, (const, value, vector) in (("lzp", lzp), ("rzp", rzp)):
+        if const:
+            params[key] = int(value)
+            continue
+        if vector is None or len(vector) == 0:
+            raise ShapeError(f"{op.name}: a {key} vector is asked for but empty")
+        params[key], params[key + "_input"] = "vector", len(operands)
+        graph = left.graph
+        operands.append(graph.constant(f"{name or op.name}_{key}{len(graph.constants)}", np.asarray(vector, np.int16)))
+    return apply(op, operands, params, name)
+
+
+MATRIX_MUL_V2 = register(MatrixMulV2("matrix_mul_v2", (2, 3, 4, 5), (2, 3, 4, 5)))
+FC_INT = register(MatrixMulV2("fc_int", (3,), (2,)))
+
+
+def matrix_mul_v2(matrix_left, matrix_right, bias=None, has_bias=None, is_left_trans=False, is_right_trans=False,
+                  is_lzp_const=True, lzp_val=0, lzp_vec=None, is_rzp_const=True, rzp_val=0, rzp_vec=None, out_dtype=None, name=None):
+    """(left - lzp) @ (right - rzp) + bias over 2-5 dimensional operands with batch broadcast (MatrixMulV2Param)."""
+    return _matmul_v2(MATRIX_MUL_V2, matrix_left, matrix_right, bias, has_bias, is_left_trans, is_right_trans,
+                      (is_lzp_const, lzp_val, lzp_vec), (is_rzp_const, rzp_val, rzp_vec), out_dtype, name)
+
+
+def fc_int(tensor_input, tensor_kernel, tensor_bias=None, has_bias=None, weight_trans=False, is_izp_const=True, izp_val=0,
+           izp_vec=None, is_kzp_const=True, kzp_val=0, kzp_vec=None, out_dtype=None, name=None):
+    """Fully connected: (input [batch, rows, K] - izp) @ (kernel [K, N] - kzp) + bias (FCIntParam)."""
+    return _matmul_v2(FC_INT, tensor_input, tensor_kernel, tensor_bias, has_bias, False, weight_trans,
+                      (is_izp_const, izp_val, izp_vec), (is_kzp_const, kzp_val, kzp_vec), out_dtype, name)
