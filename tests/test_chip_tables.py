@@ -16,6 +16,7 @@ import sim
 from isa import dtypes
 from isa.lower.check import kind
 from isa.ops import REGISTRY
+from isa.ops.conv import Conv
 
 O = isa.ops
 SOPHGO = ("bm1682", "bm1684", "bm1686")
@@ -59,9 +60,12 @@ def unary(op, a, out=None, **params):
 
 
 def askable_keys():
-    """Every key a node can ask a chip's table for: the op's name, or one per variant."""
+    """Every key a node can ask a chip's table for: the op's name, one per variant, or both for
+    a convolution (only a depthwise one asks for its variant)."""
     for name, opdef in REGISTRY.items():
-        yield from ([f"{name}.{v}" for v in opdef.variants] if opdef.variants else [name])
+        yield from ([f"{name}.{v}" for v in opdef.variants] if opdef.variants else [])
+        if not opdef.variants or isinstance(opdef, Conv):
+            yield name
 
 
 # ---- loading ---------------------------------------------------------------------------------
