@@ -17,9 +17,10 @@ from .local import lower_elementwise
 from .matmul import lower_matmul
 from .pool import lower_pool
 from .policy import Policy
+from .reduce import lower_reduce
 from .route import copy
 
-TEMPLATES = {"elementwise": lower_elementwise, "matmul": lower_matmul, "conv": lower_conv, "pool": lower_pool}
+TEMPLATES = {"elementwise": lower_elementwise, "matmul": lower_matmul, "conv": lower_conv, "pool": lower_pool, "reduce": lower_reduce}
 
 __all__ = ["Policy", "lower", "TEMPLATES"]
 

@@ -25,7 +25,8 @@ from ..ops.elementwise import In, Step
 from .local import Tail
 from .pipeline import pipeline, step_budget
 from .route import copy
-from .tiling import boxes, broadcast_view, choose_tile, nbytes, sub_region
+from .route import route
+from .tiling import boxes, broadcast_view, cheapest, choose_tile, nbytes, sub_region
 from .vector_steps import emit_steps
 from .window import conv_axes, deconv_axes, load_window, placed, tile_reads, window_view
 
@@ -137,24 +138,45 @@ class _Plan:
         return sum(n for key, _, n in self._needs(tile, tic) if key in ("x", "w")) + self.tail.moved(tile)
 
     def tiles(self):
-        """(output tile, input-channel block): the largest tile that fits and keeps the
-        pipeline's steps within budget, halving the channel block when none does."""
+        """(output tile, input-channel block). A depthwise tile reads only its own channels, so
+        the largest that fits (and keeps the pipeline's steps in budget) is best. A matrix tile
+        trades input reloads (one per output-channel block) against weight reloads (one per
+        spatial block): candidates are searched for the least DDR traffic (isa/lower/tiling)."""
         shape = (self.out.shape[0], self.oc if self.mx is None else self.ocg) + self.out.shape[2:]
-        whole = self.icg if self.mx is not None else 1
-        tic = whole
-        unit = self.mx.matrix.k if self.mx is not None else 1
         vmem = self.vx.memory
-        budget = step_budget(self.ctx, self._moved(shape, whole), vmem)
-        while True:
-            fits = lambda t: self._fits(t, tic)  # noqa: E731
-            tile = (budget and choose_tile(shape, lambda t: fits(t) and self._moved(t, tic) <= budget)) or choose_tile(shape, fits)
-            if tile is not None or tic == 1:
-                break
-            tic = max(1, min(tic - 1, -(-(tic // 2) // unit) * unit))
-        if tile is None:
+        if self.mx is None:
+            fits = lambda t: self._fits(t, 1)  # noqa: E731
+            budget = step_budget(self.ctx, self._moved(shape, 1), vmem)
+            tile = (budget and choose_tile(shape, lambda t: fits(t) and self._moved(t, 1) <= budget)) or choose_tile(shape, fits)
+            choice = (tile, 1) if tile else None
+        else:
+            unit = self.mx.matrix
+            choice = cheapest(shape, self.icg, (unit.n, unit.k), self._fits, self._estimate)
+        if choice is None:
             need = sum(n for _, _, n in self._needs((1,) * len(shape), 1)) * self.ctx.slots
             raise OutOfMemoryError(f"{self.node.name}: even a one-element output tile needs {need} bytes of on-chip memory; {self.em.allocators[vmem].free_bytes()} free in {vmem}")
-        return tile, tic
+        return choice
+
+    def _estimate(self, tile, tic):
+        """The lowering's own estimate of the op's cycles with this tiling, to choose one: the
+        DMA's latency and the DDR bytes its steps move at its bandwidth, the matrix unit's cycles for its
+        products (DESIGN.md's matrix formula), overlapped with double buffering, plus the
+        first load that nothing overlaps. The machine's costs (sim/engines) are what count."""
+        chip, unit = self.ctx.chip, self.mx.matrix
+        tiles = self.groups * int(np.prod([-(-n // t) for n, t in zip((self.out.shape[0], self.ocg) + self.out.shape[2:], tile)]))
+        blocks = -(-self.icg // tic)
+        step_bytes = sum(n for key, _, n in self._needs(tile, tic) if key in ("x", "w")) + self.tail.moved(tile) / blocks
+        engine, src, dst = route(chip, "ddr", self.mx.operand_memory("a"))[0]
+        bandwidth = min(chip.engines[engine].bandwidth, chip.memories[src].bandwidth, chip.memories[dst].bandwidth)
+        latency = chip.engines[engine].latency + chip.memories[src].latency + chip.memories[dst].latency
+        m, k, n = tile[0] * int(np.prod(tile[2:])), tic * self.k, tile[1]
+        folds = -(-m // unit.m) * -(-n // unit.n)
+        compute = folds * (-(-k // unit.k) * unit.block_cycles.get(self.operand_dtype or self.weight[1], 1) + unit.fill_drain)
+        load = 2 * latency + step_bytes / bandwidth  # the input and the weight block, and the tail's share
+        steps = tiles * blocks
+        if self.ctx.policy.double_buffer:
+            return max(load, compute) * steps + load
+        return (load + compute) * steps
 
     # ---- emission ---------------------------------------------------------------------------
 
@@ -169,9 +191,10 @@ class _Plan:
         for g in range(1 if self.mx is None else self.groups):
             for starts, extents in boxes(shape, tile):
                 blocks = [(0, 1)] if self.mx is None else [(i0, min(tic, self.icg - i0)) for i0 in range(0, self.icg, tic)]
+                tail_local = {}  # the tail's loads of this output tile, made with its first block
                 for b, block in enumerate(blocks):
                     steps.append(self._step(slots[len(steps) % self.ctx.slots], slots[t % self.ctx.slots], tails[t % self.ctx.slots],
-                                            g, starts, extents, block, b == 0, b == len(blocks) - 1, zero_point))
+                                            g, starts, extents, block, b == 0, b == len(blocks) - 1, zero_point, tail_local))
                 t += 1
         pipeline(steps, self.ctx.policy.double_buffer)
         for bufs in slots + tails:
@@ -190,7 +213,7 @@ class _Plan:
         self.em.emit(self.vx.name, Vector("copy", buf.region(self.w.dtype, (1,)), (zr,), "int64", self.node.name), writes=(buf,))
         return buf
 
-    def _step(self, io, acc_bufs, tail_bufs, g, starts, extents, block, first, last, zero_point):
+    def _step(self, io, acc_bufs, tail_bufs, g, starts, extents, block, first, last, zero_point, tail_local):
         """(load, compute, store) of one input-channel block of one output tile."""
         em, node = self.em, self.node.name
         n0, c0, s0 = starts[0], starts[1], starts[2:]
@@ -205,7 +228,6 @@ class _Plan:
         # the multiplies read the shifted copies in the integer family
         operands = (io["xs"], io["xs"].region("int16", x_region.shape), io["ws"]) if self.shifted else (x_buf, x_region, w_buf)
         out_starts, out_extents = (n0, oc0) + tuple(s0), (tn, toc) + tuple(tos)
-        tail_local = {}
 
         def load():
             load_window(self.ctx, self.vx, self.x, x_region, x_buf, self.axes, reads, (n0, ch_in[0]), 0, node)

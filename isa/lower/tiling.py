@@ -2,6 +2,8 @@
 
 import itertools
 
+import numpy as np
+
 from .. import dtypes
 from ..instructions import Region
 
@@ -64,3 +66,43 @@ def nbytes(dtype, extents):
     for e in extents:
         n *= e
     return n
+
+
+def halvings(n, unit):
+    """n, then about n/2, n/4, ... as multiples of unit (or n itself), down to 1."""
+    out, v = [n], n
+    while v > 1:
+        v = max(1, -(-(v // 2) // unit) * unit if v // 2 >= unit else v // 2)
+        if v < out[-1]:
+            out.append(v)
+        else:
+            break
+    return out
+
+
+def cheapest(shape, reduction, units, fits, cost):
+    """A (tile, reduction block) for an output of `shape` (batch, channels, spatial...) with a
+    reduction of `reduction`: of the candidates that fit, the one of least cost(tile, block).
+
+    Candidates halve the batch, the channels (in multiples of units[0]), the first spatial
+    dimension and the reduction (in multiples of units[1]); other spatial dimensions stay whole
+    unless even a single row is too big, when choose_tile cuts them. More memory only adds
+    candidates, so it never raises the least cost."""
+    channel_unit, reduce_unit = units
+    found = []
+    for tic in halvings(reduction, reduce_unit):
+        for tn in halvings(shape[0], 1):
+            for toc in halvings(shape[1], channel_unit):
+                for toh in (halvings(shape[2], 1) if len(shape) > 2 else [None]):
+                    tile = (tn, toc) + ((toh,) + tuple(shape[3:]) if toh is not None else ())
+                    if fits(tile, tic):
+                        found.append((cost(tile, tic), -int(np.prod(tile)) * tic, tile, tic))
+                    elif toh == 1 and len(shape) > 3:  # a row too big: cut the rest of the spatial dims
+                        cut = choose_tile(shape[3:], lambda rest: fits((tn, toc, 1) + tuple(rest), tic))
+                        if cut:
+                            tile = (tn, toc, 1) + tuple(cut)
+                            found.append((cost(tile, tic), -int(np.prod(tile)) * tic, tile, tic))
+    if not found:
+        return None
+    _, _, tile, tic = min(found)
+    return tile, tic

@@ -15,8 +15,10 @@ from .conv import conv, conv3d, conv3d_v2, conv_v2, deconv, deconv3d_v2, deconv_
 from .compare import eq, eqs, ge, ges, gt, gts, le, les, lt, lts, ne, nes
 from .fixed_point import add_shift, adds_shift, mul_shift, muls_shift, rsubs_shift, sub_shift, subs_shift
 from .matrix import fc_int, matrix_mul, matrix_mul_v2
+from .norm import batch_norm
 from .pool import pool, pool3d_int, pool_int
 from .quant import dequant_int_to_fp32, requant_fp32_to_int, requant_int32
+from .reduce import hw_avg, hw_mul, reduce, softmax, softmax_int
 from .select import condition_select, lut, select
 from .stride import (
     stride_add, stride_add_offset, stride_cpy, stride_cpy_offset, stride_div, stride_div_offset, stride_max,

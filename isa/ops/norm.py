@@ -81,8 +81,9 @@ class BatchNorm(Reduction):
             dims = trailing(x, len(axes))  # summed in the machine's order: C first, then the rest
             mean = reduced_last(x, axes).sum(axis=dims) * count
             var = reduced_last(np.square(x - mean.reshape(per_channel)), axes).sum(axis=dims) * count
-        std = np.sqrt(var + np.float32(params["epsilon"]))
-        y = (x - mean.reshape(per_channel)) / std.reshape(per_channel) * gamma.reshape(per_channel) + beta.reshape(per_channel)
+        with np.errstate(all="ignore"):  # IEEE answers (a zero variance without epsilon) are the answers
+            std = np.sqrt(var + np.float32(params["epsilon"]))
+            y = (x - mean.reshape(per_channel)) / std.reshape(per_channel) * gamma.reshape(per_channel) + beta.reshape(per_channel)
         return [y.astype(np.float32), mean.astype(np.float32), var.astype(np.float32)]
 
 

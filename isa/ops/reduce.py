@@ -148,7 +148,8 @@ class Reduce(Reduction):
                 result = result * np.float32(1 / n)
         elif method == "REDUCE_PROD":  # the exact product (Python integers), then saturated
             lo, hi = dtypes.int_range(out.dtype)
-            result = np.clip(np.asarray(np.prod(lay.astype(object), axis=dims), object), lo, hi).astype(np.int64)
+            exact = np.asarray(np.prod(lay.astype(object), axis=dims), object)
+            result = np.asarray(np.clip(exact, lo, hi), object).astype(np.int64)
         else:
             v = lay.astype(np.int64)
             fn = {"REDUCE_SUM": np.sum, "REDUCE_MEAN": np.sum, "REDUCE_MAX": np.max, "REDUCE_MIN": np.min}[method]
@@ -161,7 +162,7 @@ class Reduce(Reduction):
 REDUCE = register(Reduce())
 
 
-def reduce(tensor_i, method="REDUCE_MEAN", axis_list=None, axis_num=None, keep_dims=True, *, out_dtype=None, name=None):  # noqa: A001
+def reduce(tensor_i, method="REDUCE_MEAN", axis_list=None, axis_num=None, keep_dims=True, *, out_dtype=None, name=None):
     """Reduce tensor_i over the axes of axis_list by REDUCE_MEAN, REDUCE_SUM, REDUCE_MAX,
     REDUCE_MIN or REDUCE_PROD; keep_dims leaves them as size-1 dimensions."""
     if not isinstance(tensor_i, Tensor):

@@ -1,0 +1,109 @@
+"""ResNet-50 (batch 1, 224 x 224) on a shipped chip: simulated time, per-layer cycles and the
+wall time of the simulation in both modes.
+
+The network is built from the seed's ops with seeded random weights: conv (+ bias) and relu,
+a 3x3/2 max pool, bottleneck blocks whose shortcut is an add, a global average pool and the
+classifier (a 1x1 convolution: the fully connected layer's product on the pooled features). In int8 every convolution is LowPrecisionSymmetric with a scale of
+1/2^m (exact on BM1684, the seed says) and an int16 bias.
+
+    python bench/resnet50.py                       # bm1684, float32 and int8
+    python bench/resnet50.py --chip bm1686 --dtype int8 --top 15
+"""
+
+import argparse
+import time
+
+import numpy as np
+
+import chips
+import isa
+import sim
+
+O = isa.ops
+STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))  # (width, blocks, first stride)
+
+
+class Builder:
+    """Adds conv / relu / add layers to a graph with seeded random weights, float or int8."""
+
+    def __init__(self, dtype, seed=0):
+        self.g = isa.Graph(f"resnet50_{dtype}")
+        self.int8 = dtype == "int8"
+        self.rng = np.random.default_rng(seed)
+        self.count = 0
+
+    def weight(self, shape, fan_in):
+        self.count += 1
+        if self.int8:
+            return self.g.constant(f"w{self.count}", self.rng.integers(-8, 8, shape, endpoint=True).astype(np.int8))
+        return self.g.constant(f"w{self.count}", (self.rng.standard_normal(shape) * np.sqrt(2 / fan_in)).astype(np.float32))
+
+    def bias(self, oc):
+        if self.int8:
+            return self.g.constant(f"b{self.count}", self.rng.integers(-64, 64, (1, oc, 1, 1)).astype(np.int16))
+        return self.g.constant(f"b{self.count}", (self.rng.standard_normal((1, oc, 1, 1)) * 0.01).astype(np.float32))
+
+    def conv(self, x, oc, k, stride=1, relu=True, name=None):
+        ic = x.shape[1]
+        pad = k // 2
+        quant = {"scale": 1 / 64} if self.int8 else {}
+        y = O.conv(x, self.weight((oc, ic, k, k), ic * k * k), self.bias(oc), pad_h_t=pad, pad_h_b=pad, pad_w_l=pad, pad_w_r=pad,
+                   stride_h=stride, stride_w=stride, name=name, **quant)
+        return O.active(y, "relu") if relu else y
+
+    def bottleneck(self, x, width, stride, name):
+        out = width * 4
+        y = self.conv(x, width, 1, name=f"{name}_a")
+        y = self.conv(y, width, 3, stride, name=f"{name}_b")
+        y = self.conv(y, out, 1, relu=False, name=f"{name}_c")
+        shortcut = x if x.shape[1] == out and stride == 1 else self.conv(x, out, 1, stride, relu=False, name=f"{name}_proj")
+        return O.active(O.add(y, shortcut), "relu")
+
+
+def resnet50(dtype, size=224):
+    b = Builder(dtype)
+    x = b.g.input("image", (1, 3, size, size), "int8" if b.int8 else "float32")
+    y = b.conv(x, 64, 7, 2, name="conv1")
+    y = O.pool(y, 2, 2, 3, 3, pad_h=1, pad_w=1, name="pool1")
+    for s, (width, blocks, stride) in enumerate(STAGES, 2):
+        for i in range(blocks):
+            y = b.bottleneck(y, width, stride if i == 0 else 1, f"res{s}{chr(97 + i)}")
+    y = O.pool(y, pooling_type="AVE", is_global_pooling=True, name="pool5")
+    # the classifier on the pooled [1, 2048, 1, 1] features: a 1x1 convolution is the same product
+    # as the fully connected layer (there is no reshape op yet)
+    b.g.output(b.conv(y, 1000, 1, relu=False, name="fc"), "logits")
+    return b.g
+
+
+def timed(fn):
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chip", default="bm1684")
+    parser.add_argument("--dtype", choices=("float32", "int8", "both"), default="both")
+    parser.add_argument("--top", type=int, default=10, help="layers to list, slowest first")
+    parser.add_argument("--size", type=int, default=224, help="input height and width")
+    args = parser.parse_args()
+    chip = chips.load(args.chip)
+    for dtype in ("float32", "int8") if args.dtype == "both" else (args.dtype,):
+        graph = resnet50(dtype, args.size)
+        lower_s, program = timed(lambda: isa.lower(graph, chip))
+        timing_s, res = timed(lambda: sim.execute(program, chip, mode="timing"))
+        image = np.random.default_rng(1).integers(-64, 64, (1, 3, args.size, args.size)) if dtype == "int8" else np.random.default_rng(1).standard_normal((1, 3, args.size, args.size))
+        functional_s, fres = timed(lambda: sim.execute(program, chip, {"image": image.astype(graph.tensors["image"].dtype)}))
+        assert fres.cycles == res.cycles
+        print(f"ResNet-50 {dtype} on {chip.name}: {res.seconds * 1e3:.3f} ms simulated ({res.cycles:,} cycles), {len(program):,} instructions")
+        print(f"  wall: lowering {lower_s:.2f} s, timing mode {timing_s:.2f} s, functional mode {functional_s:.2f} s")
+        busy = ", ".join(f"{e} {u:.0%}" for e, u in res.stats.utilization.items())
+        print(f"  engines busy: {busy}; DDR read {res.stats.ddr_read_bytes / 2**20:.1f} MiB, written {res.stats.ddr_write_bytes / 2**20:.1f} MiB")
+        print(f"  slowest layers (of {len(res.stats.ops)}):")
+        for op in res.stats.slowest(args.top):
+            print(f"    {op.name:<16} {op.span:>12,} cycles  {op.span / res.cycles:6.1%}")
+
+
+if __name__ == "__main__":
+    main()
