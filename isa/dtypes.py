@@ -65,8 +65,10 @@ def int_range(name):
 
 
 def round_half_away(x):
-    """C's round(): halves go away from zero."""
-    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+    """C's round(): halves go away from zero. Exact in any float format (adding 0.5 first would
+    round 0.49999997 up and 2^23 + 1 away in float32)."""
+    t = np.trunc(x)
+    return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t)
 
 
 # The seed's RoundingMode (arithmetic_shift and friends), by enum name and value.

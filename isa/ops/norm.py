@@ -11,9 +11,8 @@ frameworks' batch_norm"; this is Caffe's BatchNorm followed by a Scale layer:
 
 - use_global_stats: the given statistics, divided by `scale` (Caffe's moving-average
   normalizer, blobs_[2]): mean_o = mean_i * (1 / scale), variance_o = variance_i * (1 / scale),
-  with the factor a float32 as Caffe's. A scale of 0 counts as 1 here (the statistics are used
-  as given: an unset NormParam field is 0); Caffe's own layer, and MNN's converter, use a
-  factor of 0 instead, which zeroes both statistics.
+  with the factor a float32 as Caffe's; a scale of 0 gives a factor of 0, which zeroes both
+  statistics, as Caffe's layer (batch_norm_layer.cpp) and MNN's converter do.
 - otherwise: the batch's statistics over N and the spatial dimensions, mean_o = sum / count
   and variance_o = sum((x - mean_o)^2) / count (biased: the variance the frameworks normalize
   with; Caffe's running average alone corrects it by count / (count - 1)).
@@ -35,8 +34,8 @@ NAMES = ("tensor_i", "mean_i", "variance_i", "gamma", "beta")
 
 
 def stat_factor(scale):
-    """What the given statistics are multiplied by: float32 1 / scale, or 1 for a scale of 0."""
-    return 1.0 if scale == 0 else float(np.float32(1) / np.float32(scale))
+    """What the given statistics are multiplied by: float32 1 / scale, or 0 for a scale of 0 (Caffe)."""
+    return 0.0 if scale == 0 else float(np.float32(1) / np.float32(scale))
 
 
 class BatchNorm(Reduction):

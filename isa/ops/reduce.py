@@ -28,6 +28,8 @@ that are reduced.
             mode 1: int(round(float(input) / hw)), round half up     -> the input dtype
             mode 2: int(round(float(input) / hw)), half away from 0  -> the input dtype
         float(input) / hw is float32 (C's float / int); the product hw is an int32 (saturating).
+        Half up is exact (floor(q + 1/2) of the float32 quotient q); half away from zero is the
+        vector unit's `round` (isa.dtypes.round_half_away, as every op rounding "like C" uses).
     hw_mul(tensor_i, scale)
         tensor_i[0] * tensor_i[1] * scale (tensor_i has shape [2]): the int32 product (saturating)
         times scale in float32, a float32 tensor of shape [1].
