@@ -22,6 +22,7 @@ from ..instructions import Matmul, Region, Vector, dense
 from ..ops import REGISTRY
 from ..ops import quantized
 from ..ops.elementwise import In, Step
+from .alloc import align_up
 from .local import Tail
 from .pipeline import pipeline, step_budget
 from .route import copy
@@ -91,8 +92,14 @@ class _Plan:
         has = self.opdef.checked_inputs(self.node) == 3  # the integer family appends zero-point tables
         if not (quantized_op and self.opdef.asymmetric(p)):
             return (self.ctx.ddr[self.node.inputs[2]], g.tensors[self.node.inputs[2]].dtype) if has else None
-        bias = g.constants[self.node.inputs[2]].astype(np.int64).reshape(-1) if has else 0
         sums = self.opdef._window_sums(g.constants[self.w.name], p, p["right_zero_point"]).reshape(-1)
+        bias_dtype = g.tensors[self.node.inputs[2]].dtype if has else "int32"
+        if self.float_acc and bias_dtype == "float32":  # computed in float32: the bias stays a float
+            bias = g.constants[self.node.inputs[2]].astype(np.float32).reshape(-1)
+            data = (bias - np.float32(p["left_zero_point"]) * sums.astype(np.float32)).astype(np.float32).tobytes()
+            return self.em.bind(f"{self.node.name}.bias_v2", "const", "float32", (self.oc,), data), "float32"
+        # INT32, the seed says; a float bias converts as C's (int) does: toward zero
+        bias = g.constants[self.node.inputs[2]].astype(np.int64).reshape(-1) if has else 0
         data = dtypes.convert(bias - p["left_zero_point"] * sums, "int32").tobytes()
         return self.em.bind(f"{self.node.name}.bias_v2", "const", "int32", (self.oc,), data), "int32"
 
@@ -126,12 +133,19 @@ class _Plan:
         needs += [(("tmp", j), vmem, nbytes(d, (out_elems,))) for j, d in enumerate(self.temps)]
         return needs
 
-    def _fits(self, tile, tic):
+    def _sizes(self, tile, tic):
+        """memory -> the sizes of every buffer the tiling places there: each slot's, the tail's
+        and, in the asymmetric mode on the matrix unit, the one zp_r element."""
         per_mem = {}
         for _, mem, n in self._needs(tile, tic):
             per_mem.setdefault(mem, []).extend([n] * self.ctx.slots)
         per_mem.setdefault(self.vx.memory, []).extend(self.tail.class_bytes(tile) * self.ctx.slots)
-        return all(self.em.allocators[m].fits(sizes) for m, sizes in per_mem.items())
+        if self.asym and self.mx is not None:
+            per_mem.setdefault(self.mx.operand_memory("b"), []).append(dtypes.itemsize(self.w.dtype))
+        return per_mem
+
+    def _fits(self, tile, tic):
+        return all(self.em.allocators[m].fits(sizes) for m, sizes in self._sizes(tile, tic).items())
 
     def _moved(self, tile, tic):
         """Bytes one step loads (input tile and weight block) plus what the tail moves."""
@@ -153,8 +167,11 @@ class _Plan:
             unit = self.mx.matrix
             choice = cheapest(shape, self.icg, (unit.n, unit.k), self._fits, self._estimate)
         if choice is None:
-            need = sum(n for _, _, n in self._needs((1,) * len(shape), 1)) * self.ctx.slots
-            raise OutOfMemoryError(f"{self.node.name}: even a one-element output tile needs {need} bytes of on-chip memory; {self.em.allocators[vmem].free_bytes()} free in {vmem}")
+            parts = []
+            for mem, sizes in self._sizes((1,) * len(shape), 1).items():
+                alloc = self.em.allocators[mem]
+                parts.append(f"{sum(align_up(max(n, 1), alloc.granule) for n in sizes)} bytes of {mem} ({alloc.free_bytes()} free)")
+            raise OutOfMemoryError(f"{self.node.name}: even a one-element output tile needs {', '.join(parts)}, buffers rounded to each memory's granule")
         return choice
 
     def _estimate(self, tile, tic):
@@ -339,15 +356,18 @@ class _Plan:
         dtype = self.operand_dtype or self.weight[1]
         cdt = "float32" if dtypes.is_float(self.acc_dtype) else "int64"
         item = dtypes.itemsize(dtype)
-        for j, k in enumerate(np.ndindex(*self.kernel)):
+        flip = self.opdef.transposed  # a transposed convolution runs its kernel backwards
+        for k in np.ndindex(*self.kernel):
             xv = window_view(x_region, self.axes, 2, k)
+            j = int(np.ravel_multi_index(tuple(n - 1 - i for i, n in zip(k, self.kernel)) if flip else k, self.kernel))
             if w_buf is None:
                 wv, bufs = self.node.params["right_zero_point"], (x_buf,)
             else:
                 wv = Region(w_buf.mem, w_buf.addr + j * item, dtype, acc_region.shape, (0, self.k) + (0,) * len(self.axes))
                 bufs = (x_buf, w_buf)
-            srcs, reads = ((xv, wv), bufs) if j == 0 else ((xv, wv, acc_region), bufs + (acc,))
-            self.em.emit(self.vx.name, Vector("mul" if j == 0 else "mul_add", acc_region, srcs, cdt, self.node.name),
+            first = not any(k)
+            srcs, reads = ((xv, wv), bufs) if first else ((xv, wv, acc_region), bufs + (acc,))
+            self.em.emit(self.vx.name, Vector("mul" if first else "mul_add", acc_region, srcs, cdt, self.node.name),
                          reads=reads, writes=(acc,))
 
     def _finish(self, bufs, extents):
