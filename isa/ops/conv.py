@@ -299,15 +299,8 @@ def _v2(op, tensor_input, tensor_weight, tensor_bias, groups, dilations, pads, s
     params = _params(op, tensor_input, tensor_weight, groups, dilations, pads, strides, {"mode": "v2"}, out_dtype)
     params["has_bias"] = int(tensor_bias is not None)
     operands = [tensor_input, tensor_weight] + ([tensor_bias] if tensor_bias is not None else [])
-    for key, const, value, vector in (("izp", is_izp_const, izp_val, izp_vec), ("kzp", is_kzp_const, kzp_val, kzp_vec)):
-        if const:
-            params[key] = int(value)
-        else:
-            if vector is None or len(vector) == 0:
-                raise ShapeError(f"{op.name}: is_{key}_const is false but {key}_vec is empty")
-            params[key], params[key + "_input"] = "vector", len(operands)
-            graph = tensor_input.graph
-            operands.append(graph.constant(f"{name or op.name}_{key}{len(graph.constants)}", np.asarray(vector, np.int16)))
+    points = {"izp": (is_izp_const, izp_val, izp_vec), "kzp": (is_kzp_const, kzp_val, kzp_vec)}
+    quantized.zero_point_operands(op.name, tensor_input.graph, operands, params, points, name)
     return apply(op, operands, params, name)
 
 

@@ -185,15 +185,7 @@ def _matmul_v2(op, left, right, bias, has_bias, left_trans, right_trans, lzp, rz
         raise ShapeError(f"{op.name}: has_bias is {has_bias} but the bias is {'missing' if bias is None else 'given'}")
     params = {"has_bias": int(bias is not None), "left_trans": bool(left_trans), "right_trans": bool(right_trans), "out_dtype": out_dtype}
     operands = [left, right] + ([bias] if bias is not None else [])
-    for key, (const, value, vector) in (("lzp", lzp), ("rzp", rzp)):
-        if const:
-            params[key] = int(value)
-            continue
-        if vector is None or len(vector) == 0:
-            raise ShapeError(f"{op.name}: a {key} vector is asked for but empty")
-        params[key], params[key + "_input"] = "vector", len(operands)
-        graph = left.graph
-        operands.append(graph.constant(f"{name or op.name}_{key}{len(graph.constants)}", np.asarray(vector, np.int16)))
+    quantized.zero_point_operands(op.name, left.graph, operands, params, {"lzp": lzp, "rzp": rzp}, name)
     return apply(op, operands, params, name)
 
 

@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from .. import dtypes
-from ..errors import UnsupportedError
+from ..errors import ShapeError, UnsupportedError
 from .elementwise import In, Step, Tmp
 
 INT8 = ("int8", "uint8")
@@ -149,3 +149,17 @@ def requantize_float(acc, bias, params, out):
     value = acc.astype(np.float32) + (0 if bias is None else bias.astype(np.float32))
     value = value * np.float32(params["scale"])
     return dtypes.convert(dtypes.round_half_away(value).astype(np.int64) + params.get("output_zero_point", 0), out)
+
+
+def zero_point_operands(op, graph, operands, params, points, name=None):
+    """The integer family's zero points: each of `points` ({key: (is_const, value, vector)}) goes
+    into params as a number, or, as a vector, onto operands as an int16 constant tensor whose
+    position params[key + "_input"] records (params[key] is then "vector")."""
+    for key, (const, value, vector) in points.items():
+        if const:
+            params[key] = int(value)
+            continue
+        if vector is None or len(vector) == 0:
+            raise ShapeError(f"{op}: the {key} zero point is a vector, but the vector is empty")
+        params[key], params[key + "_input"] = "vector", len(operands)
+        operands.append(graph.constant(f"{name or op}_{key}{len(graph.constants)}", np.asarray(vector, np.int16)))
