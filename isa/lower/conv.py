@@ -27,7 +27,7 @@ from .local import Tail
 from .pipeline import pipeline, step_budget
 from .route import copy
 from .route import route
-from .tiling import boxes, broadcast_view, cheapest, choose_tile, nbytes, sub_region
+from .tiling import boxes, broadcast_view, budgeted_tile, cheapest, nbytes, sub_region
 from .vector_steps import emit_steps
 from .window import conv_axes, deconv_axes, load_window, placed, tile_reads, window_view
 
@@ -161,7 +161,7 @@ class _Plan:
         if self.mx is None:
             fits = lambda t: self._fits(t, 1)  # noqa: E731
             budget = step_budget(self.ctx, self._moved(shape, 1), vmem)
-            tile = (budget and choose_tile(shape, lambda t: fits(t) and self._moved(t, 1) <= budget)) or choose_tile(shape, fits)
+            tile = budgeted_tile(shape, fits, lambda t: self._moved(t, 1), budget)
             choice = (tile, 1) if tile else None
         else:
             unit = self.mx.matrix

@@ -18,7 +18,7 @@ from ..instructions import Region, dense
 from ..ops import REGISTRY
 from .pipeline import pipeline, step_budget
 from .route import copy
-from .tiling import boxes, broadcast_view, choose_tile, nbytes
+from .tiling import boxes, broadcast_view, budgeted_tile, nbytes
 from .vector_steps import emit_steps
 
 
@@ -142,7 +142,7 @@ def lower_elementwise(ctx, group):
     alloc = ctx.em.allocators[engine.memory]
     fits = lambda tile: alloc.fits(tail.class_bytes(tile) * ctx.slots)  # noqa: E731
     budget = step_budget(ctx, tail.moved(shape), engine.memory)
-    tile = (budget and choose_tile(shape, lambda t: fits(t) and tail.moved(t) <= budget)) or choose_tile(shape, fits)
+    tile = budgeted_tile(shape, fits, tail.moved, budget)
     if tile is None:
         need = sum(tail.class_bytes((1,) * len(shape))) * ctx.slots
         raise OutOfMemoryError(f"{engine.memory}: layer group {group.nodes[0].name} needs {need} bytes for a one-element tile; {alloc.free_bytes()} free")

@@ -17,7 +17,7 @@ from ..instructions import Region, Vector
 from ..ops import REGISTRY
 from .local import Tail
 from .pipeline import pipeline, step_budget
-from .tiling import boxes, choose_tile, nbytes
+from .tiling import boxes, budgeted_tile, nbytes
 from .window import conv_axes, load_window, placed, tile_reads, window_view
 
 
@@ -61,7 +61,7 @@ class _Pool:
     def run(self):
         shape = self.out.shape
         budget = step_budget(self.ctx, self._moved(shape), self.vx.memory)
-        tile = (budget and choose_tile(shape, lambda t: self._fits(t) and self._moved(t) <= budget)) or choose_tile(shape, self._fits)
+        tile = budgeted_tile(shape, self._fits, self._moved, budget)
         if tile is None:
             need = sum(n for _, n in self._needs((1,) * len(shape)))
             free = self.em.allocators[self.vx.memory].free_bytes()

@@ -27,7 +27,7 @@ from ..ops import REGISTRY
 from ..ops.norm import stat_factor
 from .pipeline import pipeline, step_budget
 from .route import copy
-from .tiling import boxes, choose_tile, nbytes, sub_region
+from .tiling import boxes, budgeted_tile, nbytes, sub_region
 
 F32, I64 = "float32", "int64"
 
@@ -44,7 +44,7 @@ def lower_reduce(ctx, group):
     kshape = plan.lay.kshape
     fits = lambda t: alloc.fits([n for _, n in plan.buffers(t)] * ctx.slots)
     budget = step_budget(ctx, plan.moved(kshape), mem)
-    tile = (budget and choose_tile(kshape, lambda t: fits(t) and plan.moved(t) <= budget)) or choose_tile(kshape, fits)
+    tile = budgeted_tile(kshape, fits, plan.moved, budget)
     if tile is None:
         one = (1,) * len(kshape)
         need = sum(n for _, n in plan.buffers(one)) * ctx.slots

@@ -34,6 +34,12 @@ def choose_tile(shape, fits):
     return tuple(tile) if fits(tile) else None
 
 
+def budgeted_tile(shape, fits, moved, budget):
+    """The largest tile that fits and moves at most `budget` bytes a step (see
+    pipeline.step_budget); the largest that fits when none keeps to it or there is no budget."""
+    return (budget and choose_tile(shape, lambda t: fits(t) and moved(t) <= budget)) or choose_tile(shape, fits)
+
+
 def boxes(shape, tile):
     """(starts, extents) of every tile, row-major; edge tiles are cut to the shape."""
     ranges = [range(0, n, t) for n, t in zip(shape, tile)]
