@@ -174,7 +174,7 @@ def test_every_row_of_every_chip_is_valid_and_priced(chip):
 
 ABSENT_ON_BM1682 = {  # the seed's BM1682 line says 不支持, or there is no BM1682 line
     "pool_int", "pool3d_int", "conv_v2", "conv3d_v2", "deconv_v2", "deconv3d_v2", "matrix_mul_v2", "fc_int",
-    "softmax", "softmax_int", "batch_norm", "hw_mul", "hw_avg.mode0", "hw_avg.mode1", "hw_avg.mode2",
+    "softmax", "softmax_int", "batch_norm", "hw_mul", "hw_avg.mode0", "hw_avg.mode1", "hw_avg.mode2", "interpolate",
     "rdivs", "axpy", "ceil", "floor", "round", "lut",
     "mul_shift", "add_shift", "sub_shift", "muls_shift", "adds_shift", "subs_shift", "rsubs_shift",
     "arith_lshift", "arith_lshifts", "arith_rshift", "arith_rshifts", "round_rshift", "round_rshifts",
@@ -183,9 +183,9 @@ ABSENT_ON_BM1682 = {  # the seed's BM1682 line says 不支持, or there is no BM
     "requant_int32.mode2", "dequant_int_to_fp32.mode0",
     "arithmetic_shift", "arithmetic_pc_shift", "logical_shift", "logical_pc_shift",
 }
-BM1686_ONLY = {  # seed lines 131-230, 987, 1009, 1027-1053, 1136-1176 and 1302-1336: BM1686 only
+BM1686_ONLY = {  # seed lines 131-230, 987, 1009, 1027-1053, 1136-1176, 1223-1232 and 1302-1336: BM1686 only
     "pool_int", "pool3d_int", "conv_v2", "conv3d_v2", "deconv_v2", "deconv3d_v2", "matrix_mul_v2", "fc_int",
-    "softmax_int", "hw_mul", "hw_avg.mode0", "hw_avg.mode1", "hw_avg.mode2",
+    "softmax_int", "hw_mul", "hw_avg.mode0", "hw_avg.mode1", "hw_avg.mode2", "interpolate",
     "requant_fp32_to_int.mode0", "requant_fp32_to_int.mode1", "requant_int32.mode0", "requant_int32.mode1",
     "requant_int32.mode2", "dequant_int_to_fp32.mode0",
     "arithmetic_shift", "arithmetic_pc_shift", "logical_shift", "logical_pc_shift",

@@ -8,6 +8,7 @@
             the emitter inferring the sync between engines (emit.py)
 """
 
+from .arrange import lower_arrange
 from .check import check_graph
 from .conv import lower_conv
 from .context import Lowering
@@ -18,9 +19,10 @@ from .matmul import lower_matmul
 from .pool import lower_pool
 from .policy import Policy
 from .reduce import lower_reduce
+from .resize import lower_resize
 from .route import copy
 
-TEMPLATES = {"elementwise": lower_elementwise, "matmul": lower_matmul, "conv": lower_conv, "pool": lower_pool, "reduce": lower_reduce}
+TEMPLATES = {"arrange": lower_arrange, "elementwise": lower_elementwise, "matmul": lower_matmul, "conv": lower_conv, "pool": lower_pool, "reduce": lower_reduce, "resize": lower_resize}
 
 __all__ = ["Policy", "lower", "TEMPLATES"]
 

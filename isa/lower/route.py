@@ -14,19 +14,19 @@ from ..instructions import Dma, dense
 
 @lru_cache(maxsize=None)
 def _hops(chip_links, src, dst):
-    """Breadth-first search over (engine, from, to) links; returns a tuple of hops."""
-    if src == dst:
-        return next((((e, a, b),) for e, a, b in chip_links if a == b == src), None)
-    frontier, seen = [(src, ())], {src}
+    """Breadth-first search over (engine, from, to) links for at least one hop (a copy within a
+    memory goes round through others when no engine copies inside it); a tuple of hops."""
+    frontier, seen = [(src, ())], set()
     while frontier:
         nxt = []
         for mem, path in frontier:
-            if mem == dst:
-                return path
             for engine, a, b in chip_links:
-                if a == mem and b not in seen:
-                    seen.add(b)
-                    nxt.append((b, path + ((engine, a, b),)))
+                if a != mem or b in seen:
+                    continue
+                if b == dst:
+                    return path + ((engine, a, b),)
+                seen.add(b)
+                nxt.append((b, path + ((engine, a, b),)))
         frontier = nxt
     return None
 

@@ -17,6 +17,7 @@ from .fixed_point import add_shift, adds_shift, mul_shift, muls_shift, rsubs_shi
 from .matrix import fc_int, matrix_mul, matrix_mul_v2
 from .norm import batch_norm
 from .pool import pool, pool3d_int, pool_int
+from .resample import interpolate, upsample
 from .quant import dequant_int_to_fp32, requant_fp32_to_int, requant_int32
 from .reduce import hw_avg, hw_mul, reduce, softmax, softmax_int
 from .select import condition_select, lut, select

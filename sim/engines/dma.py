@@ -3,7 +3,8 @@
 cycles = latency + ceil(bytes_moved / bandwidth), where
 - latency is the engine's plus each endpoint memory's;
 - bytes_moved is the larger of the two sides, each side rounding every contiguous run of
-  bytes up to its memory's burst (so strided and tiny transfers cost what they cost);
+  bytes up to its memory's burst (so strided and tiny transfers cost what they cost); a
+  zero-stride dimension re-reads the same bytes (a broadcast), which the engine fetches once;
 - bandwidth is the least of the engine's and each endpoint memory's, a memory that is both
   source and destination counting twice. Overlapping transfers share memory bandwidth
   (sim/bandwidth.py); this is the uncontended figure.
@@ -15,13 +16,18 @@ from isa import dtypes
 
 
 def runs(region):
-    """(number of contiguous runs, bytes per run) of a region."""
+    """(number of contiguous runs, bytes per run) of the distinct elements a region touches
+    (its zero-stride dimensions left out)."""
+    dims = [(n, s) for n, s in zip(region.shape, region.strides) if s != 0 and n != 1]
+    size = 1
+    for n, _ in dims:
+        size *= n
     run = 1
-    for size, stride in zip(reversed(region.shape), reversed(region.strides)):
+    for n, stride in reversed(dims):
         if stride != run:
             break
-        run *= size
-    return region.size // run, run * dtypes.itemsize(region.dtype)
+        run *= n
+    return size // run, run * dtypes.itemsize(region.dtype)
 
 
 def side_bytes(region, burst):
