@@ -18,13 +18,13 @@ from typing import Optional
 
 from isa import dtypes, yamlfile
 from isa.errors import ConfigError, UnsupportedError
-from isa.instructions import VECTOR_FNS
+from isa.instructions import SCALAR_FNS, VECTOR_FNS
 
 from . import units
-from .schema import Chip, Engine, MatrixUnit, Memory, OpSupport, Signature, VectorUnit
+from .schema import Chip, Engine, MatrixUnit, Memory, OpSupport, ScalarUnit, Signature, VectorUnit
 
 REQUIRED, OPTIONAL = True, False
-ENGINE_KINDS = ("dma", "vector", "matrix")
+ENGINE_KINDS = ("dma", "vector", "matrix", "scalar")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")  # no dots: engine names head instruction ids "tiu.12"
 
 
@@ -195,6 +195,20 @@ def _vector_fn(value, at):
     return value
 
 
+def _scalar_fn(value, at):
+    if value not in SCALAR_FNS:
+        raise at.error(f"unknown scalar kernel {value!r} (known: {', '.join(SCALAR_FNS)})")
+    return value
+
+
+def _cycles_per(value, at):
+    return at.convert(units.cycles_per, value, at.ctx.clock_hz)
+
+
+def _factor(value, at):
+    return at.convert(units.factor, value)
+
+
 def _memory_ref(value, at):
     """The name of a memory declared under `memories`."""
     if not isinstance(value, str) or value not in at.ctx.memories:
@@ -312,6 +326,10 @@ _MATRIX = {
     "b": (_local_memory, OPTIONAL),
     "c": (_local_memory, OPTIONAL),
 }
+_SCALAR = {
+    "per_element": (_cycles_per, REQUIRED),
+    "op_cycles": (_table(_scalar_fn, _factor), OPTIONAL),
+}
 # The keys each engine kind adds to an engine; an engine of several kinds takes them all.
 _ENGINE_KIND_KEYS = {
     "dma": {
@@ -329,6 +347,10 @@ _ENGINE_KIND_KEYS = {
         "issue_latency": (_latency, OPTIONAL),
         "matrix": (lambda value, at: MatrixUnit(**_fields(value, at, _MATRIX)), REQUIRED),
     },
+    "scalar": {  # its operands are in DDR
+        "issue_latency": (_latency, OPTIONAL),
+        "scalar": (lambda value, at: ScalarUnit(**_fields(value, at, _SCALAR)), REQUIRED),
+    },
 }
 
 
@@ -336,8 +358,6 @@ def _engine_kinds(value, at):
     """`kind: dma` or `kind: [vector, matrix]` (one instruction queue driving several units)."""
     kinds = tuple(value) if isinstance(value, list) else (value,)
     for kind in kinds:
-        if kind == "scalar":
-            raise at.error("engine kind 'scalar' is not supported yet (supported: dma, vector, matrix)")
         if kind not in ENGINE_KINDS:
             raise at.error(f"unknown engine kind {kind!r} (known: {', '.join(ENGINE_KINDS)})")
     if not kinds or len(set(kinds)) != len(kinds):

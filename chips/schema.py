@@ -55,9 +55,20 @@ class MatrixUnit:
 
 
 @dataclass(frozen=True)
+class ScalarUnit:
+    """cycles = issue_latency + ceil(per_element * op_cycles[fn] * work(fn, shapes)): a general-
+    purpose core (the host's or the chip's CPU) running the global ops a tensor unit cannot:
+    sort, nms, where. Its operands are in DDR; `work` is each kernel's element count
+    (n log n for a sort, n^2 for nms; sim/kernels/)."""
+
+    per_element: float  # cycles of the chip clock per element of work
+    op_cycles: Mapping[str, float] = field(default_factory=dict)  # kernel -> factor (default 1)
+
+
+@dataclass(frozen=True)
 class Engine:
     name: str
-    kinds: tuple  # of "dma", "vector", "matrix"; one engine may drive several units in one queue
+    kinds: tuple  # of "dma", "vector", "matrix", "scalar"; one engine may drive several units in one queue
     issue_latency: int = 0  # compute engines: cycles added to every instruction
     memory: Optional[str] = None  # compute engines: the memory operands must sit in
     links: tuple = ()  # dma engines: (src, dst) memory-name pairs it moves data between
@@ -65,6 +76,7 @@ class Engine:
     latency: int = 0  # dma engines: fixed cycles per transfer
     vector: Optional[VectorUnit] = None
     matrix: Optional[MatrixUnit] = None
+    scalar: Optional[ScalarUnit] = None
 
     def operand_memory(self, role):
         """Memory a compute operand must sit in; role is "a", "b" or "c" for matrix operands."""

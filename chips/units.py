@@ -71,6 +71,24 @@ def latency(value, clock_hz):
     return _whole(Fraction(math.ceil(seconds * _exact(clock_hz))), 0, value, what)
 
 
+def cycles_per(value, clock_hz):
+    """Cycles of `clock_hz` per unit of work, > 0 and possibly fractional: a plain 0.25,
+    "0.25cycles", or a time ("1.7ns"), for a unit clocked apart from the chip (a host CPU)."""
+    what = "a cost such as 0.25 (cycles), 2cycles or 1.7ns"
+    number, unit = _quantity(value, what)
+    if unit not in ("", CYCLES):
+        number = number * _factor(unit, {CYCLES: 1, **TIME_UNITS}, value, what) * _exact(clock_hz)
+    return float(_positive(number, value, what))
+
+
+def factor(value):
+    """A plain number > 0, possibly fractional (a cost multiplier)."""
+    what = "a number > 0 such as 2 or 1.5"
+    number, unit = _quantity(value, what)
+    _factor(unit, {"": 1}, value, what)
+    return float(_positive(number, value, what))
+
+
 def _quantity(value, what):
     """(exact number, unit text) of a YAML value; the unit is "" for a plain number."""
     if isinstance(value, bool):

@@ -2,7 +2,7 @@
 
 from . import dtypes, ops
 from .errors import (
-    ConfigError, DeadlockError, GraphError, InputError, OutOfMemoryError, ProgramError, ShapeError, SimError,
+    ConfigError, DeadlockError, GraphError, IndexRangeError, InputError, OutOfMemoryError, ProgramError, ShapeError, SimError,
     UnsupportedError,
 )
 from .graph import Graph, Node, Tensor
@@ -10,7 +10,7 @@ from .lower import Policy, lower
 from .program import Binding, Buffer, Program
 
 __all__ = [
-    "Binding", "Buffer", "ConfigError", "DeadlockError", "Graph", "GraphError", "InputError", "Node",
+    "Binding", "Buffer", "ConfigError", "DeadlockError", "Graph", "GraphError", "IndexRangeError", "InputError", "Node",
     "OutOfMemoryError", "Policy", "Program", "ProgramError", "ShapeError", "SimError", "Tensor",
     "UnsupportedError", "dtypes", "lower", "ops",
 ]

@@ -35,6 +35,11 @@ class ProgramError(SimError):
     """A lowered program is malformed: bad text, unknown engine, access outside a memory."""
 
 
+class IndexRangeError(SimError):
+    """An index read at run time (a gather's, a scatter's) is out of range, or a scatter writes
+    one place twice: names the op, the position and the value."""
+
+
 class DeadlockError(SimError):
     """A program whose waits can never be met; lists the stuck instructions."""
 

@@ -2,7 +2,12 @@
 
 Tensors are symbolic (name, shape, dtype). Op functions in `isa.ops` append nodes to the graph
 their tensor operands belong to, so a model reads as plain calls:
-`y = ops.active(ops.matrix_mul(x, w), "relu")`.
+`y = ops.active(ops.matrix_mul(x, w), "relu")`. An op with no tensor operand (`fill`,
+`linspace`) goes to the graph of the innermost `with graph:` block, or to its `graph=`.
+
+Shapes are static: memory is planned before the run. An op whose output size depends on the
+data (`where`, `masked_select`, `nms`) gives a tensor whose shape is an upper bound
+(`Tensor.bounded`); the machine reports the shape it produced.
 """
 
 import re
@@ -22,6 +27,7 @@ class Tensor:
     name: str
     shape: tuple
     dtype: str
+    bounded: bool = False  # the shape is an upper bound: the data decide the first dimension
 
     @property
     def size(self):
@@ -32,7 +38,8 @@ class Tensor:
         return self.size * dtypes.itemsize(self.dtype)
 
     def __repr__(self):
-        return f"Tensor({self.name!r}, {self.shape}, {self.dtype})"
+        bound = ", at most" if self.bounded else ""
+        return f"Tensor({self.name!r}, {self.shape}{bound}, {self.dtype})"
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,14 @@ class Node:
     inputs: tuple  # tensor names
     params: dict
     outputs: tuple  # tensor names
+
+
+_DEFAULT = []  # graphs of the enclosing `with graph:` blocks, innermost last
+
+
+def default_graph():
+    """The graph of the innermost `with graph:` block, or None."""
+    return _DEFAULT[-1] if _DEFAULT else None
 
 
 def _check_shape(shape, where):
@@ -62,6 +77,7 @@ class Graph:
         self.nodes = []
         self.outputs = {}  # output name -> tensor name
         self.producer = {}  # tensor name -> Node
+        self.values = {}  # tensor name -> numpy array, for tensors whose values the graph knows
         self._node_names = set()
         self._counts = {}  # op -> next suffix for fresh node names
 
@@ -71,11 +87,11 @@ class Graph:
             raise GraphError(f"{what} {name!r} must match {_NAME.pattern}")
         return name
 
-    def _new_tensor(self, name, shape, dtype):
+    def _new_tensor(self, name, shape, dtype, bounded=False):
         self._check_name(name, "tensor name")
         if name in self.tensors:
             raise GraphError(f"graph {self.name}: tensor name {name!r} is already used")
-        t = Tensor(self, name, shape, dtype)
+        t = Tensor(self, name, shape, dtype, bounded)
         self.tensors[name] = t
         return t
 
@@ -90,8 +106,20 @@ class Graph:
         dtype = dtypes.check(dtype, f"constant {name}") if dtype else dtypes.of_array(array, f"constant {name}")
         array = np.ascontiguousarray(array.astype(dtypes.np_dtype(dtype)))
         t = self._new_tensor(name, _check_shape(array.shape or (1,), f"constant {name}"), dtype)
-        self.constants[name] = array.reshape(t.shape)
+        self.constants[name] = self.values[name] = array.reshape(t.shape)
         return t
+
+    def known(self, tensor):
+        """The values of a tensor known when the graph is built (a constant, or a value computed
+        from shapes alone, such as shape_fetch's), or None."""
+        return self.values.get(self.tensor(tensor).name)
+
+    def __enter__(self):
+        _DEFAULT.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _DEFAULT.remove(self)
 
     def output(self, tensor, name=None):
         self.tensor(tensor)
@@ -110,14 +138,15 @@ class Graph:
         return value
 
     def add_node(self, op, inputs, params, out_specs, name=None):
-        """Append a node; out_specs are (shape, dtype) pairs. Returns the output tensors."""
+        """Append a node; out_specs are (shape, dtype) or (shape, dtype, bounded). Returns the
+        output tensors."""
         name = name or self._fresh(op)
         self._check_name(name, "op name")
         if name in self.tensors or name in self._node_names:
             raise GraphError(f"graph {self.name}: name {name!r} is already used")
         outs = [
-            self._new_tensor(name if len(out_specs) == 1 else f"{name}:{i}", shape, dtype)
-            for i, (shape, dtype) in enumerate(out_specs)
+            self._new_tensor(name if len(out_specs) == 1 else f"{name}:{i}", *spec)
+            for i, spec in enumerate(out_specs)
         ]
         node = Node(name, op, tuple(t.name for t in inputs), dict(params), tuple(t.name for t in outs))
         self.nodes.append(node)

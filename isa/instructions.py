@@ -15,6 +15,11 @@ expressed) of one memory starting at a byte address. Each opcode's meaning:
             and b is K x N (its shape is a's K dimensions then c's N dimensions). So a
             convolution's input patches are a strided view of the input (implicit im2col).
             Floats accumulate in float32, integers exactly in int32.
+- `gather`  dst[p, i, q] = table[p, index[p, i, 0..k-1], q]: a DMA whose source rows come from
+            indices read from memory (see `IndexedDma`); `scatter` writes rows the same way.
+- `scalar`  run a kernel (sort, nms, where, ...) on a general-purpose core: `dsts` =
+            kernel(`srcs`, `args`), operands in DDR. A kernel may produce fewer rows than its
+            destination holds when the data decide how many (where, nms).
 - `wait`    block this engine until every named instruction ("engine.index") has finished.
 """
 
@@ -74,6 +79,13 @@ VECTOR_FNS = {
     "reduce_prod": 1,
 }
 REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
+# Scalar-engine kernels (sim/kernels/ gives them their meaning and their work); a chip's
+# `op_cycles` may price each one. "custom.<name>" runs a user-registered op (isa.ops.custom).
+SCALAR_FNS = (
+    "arg", "topk", "sort", "argsort", "masked_select", "index_select", "where", "nms",
+    "sequence", "linspace", "random_uniform", "random_normal",
+)
+CUSTOM_PREFIX = "custom."
 # Operands read whole rather than element-wise: fn -> operand positions.
 TABLE_OPERANDS = {"lut": (1,)}
 
@@ -162,6 +174,44 @@ class Matmul:
 
 
 @dataclass(frozen=True)
+class IndexedDma:
+    """A gather or scatter: rows addressed by indices the DMA engine reads from memory.
+
+    `index` has shape P + (n, k): for each of n rows, k indices into the k dimensions of
+    `table` after the prefix P. `table` has shape P + (k indexed dims) + Q and `rows` has shape
+    P + (n,) + Q. A gather copies table rows to `rows`; a scatter copies `rows` into the table.
+    With `wrap`, a negative index counts from the end of its dimension; an index out of range is
+    an error at run time (the engine faults), naming the op, the position and the value.
+    """
+
+    table: Region
+    index: Region
+    rows: Region
+    scatter: bool
+    wrap: bool = False
+    op: str = ""
+    kind = "dma"
+
+    @property
+    def src(self):
+        return self.rows if self.scatter else self.table
+
+    @property
+    def dst(self):
+        return self.table if self.scatter else self.rows
+
+
+@dataclass(frozen=True)
+class Scalar:
+    fn: str  # a SCALAR_FNS kernel, or CUSTOM_PREFIX + a registered custom op's name
+    dsts: tuple  # Regions written
+    srcs: tuple  # Regions read
+    args: tuple = ()  # (name, value) pairs: int, float, str (no spaces) or a tuple of numbers
+    op: str = ""
+    kind = "scalar"
+
+
+@dataclass(frozen=True)
 class Wait:
     on: tuple  # instruction ids "engine.index"
     op: str = ""
@@ -169,14 +219,18 @@ class Wait:
 
 
 def regions(instr):
-    """(read regions, written region) of an instruction."""
+    """(read regions, written regions) of an instruction."""
     if isinstance(instr, Dma):
-        return (instr.src,), instr.dst
+        return (instr.src,), (instr.dst,)
+    if isinstance(instr, IndexedDma):
+        return (instr.src, instr.index), (instr.dst,)
     if isinstance(instr, Vector):
-        return tuple(s for s in instr.srcs if isinstance(s, Region)), instr.dst
+        return tuple(s for s in instr.srcs if isinstance(s, Region)), (instr.dst,)
     if isinstance(instr, Matmul):
-        return ((instr.a, instr.b, instr.c) if instr.accumulate else (instr.a, instr.b)), instr.c
-    return (), None
+        return ((instr.a, instr.b, instr.c) if instr.accumulate else (instr.a, instr.b)), (instr.c,)
+    if isinstance(instr, Scalar):
+        return instr.srcs, instr.dsts
+    return (), ()
 
 
 # ---- text form ------------------------------------------------------------------------------
@@ -191,9 +245,30 @@ def instr_text(ident, instr):
     elif isinstance(instr, Matmul):
         body = f"matmul a={instr.a.text()} b={instr.b.text()} c={instr.c.text()} acc={int(instr.accumulate)}"
         body += f" m={instr.m}" if instr.m != 1 else ""
+    elif isinstance(instr, IndexedDma):
+        body = f"{'scatter' if instr.scatter else 'gather'} table={instr.table.text()} index={instr.index.text()} rows={instr.rows.text()}"
+        body += " wrap=1" if instr.wrap else ""
+    elif isinstance(instr, Scalar):
+        body = f"scalar fn={instr.fn} dst={','.join(r.text() for r in instr.dsts)} src={','.join(r.text() for r in instr.srcs)}"
+        body += " args=" + ";".join(f"{k}:{_arg_text(v)}" for k, v in instr.args) if instr.args else ""
     else:
         body = "wait on=" + ",".join(instr.on)
     return f"{ident} {body} op={instr.op}" if instr.op else f"{ident} {body}"
+
+
+def _arg_text(value):
+    if isinstance(value, tuple):
+        return "[" + "|".join(map(repr, value)) + "]"
+    return value if isinstance(value, str) else repr(value)
+
+
+def _parse_arg(text, where):
+    if text.startswith("["):
+        return tuple(_parse_operand(v, where) for v in text[1:-1].split("|") if v)
+    try:
+        return _parse_operand(text, where)
+    except ProgramError:
+        return text
 
 
 def parse_region(text, where):
@@ -267,8 +342,27 @@ def _parse_vector(args, op, where):
     return Vector(fn, parse_region(args.pop("dst"), where), srcs, dtypes.check(args.pop("cdt"), where), op)
 
 
+def _parse_scalar(args, op, where):
+    fn = args.pop("fn")
+    if fn not in SCALAR_FNS and not fn.startswith(CUSTOM_PREFIX):
+        raise ProgramError(f"{where}: unknown scalar kernel {fn!r}")
+    regions_of = lambda text: tuple(parse_region(r, where) for r in _split_operands(text))  # noqa: E731
+    pairs = (item.partition(":") for item in args.pop("args", "").split(";") if item)
+    return Scalar(fn, regions_of(args.pop("dst")), regions_of(args.pop("src")), tuple((k, _parse_arg(v, where)) for k, _, v in pairs), op)
+
+
+def _parse_indexed(scatter):
+    def parse(args, op, where):
+        table, index, rows = (parse_region(args.pop(k), where) for k in ("table", "index", "rows"))
+        return IndexedDma(table, index, rows, scatter, args.pop("wrap", "0") == "1", op)
+    return parse
+
+
 _PARSERS = {
     "dma": lambda a, op, w: Dma(parse_region(a.pop("src"), w), parse_region(a.pop("dst"), w), op),
+    "gather": _parse_indexed(False),
+    "scatter": _parse_indexed(True),
+    "scalar": _parse_scalar,
     "vector": _parse_vector,
     "matmul": lambda a, op, w: Matmul(*(parse_region(a.pop(k), w) for k in "abc"), a.pop("acc") == "1", op, int(a.pop("m", "1"))),
     "wait": lambda a, op, w: Wait(tuple(a.pop("on").split(",")), op),

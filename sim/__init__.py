@@ -1,7 +1,7 @@
 """The SimPy machine: executes lowered programs, producing numbers, cycles and traces."""
 
 from isa.errors import (
-    ConfigError, DeadlockError, GraphError, InputError, OutOfMemoryError, ProgramError, ShapeError, SimError,
+    ConfigError, DeadlockError, GraphError, IndexRangeError, InputError, OutOfMemoryError, ProgramError, ShapeError, SimError,
     UnsupportedError,
 )
 
@@ -9,6 +9,6 @@ from .machine import Machine
 from .run import Result, execute, run
 
 __all__ = [
-    "ConfigError", "DeadlockError", "GraphError", "InputError", "Machine", "OutOfMemoryError", "ProgramError",
+    "ConfigError", "DeadlockError", "GraphError", "IndexRangeError", "InputError", "Machine", "OutOfMemoryError", "ProgramError",
     "Result", "ShapeError", "SimError", "UnsupportedError", "execute", "run",
 ]

@@ -14,11 +14,11 @@ import simpy
 
 from isa import dtypes
 from isa.errors import DeadlockError, InputError, ProgramError
-from isa.instructions import REDUCTIONS, TABLE_OPERANDS, VECTOR_FNS, Wait, instr_text, regions
+from isa.instructions import REDUCTIONS, TABLE_OPERANDS, VECTOR_FNS, IndexedDma, Wait, instr_text, regions
 from traces.records import Event, Trace
 
 from .bandwidth import Arbiter
-from .engines import dma, matrix, vector
+from .engines import dma, matrix, scalar, vector
 from .memory import Memory, check_region
 
 @dataclass
@@ -60,9 +60,12 @@ class Machine:
             raise InputError(f"unknown input(s) {', '.join(sorted(inputs))}; the program's inputs are {', '.join(known)}")
 
     def outputs(self):
+        """Each output's values; one a kernel filled only in part has the shape it produced."""
         if not self.functional:
             return {}
-        return {b.name: self.memories["ddr"].read(b.region) for b in self.program.bindings if b.role == "output"}
+        ddr = self.memories["ddr"]
+        return {b.name: ddr.read(b.region)[: self.produced.get(b.region.addr, b.region.shape)[0]]
+                for b in self.program.bindings if b.role == "output"}
 
     # ---- running ----------------------------------------------------------------------------
 
@@ -72,6 +75,7 @@ class Machine:
         bw = {m.name: m.bandwidth for m in self.chip.memories.values()}
         self.arbiter = Arbiter(env, bw)
         self.events = []
+        self.produced = {}  # DDR address -> the shape a kernel produced there, when not its region's
         self.pc = {e: 0 for e in self.program.streams}
         self.finished = {}  # (engine, index) -> simpy event, for the instructions someone waits on
         waits = {}  # engine -> {index of a wait: the events it waits on}
@@ -110,8 +114,11 @@ class Machine:
             else:
                 if i in opens:
                     occupancy.open(opens[i], start)
+                note = ""
                 if execute:
-                    execute[instr.kind](instr, memories)
+                    partial = execute[instr.kind](instr, memories)
+                    if partial:
+                        note = self._produced(partial)
                 kind, cycles, moved, use, fn, nbytes, src, dst = step
                 if kind == "dma":
                     if cycles:
@@ -119,12 +126,18 @@ class Machine:
                     yield transfer(moved, cap, use, src, dst)
                 else:
                     yield timeout(cycles)
-                record(Event(name, i, kind, fn, instr.op, start, env.now, nbytes, src, dst))
+                record(Event(name, i, kind, fn, instr.op, start, env.now, nbytes, src, dst, note))
                 if i in closes:
                     occupancy.close(closes[i], env.now)
             if i in finished:
                 finished[i].succeed()
         self.pc[name] = len(stream)
+
+    def _produced(self, partial):
+        for region, shape in partial:
+            if region.mem == "ddr":
+                self.produced[region.addr] = shape
+        return "; ".join(f"produced {list(shape)} of at most {list(region.shape)}" for region, shape in partial)
 
     def _check_finished(self):
         stuck = []
@@ -138,10 +151,10 @@ class Machine:
             raise DeadlockError(f"deadlock at cycle {int(self.env.now)}: no engine can proceed; stuck: " + "; ".join(stuck))
 
 
-_EXECUTE = {"dma": dma.execute, "vector": vector.execute, "matrix": matrix.execute}
+_EXECUTE = {"dma": dma.execute, "vector": vector.execute, "matrix": matrix.execute, "scalar": scalar.execute}
 
 
-def _step(chip, engine, instr):
+def _step(chip, engine, instr, where):
     """Check that engine can run instr and work out, once, what the engine loop needs of it:
     (kind, cycles or DMA latency, DMA bytes moved, DMA port use, trace name, trace bytes, src, dst)."""
     kind = instr.kind
@@ -151,7 +164,11 @@ def _step(chip, engine, instr):
         if (instr.src.mem, instr.dst.mem) not in engine.links:
             raise ProgramError(f"engine {engine.name} has no link {instr.src.mem}->{instr.dst.mem}: {instr_text('?', instr)}")
         moved = dma.bytes_moved(instr, chip)
-        return ("dma", dma.latency(instr, chip, engine), moved, dma.port_use(instr), "dma", instr.dst.nbytes, instr.src.mem, instr.dst.mem)
+        name = ("scatter" if instr.scatter else "gather") if isinstance(instr, IndexedDma) else "dma"
+        return ("dma", dma.latency(instr, chip, engine), moved, dma.port_use(instr), name, instr.dst.nbytes, instr.src.mem, instr.dst.mem)
+    if kind == "scalar":
+        nbytes = sum(r.nbytes for r in instr.dsts)
+        return ("scalar", scalar.cycles(instr, engine, where), 0, None, instr.fn, nbytes, "ddr", "ddr")
     if kind == "vector":
         dtype = vector.cost_dtype(instr)
         if dtype not in engine.vector.per_lane:
@@ -188,10 +205,10 @@ def _check(chip, program):
             if cost is None:
                 where = f"{e}.{i}"
                 reads, written = regions(instr)
-                for r in (*reads, written):
+                for r in (*reads, *written):
                     extents[r.mem] = max(extents.get(r.mem, 0), check_region(r, chip.memories, where))
                 _check_shapes(instr, where)
-                cost = known[instr] = _step(chip, chip.engines[e], instr)
+                cost = known[instr] = _step(chip, chip.engines[e], instr, where)
             costs[e].append(cost)
     for b in program.bindings:
         extents["ddr"] = max(extents.get("ddr", 0), check_region(b.region, chip.memories, f"binding {b.name}"))
@@ -199,7 +216,12 @@ def _check(chip, program):
 
 
 def _check_shapes(instr, where):
-    if instr.kind == "dma":
+    if isinstance(instr, IndexedDma):
+        _check_indexed(instr, where)
+    elif instr.kind == "scalar":
+        if any(r.mem != "ddr" for r in (*instr.srcs, *instr.dsts)):
+            raise ProgramError(f"{where}: a scalar kernel's operands are in ddr")
+    elif instr.kind == "dma":
         if instr.src.shape != instr.dst.shape or dtypes.itemsize(instr.src.dtype) != dtypes.itemsize(instr.dst.dtype):
             raise ProgramError(f"{where}: dma src {instr.src.text()} and dst {instr.dst.text()} differ in shape or width")
     elif instr.kind == "vector":
@@ -216,9 +238,22 @@ def _check_shapes(instr, where):
         m = instr.m
         if instr.b.shape != instr.a.shape[m:] + instr.c.shape[m:] or instr.a.shape[:m] != instr.c.shape[:m]:
             raise ProgramError(f"{where}: matmul shapes {instr.a.shape} x {instr.b.shape} -> {instr.c.shape} do not agree (m={m})")
-    written = regions(instr)[1]
-    if any(d > 1 for d, s in zip(written.shape, written.strides) if s == 0):
-        raise ProgramError(f"{where}: destination {written.text()} writes some elements more than once (zero stride)")
+    for written in regions(instr)[1]:
+        if any(d > 1 for d, s in zip(written.shape, written.strides) if s == 0):
+            raise ProgramError(f"{where}: destination {written.text()} writes some elements more than once (zero stride)")
+
+
+def _check_indexed(instr, where):
+    """index P + (n, k), table P + (k dims) + Q, rows P + (n,) + Q, rows and table of one width."""
+    index, table, rows = instr.index.shape, instr.table.shape, instr.rows.shape
+    p = len(index) - 2
+    k = index[-1] if p >= 0 else 0
+    if p < 0 or not dtypes.is_int(instr.index.dtype) or k < 1:
+        raise ProgramError(f"{where}: indices {instr.index.text()} must be integers of shape P + (n, k)")
+    if table[:p] != index[:p] or rows != index[:p + 1] + table[p + k:] or len(table) < p + k:
+        raise ProgramError(f"{where}: table {table}, indices {index} and rows {rows} do not agree")
+    if dtypes.itemsize(instr.table.dtype) != dtypes.itemsize(instr.rows.dtype):
+        raise ProgramError(f"{where}: table and rows differ in width")
 
 
 def _as_input(name, value, region):

@@ -256,7 +256,7 @@ def test_overrides(key, value, check):
         ("memories.ddr.bandwidth", "fast", r"override memories\.ddr\.bandwidth=fast: expected a bandwidth"),
         ("ops.add.dtypes", "[float32, int9]", r"override ops\.add\.dtypes=.*: ops\.add\.dtypes\[1\]: unknown dtype 'int9'"),
         ("clock", "[1", r"override clock=\[1: not a YAML value"),
-        ("engines.tiu.kind", "scalar", r"override engines\.tiu\.kind=scalar: .*'scalar' is not supported yet"),
+        ("engines.tiu.kind", "scalar", r"bm1684\.yaml:\d+: engines\.tiu\.memory: 'memory' belongs to vector or matrix engines, and this engine's kind is scalar"),
     ],
 )
 def test_bad_overrides_name_the_key(key, value, match):
@@ -356,7 +356,8 @@ def test_a_chip_path_may_be_a_string(tmp_path):
         ("links: [ddr->sram, sram->ddr]", "links: [ddr-sram]", r"engines\.dma\.links\[0\]: expected a link such as 'ddr->lmem'"),
         ("links: [ddr->sram, sram->ddr]", "links: []", r"engines\.dma\.links: expected at least 1 item"),
         ("    links: [ddr->sram, sram->ddr]\n", "", r"engines\.dma: missing required key 'links'"),
-        ("    kind: vector", "    kind: scalar", r"engines\.vpu\.kind: engine kind 'scalar' is not supported yet"),
+        ("    kind: vector", "    kind: scalar", r"engines\.vpu\.memory: 'memory' belongs to vector or matrix engines, and this engine's kind is scalar"),
+        ("    kind: vector", "    kind: [vector, scalar]", r"engines\.vpu: missing required key 'scalar'"),
         ("    kind: vector", "    kind: [vector, tensor]", r"engines\.vpu\.kind: unknown engine kind 'tensor'"),
         ("    kind: vector", "    kind: [vector, vector]", r"engines\.vpu\.kind: expected distinct engine kinds"),
         ("    kind: vector", "    kind: matrix", r"engines\.vpu\.vector: 'vector' belongs to vector engines, and this engine's kind is matrix"),

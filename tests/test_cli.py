@@ -122,7 +122,7 @@ def test_run_writes_a_chrome_trace_with_both_engines(full_run, mlp):
         doc = json.load(f)
     events = doc["traceEvents"]
     names = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
-    assert sorted(names.values()) == ["gdma", "tiu"]
+    assert sorted(names.values()) == ["arm", "gdma", "tiu"]  # every engine of the chip has its track
     complete = [e for e in events if e["ph"] == "X"]
     by_engine = {}
     for e in complete:
@@ -375,7 +375,7 @@ def test_chips_lists_the_shipped_chips(capsys):
     assert bm[1] == "550 MHz"
     assert "lmem" in bm[2] and "64 x 512 KiB" in bm[2]
     assert bm[3] == "32.0 GB/s"
-    assert bm[-1] == "gdma (dma), tiu (vector+matrix)"
+    assert bm[-1] == "gdma (dma), tiu (vector+matrix), arm (scalar)"
     generic = chips.load("generic")
     assert by_name["generic"][1] == f"{generic.clock_hz / 1e6:g} MHz"
     assert by_name["generic"][-1] == ", ".join(f"{e.name} ({'+'.join(e.kinds)})" for e in generic.engines.values())

@@ -150,7 +150,7 @@ def test_chrome_trace_has_a_track_per_engine(tmp_path):
     traces.write_chrome(res.trace, path)
     data = json.loads(path.read_text())
     names = {e["args"]["name"] for e in data["traceEvents"] if e.get("name") == "thread_name"}
-    assert names == {"dma_in", "dma_out", "vpu", "mxu"}
+    assert names == {"dma_in", "dma_out", "vpu", "mxu", "cpu"}
     assert {e["cat"] for e in data["traceEvents"] if e["ph"] == "X"} >= {"dma", "vector"}
 
 

@@ -61,7 +61,7 @@ def _instructions(trace):
                 "bytes": e.bytes,
                 "src": e.src,
                 "dst": e.dst,
-            },
+            } | ({"note": e.note} if e.note else {}),
         }
         for e in ordered
     ]

@@ -20,6 +20,7 @@ class Event(NamedTuple):
     bytes: int  # bytes moved (dma) or written (compute)
     src: str  # memory read from ("" for waits)
     dst: str  # memory written ("" for waits)
+    note: str = ""  # what else the run learned: the shape a data-dependent op produced
 
 
 @dataclass

@@ -20,9 +20,12 @@ from .pool import lower_pool
 from .policy import Policy
 from .reduce import lower_reduce
 from .resize import lower_resize
+from .place import PLACES_OWN_OUTPUTS, lower_constant, lower_view
+from .scalar import lower_scalar
 from .route import copy
 
-TEMPLATES = {"arrange": lower_arrange, "elementwise": lower_elementwise, "matmul": lower_matmul, "conv": lower_conv, "pool": lower_pool, "reduce": lower_reduce, "resize": lower_resize}
+TEMPLATES = {"arrange": lower_arrange, "elementwise": lower_elementwise, "matmul": lower_matmul, "conv": lower_conv, "pool": lower_pool, "reduce": lower_reduce, "resize": lower_resize,
+             "scalar": lower_scalar, "view": lower_view, "constant": lower_constant}
 
 __all__ = ["Policy", "lower", "TEMPLATES"]
 
@@ -34,21 +37,32 @@ def lower(graph, chip, policy=None):
     em = Emitter(chip, graph.name)
     ctx = Lowering(graph, chip, policy, em, {})
     aliased = _bind(ctx)
+    ctx.pinned.update(ctx.ddr)
+    shares = _shared_buffers(ctx, groups)
     last_use = {}
     for i, g in enumerate(groups):
         for t in g.loads:
-            last_use[t] = i
-    bound = set(ctx.ddr)
+            last_use[shares.get(t, t)] = i
     for i, g in enumerate(groups):
         for t in g.stores:
-            if t not in ctx.ddr:
+            if t not in ctx.ddr and g.template not in PLACES_OWN_OUTPUTS:
                 ctx.ddr[t] = em.alloc("ddr", graph.tensors[t].nbytes, t)
         TEMPLATES[g.template](ctx, g)
-        for t in g.loads:
-            if last_use[t] == i and t not in bound:
+        for t in dict.fromkeys(shares.get(t, t) for t in g.loads):
+            if last_use[t] == i and t not in ctx.pinned:
                 em.release(ctx.ddr[t])
     _copy_aliased_outputs(ctx, aliased)
     return em.program()
+
+
+def _shared_buffers(ctx, groups):
+    """tensor -> the tensor whose DDR buffer it shares (a view of it not bound to an output)."""
+    shares = {}
+    for g in groups:
+        if g.template == "view" and g.nodes[0].outputs[0] not in ctx.ddr:
+            src = g.nodes[0].inputs[0]
+            shares[g.nodes[0].outputs[0]] = shares.get(src, src)
+    return shares
 
 
 def _bind(ctx):

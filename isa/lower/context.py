@@ -1,7 +1,7 @@
 """What every lowering template works with: the graph, the chip, the policy, the emitter and
 the DDR placement of the tensors that cross group boundaries."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import UnsupportedError
 from ..instructions import dense
@@ -15,6 +15,7 @@ class Lowering:
     policy: object
     em: object  # Emitter
     ddr: dict  # tensor name -> Buf in DDR
+    pinned: set = field(default_factory=set)  # tensors whose DDR place lasts the whole program (bindings)
 
     @property
     def slots(self):

@@ -137,7 +137,7 @@ def _check_inside(instr, reads, writes):
     region it writes in one it says it writes: a template that gets its sizes wrong is caught
     here, not by wrong numbers."""
     read_regions, written = regions(instr)
-    for region, bufs in [(r, tuple(reads) + tuple(writes)) for r in read_regions] + [(written, tuple(writes))]:
+    for region, bufs in [(r, tuple(reads) + tuple(writes)) for r in read_regions] + [(w, tuple(writes)) for w in written]:
         lo, hi = region.span()
         if not any(b.mem == region.mem and b.addr <= lo and hi <= b.addr + b.size for b in bufs):
             names = ", ".join(f"{b.name} {b.mem}@{b.addr:#x}+{b.size}" for b in bufs) or "none"

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import GraphError, ShapeError, UnsupportedError
-from ..graph import Tensor
+from ..graph import Tensor, default_graph
 
 REGISTRY = {}  # op name -> OpDef
 
@@ -25,10 +25,12 @@ def register(opdef):
 
 @dataclass(frozen=True)
 class Spec:
-    """A tensor's shape and dtype, as inference sees it."""
+    """A tensor's shape and dtype, as inference sees it; `bounded` when the shape is an upper
+    bound and the data decide the first dimension (see isa.graph)."""
 
     shape: tuple
     dtype: str
+    bounded: bool = False
 
 
 class OpDef:
@@ -36,6 +38,7 @@ class OpDef:
     kind = "local"  # the seed's class: "local" (本地操作, fusable) or "global" (全局操作, from DDR)
     template = ""  # the lowering template that runs it (see isa.lower.TEMPLATES)
     variants = ()  # sub-keys a chip's op table may price separately ("active.relu")
+    seed = "bmlang"  # the document that specifies it: bmlang, atb (Ascend), tensorrt or onnx
 
     def infer(self, ins, params):
         """Check operands and params; return the output Specs."""
@@ -58,6 +61,13 @@ class OpDef:
         v = self.variant(params)
         return f"{self.name}.{v}" if v else self.name
 
+    def known_value(self, known, ins, params):
+        """The output's values when they follow from what the graph knows when it is built
+        (`known`: each input's values or None, `ins`: their Specs), or None. Ops whose results
+        follow from shapes alone (shape_fetch) say so here, so that an op that needs a
+        tensor's values at build time (reshape_v2's shape) can take theirs."""
+        return None
+
 
 def check_dtype(value, allowed, what):
     if value not in allowed:
@@ -70,19 +80,30 @@ def check_rank(spec, rank, what):
         raise ShapeError(f"{what}: expected rank {rank}, got shape {spec.shape}")
 
 
-def apply(opdef, operands, params, name=None):
-    """Add a node for `opdef` to the graph of the first tensor operand; returns its outputs.
+def apply(opdef, operands, params, name=None, graph=None):
+    """Add a node for `opdef` to the graph of its tensor operands (else `graph`, else the graph
+    of the enclosing `with graph:`); returns its outputs.
 
-    Operands are Tensors; numpy arrays are added to that graph as constants (COEFF tensors).
+    Operands are Tensors; numpy arrays are added to that graph as constants (COEFF tensors). A
+    tensor whose shape is only an upper bound (see isa.graph) can be a graph output, not an
+    operand: memory is planned from shapes before the run.
     """
-    graph = next((o.graph for o in operands if isinstance(o, Tensor)), None)
+    graph = next((o.graph for o in operands if isinstance(o, Tensor)), None) or graph or default_graph()
     if graph is None:
-        raise GraphError(f"{opdef.name}: needs at least one Tensor operand to know its graph")
+        raise GraphError(f"{opdef.name}: no tensor operand says which graph it belongs to; pass graph= or build it inside `with graph:`")
     tensors = []
     for i, o in enumerate(operands):
         if isinstance(o, np.ndarray):
             o = graph.constant(f"{name or opdef.name}_c{len(graph.constants)}", o)
-        tensors.append(graph.tensor(o))
-    specs = opdef.infer([Spec(t.shape, t.dtype) for t in tensors], params)
-    outs = graph.add_node(opdef.name, tensors, params, [(s.shape, dtypes.check(s.dtype)) for s in specs], name)
+        t = graph.tensor(o)
+        if t.bounded:
+            raise ShapeError(f"{opdef.name}: operand {t.name} has a data-dependent shape (at most {t.shape}); "
+                             "such a tensor can only be a graph output, as memory is planned before the run")
+        tensors.append(t)
+    ins = [Spec(t.shape, t.dtype) for t in tensors]
+    specs = opdef.infer(ins, params)
+    outs = graph.add_node(opdef.name, tensors, params, [(s.shape, dtypes.check(s.dtype), s.bounded) for s in specs], name)
+    value = opdef.known_value([graph.values.get(t.name) for t in tensors], ins, params)
+    if value is not None:
+        graph.values[outs[0].name] = value
     return outs[0] if len(outs) == 1 else tuple(outs)
