@@ -116,9 +116,10 @@ def load(path):
         _located(r, constants, name, lambda: g.constant(name, array))
     if not isinstance(top["ops"], list):
         raise r.error(top.line_of("ops"), f"ops: expected a list of {{op, inputs, params, name}}, got {_kind(top['ops'])}")
-    for i, item in enumerate(top["ops"]):
-        spec = r.mapping(item, top["ops"].line_of(i), f"ops[{i}]", ("op", "inputs"), ("params", "name"))
-        _located(r, top["ops"], i, lambda: _apply(r, g, spec, f"ops[{i}]"))
+    with g:  # an op with no tensor input (linspace, constdata) goes to this graph
+        for i, item in enumerate(top["ops"]):
+            spec = r.mapping(item, top["ops"].line_of(i), f"ops[{i}]", ("op", "inputs"), ("params", "name"))
+            _located(r, top["ops"], i, lambda: _apply(r, g, spec, f"ops[{i}]"))
     _outputs(r, g, top)
     return GraphFile(g, defaults)
 
@@ -161,7 +162,8 @@ def _apply(r, g, spec, where):
         raise r.error(spec.line_of("params"), f"{where}.params: expected a mapping of parameter to value, got {_kind(params)}")
     node_name = r.text(spec, "name", f"{where}.name") if "name" in spec else None
     try:
-        return fn(*(g.tensors[t] for t in inputs), **params, name=node_name)
+        tensors = [g.tensors[t] for t in inputs]
+        return fn(tensors, **params, name=node_name) if ops.REGISTRY[name].list_input else fn(*tensors, **params, name=node_name)
     except TypeError as exc:
         raise ConfigError(f"op {name}: {exc}") from None
 

@@ -63,8 +63,8 @@ class Machine:
         """Each output's values; one a kernel filled only in part has the shape it produced."""
         if not self.functional:
             return {}
-        ddr = self.memories["ddr"]
-        return {b.name: ddr.read(b.region)[: self.produced.get(b.region.addr, b.region.shape)[0]]
+        ddr, produced = self.memories["ddr"], self.produced
+        return {b.name: ddr.read(b.region)[: produced[b.region.addr][0]] if b.region.addr in produced else ddr.read(b.region)
                 for b in self.program.bindings if b.role == "output"}
 
     # ---- running ----------------------------------------------------------------------------

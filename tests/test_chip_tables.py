@@ -190,6 +190,7 @@ BM1686_ONLY = {  # seed lines 131-230, 987, 1009, 1027-1053, 1136-1176, 1223-123
     "requant_fp32_to_int.mode0", "requant_fp32_to_int.mode1", "requant_int32.mode0", "requant_int32.mode1",
     "requant_int32.mode2", "dequant_int_to_fp32.mode0",
     "arithmetic_shift", "arithmetic_pc_shift", "logical_shift", "logical_pc_shift",
+    "sort.stable", "argsort.stable",  # lines 1077 and 1087: "BM1684仅支持stable为false"
 }
 
 

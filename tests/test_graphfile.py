@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import sim
 from isa import dtypes, graphfile
 from isa.errors import ConfigError, GraphError, ShapeError, SimError, UnsupportedError
 
@@ -685,3 +686,38 @@ def test_input_value_is_used_or_rejected(tmp_path):
         assert str(exc).startswith(f"{path}:3: ") and "value" in str(exc)
     else:
         np.testing.assert_array_equal(gf.defaults.get("x"), np.array([1.5, 2.5], np.float32))
+
+
+def test_list_and_multi_output_ops(tmp_path):
+    """concat takes its inputs as one list; split's parts are tensors named `<op>:<i>`."""
+    path = write(tmp_path, """
+        name: parts
+        inputs:
+          a: {shape: [2, 3], dtype: float32}
+          b: {shape: [2, 1], dtype: float32}
+        ops:
+          - {op: concat, inputs: [a, b], params: {axis: 1}, name: ab}
+          - {op: split, inputs: [ab], params: {axis: 1, num: 2}, name: halves}
+        outputs: {left: "halves:0", right: "halves:1"}
+    """)
+    g = graphfile.load(path).graph
+    a, b = rng(0).standard_normal((2, 3)).astype(np.float32), rng(1).standard_normal((2, 1)).astype(np.float32)
+    out = sim.run(g, "generic", {"a": a, "b": b}).outputs
+    np.testing.assert_array_equal(out["left"], a[:, :2])
+    np.testing.assert_array_equal(out["right"], np.concatenate([a[:, 2:], b], axis=1))
+
+
+def test_an_op_without_inputs_joins_the_file_graph(tmp_path):
+    path = write(tmp_path, """
+        name: ramp
+        inputs:
+          x: {shape: [2, 3], dtype: float32}
+        ops:
+          - {op: linspace, inputs: [], params: {shape: [2, 3], alpha: 1.0, beta: [10.0, 1.0]}, name: ramp}
+          - {op: add, inputs: [x, ramp]}
+        outputs: {y: add_0}
+    """)
+    g = graphfile.load(path).graph
+    x = rng(2).standard_normal((2, 3)).astype(np.float32)
+    y = sim.run(g, "generic", {"x": x}).outputs["y"]
+    np.testing.assert_allclose(y, x + np.array([[1, 2, 3], [11, 12, 13]], np.float32), rtol=1e-6)

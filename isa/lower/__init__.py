@@ -14,6 +14,7 @@ from .conv import lower_conv
 from .context import Lowering
 from .emit import Emitter
 from .fusion import groups as make_groups
+from .indexed import lower_indexed
 from .local import lower_elementwise
 from .matmul import lower_matmul
 from .pool import lower_pool
@@ -24,7 +25,7 @@ from .place import PLACES_OWN_OUTPUTS, lower_constant, lower_view
 from .scalar import lower_scalar
 from .route import copy
 
-TEMPLATES = {"arrange": lower_arrange, "elementwise": lower_elementwise, "matmul": lower_matmul, "conv": lower_conv, "pool": lower_pool, "reduce": lower_reduce, "resize": lower_resize,
+TEMPLATES = {"arrange": lower_arrange, "indexed": lower_indexed, "elementwise": lower_elementwise, "matmul": lower_matmul, "conv": lower_conv, "pool": lower_pool, "reduce": lower_reduce, "resize": lower_resize,
              "scalar": lower_scalar, "view": lower_view, "constant": lower_constant}
 
 __all__ = ["Policy", "lower", "TEMPLATES"]

@@ -1,12 +1,16 @@
-"""The data-arrangement template: ops whose output is their inputs' elements moved about, run
-as DMA transfers and nothing else, the way hardware runs them (strided, zero-stride and offset
-descriptors).
+"""The data-arrangement template: ops whose outputs are their inputs' elements moved about, or
+a constant, run as DMA transfers and nothing else, the way hardware runs them (strided,
+zero-stride, negative-stride and offset descriptors).
 
-The op describes its output as `Piece`s (isa/ops/arrange.py): a strided view of one input copied to a strided view
-of the output, both in elements of the tensors' dense layouts (a zero stride repeats, an offset
-selects). Each piece becomes one DMA between DDR tensors, routed along the chip's links; where
-a route stages through on-chip memory, the piece is cut into chunks that memory can hold.
+The op describes its outputs as `Piece`s (isa/ops/arrange.py): a strided view of one input
+copied to a strided view of one output, both in elements of the tensors' dense layouts, or a
+fill: a constant written into a view of an output. Each piece becomes one DMA between DDR
+tensors, routed along the chip's links; where a route stages through on-chip memory, the piece
+is cut into chunks that memory can hold. A fill reads a one-element constant bound in DDR with
+all-zero strides, so its read side costs one burst (the DMA engine's constant fill).
 """
+
+import numpy as np
 
 from .. import dtypes
 from ..errors import OutOfMemoryError
@@ -16,19 +20,34 @@ from .route import copy, route
 
 
 def lower_arrange(ctx, group):
+    """Pieces are written in the op's order; an empty one, or one of an output nothing reads
+    (a split's unused part), emits nothing."""
     node = group.nodes[0]
     g = ctx.graph
-    out = g.tensors[node.outputs[0]]
     ins = [g.tensors[t] for t in node.inputs]
-    pieces = REGISTRY[node.op].pieces([t.shape for t in ins], out.shape, node.params)
+    outs = [g.tensors[t] for t in node.outputs]
+    pieces = REGISTRY[node.op].pieces([t.shape for t in ins], outs[0].shape, node.params)
     hops = route(ctx.chip, "ddr", "ddr")
     staged = [ctx.em.allocators[to] for _, _, to in hops[:-1]]
     limit = min((a.free_bytes() for a in staged), default=None)
+    constants = {}  # (fill value, dtype) -> its one-element DDR constant
     for piece in pieces:
-        source = ins[piece.input]
-        src, dst = _region(ctx, source, piece.src), _region(ctx, out, piece.dst)
+        out = outs[piece.output]
+        if out.name not in ctx.ddr or 0 in piece.dst.shape:
+            continue
+        dst = _region(ctx, out, piece.dst)
+        if piece.input is None:
+            key = (piece.value, out.dtype)
+            if key not in constants:
+                data = np.array([piece.value], dtypes.np_dtype(out.dtype)).tobytes()
+                constants[key] = ctx.em.bind(f"{node.name}.fill{len(constants)}", "const", out.dtype, (1,), data)
+            src_buf = constants[key]
+            src = Region("ddr", src_buf.addr, out.dtype, dst.shape, (0,) * len(dst.shape))
+        else:
+            src_buf = ctx.ddr[node.inputs[piece.input]]
+            src = _region(ctx, ins[piece.input], piece.src)
         for s, d in _chunks(src, dst, limit, node.name):
-            copy(ctx.em, s, ctx.ddr[source.name], d, ctx.ddr[out.name], node.name)
+            copy(ctx.em, s, src_buf, d, ctx.ddr[out.name], node.name)
 
 
 def _region(ctx, tensor, view):

@@ -48,7 +48,8 @@ def check_graph(graph, chip):
         ins, out = _dtypes(graph, node)
         if not allows(row, ins, out):
             what = describe(row) if row else f"the chip has no {key}; `npusim ops --chip {chip.name}` lists what it has"
-            raise UnsupportedError(f"op {node.name}: {key} with {' x '.join(ins)} -> {out} is not supported on chip {chip.name} ({what})")
+            given = f"{' x '.join(ins)} -> {out}" if ins else f"no input -> {out}"
+            raise UnsupportedError(f"op {node.name}: {key} with {given} is not supported on chip {chip.name} ({what})")
 
 
 def describe(row):

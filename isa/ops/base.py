@@ -39,6 +39,7 @@ class OpDef:
     template = ""  # the lowering template that runs it (see isa.lower.TEMPLATES)
     variants = ()  # sub-keys a chip's op table may price separately ("active.relu")
     seed = "bmlang"  # the document that specifies it: bmlang, atb (Ascend), tensorrt or onnx
+    list_input = False  # its function takes its tensors as one list (concat), not one by one
 
     def infer(self, ins, params):
         """Check operands and params; return the output Specs."""

@@ -8,14 +8,13 @@
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
-from .arrange import Piece, View
+from .arrange import Arrangement, Piece, View
 from .base import OpDef, Spec, apply, register
 
 
-class Upsample(OpDef):
+class Upsample(Arrangement):
     name = "upsample"
     kind = "local"
-    template = "arrange"
 
     def infer(self, ins, params):
         if len(ins) != 1 or len(ins[0].shape) != 4:

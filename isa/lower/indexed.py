@@ -1,0 +1,203 @@
+"""The indexed template: gathers and scatters as IndexedDma transfers, in which the DMA engine
+reads the indices from memory and moves each addressed row (gather, scatter_nd).
+
+The op gives three views of its DDR tensors (OpDef.views): the table, the indices and the rows.
+- A gather is one IndexedDma from table to rows when an engine links DDR to DDR. Otherwise the
+  rows are gathered into on-chip memory (the first hop of the route from DDR to DDR) and copied
+  on along the route, in chunks the memories on the way can hold.
+- A scatter first copies the data to the output. Without a reduction it is then one scatter of
+  every update row: the engine faults on an index written twice rather than leave the result to
+  the order of the writes. Where the update rows stage through on-chip memory, chunks keep every
+  row and cut the row's elements first, so each chunk still sees every index (only when not one
+  element of every row fits are the rows cut, and a repeat across two chunks then goes unseen).
+- With a reduction the update rows are taken one at a time, in order: the output row is gathered
+  into the vector unit's memory, combined there with the update row (loaded with others in a
+  chunk) and scattered back. The emitter's buffer hazards order each row's gather after the
+  previous row's scatter, so repeated indices combine in order.
+
+Chunks are boxes of the rows' iteration space (isa/lower/tiling.py), outer dimensions cut first;
+every region of a chunk is the sub-box of the op's region that the box covers.
+"""
+
+from .. import dtypes
+from ..errors import OutOfMemoryError, UnsupportedError
+from ..instructions import IndexedDma, Region, Vector
+from ..ops import REGISTRY
+from .route import copy, route
+from .tiling import boxes, choose_tile, nbytes, sub_region
+
+
+def lower_indexed(ctx, group):
+    node = group.nodes[0]
+    opdef = REGISTRY[node.op]
+    tensors = [ctx.graph.tensors[t] for t in node.inputs]
+    table, index, rows = opdef.views([t.shape for t in tensors], node.params)
+    out = node.outputs[0]
+    if not opdef.scatter:
+        x, idx = node.inputs
+        access = _Access(ctx, node.name, _region(ctx, x, table), ctx.ddr[x], _region(ctx, idx, index), ctx.ddr[idx])
+        _gather(ctx, access, _region(ctx, out, rows), ctx.ddr[out])
+        return
+    data, idx, upd = node.inputs
+    _copy_whole(ctx, node.name, ctx.ddr_region(data), ctx.ddr[data], ctx.ddr_region(out), ctx.ddr[out])
+    access = _Access(ctx, node.name, _region(ctx, out, table), ctx.ddr[out], _region(ctx, idx, index), ctx.ddr[idx], wrap=True)
+    fn = opdef.combine(node.params)
+    if fn is None:
+        _scatter(ctx, access, _region(ctx, upd, rows), ctx.ddr[upd])
+    else:
+        _combine(ctx, access, fn, _region(ctx, upd, rows), ctx.ddr[upd])
+
+
+def _region(ctx, tensor, view):
+    t = ctx.graph.tensors[tensor]
+    return Region("ddr", ctx.ddr[tensor].addr + view.offset * dtypes.itemsize(t.dtype), t.dtype, tuple(view.shape), tuple(view.strides))
+
+
+class _Access:
+    """An indexed table in DDR: its region and buffer, the index region and buffer, and where a
+    box of the rows' iteration space P + (n,) + Q reads or writes them."""
+
+    def __init__(self, ctx, op, table, table_buf, index, index_buf, wrap=False):
+        self.ctx, self.op, self.wrap = ctx, op, wrap
+        self.table, self.table_buf, self.index, self.index_buf = table, table_buf, index, index_buf
+        self.p, self.k = len(index.shape) - 2, index.shape[-1]
+
+    def part(self, starts, extents):
+        """(table, index) regions a box of the rows reads or writes."""
+        p, k = self.p, self.k
+        indexed = self.table.shape[p:p + k]
+        table = sub_region(self.table, starts[:p] + (0,) * k + starts[p + 1:], extents[:p] + indexed + extents[p + 1:])
+        return table, sub_region(self.index, starts[:p + 1] + (0,), extents[:p + 1] + (k,))
+
+    def gather(self, starts, extents, dst, dst_buf):
+        """Gather the rows of a box into dst (any memory): the first hop from DDR is the
+        indexed transfer, into a staging buffer when more hops follow."""
+        em = self.ctx.em
+        table, index = self.part(starts, extents)
+        hops = route(em.chip, "ddr", dst.mem)
+        here, here_buf = (dst, dst_buf) if len(hops) == 1 else self._stage(hops[0][2], dst, "gather")
+        instr = IndexedDma(table, index, here, False, self.wrap, self.op)
+        em.emit(hops[0][0], instr, reads=(self.table_buf, self.index_buf), writes=(here_buf,))
+        if here_buf is not dst_buf:
+            copy(em, here, here_buf, dst, dst_buf, self.op)
+            em.release(here_buf)
+
+    def scatter(self, starts, extents, src, src_buf):
+        """Scatter src (any memory) to the rows of a box: the last hop into DDR is the indexed
+        transfer, from a staging buffer when hops come before it."""
+        em = self.ctx.em
+        table, index = self.part(starts, extents)
+        hops = route(em.chip, src.mem, "ddr")
+        here, here_buf = (src, src_buf) if len(hops) == 1 else self._stage(hops[-1][1], src, "scatter")
+        if here_buf is not src_buf:
+            copy(em, src, src_buf, here, here_buf, self.op)
+        instr = IndexedDma(table, index, here, True, self.wrap, self.op)
+        em.emit(hops[-1][0], instr, reads=(here_buf, self.index_buf), writes=(self.table_buf,))
+        if here_buf is not src_buf:
+            em.release(here_buf)
+
+    def _stage(self, mem, like, what):
+        """A buffer in mem for a region like `like`, and that region in it."""
+        buf = self.ctx.em.alloc(mem, like.nbytes, f"{self.op}/{what}.{mem}")
+        return buf.region(like.dtype, like.shape), buf
+
+
+# ---- what a chunk holds on chip ----------------------------------------------------------
+
+def _stages(chip, src, dst):
+    """The memories a copy from src to dst stages through."""
+    return [to for _, _, to in route(chip, src, dst)[:-1]]
+
+
+def _gathered_through(chip, dst):
+    """The on-chip memories an `_Access.gather` into dst holds a chunk in."""
+    hops = route(chip, "ddr", dst)
+    return [] if len(hops) == 1 else [hops[0][2]] + _stages(chip, hops[0][2], dst)
+
+
+def _scattered_through(chip, src):
+    """The on-chip memories an `_Access.scatter` from src holds a chunk in."""
+    hops = route(chip, src, "ddr")
+    return [] if len(hops) == 1 else _stages(chip, src, hops[-1][1]) + [hops[-1][1]]
+
+
+def _chunks(ctx, shape, needs, what, rows_whole=False):
+    """Boxes of `shape`, each as large as fits: needs(extents) gives the (memory, bytes) a box
+    holds at once. Outer dimensions are cut first; with rows_whole the first dimension (the
+    rows) is cut last."""
+    em = ctx.em
+
+    def fits(extents):
+        sizes = {}
+        for mem, size in needs(tuple(extents)):
+            sizes.setdefault(mem, []).append(size)
+        return all(em.allocators[mem].fits(s) for mem, s in sizes.items())
+
+    if rows_whole:
+        turned = choose_tile(shape[1:] + shape[:1], lambda t: fits(tuple(t[-1:]) + tuple(t[:-1])))
+        tile = turned and turned[-1:] + turned[:-1]
+    else:
+        tile = choose_tile(shape, fits)
+    if tile is None:
+        held = ", ".join(f"{size} B in {mem}" for mem, size in needs((1,) * len(shape)))
+        raise OutOfMemoryError(f"{what}: a single element needs {held}, which does not fit")
+    return boxes(shape, tile)
+
+
+def _held_whole(mems, dtype):
+    """needs() of a chunk held whole in each of mems."""
+    return lambda extents: [(m, nbytes(dtype, extents)) for m in mems]
+
+
+# ---- the transfers -----------------------------------------------------------------------
+
+def _copy_whole(ctx, op, src, src_buf, dst, dst_buf):
+    """A DDR-to-DDR copy (scatter_nd's output starts as its data), in chunks when it stages."""
+    needs = _held_whole(_stages(ctx.chip, "ddr", "ddr"), dst.dtype)
+    for starts, extents in _chunks(ctx, dst.shape, needs, f"{op} (copying data)"):
+        copy(ctx.em, sub_region(src, starts, extents), src_buf, sub_region(dst, starts, extents), dst_buf, op)
+
+
+def _gather(ctx, access, rows, rows_buf):
+    needs = _held_whole(_gathered_through(ctx.chip, "ddr"), rows.dtype)
+    for starts, extents in _chunks(ctx, rows.shape, needs, access.op):
+        access.gather(starts, extents, sub_region(rows, starts, extents), rows_buf)
+
+
+def _scatter(ctx, access, rows, rows_buf):
+    needs = _held_whole(_scattered_through(ctx.chip, "ddr"), rows.dtype)
+    for starts, extents in _chunks(ctx, rows.shape, needs, access.op, rows_whole=True):
+        access.scatter(starts, extents, sub_region(rows, starts, extents), rows_buf)
+
+
+def _combine(ctx, access, fn, updates, updates_buf):
+    """out[index[i]] = fn(out[index[i]], updates[i]) for each row i in order, on the vector unit.
+    A chunk holds a box of update rows and one output row in the vector unit's memory."""
+    em, dtype = ctx.em, updates.dtype
+    engine = ctx.engine("vector")
+    if dtype not in engine.vector.per_lane:
+        raise UnsupportedError(f"op {access.op}: combining {dtype} rows ({fn}) needs the vector unit, which has no {dtype} on chip "
+                               f"{ctx.chip.name} (it has {', '.join(engine.vector.per_lane)})")
+    mem = engine.memory
+    loads, row_stages = _stages(ctx.chip, "ddr", mem), _gathered_through(ctx.chip, mem) + _scattered_through(ctx.chip, mem)
+
+    def needs(extents):
+        chunk, row = nbytes(dtype, extents), nbytes(dtype, extents[1:])
+        return [(mem, chunk), (mem, row)] + [(m, chunk) for m in loads] + [(m, row) for m in row_stages]
+
+    cdt = "float32" if dtypes.is_float(dtype) else "int64"
+    for starts, extents in _chunks(ctx, updates.shape, needs, access.op):
+        chunk = em.alloc(mem, nbytes(dtype, extents), f"{access.op}/updates")
+        row_buf = em.alloc(mem, nbytes(dtype, extents[1:]), f"{access.op}/row")
+        loaded = chunk.region(dtype, extents)
+        copy(em, sub_region(updates, starts, extents), updates_buf, loaded, chunk, access.op)
+        one = (1,) + extents[1:]
+        row = row_buf.region(dtype, one)
+        for r in range(extents[0]):
+            at = (starts[0] + r,) + starts[1:]
+            access.gather(at, one, row, row_buf)
+            update = sub_region(loaded, (r,) + (0,) * (len(extents) - 1), one)
+            em.emit(engine.name, Vector(fn, row, (row, update), cdt, access.op), reads=(row_buf, chunk), writes=(row_buf,))
+            access.scatter(at, one, row, row_buf)
+        em.release(row_buf)
+        em.release(chunk)

@@ -1,0 +1,124 @@
+"""The Ascend 310B chip (chips/ascend310b.yaml) against hardware-facts.md section 3 (the 310B4
+.ini row and the Atlas 200I DK A2 figures): sizes, alignments, peaks, the data movers' routes,
+instruction costs worked by hand from the YAML's figures, and its op table (the ATB seeds')."""
+
+import numpy as np
+import pytest
+
+import chips
+import isa
+import sim
+from isa.lower.route import route
+from sim.cli import main
+
+CHIP = chips.load("ascend310b")
+O = isa.ops
+KiB = 1024
+
+
+def test_shipped_and_listed(capsys):
+    assert "ascend310b" in chips.available()
+    assert chips.load("Ascend310B4").name == "ascend310b"
+    assert main(["chips"]) == 0
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("ascend310b")]
+    for text in ("500 MHz", "l1 1 MiB, l0a 64 KiB, l0b 64 KiB, l0c 128 KiB, ub 248 KiB", "25.6 GB/s", "int8 8.19 TOPS", "float16 4.10 TOPS"):
+        assert text in row
+
+
+def test_memories_are_the_ini_row():
+    m = CHIP.memories
+    assert CHIP.clock_hz == 500e6
+    assert {k: (v.capacity, v.align) for k, v in m.items() if k != "ddr"} == {
+        "l1": (1024 * KiB, 32), "l0a": (64 * KiB, 512), "l0b": (64 * KiB, 512), "l0c": (128 * KiB, 64), "ub": (253952, 32),
+    }
+    assert m["ddr"].capacity == 4 * 2**30
+    assert m["ddr"].bandwidth * CHIP.clock_hz == pytest.approx(25.6e9)  # LPDDR4X 3200 Mbps x 64 bit
+
+
+@pytest.mark.parametrize("dtype, macs, peak", [("float16", 4096, 4e12), ("int8", 8192, 8e12)])
+def test_cube_peaks_are_the_dk_figures(dtype, macs, peak):
+    cube = CHIP.engines["cube"].matrix
+    assert (cube.a, cube.b, cube.c) == ("l0a", "l0b", "l0c")
+    assert cube.m * cube.n * cube.k / cube.block_cycles[dtype] == macs  # hardware-facts.md 3.1
+    assert macs * 2 * CHIP.clock_hz == pytest.approx(peak, rel=0.05)  # 4 TFLOPS FP16 / 8 TOPS INT8
+
+
+def test_vector_unit_does_128_float16_per_cycle_in_ub():
+    vec = CHIP.engines["vector"]
+    assert vec.memory == "ub"
+    assert vec.vector.lanes * vec.vector.per_lane["float16"] == 128  # vec_calc_size
+    assert vec.vector.lanes * vec.vector.per_lane["float32"] * 4 == 256  # 2048 bits
+
+
+def test_the_data_movers_routes():
+    assert route(CHIP, "ddr", "l0a") == (("mte2", "ddr", "l1"), ("mte1", "l1", "l0a"))
+    assert route(CHIP, "ddr", "l0b") == (("mte2", "ddr", "l1"), ("mte1", "l1", "l0b"))
+    assert route(CHIP, "ddr", "ub") == (("mte2", "ddr", "ub"),)
+    assert route(CHIP, "l0c", "ddr") == (("fixpipe", "l0c", "ddr"),)
+    assert route(CHIP, "ub", "ddr") == (("mte3", "ub", "ddr"),)
+    assert route(CHIP, "ddr", "ddr") == (("mte2", "ddr", "ub"), ("mte3", "ub", "ddr"))  # no DDR-to-DDR engine
+    assert CHIP.engines["aicpu"].kinds == ("scalar",)
+
+
+PROGRAM = """.program chip=ascend310b graph=t
+.engine {engine}
+{engine}.0 {instr}
+"""
+
+
+def cycles(engine, instr):
+    program = isa.Program.from_text(PROGRAM.format(engine=engine, instr=instr))
+    return sim.execute(program, CHIP, mode="timing").cycles
+
+
+@pytest.mark.parametrize("a, b, c, want", [
+    # issue 8 + folds x (ceil(K / 32) x block_cycles + fill_drain 4)
+    ("l0a@0x0:float16[16,32;32,1]", "l0b@0x0:float16[32,16;16,1]", "l0c@0x0:float32[16,16;16,1]", 8 + 1 * (1 * 2 + 4)),
+    ("l0a@0x0:float16[32,64;64,1]", "l0b@0x0:float16[64,48;48,1]", "l0c@0x0:float32[32,48;48,1]", 8 + 6 * (2 * 2 + 4)),
+    ("l0a@0x0:int8[16,32;32,1]", "l0b@0x0:int8[32,16;16,1]", "l0c@0x0:int32[16,16;16,1]", 8 + 1 * (1 * 1 + 4)),
+])
+def test_cube_cost_by_hand(a, b, c, want):
+    assert cycles("cube", f"matmul a={a} b={b} c={c} acc=0") == want
+
+
+def test_vector_and_mte2_costs_by_hand():
+    # 1000 float16: issue 8 + ceil(1000 / 128)
+    assert cycles("vector", "vector fn=add cdt=float32 dst=ub@0x0:float16[1000;1] src=ub@0x0:float16[1000;1],ub@0x800:float16[1000;1]") == 8 + 8
+    # 4096 B from DDR to UB: mte2 20 + ddr 100 latency, then 4096 B at the DDR's 51.2 B/cycle
+    assert cycles("mte2", "dma src=ddr@0x0:float16[2048;1] dst=ub@0x0:float16[2048;1]") == 120 + 80
+
+
+def test_op_table_is_the_atb_seeds():
+    assert set(CHIP.ops) == {"gather", "masked_fill", "fill"}
+    assert CHIP.support("fill").dtypes == {"float16", "int32", "bfloat16"}
+    (gather,) = CHIP.support("gather").signatures
+    assert gather.inputs == ({"float16"}, {"int64", "int32", "uint32"})  # seed 001: x float16 only here
+    masked = CHIP.support("masked_fill").signatures
+    assert {d for sig in masked for d in sig.output} == {"float16", "int32", "bfloat16"}
+    assert all(set(sig.inputs[1]) == {"int8", "bool"} for sig in masked)
+    priced = set(CHIP.engines["vector"].vector.per_lane)
+    assert all(set(sig.inputs[0]) | set(sig.inputs[1]) <= priced for sig in masked)
+
+
+def test_other_ops_are_rejected():
+    g = isa.Graph("t")
+    x = g.input("x", (4,), "float16")
+    g.output(O.add(x, x), "y")
+    with pytest.raises(isa.UnsupportedError, match=r"add with float16 x float16 -> float16 is not supported on chip ascend310b \(the chip has no add"):
+        isa.lower(g, CHIP)
+
+
+def test_the_three_ops_run():
+    x = np.arange(12, dtype=np.float16).reshape(3, 4)
+    g = isa.Graph("t")
+    xt = g.input("x", x.shape, "float16")
+    picked = O.gather(xt, np.array([3, 1], np.int32), axis=1)
+    g.output(picked, "picked")
+    g.output(O.masked_fill(xt, np.array([1, 0, 0, 1], np.int8), 9), "masked")
+    with g:
+        g.output(O.fill([2, 2], [5], "int32"), "filled")
+    res = sim.run(g, CHIP, {"x": x})
+    np.testing.assert_array_equal(res.outputs["picked"], x[:, [3, 1]])
+    np.testing.assert_array_equal(res.outputs["masked"], np.where([1, 0, 0, 1], np.float16(9), x))
+    np.testing.assert_array_equal(res.outputs["filled"], np.full((2, 2), 5, np.int32))
+    assert {e.engine for e in res.trace.events if e.kind != "wait"} == {"mte2", "mte3", "vector"}
