@@ -15,16 +15,17 @@ The op gives three views of its DDR tensors (OpDef.views): the table, the indice
   chunk) and scattered back. The emitter's buffer hazards order each row's gather after the
   previous row's scatter, so repeated indices combine in order.
 
-Chunks are boxes of the rows' iteration space (isa/lower/tiling.py), outer dimensions cut first;
-every region of a chunk is the sub-box of the op's region that the box covers.
+Chunks are boxes of the rows' iteration space (isa/lower/staging.py), outer dimensions cut
+first; every region of a chunk is the sub-box of the op's region that the box covers.
 """
 
 from .. import dtypes
-from ..errors import OutOfMemoryError, UnsupportedError
-from ..instructions import IndexedDma, Region, Vector
+from ..errors import UnsupportedError
+from ..instructions import IndexedDma, Vector
 from ..ops import REGISTRY
 from .route import copy, route
-from .tiling import boxes, choose_tile, nbytes, sub_region
+from .staging import chunks, held_whole, staged_copy, stages, view_region
+from .tiling import nbytes, sub_region
 
 
 def lower_indexed(ctx, group):
@@ -35,22 +36,17 @@ def lower_indexed(ctx, group):
     out = node.outputs[0]
     if not opdef.scatter:
         x, idx = node.inputs
-        access = _Access(ctx, node.name, _region(ctx, x, table), ctx.ddr[x], _region(ctx, idx, index), ctx.ddr[idx])
-        _gather(ctx, access, _region(ctx, out, rows), ctx.ddr[out])
+        access = _Access(ctx, node.name, view_region(ctx, x, table), ctx.ddr[x], view_region(ctx, idx, index), ctx.ddr[idx])
+        _gather(ctx, access, view_region(ctx, out, rows), ctx.ddr[out])
         return
     data, idx, upd = node.inputs
-    _copy_whole(ctx, node.name, ctx.ddr_region(data), ctx.ddr[data], ctx.ddr_region(out), ctx.ddr[out])
-    access = _Access(ctx, node.name, _region(ctx, out, table), ctx.ddr[out], _region(ctx, idx, index), ctx.ddr[idx], wrap=True)
+    staged_copy(ctx, node.name, ctx.ddr_region(data), ctx.ddr[data], ctx.ddr_region(out), ctx.ddr[out])
+    access = _Access(ctx, node.name, view_region(ctx, out, table), ctx.ddr[out], view_region(ctx, idx, index), ctx.ddr[idx], wrap=True)
     fn = opdef.combine(node.params)
     if fn is None:
-        _scatter(ctx, access, _region(ctx, upd, rows), ctx.ddr[upd])
+        _scatter(ctx, access, view_region(ctx, upd, rows), ctx.ddr[upd])
     else:
-        _combine(ctx, access, fn, _region(ctx, upd, rows), ctx.ddr[upd])
-
-
-def _region(ctx, tensor, view):
-    t = ctx.graph.tensors[tensor]
-    return Region("ddr", ctx.ddr[tensor].addr + view.offset * dtypes.itemsize(t.dtype), t.dtype, tuple(view.shape), tuple(view.strides))
+        _combine(ctx, access, fn, view_region(ctx, upd, rows), ctx.ddr[upd])
 
 
 class _Access:
@@ -104,69 +100,29 @@ class _Access:
 
 # ---- what a chunk holds on chip ----------------------------------------------------------
 
-def _stages(chip, src, dst):
-    """The memories a copy from src to dst stages through."""
-    return [to for _, _, to in route(chip, src, dst)[:-1]]
-
-
 def _gathered_through(chip, dst):
     """The on-chip memories an `_Access.gather` into dst holds a chunk in."""
     hops = route(chip, "ddr", dst)
-    return [] if len(hops) == 1 else [hops[0][2]] + _stages(chip, hops[0][2], dst)
+    return [] if len(hops) == 1 else [hops[0][2]] + stages(chip, hops[0][2], dst)
 
 
 def _scattered_through(chip, src):
     """The on-chip memories an `_Access.scatter` from src holds a chunk in."""
     hops = route(chip, src, "ddr")
-    return [] if len(hops) == 1 else _stages(chip, src, hops[-1][1]) + [hops[-1][1]]
-
-
-def _chunks(ctx, shape, needs, what, rows_whole=False):
-    """Boxes of `shape`, each as large as fits: needs(extents) gives the (memory, bytes) a box
-    holds at once. Outer dimensions are cut first; with rows_whole the first dimension (the
-    rows) is cut last."""
-    em = ctx.em
-
-    def fits(extents):
-        sizes = {}
-        for mem, size in needs(tuple(extents)):
-            sizes.setdefault(mem, []).append(size)
-        return all(em.allocators[mem].fits(s) for mem, s in sizes.items())
-
-    if rows_whole:
-        turned = choose_tile(shape[1:] + shape[:1], lambda t: fits(tuple(t[-1:]) + tuple(t[:-1])))
-        tile = turned and turned[-1:] + turned[:-1]
-    else:
-        tile = choose_tile(shape, fits)
-    if tile is None:
-        held = ", ".join(f"{size} B in {mem}" for mem, size in needs((1,) * len(shape)))
-        raise OutOfMemoryError(f"{what}: a single element needs {held}, which does not fit")
-    return boxes(shape, tile)
-
-
-def _held_whole(mems, dtype):
-    """needs() of a chunk held whole in each of mems."""
-    return lambda extents: [(m, nbytes(dtype, extents)) for m in mems]
+    return [] if len(hops) == 1 else stages(chip, src, hops[-1][1]) + [hops[-1][1]]
 
 
 # ---- the transfers -----------------------------------------------------------------------
 
-def _copy_whole(ctx, op, src, src_buf, dst, dst_buf):
-    """A DDR-to-DDR copy (scatter_nd's output starts as its data), in chunks when it stages."""
-    needs = _held_whole(_stages(ctx.chip, "ddr", "ddr"), dst.dtype)
-    for starts, extents in _chunks(ctx, dst.shape, needs, f"{op} (copying data)"):
-        copy(ctx.em, sub_region(src, starts, extents), src_buf, sub_region(dst, starts, extents), dst_buf, op)
-
-
 def _gather(ctx, access, rows, rows_buf):
-    needs = _held_whole(_gathered_through(ctx.chip, "ddr"), rows.dtype)
-    for starts, extents in _chunks(ctx, rows.shape, needs, access.op):
+    needs = held_whole(_gathered_through(ctx.chip, "ddr"), rows.dtype)
+    for starts, extents in chunks(ctx, rows.shape, needs, access.op):
         access.gather(starts, extents, sub_region(rows, starts, extents), rows_buf)
 
 
 def _scatter(ctx, access, rows, rows_buf):
-    needs = _held_whole(_scattered_through(ctx.chip, "ddr"), rows.dtype)
-    for starts, extents in _chunks(ctx, rows.shape, needs, access.op, rows_whole=True):
+    needs = held_whole(_scattered_through(ctx.chip, "ddr"), rows.dtype)
+    for starts, extents in chunks(ctx, rows.shape, needs, access.op, rows_whole=True):
         access.scatter(starts, extents, sub_region(rows, starts, extents), rows_buf)
 
 
@@ -179,14 +135,14 @@ def _combine(ctx, access, fn, updates, updates_buf):
         raise UnsupportedError(f"op {access.op}: combining {dtype} rows ({fn}) needs the vector unit, which has no {dtype} on chip "
                                f"{ctx.chip.name} (it has {', '.join(engine.vector.per_lane)})")
     mem = engine.memory
-    loads, row_stages = _stages(ctx.chip, "ddr", mem), _gathered_through(ctx.chip, mem) + _scattered_through(ctx.chip, mem)
+    loads, row_stages = stages(ctx.chip, "ddr", mem), _gathered_through(ctx.chip, mem) + _scattered_through(ctx.chip, mem)
 
     def needs(extents):
         chunk, row = nbytes(dtype, extents), nbytes(dtype, extents[1:])
         return [(mem, chunk), (mem, row)] + [(m, chunk) for m in loads] + [(m, row) for m in row_stages]
 
     cdt = "float32" if dtypes.is_float(dtype) else "int64"
-    for starts, extents in _chunks(ctx, updates.shape, needs, access.op):
+    for starts, extents in chunks(ctx, updates.shape, needs, access.op):
         chunk = em.alloc(mem, nbytes(dtype, extents), f"{access.op}/updates")
         row_buf = em.alloc(mem, nbytes(dtype, extents[1:]), f"{access.op}/row")
         loaded = chunk.region(dtype, extents)

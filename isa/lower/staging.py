@@ -1,0 +1,59 @@
+"""Copies between DDR tensors that stage through on-chip memory, in chunks it can hold.
+
+A route from DDR to DDR may pass through on-chip memories (where no engine copies DDR to DDR,
+as on an Ascend AI core: GM -> UB -> GM); each hop stages through a buffer placed for it
+(isa/lower/route.py). Chunks are boxes of the copy's iteration space (isa/lower/tiling.py),
+outer dimensions cut first, each as large as every memory on the way can hold at once.
+"""
+
+from .. import dtypes
+from ..errors import OutOfMemoryError
+from ..instructions import Region
+from .route import copy, route
+from .tiling import boxes, choose_tile, nbytes, sub_region
+
+
+def view_region(ctx, name, view):
+    """The DDR region of tensor `name` that an op's View (offset, shape, element strides) names."""
+    t = ctx.graph.tensors[name]
+    return Region("ddr", ctx.ddr[name].addr + view.offset * dtypes.itemsize(t.dtype), t.dtype, tuple(view.shape), tuple(view.strides))
+
+
+def stages(chip, src, dst):
+    """The memories a copy from src to dst stages through."""
+    return [to for _, _, to in route(chip, src, dst)[:-1]]
+
+
+def held_whole(mems, dtype):
+    """needs() of a chunk held whole in each of mems."""
+    return lambda extents: [(m, nbytes(dtype, extents)) for m in mems]
+
+
+def chunks(ctx, shape, needs, what, rows_whole=False):
+    """Boxes of `shape`, each as large as fits: needs(extents) gives the (memory, bytes) a box
+    holds at once. Outer dimensions are cut first; with rows_whole the first dimension (the
+    rows) is cut last."""
+    em = ctx.em
+
+    def fits(extents):
+        sizes = {}
+        for mem, size in needs(tuple(extents)):
+            sizes.setdefault(mem, []).append(size)
+        return all(em.allocators[mem].fits(s) for mem, s in sizes.items())
+
+    if rows_whole:
+        turned = choose_tile(shape[1:] + shape[:1], lambda t: fits(tuple(t[-1:]) + tuple(t[:-1])))
+        tile = turned and turned[-1:] + turned[:-1]
+    else:
+        tile = choose_tile(shape, fits)
+    if tile is None:
+        held = ", ".join(f"{size} B in {mem}" for mem, size in needs((1,) * len(shape)))
+        raise OutOfMemoryError(f"{what}: a single element needs {held}, which does not fit")
+    return boxes(shape, tile)
+
+
+def staged_copy(ctx, op, src, src_buf, dst, dst_buf):
+    """Copy region src to region dst (same shape), in chunks when the route stages."""
+    needs = held_whole(stages(ctx.chip, src.mem, dst.mem), dst.dtype)
+    for starts, extents in chunks(ctx, dst.shape, needs, f"{op} (copying)"):
+        copy(ctx.em, sub_region(src, starts, extents), src_buf, sub_region(dst, starts, extents), dst_buf, op)
