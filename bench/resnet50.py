@@ -2,9 +2,10 @@
 wall time of the simulation in both modes.
 
 The network is built from the seed's ops with seeded random weights: conv (+ bias) and relu,
-a 3x3/2 max pool, bottleneck blocks whose shortcut is an add, a global average pool and the
-classifier (a 1x1 convolution: the fully connected layer's product on the pooled features). In int8 every convolution is LowPrecisionSymmetric with a scale of
-1/2^m (exact on BM1684, the seed says) and an int16 bias.
+a 3x3/2 max pool, bottleneck blocks whose shortcut is an add, a global average pool, a reshape
+of the pooled features (a view: no instruction) and the fully connected classifier (matrix_mul
+with a bias). In int8 every convolution and the classifier are LowPrecisionSymmetric with a
+scale of 1/2^m (exact on BM1684, the seed says) and an int16 bias.
 
     python bench/resnet50.py                       # bm1684, float32 and int8
     python bench/resnet50.py --chip bm1686 --dtype int8 --top 15
@@ -38,18 +39,26 @@ class Builder:
             return self.g.constant(f"w{self.count}", self.rng.integers(-8, 8, shape, endpoint=True).astype(np.int8))
         return self.g.constant(f"w{self.count}", (self.rng.standard_normal(shape) * np.sqrt(2 / fan_in)).astype(np.float32))
 
-    def bias(self, oc):
+    def bias(self, shape):
         if self.int8:
-            return self.g.constant(f"b{self.count}", self.rng.integers(-64, 64, (1, oc, 1, 1)).astype(np.int16))
-        return self.g.constant(f"b{self.count}", (self.rng.standard_normal((1, oc, 1, 1)) * 0.01).astype(np.float32))
+            return self.g.constant(f"b{self.count}", self.rng.integers(-64, 64, shape).astype(np.int16))
+        return self.g.constant(f"b{self.count}", (self.rng.standard_normal(shape) * 0.01).astype(np.float32))
+
+    @property
+    def quant(self):
+        return {"scale": 1 / 64} if self.int8 else {}
 
     def conv(self, x, oc, k, stride=1, relu=True, name=None):
         ic = x.shape[1]
         pad = k // 2
-        quant = {"scale": 1 / 64} if self.int8 else {}
-        y = O.conv(x, self.weight((oc, ic, k, k), ic * k * k), self.bias(oc), pad_h_t=pad, pad_h_b=pad, pad_w_l=pad, pad_w_r=pad,
-                   stride_h=stride, stride_w=stride, name=name, **quant)
+        y = O.conv(x, self.weight((oc, ic, k, k), ic * k * k), self.bias((1, oc, 1, 1)), pad_h_t=pad, pad_h_b=pad, pad_w_l=pad,
+                   pad_w_r=pad, stride_h=stride, stride_w=stride, name=name, **self.quant)
         return O.active(y, "relu") if relu else y
+
+    def classifier(self, x, classes, name):
+        features = O.reshape(x, [x.shape[0], -1], name=f"{name}_flatten")
+        k = features.shape[1]
+        return O.matrix_mul(features, self.weight((k, classes), k), self.bias((1, classes)), name=name, **self.quant)
 
     def bottleneck(self, x, width, stride, name):
         out = width * 4
@@ -69,9 +78,7 @@ def resnet50(dtype, size=224):
         for i in range(blocks):
             y = b.bottleneck(y, width, stride if i == 0 else 1, f"res{s}{chr(97 + i)}")
     y = O.pool(y, pooling_type="AVE", is_global_pooling=True, name="pool5")
-    # the classifier on the pooled [1, 2048, 1, 1] features: a 1x1 convolution is the same product
-    # as the fully connected layer (there is no reshape op yet)
-    b.g.output(b.conv(y, 1000, 1, relu=False, name="fc"), "logits")
+    b.g.output(b.classifier(y, 1000, "fc"), "logits")
     return b.g
 
 
