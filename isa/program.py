@@ -1,6 +1,7 @@
 """Program: what lowering hands to the machine. One instruction stream per engine, the tensors
-bound to DDR (inputs, outputs and constants, whose bytes travel with the program) and the
-buffers the memory planner placed, each with the instructions that open and close its lifetime.
+bound for the whole run (inputs, outputs and constants in DDR, constants pinned in on-chip
+memory; a constant's bytes travel with the program), the buffers the memory planner placed,
+each with the instructions that open and close its lifetime, and notes on placement choices.
 
 Its text form has one item per line, so a program can be read, diffed, edited and run again:
 
@@ -10,13 +11,14 @@ Its text form has one item per line, so a program can be read, diffed, edited an
     .const w ddr@0x2000:float32[256,128;128,1] <base64 of zlib-compressed bytes>
     .output y ddr@0x22000:float32[8,128;128,1]
     .buffer lmem@0x0 size=8192 name=matrix_mul_0/a.0 first=gdma.0 last=tiu.1
+    .note intermediate fc1 (4096 bytes) stays in ddr: lmem has 1024 bytes free
     gdma.0 dma src=ddr@0x0:float32[8,256;256,1] dst=lmem@0x0:float32[8,256;256,1] op=matrix_mul_0
     tiu.0 wait on=gdma.0
 """
 
 import base64
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import ProgramError
 from .instructions import instr_text, parse_instr, parse_region
@@ -24,7 +26,8 @@ from .instructions import instr_text, parse_instr, parse_region
 
 @dataclass(frozen=True)
 class Binding:
-    """A graph tensor in DDR: role is "input", "output" or "const" (with its bytes)."""
+    """A graph tensor placed for the whole run: role is "input", "output" or "const" (with its
+    bytes). Inputs and outputs are in DDR; a constant is in DDR or pinned in on-chip memory."""
 
     name: str
     role: str
@@ -51,6 +54,7 @@ class Program:
     streams: dict  # engine name -> list of instructions, in engine order
     bindings: list
     buffers: list
+    notes: list = field(default_factory=list)  # lines of text: placement decisions (e.g. a fallback to DDR)
 
     def __len__(self):
         return sum(len(s) for s in self.streams.values())
@@ -64,6 +68,7 @@ class Program:
             lines.append(f"{tag} {b.name} {b.region.text()}{data}")
         for b in self.buffers:
             lines.append(f".buffer {b.mem}@{b.addr:#x} size={b.size} name={b.name} first={b.first} last={','.join(b.last)}")
+        lines += [f".note {note}" for note in self.notes]
         for engine, stream in self.streams.items():
             lines += [instr_text(f"{engine}.{i}", instr) for i, instr in enumerate(stream)]
         return "\n".join(lines) + "\n"
@@ -90,6 +95,8 @@ def _parse_line(prog, words, where):
             role = head[1:]
             data = zlib.decompress(base64.b64decode(words[3])) if role == "const" else b""
             prog.bindings.append(Binding(words[1], role, parse_region(words[2], where), data))
+        elif head == ".note":
+            prog.notes.append(" ".join(words[1:]))
         elif head == ".buffer":
             mem, addr = words[1].split("@")
             f = dict(w.split("=", 1) for w in words[2:])

@@ -1,7 +1,10 @@
 """The `npusim` command.
 
     npusim run GRAPH.yaml --chip bm1684 [--mode timing] [--inputs in.npz] [--outputs out.npz]
-                          [--trace run.json] [--plots DIR] [--program prog.txt] [--set KEY=VALUE ...]
+                          [--trace run.json] [--plots DIR] [--csv DIR] [--program prog.txt] [--set KEY=VALUE ...]
+    npusim report run.json [--csv DIR] [--top N]     summary and per-op table of a saved trace
+    npusim compare A.json B.json [--top N]           two saved runs side by side
+    npusim sweep GRAPH.yaml --chip bm1684 --grid KEY=V1,V2,... [--grid ...] [--jobs N] [--mode timing|functional] [--out DIR]
     npusim chips                      shipped chips with their headline figures
     npusim ops [--chip NAME]          ops and the dtypes each chip supports
 
@@ -19,9 +22,12 @@ import isa
 import traces
 from isa import graphfile
 from isa.lower.check import describe
+from isa.lower.policy import policy_from_overrides
 from isa.errors import ConfigError, InputError, SimError
 
+from .peaks import matrix_ops_per_cycle
 from .run import execute
+from .sweep import parse_grid, plot_sweep, sweep, table_rows, write_csv
 
 
 def main(argv=None):
@@ -43,10 +49,31 @@ def _parser():
     run.add_argument("--inputs", help=".npz with one array per graph input (default: the graph file's random inputs)")
     run.add_argument("--outputs", help="write the outputs to this .npz")
     run.add_argument("--trace", help="write a Chrome/Perfetto trace JSON here")
-    run.add_argument("--plots", help="write plots (timeline.png) into this folder")
+    run.add_argument("--plots", help="write timeline.png, memory.png, bandwidth.png and roofline.png into this folder")
+    run.add_argument("--csv", help="write events.csv and ops.csv into this folder")
     run.add_argument("--program", help="write the lowered program's text here")
-    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a chip field, e.g. memories.ddr.bandwidth=68GB/s")
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a chip field (memories.ddr.bandwidth=68GB/s) or a policy field (policy.fuse=false, policy.max_tile=h=4,w=8)")
     run.set_defaults(func=_run)
+    sw = sub.add_parser("sweep", help="run a graph over the cross product of chip and policy overrides")
+    sw.add_argument("graph", help="graph YAML file (see examples/)")
+    sw.add_argument("--chip", default="generic", help="shipped chip name or chip YAML path (default: generic)")
+    sw.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                    help="a chip field (memories.lmem.size=128KiB,512KiB) or a policy field (policy.double_buffer=true,false; "
+                         "a value with commas in brackets: policy.pinned=[w1,w2],[w3]); repeat to cross")
+    sw.add_argument("--jobs", type=int, default=1, help="points run at once, each in its own process (default: 1)")
+    sw.add_argument("--mode", choices=("timing", "functional"), default="timing", help="functional feeds the graph file's random inputs")
+    sw.add_argument("--out", default="out/sweep", help="folder for sweep.csv and sweep.png (default: out/sweep)")
+    sw.set_defaults(func=_sweep)
+    report = sub.add_parser("report", help="summary and per-op table of a trace saved by run --trace")
+    report.add_argument("trace", help="trace JSON written by npusim run --trace")
+    report.add_argument("--csv", help="write events.csv and ops.csv into this folder")
+    report.add_argument("--top", type=int, default=20, help="ops in the table, longest first (default: 20)")
+    report.set_defaults(func=_report)
+    compare = sub.add_parser("compare", help="two runs' saved traces side by side")
+    compare.add_argument("a", help="trace JSON of run A")
+    compare.add_argument("b", help="trace JSON of run B")
+    compare.add_argument("--top", type=int, default=10, help="ops whose span changed most to list (default: 10)")
+    compare.set_defaults(func=_compare)
     sub.add_parser("chips", help="list the shipped chips").set_defaults(func=_chips)
     ops = sub.add_parser("ops", help="list ops and the dtypes each chip supports")
     ops.add_argument("--chip", help="only this chip")
@@ -80,9 +107,11 @@ def _inputs(args, gf):
 
 
 def _run(args):
-    chip = chips.load(args.chip, _overrides(args.set))
+    overrides = _overrides(args.set)  # policy.KEY=VALUE sets a placement knob, any other key a chip field
+    policy = policy_from_overrides({k[len("policy."):]: v for k, v in overrides.items() if k.startswith("policy.")})
+    chip = chips.load(args.chip, {k: v for k, v in overrides.items() if not k.startswith("policy.")})
     gf = graphfile.load(args.graph)
-    program = isa.lower(gf.graph, chip)
+    program = isa.lower(gf.graph, chip, policy)
     if args.program:
         _write(args.program, lambda p: Path(p).write_text(program.to_text()))
     if args.outputs and args.mode == "timing":
@@ -96,7 +125,60 @@ def _run(args):
     if args.trace:
         _write(args.trace, lambda p: traces.write_chrome(result.trace, p))
     if args.plots:
-        _write(str(Path(args.plots) / "timeline.png"), lambda p: traces.plot_timeline(result.trace, p))
+        for name, plot in _PLOTS.items():
+            _write(str(Path(args.plots) / f"{name}.png"), lambda p, plot=plot: plot(result.trace, p))
+    if args.csv:
+        _write_csv(args.csv, result.trace, result.stats)
+    return 0
+
+
+_PLOTS = {"timeline": traces.plot_timeline, "memory": traces.plot_memory, "bandwidth": traces.plot_bandwidth,
+          "roofline": traces.plot_roofline}
+
+
+def _write_csv(folder, trace, summary):
+    _write(str(Path(folder) / "events.csv"), lambda p: traces.write_events_csv(trace, p))
+    _write(str(Path(folder) / "ops.csv"), lambda p: traces.write_ops_csv(summary, p))
+
+
+def _load_trace(path):
+    try:
+        return traces.load(path)
+    except traces.TraceFileError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _top(n):
+    if n < 0:
+        raise ConfigError(f"--top {n}: must be 0 or more")
+    return n
+
+
+def _report(args):
+    top = _top(args.top)
+    trace = _load_trace(args.trace)
+    summary = traces.summarize(trace)
+    print(traces.format_summary(summary, top=0))
+    print(traces.format_ops(summary, top))
+    if args.csv:
+        _write_csv(args.csv, trace, summary)
+    return 0
+
+
+def _compare(args):
+    top = _top(args.top)
+    a, b = (traces.summarize(_load_trace(path)) for path in (args.a, args.b))
+    print(f"A = {args.a}\nB = {args.b}")
+    print(traces.format_comparison(a, b, top=top))
+    return 0
+
+
+def _sweep(args):
+    result = sweep(args.graph, args.chip, parse_grid(args.grid), args.mode, args.jobs)
+    print(f"{result.graph} on {result.chip} ({result.mode} mode): {len(result.rows)} points")
+    _table(table_rows(result))
+    _write(str(Path(args.out) / "sweep.csv"), lambda p: write_csv(result, p))
+    _write(str(Path(args.out) / "sweep.png"), lambda p: plot_sweep(result, p))
     return 0
 
 
@@ -135,11 +217,8 @@ def _chips(args):
 
 def _matrix_peak(chip, engine):
     """Peak of the matrix unit for the headline dtypes it supports: 2 ops per MAC."""
-    u = engine.matrix
-    return ", ".join(
-        f"{d} {2 * u.m * u.n * u.k / u.block_cycles[d] * chip.clock_hz / 1e12:.2f} TOPS"
-        for d in ("int8", "float16", "float32") if d in u.block_cycles
-    )
+    peaks = matrix_ops_per_cycle(engine.matrix)
+    return ", ".join(f"{d} {peaks[d] * chip.clock_hz / 1e12:.2f} TOPS" for d in ("int8", "float16", "float32") if d in peaks)
 
 
 def _vector_peak(chip, engine):

@@ -15,11 +15,13 @@ import simpy
 from isa import dtypes
 from isa.errors import DeadlockError, InputError, ProgramError
 from isa.instructions import REDUCTIONS, TABLE_OPERANDS, VECTOR_FNS, IndexedDma, Wait, instr_text, regions
-from traces.records import Event, Trace
+from traces.occupancy import memory_counters
+from traces.records import BufferSpan, Event, Sync, Trace
 
 from .bandwidth import Arbiter
 from .engines import dma, matrix, scalar, vector
 from .memory import Memory, check_region
+from .peaks import peak_ops
 
 @dataclass
 class Run:
@@ -41,20 +43,21 @@ class Machine:
     # ---- data in and out --------------------------------------------------------------------
 
     def load(self, inputs):
-        """Write constants and the given inputs into DDR. Inputs are checked against the
-        bindings in both modes; timing mode needs none and writes nothing."""
+        """Write constants (each in its binding's memory: DDR, or on chip where the policy pinned
+        it) and the given inputs into place. Inputs are checked against the bindings in both
+        modes; timing mode needs none and writes nothing."""
         given = inputs is not None
         inputs = dict(inputs or {})
-        ddr = self.memories["ddr"]
         for b in self.program.bindings:
+            memory = self.memories[b.region.mem]
             if b.role == "const" and self.functional:
-                ddr.view(b.region).reshape(-1).view(np.uint8)[...] = np.frombuffer(b.data, np.uint8)
+                memory.view(b.region).reshape(-1).view(np.uint8)[...] = np.frombuffer(b.data, np.uint8)
             elif b.role == "input" and (given or self.functional):
                 if b.name not in inputs:
                     raise InputError(f"input {b.name!r} ({b.region.dtype}{list(b.region.shape)}) was not given")
                 value = _as_input(b.name, inputs.pop(b.name), b.region)
                 if self.functional:
-                    ddr.write(b.region, value)
+                    memory.write(b.region, value)
         if inputs:
             known = [b.name for b in self.program.bindings if b.role == "input"]
             raise InputError(f"unknown input(s) {', '.join(sorted(inputs))}; the program's inputs are {', '.join(known)}")
@@ -79,19 +82,23 @@ class Machine:
         self.pc = {e: 0 for e in self.program.streams}
         self.finished = {}  # (engine, index) -> simpy event, for the instructions someone waits on
         waits = {}  # engine -> {index of a wait: the events it waits on}
+        syncs = []
         for e, stream in self.program.streams.items():
             waits[e] = {}
             for i, instr in enumerate(stream):
                 if isinstance(instr, Wait):
-                    waits[e][i] = [self.finished.setdefault(_parse_id(ident), env.event()) for ident in instr.on]
-        self.occupancy = _Occupancy(self.chip, self.program)
+                    on = tuple(_parse_id(ident) for ident in instr.on)
+                    waits[e][i] = [self.finished.setdefault(ident, env.event()) for ident in on]
+                    syncs.append(Sync(e, i, on))
+        self.occupancy = _Occupancy(self.program)
         for e, stream in self.program.streams.items():
             env.process(self._engine(e, stream, waits[e]))
         env.run()
         self._check_finished()
         cycles = int(np.ceil(env.now))
-        trace = Trace(self.chip.name, self.chip.clock_hz, tuple(self.program.streams), {m.name: m.capacity for m in self.chip.memories.values()}, cycles, self.events)
-        trace.counters.update(self.occupancy.counters())
+        trace = Trace(self.chip.name, self.chip.clock_hz, tuple(self.program.streams), {m.name: m.capacity for m in self.chip.memories.values()}, cycles, self.events,
+                      syncs=syncs, buffers=self.occupancy.spans(cycles), ddr_bandwidth=self.chip.memories["ddr"].bandwidth, peak_ops=peak_ops(self.chip))
+        trace.counters.update(memory_counters(trace.buffers, trace.memories))
         trace.counters["ddr.read"], trace.counters["ddr.write"] = self.arbiter.read, self.arbiter.write
         return Run(self.outputs(), cycles, trace)
 
@@ -104,6 +111,8 @@ class Machine:
         opens, closes = occupancy.opens.get(name, {}), occupancy.closes.get(name, {})
         for i, instr in enumerate(stream):
             start = env.now
+            if i in opens:
+                occupancy.open(opens[i], start)
             step = steps[i]
             if step is None:  # a wait: only a wait can block forever, so pc is kept here
                 pending = [ev for ev in waits[i] if not ev.triggered]
@@ -112,23 +121,21 @@ class Machine:
                     yield env.all_of(pending) if len(pending) > 1 else pending[0]
                     record(Event(name, i, "wait", "wait", instr.op, start, env.now, 0, "", ""))
             else:
-                if i in opens:
-                    occupancy.open(opens[i], start)
                 note = ""
                 if execute:
                     partial = execute[instr.kind](instr, memories)
                     if partial:
                         note = self._produced(partial)
-                kind, cycles, moved, use, fn, nbytes, src, dst = step
+                kind, cycles, moved, use, fn, nbytes, src, dst, ops = step
                 if kind == "dma":
                     if cycles:
                         yield timeout(cycles)
                     yield transfer(moved, cap, use, src, dst)
                 else:
                     yield timeout(cycles)
-                record(Event(name, i, kind, fn, instr.op, start, env.now, nbytes, src, dst, note))
-                if i in closes:
-                    occupancy.close(closes[i], env.now)
+                record(Event(name, i, kind, fn, instr.op, start, env.now, nbytes, src, dst, note, ops))
+            if i in closes:
+                occupancy.close(closes[i], env.now)
             if i in finished:
                 finished[i].succeed()
         self.pc[name] = len(stream)
@@ -156,7 +163,8 @@ _EXECUTE = {"dma": dma.execute, "vector": vector.execute, "matrix": matrix.execu
 
 def _step(chip, engine, instr, where):
     """Check that engine can run instr and work out, once, what the engine loop needs of it:
-    (kind, cycles or DMA latency, DMA bytes moved, DMA port use, trace name, trace bytes, src, dst)."""
+    (kind, cycles or DMA latency, DMA bytes moved, DMA port use, trace name, trace bytes, src, dst,
+    arithmetic ops)."""
     kind = instr.kind
     if kind not in engine.kinds:
         raise ProgramError(f"engine {engine.name} is not a {kind} engine (it is {', '.join(engine.kinds)}): {instr_text('?', instr)}")
@@ -165,23 +173,29 @@ def _step(chip, engine, instr, where):
             raise ProgramError(f"engine {engine.name} has no link {instr.src.mem}->{instr.dst.mem}: {instr_text('?', instr)}")
         moved = dma.bytes_moved(instr, chip)
         name = ("scatter" if instr.scatter else "gather") if isinstance(instr, IndexedDma) else "dma"
-        return ("dma", dma.latency(instr, chip, engine), moved, dma.port_use(instr), name, instr.dst.nbytes, instr.src.mem, instr.dst.mem)
+        return ("dma", dma.latency(instr, chip, engine), moved, dma.port_use(instr), name, instr.dst.nbytes, instr.src.mem, instr.dst.mem, 0)
     if kind == "scalar":
         nbytes = sum(r.nbytes for r in instr.dsts)
-        return ("scalar", scalar.cycles(instr, engine, where), 0, None, instr.fn, nbytes, "ddr", "ddr")
+        return ("scalar", scalar.cycles(instr, engine, where), 0, None, instr.fn, nbytes, "ddr", "ddr", 0)
     if kind == "vector":
         dtype = vector.cost_dtype(instr)
         if dtype not in engine.vector.per_lane:
             raise ProgramError(f"engine {engine.name}: the vector unit has no throughput for dtype {dtype} (per_lane: {', '.join(engine.vector.per_lane)})")
-        return ("vector", vector.cycles(instr, engine.vector, engine.issue_latency), 0, None, instr.fn, instr.dst.nbytes, "", instr.dst.mem)
+        return ("vector", vector.cycles(instr, engine.vector, engine.issue_latency), 0, None, instr.fn, instr.dst.nbytes, "", instr.dst.mem, vector.elements(instr))
     if instr.a.dtype not in engine.matrix.block_cycles:
         raise ProgramError(f"engine {engine.name}: the matrix unit has no block_cycles for dtype {instr.a.dtype}")
-    return ("matrix", matrix.cycles(instr, engine.matrix, engine.issue_latency), 0, None, "matmul", instr.c.nbytes, "", instr.c.mem)
+    M, K, N = instr.dims()
+    return ("matrix", matrix.cycles(instr, engine.matrix, engine.issue_latency), 0, None, "matmul", instr.c.nbytes, "", instr.c.mem, 2 * M * K * N)
 
 
 def _parse_id(ident):
     engine, _, index = ident.rpartition(".")
     return engine, int(index)
+
+
+def _is_instruction(program, ident):
+    engine, index = _parse_id(ident)
+    return engine in program.streams and 0 <= index < len(program.streams[engine])
 
 
 def _check(chip, program):
@@ -196,8 +210,7 @@ def _check(chip, program):
         for i, instr in enumerate(stream):
             if isinstance(instr, Wait):
                 for ident in instr.on:
-                    te, ti = _parse_id(ident)
-                    if te not in program.streams or not 0 <= ti < len(program.streams[te]):
+                    if not _is_instruction(program, ident):
                         raise ProgramError(f"{e}.{i}: waits on {ident}, which is not an instruction of the program")
                 costs[e].append(None)
                 continue
@@ -211,7 +224,11 @@ def _check(chip, program):
                 cost = known[instr] = _step(chip, chip.engines[e], instr, where)
             costs[e].append(cost)
     for b in program.bindings:
-        extents["ddr"] = max(extents.get("ddr", 0), check_region(b.region, chip.memories, f"binding {b.name}"))
+        extents[b.region.mem] = max(extents.get(b.region.mem, 0), check_region(b.region, chip.memories, f"binding {b.name}"))
+    for b in program.buffers:
+        for ident in (b.first, *b.last):
+            if not _is_instruction(program, ident):
+                raise ProgramError(f"buffer {b.name}: its lifetime names {ident}, which is not an instruction of the program")
     return extents, costs
 
 
@@ -267,40 +284,34 @@ def _as_input(name, value, region):
 
 
 class _Occupancy:
-    """Bytes placed in each memory over time: DDR bindings for the whole run, every planned
-    buffer from the start of its first instruction to the end of the last of its last ones."""
+    """When each placed tensor is live: bound tensors (inputs, outputs, constants) for the whole
+    run, every planned buffer from the start of its first instruction to the end of the last of
+    its last ones. The occupancy and fragmentation counters are worked out from these spans
+    after the run."""
 
-    def __init__(self, chip, program):
-        self.level = {m: 0 for m in chip.memories}
-        for b in program.bindings:
-            self.level["ddr"] += b.region.nbytes
-        self.series = {m: [(0.0, v)] for m, v in self.level.items()}
+    def __init__(self, program):
+        self.program = program
         self.opens, self.closes, self.pending = {}, {}, {}
+        self.start, self.end = {}, {}  # position in program.buffers -> cycle
         for k, buf in enumerate(program.buffers):
             e, i = _parse_id(buf.first)
-            self.opens.setdefault(e, {}).setdefault(i, []).append(buf)
+            self.opens.setdefault(e, {}).setdefault(i, []).append(k)
             self.pending[k] = len(buf.last)
             for ident in buf.last:
                 e, i = _parse_id(ident)
-                self.closes.setdefault(e, {}).setdefault(i, []).append((k, buf))
+                self.closes.setdefault(e, {}).setdefault(i, []).append(k)
 
-    def _set(self, mem, now, value):
-        self.level[mem] = value
-        series = self.series[mem]
-        if series[-1][0] == now:
-            series[-1] = (now, value)
-        else:
-            series.append((now, value))
+    def open(self, positions, now):
+        for k in positions:
+            self.start[k] = now
 
-    def open(self, bufs, now):
-        for buf in bufs:
-            self._set(buf.mem, now, self.level[buf.mem] + buf.size)
-
-    def close(self, items, now):
-        for k, buf in items:
+    def close(self, positions, now):
+        for k in positions:
             self.pending[k] -= 1
             if self.pending[k] == 0:
-                self._set(buf.mem, now, self.level[buf.mem] - buf.size)
+                self.end[k] = now
 
-    def counters(self):
-        return {f"memory.{m}": s for m, s in self.series.items()}
+    def spans(self, cycles):
+        """BufferSpans: the bindings (live from 0 to `cycles`), then the planned buffers."""
+        bound = [BufferSpan(b.name, b.region.mem, b.region.addr, b.region.nbytes, 0, cycles) for b in self.program.bindings]
+        return bound + [BufferSpan(b.name, b.mem, b.addr, b.size, self.start[k], self.end[k]) for k, b in enumerate(self.program.buffers)]

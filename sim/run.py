@@ -15,7 +15,7 @@ class Result:
     outputs: dict  # output name -> numpy array (empty in timing mode)
     cycles: int
     seconds: float
-    stats: object  # traces.Summary: busy and utilization per engine, DDR bytes, peaks, per-op table
+    stats: object  # traces.Summary: busy and utilization per engine, DDR bytes, memory peaks and fragmentation, per-op table
     trace: object  # traces.Trace
     program: object  # the isa.Program that ran
 

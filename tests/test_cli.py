@@ -3,6 +3,7 @@ one-line error every failure must give. Runs `sim.cli.main` in-process, plus rea
 of the installed console script to prove the entry point and its exit status."""
 
 import contextlib
+import csv
 import io
 import json
 import re
@@ -80,6 +81,7 @@ def full_run(tmp_path_factory):
         "plots": d / "D",
         "outputs": d / "O" / "out.npz",
         "program": d / "P" / "prog.txt",
+        "csv": d / "C",
     }
     argv = ["run", str(MLP), "--chip", "bm1684"]
     for flag, path in paths.items():
@@ -141,6 +143,32 @@ def test_run_writes_a_png_timeline(full_run):
     png = (paths["plots"] / "timeline.png").read_bytes()
     assert png[:8] == PNG_SIGNATURE
     assert png[12:16] == b"IHDR" and len(png) > 1000
+
+
+def test_run_writes_the_four_plots(full_run):
+    _, out, _, paths = full_run
+    for name in ("timeline", "memory", "bandwidth", "roofline"):
+        path = paths["plots"] / f"{name}.png"
+        assert f"wrote {path}" in out.splitlines()
+        png = path.read_bytes()
+        assert png[:8] == PNG_SIGNATURE and png[12:16] == b"IHDR" and len(png) > 20_000
+
+
+def test_run_writes_events_and_ops_csv(full_run, mlp):
+    _, out, _, paths = full_run
+    _, _, res = mlp
+    for name in ("events.csv", "ops.csv"):
+        assert f"wrote {paths['csv'] / name}" in out.splitlines()
+    with open(paths["csv"] / "events.csv", newline="") as f:
+        events = list(csv.DictReader(f))
+    assert len(events) == len(res.trace.events)
+    # the three layers' matmuls: x (64 x 512) through 512 -> 512 -> 256 -> 128
+    assert sum(int(e["ops"]) for e in events if e["kind"] == "matrix") == 2 * 64 * (512 * 512 + 512 * 256 + 256 * 128)
+    with open(paths["csv"] / "ops.csv", newline="") as f:
+        ops = {row["op"]: row for row in csv.DictReader(f)}
+    assert list(ops) == list(res.stats.ops)
+    assert int(ops["fc2"]["ops"]) == 2 * 64 * 512 * 256
+    assert int(ops["fc2"]["span cycles"]) == res.stats.ops["fc2"].span
 
 
 def test_run_writes_the_outputs_the_python_api_gives(full_run, mlp):

@@ -32,7 +32,7 @@ def test_exact_timeline_on_tiny_chip(tiny):
         Event("gdma", 1, "wait", "wait", "r", 26, 32, 0, "", ""),
         Event("gdma", 2, "dma", "dma", "r", 32, 58, 64, "lmem", "ddr"),
         Event("tiu", 0, "wait", "wait", "r", 0, 26, 0, "", ""),
-        Event("tiu", 1, "vector", "relu", "r", 26, 32, 64, "", "lmem"),
+        Event("tiu", 1, "vector", "relu", "r", 26, 32, 64, "", "lmem", ops=16),  # 16 elements
     ]
     assert res.cycles == 58
     assert res.seconds == pytest.approx(58e-9)

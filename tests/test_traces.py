@@ -1,12 +1,21 @@
+import csv
 import json
-import time
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from matplotlib import image
 
+import isa
+import sim
 import traces
-from traces.plots import _bars
+from traces.occupancy import fragmentation, memory_counters
+from traces.plots.bandwidth import ddr_traffic
+from traces.plots.memory import peak_buffers, used_memories
+from traces.plots.roofline import RooflinePoint, ceilings, roofline_points
+from traces.plots.timeline import _bars, _op_colours
+from traces.records import BufferSpan, Sync
 from traces.summary import human_bytes
 
 CLOCK_HZ = 2e6  # one cycle is 0.5 us, exactly representable
@@ -230,10 +239,21 @@ def test_chrome_of_empty_trace(tmp_path):
 # ---- plots
 
 
+def assert_png(path, min_width=1000, min_height=300):
+    """A PNG of a plausible size that is not blank: several colours, not one flat field."""
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE and data[12:16] == b"IHDR"
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert width >= min_width and height >= min_height, (width, height)
+    pixels = image.imread(path)[::3, ::3, :3]
+    assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 20
+    assert (pixels < 0.5).any() and (pixels > 0.9).any()  # dark lines and text on a light field
+
+
 def test_plot_timeline_writes_png(tmp_path):
     path = tmp_path / "timeline.png"
     traces.plot_timeline(small_trace(), path)
-    assert path.read_bytes()[:8] == PNG_SIGNATURE
+    assert_png(path)
 
 
 def test_plot_timeline_of_empty_trace(tmp_path):
@@ -254,10 +274,8 @@ def long_trace(n_events):
 
 def test_plot_timeline_aggregates_a_long_trace(tmp_path):
     path = tmp_path / "long.png"
-    began = time.perf_counter()
-    traces.plot_timeline(long_trace(50_000), path)
-    assert time.perf_counter() - began < 10
-    assert path.read_bytes()[:8] == PNG_SIGNATURE
+    traces.plot_timeline(long_trace(100_000), path)
+    assert_png(path)
 
 
 def test_bars_merge_only_consecutive_events_of_one_op_within_the_gap():
@@ -300,3 +318,409 @@ def test_long_trace_is_merged_to_few_bars():
     bars = _bars(mxu, pixel_cycles)
     assert sorted(bars) == sorted(f"op{i}" for i in range(50))
     assert all(len(spans) == 1 for spans in bars.values())  # one bar per op instead of ~333 events
+
+
+# ---- a hand-written program on the tiny chip, whose every figure is known
+#
+# gdma.0, gdma.1 load a (8x16) and b (16x8) float32: 10 latency + 512 B / 4 B per cycle = 138 each;
+# tiu.0 waits for both; tiu.1 multiplies (2 + 2*2 folds * (16 + 6) = 90 cycles, 2*8*16*8 = 2048 ops);
+# gdma.2 waits for it and gdma.3 stores c (10 + 256/4 = 74); tiu.2 sums c's rows (2 + 64/4 = 18
+# cycles over 64 source elements); gdma.4 waits for that (already done: it does not block) and
+# gdma.5 stores the 8 sums (10 + 32/4 = 18).
+
+HAND = """\
+.program chip=tiny graph=hand
+.engine gdma
+.engine tiu
+.buffer lmem@0x0 size=512 name=a first=gdma.0 last=tiu.1
+.buffer lmem@0x200 size=512 name=b first=gdma.1 last=tiu.1
+.buffer lmem@0x400 size=256 name=c first=tiu.1 last=gdma.3,tiu.2
+.buffer lmem@0x500 size=32 name=rows first=tiu.2 last=gdma.5
+gdma.0 dma src=ddr@0x0:float32[8,16;16,1] dst=lmem@0x0:float32[8,16;16,1] op=mm
+gdma.1 dma src=ddr@0x200:float32[16,8;8,1] dst=lmem@0x200:float32[16,8;8,1] op=mm
+gdma.2 wait on=tiu.1 op=mm
+gdma.3 dma src=lmem@0x400:float32[8,8;8,1] dst=ddr@0x400:float32[8,8;8,1] op=mm
+gdma.4 wait on=tiu.2 op=rs
+gdma.5 dma src=lmem@0x500:float32[8;1] dst=ddr@0x600:float32[8;1] op=rs
+tiu.0 wait on=gdma.0,gdma.1 op=mm
+tiu.1 matmul a=lmem@0x0:float32[8,16;16,1] b=lmem@0x200:float32[16,8;8,1] c=lmem@0x400:float32[8,8;8,1] acc=0 op=mm
+tiu.2 vector fn=reduce_sum cdt=float32 dst=lmem@0x500:float32[8;1] src=lmem@0x400:float32[8,8;8,1] op=rs
+"""
+
+
+@pytest.fixture(scope="module")
+def hand(tiny):
+    return sim.execute(isa.Program.from_text(HAND), tiny, mode="timing").trace
+
+
+def event(trace, engine, index):
+    return next(e for e in trace.events if (e.engine, e.index) == (engine, index))
+
+
+def test_hand_program_timeline(hand):
+    spans = {(e.engine, e.index): (e.kind, e.start, e.end, e.ops) for e in hand.events}
+    assert spans == {
+        ("gdma", 0): ("dma", 0, 138, 0),
+        ("gdma", 1): ("dma", 138, 276, 0),
+        ("gdma", 2): ("wait", 276, 366, 0),
+        ("gdma", 3): ("dma", 366, 440, 0),
+        ("gdma", 5): ("dma", 440, 458, 0),  # gdma.4 did not block: no event
+        ("tiu", 0): ("wait", 0, 276, 0),
+        ("tiu", 1): ("matrix", 276, 366, 2 * 8 * 16 * 8),
+        ("tiu", 2): ("vector", 366, 384, 64),  # a reduction counts its source's elements
+    }
+    assert hand.cycles == 458
+    assert hand.syncs == [Sync("gdma", 2, (("tiu", 1),)), Sync("gdma", 4, (("tiu", 2),)),
+                          Sync("tiu", 0, (("gdma", 0), ("gdma", 1)))]
+
+
+def test_trace_carries_the_chip_peaks(hand, tiny):
+    assert hand.ddr_bandwidth == 4
+    # tiny: 4x4x1 matrix, 1 block cycle: 2 * 16 ops per cycle; vector 4 lanes x per_lane
+    assert hand.peak_ops == {"matrix": {"float32": 32.0, "int8": 32.0},
+                             "vector": {"float32": 4, "int8": 16, "int32": 4, "int16": 8, "int64": 4}}
+
+
+# ---- flow arrows
+
+
+def flows(doc):
+    """flow id -> (start event, end event)."""
+    starts = {e["id"]: e for e in doc["traceEvents"] if e["ph"] == "s"}
+    ends = {e["id"]: e for e in doc["traceEvents"] if e["ph"] == "f"}
+    assert starts.keys() == ends.keys()
+    return {i: (starts[i], ends[i]) for i in sorted(starts)}
+
+
+def test_flow_arrows_go_from_each_waited_instruction_to_the_one_held_back(tmp_path, hand):
+    doc = read_chrome(tmp_path, hand)
+    tids = {e["args"]["name"]: e["tid"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
+    gdma, tiu = tids["gdma"], tids["tiu"]
+    arrows = [((s["tid"], s["ts"]), (f["tid"], f["ts"])) for s, f in flows(doc).values()]
+    # each end sits mid-slice (at 1 GHz, cycle c is c/1000 us): program order of the waits
+    assert arrows == [
+        ((tiu, pytest.approx(0.321)), (gdma, pytest.approx(0.403))),  # tiu.1 (276-366) -> gdma.3 (366-440)
+        ((tiu, pytest.approx(0.375)), (gdma, pytest.approx(0.449))),  # tiu.2 -> gdma.5, past a wait that did not block
+        ((gdma, pytest.approx(0.069)), (tiu, pytest.approx(0.321))),  # gdma.0 (0-138) -> tiu.1
+        ((gdma, pytest.approx(0.207)), (tiu, pytest.approx(0.321))),  # gdma.1 (138-276) -> tiu.1
+    ]
+    for start, end in flows(doc).values():
+        assert (start["cat"], start["name"], end["cat"], end["name"]) == ("sync", "wait", "sync", "wait")
+        assert end["bp"] == "e" and "bp" not in start
+
+
+def test_flow_ends_lie_inside_their_slices_and_point_forward(tmp_path):
+    """On a double-buffered run: every flow event is inside the slice it binds to, on its track,
+    and the arrow never goes back in time; every waited instruction has its arrow."""
+    g = isa.Graph("mm")
+    x = g.input("x", (64, 256), "float32")
+    g.output(isa.ops.active(isa.ops.matrix_mul(x, g.constant("w", np.ones((256, 128), np.float32))), "relu"), "y")
+    trace = sim.run(g, "bm1684", mode="timing").trace
+    doc = read_chrome(tmp_path, trace)
+    slices = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+
+    def enclosing(flow):
+        (found,) = [e for e in slices if e["tid"] == flow["tid"] and e["ts"] <= flow["ts"] <= e["ts"] + e["dur"]]
+        return found
+
+    arrows = flows(doc)
+    assert len(arrows) == len(traces.chrome.flow_pairs(trace)) > 10
+    waited = sum(len(s.on) for s in trace.syncs)
+    assert len(arrows) == waited  # no wait ends a stream here, so each waited instruction has an arrow
+    for start, end in arrows.values():
+        source, target = enclosing(start), enclosing(end)
+        assert source["ts"] + source["dur"] <= target["ts"] + 1e-9
+        assert target["cat"] != "wait"
+
+
+def test_a_blocked_wait_that_ends_its_stream_receives_the_arrow():
+    trace = traces.Trace("t", 1e9, ("a", "b"), {}, cycles=20, events=[
+        compute("a", 0, "vector", "add", "x", 0, 20),
+        wait("b", 0, "x", 0, 20),
+    ], syncs=[Sync("b", 0, (("a", 0),))])
+    (pair,) = traces.chrome.flow_pairs(trace)
+    assert pair == (trace.events[0], trace.events[1])
+    trace.events.pop()  # had it not blocked, it would hold nothing back
+    assert traces.chrome.flow_pairs(trace) == []
+
+
+# ---- reading a saved trace back
+
+
+def test_load_gives_back_the_trace_written(tmp_path, hand):
+    path = tmp_path / "run.json"
+    traces.write_chrome(hand, path)
+    loaded = traces.load(path)
+    assert loaded == hand
+    assert loaded.events == hand.events and loaded.counters == hand.counters
+    assert loaded.buffers == hand.buffers and loaded.syncs == hand.syncs
+    assert isinstance(loaded.events[0], traces.Event) and isinstance(loaded.syncs[0].on[0], tuple)
+    assert list(json.loads(path.read_text()))[-1] == "npusim"  # Perfetto stops reading at a key it does not know
+
+
+def test_load_of_a_hand_made_trace(tmp_path):
+    trace = small_trace()
+    trace.buffers = [BufferSpan("w", "ddr", 0, 64, 0, 100)]
+    path = tmp_path / "small.json"
+    traces.write_chrome(trace, path)
+    assert traces.load(path) == trace
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (None, "cannot read"),
+    (b"\x89PNG\r\n", "not a JSON file"),
+    (b"not json", "not a JSON file"),
+    (b"[1, 2]", "not an npusim trace"),
+    (b'{"traceEvents": []}', "not an npusim trace"),
+    (b'{"npusim": {"format": 99}}', "format 99"),
+    (b'{"npusim": {"format": 1, "chip": "x"}}', "damaged"),
+    (b'{"npusim": {"format": 1, "chip": "x", "clock_hz": 1, "engines": [], "memories": {}, "cycles": 0,'
+     b' "events": {"fields": ["nonsense"], "rows": [[1]]}, "syncs": {"fields": [], "rows": []},'
+     b' "buffers": {"fields": [], "rows": []}, "counters": {}, "ddr_bandwidth": 0, "peak_ops": {}}}', "nonsense"),
+], ids=["missing", "binary", "text", "list", "other-trace", "format", "fields", "unknown-field"])
+def test_load_names_the_file_and_what_is_wrong(tmp_path, content, fragment):
+    path = tmp_path / "bad.json"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(traces.TraceFileError, match=fragment) as info:
+        traces.load(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+# ---- memory: occupancy, fragmentation, buffers
+
+
+def test_buffer_spans_of_the_hand_program(hand):
+    assert hand.buffers == [
+        BufferSpan("a", "lmem", 0x0, 512, 0, 366),
+        BufferSpan("b", "lmem", 0x200, 512, 138, 366),
+        BufferSpan("c", "lmem", 0x400, 256, 276, 440),  # closes at the later of gdma.3 and tiu.2
+        BufferSpan("rows", "lmem", 0x500, 32, 366, 458),
+    ]
+
+
+def test_occupancy_and_fragmentation_counters_of_the_hand_program(hand):
+    assert hand.counters["memory.lmem"] == [(0, 512), (138, 1024), (276, 1280), (366, 288), (440, 32), (458, 0)]
+    assert hand.counters["memory.ddr"] == [(0, 0)]
+    # at 366, c [0x400, 0x500) and rows [0x500, 0x520) leave holes of 1024 and 2784 bytes in 4 KiB;
+    # at 440 rows alone leaves 1280 and 2784
+    assert hand.counters["fragmentation.lmem"] == [(0, 0.0), (366, pytest.approx(1024 / 3808)),
+                                                   (440, pytest.approx(1280 / 4064)), (458, 0.0)]
+    s = traces.summarize(hand)
+    assert s.peak_fragmentation["lmem"] == pytest.approx(1280 / 4064)
+    assert s.peak_bytes["lmem"] == 1280
+
+
+def test_fragmentation_of_a_hand_made_layout():
+    blocks = [BufferSpan("a", "m", 0, 10, 0, 1), BufferSpan("b", "m", 20, 10, 0, 1), BufferSpan("c", "m", 50, 10, 0, 1)]
+    # free 70 bytes in holes of 10, 20 and 40
+    assert fragmentation(blocks, 100) == pytest.approx(1 - 40 / 70)
+    assert fragmentation(blocks[:1], 100) == 0.0  # one free block
+    assert fragmentation([], 100) == 0.0
+    assert fragmentation([BufferSpan("all", "m", 0, 100, 0, 1)], 100) == 0.0  # full: no free bytes
+    overlapping = blocks + [BufferSpan("d", "m", 5, 10, 0, 1)]  # [5, 15) overlaps a: one block [0, 15)
+    assert fragmentation(overlapping, 100) == pytest.approx(1 - 40 / 65)
+
+
+def test_memory_counters_apply_every_change_of_a_cycle_before_recording():
+    spans = [
+        BufferSpan("a", "m", 0, 40, 0, 10),
+        BufferSpan("b", "m", 60, 20, 5, 20),
+        BufferSpan("c", "m", 0, 40, 10, 20),  # takes a's place at the cycle a leaves
+        BufferSpan("d", "m", 90, 10, 12, 12),  # opens and closes at once: never live
+    ]
+    counters = memory_counters(spans, {"m": 100, "other": 50})
+    assert counters["memory.m"] == [(0, 40), (5, 60), (20, 0)]
+    # holes at 5: [40, 60) and [80, 100): 20 of 40 free bytes in the largest
+    assert counters["fragmentation.m"] == [(0, 0.0), (5, 0.5), (20, 0.0)]
+    assert counters["memory.other"] == [(0, 0)] and counters["fragmentation.other"] == [(0, 0.0)]
+
+
+def test_occupancy_equals_the_live_buffers_on_a_real_run():
+    g = isa.Graph("mm")
+    x = g.input("x", (64, 512), "float32")
+    g.output(isa.ops.matrix_mul(x, g.constant("w", np.ones((512, 256), np.float32))), "y")
+    trace = sim.run(g, "bm1684", mode="timing").trace
+    for mem, capacity in trace.memories.items():
+        for cycle, value in trace.counters[f"memory.{mem}"]:
+            live = [b for b in trace.buffers if b.mem == mem and b.start <= cycle < b.end]
+            assert value == sum(b.size for b in live) <= capacity
+
+
+def test_peak_buffers_are_the_biggest_live_at_the_peak():
+    trace = traces.Trace("t", 1e9, ("e",), {"m": 1000}, cycles=30, buffers=[
+        BufferSpan("small", "m", 0, 100, 0, 30),
+        BufferSpan("big", "m", 100, 400, 10, 20),
+        BufferSpan("mid", "m", 500, 200, 10, 30),
+        BufferSpan("later", "m", 700, 300, 20, 30),  # at 20 the peak is over: big left
+        BufferSpan("gone", "m", 800, 150, 0, 10),
+    ])
+    trace.counters.update(memory_counters(trace.buffers, trace.memories))
+    assert trace.counters["memory.m"] == [(0, 250), (10, 700), (20, 600), (30, 0)]
+    cycle, biggest = peak_buffers(trace, "m", 2)
+    assert cycle == 10
+    assert [b.name for b in biggest] == ["big", "mid"]
+    assert [b.name for b in peak_buffers(trace, "m", 5)[1]] == ["big", "mid", "small"]
+    assert used_memories(trace) == ["m"]
+
+
+# ---- DDR bandwidth series
+
+
+def test_ddr_traffic_averages_each_bin():
+    edges, read, write = ddr_traffic(small_trace(), bins=10)
+    assert list(edges) == list(range(0, 101, 10))
+    assert read.tolist() == pytest.approx([25.6, 25.6] + [0] * 8)
+    assert write.tolist() == pytest.approx([0] * 6 + [6.4] + [0] * 3)
+    edges, read, write = ddr_traffic(small_trace(), bins=4)  # bins across the changes
+    assert read.tolist() == pytest.approx([25.6 * 20 / 25, 0, 0, 0])
+    assert write.tolist() == pytest.approx([0, 0, 6.4 * 10 / 25, 0])
+
+
+def test_ddr_traffic_holds_the_bytes_moved(hand):
+    edges, read, write = ddr_traffic(hand, bins=7)
+    width = np.diff(edges)
+    assert read @ width == pytest.approx(512 + 512)
+    assert write @ width == pytest.approx(256 + 32)
+    edges, read, _ = ddr_traffic(hand)  # a short run: one bin per cycle
+    assert len(edges) == hand.cycles + 1
+    assert read[:10].tolist() == [0] * 10 and read[10:138].tolist() == [4] * 128  # after gdma.0's latency
+
+
+# ---- roofline
+
+
+def test_roofline_points_of_the_hand_program(hand):
+    assert roofline_points(hand) == [
+        # mm: 2048 ops over a + b read and c written (1280 DDR bytes), cycles 0-440 at 1 GHz
+        RooflinePoint("mm", "matrix", 2048 / 1280, pytest.approx(2048 / 440e-9), 440 / 458),
+        RooflinePoint("rs", "vector", 64 / 32, pytest.approx(64 / 92e-9), 92 / 458),
+    ]
+
+
+def test_roofline_leaves_out_ops_without_arithmetic_or_ddr_traffic():
+    trace = small_trace()
+    assert roofline_points(trace) == []  # the events of small_trace count no ops
+    trace.events = [e._replace(ops=1000) if e.kind != "dma" else e for e in trace.events]
+    names = [p.op for p in roofline_points(trace)]
+    assert names == ["conv", "relu"]  # fc moved no DDR bytes
+
+
+def test_ceilings_group_dtypes_of_one_peak_highest_first(hand):
+    assert ceilings(hand) == [
+        ("matrix", ("float32", "int8"), 32e9),
+        ("vector", ("int8",), 16e9),
+        ("vector", ("int16",), 8e9),
+        ("vector", ("float32", "int32", "int64"), 4e9),
+    ]
+
+
+# ---- per-op figures, the op table and CSV
+
+
+def test_op_stats_count_arithmetic_and_ddr_bytes(hand):
+    mm, rs = traces.summarize(hand).ops.values()
+    assert (mm.ops, mm.ddr_bytes, mm.dma_bytes, mm.span, mm.seconds) == (2048, 1280, 1280, 440, pytest.approx(440e-9))
+    assert mm.intensity == 1.6 and mm.achieved == pytest.approx(2048 / 440e-9)
+    assert (rs.ops, rs.ddr_bytes, rs.intensity) == (64, 32, 2.0)
+    both_ways = traces.Trace("t", 1e9, ("d",), {}, cycles=10, events=[dma("d", 0, "copy", 0, 10, 100, "ddr", "ddr")])
+    (copy,) = traces.summarize(both_ways).ops.values()
+    assert (copy.ddr_bytes, copy.ops, copy.intensity, copy.achieved) == (200, 0, 0.0, 0.0)
+
+
+def test_format_ops(hand):
+    lines = traces.format_ops(traces.summarize(hand)).splitlines()
+    assert lines[0] == "ops by span (2 of 2):"
+    assert lines[1].split() == ["op", "span", "cycles", "%", "total", "busiest", "DDR", "bytes", "ops", "ops/B", "GOP/s"]
+    assert lines[2].split() == ["mm", "440", "96.1%", "gdma", "1.2", "KiB", "2.0k", "1.60", "4.65"]
+    assert lines[3].split() == ["rs", "92", "20.1%", "tiu", "32", "B", "64", "2.00", "0.70"]
+    assert traces.format_ops(traces.summarize(empty_trace())) == "no ops"
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_events_csv(tmp_path, hand):
+    path = tmp_path / "events.csv"
+    traces.write_events_csv(hand, path)
+    rows = read_csv(path)
+    assert list(rows[0]) == ["engine", "index", "kind", "name", "op", "start", "end", "cycles", "bytes", "ops",
+                             "src", "dst", "note"]
+    assert len(rows) == len(hand.events)
+    assert [(r["engine"], r["index"]) for r in rows[:3]] == [("gdma", "0"), ("tiu", "0"), ("gdma", "1")]  # by start
+    matmul = next(r for r in rows if r["name"] == "matmul")
+    assert matmul == {"engine": "tiu", "index": "1", "kind": "matrix", "name": "matmul", "op": "mm", "start": "276",
+                      "end": "366", "cycles": "90", "bytes": "256", "ops": "2048", "src": "", "dst": "lmem", "note": ""}
+
+
+def test_ops_csv(tmp_path, hand):
+    path = tmp_path / "ops.csv"
+    traces.write_ops_csv(traces.summarize(hand), path)
+    rows = read_csv(path)
+    assert list(rows[0]) == ["op", "start", "end", "span cycles", "span seconds", "busy gdma cycles", "busy tiu cycles",
+                             "ddr bytes", "ops", "intensity ops/byte", "achieved ops/s"]
+    mm, rs = rows
+    assert (mm["op"], mm["start"], mm["end"], mm["span cycles"]) == ("mm", "0", "440", "440")
+    assert float(mm["span seconds"]) == pytest.approx(440e-9)
+    assert (mm["busy gdma cycles"], mm["busy tiu cycles"], mm["ddr bytes"], mm["ops"]) == ("350", "90", "1280", "2048")
+    assert float(mm["intensity ops/byte"]) == 1.6 and float(mm["achieved ops/s"]) == pytest.approx(2048 / 440e-9)
+    assert (rs["busy gdma cycles"], rs["busy tiu cycles"], rs["ops"]) == ("18", "18", "64")
+
+
+def test_ops_csv_leaves_undefined_figures_empty(tmp_path):
+    trace = traces.Trace("t", 1e9, ("v",), {}, cycles=5, events=[compute("v", 0, "vector", "add", "x", 5, 5)])
+    path = tmp_path / "ops.csv"
+    traces.write_ops_csv(traces.summarize(trace), path)
+    (row,) = read_csv(path)
+    assert (row["intensity ops/byte"], row["achieved ops/s"]) == ("", "")
+
+
+# ---- the other plots
+
+
+@pytest.mark.parametrize("plot", ["plot_memory", "plot_bandwidth", "plot_roofline", "plot_timeline"])
+def test_each_plot_writes_a_png(tmp_path, hand, plot):
+    path = tmp_path / f"{plot}.png"
+    getattr(traces, plot)(hand, path)
+    assert_png(path)
+
+
+@pytest.mark.parametrize("plot", ["plot_memory", "plot_bandwidth", "plot_roofline"])
+def test_plots_of_an_empty_trace(tmp_path, plot):
+    path = tmp_path / f"{plot}.png"
+    getattr(traces, plot)(empty_trace(), path)
+    assert path.read_bytes()[:8] == PNG_SIGNATURE
+
+
+def many_ops_trace(n_ops):
+    """One engine, op k running k + 1 instructions of 10 cycles: the later ops are the busiest."""
+    events, cycle = [], 0
+    for k in range(n_ops):
+        for i in range(k % 7 + 1):
+            events.append(compute("e", len(events), "vector", "add", f"op{k}", cycle, cycle + 10))
+            cycle += 10
+    events.append(wait("e", len(events), "", cycle, cycle + 5))
+    return traces.Trace("many", 1e9, ("e",), {}, cycles=cycle + 5, events=events)
+
+
+def test_timeline_colours_name_one_op_each_at_300_ops(tmp_path):
+    trace = many_ops_trace(300)
+    colours, legend = _op_colours(trace.events)
+    labels = [label for _, label in legend]
+    assert len(legend) == 19 and labels[-2:] == ["(other ops: 283)", "(wait)"]
+    coloured = labels[:17]
+    assert all(label.startswith("op") and int(label[2:]) % 7 == 6 for label in coloured)  # the busiest ops
+    assert len({colours[op] for op in coloured}) == 17
+    others = {colours[f"op{k}"] for k in range(300) if f"op{k}" not in coloured}
+    assert others == {legend[-2][0]} and legend[-2][0] not in {colours[op] for op in coloured}
+    path = tmp_path / "many.png"
+    traces.plot_timeline(trace, path)
+    assert_png(path)
+
+
+def test_timeline_gives_each_op_its_colour_up_to_18_ops():
+    colours, legend = _op_colours(many_ops_trace(18).events)
+    assert len({colours[f"op{k}"] for k in range(18)}) == 18
+    assert not any("other" in label for _, label in legend)

@@ -1,24 +1,39 @@
 """Chrome trace event format writer: the JSON opens in ui.perfetto.dev and chrome://tracing.
 
 One process for the chip, one thread (track) per engine in chip order, a complete ("X") event
-per instruction (waits included, category "wait"), and counter ("C") tracks for the occupancy
-of each memory and for DDR bandwidth. Times are in microseconds, as the format requires.
+per instruction (waits included, category "wait"), counter ("C") tracks for the occupancy and
+fragmentation of each memory and for DDR bandwidth, and flow arrows for the sync between
+engines. Times are in microseconds, as the format requires.
+
+A flow arrow goes from each instruction a `wait` waited for to the instruction the wait held
+back (the next instruction of the waiting engine; the wait itself when nothing follows it and
+it blocked). It is a flow start ("s") and a flow end ("f", bound to its enclosing slice) with
+one id, each placed at the middle of its instruction: Perfetto binds a flow event to the slice
+open on its track at its timestamp, and the middle of a slice is inside it even where another
+slice begins at its end.
+
+The whole Trace is also stored under the "npusim" key, after the events (Perfetto stops
+reading at a key it does not know), so `traces.load` can read the file back.
 """
 
+import bisect
 import json
 
+from . import stored
+
 _PID = 1
-_MEMORY_PREFIX = "memory."
+_COUNTERS = {"memory.": "bytes", "fragmentation.": "fraction"}  # counter prefix -> its value's name
 
 
 def write_chrome(trace, path):
     """Write `trace` to `path`; the same trace always gives the same bytes."""
     document = {
-        "traceEvents": (
-            _metadata(trace) + _instructions(trace) + _memory_counters(trace) + _ddr_counter(trace)
-        ),
         "displayTimeUnit": "ns",
         "otherData": {"chip": trace.chip, "clock_hz": trace.clock_hz, "cycles": trace.cycles},
+        "traceEvents": (
+            _metadata(trace) + _instructions(trace) + _flows(trace) + _memory_counters(trace) + _ddr_counter(trace)
+        ),
+        stored.KEY: stored.to_data(trace),
     }
     with open(path, "w") as f:
         json.dump(document, f, separators=(",", ":"))
@@ -28,21 +43,21 @@ def _micros(trace, cycles):
     return cycles / trace.clock_hz * 1e6
 
 
-def _tid(engine_index):
-    return engine_index + 1  # tid 0 reads as "no thread" in some viewers
+def _tids(trace):
+    return {engine: i + 1 for i, engine in enumerate(trace.engines)}  # tid 0 reads as "no thread" in some viewers
 
 
 def _metadata(trace):
     events = [{"ph": "M", "pid": _PID, "name": "process_name", "args": {"name": trace.chip}}]
-    for i, engine in enumerate(trace.engines):
-        thread = {"ph": "M", "pid": _PID, "tid": _tid(i)}
+    for i, (engine, tid) in enumerate(_tids(trace).items()):
+        thread = {"ph": "M", "pid": _PID, "tid": tid}
         events.append(thread | {"name": "thread_name", "args": {"name": engine}})
         events.append(thread | {"name": "thread_sort_index", "args": {"sort_index": i}})
     return events
 
 
 def _instructions(trace):
-    tids = {engine: _tid(i) for i, engine in enumerate(trace.engines)}
+    tids = _tids(trace)
     ordered = sorted(trace.events, key=lambda e: (e.start, tids[e.engine], e.index))
     return [
         {
@@ -61,10 +76,45 @@ def _instructions(trace):
                 "bytes": e.bytes,
                 "src": e.src,
                 "dst": e.dst,
-            } | ({"note": e.note} if e.note else {}),
+            } | ({"ops": e.ops} if e.ops else {}) | ({"note": e.note} if e.note else {}),
         }
         for e in ordered
     ]
+
+
+def flow_pairs(trace):
+    """(event waited for, event held back) for every instruction a wait waited for, in the
+    order of the waits in the program and of the instructions each names."""
+    events = {(e.engine, e.index): e for e in trace.events}
+    work = {}  # engine -> sorted indices of its events that are not waits
+    for e in trace.events:
+        if e.kind != "wait":
+            work.setdefault(e.engine, []).append(e.index)
+    for indices in work.values():
+        indices.sort()
+    pairs = []
+    for sync in trace.syncs:
+        indices = work.get(sync.engine, [])
+        k = bisect.bisect_right(indices, sync.index)
+        held = events[sync.engine, indices[k]] if k < len(indices) else events.get((sync.engine, sync.index))
+        if held is None:
+            continue  # a wait at the end of its stream that did not block holds nothing back
+        pairs.extend((events[ident], held) for ident in sync.on if ident in events)
+    return pairs
+
+
+def _flows(trace):
+    tids = _tids(trace)
+    flows = []
+    for flow_id, (source, target) in enumerate(flow_pairs(trace), 1):
+        common = {"pid": _PID, "cat": "sync", "name": "wait", "id": flow_id}
+        flows.append(common | {"ph": "s", "tid": tids[source.engine], "ts": _middle(trace, source)})
+        flows.append(common | {"ph": "f", "bp": "e", "tid": tids[target.engine], "ts": _middle(trace, target)})
+    return flows
+
+
+def _middle(trace, event):
+    return _micros(trace, (event.start + event.end) / 2)
 
 
 def _counter(trace, name, cycle, args):
@@ -73,9 +123,10 @@ def _counter(trace, name, cycle, args):
 
 def _memory_counters(trace):
     return [
-        _counter(trace, key, cycle, {"bytes": value})
+        _counter(trace, key, cycle, {value_name: value})
+        for prefix, value_name in _COUNTERS.items()
         for key, points in trace.counters.items()
-        if key.startswith(_MEMORY_PREFIX)
+        if key.startswith(prefix)
         for cycle, value in points
     ]
 

@@ -12,7 +12,7 @@ class Event(NamedTuple):
 
     engine: str  # engine name, as in the chip YAML
     index: int  # position of the instruction in its engine's stream
-    kind: str  # "dma", "vector", "matrix" or "wait" (a wait that blocked)
+    kind: str  # "dma", "vector", "matrix", "scalar" or "wait" (a wait that blocked)
     name: str  # what it did: "dma", "matmul", a vector function ("add", "relu", ...), "wait"
     op: str  # the graph op it belongs to ("" when none)
     start: float  # cycle it started
@@ -21,6 +21,29 @@ class Event(NamedTuple):
     src: str  # memory read from ("" for waits)
     dst: str  # memory written ("" for waits)
     note: str = ""  # what else the run learned: the shape a data-dependent op produced
+    ops: int = 0  # arithmetic done: 2*M*K*N for a matmul, elements processed by a vector
+    #               instruction (a reduction's source elements), 0 for dma, scalar and waits
+
+
+class Sync(NamedTuple):
+    """A wait instruction (whether it blocked or not) and the instructions it waited for."""
+
+    engine: str
+    index: int  # the wait's position in its engine's stream
+    on: tuple  # ((engine, index), ...) of the instructions it waited for
+
+
+class BufferSpan(NamedTuple):
+    """A placed buffer and when it was live: from the start of the first instruction that uses
+    it to the end of the last. Bound tensors (inputs, outputs, constants) are live for the
+    whole run."""
+
+    name: str
+    mem: str
+    addr: int  # byte address in the memory's flat address space
+    size: int  # bytes
+    start: float  # cycle
+    end: float  # cycle
 
 
 @dataclass
@@ -35,8 +58,15 @@ class Trace:
     events: list = field(default_factory=list)  # Event, in order of completion
     # Step counters, each a list of (cycle, value) points where the value changes:
     #   "memory.<name>"  bytes occupied in that memory
+    #   "fragmentation.<name>"  1 - largest free block / free bytes in that memory (0 when full or empty)
     #   "ddr.read", "ddr.write"  DDR bandwidth in bytes per cycle
     counters: dict = field(default_factory=dict)
+    syncs: list = field(default_factory=list)  # Sync, one per wait instruction, in program order
+    buffers: list = field(default_factory=list)  # BufferSpan: bound tensors, then planned buffers
+    ddr_bandwidth: float = 0.0  # the chip's DDR bandwidth in bytes per cycle (0: not known)
+    # unit kind ("matrix", "vector") -> dtype -> the chip's peak in ops per cycle over all its
+    # engines of that kind (2 per multiply-accumulate, 1 per vector element)
+    peak_ops: dict = field(default_factory=dict)
 
     def seconds(self, cycles):
         return cycles / self.clock_hz

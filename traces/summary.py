@@ -3,6 +3,11 @@ memory peaks and a per-op breakdown, plus a compact text form of it."""
 
 from dataclasses import dataclass
 
+from .occupancy import NEGLIGIBLE_FRAGMENTATION, memory_names
+from .text import human_bytes, si, table
+
+DDR = "ddr"  # the off-chip memory's name on every chip
+
 
 @dataclass(frozen=True)
 class OpStats:
@@ -13,10 +18,23 @@ class OpStats:
     end: float  # end cycle of its last instruction
     busy: dict  # engine -> busy cycles, engines in order of first use
     dma_bytes: int  # bytes moved by its DMA instructions
+    ddr_bytes: int  # bytes its DMA instructions read from and wrote to DDR (ddr->ddr counts twice)
+    ops: int  # arithmetic it did (Event.ops)
+    seconds: float  # its span in seconds
 
     @property
     def span(self):
         return self.end - self.start
+
+    @property
+    def intensity(self):
+        """Operational intensity: ops per DDR byte (None when it moved no DDR bytes)."""
+        return self.ops / self.ddr_bytes if self.ddr_bytes else None
+
+    @property
+    def achieved(self):
+        """Ops per second over its span (None for an op that took no time)."""
+        return self.ops / self.seconds if self.seconds else None
 
     @property
     def busiest_engine(self):
@@ -36,6 +54,7 @@ class Summary:
     ddr_write_bytes: int
     peak_bytes: dict  # memory -> most bytes occupied at once
     capacity_bytes: dict  # memory -> capacity (0 when the trace does not give it)
+    peak_fragmentation: dict  # memory -> highest 1 - largest free block / free bytes
     ops: dict  # op name -> OpStats, in order of first start
 
     def slowest(self, n):
@@ -58,24 +77,26 @@ def summarize(trace):
         instructions=len(work),
         busy=busy,
         utilization={name: c / trace.cycles if trace.cycles else 0.0 for name, c in busy.items()},
-        ddr_read_bytes=sum(e.bytes for e in dma if e.src == "ddr"),
-        ddr_write_bytes=sum(e.bytes for e in dma if e.dst == "ddr"),
+        ddr_read_bytes=sum(e.bytes for e in dma if e.src == DDR),
+        ddr_write_bytes=sum(e.bytes for e in dma if e.dst == DDR),
         peak_bytes=peaks,
         capacity_bytes={name: trace.memories.get(name, 0) for name in peaks},
-        ops=_op_table(work),
+        peak_fragmentation={name: _peak(trace, "fragmentation." + name) for name in peaks},
+        ops=_op_table(trace, work),
     )
 
 
 def _memory_peaks(trace):
     """Peak per memory: the trace's memories first, then any other memory with a counter."""
-    prefix = "memory."
-    counted = [key[len(prefix):] for key in trace.counters if key.startswith(prefix)]
-    names = list(trace.memories) + [name for name in counted if name not in trace.memories]
-    return {name: max((v for _, v in trace.counters.get(prefix + name, ())), default=0) for name in names}
+    return {name: _peak(trace, "memory." + name) for name in memory_names(trace)}
 
 
-def _op_table(work):
-    spans, busy, dma_bytes = {}, {}, {}
+def _peak(trace, counter):
+    return max((v for _, v in trace.counters.get(counter, ())), default=0)
+
+
+def _op_table(trace, work):
+    spans, busy, totals = {}, {}, {}
     for e in sorted(work, key=lambda e: e.start):
         if not e.op:
             continue
@@ -83,9 +104,13 @@ def _op_table(work):
         spans[e.op] = (start, max(end, e.end))
         engines = busy.setdefault(e.op, {})
         engines[e.engine] = engines.get(e.engine, 0) + (e.end - e.start)
-        dma_bytes[e.op] = dma_bytes.get(e.op, 0) + (e.bytes if e.kind == "dma" else 0)
+        dma, ddr, ops = totals.get(e.op, (0, 0, 0))
+        if e.kind == "dma":
+            dma += e.bytes
+            ddr += e.bytes * ((e.src == DDR) + (e.dst == DDR))
+        totals[e.op] = (dma, ddr, ops + e.ops)
     return {
-        op: OpStats(op, start, end, busy[op], dma_bytes[op]) for op, (start, end) in spans.items()
+        op: OpStats(op, start, end, busy[op], *totals[op], trace.seconds(end - start)) for op, (start, end) in spans.items()
     }
 
 
@@ -105,7 +130,9 @@ def format_summary(summary, top=5):
     for name, peak in s.peak_bytes.items():
         capacity = s.capacity_bytes[name]
         of = f" of {human_bytes(capacity)} ({peak / capacity:.1%})" if capacity else ""
-        lines.append(f"  {name:<{width}}  {human_bytes(peak)}{of}")
+        fragmented = s.peak_fragmentation.get(name, 0)
+        holes = f", fragmentation up to {fragmented:.1%}" if fragmented >= NEGLIGIBLE_FRAGMENTATION else ""
+        lines.append(f"  {name:<{width}}  {human_bytes(peak)}{of}{holes}")
     slowest = s.slowest(top)
     if slowest:
         op_width = max(len("op"), *(len(op.name) for op in slowest))
@@ -117,11 +144,23 @@ def format_summary(summary, top=5):
     return "\n".join(lines)
 
 
-def human_bytes(n):
-    """1536 -> '1.5 KiB'; below 1 KiB, plain bytes."""
-    units = ["B", "KiB", "MiB", "GiB", "TiB"]
-    power = 0
-    while n >= 1024 and power < len(units) - 1:
-        n /= 1024
-        power += 1
-    return f"{n:,.0f} B" if power == 0 else f"{n:,.1f} {units[power]}"
+def format_ops(summary, top=20):
+    """The `top` ops by span as a table: span, share of the run, busiest engine, DDR traffic,
+    arithmetic, operational intensity (ops per DDR byte) and achieved rate."""
+    s = summary
+    slowest = s.slowest(top)
+    if not slowest:
+        return "no ops"
+    rows = [["op", "span cycles", "% total", "busiest", "DDR bytes", "ops", "ops/B", "GOP/s"]]
+    for op in slowest:
+        rows.append([
+            op.name,
+            f"{op.span:,.0f}",
+            f"{op.span / s.cycles:.1%}" if s.cycles else "-",
+            op.busiest_engine,
+            human_bytes(op.ddr_bytes),
+            si(op.ops),
+            "-" if op.intensity is None else f"{op.intensity:,.2f}",
+            "-" if op.achieved is None else f"{op.achieved / 1e9:,.2f}",
+        ])
+    return "\n".join([f"ops by span ({len(slowest)} of {len(s.ops)}):", *table(rows, left=(0, 3))])

@@ -2,91 +2,169 @@
 
 1. check    every op is supported by the chip for its dtypes (isa/lower/check.py)
 2. group    chains of local ops fuse into layer groups (isa/lower/fusion.py)
-3. place    graph inputs, constants and outputs get DDR addresses for the whole run;
-            tensors passed between groups live in DDR from their producer to their last user
-4. emit     each group's template tiles it and emits instructions (local.py, matmul.py),
+3. place    memory the policy reserves is taken out; graph inputs, constants and outputs get
+            homes for the whole run (DDR; a pinned constant on chip); a tensor passed between
+            groups lives from its producer to its last user in DDR, or on chip when the policy
+            says so, it fits and every template touching it can reach it there (Template.homes)
+4. emit     each group's template tiles it and emits instructions (local.py, matmul.py, ...),
             the emitter inferring the sync between engines (emit.py)
 """
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..errors import ConfigError, OutOfMemoryError
 from .arrange import lower_arrange
 from .check import check_graph
+from .context import Lowering, local_memory
 from .conv import lower_conv
-from .context import Lowering
 from .emit import Emitter
 from .fusion import groups as make_groups
 from .indexed import lower_indexed
 from .local import lower_elementwise
 from .matmul import lower_matmul
+from .place import PLACES_OWN_OUTPUTS, lower_constant, lower_view
+from .policy import Policy, policy_from_overrides
 from .pool import lower_pool
-from .policy import Policy
 from .reduce import lower_reduce
 from .resize import lower_resize
-from .place import PLACES_OWN_OUTPUTS, lower_constant, lower_view
-from .scalar import lower_scalar
 from .route import copy
+from .scalar import lower_scalar
 
-TEMPLATES = {"arrange": lower_arrange, "indexed": lower_indexed, "elementwise": lower_elementwise, "matmul": lower_matmul, "conv": lower_conv, "pool": lower_pool, "reduce": lower_reduce, "resize": lower_resize,
-             "scalar": lower_scalar, "view": lower_view, "constant": lower_constant}
 
-__all__ = ["Policy", "lower", "TEMPLATES"]
+@dataclass(frozen=True)
+class Template:
+    lower: Callable  # (Lowering, Group) -> None: emits the group's instructions
+    homes: str = "any"  # where the tensors it reads and writes may live: "any" memory (it moves them by route/copy) or "ddr" only
+
+
+TEMPLATES = {
+    "arrange": Template(lower_arrange), "elementwise": Template(lower_elementwise), "matmul": Template(lower_matmul),
+    "conv": Template(lower_conv), "pool": Template(lower_pool), "reduce": Template(lower_reduce), "resize": Template(lower_resize),
+    "view": Template(lower_view), "constant": Template(lower_constant),
+    "scalar": Template(lower_scalar, homes="ddr"),  # the scalar engine's kernels read and write DDR
+    "indexed": Template(lower_indexed, homes="ddr"),  # a gather or scatter indexes a table in DDR
+}
+
+__all__ = ["TEMPLATES", "Policy", "lower", "policy_from_overrides"]
 
 
 def lower(graph, chip, policy=None):
     policy = policy or Policy()
     check_graph(graph, chip)
     groups = make_groups(graph, chip, policy)
-    em = Emitter(chip, graph.name)
+    em = Emitter(chip, graph.name, policy.allocator)
     ctx = Lowering(graph, chip, policy, em, {})
+    _reserve(ctx)
+    shares = _shared_buffers(graph, groups)
+    touch = _templates_touching(groups, shares)
+    _check_pins(ctx, touch)
     aliased = _bind(ctx)
-    ctx.pinned.update(ctx.ddr)
-    shares = _shared_buffers(ctx, groups)
+    ctx.bound.update(ctx.home)
     last_use = {}
     for i, g in enumerate(groups):
         for t in g.loads:
             last_use[shares.get(t, t)] = i
     for i, g in enumerate(groups):
         for t in g.stores:
-            if t not in ctx.ddr and g.template not in PLACES_OWN_OUTPUTS:
-                ctx.ddr[t] = em.alloc("ddr", graph.tensors[t].nbytes, t)
-        TEMPLATES[g.template](ctx, g)
+            if t not in ctx.home and g.template not in PLACES_OWN_OUTPUTS:
+                ctx.home[t] = _place_intermediate(ctx, t, {*touch.get(t, {}), g.template})
+        TEMPLATES[g.template].lower(ctx, g)
         for t in dict.fromkeys(shares.get(t, t) for t in g.loads):
-            if last_use[t] == i and t not in ctx.pinned:
-                em.release(ctx.ddr[t])
+            if last_use[t] == i and t not in ctx.bound:
+                em.release(ctx.home[t])
     _copy_aliased_outputs(ctx, aliased)
     return em.program()
 
 
-def _shared_buffers(ctx, groups):
-    """tensor -> the tensor whose DDR buffer it shares (a view of it not bound to an output)."""
-    shares = {}
+def _reserve(ctx):
+    """Take each reserved amount off the top of its memory before anything is placed."""
+    for mem, nbytes in ctx.policy.reserve:
+        if mem not in ctx.chip.memories:
+            raise ConfigError(f"policy.reserve: chip {ctx.chip.name} has no memory {mem!r} (memories: {', '.join(ctx.chip.memories)})")
+        if nbytes:
+            addr, size = ctx.em.allocators[mem].reserve(nbytes, f"policy.reserve.{mem}")
+            ctx.em.notes.append(f"reserved {size} bytes of {mem} at {addr:#x}")
+
+
+def _shared_buffers(graph, groups):
+    """tensor -> the tensor whose buffer it shares (a view of it not bound to an output)."""
+    shares, outputs = {}, set(graph.outputs.values())
     for g in groups:
-        if g.template == "view" and g.nodes[0].outputs[0] not in ctx.ddr:
+        if g.template == "view" and g.nodes[0].outputs[0] not in outputs:
             src = g.nodes[0].inputs[0]
             shares[g.nodes[0].outputs[0]] = shares.get(src, src)
     return shares
 
 
+def _templates_touching(groups, shares):
+    """tensor -> {template: the first op of its groups} that read it or a view sharing its buffer."""
+    touch = {}
+    for g in groups:
+        for t in g.loads:
+            touch.setdefault(shares.get(t, t), {}).setdefault(g.template, g.nodes[0].name)
+    return touch
+
+
+def _on_chip_ok(templates):
+    return all(TEMPLATES[t].homes == "any" for t in templates)
+
+
+def _check_pins(ctx, touch):
+    g = ctx.graph
+    for name in ctx.policy.pinned:
+        if name not in g.tensors:
+            raise ConfigError(f"policy.pinned: graph {g.name} has no tensor {name!r} (constants: {', '.join(g.constants) or 'none'})")
+        if name not in g.constants:
+            what = "an input" if name in g.inputs else f"made by op {g.producer[name].name}"
+            raise ConfigError(f"policy.pinned: {name} is {what}, not a constant; only constants can be pinned (constants: {', '.join(g.constants) or 'none'})")
+        for template, op in touch.get(name, {}).items():
+            if TEMPLATES[template].homes == "ddr":
+                raise ConfigError(f"policy.pinned: constant {name} is read by op {op} (the {template} template), whose operands must be in DDR")
+
+
 def _bind(ctx):
-    """Inputs, constants and outputs get their DDR places first, in that order. Returns the
-    outputs that alias a tensor placed already, as (output name, tensor name, Buf)."""
+    """Inputs, constants and outputs get their places first, in that order (a pinned constant in
+    on-chip memory). Returns the outputs that alias a tensor placed already, as (output name,
+    tensor name, Buf)."""
     g, em = ctx.graph, ctx.em
+    local = local_memory(ctx.chip) if ctx.policy.pinned else None
     for name in g.inputs:
         t = g.tensors[name]
-        ctx.ddr[name] = em.bind(name, "input", t.dtype, t.shape)
+        ctx.home[name] = em.bind(name, "input", t.dtype, t.shape)
     for name, array in g.constants.items():
-        ctx.ddr[name] = em.bind(name, "const", g.tensors[name].dtype, array.shape, array.tobytes())
+        mem = local if name in ctx.policy.pinned else "ddr"
+        ctx.home[name] = em.bind(name, "const", g.tensors[name].dtype, array.shape, array.tobytes(), mem)
     aliased = []
     for out_name, tname in g.outputs.items():
         t = g.tensors[tname]
-        if tname in ctx.ddr:  # an input, a constant or a tensor already output under another name
+        if tname in ctx.home:  # an input, a constant or a tensor already output under another name
             aliased.append((out_name, tname, em.bind(out_name, "output", t.dtype, t.shape)))
         else:
-            ctx.ddr[tname] = em.bind(out_name, "output", t.dtype, t.shape)
+            ctx.home[tname] = em.bind(out_name, "output", t.dtype, t.shape)
     return aliased
 
 
+def _place_intermediate(ctx, name, templates):
+    """The home of a tensor passed between groups: DDR, or with intermediates="local" the
+    chip's largest on-chip memory when every template touching it can reach it there and it
+    takes at most half of that memory's free bytes, so the groups that run while it lives keep
+    room for their tiles. A tensor that could have gone on chip but did not is noted."""
+    em, nbytes = ctx.em, ctx.graph.tensors[name].nbytes
+    if ctx.policy.intermediates == "local" and _on_chip_ok(templates):
+        mem = local_memory(ctx.chip)
+        alloc = em.allocators[mem]
+        if 2 * nbytes <= alloc.free_bytes() and alloc.fits([nbytes]):
+            return em.alloc(mem, nbytes, name)
+        em.notes.append(f"intermediate {name} ({nbytes} bytes) stays in ddr: {mem} has {alloc.free_bytes()} bytes free")
+    try:
+        return em.alloc("ddr", nbytes, name)
+    except OutOfMemoryError as exc:
+        raise OutOfMemoryError(f"tensor {name} made by op {ctx.graph.producer[name].name}, passed between layer groups: {exc}") from None
+
+
 def _copy_aliased_outputs(ctx, aliased):
-    """An output that is also an input, a constant or another output is a DDR-to-DDR copy."""
+    """An output that is also an input, a constant or another output is a copy from its home."""
     for out_name, tname, buf in aliased:
         t = ctx.graph.tensors[tname]
-        copy(ctx.em, ctx.ddr_region(tname), ctx.ddr[tname], buf.region(t.dtype, t.shape), buf, f"output {out_name}")
+        copy(ctx.em, ctx.home_region(tname), ctx.home[tname], buf.region(t.dtype, t.shape), buf, f"output {out_name}")

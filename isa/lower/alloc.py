@@ -1,10 +1,14 @@
-"""First-fit allocation of one memory's flat address space.
+"""Allocation of one memory's flat address space, first fit or best fit.
 
 Buffers start on, and are sized in, the memory's granule (its per-lane alignment times its
 lanes, so a buffer in Sophgo local memory occupies the same address range in every lane).
+First fit takes the gap at the lowest address that holds a buffer; best fit the smallest such
+gap (the lowest of equal ones), keeping large gaps whole for large buffers.
 """
 
-from ..errors import OutOfMemoryError
+from ..errors import ConfigError, OutOfMemoryError
+
+STRATEGIES = ("first_fit", "best_fit")
 
 
 def align_up(value, granule):
@@ -12,8 +16,10 @@ def align_up(value, granule):
 
 
 class Allocator:
-    def __init__(self, mem, capacity, granule):
-        self.mem, self.capacity, self.granule = mem, capacity, granule
+    def __init__(self, mem, capacity, granule, strategy="first_fit"):
+        if strategy not in STRATEGIES:
+            raise ConfigError(f"allocator for {mem}: unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
+        self.mem, self.capacity, self.granule, self.strategy = mem, capacity, granule, strategy
         self.live = {}  # addr -> (size, name)
         self.peak = 0
 
@@ -29,31 +35,72 @@ class Allocator:
         if cursor < self.capacity:
             yield cursor, self.capacity - cursor
 
+    def _pick(self, gaps, size):
+        """Index of the gap (addr, room) a buffer of `size` goes in, or None."""
+        fitting = [i for i, (_, room) in enumerate(gaps) if room >= size]
+        if not fitting:
+            return None
+        if self.strategy == "best_fit":
+            return min(fitting, key=lambda i: (gaps[i][1], gaps[i][0]))
+        return fitting[0]
+
     def fits(self, sizes):
-        """Whether buffers of these sizes could all be allocated now (first fit, in order)."""
+        """Whether buffers of these sizes could all be allocated now, in order."""
         gaps = [list(g) for g in self._gaps()]
         for size in sizes:
             size = align_up(max(size, 1), self.granule)
-            gap = next((g for g in gaps if g[1] >= size), None)
-            if gap is None:
+            i = self._pick(gaps, size)
+            if i is None:
                 return False
-            gap[0] += size
-            gap[1] -= size
+            gaps[i][0] += size
+            gaps[i][1] -= size
         return True
 
-    def alloc(self, size, name):
+    def alloc(self, size, name, unused=False):
+        """(addr, size) of a new buffer. With unused, only addresses no buffer has held yet
+        (above the high-water mark): where bytes preloaded before the program starts stay
+        intact until it reads them."""
         size = align_up(max(size, 1), self.granule)
-        for addr, room in self._gaps():
-            if room >= size:
-                self.live[addr] = (size, name)
-                self.peak = max(self.peak, addr + size)
-                return addr, size
-        largest = max((room for _, room in self._gaps()), default=0)
-        live = ", ".join(f"{n} ({s} B)" for s, n in sorted(self.live.values(), key=lambda v: -v[0])[:5])
-        raise OutOfMemoryError(
-            f"{self.mem}: cannot place {name} ({size} bytes): {self.free_bytes()} of {self.capacity} bytes free, "
-            f"largest free block {largest}; live: {live or 'nothing'}"
-        )
+        gaps = list(self._gaps())
+        if unused:
+            gaps = [(max(a, self.peak), a + room - max(a, self.peak)) for a, room in gaps if a + room > self.peak]
+        i = self._pick(gaps, size)
+        if i is None:
+            largest = max((room for _, room in gaps), default=0)
+            raise OutOfMemoryError(
+                f"{self.mem}: cannot place {name} ({size} bytes): {self.free_bytes()} of {self.capacity} bytes free, "
+                f"largest free block {largest}; live: {self.live_text()}"
+            )
+        addr = gaps[i][0]
+        self.live[addr] = (size, name)
+        self.peak = max(self.peak, addr + size)
+        return addr, size
+
+    def reserve(self, nbytes, why):
+        """Take nbytes (rounded up to the granule) off the top of the memory for good, before
+        anything else is placed."""
+        size = align_up(nbytes, self.granule)
+        if size > self.capacity:
+            raise ConfigError(f"{why}: {size} bytes of {self.mem} asked, its capacity is {self.capacity}")
+        addr = (self.capacity - size) // self.granule * self.granule
+        self.live[addr] = (size, why)
+        return addr, size
 
     def free(self, addr):
         del self.live[addr]
+
+    def live_text(self, most=5):
+        """The largest live buffers (name and bytes), for an out-of-memory message."""
+        live = sorted(self.live.values(), key=lambda v: -v[0])
+        text = ", ".join(f"{n} ({s} B)" for s, n in live[:most]) + (f" and {len(live) - most} more" if len(live) > most else "")
+        return text or "nothing"
+
+
+def shortfall(allocators, per_mem):
+    """For an out-of-memory message: the bytes buffers of these sizes (memory -> sizes) take in
+    each memory, each rounded up to its granule, what is free there and what is live."""
+    return "; ".join(
+        f"{sum(align_up(max(n, 1), allocators[m].granule) for n in sizes)} bytes of {m} ({allocators[m].free_bytes()} free), "
+        f"live there: {allocators[m].live_text()}"
+        for m, sizes in per_mem.items()
+    )

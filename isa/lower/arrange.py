@@ -4,9 +4,9 @@ zero-stride, negative-stride and offset descriptors).
 
 The op describes its outputs as `Piece`s (isa/ops/arrange.py): a strided view of one input
 copied to a strided view of one output, both in elements of the tensors' dense layouts, or a
-fill: a constant written into a view of an output. Each piece becomes one DMA between DDR
-tensors, routed along the chip's links; where a route stages through on-chip memory, the piece
-is cut into chunks that memory can hold. A fill reads a one-element constant bound in DDR with
+fill: a constant written into a view of an output. Each piece becomes one DMA between the
+tensors' homes, routed along the chip's links; where a route stages through on-chip memory,
+the piece is cut into chunks that memory can hold. A fill reads a one-element constant bound in DDR with
 all-zero strides, so its read side costs one burst (the DMA engine's constant fill).
 """
 
@@ -29,7 +29,7 @@ def lower_arrange(ctx, group):
     constants = {}  # (fill value, dtype) -> its one-element DDR constant
     for piece in pieces:
         out = outs[piece.output]
-        if out.name not in ctx.ddr or 0 in piece.dst.shape:
+        if out.name not in ctx.home or 0 in piece.dst.shape:
             continue
         dst = view_region(ctx, out.name, piece.dst)
         if piece.input is None:
@@ -38,8 +38,8 @@ def lower_arrange(ctx, group):
                 data = np.array([piece.value], dtypes.np_dtype(out.dtype)).tobytes()
                 constants[key] = ctx.em.bind(f"{node.name}.fill{len(constants)}", "const", out.dtype, (1,), data)
             src_buf = constants[key]
-            src = Region("ddr", src_buf.addr, out.dtype, dst.shape, (0,) * len(dst.shape))
+            src = Region(src_buf.mem, src_buf.addr, out.dtype, dst.shape, (0,) * len(dst.shape))
         else:
-            src_buf = ctx.ddr[node.inputs[piece.input]]
+            src_buf = ctx.home[node.inputs[piece.input]]
             src = view_region(ctx, ins[piece.input].name, piece.src)
-        staged_copy(ctx, node.name, src, src_buf, dst, ctx.ddr[out.name])
+        staged_copy(ctx, node.name, src, src_buf, dst, ctx.home[out.name])

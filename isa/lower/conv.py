@@ -18,11 +18,11 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import OutOfMemoryError, UnsupportedError
-from ..instructions import Matmul, Region, Vector, dense
+from ..instructions import Matmul, Region, Vector
 from ..ops import REGISTRY
 from ..ops import quantized
 from ..ops.elementwise import In, Step
-from .alloc import align_up
+from .alloc import shortfall
 from .local import Tail
 from .pipeline import pipeline, step_budget
 from .route import copy
@@ -77,31 +77,35 @@ class _Plan:
     # ---- offline constants ------------------------------------------------------------------
 
     def _weight(self, g, quantized_op):
-        """(DDR Buf, dtype) of the weight the machine multiplies: w, or w - zp_r (int16) where the
-        product is made in float32 (BM1684's depthwise high-precision modes)."""
+        """(home Buf, dtype) of the weight the machine multiplies: w, or w - zp_r (int16) where
+        the product is made in float32 (BM1684's depthwise high-precision modes), bound where w
+        lives."""
         zr = self.node.params["right_zero_point"] if quantized_op else 0
+        home = self.ctx.home[self.w.name]
         if not (self.float_acc and zr):
-            return self.ctx.ddr[self.w.name], self.w.dtype
+            return home, self.w.dtype
         data = (g.constants[self.w.name].astype(np.int64) - zr).astype(np.int16).tobytes()
-        return self.em.bind(f"{self.node.name}.weight_zp", "const", "int16", self.w.shape, data), "int16"
+        return self.em.bind(f"{self.node.name}.weight_zp", "const", "int16", self.w.shape, data, home.mem), "int16"
 
     def _bias(self, g, quantized_op):
-        """(DDR Buf of shape [OC], dtype) or None; the asymmetric mode's is bias_v2, folded
-        offline: bias - zp_l * sum over each output channel's reduction of (w - zp_r)."""
+        """(home Buf of shape [OC], dtype) or None; the asymmetric mode's is bias_v2, folded
+        offline: bias - zp_l * sum over each output channel's reduction of (w - zp_r), bound
+        where the bias it replaces lives (DDR without one)."""
         p = self.node.params
         has = self.opdef.checked_inputs(self.node) == 3  # the integer family appends zero-point tables
         if not (quantized_op and self.opdef.asymmetric(p)):
-            return (self.ctx.ddr[self.node.inputs[2]], g.tensors[self.node.inputs[2]].dtype) if has else None
+            return (self.ctx.home[self.node.inputs[2]], g.tensors[self.node.inputs[2]].dtype) if has else None
+        mem = self.ctx.home[self.node.inputs[2]].mem if has else "ddr"
         sums = self.opdef._window_sums(g.constants[self.w.name], p, p["right_zero_point"]).reshape(-1)
         bias_dtype = g.tensors[self.node.inputs[2]].dtype if has else "int32"
         if self.float_acc and bias_dtype == "float32":  # computed in float32: the bias stays a float
             bias = g.constants[self.node.inputs[2]].astype(np.float32).reshape(-1)
             data = (bias - np.float32(p["left_zero_point"]) * sums.astype(np.float32)).astype(np.float32).tobytes()
-            return self.em.bind(f"{self.node.name}.bias_v2", "const", "float32", (self.oc,), data), "float32"
+            return self.em.bind(f"{self.node.name}.bias_v2", "const", "float32", (self.oc,), data, mem), "float32"
         # INT32, the seed says; a float bias converts as C's (int) does: toward zero
         bias = g.constants[self.node.inputs[2]].astype(np.int64).reshape(-1) if has else 0
         data = dtypes.convert(bias - p["left_zero_point"] * sums, "int32").tobytes()
-        return self.em.bind(f"{self.node.name}.bias_v2", "const", "int32", (self.oc,), data), "int32"
+        return self.em.bind(f"{self.node.name}.bias_v2", "const", "int32", (self.oc,), data, mem), "int32"
 
     # ---- sizes ------------------------------------------------------------------------------
 
@@ -158,20 +162,18 @@ class _Plan:
         spatial block): candidates are searched for the least DDR traffic (isa/lower/tiling)."""
         shape = (self.out.shape[0], self.oc if self.mx is None else self.ocg) + self.out.shape[2:]
         vmem = self.vx.memory
+        limits = self.ctx.tile_limits(shape)
         if self.mx is None:
             fits = lambda t: self._fits(t, 1)  # noqa: E731
             budget = step_budget(self.ctx, self._moved(shape, 1), vmem)
-            tile = budgeted_tile(shape, fits, lambda t: self._moved(t, 1), budget)
+            tile = budgeted_tile(shape, fits, lambda t: self._moved(t, 1), budget, limits)
             choice = (tile, 1) if tile else None
         else:
             unit = self.mx.matrix
-            choice = cheapest(shape, self.icg, (unit.n, unit.k), self._fits, self._estimate)
+            limits += (self.ctx.policy.tile_limit("k", self.icg),)
+            choice = cheapest(shape, self.icg, (unit.n, unit.k), self._fits, self._estimate, limits)
         if choice is None:
-            parts = []
-            for mem, sizes in self._sizes((1,) * len(shape), 1).items():
-                alloc = self.em.allocators[mem]
-                parts.append(f"{sum(align_up(max(n, 1), alloc.granule) for n in sizes)} bytes of {mem} ({alloc.free_bytes()} free)")
-            raise OutOfMemoryError(f"{self.node.name}: even a one-element output tile needs {', '.join(parts)}, buffers rounded to each memory's granule")
+            raise OutOfMemoryError(f"{self.node.name}: even a one-element output tile needs {shortfall(self.em.allocators, self._sizes((1,) * len(shape), 1))}")
         return choice
 
     def _estimate(self, tile, tic):
@@ -254,7 +256,7 @@ class _Plan:
             if first:
                 if self.bias:
                     bias_buf, dtype = self.bias
-                    src = sub_region(dense("ddr", bias_buf.addr, dtype, (self.oc,)), (oc0,), (toc,))
+                    src = sub_region(bias_buf.region(dtype, (self.oc,)), (oc0,), (toc,))
                     copy(em, src, bias_buf, acc_bufs["bias"].region(dtype, (toc,)), acc_bufs["bias"], node)
                 tail_local.update(self.tail.load(tail_bufs, out_starts, out_extents))
 
@@ -292,8 +294,9 @@ class _Plan:
                 zero[key] = (p[key], ())
                 continue
             table = self.node.inputs[p[key + "_input"]]
-            copy(em, sub_region(dense("ddr", self.ctx.ddr[table].addr, "int16", (self.ic if key == "izp" else self.oc,)), (start,), (n,)),
-                 self.ctx.ddr[table], io[key].region("int16", (n,)), io[key], op)
+            home = self.ctx.home[table]
+            copy(em, sub_region(home.region("int16", (self.ic if key == "izp" else self.oc,)), (start,), (n,)),
+                 home, io[key].region("int16", (n,)), io[key], op)
             zero[key] = (io[key].region("int16", shape), (io[key],))
         xs, ws = io["xs"], io["ws"]
         xs_region = xs.region("int16", x_region.shape)
@@ -315,7 +318,7 @@ class _Plan:
 
     def _load_weight(self, w_buf, oc0, ch_in, toc, tic, depthwise):
         src_buf, dtype = self.weight
-        full = dense("ddr", src_buf.addr, dtype, self.w.shape)
+        full = src_buf.region(dtype, self.w.shape)
         nk = len(self.kernel)
         if depthwise:  # [C, 1, k...]
             src = sub_region(full, (oc0, 0) + (0,) * nk, (toc, 1) + tuple(self.kernel))

@@ -41,20 +41,21 @@ class Buf:
 
 
 class Emitter:
-    def __init__(self, chip, graph_name):
+    def __init__(self, chip, graph_name, allocator="first_fit"):
         self.chip, self.graph_name = chip, graph_name
         self.streams = {name: [] for name in chip.engines}
         self.known = {name: {} for name in chip.engines}  # engine -> {engine: index known finished}
         self._knowledge = {name: [] for name in chip.engines}  # per instruction: what it knew
-        self.allocators = {m.name: Allocator(m.name, m.capacity, m.granule) for m in chip.memories.values()}
+        self.allocators = {m.name: Allocator(m.name, m.capacity, m.granule, allocator) for m in chip.memories.values()}
         self._released = {name: [] for name in chip.memories}
         self.buffers = []
         self.bindings = []
+        self.notes = []  # placement decisions worth reading in the program (Program.notes)
 
     # ---- placement --------------------------------------------------------------------------
 
-    def alloc(self, mem, nbytes, name):
-        addr, size = self.allocators[mem].alloc(nbytes, name)
+    def alloc(self, mem, nbytes, name, unused=False):
+        addr, size = self.allocators[mem].alloc(nbytes, name, unused)
         buf = Buf(name, mem, addr, size)
         end = addr + size
         keep = []
@@ -75,14 +76,15 @@ class Emitter:
             last = tuple(f"{e}.{i}" for e, i in buf.last.items())
             self.buffers.append(Buffer(buf.name, buf.mem, buf.addr, buf.size, buf.first, last))
 
-    def bind(self, name, role, dtype, shape, data=b""):
-        """Place a graph tensor in DDR for the whole program."""
-        ddr = self.chip.memories["ddr"]
+    def bind(self, name, role, dtype, shape, data=b"", mem="ddr"):
+        """Place a graph tensor for the whole program: in DDR, or a constant pinned in mem. Its
+        bytes are in place before the program starts, so it takes addresses no buffer has used
+        (a constant a template binds midway must not sit where an earlier buffer was written)."""
         nbytes = len(data) if data else tile_nbytes(dtype, shape)
         try:
-            buf = self.alloc("ddr", nbytes, f"{role} {name}")
+            buf = self.alloc(mem, nbytes, f"{role} {name}" if mem == "ddr" else f"pinned {role} {name}", unused=True)
         except OutOfMemoryError as exc:
-            raise OutOfMemoryError(f"{exc} (DDR capacity {ddr.capacity} bytes)") from None
+            raise OutOfMemoryError(f"{exc} ({mem} capacity {self.chip.memories[mem].capacity} bytes)") from None
         self.bindings.append(Binding(name, role, buf.region(dtype, shape), data))
         return buf
 
@@ -129,7 +131,7 @@ class Emitter:
         buf.last[engine] = index
 
     def program(self):
-        return Program(self.chip.name, self.graph_name, self.streams, self.bindings, self.buffers)
+        return Program(self.chip.name, self.graph_name, self.streams, self.bindings, self.buffers, self.notes)
 
 
 def _check_inside(instr, reads, writes):

@@ -1,5 +1,6 @@
 """Grouping nodes: a chain of local ops becomes one layer group whose intermediates stay on
-chip; every other node is a group of its own. Nodes nothing uses are dropped."""
+chip (at most the policy's max_group ops); every other node is a group of its own. Nodes
+nothing uses are dropped."""
 
 from dataclasses import dataclass, field
 
@@ -11,8 +12,8 @@ from .check import kind
 class Group:
     nodes: list
     template: str
-    loads: list = field(default_factory=list)  # tensors read from DDR
-    stores: list = field(default_factory=list)  # tensors written to DDR
+    loads: list = field(default_factory=list)  # tensors read from their homes (made outside the group)
+    stores: list = field(default_factory=list)  # tensors written to their homes (needed outside it)
 
 
 def live_nodes(graph):
@@ -32,7 +33,8 @@ def groups(graph, chip, policy):
     for node in nodes:
         template = REGISTRY[node.op].template
         cur = result[-1] if result else None
-        if policy.fuse and cur is not None and _fusable(graph, chip, cur, node, template):
+        room = cur is not None and (policy.max_group is None or len(cur.nodes) < policy.max_group)
+        if policy.fuse and room and _fusable(graph, chip, cur, node, template):
             cur.nodes.append(node)
         else:
             result.append(Group([node], template))

@@ -36,17 +36,17 @@ def lower_indexed(ctx, group):
     out = node.outputs[0]
     if not opdef.scatter:
         x, idx = node.inputs
-        access = _Access(ctx, node.name, view_region(ctx, x, table), ctx.ddr[x], view_region(ctx, idx, index), ctx.ddr[idx])
-        _gather(ctx, access, view_region(ctx, out, rows), ctx.ddr[out])
+        access = _Access(ctx, node.name, view_region(ctx, x, table), ctx.home[x], view_region(ctx, idx, index), ctx.home[idx])
+        _gather(ctx, access, view_region(ctx, out, rows), ctx.home[out])
         return
     data, idx, upd = node.inputs
-    staged_copy(ctx, node.name, ctx.ddr_region(data), ctx.ddr[data], ctx.ddr_region(out), ctx.ddr[out])
-    access = _Access(ctx, node.name, view_region(ctx, out, table), ctx.ddr[out], view_region(ctx, idx, index), ctx.ddr[idx], wrap=True)
+    staged_copy(ctx, node.name, ctx.home_region(data), ctx.home[data], ctx.home_region(out), ctx.home[out])
+    access = _Access(ctx, node.name, view_region(ctx, out, table), ctx.home[out], view_region(ctx, idx, index), ctx.home[idx], wrap=True)
     fn = opdef.combine(node.params)
     if fn is None:
-        _scatter(ctx, access, view_region(ctx, upd, rows), ctx.ddr[upd])
+        _scatter(ctx, access, view_region(ctx, upd, rows), ctx.home[upd])
     else:
-        _combine(ctx, access, fn, view_region(ctx, upd, rows), ctx.ddr[upd])
+        _combine(ctx, access, fn, view_region(ctx, upd, rows), ctx.home[upd])
 
 
 class _Access:

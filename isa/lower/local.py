@@ -3,7 +3,7 @@ tiles) and the element-wise template, a group that is nothing but a tail.
 
 A layer group may start with a head of another template (a convolution, a pooling) that leaves
 its output tile in local memory; the tail then runs its ops on that tile before anything goes
-back to DDR. Every tile loads the tail's other inputs, runs each op's vector steps and stores
+back to the tensors' homes (DDR, or on chip as the policy places them). Every tile loads the tail's other inputs, runs each op's vector steps and stores
 the tensors needed outside the group; intermediates never leave local memory.
 
 An op says how a tile of its output reads each input (`input_box`): broadcast operands stay
@@ -14,7 +14,7 @@ element, a lookup table is loaded whole. Inputs read the same way share one load
 from dataclasses import dataclass
 
 from ..errors import OutOfMemoryError
-from ..instructions import Region, dense
+from ..instructions import Region
 from ..ops import REGISTRY
 from .pipeline import pipeline, step_budget
 from .route import copy
@@ -24,7 +24,7 @@ from .vector_steps import emit_steps
 
 @dataclass(frozen=True, eq=False)
 class _Load:
-    """A tensor read from DDR for the group, in one way (see OpDef.load_kind)."""
+    """A tensor loaded from its home for the group, in one way (see OpDef.load_kind)."""
 
     tensor: str
     node: object  # the first _Node reading it this way
@@ -104,8 +104,9 @@ class Tail:
             buf = bufs[self.place[key]]
             tensor = self.graph.tensors[key.tensor]
             local[key] = buf.region(tensor.dtype, e)
-            src = _strided(self.ctx.ddr[key.tensor].addr, tensor, key.node.operand_shape(key.index), s, e, steps)
-            copy(em, src, self.ctx.ddr[key.tensor], local[key], buf, key.node.node.name)
+            home = self.ctx.home[key.tensor]
+            src = _strided(home, tensor, key.node.operand_shape(key.index), s, e, steps)
+            copy(em, src, home, local[key], buf, key.node.node.name)
         return local
 
     def _value(self, bufs, given, key, extents):
@@ -130,8 +131,9 @@ class Tail:
     def store(self, bufs, starts, extents, given=None):
         for t in self.stores:
             region, buf = self._value(bufs, given, t, extents)
-            dst = _strided(self.ctx.ddr[t].addr, self.graph.tensors[t], self.shape, starts, extents, (1,) * len(self.shape))
-            copy(self.ctx.em, region, buf, dst, self.ctx.ddr[t], self.graph.producer[t].name)
+            home = self.ctx.home[t]
+            dst = _strided(home, self.graph.tensors[t], self.shape, starts, extents, (1,) * len(self.shape))
+            copy(self.ctx.em, region, buf, dst, home, self.graph.producer[t].name)
 
 
 def lower_elementwise(ctx, group):
@@ -142,10 +144,11 @@ def lower_elementwise(ctx, group):
     alloc = ctx.em.allocators[engine.memory]
     fits = lambda tile: alloc.fits(tail.class_bytes(tile) * ctx.slots)  # noqa: E731
     budget = step_budget(ctx, tail.moved(shape), engine.memory)
-    tile = budgeted_tile(shape, fits, tail.moved, budget)
+    tile = budgeted_tile(shape, fits, tail.moved, budget, ctx.tile_limits(shape))
     if tile is None:
         need = sum(tail.class_bytes((1,) * len(shape))) * ctx.slots
-        raise OutOfMemoryError(f"{engine.memory}: layer group {group.nodes[0].name} needs {need} bytes for a one-element tile; {alloc.free_bytes()} free")
+        raise OutOfMemoryError(f"{engine.memory}: layer group {group.nodes[0].name} needs {need} bytes for a one-element tile; "
+                               f"{alloc.free_bytes()} free, live: {alloc.live_text()}")
     slots = tail.allocate(engine.memory, tile, group.nodes[0].name)
 
     def step(i, starts, extents):
@@ -168,12 +171,12 @@ def _label(key):
     return f"tmp{key[1]}" if isinstance(key, tuple) else key
 
 
-def _strided(addr, tensor, shape, starts, extents, steps):
-    """The DDR region of `tensor` (viewed with `shape`) that a box with steps covers."""
-    full = dense("ddr", addr, tensor.dtype, shape)
+def _strided(home, tensor, shape, starts, extents, steps):
+    """The region of `tensor` (viewed with `shape`) in its home Buf that a box with steps covers."""
+    full = home.region(tensor.dtype, shape)
     item = full.nbytes // max(full.size, 1)
     offset = sum(s * st for s, st in zip(starts, full.strides)) * item
-    return Region("ddr", addr + offset, tensor.dtype, tuple(extents), tuple(st * k for st, k in zip(full.strides, steps)))
+    return Region(home.mem, home.addr + offset, tensor.dtype, tuple(extents), tuple(st * k for st, k in zip(full.strides, steps)))
 
 
 def _loads(nodes, produced):

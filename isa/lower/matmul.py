@@ -8,16 +8,16 @@ an accumulator tile, accumulating after the first step. The integer family first
 points off the loaded tiles (16-bit copies). After the last step the op's epilogue (bias,
 requantization, cast) runs as vector instructions and the result tile is stored. Tile sizes are
 the largest multiples of the matrix unit's m, n, k whose buffers fit, halving the dimension
-that is largest in units.
+that is largest in units, from the policy's limits (M is "n", N is "c", K is "k").
 """
 
 import numpy as np
 
 from .. import dtypes
 from ..errors import OutOfMemoryError, UnsupportedError
-from ..instructions import Matmul, Region, Vector, dense
+from ..instructions import Matmul, Region, Vector
 from ..ops import REGISTRY
-from .alloc import align_up
+from .alloc import align_up, shortfall
 from .pipeline import pipeline, step_budget
 from .route import copy
 from .tiling import broadcast_view, sub_region
@@ -55,12 +55,12 @@ class _Plan:
         self.asym = self.acc_dtype == "int32" and self.opdef.asymmetric(p)
         self.shifted = "lzp" in p  # the integer family: zero points off the operands, in 16 bits
         self.operand_dtypes = ("int16", "int16") if self.shifted else (self.left.dtype, self.right.dtype)
-        # the bias as (DDR Buf of N elements, dtype); the asymmetric mode's is bias_v2, folded here offline
+        # the bias as (home Buf of N elements, dtype); the asymmetric mode's is bias_v2, folded here offline
         has_bias = self.opdef.checked_inputs(node) == 3
         if self.asym:
             self.bias = (self._fold_bias(g), "int32")
         elif has_bias:
-            self.bias = (ctx.ddr[node.inputs[2]], g.tensors[node.inputs[2]].dtype)
+            self.bias = (ctx.home[node.inputs[2]], g.tensors[node.inputs[2]].dtype)
         else:
             self.bias = None
         self.steps, self.temps = self.opdef.epilogue(p, self.bias[1] if self.bias else None, self.out.dtype)
@@ -70,12 +70,12 @@ class _Plan:
         self.acc_key = "acc" if self.mx.operand_memory("c") == self.vx.memory else "accv"
         self.out_key = self.acc_key if self.out.dtype == self.acc_dtype else "out"
 
-    # ---- DDR views --------------------------------------------------------------------------
+    # ---- views of the tensors where they live ----------------------------------------------
 
     def _matrix(self, tensor, batch_index, trans):
         """tensor's logical matrix for one batch index (broadcast batch dimensions read index 0),
         transposed through strides when stored so."""
-        full = dense("ddr", self.ctx.ddr[tensor.name].addr, tensor.dtype, tensor.shape)
+        full = self.ctx.home_region(tensor.name)
         lead = len(tensor.shape) - 2
         index = tuple(0 if n == 1 else i for n, i in zip(tensor.shape[:lead], batch_index[len(batch_index) - lead:]))
         item = dtypes.itemsize(tensor.dtype)
@@ -83,16 +83,18 @@ class _Plan:
         shape, strides = full.shape[lead:], full.strides[lead:]
         if trans:
             shape, strides = shape[::-1], strides[::-1]
-        return Region("ddr", addr, tensor.dtype, tuple(shape), tuple(strides))
+        return Region(full.mem, addr, tensor.dtype, tuple(shape), tuple(strides))
 
     def _fold_bias(self, g):
-        """bias_v2 = bias - zp_l * sum over K of (right - zp_r), a constant bound in DDR."""
+        """bias_v2 = bias - zp_l * sum over K of (right - zp_r), a constant bound where the bias
+        it replaces lives (DDR without one)."""
         p = self.node.params
         right = g.constants[self.right.name].astype(np.int64)
         bias = g.constants[self.node.inputs[2]].astype(np.int64) if len(self.node.inputs) == 3 else 0
         folded = bias - p["left_zero_point"] * (right - p["right_zero_point"]).sum(axis=0, keepdims=True)
         data = dtypes.convert(folded, "int32").tobytes()
-        return self.em.bind(f"{self.node.name}.bias_v2", "const", "int32", (1, right.shape[1]), data)
+        mem = self.ctx.home[self.node.inputs[2]].mem if len(self.node.inputs) == 3 else "ddr"
+        return self.em.bind(f"{self.node.name}.bias_v2", "const", "int32", (1, right.shape[1]), data, mem)
 
     # ---- sizes ------------------------------------------------------------------------------
 
@@ -122,20 +124,25 @@ class _Plan:
         needs += [(("tmp", k), vmem, size(d, tm * tn)) for k, d in enumerate(self.temps)]
         return needs
 
-    def _fits(self, tm, tn, tk):
+    def _sizes(self, tm, tn, tk):
+        """memory -> the sizes of every slot's buffers placed there."""
         per_mem = {}
         for _, mem, n in self._needs(tm, tn, tk):
             per_mem.setdefault(mem, []).extend([n] * self.ctx.slots)
-        return all(self.em.allocators[m].fits(sizes) for m, sizes in per_mem.items())
+        return per_mem
+
+    def _fits(self, tm, tn, tk):
+        return all(self.em.allocators[m].fits(sizes) for m, sizes in self._sizes(tm, tn, tk).items())
 
     def _step_bytes(self, tm, tn, tk):
         return tm * tk * dtypes.itemsize(self.left.dtype) + tk * tn * dtypes.itemsize(self.right.dtype)
 
     def tiles(self):
-        """(tm, tn, tk): halve the dimension largest in matrix-unit units until the buffers fit
-        and a step loads no more than the pipeline's budget."""
+        """(tm, tn, tk): from the policy's limits, halve the dimension largest in matrix-unit
+        units until the buffers fit and a step loads no more than the pipeline's budget."""
         unit = self.mx.matrix
-        dims = {"m": [self.M, unit.m], "n": [self.N, unit.n], "k": [self.K, unit.k]}
+        tm, tn, tk = self.ctx.tile_limits((self.M, self.N, self.K), ("n", "c", "k"))
+        dims = {"m": [tm, unit.m], "n": [tn, unit.n], "k": [tk, unit.k]}
         total = self._step_bytes(self.M, self.N, self.K) * int(np.prod(self.batch))
         budget = step_budget(self.ctx, total, self.mx.operand_memory("a"))
         size = lambda: (dims["m"][0], dims["n"][0], dims["k"][0])  # noqa: E731
@@ -144,8 +151,7 @@ class _Plan:
             if not shrinkable:
                 if self._fits(*size()):
                     break
-                need = sum(n for _, _, n in self._needs(*size())) * self.ctx.slots
-                raise OutOfMemoryError(f"{self.node.name}: even a {unit.m}x{unit.n}x{unit.k} matrix tile needs {need} bytes of on-chip memory")
+                raise OutOfMemoryError(f"{self.node.name}: even a {unit.m}x{unit.n}x{unit.k} matrix tile needs {shortfall(self.em.allocators, self._sizes(*size()))}")
             d = max(shrinkable, key=shrinkable.get)
             dims[d][0] = align_up(-(-dims[d][0] // 2), dims[d][1])
         return size()
@@ -183,14 +189,14 @@ class _Plan:
         b_m = b_in.region(self.operand_dtypes[1], (tk, tn))
 
         def load():
-            copy(em, sub_region(left, (m0, k0), (tm, tk)), ctx.ddr[self.left.name], a_r, a, node.name)
-            copy(em, sub_region(right, (k0, n0), (tk, tn)), ctx.ddr[self.right.name], b_r, b, node.name)
+            copy(em, sub_region(left, (m0, k0), (tm, tk)), ctx.home[self.left.name], a_r, a, node.name)
+            copy(em, sub_region(right, (k0, n0), (tk, tn)), ctx.home[self.right.name], b_r, b, node.name)
             if self.shifted:
                 self._shift(bufs, ab, a_r, b_r, k0, n0, tm, tn, tk)
             if first and self.bias is not None:
                 src_buf, dtype = self.bias
                 dst = bufs["bias", ts]
-                src = sub_region(dense("ddr", src_buf.addr, dtype, (1, self.N)), (0, n0), (1, tn))
+                src = sub_region(src_buf.region(dtype, (1, self.N)), (0, n0), (1, tn))
                 copy(em, src, src_buf, dst.region(dtype, (1, tn)), dst, node.name)
 
         def compute():
@@ -213,7 +219,7 @@ class _Plan:
             if last:
                 result = bufs[self.out_key, ts]
                 dst = sub_region(out, (m0, n0), (tm, tn))
-                copy(em, result.region(self.out.dtype, (tm, tn)), result, dst, ctx.ddr[self.out.name], node.name)
+                copy(em, result.region(self.out.dtype, (tm, tn)), result, dst, ctx.home[self.out.name], node.name)
 
         return load, compute, store
 
@@ -226,7 +232,7 @@ class _Plan:
                 table = self.node.inputs[p[key + "_input"]]
                 length = self.K if key == "lzp" else self.N
                 buf = bufs[key, slot]
-                copy(em, sub_region(dense("ddr", self.ctx.ddr[table].addr, "int16", (length,)), (start,), (n,)), self.ctx.ddr[table],
+                copy(em, sub_region(self.ctx.home[table].region("int16", (length,)), (start,), (n,)), self.ctx.home[table],
                      buf.region("int16", (n,)), buf, name)
                 zero, reads = Region(buf.mem, buf.addr, "int16", src.shape, strides), (buf,)
             src_buf = bufs["a" if key == "lzp" else "b", slot]

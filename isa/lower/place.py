@@ -1,8 +1,8 @@
 """Templates that place an op's output rather than compute it, as a compiler does:
 
 - `view`: squeeze, expand_dims and reshape keep the element order, so the output is the input's
-  DDR buffer under another shape; no instruction runs. (An output the graph returns has a
-  buffer of its own, so it gets a DDR-to-DDR copy.)
+  buffer under another shape; no instruction runs. (An output the graph returns has a
+  buffer of its own, so it gets a copy.)
 - `constant`: a value known when the graph is built (constdata's array, shape_fetch's shape) is
   a constant preloaded in DDR, like weights; no instruction runs.
 
@@ -13,7 +13,6 @@ last use of any tensor that shares it.
 import numpy as np
 
 from .. import dtypes
-from ..instructions import dense
 from .route import copy
 
 PLACES_OWN_OUTPUTS = ("view", "constant")
@@ -22,11 +21,11 @@ PLACES_OWN_OUTPUTS = ("view", "constant")
 def lower_view(ctx, group):
     node = group.nodes[0]
     src, out = node.inputs[0], node.outputs[0]
-    if out in ctx.ddr:  # a graph output: its own buffer
+    if out in ctx.home:  # a graph output: its own buffer
         t = ctx.graph.tensors[out]
-        copy(ctx.em, dense("ddr", ctx.ddr[src].addr, t.dtype, t.shape), ctx.ddr[src], ctx.ddr_region(out), ctx.ddr[out], node.name)
+        copy(ctx.em, ctx.home[src].region(t.dtype, t.shape), ctx.home[src], ctx.home_region(out), ctx.home[out], node.name)
     else:
-        ctx.ddr[out] = ctx.ddr[src]
+        ctx.home[out] = ctx.home[src]
 
 
 def lower_constant(ctx, group):
@@ -35,8 +34,8 @@ def lower_constant(ctx, group):
     t = ctx.graph.tensors[out]
     data = np.ascontiguousarray(np.asarray(ctx.graph.values[out]).astype(dtypes.np_dtype(t.dtype))).tobytes()
     buf = ctx.em.bind(f"{node.name}.value", "const", t.dtype, t.shape, data)
-    ctx.pinned.add(out)
-    if out in ctx.ddr:  # a graph output: copied from the preloaded constant
-        copy(ctx.em, buf.region(t.dtype, t.shape), buf, ctx.ddr_region(out), ctx.ddr[out], node.name)
+    ctx.bound.add(out)
+    if out in ctx.home:  # a graph output: copied from the preloaded constant
+        copy(ctx.em, buf.region(t.dtype, t.shape), buf, ctx.home_region(out), ctx.home[out], node.name)
     else:
-        ctx.ddr[out] = buf
+        ctx.home[out] = buf

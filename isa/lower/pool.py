@@ -61,11 +61,12 @@ class _Pool:
     def run(self):
         shape = self.out.shape
         budget = step_budget(self.ctx, self._moved(shape), self.vx.memory)
-        tile = budgeted_tile(shape, self._fits, self._moved, budget)
+        tile = budgeted_tile(shape, self._fits, self._moved, budget, self.ctx.tile_limits(shape))
         if tile is None:
             need = sum(n for _, n in self._needs((1,) * len(shape)))
-            free = self.em.allocators[self.vx.memory].free_bytes()
-            raise OutOfMemoryError(f"{self.node.name}: a one-element pooling tile needs {need * self.ctx.slots} bytes of {self.vx.memory}; {free} free")
+            alloc = self.em.allocators[self.vx.memory]
+            raise OutOfMemoryError(f"{self.node.name}: a one-element pooling tile needs {need * self.ctx.slots} bytes of {self.vx.memory}; "
+                                   f"{alloc.free_bytes()} free, live: {alloc.live_text()}")
         name = self.node.name
         slots = [{key: self.em.alloc(self.vx.memory, n, f"{name}/{key}.{s}") for key, n in self._needs(tile)} for s in range(self.ctx.slots)]
         tails = self.tail.allocate(self.vx.memory, tile, name)

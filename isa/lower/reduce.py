@@ -22,12 +22,12 @@ import math
 
 from .. import dtypes
 from ..errors import OutOfMemoryError, UnsupportedError
-from ..instructions import Region, Vector, dense
+from ..instructions import Region, Vector
 from ..ops import REGISTRY
 from ..ops.norm import stat_factor
 from .pipeline import pipeline, step_budget
 from .route import copy
-from .tiling import boxes, budgeted_tile, nbytes, sub_region
+from .tiling import boxes, budgeted_tile, dim_names, nbytes, sub_region
 
 F32, I64 = "float32", "int64"
 
@@ -44,14 +44,15 @@ def lower_reduce(ctx, group):
     kshape = plan.lay.kshape
     fits = lambda t: alloc.fits([n for _, n in plan.buffers(t)] * ctx.slots)
     budget = step_budget(ctx, plan.moved(kshape), mem)
-    tile = budgeted_tile(kshape, fits, plan.moved, budget)
+    names = dim_names(len(plan.x.shape))
+    tile = budgeted_tile(kshape, fits, plan.moved, budget, ctx.tile_limits(kshape, [names[i] for i in plan.lay.kept]))
     if tile is None:
         one = (1,) * len(kshape)
         need = sum(n for _, n in plan.buffers(one)) * ctx.slots
         raise OutOfMemoryError(
             f"{node.op} {node.name}: a tile keeps the reduced axes {list(plan.lay.axes)} of {plan.x.name}{list(plan.x.shape)} whole "
             f"({plan.lay.count} elements); even one kept element needs {need} bytes of {mem} "
-            f"({ctx.slots} slot(s) of {', '.join(f'{k} {n}' for k, n in plan.buffers(one))}); {alloc.free_bytes()} free"
+            f"({ctx.slots} slot(s) of {', '.join(f'{k} {n}' for k, n in plan.buffers(one))}); {alloc.free_bytes()} free, live: {alloc.live_text()}"
         )
     slots = [{key: em.alloc(mem, n, f"{node.name}/{key}.{s}") for key, n in plan.buffers(tile)} for s in range(ctx.slots)]
 
@@ -141,24 +142,24 @@ class _Plan:
 
     def load(self, bufs, kstarts, kext):
         for name, how, key in self.loads:
-            ddr, local = self._pair(name, how, bufs[key], kstarts, kext)
-            copy(self.em, ddr, self.ctx.ddr[name], local, bufs[key], self.node.name)
+            there, local = self._pair(name, how, bufs[key], kstarts, kext)
+            copy(self.em, there, self.ctx.home[name], local, bufs[key], self.node.name)
 
     def store(self, bufs, kstarts, kext):
         for name, how, key in self.stores:
             if name in self.stored:
-                ddr, local = self._pair(name, how, bufs[key], kstarts, kext)
-                copy(self.em, local, bufs[key], ddr, self.ctx.ddr[name], self.node.name)
+                there, local = self._pair(name, how, bufs[key], kstarts, kext)
+                copy(self.em, local, bufs[key], there, self.ctx.home[name], self.node.name)
 
     def _pair(self, name, how, buf, kstarts, kext):
-        """(DDR region, local region) of tensor `name`'s part in a tile: "full" is a tile of
+        """(home region, local region) of tensor `name`'s part in a tile: "full" is a tile of
         input 0's shape (placed reduced axes last), "kept" one of the kept axes only (a
-        reduction's result, a per-channel vector), which in DDR are in their own order."""
+        reduction's result, a per-channel vector), which at home are in their own order."""
         t = self.ctx.graph.tensors[name]
         if how == "full":
             starts, extents = self.lay.box(kstarts, kext)
-            return sub_region(self.ctx.ddr_region(name), starts, extents), self.lay.natural(self.lay.full(buf, t.dtype, kext))
-        kept = dense("ddr", self.ctx.ddr[name].addr, t.dtype, self.lay.kshape)
+            return sub_region(self.ctx.home_region(name), starts, extents), self.lay.natural(self.lay.full(buf, t.dtype, kext))
+        kept = self.ctx.home[name].region(t.dtype, self.lay.kshape)
         return sub_region(kept, kstarts, kext), buf.region(t.dtype, tuple(kext))
 
     def compute(self, bufs, kext):
@@ -277,7 +278,7 @@ class _SoftmaxInt(_Plan):
 
     def prepare(self, once):
         buf = once["table"]
-        copy(self.em, self.ctx.ddr_region(self.table.name), self.ctx.ddr[self.table.name], buf.region(F32, (256,)), buf, self.node.name)
+        copy(self.em, self.ctx.home_region(self.table.name), self.ctx.home[self.table.name], buf.region(F32, (256,)), buf, self.node.name)
 
     def buffers(self, kext):
         return [("x", self.full_bytes(self.dtype, kext)), ("t", self.full_bytes(F32, kext)),
@@ -369,7 +370,7 @@ class _HwAvg(_Plan):
 
     def prepare(self, once):
         hw, area = once["hw"], once["area"]
-        copy(self.em, self.ctx.ddr_region(self.hw.name), self.ctx.ddr[self.hw.name], hw.region(self.hw.dtype, (2,)), hw, self.node.name)
+        copy(self.em, self.ctx.home_region(self.hw.name), self.ctx.home[self.hw.name], hw.region(self.hw.dtype, (2,)), hw, self.node.name)
         self.vector("reduce_prod", (area.region("int32", ()), area), ((hw.region(self.hw.dtype, (2,)), hw),), I64)
 
     def buffers(self, kext):

@@ -13,11 +13,11 @@ def lower_scalar(ctx, group):
     g, em = ctx.graph, ctx.em
     engine = ctx.engine("scalar")
     fn, args = REGISTRY[node.op].kernel([g.tensors[t] for t in node.inputs], node.params)
-    scratch = [t for t in node.outputs if t not in ctx.ddr]
+    scratch = [t for t in node.outputs if t not in ctx.home]
     for t in scratch:
-        ctx.ddr[t] = em.alloc("ddr", g.tensors[t].nbytes, f"{node.name}/{t}")
-    instr = Scalar(fn, tuple(ctx.ddr_region(t) for t in node.outputs), tuple(ctx.ddr_region(t) for t in node.inputs),
+        ctx.home[t] = em.alloc("ddr", g.tensors[t].nbytes, f"{node.name}/{t}")
+    instr = Scalar(fn, tuple(ctx.home_region(t) for t in node.outputs), tuple(ctx.home_region(t) for t in node.inputs),
                    tuple(sorted(args.items())), node.name)
-    em.emit(engine.name, instr, reads=[ctx.ddr[t] for t in node.inputs], writes=[ctx.ddr[t] for t in node.outputs])
+    em.emit(engine.name, instr, reads=[ctx.home[t] for t in node.inputs], writes=[ctx.home[t] for t in node.outputs])
     for t in scratch:
-        em.release(ctx.ddr.pop(t))
+        em.release(ctx.home.pop(t))

@@ -1,4 +1,4 @@
-"""Copies between DDR tensors that stage through on-chip memory, in chunks it can hold.
+"""Copies between tensors where they live, staging through on-chip memory in chunks it can hold.
 
 A route from DDR to DDR may pass through on-chip memories (where no engine copies DDR to DDR,
 as on an Ascend AI core: GM -> UB -> GM); each hop stages through a buffer placed for it
@@ -9,14 +9,16 @@ outer dimensions cut first, each as large as every memory on the way can hold at
 from .. import dtypes
 from ..errors import OutOfMemoryError
 from ..instructions import Region
+from .alloc import shortfall
 from .route import copy, route
 from .tiling import boxes, choose_tile, nbytes, sub_region
 
 
 def view_region(ctx, name, view):
-    """The DDR region of tensor `name` that an op's View (offset, shape, element strides) names."""
-    t = ctx.graph.tensors[name]
-    return Region("ddr", ctx.ddr[name].addr + view.offset * dtypes.itemsize(t.dtype), t.dtype, tuple(view.shape), tuple(view.strides))
+    """The region of tensor `name`, where it lives, that an op's View (offset, shape, element
+    strides) names."""
+    t, buf = ctx.graph.tensors[name], ctx.home[name]
+    return Region(buf.mem, buf.addr + view.offset * dtypes.itemsize(t.dtype), t.dtype, tuple(view.shape), tuple(view.strides))
 
 
 def stages(chip, src, dst):
@@ -47,8 +49,10 @@ def chunks(ctx, shape, needs, what, rows_whole=False):
     else:
         tile = choose_tile(shape, fits)
     if tile is None:
-        held = ", ".join(f"{size} B in {mem}" for mem, size in needs((1,) * len(shape)))
-        raise OutOfMemoryError(f"{what}: a single element needs {held}, which does not fit")
+        per_mem = {}
+        for mem, size in needs((1,) * len(shape)):
+            per_mem.setdefault(mem, []).append(size)
+        raise OutOfMemoryError(f"{what}: a single element needs {shortfall(em.allocators, per_mem)}")
     return boxes(shape, tile)
 
 

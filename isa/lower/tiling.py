@@ -8,20 +8,30 @@ from .. import dtypes
 from ..instructions import Region
 
 
-def choose_tile(shape, fits):
-    """The largest box (extents) with fits(extents) true, keeping inner dimensions whole.
+def dim_names(rank):
+    """The policy's names (isa/lower/policy.py) of an output's dimensions: "n" (batch), "c"
+    (channels), then the last three "d", "h", "w"; dimensions between have none (no limit)."""
+    names = ("n", "c")[:rank]
+    spatial = ("d", "h", "w")[max(0, 3 - (rank - 2)):]
+    return names + (None,) * max(0, rank - 5) + (spatial if rank > 2 else ())
+
+
+def choose_tile(shape, fits, limits=None):
+    """The largest box (extents) with fits(extents) true, keeping inner dimensions whole, each
+    at most its limit (default: the shape).
 
     Outer dimensions shrink first, so each tile row stays a long contiguous run in DDR; the
     first dimension that can't stay whole is cut as long as it still fits. Returns None when
     not even one element fits.
     """
-    tile = list(shape)
+    limits = tuple(shape) if limits is None else limits
+    tile = list(limits)
     for d in range(len(shape)):
         if fits(tile):
             return tuple(tile)
         tile[d] = 1
         if fits(tile):
-            lo, hi = 1, shape[d]
+            lo, hi = 1, limits[d]
             while lo < hi:
                 mid = (lo + hi + 1) // 2
                 tile[d] = mid
@@ -34,10 +44,10 @@ def choose_tile(shape, fits):
     return tuple(tile) if fits(tile) else None
 
 
-def budgeted_tile(shape, fits, moved, budget):
+def budgeted_tile(shape, fits, moved, budget, limits=None):
     """The largest tile that fits and moves at most `budget` bytes a step (see
     pipeline.step_budget); the largest that fits when none keeps to it or there is no budget."""
-    return (budget and choose_tile(shape, lambda t: fits(t) and moved(t) <= budget)) or choose_tile(shape, fits)
+    return (budget and choose_tile(shape, lambda t: fits(t) and moved(t) <= budget, limits)) or choose_tile(shape, fits, limits)
 
 
 def boxes(shape, tile):
@@ -86,25 +96,28 @@ def halvings(n, unit):
     return out
 
 
-def cheapest(shape, reduction, units, fits, cost):
+def cheapest(shape, reduction, units, fits, cost, limits=None):
     """A (tile, reduction block) for an output of `shape` (batch, channels, spatial...) with a
     reduction of `reduction`: of the candidates that fit, the one of least cost(tile, block).
+    limits: the largest extent of each dimension and then of the reduction block (default: the
+    shape and the reduction).
 
     Candidates halve the batch, the channels (in multiples of units[0]), the first spatial
     dimension and the reduction (in multiples of units[1]); other spatial dimensions stay whole
     unless even a single row is too big, when choose_tile cuts them. More memory only adds
     candidates, so it never raises the least cost."""
     channel_unit, reduce_unit = units
+    limits = tuple(shape) + (reduction,) if limits is None else limits
     found = []
-    for tic in halvings(reduction, reduce_unit):
-        for tn in halvings(shape[0], 1):
-            for toc in halvings(shape[1], channel_unit):
-                for toh in (halvings(shape[2], 1) if len(shape) > 2 else [None]):
-                    tile = (tn, toc) + ((toh,) + tuple(shape[3:]) if toh is not None else ())
+    for tic in halvings(limits[-1], reduce_unit):
+        for tn in halvings(limits[0], 1):
+            for toc in halvings(limits[1], channel_unit):
+                for toh in (halvings(limits[2], 1) if len(shape) > 2 else [None]):
+                    tile = (tn, toc) + ((toh,) + tuple(limits[3:-1]) if toh is not None else ())
                     if fits(tile, tic):
                         found.append((cost(tile, tic), -int(np.prod(tile)) * tic, tile, tic))
                     elif toh == 1 and len(shape) > 3:  # a row too big: cut the rest of the spatial dims
-                        cut = choose_tile(shape[3:], lambda rest: fits((tn, toc, 1) + tuple(rest), tic))
+                        cut = choose_tile(shape[3:], lambda rest: fits((tn, toc, 1) + tuple(rest), tic), limits[3:-1])
                         if cut:
                             tile = (tn, toc, 1) + tuple(cut)
                             found.append((cost(tile, tic), -int(np.prod(tile)) * tic, tile, tic))

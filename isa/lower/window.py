@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .. import dtypes
 from ..errors import UnsupportedError
-from ..instructions import Region, Vector, dense
+from ..instructions import Region, Vector
 from .route import copy
 from .tiling import sub_region
 
@@ -111,7 +111,8 @@ def load_window(ctx, engine, x, region, buf, axes, reads, lead_starts, fill, op)
         ctx.em.emit(engine.name, Vector("copy", region, (fill,), "float32" if isinstance(fill, float) else "int64", op), writes=(buf,))
     if all(count for _, count, _, _ in reads):
         lead = len(lead_starts)
-        full = dense("ddr", ctx.ddr[x.name].addr, x.dtype, x.shape)
+        home = ctx.home[x.name]
+        full = home.region(x.dtype, x.shape)
         starts = tuple(lead_starts) + tuple(lo for lo, _, _, _ in reads)
         extents = region.shape[:lead] + tuple(count for _, count, _, _ in reads)
-        copy(ctx.em, sub_region(full, starts, extents), ctx.ddr[x.name], placed(region, axes, reads, lead), buf, op)
+        copy(ctx.em, sub_region(full, starts, extents), home, placed(region, axes, reads, lead), buf, op)

@@ -69,11 +69,14 @@ def cost_dtype(instr):
     return max(regions, key=lambda r: dtypes.itemsize(r.dtype)).dtype
 
 
+def elements(instr):
+    """The destination's elements, or a reduction's source's (the work is over its input)."""
+    return instr.srcs[0].size if instr.fn in REDUCTIONS else instr.dst.size
+
+
 def cycles(instr, unit, issue_latency):
-    """Elements are the destination's, or a reduction's source's (the work is over its input)."""
     per_cycle = unit.lanes * unit.per_lane[cost_dtype(instr)]
-    elements = instr.srcs[0].size if instr.fn in REDUCTIONS else instr.dst.size
-    return issue_latency + math.ceil(elements / per_cycle) * unit.op_cycles.get(instr.fn, 1)
+    return issue_latency + math.ceil(elements(instr) / per_cycle) * unit.op_cycles.get(instr.fn, 1)
 
 
 def execute(instr, memories):

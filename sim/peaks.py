@@ -1,0 +1,25 @@
+"""A chip's peak arithmetic throughput, the roof of a roofline: 2 ops per multiply-accumulate
+of the matrix unit (m * n * k MACs every block_cycles[dtype] cycles), 1 op per element of the
+vector unit (lanes * per_lane[dtype] elements per cycle), summed over the engines of a kind."""
+
+
+def matrix_ops_per_cycle(unit):
+    """dtype -> ops per cycle of one matrix unit."""
+    return {dtype: 2 * unit.m * unit.n * unit.k / cycles for dtype, cycles in unit.block_cycles.items()}
+
+
+def vector_ops_per_cycle(unit):
+    """dtype -> elements per cycle of one vector unit."""
+    return {dtype: unit.lanes * per_lane for dtype, per_lane in unit.per_lane.items()}
+
+
+def peak_ops(chip):
+    """{"matrix": {dtype: ops per cycle}, "vector": {...}} over all the chip's engines (a kind
+    no engine has is left out)."""
+    peaks = {}
+    for kind, per_unit in (("matrix", matrix_ops_per_cycle), ("vector", vector_ops_per_cycle)):
+        for engine in chip.engines_of(kind):
+            total = peaks.setdefault(kind, {})
+            for dtype, ops in per_unit(getattr(engine, kind)).items():
+                total[dtype] = total.get(dtype, 0) + ops
+    return peaks

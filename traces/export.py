@@ -1,0 +1,43 @@
+"""CSV files of a run for spreadsheets and scripts: one row per event, one row per op."""
+
+import csv
+
+EVENT_COLUMNS = ("engine", "index", "kind", "name", "op", "start", "end", "cycles", "bytes", "ops", "src", "dst", "note")
+
+
+def write_events_csv(trace, path):
+    """events.csv: one row per event (waits that blocked included), in order of start, then
+    engine (chip order), then index; times in cycles."""
+    order = {engine: i for i, engine in enumerate(trace.engines)}
+    events = sorted(trace.events, key=lambda e: (e.start, order.get(e.engine, len(order)), e.index))
+    _write(path, EVENT_COLUMNS, (
+        [e.engine, e.index, e.kind, e.name, e.op, e.start, e.end, e.end - e.start, e.bytes, e.ops, e.src, e.dst, e.note]
+        for e in events
+    ))
+
+
+def op_columns(summary):
+    return ("op", "start", "end", "span cycles", "span seconds",
+            *(f"busy {engine} cycles" for engine in summary.busy),
+            "ddr bytes", "ops", "intensity ops/byte", "achieved ops/s")
+
+
+def write_ops_csv(summary, path):
+    """ops.csv: one row per op in order of first start. Intensity is empty for an op that moved
+    no DDR bytes, achieved for an op that took no time."""
+    _write(path, op_columns(summary), (
+        [op.name, op.start, op.end, op.span, op.seconds, *(op.busy.get(engine, 0) for engine in summary.busy),
+         op.ddr_bytes, op.ops, _blank(op.intensity), _blank(op.achieved)]
+        for op in summary.ops.values()
+    ))
+
+
+def _blank(value):
+    return "" if value is None else value
+
+
+def _write(path, columns, rows):
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(columns)
+        writer.writerows(rows)

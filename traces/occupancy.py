@@ -1,0 +1,94 @@
+"""Memory occupancy and fragmentation over time, worked out from the placed buffers
+(`Trace.buffers`: address, size and live interval of each).
+
+At a cycle where buffers open and close, the value recorded is the one after all of them:
+a buffer is live at cycle t when start <= t < end.
+"""
+
+_PREFIX = "memory."
+NEGLIGIBLE_FRAGMENTATION = 0.0005  # below this (0.0% to one decimal) reports and plots leave it out
+
+
+def memory_counters(buffers, capacities):
+    """The "memory.<name>" (bytes occupied) and "fragmentation.<name>" step counters of every
+    memory in `capacities` (name -> bytes), each starting at cycle 0. Fragmentation is
+    1 - largest free block / free bytes: 0 when the free bytes are one block (or there are none),
+    near 1 when they are scattered in small holes between live buffers."""
+    by_memory = {name: [] for name in capacities}
+    for b in buffers:
+        by_memory.setdefault(b.mem, []).append(b)
+    counters = {}
+    for mem, spans in by_memory.items():
+        capacity = capacities.get(mem, 0)
+        occupied, fragmented = [(0, 0)], [(0, 0.0)]
+        live = {}  # position in spans -> BufferSpan
+        for cycle, opening, closing in _changes(spans):
+            for k in opening:
+                live[k] = spans[k]
+            for k in closing:
+                del live[k]
+            _step(occupied, cycle, sum(b.size for b in live.values()))
+            _step(fragmented, cycle, fragmentation(live.values(), capacity))
+        counters[_PREFIX + mem] = occupied
+        if capacity:
+            counters[f"fragmentation.{mem}"] = fragmented
+    return counters
+
+
+def fragmentation(blocks, capacity):
+    """1 - largest free block / free bytes of a memory of `capacity` bytes holding `blocks`
+    (anything with addr and size; overlapping blocks count once)."""
+    largest, used, cursor = 0, 0, 0
+    for addr, end in _merged(blocks, capacity):
+        largest = max(largest, addr - cursor)
+        used += end - addr
+        cursor = end
+    largest = max(largest, capacity - cursor)
+    free = capacity - used
+    return 1 - largest / free if free > 0 else 0.0
+
+
+def memory_names(trace):
+    """The trace's memories, then any other memory with an occupancy counter."""
+    counted = [key[len(_PREFIX):] for key in trace.counters if key.startswith(_PREFIX)]
+    return list(trace.memories) + [name for name in counted if name not in trace.memories]
+
+
+def live_at(buffers, mem, cycle):
+    """The buffers of `mem` live at `cycle`, biggest first (ties: lowest address first)."""
+    live = [b for b in buffers if b.mem == mem and b.start <= cycle < b.end]
+    return sorted(live, key=lambda b: (-b.size, b.addr))
+
+
+def peak_cycle(points):
+    """The first cycle at which a step counter reaches its highest value (0 for no points)."""
+    best = max(points, key=lambda p: p[1], default=(0, 0))
+    return next(cycle for cycle, value in points if value == best[1]) if points else 0
+
+
+def _changes(spans):
+    """(cycle, positions opening, positions closing) in order of cycle."""
+    at = {}
+    for k, b in enumerate(spans):
+        at.setdefault(b.start, ([], []))[0].append(k)
+        at.setdefault(b.end, ([], []))[1].append(k)
+    return [(cycle, *at[cycle]) for cycle in sorted(at)]
+
+
+def _merged(blocks, capacity):
+    """The union of the blocks as sorted, disjoint (start, end) intervals clipped to capacity."""
+    merged = []
+    for addr, end in sorted((b.addr, min(b.addr + b.size, capacity)) for b in blocks):
+        if merged and addr <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        elif addr < end:
+            merged.append([addr, end])
+    return merged
+
+
+def _step(points, cycle, value):
+    """Append a point when the value changes; a change at cycle 0 replaces the initial point."""
+    if points[-1][0] == cycle:
+        points[-1] = (cycle, value)
+    elif points[-1][1] != value:
+        points.append((cycle, value))
