@@ -22,11 +22,10 @@ import isa
 import traces
 from isa import graphfile
 from isa.lower.check import describe
-from isa.lower.policy import policy_from_overrides
 from isa.errors import ConfigError, InputError, SimError
 
 from .peaks import matrix_ops_per_cycle
-from .run import execute
+from .run import configure, execute
 from .sweep import parse_grid, plot_sweep, sweep, table_rows, write_csv
 
 
@@ -107,9 +106,7 @@ def _inputs(args, gf):
 
 
 def _run(args):
-    overrides = _overrides(args.set)  # policy.KEY=VALUE sets a placement knob, any other key a chip field
-    policy = policy_from_overrides({k[len("policy."):]: v for k, v in overrides.items() if k.startswith("policy.")})
-    chip = chips.load(args.chip, {k: v for k, v in overrides.items() if not k.startswith("policy.")})
+    chip, policy = configure(args.chip, _overrides(args.set))  # policy.KEY=VALUE sets a placement knob, any other key a chip field
     gf = graphfile.load(args.graph)
     program = isa.lower(gf.graph, chip, policy)
     if args.program:

@@ -5,9 +5,12 @@ from dataclasses import dataclass
 
 import chips
 import isa
+from isa.lower.policy import policy_from_overrides
 from traces.summary import summarize
 
 from .machine import Machine
+
+POLICY_PREFIX = "policy."
 
 
 @dataclass
@@ -22,6 +25,20 @@ class Result:
 
 def _chip(chip, overrides=None):
     return chips.load(chip, overrides) if isinstance(chip, str) else chip
+
+
+def configure(chip, point):
+    """(Chip, Policy) from overrides (`--set` pairs, a sweep's point): "policy." keys make the
+    Policy, the others override the chip (a shipped chip's name or a YAML path).
+    A policy value in brackets loses them ("[w1,w2]" -> "w1,w2", as policy_from_overrides reads
+    lists); a chip value keeps them (a YAML flow list)."""
+    policy = {k[len(POLICY_PREFIX):]: _unbracket(v) for k, v in point.items() if k.startswith(POLICY_PREFIX)}
+    overrides = {k: v for k, v in point.items() if not k.startswith(POLICY_PREFIX)}
+    return chips.load(chip, overrides), policy_from_overrides(policy)
+
+
+def _unbracket(value):
+    return value[1:-1] if value.startswith("[") and value.endswith("]") else value
 
 
 def execute(program, chip, inputs=None, mode="functional"):

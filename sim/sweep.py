@@ -27,15 +27,12 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 from tqdm import tqdm
 
-import chips
 from isa import graphfile
 from isa.errors import ConfigError, InputError, SimError
-from isa.lower.policy import policy_from_overrides
 from traces.summary import human_bytes
 
-from .run import run
+from .run import configure, run
 
-POLICY_PREFIX = "policy."
 MODES = ("timing", "functional")
 OFF_CHIP = "ddr"  # the off-chip memory's name on every chip: the plot shows the others' peaks
 _DPI = 150
@@ -101,19 +98,6 @@ def _split_values(text):
 def points(grid):
     """The cross product of the grid's values: one {key: value} per point, the last key fastest."""
     return [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())]
-
-
-def configure(chip, point):
-    """(Chip, Policy) for one point: "policy." keys make the Policy, the others override the chip.
-    A policy value in brackets loses them ("[w1,w2]" -> "w1,w2", as policy_from_overrides reads
-    lists); a chip value keeps them (a YAML flow list)."""
-    policy = {k[len(POLICY_PREFIX):]: _unbracket(v) for k, v in point.items() if k.startswith(POLICY_PREFIX)}
-    overrides = {k: v for k, v in point.items() if not k.startswith(POLICY_PREFIX)}
-    return chips.load(chip, overrides), policy_from_overrides(policy)
-
-
-def _unbracket(value):
-    return value[1:-1] if value.startswith("[") and value.endswith("]") else value
 
 
 def run_point(graph_path, chip, point, mode):
