@@ -1,14 +1,15 @@
-"""ResNet-50 (batch 1, 224 x 224) on a shipped chip: simulated time, per-layer cycles and the
-wall time of the simulation in both modes.
+"""ResNet-50 (224 x 224, batch 1 by default) on a shipped chip: simulated time, per-layer
+cycles and the wall time of the simulation in both modes.
 
 The network is built from the seed's ops with seeded random weights: conv (+ bias) and relu,
 a 3x3/2 max pool, bottleneck blocks whose shortcut is an add, a global average pool, a reshape
 of the pooled features (a view: no instruction) and the fully connected classifier (matrix_mul
-with a bias). In int8 every convolution and the classifier are LowPrecisionSymmetric with a
-scale of 1/2^m (exact on BM1684, the seed says) and an int16 bias.
+with a bias). float32 and float16 use weights, biases and image of that dtype. In int8 every
+convolution and the classifier are LowPrecisionSymmetric with a scale of 1/2^m (exact on
+BM1684, the seed says) and an int16 bias.
 
     python bench/resnet50.py                       # bm1684, float32 and int8
-    python bench/resnet50.py --chip bm1686 --dtype int8 --top 15
+    python bench/resnet50.py --chip bm1686 --dtype float16 --batch 4 --top 15
 """
 
 import argparse
@@ -25,11 +26,12 @@ STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))  # (width, blocks, 
 
 
 class Builder:
-    """Adds conv / relu / add layers to a graph with seeded random weights, float or int8."""
+    """Adds conv / relu / add layers to a graph with seeded random weights, float32, float16 or
+    int8."""
 
     def __init__(self, dtype, seed=0):
         self.g = isa.Graph(f"resnet50_{dtype}")
-        self.int8 = dtype == "int8"
+        self.dtype, self.int8 = dtype, dtype == "int8"
         self.rng = np.random.default_rng(seed)
         self.count = 0
 
@@ -37,12 +39,12 @@ class Builder:
         self.count += 1
         if self.int8:
             return self.g.constant(f"w{self.count}", self.rng.integers(-8, 8, shape, endpoint=True).astype(np.int8))
-        return self.g.constant(f"w{self.count}", (self.rng.standard_normal(shape) * np.sqrt(2 / fan_in)).astype(np.float32))
+        return self.g.constant(f"w{self.count}", (self.rng.standard_normal(shape) * np.sqrt(2 / fan_in)).astype(self.dtype))
 
     def bias(self, shape):
         if self.int8:
             return self.g.constant(f"b{self.count}", self.rng.integers(-64, 64, shape).astype(np.int16))
-        return self.g.constant(f"b{self.count}", (self.rng.standard_normal(shape) * 0.01).astype(np.float32))
+        return self.g.constant(f"b{self.count}", (self.rng.standard_normal(shape) * 0.01).astype(self.dtype))
 
     @property
     def quant(self):
@@ -69,17 +71,43 @@ class Builder:
         return O.active(O.add(y, shortcut), "relu")
 
 
-def resnet50(dtype, size=224):
+    def stage(self, x, s, blocks=None):
+        """Stage s (2 to 5, "res{s}") on x: its first `blocks` bottleneck blocks (all by default)."""
+        width, count, stride = STAGES[s - 2]
+        for i in range(count if blocks is None else blocks):
+            x = self.bottleneck(x, width, stride if i == 0 else 1, f"res{s}{chr(97 + i)}")
+        return x
+
+
+def resnet50(dtype, size=224, batch=1):
+    """The graph: input "image" (batch, 3, size, size) of dtype, output "logits" (batch, 1000)."""
     b = Builder(dtype)
-    x = b.g.input("image", (1, 3, size, size), "int8" if b.int8 else "float32")
+    x = b.g.input("image", (batch, 3, size, size), dtype)
     y = b.conv(x, 64, 7, 2, name="conv1")
     y = O.pool(y, 2, 2, 3, 3, pad_h=1, pad_w=1, name="pool1")
-    for s, (width, blocks, stride) in enumerate(STAGES, 2):
-        for i in range(blocks):
-            y = b.bottleneck(y, width, stride if i == 0 else 1, f"res{s}{chr(97 + i)}")
+    for s in range(2, 2 + len(STAGES)):
+        y = b.stage(y, s)
     y = O.pool(y, pooling_type="AVE", is_global_pooling=True, name="pool5")
     b.g.output(b.classifier(y, 1000, "fc"), "logits")
     return b.g
+
+
+def resnet50_stage(dtype, s, blocks=None, size=224, batch=1):
+    """Stage s of resnet50(dtype, size, batch) alone: input "x" the stage's input, output "y"."""
+    b = Builder(dtype)
+    side = size // 4 // 2 ** max(s - 3, 0)  # pool1 leaves size / 4; stages 3 to 5 halve it on entry
+    channels = 64 if s == 2 else STAGES[s - 3][0] * 4
+    x = b.g.input("x", (batch, channels, side, side), dtype)
+    b.g.output(b.stage(x, s, blocks), "y")
+    return b.g
+
+
+def image(dtype, size=224, batch=1, seed=1):
+    """A seeded random input for resnet50(dtype, size, batch): integers in [-64, 64) for int8,
+    standard normal values otherwise."""
+    rng = np.random.default_rng(seed)
+    shape = (batch, 3, size, size)
+    return (rng.integers(-64, 64, shape) if dtype == "int8" else rng.standard_normal(shape)).astype(dtype)
 
 
 def timed(fn):
@@ -91,19 +119,20 @@ def timed(fn):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chip", default="bm1684")
-    parser.add_argument("--dtype", choices=("float32", "int8", "both"), default="both")
+    parser.add_argument("--dtype", choices=("float32", "float16", "int8", "both"), default="both", help="both: float32 and int8")
+    parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--top", type=int, default=10, help="layers to list, slowest first")
     parser.add_argument("--size", type=int, default=224, help="input height and width")
     args = parser.parse_args()
     chip = chips.load(args.chip)
     for dtype in ("float32", "int8") if args.dtype == "both" else (args.dtype,):
-        graph = resnet50(dtype, args.size)
+        graph = resnet50(dtype, args.size, args.batch)
         lower_s, program = timed(lambda: isa.lower(graph, chip))
         timing_s, res = timed(lambda: sim.execute(program, chip, mode="timing"))
-        image = np.random.default_rng(1).integers(-64, 64, (1, 3, args.size, args.size)) if dtype == "int8" else np.random.default_rng(1).standard_normal((1, 3, args.size, args.size))
-        functional_s, fres = timed(lambda: sim.execute(program, chip, {"image": image.astype(graph.tensors["image"].dtype)}))
+        functional_s, fres = timed(lambda: sim.execute(program, chip, {"image": image(dtype, args.size, args.batch)}))
         assert fres.cycles == res.cycles
-        print(f"ResNet-50 {dtype} on {chip.name}: {res.seconds * 1e3:.3f} ms simulated ({res.cycles:,} cycles), {len(program):,} instructions")
+        print(f"ResNet-50 {dtype} batch {args.batch} on {chip.name}: {res.seconds * 1e3:.3f} ms simulated "
+              f"({res.seconds * 1e3 / args.batch:.3f} ms per image, {res.cycles:,} cycles), {len(program):,} instructions")
         print(f"  wall: lowering {lower_s:.2f} s, timing mode {timing_s:.2f} s, functional mode {functional_s:.2f} s")
         busy = ", ".join(f"{e} {u:.0%}" for e, u in res.stats.utilization.items())
         print(f"  engines busy: {busy}; DDR read {res.stats.ddr_read_bytes / 2**20:.1f} MiB, written {res.stats.ddr_write_bytes / 2**20:.1f} MiB")

@@ -8,9 +8,19 @@ reported as `file: override dotted.key=value: what is wrong` instead.
 A section's keys are declared once, in a spec `{yaml key: (parser, REQUIRED or OPTIONAL)}`; the
 YAML keys are the schema's field names, and an optional key left out takes the schema default,
 so defaults live in one place (schema.py).
+
+A chip of `cores: N` (default 1) has N copies of every local memory and engine not marked
+`shared: true`; ddr is always one memory shared by all. The YAML names each memory and engine
+once, by its plain name, and an engine's links and operand memories name memories the same
+way: a core's engines reach its own copies and the shared memories, a shared engine the
+shared memories only. With several cores the copies are called `c0.l1`, `c3.cube`
+(schema.core_name), shared ones first, then core 0's, core 1's, ..., each in YAML order; with
+one, every name is the YAML's and the order too. Overrides address the YAML, so
+`memories.l1.size=1MiB` sets every core's l1, and `cores=1` makes a one-core chip.
 """
 
 import copy
+import dataclasses
 import difflib
 import re
 from dataclasses import dataclass, field
@@ -21,11 +31,12 @@ from isa.errors import ConfigError, UnsupportedError
 from isa.instructions import SCALAR_FNS, VECTOR_FNS
 
 from . import units
-from .schema import Chip, Engine, MatrixUnit, Memory, OpSupport, ScalarUnit, Signature, VectorUnit
+from .schema import Chip, Engine, MatrixUnit, Memory, OpSupport, ScalarUnit, Signature, VectorUnit, core_name
 
 REQUIRED, OPTIONAL = True, False
 ENGINE_KINDS = ("dma", "vector", "matrix", "scalar")
-_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")  # no dots: engine names head instruction ids "tiu.12"
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")  # no dots: a dot joins a core to a name ("c3.cube.12" is instruction 12 of core 3's cube)
+_COPY = re.compile(r"c(\d+)\.([A-Za-z][A-Za-z0-9_-]*)")  # a core's copy, "c3.l1"
 
 
 def from_raw(raw, source, overrides=None):
@@ -161,6 +172,12 @@ def _latency(value, at):
     return at.convert(units.latency, value, at.ctx.clock_hz)
 
 
+def _flag(value, at):
+    if not isinstance(value, bool):
+        raise at.error(f"expected true or false, got {units.describe(value)}")
+    return value
+
+
 def _text(value, at):
     if not isinstance(value, str):
         raise at.error(f"expected a string, got {units.describe(value)}")
@@ -212,6 +229,10 @@ def _factor(value, at):
 def _memory_ref(value, at):
     """The name of a memory declared under `memories`."""
     if not isinstance(value, str) or value not in at.ctx.memories:
+        copy_of = _COPY.fullmatch(value) if isinstance(value, str) else None
+        if copy_of and copy_of.group(2) in at.ctx.memories:
+            raise at.error(f"{value!r} names core {copy_of.group(1)}'s copy of {copy_of.group(2)}: an engine names memories by their "
+                           f"plain names and reaches its own core's copy ({copy_of.group(2)}), never another core's")
         raise at.error(f"unknown memory {value!r} (memories: {', '.join(at.ctx.memories)})")
     return value
 
@@ -290,11 +311,16 @@ _MEMORY = {
     "align": (_size, OPTIONAL),
     "burst": (_size, OPTIONAL),
     "latency": (_latency, OPTIONAL),
+    "shared": (_flag, OPTIONAL),
 }
 
 
 def _memory(value, at):
-    return Memory(name=at.key, **_fields(value, at, _MEMORY))
+    fields = _fields(value, at, _MEMORY)
+    shared = fields.pop("shared", False)
+    if fields["kind"] == "global" and "shared" in value:
+        raise at.child(value, "shared").error("a global memory is one memory every core shares; only local memories are per core or shared")
+    return Memory(name=at.key, core=None if shared or fields["kind"] == "global" else 0, **fields)
 
 
 def _memories(value, at):
@@ -370,7 +396,7 @@ def _engine(value, at):
     if "kind" not in value:
         raise at.error("missing required key 'kind'")
     kinds = _engine_kinds(value["kind"], at.child(value, "kind"))
-    spec = {"kind": (_engine_kinds, REQUIRED)}
+    spec = {"kind": (_engine_kinds, REQUIRED), "shared": (_flag, OPTIONAL)}
     for kind in kinds:
         spec.update(_ENGINE_KIND_KEYS[kind])
     for k in value:
@@ -381,7 +407,21 @@ def _engine(value, at):
             )
     fields = _fields(value, at, spec)
     fields["kinds"] = fields.pop("kind")
-    return Engine(name=at.key, **fields)
+    shared = fields.pop("shared", False)
+    if shared:
+        _check_shared_reach(value, at, fields)
+    return Engine(name=at.key, core=None if shared else 0, **fields)
+
+
+def _check_shared_reach(value, at, fields):
+    """A shared engine reaches shared memories only: which core's copy would it use?"""
+    refs = [("memory", fields.get("memory"))] + [("links", m) for link in fields.get("links", ()) for m in link]
+    unit = fields.get("matrix")
+    refs += [("matrix", getattr(unit, role)) for role in "abc" if unit is not None]
+    for key, name in refs:
+        if name is not None and at.ctx.memories[name].core is not None:
+            raise at.child(value, key).error(f"a shared engine reaches shared memories only, and {name} is a memory of each core "
+                                             f"(mark it shared, or the engine not)")
 
 
 def _op_key(value, at):
@@ -446,6 +486,7 @@ _CHIP = {
     "name": (_name, REQUIRED),
     "description": (_text, REQUIRED),
     "clock": (_clock, REQUIRED),
+    "cores": (_count, OPTIONAL),
     "aliases": (_list_of(_name), OPTIONAL),
     "memories": (_memories, REQUIRED),
     "engines": (_table(_name, _engine), REQUIRED),
@@ -455,12 +496,40 @@ _CHIP = {
 
 def _chip(raw, at):
     fields = _fields(raw, at, _CHIP)
+    cores = fields.get("cores", 1)
+    memories, engines = _per_core(fields["memories"], fields["engines"], cores)
     return Chip(
         name=fields["name"],
         description=fields["description"],
         clock_hz=fields["clock"],
-        memories=fields["memories"],
-        engines=fields["engines"],
+        memories=memories,
+        engines=engines,
         ops=fields["ops"],
         source=at.ctx.source,
+        cores=cores,
     )
+
+
+def _per_core(memories, engines, cores):
+    """The chip's memories and engines: the shared ones, then each core's copies of the others
+    (loader docstring). With one core, the YAML's as they are."""
+    if cores == 1:
+        return memories, engines
+
+    def copies(items, copy):
+        out = {name: item for name, item in items.items() if item.core is None}
+        for core in range(cores):
+            for item in items.values():
+                if item.core is not None:
+                    made = copy(item, core)
+                    out[made.name] = made
+        return out
+
+    def engine_copy(engine, core):
+        mem = lambda name: name if name is None or memories[name].core is None else core_name(name, core, cores)  # noqa: E731
+        unit = engine.matrix and dataclasses.replace(engine.matrix, a=mem(engine.matrix.a), b=mem(engine.matrix.b), c=mem(engine.matrix.c))
+        return dataclasses.replace(engine, name=core_name(engine.name, core, cores), core=core, memory=mem(engine.memory),
+                                   links=tuple((mem(a), mem(b)) for a, b in engine.links), matrix=unit)
+
+    memory_copy = lambda m, core: dataclasses.replace(m, name=core_name(m.name, core, cores), core=core)  # noqa: E731
+    return copies(memories, memory_copy), copies(engines, engine_copy)

@@ -3,10 +3,26 @@
 Every size is in bytes, every bandwidth in bytes per cycle of `Chip.clock_hz`, every latency in
 cycles; `chips.loader` converts the units people write (`512KiB`, `34GB/s`, `550MHz`, `80ns`).
 The cost formulas that read these fields are in DESIGN.md and in `sim/engines/`.
+
+A chip of several cores holds every core's copy of its per-core memories and engines, named
+by `core_name` and marked with their `core`; engines' links and operand memories name the
+copies of their own core (chips/loader.py builds them from the YAML).
 """
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Mapping, Optional
+
+
+def core_name(name, core, cores):
+    """The name of core `core`'s copy of a per-core memory or engine: "c3.l1" on a chip of
+    several cores, the YAML's own name on a chip of one (YAML names have no dots)."""
+    return name if cores == 1 else f"c{core}.{name}"
+
+
+def base_name(name):
+    """The YAML name of a memory or engine: "l1" for "c3.l1"."""
+    return name.rpartition(".")[2]
 
 
 @dataclass(frozen=True)
@@ -20,6 +36,12 @@ class Memory:
     align: int = 1  # bytes per lane: buffers start on, and grow by, align * lanes bytes
     burst: int = 1  # bytes: a DMA rounds each contiguous run it touches here up to this
     latency: int = 0  # cycles every DMA touching this memory adds
+    core: Optional[int] = 0  # the core whose copy this is; None: one memory shared by every core (ddr, an L2)
+
+    @property
+    def base(self):
+        """The name the chip YAML gives it: "l1" for core 3's copy "c3.l1"."""
+        return base_name(self.name)
 
     @property
     def capacity(self):
@@ -77,6 +99,11 @@ class Engine:
     vector: Optional[VectorUnit] = None
     matrix: Optional[MatrixUnit] = None
     scalar: Optional[ScalarUnit] = None
+    core: Optional[int] = 0  # the core whose copy this is; None: one engine of the chip's, shared by the cores
+
+    @property
+    def base(self):
+        return base_name(self.name)
 
     def operand_memory(self, role):
         """Memory a compute operand must sit in; role is "a", "b" or "c" for matrix operands."""
@@ -120,10 +147,17 @@ class Chip:
     name: str
     description: str
     clock_hz: float
-    memories: Mapping[str, Memory]  # in YAML order
-    engines: Mapping[str, Engine]  # in YAML order
+    memories: Mapping[str, Memory]  # in YAML order (with several cores: the shared ones, then each core's)
+    engines: Mapping[str, Engine]  # in YAML order (likewise)
     ops: Mapping[str, OpSupport]  # op name, "op.variant" (e.g. "active.relu") or "*"
     source: str = ""  # the file it was read from
+    cores: int = 1  # cores, each with its copy of every memory and engine not shared (core_name)
+
+    @cached_property
+    def memo(self):
+        """A dict for what is worked out from the chip once and kept with it (isa/lower/route.py's
+        routes); not part of its value."""
+        return {}
 
     def support(self, key):
         """The op-table row for `key` ("active.relu" falls back to "active", then "*"), or None."""
@@ -133,8 +167,10 @@ class Chip:
                 return self.ops[k]
         return None
 
-    def engines_of(self, kind):
-        return [e for e in self.engines.values() if kind in e.kinds]
+    def engines_of(self, kind, core=None):
+        """Engines of a kind, in chip order: every core's, or those core `core` runs (its own
+        and the shared ones)."""
+        return [e for e in self.engines.values() if kind in e.kinds and (core is None or e.core in (core, None))]
 
     def seconds(self, cycles):
         return cycles / self.clock_hz

@@ -24,7 +24,7 @@ from isa import graphfile
 from isa.lower.check import describe
 from isa.errors import ConfigError, InputError, SimError
 
-from .peaks import matrix_ops_per_cycle
+from .peaks import peak_ops
 from .run import configure, execute
 from .sweep import parse_grid, plot_sweep, sweep, table_rows, write_csv
 
@@ -194,34 +194,34 @@ def _write(path, writer):
 
 
 def _chips(args):
+    """A row per shipped chip. On a chip of several cores the per-core memories and engines are
+    listed once, as "24 x (...)", and the peaks are the whole chip's."""
     rows = [("chip", "clock", "local memory", "DDR", "matrix peak", "vector peak", "engines")]
     for name in chips.available():
         chip = chips.load(name)
         local = [m for m in chip.memories.values() if m.kind == "local"]
         ddr = chip.memories["ddr"]
+        peaks = peak_ops(chip)
         rows.append((
             name,
             f"{chip.clock_hz / 1e6:g} MHz",
-            ", ".join(f"{m.name} {_size(m.capacity)}" + (f" ({m.lanes} x {_size(m.size)})" if m.lanes > 1 else "") for m in local),
+            _per_core(chip, local, lambda m: f"{m.base} {_size(m.capacity)}" + (f" ({m.lanes} x {_size(m.size)})" if m.lanes > 1 else "")),
             f"{ddr.bandwidth * chip.clock_hz / 1e9:.1f} GB/s",
-            ", ".join(_matrix_peak(chip, e) for e in chip.engines_of("matrix")),
-            ", ".join(_vector_peak(chip, e) for e in chip.engines_of("vector")),
-            ", ".join(f"{e.name} ({'+'.join(e.kinds)})" for e in chip.engines.values()),
+            ", ".join(f"{d} {peaks['matrix'][d] * chip.clock_hz / 1e12:.2f} TOPS" for d in ("int8", "float16", "float32") if d in peaks.get("matrix", {})),
+            f"{peaks['vector'].get('float32', 0):g} float32/cycle" if "vector" in peaks else "",
+            _per_core(chip, chip.engines.values(), lambda e: f"{e.base} ({'+'.join(e.kinds)})"),
         ))
     _table(rows)
     return 0
 
 
-def _matrix_peak(chip, engine):
-    """Peak of the matrix unit for the headline dtypes it supports: 2 ops per MAC."""
-    peaks = matrix_ops_per_cycle(engine.matrix)
-    return ", ".join(f"{d} {peaks[d] * chip.clock_hz / 1e12:.2f} TOPS" for d in ("int8", "float16", "float32") if d in peaks)
-
-
-def _vector_peak(chip, engine):
-    u = engine.vector
-    f32 = u.lanes * u.per_lane.get("float32", 0)
-    return f"{f32} float32/cycle"
+def _per_core(chip, items, text):
+    """items as text: on a chip of several cores, core 0's copies once as "N x (...)", then the
+    shared ones."""
+    if chip.cores == 1:
+        return ", ".join(text(i) for i in items)
+    mine = ", ".join(text(i) for i in items if i.core == 0)
+    return ", ".join([f"{chip.cores} x ({mine})"] * bool(mine) + [text(i) for i in items if i.core is None])
 
 
 def _ops(args):

@@ -1,6 +1,8 @@
 """Chrome trace event format writer: the JSON opens in ui.perfetto.dev and chrome://tracing.
 
-One process for the chip, one thread (track) per engine in chip order, a complete ("X") event
+One process for the chip, one thread (track) per engine in chip order (on a chip of several
+cores, a process per core holds that core's engines: "c3.cube" is core 3's cube, as chip YAML
+names have no dots; the chip's process keeps the shared ones and the counters), a complete ("X") event
 per instruction (waits included, category "wait"), counter ("C") tracks for the occupancy and
 fragmentation of each memory and for DDR bandwidth, and flow arrows for the sync between
 engines. Times are in microseconds, as the format requires.
@@ -47,22 +49,37 @@ def _tids(trace):
     return {engine: i + 1 for i, engine in enumerate(trace.engines)}  # tid 0 reads as "no thread" in some viewers
 
 
+def _pids(trace):
+    """engine -> its process: the chip's, or its core's ("c3.cube": core 3, after the chip's)."""
+    cores = {}
+    for engine in trace.engines:
+        core, dot, _ = engine.rpartition(".")
+        if dot:
+            cores.setdefault(core, len(cores) + _PID + 1)
+    return {engine: cores.get(engine.rpartition(".")[0], _PID) for engine in trace.engines}
+
+
 def _metadata(trace):
     events = [{"ph": "M", "pid": _PID, "name": "process_name", "args": {"name": trace.chip}}]
+    pids = _pids(trace)
+    for engine, pid in pids.items():
+        if pid != _PID and not any(e["pid"] == pid for e in events):
+            events.append({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": f"{trace.chip} {engine.rpartition('.')[0]}"}})
+            events.append({"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": pid}})
     for i, (engine, tid) in enumerate(_tids(trace).items()):
-        thread = {"ph": "M", "pid": _PID, "tid": tid}
+        thread = {"ph": "M", "pid": pids[engine], "tid": tid}
         events.append(thread | {"name": "thread_name", "args": {"name": engine}})
         events.append(thread | {"name": "thread_sort_index", "args": {"sort_index": i}})
     return events
 
 
 def _instructions(trace):
-    tids = _tids(trace)
+    tids, pids = _tids(trace), _pids(trace)
     ordered = sorted(trace.events, key=lambda e: (e.start, tids[e.engine], e.index))
     return [
         {
             "ph": "X",
-            "pid": _PID,
+            "pid": pids[e.engine],
             "tid": tids[e.engine],
             "name": e.name,
             "cat": e.kind,
@@ -104,12 +121,12 @@ def flow_pairs(trace):
 
 
 def _flows(trace):
-    tids = _tids(trace)
+    tids, pids = _tids(trace), _pids(trace)
     flows = []
     for flow_id, (source, target) in enumerate(flow_pairs(trace), 1):
-        common = {"pid": _PID, "cat": "sync", "name": "wait", "id": flow_id}
-        flows.append(common | {"ph": "s", "tid": tids[source.engine], "ts": _middle(trace, source)})
-        flows.append(common | {"ph": "f", "bp": "e", "tid": tids[target.engine], "ts": _middle(trace, target)})
+        common = lambda event: {"pid": pids[event.engine], "cat": "sync", "name": "wait", "id": flow_id}  # noqa: E731
+        flows.append(common(source) | {"ph": "s", "tid": tids[source.engine], "ts": _middle(trace, source)})
+        flows.append(common(target) | {"ph": "f", "bp": "e", "tid": tids[target.engine], "ts": _middle(trace, target)})
     return flows
 
 

@@ -78,13 +78,15 @@ def lower(graph, chip, policy=None):
 
 
 def _reserve(ctx):
-    """Take each reserved amount off the top of its memory before anything is placed."""
+    """Take each reserved amount off the top of its memory before anything is placed; a
+    per-core memory's YAML name ("lmem") reserves it in every core's copy."""
     for mem, nbytes in ctx.policy.reserve:
-        if mem not in ctx.chip.memories:
+        copies = [m.name for m in ctx.chip.memories.values() if mem in (m.name, m.base)]
+        if not copies:
             raise ConfigError(f"policy.reserve: chip {ctx.chip.name} has no memory {mem!r} (memories: {', '.join(ctx.chip.memories)})")
-        if nbytes:
-            addr, size = ctx.em.allocators[mem].reserve(nbytes, f"policy.reserve.{mem}")
-            ctx.em.notes.append(f"reserved {size} bytes of {mem} at {addr:#x}")
+        for name in copies if nbytes else ():
+            addr, size = ctx.em.allocators[name].reserve(nbytes, f"policy.reserve.{mem}")
+            ctx.em.notes.append(f"reserved {size} bytes of {name} at {addr:#x}")
 
 
 def _shared_buffers(graph, groups):
@@ -129,6 +131,9 @@ def _bind(ctx):
     tensor name, Buf)."""
     g, em = ctx.graph, ctx.em
     local = local_memory(ctx.chip) if ctx.policy.pinned else None
+    if ctx.policy.pinned and local is None:
+        raise ConfigError(f"policy.pinned: chip {ctx.chip.name} has no on-chip memory every core reaches (each of its "
+                          f"{ctx.chip.cores} cores has its own), so nothing can be pinned")
     for name in g.inputs:
         t = g.tensors[name]
         ctx.home[name] = em.bind(name, "input", t.dtype, t.shape)
@@ -153,10 +158,11 @@ def _place_intermediate(ctx, name, templates):
     em, nbytes = ctx.em, ctx.graph.tensors[name].nbytes
     if ctx.policy.intermediates == "local" and _on_chip_ok(templates):
         mem = local_memory(ctx.chip)
-        alloc = em.allocators[mem]
-        if 2 * nbytes <= alloc.free_bytes() and alloc.fits([nbytes]):
+        alloc = mem and em.allocators[mem]
+        if alloc and 2 * nbytes <= alloc.free_bytes() and alloc.fits([nbytes]):
             return em.alloc(mem, nbytes, name)
-        em.notes.append(f"intermediate {name} ({nbytes} bytes) stays in ddr: {mem} has {alloc.free_bytes()} bytes free")
+        why = f"{mem} has {alloc.free_bytes()} bytes free" if alloc else "no on-chip memory every core reaches"
+        em.notes.append(f"intermediate {name} ({nbytes} bytes) stays in ddr: {why}")
     try:
         return em.alloc("ddr", nbytes, name)
     except OutOfMemoryError as exc:

@@ -7,7 +7,8 @@ copied to a strided view of one output, both in elements of the tensors' dense l
 fill: a constant written into a view of an output. Each piece becomes one DMA between the
 tensors' homes, routed along the chip's links; where a route stages through on-chip memory,
 the piece is cut into chunks that memory can hold. A fill reads a one-element constant bound in DDR with
-all-zero strides, so its read side costs one burst (the DMA engine's constant fill).
+all-zero strides, so its read side costs one burst (the DMA engine's constant fill). On a chip
+of several cores each piece is spread over them (isa/lower/staging.py).
 """
 
 import numpy as np
@@ -42,4 +43,4 @@ def lower_arrange(ctx, group):
         else:
             src_buf = ctx.home[node.inputs[piece.input]]
             src = view_region(ctx, ins[piece.input].name, piece.src)
-        staged_copy(ctx, node.name, src, src_buf, dst, ctx.home[out.name])
+        staged_copy(ctx, node.name, src, src_buf, dst, ctx.home[out.name], spread=True)

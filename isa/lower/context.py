@@ -1,10 +1,19 @@
 """What every lowering template works with: the graph, the chip, the policy, the emitter and
 the home of each tensor that crosses a group boundary: the Buf it lives in for its lifetime, in
 DDR or, as the policy places it, in on-chip memory. Templates move a tensor to and from its
-home through route/copy, whichever memory that is."""
+home through route/copy, whichever memory that is.
+
+A tiled template runs its tiles on units: the engines of one core that compute a tile, each
+with that core's memories (`units`). A chip of several cores, or a core of several vector
+engines (an Ascend 910B cluster's two vector cores), has several; the template deals its
+tiles among them (isa/lower/pipeline.py)."""
 
 from dataclasses import dataclass, field
+from typing import Optional
 
+import numpy as np
+
+from .. import dtypes
 from ..errors import UnsupportedError
 from .check import support_row
 from .tiling import dim_names
@@ -18,16 +27,44 @@ class Lowering:
     em: object  # Emitter
     home: dict  # tensor name -> Buf it lives in (DDR or on-chip)
     bound: set = field(default_factory=set)  # tensors whose home lasts the whole program (bindings)
+    constants: dict = field(default_factory=dict)  # (op, value, dtype) -> its one-element DDR constant (`constant`)
 
     @property
     def slots(self):
         return 2 if self.policy.double_buffer else 1
 
     def engine(self, kind):
+        """The first engine of a kind: a shared one or core 0's (for work that runs on one core)."""
         engines = self.chip.engines_of(kind)
         if not engines:
             raise UnsupportedError(f"chip {self.chip.name} has no {kind} engine")
         return engines[0]
+
+    def units(self, kind, vector=False):
+        """One Unit per engine of `kind` ("vector" or "matrix") on the chip, in chip order; with
+        vector, a matrix engine is paired with the first vector engine of its core (for the
+        epilogue)."""
+        out = []
+        for engine in self.chip.engines_of(kind):
+            if kind == "vector":
+                out.append(Unit(None, engine))
+                continue
+            partner = self.chip.engines_of("vector", engine.core)[:1] if vector else [None]
+            if not partner:
+                raise UnsupportedError(f"chip {self.chip.name}: the core of matrix engine {engine.name} has no vector engine")
+            out.append(Unit(engine, partner[0]))
+        if not out:
+            raise UnsupportedError(f"chip {self.chip.name} has no {kind} engine")
+        return out
+
+    def constant(self, op, value, dtype):
+        """The Buf of a one-element constant in DDR, bound once per op, value and dtype: a DMA
+        reading it with zero strides fills a region with the value (one burst read)."""
+        key = (op, value, dtype)
+        if key not in self.constants:
+            data = np.array([value], dtypes.np_dtype(dtype)).tobytes()
+            self.constants[key] = self.em.bind(f"{op}.fill{len(self.constants)}", "const", dtype, (1,), data)
+        return self.constants[key]
 
     def tensor(self, name):
         return self.graph.tensors[name]
@@ -47,10 +84,22 @@ class Lowering:
         return tuple(self.policy.tile_limit(d, n) for d, n in zip(names, shape))
 
 
+@dataclass(frozen=True)
+class Unit:
+    """The engines a tile runs on: a matrix engine, a vector engine, or both, of one core."""
+
+    matrix: Optional[object]  # chips.Engine
+    vector: Optional[object]
+
+
+def vector_memories(units):
+    """The distinct memories of the units' vector engines: a tile must fit in each."""
+    return list(dict.fromkeys(u.vector.memory for u in units))
+
+
 def local_memory(chip):
     """The on-chip memory pinned constants and local intermediates live in: the largest (the
-    first listed of equal ones)."""
-    local = [m for m in chip.memories.values() if m.kind == "local"]
-    if not local:
-        raise UnsupportedError(f"chip {chip.name} has no on-chip memory to place tensors in")
-    return max(local, key=lambda m: m.capacity).name
+    first listed of equal ones) that every core reaches: any on a chip of one core, a shared
+    one (an L2) on a chip of several. None when there is none."""
+    local = [m for m in chip.memories.values() if m.kind == "local" and (chip.cores == 1 or m.core is None)]
+    return max(local, key=lambda m: m.capacity).name if local else None

@@ -12,7 +12,15 @@ tail run on the vector unit and the tile is stored.
 
 A depthwise convolution (groups == channels) has no reduction to give the matrix unit: it runs
 on the vector unit as one multiply-accumulate per kernel position over the tile.
+
+Output tiles are dealt among the units (a core's matrix engine with its vector engine, or the
+vector engines for a depthwise convolution), each tile with all its input-channel blocks on
+one unit. Where the accumulator reaches the vector memory through shared memory (an Ascend
+910B cube core's FixPipe writes to GM or the L2, which its vector cores read), the staging
+buffers are placed with the slots.
 """
+
+from copy import copy as shallow_copy
 
 import numpy as np
 
@@ -24,9 +32,9 @@ from ..ops import quantized
 from ..ops.elementwise import In, Step
 from .alloc import shortfall
 from .local import Tail
-from .pipeline import pipeline, step_budget
-from .route import copy
-from .route import route
+from .pipeline import deal, run_units, step_budget
+from .route import copy, route
+from .staging import stages
 from .tiling import boxes, broadcast_view, budgeted_tile, cheapest, nbytes, sub_region
 from .vector_steps import emit_steps
 from .window import conv_axes, deconv_axes, load_window, placed, tile_reads, window_view
@@ -50,7 +58,8 @@ class _Plan:
         self.icg, self.ocg = self.ic // self.groups, self.oc // self.groups
         axes = deconv_axes if self.opdef.transposed else conv_axes
         self.axes = axes(self.x.shape[2:], self.kernel, p["strides"], p["dilations"], p["pads"])
-        self.mx, self.vx = (ctx.engine("matrix") if not p["depthwise"] else None), ctx.engine("vector")
+        self.units = ctx.units("vector") if p["depthwise"] else ctx.units("matrix", vector=True)
+        self.mx, self.vx = self.units[0].matrix, self.units[0].vector
         # the integer family shifts its operands by their zero points in local memory
         self.shifted = p["mode"] == "v2"
         quantized_op = self.x.dtype not in ("float32", "float16", "bfloat16") and not self.shifted
@@ -129,7 +138,9 @@ class _Plan:
         if self.asym:
             needs.append(("acc_zp", cmem, nbytes(self.acc_dtype, (out_elems,))))
         if cmem != vmem:
-            needs += [("accv" + key[3:], vmem, n) for key, _, n in needs[2:]]
+            accs = needs[2:]
+            needs += [("accv" + key[3:], vmem, n) for key, _, n in accs]
+            needs += [(f"accv{key[3:]}.stage{k}", mem, n) for key, _, n in accs for k, mem in enumerate(stages(self.ctx.chip, cmem, vmem))]
         if self.bias:
             needs.append(("bias", vmem, nbytes(self.bias[1], (toc,))))
         if self.out_key == "out":
@@ -159,68 +170,90 @@ class _Plan:
         """(output tile, input-channel block). A depthwise tile reads only its own channels, so
         the largest that fits (and keeps the pipeline's steps in budget) is best. A matrix tile
         trades input reloads (one per output-channel block) against weight reloads (one per
-        spatial block): candidates are searched for the least DDR traffic (isa/lower/tiling)."""
+        spatial block): candidates are searched for the least DDR traffic (isa/lower/tiling),
+        the input-channel block as for one unit, then with several units the output tile."""
         shape = (self.out.shape[0], self.oc if self.mx is None else self.ocg) + self.out.shape[2:]
         vmem = self.vx.memory
         limits = self.ctx.tile_limits(shape)
         if self.mx is None:
             fits = lambda t: self._fits(t, 1)  # noqa: E731
-            budget = step_budget(self.ctx, self._moved(shape, 1), vmem)
+            budget = step_budget(self.ctx, self._moved(shape, 1), vmem, len(self.units))
             tile = budgeted_tile(shape, fits, lambda t: self._moved(t, 1), budget, limits)
             choice = (tile, 1) if tile else None
         else:
             unit = self.mx.matrix
             limits += (self.ctx.policy.tile_limit("k", self.icg),)
             choice = cheapest(shape, self.icg, (unit.n, unit.k), self._fits, self._estimate, limits)
+            if choice and len(self.units) > 1:  # the output tile for the units; the block (the order of the sums) as for one
+                estimate = lambda t, tic: self._estimate(t, tic, len(self.units))  # noqa: E731
+                choice = cheapest(shape, self.icg, (unit.n, unit.k), self._fits, estimate, limits, [choice[1]])
         if choice is None:
             raise OutOfMemoryError(f"{self.node.name}: even a one-element output tile needs {shortfall(self.em.allocators, self._sizes((1,) * len(shape), 1))}")
         return choice
 
-    def _estimate(self, tile, tic):
+    def _estimate(self, tile, tic, units=1):
         """The lowering's own estimate of the op's cycles with this tiling, to choose one: the
-        DMA's latency and the DDR bytes its steps move at its bandwidth, the matrix unit's cycles for its
-        products (DESIGN.md's matrix formula), overlapped with double buffering, plus the
+        DMA's latency and the DDR bytes its steps move at its bandwidth (DDR's shared by the
+        units at work), the matrix unit's cycles for its products (DESIGN.md's matrix formula),
+        overlapped with double buffering, for the most tiles one of `units` gets, plus the
         first load that nothing overlaps. The machine's costs (sim/engines) are what count."""
         chip, unit = self.ctx.chip, self.mx.matrix
         tiles = self.groups * int(np.prod([-(-n // t) for n, t in zip((self.out.shape[0], self.ocg) + self.out.shape[2:], tile)]))
+        busy = min(tiles, units)
         blocks = -(-self.icg // tic)
         step_bytes = sum(n for key, _, n in self._needs(tile, tic) if key in ("x", "w")) + self.tail.moved(tile) / blocks
         engine, src, dst = route(chip, "ddr", self.mx.operand_memory("a"))[0]
-        bandwidth = min(chip.engines[engine].bandwidth, chip.memories[src].bandwidth, chip.memories[dst].bandwidth)
+        bandwidth = min(chip.engines[engine].bandwidth, chip.memories[src].bandwidth / busy, chip.memories[dst].bandwidth)
         latency = chip.engines[engine].latency + chip.memories[src].latency + chip.memories[dst].latency
         m, k, n = tile[0] * int(np.prod(tile[2:])), tic * self.k, tile[1]
         folds = -(-m // unit.m) * -(-n // unit.n)
         compute = folds * (-(-k // unit.k) * unit.block_cycles.get(self.operand_dtype or self.weight[1], 1) + unit.fill_drain)
         load = 2 * latency + step_bytes / bandwidth  # the input and the weight block, and the tail's share
-        steps = tiles * blocks
+        steps = -(-tiles // units) * blocks
         if self.ctx.policy.double_buffer:
             return max(load, compute) * steps + load
         return (load + compute) * steps
 
     # ---- emission ---------------------------------------------------------------------------
 
+    def on(self, unit):
+        """This convolution with its tiles run by unit's engines."""
+        mine = shallow_copy(self)
+        mine.mx, mine.vx = unit.matrix, unit.vector
+        return mine
+
     def run(self):
         tile, tic = self.tiles()
+        shape = (self.out.shape[0], self.oc if self.mx is None else self.ocg) + self.out.shape[2:]
+        tiles = [(g, starts, extents) for g in range(1 if self.mx is None else self.groups) for starts, extents in boxes(shape, tile)]
+        per_unit, placed, fillers = [], [], []
+        for k, (unit, run) in enumerate(zip(self.units, deal(tiles, len(self.units)))):
+            if k and not run:
+                continue
+            mine = self.on(unit)
+            fillers.append({})  # the padding's fill values near the unit's input memory (window.load_window)
+            steps, bufs = mine._steps(run, tile, tic, fillers[-1])
+            per_unit.append(steps)
+            placed += bufs
+        run_units(self.ctx, [self.ctx.home[t] for t in self.tail.stores], per_unit)
+        for buf in placed + [buf for near in fillers for buf in near.values()]:
+            self.em.release(buf)
+
+    def _steps(self, tiles, tile, tic, fillers):
+        """This unit's buffers, placed, and the pipeline steps of its output tiles."""
         slots = [{key: self.em.alloc(mem, n, f"{self.node.name}/{_label(key)}.{s}") for key, mem, n in self._needs(tile, tic)}
                  for s in range(self.ctx.slots)]
         tails = self.tail.allocate(self.vx.memory, tile, self.node.name)
         zero_point = self._zero_point() if self.asym and self.mx is not None else None
-        steps, t = [], 0
-        shape = (self.out.shape[0], self.oc if self.mx is None else self.ocg) + self.out.shape[2:]
-        for g in range(1 if self.mx is None else self.groups):
-            for starts, extents in boxes(shape, tile):
-                blocks = [(0, 1)] if self.mx is None else [(i0, min(tic, self.icg - i0)) for i0 in range(0, self.icg, tic)]
-                tail_local = {}  # the tail's loads of this output tile, made with its first block
-                for b, block in enumerate(blocks):
-                    steps.append(self._step(slots[len(steps) % self.ctx.slots], slots[t % self.ctx.slots], tails[t % self.ctx.slots],
-                                            g, starts, extents, block, b == 0, b == len(blocks) - 1, zero_point, tail_local))
-                t += 1
-        pipeline(steps, self.ctx.policy.double_buffer)
-        for bufs in slots + tails:
-            for buf in bufs.values():
-                self.em.release(buf)
-        if zero_point is not None:
-            self.em.release(zero_point)
+        steps = []
+        for t, (g, starts, extents) in enumerate(tiles):
+            blocks = [(0, 1)] if self.mx is None else [(i0, min(tic, self.icg - i0)) for i0 in range(0, self.icg, tic)]
+            tail_local = {}  # the tail's loads of this output tile, made with its first block
+            for b, block in enumerate(blocks):
+                steps.append(self._step(slots[len(steps) % self.ctx.slots], slots[t % self.ctx.slots], tails[t % self.ctx.slots],
+                                        g, starts, extents, block, b == 0, b == len(blocks) - 1, zero_point, tail_local, fillers))
+        placed = [buf for bufs in slots + tails for buf in bufs.values()]
+        return steps, placed + ([zero_point] if zero_point is not None else [])
 
     def _zero_point(self):
         """One element of zp_r in the weight memory, read with stride 0 as a whole weight block."""
@@ -232,7 +265,7 @@ class _Plan:
         self.em.emit(self.vx.name, Vector("copy", buf.region(self.w.dtype, (1,)), (zr,), "int64", self.node.name), writes=(buf,))
         return buf
 
-    def _step(self, io, acc_bufs, tail_bufs, g, starts, extents, block, first, last, zero_point, tail_local):
+    def _step(self, io, acc_bufs, tail_bufs, g, starts, extents, block, first, last, zero_point, tail_local, fillers):
         """(load, compute, store) of one input-channel block of one output tile."""
         em, node = self.em, self.node.name
         n0, c0, s0 = starts[0], starts[1], starts[2:]
@@ -249,7 +282,7 @@ class _Plan:
         out_starts, out_extents = (n0, oc0) + tuple(s0), (tn, toc) + tuple(tos)
 
         def load():
-            load_window(self.ctx, self.vx, self.x, x_region, x_buf, self.axes, reads, (n0, ch_in[0]), 0, node)
+            load_window(self.ctx, self.vx, self.x, x_region, x_buf, self.axes, reads, (n0, ch_in[0]), 0, node, fillers)
             self._load_weight(w_buf, oc0, ch_in, toc, tic, depthwise)
             if self.shifted:
                 self._shift(io, x_region, reads, ch_in, oc0, toc, tic, depthwise)
@@ -379,7 +412,9 @@ class _Plan:
         if "accv" in bufs:
             for key in keys:
                 here, there = bufs[key], bufs["accv" + key[3:]]
-                copy(self.em, here.region(self.acc_dtype, extents), here, there.region(self.acc_dtype, extents), there, self.node.name)
+                staged = [bufs[f"accv{key[3:]}.stage{k}"] for k in range(len(stages(self.ctx.chip, here.mem, there.mem)))]
+                copy(self.em, here.region(self.acc_dtype, extents), here, there.region(self.acc_dtype, extents), there, self.node.name,
+                     stages=staged)
             keys = tuple("accv" + key[3:] for key in keys)
         acc = bufs[keys[0]]
         inputs = [(acc.region(self.acc_dtype, extents), acc)]

@@ -4,13 +4,22 @@ Templates say which buffers an instruction reads and writes; the emitter infers 
 keeps each buffer's last writer and its readers since, and before an instruction on engine E
 appends one `wait` for the latest instruction of each other engine that E must follow (a read
 after a write, or a write after reads and writes) and that E does not already know finished.
-What E knows is a vector clock: waiting on F.k teaches E everything F.k knew. A buffer placed
-where released buffers lay inherits their history, so reusing an address orders the new
-writes after the old accesses.
+What E knows is a vector clock (an array of the last index known finished, per engine):
+waiting on F.k teaches E everything F.k knew. A buffer placed where released buffers lay
+inherits their history, so reusing an address orders the new writes after the old accesses.
 
 So double buffering is only a matter of placing two slots and emitting the next tile's loads
 before this tile's compute; the waits follow.
+
+Hazards are per buffer, not per byte. Where cores work on tiles of one output, their writes to
+it fall on different bytes: within `disjoint(bufs)` writes to those buffers by different
+engines do not wait for one another (each still waits for what came before), and afterwards a
+reader waits for every engine's last write.
 """
+
+from contextlib import contextmanager
+
+import numpy as np
 
 from ..errors import OutOfMemoryError, ProgramError
 from ..instructions import Wait, dense, regions
@@ -22,14 +31,15 @@ from .tiling import nbytes as tile_nbytes
 class Buf:
     """A placed buffer and its access history while it is being emitted against."""
 
-    __slots__ = ("name", "mem", "addr", "size", "writes", "reads", "first", "last")
+    __slots__ = ("name", "mem", "addr", "size", "writes", "reads", "first", "last", "section")
 
     def __init__(self, name, mem, addr, size):
         self.name, self.mem, self.addr, self.size = name, mem, addr, size
-        self.writes = {}  # engine -> index of the last write (one engine after any write)
+        self.writes = {}  # engine -> index of the last write (one engine after any write, but after a disjoint section)
         self.reads = {}  # engine -> index of its last read since that write
         self.first = None  # id of the first access
         self.last = {}  # engine -> index of its last access
+        self.section = None  # in a disjoint section: (writes, reads) before it, and its own (writes, reads)
 
     def region(self, dtype, shape, offset=0):
         return dense(self.mem, self.addr + offset, dtype, shape)
@@ -44,7 +54,9 @@ class Emitter:
     def __init__(self, chip, graph_name, allocator="first_fit"):
         self.chip, self.graph_name = chip, graph_name
         self.streams = {name: [] for name in chip.engines}
-        self.known = {name: {} for name in chip.engines}  # engine -> {engine: index known finished}
+        self._column = {name: k for k, name in enumerate(chip.engines)}
+        none = np.full(len(chip.engines), -1, np.int32)
+        self.known = dict.fromkeys(chip.engines, none)  # engine -> its vector clock (never written in place)
         self._knowledge = {name: [] for name in chip.engines}  # per instruction: what it knew
         self.allocators = {m.name: Allocator(m.name, m.capacity, m.granule, allocator) for m in chip.memories.values()}
         self._released = {name: [] for name in chip.memories}
@@ -88,6 +100,21 @@ class Emitter:
         self.bindings.append(Binding(name, role, buf.region(dtype, shape), data))
         return buf
 
+    @contextmanager
+    def disjoint(self, bufs):
+        """Within: writes to bufs by different engines touch different bytes (module docstring)."""
+        bufs = list(dict.fromkeys(bufs))
+        for b in bufs:
+            b.section = (b.writes, b.reads, {}, {})
+        try:
+            yield
+        finally:
+            for b in bufs:
+                writes_before, reads_before, writes, reads = b.section
+                b.section = None
+                b.writes = writes or writes_before
+                b.reads = reads if writes else {**reads_before, **reads}
+
     # ---- instructions -----------------------------------------------------------------------
 
     def emit(self, engine, instr, reads=(), writes=()):
@@ -95,26 +122,29 @@ class Emitter:
         _check_inside(instr, reads, writes)
         deps = {}
         for b in reads:
-            _merge(deps, b.writes)
+            _merge(deps, b.writes if b.section is None else b.section[0])
         for b in writes:
-            _merge(deps, b.writes)
-            _merge(deps, b.reads)
-        known = self.known[engine]
-        need = {e: i for e, i in deps.items() if e != engine and known.get(e, -1) < i}
+            _merge(deps, b.writes if b.section is None else b.section[0])
+            _merge(deps, b.reads if b.section is None else b.section[1])
+        known, column = self.known[engine], self._column
+        need = {e: i for e, i in deps.items() if e != engine and known[column[e]] < i}
         if need:
             self._append(engine, Wait(tuple(f"{e}.{i}" for e, i in sorted(need.items())), instr.op))
-            learned = dict(known)
+            learned = known.copy()
             for e, i in need.items():
-                _merge(learned, self._knowledge[e][i])
-                learned[e] = max(learned.get(e, -1), i)
+                np.maximum(learned, self._knowledge[e][i], out=learned)
+                learned[column[e]] = max(learned[column[e]], i)
             self.known[engine] = learned
         index = self._append(engine, instr)
         ident = f"{engine}.{index}"
         for b in reads:
-            b.reads[engine] = index
+            (b.reads if b.section is None else b.section[3])[engine] = index
             self._touch(b, engine, index, ident)
         for b in writes:
-            b.writes, b.reads = {engine: index}, {}
+            if b.section is None:
+                b.writes, b.reads = {engine: index}, {}
+            else:
+                b.section[2][engine] = index
             self._touch(b, engine, index, ident)
         return ident
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from ..errors import OutOfMemoryError
 from ..instructions import Region
 from ..ops import REGISTRY
-from .pipeline import pipeline, step_budget
+from .context import vector_memories
+from .pipeline import deal, run_units, step_budget
 from .route import copy
 from .tiling import boxes, broadcast_view, budgeted_tile, nbytes
 from .vector_steps import emit_steps
@@ -137,30 +138,36 @@ class Tail:
 
 
 def lower_elementwise(ctx, group):
-    """A group of element-wise ops alone: tile its output, pipeline load, compute, store."""
-    engine = ctx.engine("vector")
+    """A group of element-wise ops alone: tile its output, deal the tiles among the vector
+    units, and pipeline each unit's load, compute, store."""
+    units = ctx.units("vector")
+    engine = units[0].vector
     shape = ctx.graph.tensors[group.nodes[0].outputs[0]].shape
     tail = Tail(ctx, group.nodes, group.stores, shape)
     alloc = ctx.em.allocators[engine.memory]
-    fits = lambda tile: alloc.fits(tail.class_bytes(tile) * ctx.slots)  # noqa: E731
-    budget = step_budget(ctx, tail.moved(shape), engine.memory)
+    fits = lambda tile: all(ctx.em.allocators[m].fits(tail.class_bytes(tile) * ctx.slots) for m in vector_memories(units))  # noqa: E731
+    budget = step_budget(ctx, tail.moved(shape), engine.memory, len(units))
     tile = budgeted_tile(shape, fits, tail.moved, budget, ctx.tile_limits(shape))
     if tile is None:
         need = sum(tail.class_bytes((1,) * len(shape))) * ctx.slots
         raise OutOfMemoryError(f"{engine.memory}: layer group {group.nodes[0].name} needs {need} bytes for a one-element tile; "
                                f"{alloc.free_bytes()} free, live: {alloc.live_text()}")
-    slots = tail.allocate(engine.memory, tile, group.nodes[0].name)
 
-    def step(i, starts, extents):
+    def step(vx, slots, i, starts, extents):
         bufs, local = slots[i % ctx.slots], {}
         return (
             lambda: local.update(tail.load(bufs, starts, extents)),
-            lambda: tail.compute(engine.name, bufs, local, extents),
+            lambda: tail.compute(vx.name, bufs, local, extents),
             lambda: tail.store(bufs, starts, extents),
         )
 
-    pipeline([step(i, s, e) for i, (s, e) in enumerate(boxes(shape, tile))], ctx.policy.double_buffer)
-    for bufs in slots:
+    per_unit, placed = [], []
+    for unit, run in zip(units, deal(list(boxes(shape, tile)), len(units))):
+        slots = tail.allocate(unit.vector.memory, tile, group.nodes[0].name) if run else []
+        placed += slots
+        per_unit.append([step(unit.vector, slots, i, s, e) for i, (s, e) in enumerate(run)])
+    run_units(ctx, [ctx.home[t] for t in group.stores], per_unit)
+    for bufs in placed:
         for buf in bufs.values():
             ctx.em.release(buf)
 

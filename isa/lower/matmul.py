@@ -9,7 +9,13 @@ points off the loaded tiles (16-bit copies). After the last step the op's epilog
 requantization, cast) runs as vector instructions and the result tile is stored. Tile sizes are
 the largest multiples of the matrix unit's m, n, k whose buffers fit, halving the dimension
 that is largest in units, from the policy's limits (M is "n", N is "c", K is "k").
+
+Output tiles are dealt among the units (each core's matrix engine with its vector engine), each
+tile with all its K steps on one unit; where the accumulator reaches the vector memory through
+shared memory, the staging buffers are placed with the slots (as in isa/lower/conv.py).
 """
+
+from copy import copy as shallow_copy
 
 import numpy as np
 
@@ -18,8 +24,9 @@ from ..errors import OutOfMemoryError, UnsupportedError
 from ..instructions import Matmul, Region, Vector
 from ..ops import REGISTRY
 from .alloc import align_up, shortfall
-from .pipeline import pipeline, step_budget
+from .pipeline import deal, run_units, step_budget
 from .route import copy
+from .staging import stages
 from .tiling import broadcast_view, sub_region
 from .vector_steps import emit_steps
 
@@ -28,17 +35,22 @@ def lower_matmul(ctx, group):
     plan = _Plan(ctx, group.nodes[0])
     tm, tn, tk = plan.tiles()
     M, K, N = plan.M, plan.K, plan.N
-    bufs = plan.place(tm, tn, tk)
-    steps, tile = [], 0
-    for b in np.ndindex(*plan.batch):
-        for m0 in range(0, M, tm):
-            for n0 in range(0, N, tn):
-                for k0 in range(0, K, tk):
-                    box = (m0, n0, k0, min(tm, M - m0), min(tn, N - n0), min(tk, K - k0))
-                    steps.append(plan.step(bufs, len(steps), tile, b, box, k0 == 0, k0 + tk >= K))
-                tile += 1
-    pipeline(steps, ctx.policy.double_buffer)
-    for buf in bufs.values():
+    tiles = [(b, m0, n0) for b in np.ndindex(*plan.batch) for m0 in range(0, M, tm) for n0 in range(0, N, tn)]
+    per_unit, placed = [], []
+    for u, (unit, run) in enumerate(zip(plan.units, deal(tiles, len(plan.units)))):
+        if u and not run:
+            continue
+        mine = plan.on(unit)
+        bufs = mine.place(tm, tn, tk)
+        steps = []
+        for tile, (b, m0, n0) in enumerate(run):
+            for k0 in range(0, K, tk):
+                box = (m0, n0, k0, min(tm, M - m0), min(tn, N - n0), min(tk, K - k0))
+                steps.append(mine.step(bufs, len(steps), tile, b, box, k0 == 0, k0 + tk >= K))
+        per_unit.append(steps)
+        placed += bufs.values()
+    run_units(ctx, [ctx.home[plan.out.name]], per_unit)
+    for buf in placed:
         ctx.em.release(buf)
 
 
@@ -50,7 +62,8 @@ class _Plan:
         self.left, self.right = g.tensors[node.inputs[0]], g.tensors[node.inputs[1]]
         self.out = g.tensors[node.outputs[0]]
         self.batch, self.M, self.K, self.N = self.opdef.dims(self.left.shape, self.right.shape, p)
-        self.mx, self.vx = ctx.engine("matrix"), ctx.engine("vector")
+        self.units = ctx.units("matrix", vector=True)
+        self.mx, self.vx = self.units[0].matrix, self.units[0].vector
         self.acc_dtype = self.opdef.acc_dtype(self.left.dtype)
         self.asym = self.acc_dtype == "int32" and self.opdef.asymmetric(p)
         self.shifted = "lzp" in p  # the integer family: zero points off the operands, in 16 bits
@@ -111,12 +124,15 @@ class _Plan:
             p = self.node.params
             needs += [("as", amem, size("int16", tm * tk)), ("bs", bmem, size("int16", tk * tn))]
             needs += [(key, vmem, size("int16", n)) for key, n in (("lzp", tk), ("rzp", tn)) if p[key] == "vector"]
+        acc = size(self.acc_dtype, tm * tn)
+        # an accumulator's copy in the vector memory, and the buffers its copy stages through
+        in_vmem = lambda key: [("accv" + key[3:], vmem, acc)] + [(f"{key}.stage{k}", mem, acc) for k, mem in enumerate(stages(self.ctx.chip, cmem, vmem))]  # noqa: E731
         if self.acc_key != "acc":
-            needs.append(("accv", vmem, size(self.acc_dtype, tm * tn)))
+            needs += in_vmem("acc")
         if self.asym:
-            needs.append(("acc_zp", cmem, size(self.acc_dtype, tm * tn)))
+            needs.append(("acc_zp", cmem, acc))
             if self.acc_key != "acc":
-                needs.append(("accv_zp", vmem, size(self.acc_dtype, tm * tn)))
+                needs += in_vmem("acc_zp")
         if self.bias is not None:
             needs.append(("bias", vmem, size(self.bias[1], tn)))
         if self.out_key == "out":
@@ -139,7 +155,9 @@ class _Plan:
 
     def tiles(self):
         """(tm, tn, tk): from the policy's limits, halve the dimension largest in matrix-unit
-        units until the buffers fit and a step loads no more than the pipeline's budget."""
+        units until the buffers fit and a step loads no more than the pipeline's budget; then,
+        while there are fewer output tiles than units, halve tm or tn (K blocks, and so the
+        order of the sums, do not depend on the units)."""
         unit = self.mx.matrix
         tm, tn, tk = self.ctx.tile_limits((self.M, self.N, self.K), ("n", "c", "k"))
         dims = {"m": [tm, unit.m], "n": [tn, unit.n], "k": [tk, unit.k]}
@@ -154,9 +172,22 @@ class _Plan:
                 raise OutOfMemoryError(f"{self.node.name}: even a {unit.m}x{unit.n}x{unit.k} matrix tile needs {shortfall(self.em.allocators, self._sizes(*size()))}")
             d = max(shrinkable, key=shrinkable.get)
             dims[d][0] = align_up(-(-dims[d][0] // 2), dims[d][1])
+        outputs = lambda: int(np.prod(self.batch)) * -(-self.M // dims["m"][0]) * -(-self.N // dims["n"][0])  # noqa: E731
+        while outputs() < len(self.units):
+            shrinkable = {d: dims[d][0] / dims[d][1] for d in "mn" if dims[d][0] > dims[d][1]}
+            if not shrinkable:
+                break
+            d = max(shrinkable, key=shrinkable.get)
+            dims[d][0] = align_up(-(-dims[d][0] // 2), dims[d][1])
         return size()
 
     # ---- emission ---------------------------------------------------------------------------
+
+    def on(self, unit):
+        """This product with its tiles run by unit's engines."""
+        mine = shallow_copy(self)
+        mine.mx, mine.vx = unit.matrix, unit.vector
+        return mine
 
     def place(self, tm, tn, tk):
         name = self.node.name
@@ -212,7 +243,9 @@ class _Plan:
                 for key in ("acc", "acc_zp") if self.asym else ("acc",):
                     if self.acc_key != "acc":
                         here, there = bufs[key, ts], bufs["accv" + key[3:], ts]
-                        copy(em, here.region(self.acc_dtype, (tm, tn)), here, there.region(self.acc_dtype, (tm, tn)), there, node.name)
+                        staged = [bufs[f"{key}.stage{k}", ts] for k in range(len(stages(ctx.chip, here.mem, there.mem)))]
+                        copy(em, here.region(self.acc_dtype, (tm, tn)), here, there.region(self.acc_dtype, (tm, tn)), there, node.name,
+                             stages=staged)
                 self._epilogue(bufs, ts, tm, tn)
 
         def store():

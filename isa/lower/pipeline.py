@@ -1,8 +1,14 @@
-"""The software pipeline every tiled template emits through, and how big its steps should be.
+"""The software pipeline every tiled template emits through, how big its steps should be, and
+how tiles are dealt among units (the engines of one core that run a tile, isa/lower/context.py).
 
 With double buffering, tile i+1's loads are emitted before tile i's compute, into the other
 buffer slot, so the DMA engine fetches ahead while the compute engine works; the emitter's
 inferred waits keep each slot from being overwritten before its reader is done.
+
+With several units, each takes a run of consecutive tiles (`deal`) and pipelines them with its
+own engines and slots; the units' stores into the group's outputs touch different bytes, so they
+do not wait for one another (`run_units`, Emitter.disjoint). A tile that reduces over blocks (a
+convolution's input channels) stays on one unit.
 """
 
 from .route import route
@@ -21,19 +27,49 @@ def pipeline(steps, double_buffer):
         store()
 
 
-def step_budget(ctx, total_bytes, dst_mem):
+def deal(items, n):
+    """items cut into n runs of consecutive ones, as equal as can be (the first runs one longer)."""
+    size, extra = divmod(len(items), n)
+    runs, start = [], 0
+    for k in range(n):
+        end = start + size + (k < extra)
+        runs.append(items[start:end])
+        start = end
+    return runs
+
+
+def run_units(ctx, outputs, per_unit):
+    """Pipeline each unit's steps; their writes to `outputs` (Bufs of the group's stored tensors
+    where they live) are disjoint between units."""
+    busy = [steps for steps in per_unit if steps]
+    if len(busy) == 1:
+        pipeline(busy[0], ctx.policy.double_buffer)
+        return
+    with ctx.em.disjoint(outputs):
+        for steps in busy:
+            pipeline(steps, ctx.policy.double_buffer)
+
+
+def step_budget(ctx, total_bytes, dst_mem, units=1):
     """Most bytes one pipeline step should load, or None for no limit.
 
-    Without double buffering there is nothing to overlap: no limit. With it, the policy's
-    pipeline_steps share total_bytes, but a step is never smaller than the bytes the first
-    DMA hop moves during its own fixed latency (below that, latency dominates the transfer).
+    Without double buffering on one unit there is nothing to overlap: no limit. With it, the
+    policy's pipeline_steps share total_bytes, and with several units each unit's share of it;
+    but a step is never smaller than least_step.
     """
-    if not ctx.policy.double_buffer:
+    if not ctx.policy.double_buffer and units == 1:
         return None
-    engine, src, dst = route(ctx.chip, "ddr", dst_mem)[0]
+    steps = max(ctx.policy.pipeline_steps, 1) if ctx.policy.double_buffer else 1
+    return max(total_bytes / (steps * units), least_step(ctx, "ddr", dst_mem))
+
+
+def least_step(ctx, src_mem, dst_mem):
+    """The bytes the first DMA hop from src_mem to dst_mem moves during its own fixed latency:
+    below that, latency dominates a transfer."""
+    engine, src, dst = route(ctx.chip, src_mem, dst_mem)[0]
     chip = ctx.chip
     mems = chip.memories
     e = chip.engines[engine]
     latency = e.latency + mems[src].latency + mems[dst].latency
     bandwidth = min(e.bandwidth, mems[src].bandwidth, mems[dst].bandwidth)
-    return max(total_bytes / max(ctx.policy.pipeline_steps, 1), latency * bandwidth)
+    return latency * bandwidth

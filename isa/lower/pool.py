@@ -9,14 +9,17 @@ count: a number where every window of the tile has the same, else a count tile m
 from ones where an element counts.
 """
 
+from copy import copy as shallow_copy
+
 import numpy as np
 
 from .. import dtypes
 from ..errors import OutOfMemoryError
 from ..instructions import Region, Vector
 from ..ops import REGISTRY
+from .context import vector_memories
 from .local import Tail
-from .pipeline import pipeline, step_budget
+from .pipeline import deal, run_units, step_budget
 from .tiling import boxes, budgeted_tile, nbytes
 from .window import conv_axes, load_window, placed, tile_reads, window_view
 
@@ -35,7 +38,8 @@ class _Pool:
         self.out = ctx.graph.tensors[node.outputs[0]]
         p = self.params
         self.axes = conv_axes(self.x.shape[2:], p["kernel"], p["strides"], (1,) * len(p["kernel"]), p["pads"])
-        self.vx = ctx.engine("vector")
+        self.units = ctx.units("vector")
+        self.vx = self.units[0].vector
         self.average = p["method"] == "AVE"
         floats = dtypes.is_float(self.x.dtype)
         self.acc_dtype = ("float32" if floats else "int32") if self.average else self.x.dtype
@@ -53,29 +57,44 @@ class _Pool:
 
     def _fits(self, tile):
         sizes = [n for _, n in self._needs(tile)] + self.tail.class_bytes(tile)
-        return self.em.allocators[self.vx.memory].fits(sizes * self.ctx.slots)
+        return all(self.em.allocators[m].fits(sizes * self.ctx.slots) for m in vector_memories(self.units))
 
     def _moved(self, tile):
         return self._needs(tile)[0][1] + self.tail.moved(tile)
 
+    def on(self, unit):
+        """This pooling with its tiles run by unit's vector engine."""
+        mine = shallow_copy(self)
+        mine.vx = unit.vector
+        return mine
+
     def run(self):
         shape = self.out.shape
-        budget = step_budget(self.ctx, self._moved(shape), self.vx.memory)
+        units = self.units
+        budget = step_budget(self.ctx, self._moved(shape), self.vx.memory, len(units))
         tile = budgeted_tile(shape, self._fits, self._moved, budget, self.ctx.tile_limits(shape))
         if tile is None:
             need = sum(n for _, n in self._needs((1,) * len(shape)))
             alloc = self.em.allocators[self.vx.memory]
             raise OutOfMemoryError(f"{self.node.name}: a one-element pooling tile needs {need * self.ctx.slots} bytes of {self.vx.memory}; "
                                    f"{alloc.free_bytes()} free, live: {alloc.live_text()}")
-        name = self.node.name
-        slots = [{key: self.em.alloc(self.vx.memory, n, f"{name}/{key}.{s}") for key, n in self._needs(tile)} for s in range(self.ctx.slots)]
-        tails = self.tail.allocate(self.vx.memory, tile, name)
-        steps = [self._step(slots[i % self.ctx.slots], tails[i % self.ctx.slots], starts, extents)
-                 for i, (starts, extents) in enumerate(boxes(shape, tile))]
-        pipeline(steps, self.ctx.policy.double_buffer)
-        for bufs in slots + tails:
+        per_unit, placed = [], []
+        for unit, run in zip(units, deal(list(boxes(shape, tile)), len(units))):
+            mine = self.on(unit)
+            slots, tails = mine._place(tile) if run else ([], [])
+            placed += slots + tails
+            per_unit.append([mine._step(slots[i % self.ctx.slots], tails[i % self.ctx.slots], starts, extents)
+                             for i, (starts, extents) in enumerate(run)])
+        run_units(self.ctx, [self.ctx.home[t] for t in self.tail.stores], per_unit)
+        for bufs in placed:
             for buf in bufs.values():
                 self.em.release(buf)
+
+    def _place(self, tile):
+        """Each slot's buffers and the tail's, in this unit's vector memory."""
+        name, mem = self.node.name, self.vx.memory
+        slots = [{key: self.em.alloc(mem, n, f"{name}/{key}.{s}") for key, n in self._needs(tile)} for s in range(self.ctx.slots)]
+        return slots, self.tail.allocate(mem, tile, name)
 
     def _step(self, bufs, tail_bufs, starts, extents):
         reads, buf_ext = tile_reads(self.axes, starts[2:], extents[2:])

@@ -19,13 +19,15 @@ Each op's steps are in its plan class below; the vector unit does all the arithm
 """
 
 import math
+from copy import copy as shallow_copy
 
 from .. import dtypes
 from ..errors import OutOfMemoryError, UnsupportedError
 from ..instructions import Region, Vector
 from ..ops import REGISTRY
 from ..ops.norm import stat_factor
-from .pipeline import pipeline, step_budget
+from .context import vector_memories
+from .pipeline import deal, run_units, step_budget
 from .route import copy
 from .tiling import boxes, budgeted_tile, dim_names, nbytes, sub_region
 
@@ -37,13 +39,13 @@ def lower_reduce(ctx, group):
         raise UnsupportedError(f"reduction template: group {group.nodes[0].name} has {len(group.nodes)} nodes; it runs one")
     node = group.nodes[0]
     plan = PLANS[node.op](ctx, node, group.stores)
-    em, engine = ctx.em, ctx.engine("vector")
-    mem, alloc = engine.memory, ctx.em.allocators[engine.memory]
-    once = {key: em.alloc(mem, n, f"{node.name}/{key}") for key, n in plan.once()}
-    plan.prepare(once)
+    em, units = ctx.em, ctx.units("vector")
+    mem = units[0].vector.memory
+    alloc = em.allocators[mem]
+    first = _prepared(plan, units[0])
     kshape = plan.lay.kshape
-    fits = lambda t: alloc.fits([n for _, n in plan.buffers(t)] * ctx.slots)
-    budget = step_budget(ctx, plan.moved(kshape), mem)
+    fits = lambda t: all(em.allocators[m].fits([n for _, n in plan.buffers(t)] * ctx.slots) for m in vector_memories(units))
+    budget = step_budget(ctx, plan.moved(kshape), mem, len(units))
     names = dim_names(len(plan.x.shape))
     tile = budgeted_tile(kshape, fits, plan.moved, budget, ctx.tile_limits(kshape, [names[i] for i in plan.lay.kept]))
     if tile is None:
@@ -54,16 +56,32 @@ def lower_reduce(ctx, group):
             f"({plan.lay.count} elements); even one kept element needs {need} bytes of {mem} "
             f"({ctx.slots} slot(s) of {', '.join(f'{k} {n}' for k, n in plan.buffers(one))}); {alloc.free_bytes()} free, live: {alloc.live_text()}"
         )
-    slots = [{key: em.alloc(mem, n, f"{node.name}/{key}.{s}") for key, n in plan.buffers(tile)} for s in range(ctx.slots)]
 
-    def step(i, starts, extents):
+    def step(mine, once, slots, i, starts, extents):
         bufs = {**once, **slots[i % ctx.slots]}
-        return (lambda: plan.load(bufs, starts, extents), lambda: plan.compute(bufs, extents), lambda: plan.store(bufs, starts, extents))
+        return (lambda: mine.load(bufs, starts, extents), lambda: mine.compute(bufs, extents), lambda: mine.store(bufs, starts, extents))
 
-    pipeline([step(i, s, e) for i, (s, e) in enumerate(boxes(kshape, tile))], ctx.policy.double_buffer)
-    for bufs in slots + [once]:
+    per_unit, placed = [], []
+    for k, (unit, run) in enumerate(zip(units, deal(list(boxes(kshape, tile)), len(units)))):
+        if k and not run:
+            continue
+        mine, once = first if k == 0 else _prepared(plan, unit)
+        slots = [{key: em.alloc(unit.vector.memory, n, f"{node.name}/{key}.{s}") for key, n in plan.buffers(tile)} for s in range(ctx.slots)]
+        placed += slots + [once]
+        per_unit.append([step(mine, once, slots, i, s, e) for i, (s, e) in enumerate(run)])
+    run_units(ctx, [ctx.home[t] for t in group.stores], per_unit)
+    for bufs in placed:
         for buf in bufs.values():
             em.release(buf)
+
+
+def _prepared(plan, unit):
+    """(plan run by unit's vector engine, its buffers placed once for every tile, loaded)."""
+    mine = shallow_copy(plan)
+    mine.vx = unit.vector.name
+    once = {key: plan.em.alloc(unit.vector.memory, n, f"{plan.node.name}/{key}") for key, n in plan.once()}
+    mine.prepare(once)
+    return mine, once
 
 
 class Layout:

@@ -5,6 +5,9 @@ Resizing a plane is two products with interpolation matrices made offline: T = p
 index's taps (one for NEAREST, two for BILINEAR) as its only non-zeros. Planes (n, c) go through
 in blocks (at most the policy's "n" limit times its "c" limit): the first product reads the block as ((planes, rows), columns), the second reads T
 as (rows, (planes, columns)), so each block is two matrix instructions.
+
+The blocks are dealt among the matrix units (one per core), each with its own copy of the two
+interpolation matrices in its operand memories.
 """
 
 import numpy as np
@@ -13,8 +16,9 @@ from ..errors import OutOfMemoryError
 from ..instructions import Matmul, Region
 from ..ops.resample import matrix
 from .alloc import shortfall
-from .pipeline import pipeline, step_budget
+from .pipeline import deal, run_units, step_budget
 from .route import copy
+from .staging import stages
 from .tiling import halvings, nbytes, sub_region
 
 
@@ -25,71 +29,88 @@ def lower_resize(ctx, group):
     n, c, h, w = x.shape
     oh, ow = out.shape[2:]
     planes = n * c
-    mx = ctx.engine("matrix")
-    amem, bmem, cmem = (mx.operand_memory(r) for r in "abc")
+    units = ctx.units("matrix")
+    amem, bmem, cmem = (units[0].matrix.operand_memory(r) for r in "abc")
     ry = em.bind(f"{node.name}.ry", "const", "float32", (oh, h), matrix(h, oh, p).tobytes())
     rxt = em.bind(f"{node.name}.rxt", "const", "float32", (w, ow), np.ascontiguousarray(matrix(w, ow, p).T).tobytes())
 
-    def needs(k):
-        """(key, memory, bytes) of one slot for k planes."""
-        items = [("x", amem, nbytes(x.dtype, (k, h, w))), ("t", cmem, nbytes("float32", (k, h, ow))),
-                 ("y", cmem, nbytes(out.dtype, (k, oh, ow)))]
-        return items + ([("tb", bmem, nbytes("float32", (k, h, ow)))] if bmem != cmem else [])
+    def needs(k, mx):
+        """(key, memory, bytes) of one slot for k planes on matrix engine mx: T goes on as the
+        second product's right operand, copied there (through the memories the copy stages in)
+        when the engine's result and right operand memories differ."""
+        amem, bmem, cmem = (mx.operand_memory(r) for r in "abc")
+        t = nbytes("float32", (k, h, ow))
+        items = [("x", amem, nbytes(x.dtype, (k, h, w))), ("t", cmem, t), ("y", cmem, nbytes(out.dtype, (k, oh, ow)))]
+        if bmem != cmem:
+            items += [("tb", bmem, t)] + [(f"tb.stage{j}", mem, t) for j, mem in enumerate(stages(ctx.chip, cmem, bmem))]
+        return items
 
     def sizes(k):
         """memory -> the sizes of every buffer placed there for blocks of k planes."""
         per_mem = {amem: [nbytes("float32", (oh, h))]}
         per_mem.setdefault(bmem, []).append(nbytes("float32", (w, ow)))
-        for _, mem, size in needs(k):
+        for _, mem, size in needs(k, units[0].matrix):
             per_mem.setdefault(mem, []).extend([size] * ctx.slots)
         return per_mem
 
     def fits(k):
         return all(em.allocators[m].fits(s) for m, s in sizes(k).items())
 
-    budget = step_budget(ctx, nbytes(x.dtype, (planes, h, w)), amem)
+    budget = step_budget(ctx, nbytes(x.dtype, (planes, h, w)), amem, len(units))
     most = ctx.policy.tile_limit("n", n) * ctx.policy.tile_limit("c", c)  # the planes an (n, c) tile limit allows
     candidates = [k for k in halvings(most, 1) if fits(k)]
     if not candidates:
         raise OutOfMemoryError(f"{node.name}: one {h}x{w} plane with its {oh}x{ow} result and the interpolation matrices need {shortfall(em.allocators, sizes(1))}")
     k = next((k for k in candidates if budget is None or nbytes(x.dtype, (k, h, w)) <= budget), candidates[-1])
-    local_ry = em.alloc(amem, nbytes("float32", (oh, h)), f"{node.name}/ry")
-    local_rxt = em.alloc(bmem, nbytes("float32", (w, ow)), f"{node.name}/rxt")
-    ry_r, rxt_r = local_ry.region("float32", (oh, h)), local_rxt.region("float32", (w, ow))
-    copy(em, ry.region("float32", (oh, h)), ry, ry_r, local_ry, node.name)
-    copy(em, rxt.region("float32", (w, ow)), rxt, rxt_r, local_rxt, node.name)
-    slots = [{key: em.alloc(mem, size, f"{node.name}/{key}.{s}") for key, mem, size in needs(k)} for s in range(ctx.slots)]
     src_all = ctx.home[x.name].region(x.dtype, (planes, h, w))
     dst_all = ctx.home[out.name].region(out.dtype, (planes, oh, ow))
 
-    def step(i, p0, kk):
-        bufs = slots[i % ctx.slots]
-        xr = bufs["x"].region(x.dtype, (kk, h, w))
-        t = bufs["t"].region("float32", (kk, h, ow))
-        yr = bufs["y"].region(out.dtype, (kk, oh, ow))
+    def unit_steps(mx, blocks):
+        """The buffers matrix engine mx places, and its pipeline steps for these blocks."""
+        local_ry = em.alloc(mx.operand_memory("a"), nbytes("float32", (oh, h)), f"{node.name}/ry")
+        local_rxt = em.alloc(mx.operand_memory("b"), nbytes("float32", (w, ow)), f"{node.name}/rxt")
+        ry_r, rxt_r = local_ry.region("float32", (oh, h)), local_rxt.region("float32", (w, ow))
+        copy(em, ry.region("float32", (oh, h)), ry, ry_r, local_ry, node.name)
+        copy(em, rxt.region("float32", (w, ow)), rxt, rxt_r, local_rxt, node.name)
+        slots = [{key: em.alloc(mem, size, f"{node.name}/{key}.{s}") for key, mem, size in needs(k, mx)} for s in range(ctx.slots)]
 
-        def load():
-            copy(em, sub_region(src_all, (p0, 0, 0), (kk, h, w)), ctx.home[x.name], xr, bufs["x"], node.name)
+        def step(i, p0, kk):
+            bufs = slots[i % ctx.slots]
+            xr = bufs["x"].region(x.dtype, (kk, h, w))
+            t = bufs["t"].region("float32", (kk, h, ow))
+            yr = bufs["y"].region(out.dtype, (kk, oh, ow))
 
-        def compute():
-            em.emit(mx.name, Matmul(xr, rxt_r, t, False, node.name, m=2), reads=(bufs["x"], local_rxt), writes=(bufs["t"],))
-            tb_buf, tb = bufs["t"], t
-            if "tb" in bufs:
-                tb_buf, tb = bufs["tb"], bufs["tb"].region("float32", (kk, h, ow))
-                copy(em, t, bufs["t"], tb, tb_buf, node.name)
-            # T read as (rows, planes, columns), the result written as (rows, planes, columns)
-            b = Region(tb.mem, tb.addr, "float32", (h, kk, ow), (ow, h * ow, 1))
-            y = Region(yr.mem, yr.addr, out.dtype, (oh, kk, ow), (ow, oh * ow, 1))
-            em.emit(mx.name, Matmul(ry_r, b, y, False, node.name), reads=(local_ry, tb_buf), writes=(bufs["y"],))
+            def load():
+                copy(em, sub_region(src_all, (p0, 0, 0), (kk, h, w)), ctx.home[x.name], xr, bufs["x"], node.name)
 
-        def store():
-            copy(em, yr, bufs["y"], sub_region(dst_all, (p0, 0, 0), (kk, oh, ow)), ctx.home[out.name], node.name)
+            def compute():
+                em.emit(mx.name, Matmul(xr, rxt_r, t, False, node.name, m=2), reads=(bufs["x"], local_rxt), writes=(bufs["t"],))
+                tb_buf, tb = bufs["t"], t
+                if "tb" in bufs:
+                    tb_buf, tb = bufs["tb"], bufs["tb"].region("float32", (kk, h, ow))
+                    staged = [bufs[f"tb.stage{j}"] for j in range(len(stages(ctx.chip, t.mem, tb.mem)))]
+                    copy(em, t, bufs["t"], tb, tb_buf, node.name, stages=staged)
+                # T read as (rows, planes, columns), the result written as (rows, planes, columns)
+                b = Region(tb.mem, tb.addr, "float32", (h, kk, ow), (ow, h * ow, 1))
+                y = Region(yr.mem, yr.addr, out.dtype, (oh, kk, ow), (ow, oh * ow, 1))
+                em.emit(mx.name, Matmul(ry_r, b, y, False, node.name), reads=(local_ry, tb_buf), writes=(bufs["y"],))
 
-        return load, compute, store
+            def store():
+                copy(em, yr, bufs["y"], sub_region(dst_all, (p0, 0, 0), (kk, oh, ow)), ctx.home[out.name], node.name)
 
-    pipeline([step(i, p0, min(k, planes - p0)) for i, p0 in enumerate(range(0, planes, k))], ctx.policy.double_buffer)
-    for bufs in slots:
-        for buf in bufs.values():
-            em.release(buf)
-    em.release(local_ry)
-    em.release(local_rxt)
+            return load, compute, store
+
+        placed = [buf for bufs in slots for buf in bufs.values()] + [local_ry, local_rxt]
+        return [step(i, p0, kk) for i, (p0, kk) in enumerate(blocks)], placed
+
+    blocks = [(p0, min(k, planes - p0)) for p0 in range(0, planes, k)]
+    per_unit, placed = [], []
+    for u, (unit, run) in enumerate(zip(units, deal(blocks, len(units)))):
+        if u and not run:
+            continue
+        steps, bufs = unit_steps(unit.matrix, run)
+        per_unit.append(steps)
+        placed += bufs
+    run_units(ctx, [ctx.home[out.name]], per_unit)
+    for buf in placed:
+        em.release(buf)

@@ -3,16 +3,19 @@
 A route is the shortest chain of DMA hops from one memory to another (ties go to the engine
 and link listed first in the chip YAML), so one lowering serves a two-level TPU (DDR -> local
 memory) and a multi-level AI core (GM -> L1 -> L0A) alike. Intermediate hops stage through a
-buffer placed for the transfer and released after it.
-"""
+buffer placed for the transfer and released after it, or in buffers the caller placed (a
+template that copies a tile through shared memory every step places them with its slots, so
+cores do not reuse one another's staging addresses).
 
-from functools import lru_cache
+On a chip of several cores, a core's memories are linked by its own DMA engines only, so a
+route to or from them runs on that core; a route between shared memories (DDR to DDR) runs on
+the engines of `core` and the shared ones, on any core's when `core` is None.
+"""
 
 from ..errors import UnsupportedError
 from ..instructions import Dma, dense
 
 
-@lru_cache(maxsize=None)
 def _hops(chip_links, src, dst):
     """Breadth-first search over (engine, from, to) links for at least one hop (a copy within a
     memory goes round through others when no engine copies inside it); a tuple of hops."""
@@ -31,25 +34,33 @@ def _hops(chip_links, src, dst):
     return None
 
 
-def route(chip, src, dst):
-    links = tuple((e.name, a, b) for e in chip.engines_of("dma") for a, b in e.links)
+def route(chip, src, dst, core=None):
+    key = ("route", src, dst, core)
+    if key not in chip.memo:
+        chip.memo[key] = _route(chip, src, dst, core)
+    return chip.memo[key]
+
+
+def _route(chip, src, dst, core):
+    links = tuple((e.name, a, b) for e in chip.engines_of("dma", core) for a, b in e.links)
     hops = _hops(links, src, dst)
     if not hops:
         raise UnsupportedError(f"chip {chip.name}: no DMA route from {src} to {dst} (links: {', '.join(f'{a}->{b}' for _, a, b in links)})")
     return hops
 
 
-def copy(em, src, src_buf, dst, dst_buf, op):
-    """Emit the DMA(s) moving region src (in src_buf) to region dst (in dst_buf)."""
-    hops = route(em.chip, src.mem, dst.mem)
+def copy(em, src, src_buf, dst, dst_buf, op, core=None, stages=None):
+    """Emit the DMA(s) moving region src (in src_buf) to region dst (in dst_buf): through a
+    staging buffer per intermediate hop, placed here or given in `stages` (one per hop)."""
+    hops = route(em.chip, src.mem, dst.mem, core)
     here, here_buf = src, src_buf
-    for engine, _, to in hops[:-1]:
-        stage = em.alloc(to, here.nbytes, f"{op}/stage.{to}")
+    for k, (engine, _, to) in enumerate(hops[:-1]):
+        stage = stages[k] if stages else em.alloc(to, here.nbytes, f"{op}/stage.{to}")
         there = dense(to, stage.addr, here.dtype, here.shape)
         em.emit(engine, Dma(here, there, op), reads=(here_buf,), writes=(stage,))
-        if here_buf is not src_buf:
+        if here_buf is not src_buf and not stages:
             em.release(here_buf)
         here, here_buf = there, stage
     em.emit(hops[-1][0], Dma(here, dst, op), reads=(here_buf,), writes=(dst_buf,))
-    if here_buf is not src_buf:
+    if here_buf is not src_buf and not stages:
         em.release(here_buf)

@@ -4,12 +4,19 @@ A route from DDR to DDR may pass through on-chip memories (where no engine copie
 as on an Ascend AI core: GM -> UB -> GM); each hop stages through a buffer placed for it
 (isa/lower/route.py). Chunks are boxes of the copy's iteration space (isa/lower/tiling.py),
 outer dimensions cut first, each as large as every memory on the way can hold at once.
+
+On a chip of several cores a copy may be spread: cut into at least a chunk per core (but no
+chunk smaller than a DMA moves in its own latency) and dealt among the cores, each moving its
+chunks along its own route (isa/lower/route.py), its writes disjoint from the others'.
 """
+
+from contextlib import nullcontext
 
 from .. import dtypes
 from ..errors import OutOfMemoryError
 from ..instructions import Region
 from .alloc import shortfall
+from .pipeline import deal, least_step
 from .route import copy, route
 from .tiling import boxes, choose_tile, nbytes, sub_region
 
@@ -31,13 +38,15 @@ def held_whole(mems, dtype):
     return lambda extents: [(m, nbytes(dtype, extents)) for m in mems]
 
 
-def chunks(ctx, shape, needs, what, rows_whole=False):
+def chunks(ctx, shape, needs, what, rows_whole=False, most=None):
     """Boxes of `shape`, each as large as fits: needs(extents) gives the (memory, bytes) a box
-    holds at once. Outer dimensions are cut first; with rows_whole the first dimension (the
-    rows) is cut last."""
+    holds at once, most(extents) (if given) whether it is small enough. Outer dimensions are
+    cut first; with rows_whole the first dimension (the rows) is cut last."""
     em = ctx.em
 
     def fits(extents):
+        if most is not None and not most(tuple(extents)):
+            return False
         sizes = {}
         for mem, size in needs(tuple(extents)):
             sizes.setdefault(mem, []).append(size)
@@ -56,8 +65,18 @@ def chunks(ctx, shape, needs, what, rows_whole=False):
     return boxes(shape, tile)
 
 
-def staged_copy(ctx, op, src, src_buf, dst, dst_buf):
-    """Copy region src to region dst (same shape), in chunks when the route stages."""
+def staged_copy(ctx, op, src, src_buf, dst, dst_buf, spread=False):
+    """Copy region src to region dst (same shape), in chunks when the route stages; with
+    spread, dealt among the chip's cores."""
+    cores = ctx.chip.cores if spread else 1
     needs = held_whole(stages(ctx.chip, src.mem, dst.mem), dst.dtype)
-    for starts, extents in chunks(ctx, dst.shape, needs, f"{op} (copying)"):
-        copy(ctx.em, sub_region(src, starts, extents), src_buf, sub_region(dst, starts, extents), dst_buf, op)
+    most = None
+    if cores > 1:
+        share = max(dst.nbytes / cores, least_step(ctx, src.mem, dst.mem), dtypes.itemsize(dst.dtype))
+        most = lambda extents: nbytes(dst.dtype, extents) <= share  # noqa: E731
+    runs = deal(list(chunks(ctx, dst.shape, needs, f"{op} (copying)", most=most)), cores)
+    with ctx.em.disjoint([dst_buf]) if sum(map(bool, runs)) > 1 else nullcontext():
+        for core, run in enumerate(runs):
+            for starts, extents in run:
+                copy(ctx.em, sub_region(src, starts, extents), src_buf, sub_region(dst, starts, extents), dst_buf, op,
+                     core if cores > 1 else None)

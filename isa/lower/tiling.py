@@ -96,11 +96,11 @@ def halvings(n, unit):
     return out
 
 
-def cheapest(shape, reduction, units, fits, cost, limits=None):
+def cheapest(shape, reduction, units, fits, cost, limits=None, blocks=None):
     """A (tile, reduction block) for an output of `shape` (batch, channels, spatial...) with a
     reduction of `reduction`: of the candidates that fit, the one of least cost(tile, block).
     limits: the largest extent of each dimension and then of the reduction block (default: the
-    shape and the reduction).
+    shape and the reduction); blocks: the reduction blocks to try (default: halvings).
 
     Candidates halve the batch, the channels (in multiples of units[0]), the first spatial
     dimension and the reduction (in multiples of units[1]); other spatial dimensions stay whole
@@ -109,7 +109,7 @@ def cheapest(shape, reduction, units, fits, cost, limits=None):
     channel_unit, reduce_unit = units
     limits = tuple(shape) + (reduction,) if limits is None else limits
     found = []
-    for tic in halvings(limits[-1], reduce_unit):
+    for tic in blocks or halvings(limits[-1], reduce_unit):
         for tn in halvings(limits[0], 1):
             for toc in halvings(limits[1], channel_unit):
                 for toh in (halvings(limits[2], 1) if len(shape) > 2 else [None]):

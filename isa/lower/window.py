@@ -13,9 +13,8 @@ placed by a strided DMA.
 from dataclasses import dataclass
 
 from .. import dtypes
-from ..errors import UnsupportedError
 from ..instructions import Region, Vector
-from .route import copy
+from .route import copy, route
 from .tiling import sub_region
 
 
@@ -101,14 +100,22 @@ def _itemsize(region):
     return dtypes.itemsize(region.dtype)
 
 
-def load_window(ctx, engine, x, region, buf, axes, reads, lead_starts, fill, op):
-    """Emit the loads of one input tile: `fill` (a number) where no real element lands, written
-    by the vector engine, then the real elements by a strided DMA. x is the graph tensor;
-    lead_starts the tile's first index in each leading dimension (batch, channel)."""
+def load_window(ctx, engine, x, region, buf, axes, reads, lead_starts, fill, op, fillers=None):
+    """Emit the loads of one input tile: `fill` (a number) where no real element lands, then the
+    real elements by a strided DMA. x is the graph tensor; lead_starts the tile's first index in
+    each leading dimension (batch, channel).
+
+    The vector engine writes the fill where the tile is in its memory. Elsewhere (a matrix
+    unit's operand memory) a DMA does, reading one element with zero strides, as an Ascend
+    MTE1 pads on its way to L0A: from a copy of the value in the memory the last hop of the
+    route from DDR starts in, placed once per op and unit in `fillers` (which the caller
+    releases), or from DDR itself when the route has one hop."""
     if any(gaps for _, _, _, gaps in reads):
-        if region.mem != engine.memory:
-            raise UnsupportedError(f"{op}: the input memory {region.mem} is not the vector memory {engine.memory}, which fills padding")
-        ctx.em.emit(engine.name, Vector("copy", region, (fill,), "float32" if isinstance(fill, float) else "int64", op), writes=(buf,))
+        if region.mem == engine.memory:
+            ctx.em.emit(engine.name, Vector("copy", region, (fill,), "float32" if isinstance(fill, float) else "int64", op), writes=(buf,))
+        else:
+            src = _filler(ctx, fillers, x.dtype, fill, region.mem, op)
+            copy(ctx.em, Region(src.mem, src.addr, x.dtype, region.shape, (0,) * len(region.shape)), src, region, buf, op)
     if all(count for _, count, _, _ in reads):
         lead = len(lead_starts)
         home = ctx.home[x.name]
@@ -116,3 +123,16 @@ def load_window(ctx, engine, x, region, buf, axes, reads, lead_starts, fill, op)
         starts = tuple(lead_starts) + tuple(lo for lo, _, _, _ in reads)
         extents = region.shape[:lead] + tuple(count for _, count, _, _ in reads)
         copy(ctx.em, sub_region(full, starts, extents), home, placed(region, axes, reads, lead), buf, op)
+
+
+def _filler(ctx, fillers, dtype, value, mem, op):
+    """The Buf of one element of value that a DMA fills a region of mem from (see load_window)."""
+    const = ctx.constant(op, value, dtype)
+    near = route(ctx.chip, "ddr", mem)[-1][1]
+    if near == const.mem:
+        return const
+    key = (value, dtype, mem)
+    if key not in fillers:
+        fillers[key] = ctx.em.alloc(near, dtypes.itemsize(dtype), f"{op}/fill")
+        copy(ctx.em, const.region(dtype, (1,)), const, fillers[key].region(dtype, (1,)), fillers[key], op)
+    return fillers[key]

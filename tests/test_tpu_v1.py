@@ -1,0 +1,114 @@
+"""The TPU v1 (chips/tpu_v1.yaml) against hardware-facts.md section 1: its memories, the routes
+its five CISC instructions take through npusim's ISA, the matrix unit's weight-stationary count,
+and a few int8 ops against their references, timing mode giving functional mode's cycles."""
+
+import numpy as np
+import pytest
+
+import chips
+import isa
+import sim
+from isa.instructions import Matmul
+from isa.lower.route import route
+from refeval import evaluate
+
+CHIP = chips.load("tpu_v1")
+O = isa.ops
+MiB = 2**20
+
+
+def test_memories_and_bandwidths():
+    m = CHIP.memories
+    assert {name: mem.capacity for name, mem in m.items()} == {"ddr": 8 * 2**30, "ub": 24 * MiB, "acc": 4 * MiB, "wfifo": 4 * 64 * 1024}
+    assert m["ddr"].bandwidth * CHIP.clock_hz == pytest.approx(34e9)  # the weight memory
+    assert CHIP.engines["host"].bandwidth * CHIP.clock_hz == pytest.approx(14 * 2**30)  # PCIe Gen3 x16
+
+
+def test_the_cisc_instructions_routes():
+    assert route(CHIP, "ddr", "ub") == (("host", "ddr", "ub"),)  # Read_Host_Memory
+    assert route(CHIP, "ddr", "wfifo") == (("weights", "ddr", "wfifo"),)  # Read_Weights
+    mxu = CHIP.engines["mxu"]
+    assert (mxu.operand_memory("a"), mxu.operand_memory("b"), mxu.operand_memory("c")) == ("ub", "wfifo", "acc")  # MatrixMultiply
+    assert route(CHIP, "acc", "ub") == (("activate", "acc", "ub"),)  # Activate: the accumulators into the pipeline
+    assert CHIP.engines["act"].memory == "ub"  # ... whose functions run on the unified buffer
+    assert route(CHIP, "ub", "ddr") == (("host", "ub", "ddr"),)  # Write_Host_Memory
+
+
+def run_both(graph, inputs):
+    """The functional run's outputs (checked against the references) and cycles, which timing mode must give too."""
+    res = sim.run(graph, CHIP, inputs)
+    for name, want in evaluate(graph, inputs, CHIP).items():
+        np.testing.assert_array_equal(res.outputs[name], want)
+    assert sim.run(graph, CHIP, mode="timing").cycles == res.cycles
+    return res
+
+
+def ints(rng, shape, lo=-100, hi=100):
+    return rng.integers(lo, hi, shape).astype(np.int8)
+
+
+def test_a_matrix_product_streams_whole_weight_tiles_at_one_row_a_cycle():
+    rng = np.random.default_rng(0)
+    g = isa.Graph("fc")
+    x = g.input("x", (300, 600), "int8")
+    y = O.matrix_mul(x, g.constant("w", ints(rng, (600, 260), -5, 5)), scale=1 / 64)
+    g.output(y, "y")
+    res = run_both(g, {"x": ints(rng, (300, 600), -5, 5)})
+    mxu = CHIP.engines["mxu"]
+    products = [i for i in res.program.streams["mxu"] if isinstance(i, Matmul)]
+    events = [e for e in res.trace.events if e.kind == "matrix"]
+    assert len(products) == len(events) > 1
+    for instr, event in zip(products, events):
+        m, k, n = instr.dims()
+        blocks = -(-m // 256) * -(-n // 256) * -(-k // 256)
+        assert event.end - event.start == mxu.issue_latency + blocks * 256  # 256 cycles per 256 x 256 x 256 block
+        assert event.ops == 2 * m * k * n
+
+
+def test_convolution_pool_and_activation():
+    rng = np.random.default_rng(1)
+    g = isa.Graph("layer")
+    x = g.input("x", (1, 16, 14, 14), "int8")
+    y = O.conv(x, g.constant("w", ints(rng, (32, 16, 3, 3), -3, 3)), pad_h_t=1, pad_h_b=1, pad_w_l=1, pad_w_r=1, scale=1 / 16)
+    y = O.pool(O.active(y, "relu"), kernel_h=2, kernel_w=2, stride_h=2, stride_w=2, pooling_type="MAX")
+    g.output(y, "y")
+    run_both(g, {"x": ints(rng, (1, 16, 14, 14), -10, 10)})
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "max", "min"])
+def test_element_wise_int8(op):
+    rng = np.random.default_rng(2)
+    g = isa.Graph(op)
+    a, b = g.input("a", (2, 3, 20, 20), "int8"), g.input("b", (2, 3, 20, 20), "int8")
+    g.output(getattr(O, op)(a, b), "y")
+    run_both(g, {"a": ints(rng, (2, 3, 20, 20)), "b": ints(rng, (2, 3, 20, 20))})
+
+
+@pytest.mark.parametrize("fn", ["sigmoid", "tanh"])
+def test_activate_functions(fn):
+    g = isa.Graph(fn)
+    g.output(O.active(g.input("x", (4, 300), "int8"), fn), "y")
+    run_both(g, {"x": ints(np.random.default_rng(3), (4, 300), -128, 127)})
+
+
+def test_float32_is_not_supported():
+    g = isa.Graph("f32")
+    x = g.input("x", (4, 8), "float32")
+    g.output(O.matrix_mul(x, g.constant("w", np.ones((8, 4), np.float32))), "y")
+    with pytest.raises(sim.UnsupportedError, match="not supported on chip tpu_v1"):
+        isa.lower(g, CHIP)
+
+
+def test_activations_kept_in_the_unified_buffer_reach_the_mxu_through_the_systolic_data_setup():
+    """A left operand already on chip (a pinned constant) is staged ub -> ub by `setup`: the
+    run reads only the weights from DDR."""
+    rng = np.random.default_rng(4)
+    g = isa.Graph("resident")
+    x = g.constant("x", ints(rng, (256, 512), -5, 5))
+    g.output(O.matrix_mul(x, g.input("w", (512, 256), "int8"), scale=1 / 64), "y")
+    inputs = {"w": ints(rng, (512, 256), -5, 5)}
+    res = sim.run(g, CHIP, inputs, policy=isa.Policy(pinned=("x",)))
+    np.testing.assert_array_equal(res.outputs["y"], evaluate(g, inputs, CHIP)["y"])
+    staged = [e for e in res.trace.events if e.kind == "dma" and e.engine == "setup"]
+    assert staged and all((e.src, e.dst) == ("ub", "ub") for e in staged)
+    assert res.stats.ddr_read_bytes == 512 * 256
