@@ -21,7 +21,7 @@ def test_shipped_and_listed(capsys):
     assert chips.load("Ascend310B4").name == "ascend310b"
     assert main(["chips"]) == 0
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("ascend310b")]
-    for text in ("500 MHz", "l1 1 MiB, l0a 64 KiB, l0b 64 KiB, l0c 128 KiB, ub 248 KiB", "25.6 GB/s", "int8 8.19 TOPS", "float16 4.10 TOPS"):
+    for text in ("500 MHz", "l2 4 MiB, l1 1 MiB, l0a 64 KiB, l0b 64 KiB, l0c 128 KiB, ub 248 KiB", "25.6 GB/s", "int8 8.19 TOPS", "float16 4.10 TOPS"):
         assert text in row
 
 
@@ -29,9 +29,10 @@ def test_memories_are_the_ini_row():
     m = CHIP.memories
     assert CHIP.clock_hz == 500e6
     assert {k: (v.capacity, v.align) for k, v in m.items() if k != "ddr"} == {
-        "l1": (1024 * KiB, 32), "l0a": (64 * KiB, 512), "l0b": (64 * KiB, 512), "l0c": (128 * KiB, 64), "ub": (253952, 32),
+        "l2": (4096 * KiB, 32), "l1": (1024 * KiB, 32), "l0a": (64 * KiB, 512), "l0b": (64 * KiB, 512), "l0c": (128 * KiB, 64), "ub": (253952, 32),
     }
     assert m["ddr"].capacity == 4 * 2**30
+    assert (m["l2"].core, m["l1"].core) == (None, 0)  # the L2 is the chip's (ini l2_size), L1 the core's
     assert m["ddr"].bandwidth * CHIP.clock_hz == pytest.approx(25.6e9)  # LPDDR4X 3200 Mbps x 64 bit
 
 
@@ -57,6 +58,10 @@ def test_the_data_movers_routes():
     assert route(CHIP, "l0c", "ddr") == (("fixpipe", "l0c", "ddr"),)
     assert route(CHIP, "ub", "ddr") == (("mte3", "ub", "ddr"),)
     assert route(CHIP, "ddr", "ddr") == (("mte2", "ddr", "ub"), ("mte3", "ub", "ddr"))  # no DDR-to-DDR engine
+    # the L2: read by MTE2, written by MTE3 and FixPipe, as GM is; no mover fills it from DDR
+    assert route(CHIP, "l2", "l0a") == (("mte2", "l2", "l1"), ("mte1", "l1", "l0a"))
+    assert route(CHIP, "l0c", "l2") == (("fixpipe", "l0c", "l2"),)
+    assert route(CHIP, "ub", "l2") == (("mte3", "ub", "l2"),)
     assert CHIP.engines["aicpu"].kinds == ("scalar",)
 
 
@@ -84,8 +89,11 @@ def test_cube_cost_by_hand(a, b, c, want):
 def test_vector_and_mte2_costs_by_hand():
     # 1000 float16: issue 8 + ceil(1000 / 128)
     assert cycles("vector", "vector fn=add cdt=float32 dst=ub@0x0:float16[1000;1] src=ub@0x0:float16[1000;1],ub@0x800:float16[1000;1]") == 8 + 8
-    # 4096 B from DDR to UB: mte2 20 + ddr 100 latency, then 4096 B at the DDR's 51.2 B/cycle
-    assert cycles("mte2", "dma src=ddr@0x0:float16[2048;1] dst=ub@0x0:float16[2048;1]") == 120 + 80
+    # 4096 B from DDR to UB: mte2's 20 fixed cycles (the DDR's and UB's latencies are 0), then
+    # 4096 B at the least of mte2's 256, the DDR's 51.2 and UB's 128 B/cycle: ceil(4096 / 51.2) = 80
+    assert cycles("mte2", "dma src=ddr@0x0:float16[2048;1] dst=ub@0x0:float16[2048;1]") == 20 + 80
+    # 4096 B from the L2 to L1: 20, then at the least of mte2's 256, the L2's 256 and L1's 512: 16
+    assert cycles("mte2", "dma src=l2@0x0:float16[2048;1] dst=l1@0x0:float16[2048;1]") == 20 + 16
 
 
 def test_op_table_is_the_atb_seeds():

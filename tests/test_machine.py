@@ -10,6 +10,7 @@ import chips
 import isa
 import sim
 import traces
+from isa.costs import runs
 from isa.instructions import Dma, Matmul, Region, Vector, dense
 from sim.engines import dma, matrix, vector
 from traces.records import Event
@@ -44,11 +45,11 @@ def test_exact_timeline_on_tiny_chip(tiny):
 def test_dma_cost_rounds_runs_up_to_bursts(tiny):
     gdma = tiny.engines["gdma"]
     contiguous = Dma(dense("ddr", 0, "int8", (4, 8)), dense("lmem", 0, "int8", (4, 8)))
-    assert dma.runs(contiguous.src) == (1, 32)
+    assert runs(contiguous.src) == (1, 32)
     assert dma.cycles(contiguous, tiny, gdma) == 10 + 32 // 4
     # 8 runs of 3 bytes (stride 8): each rounds up to a 4-byte burst in DDR
     strided = Dma(Region("ddr", 0, "int8", (8, 3), (8, 1)), dense("lmem", 0, "int8", (8, 3)))
-    assert dma.runs(strided.src) == (8, 3)
+    assert runs(strided.src) == (8, 3)
     assert dma.bytes_moved(strided, tiny) == 32
     assert dma.cycles(strided, tiny, gdma) == 10 + 8
     # DDR to DDR: the memory is both ends, so half its bandwidth

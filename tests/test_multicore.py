@@ -92,12 +92,12 @@ def test_tensors_placed_on_chip_go_where_every_core_reaches():
     split = chips.load(TEST_CHIPS / "three_level.yaml", {"cores": 2})  # every memory a core's own
     with pytest.raises(isa.ConfigError, match=r"policy.pinned: chip three_level has no on-chip memory every core reaches"):
         isa.lower(g, split, pinned)
-    assert isa.lower(g, split, local).notes == ["intermediate product (256 bytes) stays in ddr: no on-chip memory every core reaches"]
+    assert [n for n in isa.lower(g, split, local).notes if n.startswith("intermediate")] == ["intermediate product (256 bytes) stays in ddr: no on-chip memory every core reaches"]
 
 
 def test_a_reserve_of_a_per_core_memory_takes_it_off_every_core():
     prog = isa.lower(elementwise_graph(), quad(), isa.Policy(reserve={"ub1": "16KiB", "l2": "1MiB"}))
-    assert prog.notes == ["reserved 1048576 bytes of l2 at 0x300000"] + [f"reserved 16384 bytes of c{c}.ub1 at 0x4000" for c in range(4)]
+    assert [n for n in prog.notes if n.startswith("reserved")] == ["reserved 1048576 bytes of l2 at 0x300000"] + [f"reserved 16384 bytes of c{c}.ub1 at 0x4000" for c in range(4)]
 
 
 # ---- programs ------------------------------------------------------------------------------

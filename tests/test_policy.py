@@ -162,24 +162,24 @@ def test_max_tile_cuts_spatial_tiles():
     g, x = convs()
     chip = CHIPS["bm1684"]
     whole, rows = run(g, x, chip), run(g, x, chip, max_tile={"h": 4})
-    assert max(d.dst.shape[2] for d in stores_to(whole.program, "y")) == 32
+    assert max(d.dst.shape[2] for d in stores_to(whole.program, "y")) == 16  # the estimate's choice: two tiles pipeline
     assert max(d.dst.shape[2] for d in stores_to(rows.program, "y")) == 4
     assert len(stores_to(rows.program, "y")) == 8
-    assert len(rows.program) > 4 * len(whole.program)  # measured 192 against 34
+    assert len(rows.program) > 3 * len(whole.program)  # measured 192 against 48
     assert rows.stats.peak_bytes["lmem"] < whole.stats.peak_bytes["lmem"]
-    assert rows.cycles > whole.cycles  # measured 20,902 against 10,607
+    assert rows.cycles > whole.cycles  # measured 20,902 against 9,285
 
 
 def test_max_tile_limits_a_matrix_product_in_n_c_and_k():
     g, x = mlp()
     chip = CHIPS["generic"]
     free, capped = run(g, x, chip), run(g, x, chip, max_tile={"n": 8, "c": 32, "k": 32})
-    assert {i.dims() for i in instructions(free.program, "matrix")} == {(16, 32, 128), (16, 32, 64)}  # (M, K, N)
+    assert {i.dims() for i in instructions(free.program, "matrix")} == {(16, 64, 64)}  # (M, K, N): the estimate's choice
     assert {i.dims() for i in instructions(capped.program, "matrix")} == {(8, 32, 32)}
     # two blocks of 8 rows read every weight twice
-    assert capped.stats.ddr_read_bytes > 2 * free.stats.ddr_read_bytes  # measured 432,640 against 211,200
-    assert capped.stats.peak_bytes["lmem"] < free.stats.peak_bytes["lmem"]  # 12,288 against 45,056
-    assert capped.cycles > free.cycles  # 38,742 against 12,920
+    assert capped.stats.ddr_read_bytes > 1.8 * free.stats.ddr_read_bytes  # measured 432,640 against 227,584
+    assert capped.stats.peak_bytes["lmem"] < free.stats.peak_bytes["lmem"]  # 12,288 against 49,152
+    assert capped.cycles > free.cycles  # 38,742 against 11,628
 
 
 @pytest.mark.parametrize("output, knob, limits", [
@@ -208,14 +208,15 @@ def test_pinned_weights_live_on_chip_and_cost_no_ddr_reads(chip):
     g, x = mlp()
     chip = CHIPS[chip]
     pins = ("w0", "w1", "w2", "b0", "b1", "b2")
-    base, pinned = run(g, x, chip), run(g, x, chip, pinned=pins)
+    tiles = {"n": 16, "c": 128, "k": 64}  # the same tiling both ways (the estimate would tile each its own way)
+    base, pinned = run(g, x, chip, max_tile=tiles), run(g, x, chip, pinned=pins, max_tile=tiles)
     pinned_bytes = sum(g.constants[n].nbytes for n in pins)
     for name in pins:
         assert binding(pinned.program, name).region.mem == "lmem"
         assert binding(base.program, name).region.mem == "ddr"
         assert reads_from(pinned.program, binding(pinned.program, name).region)  # loaded from where they live
-    assert base.stats.ddr_read_bytes - pinned.stats.ddr_read_bytes >= pinned_bytes  # measured 211,200 -> 45,056
-    assert pinned.cycles < base.cycles  # generic 11,892 against 12,920; bm1684 11,634 against 13,334
+    assert base.stats.ddr_read_bytes - pinned.stats.ddr_read_bytes >= pinned_bytes  # measured bm1684 211,200 -> 45,056
+    assert pinned.cycles < base.cycles  # generic 10,740 against 11,628; bm1684 10,148 against 11,248
     assert base.stats.peak_bytes["ddr"] - pinned.stats.peak_bytes["ddr"] >= pinned_bytes
     assert pinned.stats.peak_bytes["lmem"] - base.stats.peak_bytes["lmem"] >= pinned_bytes
 
@@ -259,14 +260,14 @@ def test_reserve_takes_memory_out_of_planning():
     g, x = convs()
     chip = CHIPS["bm1684"]
     capacity = chip.memories["lmem"].capacity
-    reserved = capacity - 192 * 1024
+    reserved = capacity - 128 * 1024
     base, squeezed = run(g, x, chip), run(g, x, chip, reserve={"lmem": reserved})
-    assert squeezed.program.notes == [f"reserved {reserved} bytes of lmem at {capacity - reserved:#x}"]
+    assert [n for n in squeezed.program.notes if n.startswith("reserved")] == [f"reserved {reserved} bytes of lmem at {capacity - reserved:#x}"]
     assert all(b.addr + b.size <= capacity - reserved for b in squeezed.program.buffers if b.mem == "lmem")
     assert squeezed.stats.peak_bytes["lmem"] <= capacity - reserved < base.stats.peak_bytes["lmem"] + reserved
-    assert squeezed.stats.peak_bytes["lmem"] < base.stats.peak_bytes["lmem"]  # measured 163,840 against 172,032
-    assert len(squeezed.program) > 2 * len(base.program)  # smaller tiles: measured 96 instructions against 34
-    assert squeezed.cycles > base.cycles  # measured 12,683 against 10,607
+    assert squeezed.stats.peak_bytes["lmem"] < base.stats.peak_bytes["lmem"]  # measured 131,072 against 155,648
+    assert len(squeezed.program) > 2 * len(base.program)  # smaller tiles: measured 136 instructions against 48
+    assert squeezed.cycles > base.cycles  # measured 16,814 against 9,285
 
 
 def test_reserve_errors():
@@ -286,15 +287,16 @@ def test_reserve_errors():
 def test_local_intermediates_cut_ddr_traffic(chip):
     g, x = mlp()
     chip = CHIPS[chip]
-    ddr, local = run(g, x, chip), run(g, x, chip, intermediates="local")
+    tiles = {"n": 16, "c": 128, "k": 64}  # the same tiling both ways (the estimate would tile each its own way)
+    ddr, local = run(g, x, chip, max_tile=tiles), run(g, x, chip, intermediates="local", max_tile=tiles)
     passed = {b.name: b.mem for b in local.program.buffers if "/" not in b.name}
     assert len(passed) == 5 and set(passed.values()) == {"lmem"}  # 3 products and 2 relu results
     assert {b.mem for b in ddr.program.buffers if "/" not in b.name} == {"ddr"}
-    passed_bytes = (4 * 16 * 128 + 16 * 64) * 4  # each written to DDR once and read back once
-    assert ddr.stats.ddr_read_bytes - local.stats.ddr_read_bytes == passed_bytes  # 211,200 -> 174,336
+    passed_bytes = (4 * 16 * 128 + 16 * 64) * 4  # each written to DDR once and read back at least once
+    assert ddr.stats.ddr_read_bytes - local.stats.ddr_read_bytes >= passed_bytes  # bm1684 211,200 -> 174,336 (exactly)
     assert ddr.stats.ddr_write_bytes - local.stats.ddr_write_bytes == passed_bytes
-    assert local.cycles < ddr.cycles  # generic 11,592 against 12,920; bm1684 11,334 against 13,334
-    assert local.stats.peak_bytes["lmem"] > ddr.stats.peak_bytes["lmem"]
+    assert local.cycles < ddr.cycles  # generic 10,534 against 11,628; bm1684 9,648 against 11,248
+    assert local.stats.peak_bytes["lmem"] >= ddr.stats.peak_bytes["lmem"]  # bm1684: equal, the passed tensors fit beside the largest step
     assert local.stats.peak_bytes["ddr"] < ddr.stats.peak_bytes["ddr"]
 
 

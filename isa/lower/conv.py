@@ -20,17 +20,20 @@ one unit. Where the accumulator reaches the vector memory through shared memory 
 buffers are placed with the slots.
 """
 
+import math
 from copy import copy as shallow_copy
 
 import numpy as np
 
 from .. import dtypes
 from ..errors import OutOfMemoryError, UnsupportedError
-from ..instructions import Matmul, Region, Vector
+from ..instructions import Matmul, Region, Vector, dense
 from ..ops import REGISTRY
 from ..ops import quantized
 from ..ops.elementwise import In, Step
 from .alloc import shortfall
+from .emit import Buf
+from .estimate import Priced, Work, chain, tiled
 from .local import Tail
 from .pipeline import deal, run_units, step_budget
 from .route import copy, route
@@ -45,7 +48,7 @@ def lower_conv(ctx, group):
     plan.run()
 
 
-class _Plan:
+class _Plan(Priced):
     def __init__(self, ctx, group):
         self.ctx, self.em = ctx, ctx.em
         head = self.node = group.nodes[0]
@@ -82,6 +85,7 @@ class _Plan:
         self.result_key = "accv" if self.out_key == "acc" and cmem != self.vx.memory else self.out_key
         self.tail = Tail(ctx, group.nodes[1:], group.stores, self.out.shape, given={self.out.name})
         self.k = int(np.prod(self.kernel))
+        self._axes = {}  # (dimension, tile extent) -> _axis_classes' row
 
     # ---- offline constants ------------------------------------------------------------------
 
@@ -183,36 +187,101 @@ class _Plan:
         else:
             unit = self.mx.matrix
             limits += (self.ctx.policy.tile_limit("k", self.icg),)
-            choice = cheapest(shape, self.icg, (unit.n, unit.k), self._fits, self._estimate, limits)
+            choice = cheapest(shape, self.icg, (unit.n, unit.k), self._fits, self._schedule, limits)
             if choice and len(self.units) > 1:  # the output tile for the units; the block (the order of the sums) as for one
-                estimate = lambda t, tic: self._estimate(t, tic, len(self.units))  # noqa: E731
+                estimate = lambda t, tic: self._schedule(t, tic, len(self.units))  # noqa: E731
                 choice = cheapest(shape, self.icg, (unit.n, unit.k), self._fits, estimate, limits, [choice[1]])
         if choice is None:
             raise OutOfMemoryError(f"{self.node.name}: even a one-element output tile needs {shortfall(self.em.allocators, self._sizes((1,) * len(shape), 1))}")
+        if self.mx is not None:
+            cycles = self._schedule(*choice, len(self.units)).cycles()
+            self.em.notes.append(f"tiling {self.node.name}: output tile {'x'.join(map(str, choice[0]))}, {choice[1]} input channels a step: "
+                                 f"estimated {cycles:,.0f} cycles")
         return choice
 
-    def _estimate(self, tile, tic, units=1):
-        """The lowering's own estimate of the op's cycles with this tiling, to choose one: the
-        DMA's latency and the DDR bytes its steps move at its bandwidth (DDR's shared by the
-        units at work), the matrix unit's cycles for its products (DESIGN.md's matrix formula),
-        overlapped with double buffering, for the most tiles one of `units` gets, plus the
-        first load that nothing overlaps. The machine's costs (sim/engines) are what count."""
-        chip, unit = self.ctx.chip, self.mx.matrix
-        tiles = self.groups * int(np.prod([-(-n // t) for n, t in zip((self.out.shape[0], self.ocg) + self.out.shape[2:], tile)]))
-        busy = min(tiles, units)
-        blocks = -(-self.icg // tic)
-        step_bytes = sum(n for key, _, n in self._needs(tile, tic) if key in ("x", "w")) + self.tail.moved(tile) / blocks
-        engine, src, dst = route(chip, "ddr", self.mx.operand_memory("a"))[0]
-        bandwidth = min(chip.engines[engine].bandwidth, chip.memories[src].bandwidth / busy, chip.memories[dst].bandwidth)
-        latency = chip.engines[engine].latency + chip.memories[src].latency + chip.memories[dst].latency
-        m, k, n = tile[0] * int(np.prod(tile[2:])), tic * self.k, tile[1]
-        folds = -(-m // unit.m) * -(-n // unit.n)
-        compute = folds * (-(-k // unit.k) * unit.block_cycles.get(self.operand_dtype or self.weight[1], 1) + unit.fill_drain)
-        load = 2 * latency + step_bytes / bandwidth  # the input and the weight block, and the tail's share
-        steps = -(-tiles // units) * blocks
-        if self.ctx.policy.double_buffer:
-            return max(load, compute) * steps + load
-        return (load + compute) * steps
+    def _schedule(self, tile, tic, units=1):
+        """The Estimate (isa/lower/estimate.py) of this tiling: every output tile with its
+        input-channel blocks, on the busiest of `units` units."""
+        shape = (self.out.shape[0], self.ocg) + self.out.shape[2:]
+        return tiled(self._work, self._axis_classes(shape, tile), self.icg, tic, units, self.ctx.slots,
+                     self.result_key == "acc" and self.out.name in self.tail.stores, self.groups)
+
+    def _axis_classes(self, shape, tile):
+        """Per dimension of the output, a class per tile position in order: (start, extent)
+        and, along a spatial axis, what the tile reads there (count, buffer position, gaps):
+        tiles of one class in every dimension do the same work."""
+        out = []
+        for d, (n, t) in enumerate(zip(shape, tile)):
+            if (d, t) not in self._axes:
+                row = [(s, min(t, n - s)) for s in range(0, n, t)]
+                if d >= 2:
+                    row = [(s, e) + self.axes[d - 2].reads(s, e)[1:] for s, e in row]
+                kinds = {}
+                self._axes[d, t] = [kinds.setdefault(c[1:], c) for c in row]  # one start per class
+            out.append(self._axes[d, t])
+        return out
+
+    def _work(self, busy, kind, tic, first, last):
+        """The estimate.Work of one input-channel block of an output tile of class `kind`."""
+        starts, extents = tuple(c[0] for c in kind), tuple(c[1] for c in kind)
+        tn, toc, tos = extents[0], extents[1], extents[2:]
+        tail_load, tail_compute, tail_store = self.piece(busy, "tail", starts, extents) if first or last else ((), (), ())
+        load = self.piece(busy, "input", tn, tic, tos, tuple(c[2:] for c in kind[2:])) + self.piece(busy, "weight", toc, tic)
+        if first:
+            load += self.piece(busy, "bias", toc) + tail_load
+        product = self.piece(busy, "product", tn * math.prod(tos), tic, toc)
+        finish, store = (self.piece(busy, "finish", extents) + tail_compute, tail_store) if last else ((), ())
+        return Work(chain(load), product, chain(finish), chain(store))
+
+    def _price_input(self, price, tn, tic, tos, reads):
+        """An input tile's load (its window's fill where it reads padding) for an output tile of
+        spatial extents tos, reads the spatial axes' (count, buffer position, gaps)."""
+        vx, amem = self.vx, self.mx.operand_memory("a")
+        x_region = dense(amem, 0, self.x.dtype, (tn, tic) + tuple(a.extent(n) for a, n in zip(self.axes, tos)))
+        ops = []
+        if any(gaps for _, _, gaps in reads):  # the fill (load_window)
+            if amem == vx.memory:
+                ops.append(price.vector(vx.name, x_region.size, self.x.dtype, "copy"))
+            else:
+                near = route(self.ctx.chip, "ddr", amem)[-1][1]
+                ops += price.copy(Region(near, 0, self.x.dtype, x_region.shape, (0,) * len(x_region.shape)), x_region)
+        if all(count for count, _, _ in reads):
+            src = sub_region(self.ctx.home_region(self.x.name), (0,) * len(x_region.shape), (tn, tic) + tuple(r[0] for r in reads))
+            ops += price.copy(src, placed(x_region, self.axes, [(0,) + r for r in reads], 2))
+        if self.shifted:
+            ops.append(price.vector(vx.name, x_region.size, "int16", "copy"))
+            if all(count for count, _, _ in reads):
+                ops.append(price.vector(vx.name, tn * tic * math.prod(r[0] for r in reads), "int16", "sub"))
+        return tuple(ops)
+
+    def _price_weight(self, price, toc, tic):
+        w_buf = Buf("", self.mx.operand_memory("b"), 0, nbytes(self.weight[1], (toc, tic, self.k)))
+        src, _, dst, _ = self._weight_regions(w_buf, 0, (0, tic), toc, tic, False)
+        ops = price.copy(src, dst)
+        if self.shifted:
+            ops.append(price.vector(self.vx.name, toc * tic * self.k, "int16", "sub"))
+        return tuple(ops)
+
+    def _price_bias(self, price, toc):
+        if not self.bias:
+            return ()
+        return tuple(price.copy(dense(self.bias[0].mem, 0, self.bias[1], (toc,)), dense(self.vx.memory, 0, self.bias[1], (toc,))))
+
+    def _price_tail(self, price, starts, extents):
+        return tuple(tuple(ops) for ops in price.tail(self.tail, self.vx, starts, extents))
+
+    def _price_product(self, price, m, tic, toc):
+        return (price.matmul(self.mx.name, m, tic * self.k, toc, self.operand_dtype or self.x.dtype),) * (2 if self.asym else 1)
+
+    def _price_finish(self, price, extents):
+        """The accumulator's way to the vector memory and the epilogue."""
+        cmem, vmem = self.mx.operand_memory("c"), self.vx.memory
+        ops = []
+        if cmem != vmem:
+            for _ in range(2 if self.asym else 1):
+                ops += price.copy(dense(cmem, 0, self.acc_dtype, extents), dense(vmem, 0, self.acc_dtype, extents))
+        inputs = [self.acc_dtype] + ([self.bias[1]] if self.bias else []) + ([self.acc_dtype] if self.asym else [])
+        return tuple(ops + price.steps(self.vx.name, self.steps, inputs, self.out.dtype, self.temps, math.prod(extents)))
 
     # ---- emission ---------------------------------------------------------------------------
 
@@ -350,6 +419,10 @@ class _Plan:
         em.emit(self.vx.name, Vector("sub", ws_region, (w_region, kzp), "int64", op), reads=(io["w"],) + bufs, writes=(ws,))
 
     def _load_weight(self, w_buf, oc0, ch_in, toc, tic, depthwise):
+        copy(self.em, *self._weight_regions(w_buf, oc0, ch_in, toc, tic, depthwise), self.node.name)
+
+    def _weight_regions(self, w_buf, oc0, ch_in, toc, tic, depthwise):
+        """(source, destination) regions of a weight block's load into w_buf."""
         src_buf, dtype = self.weight
         full = src_buf.region(dtype, self.w.shape)
         nk = len(self.kernel)
@@ -362,7 +435,7 @@ class _Plan:
         else:  # [OC, IC/g, k...]
             src = sub_region(full, (oc0, ch_in[0] % self.icg) + (0,) * nk, (toc, tic) + tuple(self.kernel))
             dst = w_buf.region(dtype, (toc, tic) + tuple(self.kernel))
-        copy(self.em, src, src_buf, dst, w_buf, self.node.name)
+        return src, src_buf, dst, w_buf
 
     def _matmul(self, x_region, x_buf, w_buf, b, acc_region, acc, first):
         """acc (+)= the window view of the input, (n, outputs..., channels, kernel...), times b,

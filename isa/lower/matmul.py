@@ -7,27 +7,29 @@ double buffering; a transposed operand is read through strides by the DMA) and m
 an accumulator tile, accumulating after the first step. The integer family first takes its zero
 points off the loaded tiles (16-bit copies). After the last step the op's epilogue (bias,
 requantization, cast) runs as vector instructions and the result tile is stored. Tile sizes are
-the largest multiples of the matrix unit's m, n, k whose buffers fit, halving the dimension
-that is largest in units, from the policy's limits (M is "n", N is "c", K is "k").
+multiples of the matrix unit's m, n, k whose buffers fit, chosen by the lowering's estimate of
+the cycles (isa/lower/estimate.py), at most the policy's limits (M is "n", N is "c", K is "k").
 
 Output tiles are dealt among the units (each core's matrix engine with its vector engine), each
 tile with all its K steps on one unit; where the accumulator reaches the vector memory through
 shared memory, the staging buffers are placed with the slots (as in isa/lower/conv.py).
 """
 
+import math
 from copy import copy as shallow_copy
 
 import numpy as np
 
 from .. import dtypes
 from ..errors import OutOfMemoryError, UnsupportedError
-from ..instructions import Matmul, Region, Vector
+from ..instructions import Matmul, Region, Vector, dense
 from ..ops import REGISTRY
-from .alloc import align_up, shortfall
-from .pipeline import deal, run_units, step_budget
+from .alloc import shortfall
+from .estimate import Pricer, Work, chain, tiled
+from .pipeline import deal, run_units
 from .route import copy
 from .staging import stages
-from .tiling import broadcast_view, sub_region
+from .tiling import broadcast_view, halvings, least, sub_region
 from .vector_steps import emit_steps
 
 
@@ -82,6 +84,7 @@ class _Plan:
         # accumulator itself when the two share a dtype.
         self.acc_key = "acc" if self.mx.operand_memory("c") == self.vx.memory else "accv"
         self.out_key = self.acc_key if self.out.dtype == self.acc_dtype else "out"
+        self._works, self._pricers = {}, {}  # the estimate's Work of a step by kind, its Pricer by units at work (_work)
 
     # ---- views of the tensors where they live ----------------------------------------------
 
@@ -150,36 +153,68 @@ class _Plan:
     def _fits(self, tm, tn, tk):
         return all(self.em.allocators[m].fits(sizes) for m, sizes in self._sizes(tm, tn, tk).items())
 
-    def _step_bytes(self, tm, tn, tk):
-        return tm * tk * dtypes.itemsize(self.left.dtype) + tk * tn * dtypes.itemsize(self.right.dtype)
-
     def tiles(self):
-        """(tm, tn, tk): from the policy's limits, halve the dimension largest in matrix-unit
-        units until the buffers fit and a step loads no more than the pipeline's budget; then,
-        while there are fewer output tiles than units, halve tm or tn (K blocks, and so the
-        order of the sums, do not depend on the units)."""
+        """(tm, tn, tk): of the candidate sizes (from the policy's limits, halved, as multiples
+        of the matrix unit's m, n, k) whose buffers fit, the one of least estimated cycles
+        (isa/lower/estimate.py): larger tiles reload less (the left tile once per column block,
+        the right once per row block), smaller ones pipeline sooner and share out among the
+        units. tk is chosen as for one unit, so the order of the sums does not depend on the
+        units; then, with several, tm and tn for them."""
         unit = self.mx.matrix
-        tm, tn, tk = self.ctx.tile_limits((self.M, self.N, self.K), ("n", "c", "k"))
-        dims = {"m": [tm, unit.m], "n": [tn, unit.n], "k": [tk, unit.k]}
-        total = self._step_bytes(self.M, self.N, self.K) * int(np.prod(self.batch))
-        budget = step_budget(self.ctx, total, self.mx.operand_memory("a"))
-        size = lambda: (dims["m"][0], dims["n"][0], dims["k"][0])  # noqa: E731
-        while not self._fits(*size()) or (budget is not None and self._step_bytes(*size()) > budget):
-            shrinkable = {d: v[0] / v[1] for d, v in dims.items() if v[0] > v[1]}
-            if not shrinkable:
-                if self._fits(*size()):
-                    break
-                raise OutOfMemoryError(f"{self.node.name}: even a {unit.m}x{unit.n}x{unit.k} matrix tile needs {shortfall(self.em.allocators, self._sizes(*size()))}")
-            d = max(shrinkable, key=shrinkable.get)
-            dims[d][0] = align_up(-(-dims[d][0] // 2), dims[d][1])
-        outputs = lambda: int(np.prod(self.batch)) * -(-self.M // dims["m"][0]) * -(-self.N // dims["n"][0])  # noqa: E731
-        while outputs() < len(self.units):
-            shrinkable = {d: dims[d][0] / dims[d][1] for d in "mn" if dims[d][0] > dims[d][1]}
-            if not shrinkable:
-                break
-            d = max(shrinkable, key=shrinkable.get)
-            dims[d][0] = align_up(-(-dims[d][0] // 2), dims[d][1])
-        return size()
+        limits = self.ctx.tile_limits((self.M, self.N, self.K), ("n", "c", "k"))
+        sizes = [halvings(n, u) for n, u in zip(limits, (unit.m, unit.n, unit.k))]
+
+        def choose(ks, units):
+            fitting = [(tm, tn, tk) for tk in ks for tm in sizes[0] for tn in sizes[1] if self._fits(tm, tn, tk)]
+            return least((self._schedule(*t, units), -math.prod(t), t) for t in fitting)
+
+        choice = choose(sizes[2], 1)
+        if choice is None:
+            least_tile = (unit.m, unit.n, unit.k)
+            raise OutOfMemoryError(f"{self.node.name}: even a {'x'.join(map(str, least_tile))} matrix tile needs {shortfall(self.em.allocators, self._sizes(*least_tile))}")
+        if len(self.units) > 1:
+            choice = choose([choice[2]], len(self.units))
+        cycles = self._schedule(*choice, len(self.units)).cycles()
+        self.em.notes.append(f"tiling {self.node.name}: output tile {choice[0]}x{choice[1]}, K {choice[2]} a step: estimated {cycles:,.0f} cycles")
+        return choice
+
+    def _schedule(self, tm, tn, tk, units=1):
+        """The Estimate of this tiling: every output tile with its K blocks, on the busiest of
+        `units` units, batch by batch."""
+        axes = [[(t,)] * (n // t) + ([(n % t,)] if n % t else []) for n, t in ((self.M, tm), (self.N, tn))]
+        return tiled(self._work, axes, self.K, tk, units, self.ctx.slots,
+                     self.out_key == "acc", math.prod(self.batch))
+
+    def _work(self, busy, kind, tk, first, last):
+        """The estimate.Work of one K block of an output tile of kind ((tm,), (tn,))."""
+        key = (busy, kind, tk, first, last)
+        if key in self._works:
+            return self._works[key]
+        price = self._pricers.setdefault(busy, Pricer(self.ctx.chip, busy))
+        (tm,), (tn,) = kind
+        p, vx = self.node.params, self.vx
+        amem, bmem, cmem, vmem = (*(self.mx.operand_memory(r) for r in "abc"), vx.memory)
+        zero = (0,) * len(self.batch)
+        left = sub_region(self._matrix(self.left, zero, p.get("left_trans", False)), (0, 0), (tm, tk))
+        right = sub_region(self._matrix(self.right, zero, p.get("right_trans", False)), (0, 0), (tk, tn))
+        load = price.copy(left, dense(amem, 0, self.left.dtype, (tm, tk))) + price.copy(right, dense(bmem, 0, self.right.dtype, (tk, tn)))
+        if self.shifted:
+            load += [price.vector(vx.name, tm * tk, "int16", "sub"), price.vector(vx.name, tk * tn, "int16", "sub")]
+        if first and self.bias is not None:
+            load += price.copy(dense(self.bias[0].mem, 0, self.bias[1], (1, tn)), dense(vmem, 0, self.bias[1], (1, tn)))
+        passes = 2 if self.asym else 1
+        product = [price.matmul(self.mx.name, tm, tk, tn, self.operand_dtypes[0])] * passes
+        finish, store = [], []
+        if last:
+            if self.acc_key != "acc":
+                for _ in range(passes):
+                    finish += price.copy(dense(cmem, 0, self.acc_dtype, (tm, tn)), dense(vmem, 0, self.acc_dtype, (tm, tn)))
+            inputs = [self.acc_dtype] + ([self.bias[1]] if self.bias else []) + ([self.acc_dtype] if self.asym else [])
+            finish += price.steps(vx.name, self.steps, inputs, self.out.dtype, self.temps, tm * tn)
+            out = sub_region(self._matrix(self.out, zero, False), (0, 0), (tm, tn))
+            store = price.copy(dense(vmem, 0, self.out.dtype, (tm, tn)), out)
+        work = self._works[key] = Work(chain(load), chain(product), chain(finish), chain(store))
+        return work
 
     # ---- emission ---------------------------------------------------------------------------
 

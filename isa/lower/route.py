@@ -2,10 +2,21 @@
 
 A route is the shortest chain of DMA hops from one memory to another (ties go to the engine
 and link listed first in the chip YAML), so one lowering serves a two-level TPU (DDR -> local
-memory) and a multi-level AI core (GM -> L1 -> L0A) alike. Intermediate hops stage through a
-buffer placed for the transfer and released after it, or in buffers the caller placed (a
-template that copies a tile through shared memory every step places them with its slots, so
-cores do not reuse one another's staging addresses).
+memory) and a multi-level AI core (GM -> L1 -> L0A) alike. Intermediate hops stage through
+buffers the caller placed (a template that copies a tile through shared memory every step
+places them with its slots, so cores do not reuse one another's staging addresses), or through
+a buffer placed for the transfer and released after it, in one of STAGE_SLOTS slots.
+
+The slots are what lets a staged route pipeline. A stage is written by one hop and read by the
+next; a buffer placed where a released one lay inherits its accesses (isa/lower/emit.py), so
+were every transfer staged at the same address, the next transfer's first hop (an AI core's
+MTE2, DDR -> L1) would wait for this one's last hop (MTE1, L1 -> L0A) to empty it, and DDR
+would idle while MTE1 works. So each staged hop places STAGE_SLOTS buffers of the transfer's
+size side by side (as many as fit, at least one), stages in the one whose last write by the
+hop's engine is oldest and releases the others untouched: consecutive transfers through a
+memory take turns between addresses, and the first hop of one waits only for the last hop of
+the transfer STAGE_SLOTS before it, as in a double-buffered L1. Nothing stays placed between
+transfers, so the memory is free for whatever is placed next.
 
 On a chip of several cores, a core's memories are linked by its own DMA engines only, so a
 route to or from them runs on that core; a route between shared memories (DDR to DDR) runs on
@@ -49,13 +60,33 @@ def _route(chip, src, dst, core):
     return hops
 
 
+# Staging buffers a staged hop chooses from (module docstring): a template's step stages two
+# operands of different sizes (a product's left and right tiles), so each keeps two addresses.
+STAGE_SLOTS = 4
+
+
+def stage_buffer(em, mem, nbytes, name, engine):
+    """A buffer of nbytes in mem for a hop by `engine` to write and the next hop to read: of up
+    to STAGE_SLOTS placed side by side, the one `engine` wrote longest ago (or never); the
+    others are released untouched, so the memory holds one stage once the transfer is over."""
+    slots = [em.alloc(mem, nbytes, name)]
+    while len(slots) < STAGE_SLOTS and em.allocators[mem].fits([nbytes]):
+        slots.append(em.alloc(mem, nbytes, name))
+    stage = min(slots, key=lambda b: b.writes.get(engine, -1))
+    for b in slots:
+        if b is not stage:
+            em.release(b)
+    return stage
+
+
 def copy(em, src, src_buf, dst, dst_buf, op, core=None, stages=None):
     """Emit the DMA(s) moving region src (in src_buf) to region dst (in dst_buf): through a
-    staging buffer per intermediate hop, placed here or given in `stages` (one per hop)."""
+    staging buffer per intermediate hop, placed here (stage_buffer) or given in `stages` (one
+    per hop)."""
     hops = route(em.chip, src.mem, dst.mem, core)
     here, here_buf = src, src_buf
     for k, (engine, _, to) in enumerate(hops[:-1]):
-        stage = stages[k] if stages else em.alloc(to, here.nbytes, f"{op}/stage.{to}")
+        stage = stages[k] if stages else stage_buffer(em, to, here.nbytes, f"{op}/stage.{to}", engine)
         there = dense(to, stage.addr, here.dtype, here.shape)
         em.emit(engine, Dma(here, there, op), reads=(here_buf,), writes=(stage,))
         if here_buf is not src_buf and not stages:

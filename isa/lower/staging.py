@@ -3,7 +3,8 @@
 A route from DDR to DDR may pass through on-chip memories (where no engine copies DDR to DDR,
 as on an Ascend AI core: GM -> UB -> GM); each hop stages through a buffer placed for it
 (isa/lower/route.py). Chunks are boxes of the copy's iteration space (isa/lower/tiling.py),
-outer dimensions cut first, each as large as every memory on the way can hold at once.
+outer dimensions cut first, each as large as every memory on the way can hold twice over (the
+route's staging slots, so consecutive chunks pipeline).
 
 On a chip of several cores a copy may be spread: cut into at least a chunk per core (but no
 chunk smaller than a DMA moves in its own latency) and dealt among the cores, each moving its
@@ -66,10 +67,11 @@ def chunks(ctx, shape, needs, what, rows_whole=False, most=None):
 
 
 def staged_copy(ctx, op, src, src_buf, dst, dst_buf, spread=False):
-    """Copy region src to region dst (same shape), in chunks when the route stages; with
-    spread, dealt among the chip's cores."""
+    """Copy region src to region dst (same shape), in chunks when the route stages, each small
+    enough that every memory on the way holds two of them (so one chunk's first hop overlaps
+    the last chunk's last hop, isa/lower/route.py); with spread, dealt among the chip's cores."""
     cores = ctx.chip.cores if spread else 1
-    needs = held_whole(stages(ctx.chip, src.mem, dst.mem), dst.dtype)
+    needs = held_whole(stages(ctx.chip, src.mem, dst.mem) * 2, dst.dtype)
     most = None
     if cores > 1:
         share = max(dst.nbytes / cores, least_step(ctx, src.mem, dst.mem), dtypes.itemsize(dst.dtype))

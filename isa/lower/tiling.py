@@ -96,32 +96,49 @@ def halvings(n, unit):
     return out
 
 
+def splits(n, most=8):
+    """halvings(n, 1) and the extents that cut n into 3 to `most` tiles as equal as can be:
+    a row count such as 56 is best cut 8 x 7 or 7 x 8 rather than only in halves."""
+    return sorted(set(halvings(n, 1)) | {-(-n // k) for k in range(3, most + 1)}, reverse=True)
+
+
 def cheapest(shape, reduction, units, fits, cost, limits=None, blocks=None):
     """A (tile, reduction block) for an output of `shape` (batch, channels, spatial...) with a
-    reduction of `reduction`: of the candidates that fit, the one of least cost(tile, block).
+    reduction of `reduction`: of the candidates that fit, the one of least cost(tile, block),
+    an estimate (isa/lower/estimate.py; see `least`), ties to the larger tile.
     limits: the largest extent of each dimension and then of the reduction block (default: the
     shape and the reduction); blocks: the reduction blocks to try (default: halvings).
 
-    Candidates halve the batch, the channels (in multiples of units[0]), the first spatial
-    dimension and the reduction (in multiples of units[1]); other spatial dimensions stay whole
-    unless even a single row is too big, when choose_tile cuts them. More memory only adds
-    candidates, so it never raises the least cost."""
+    Candidates halve the batch, the channels (in multiples of units[0]) and the reduction (in
+    multiples of units[1]), and cut the first spatial dimension (splits); other spatial
+    dimensions stay whole unless even a single row is too big, when choose_tile cuts them. More
+    memory only adds candidates, so it never raises the least cost."""
     channel_unit, reduce_unit = units
     limits = tuple(shape) + (reduction,) if limits is None else limits
     found = []
     for tic in blocks or halvings(limits[-1], reduce_unit):
         for tn in halvings(limits[0], 1):
             for toc in halvings(limits[1], channel_unit):
-                for toh in (halvings(limits[2], 1) if len(shape) > 2 else [None]):
+                for toh in (splits(limits[2]) if len(shape) > 2 else [None]):
                     tile = (tn, toc) + ((toh,) + tuple(limits[3:-1]) if toh is not None else ())
                     if fits(tile, tic):
-                        found.append((cost(tile, tic), -int(np.prod(tile)) * tic, tile, tic))
+                        found.append((tile, tic))
                     elif toh == 1 and len(shape) > 3:  # a row too big: cut the rest of the spatial dims
                         cut = choose_tile(shape[3:], lambda rest: fits((tn, toc, 1) + tuple(rest), tic), limits[3:-1])
                         if cut:
-                            tile = (tn, toc, 1) + tuple(cut)
-                            found.append((cost(tile, tic), -int(np.prod(tile)) * tic, tile, tic))
-    if not found:
-        return None
-    _, _, tile, tic = min(found)
-    return tile, tic
+                            found.append(((tn, toc, 1) + tuple(cut), tic))
+    return least((cost(tile, tic), -int(np.prod(tile)) * tic, (tile, tic)) for tile, tic in found)
+
+
+def least(candidates):
+    """The choice of least estimate among (estimate, tie, choice), ties to the least `tie`; None
+    when there are none. An estimate has cycles() and a lower bound of them, bound(): only the
+    candidates whose bound is below the best estimate found so far are worked out."""
+    best = None
+    for bound, tie, estimate, choice in sorted(((e.bound(), tie, e, c) for e, tie, c in candidates), key=lambda x: x[:2]):
+        if best is not None and bound >= best[0]:
+            break
+        found = (estimate.cycles(), tie, choice)
+        if best is None or found[:2] < best[:2]:
+            best = found
+    return None if best is None else best[2]

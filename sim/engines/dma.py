@@ -1,6 +1,7 @@
 """DMA: N-d strided copies between linked memories, and gathers and scatters of indexed rows.
 
-cycles = latency + ceil(bytes_moved / bandwidth), where
+cycles = latency + ceil(bytes_moved / bandwidth) (the arithmetic is isa/costs.py's, which the
+lowering's estimate shares), where
 - latency is the engine's plus each endpoint memory's;
 - bytes_moved is the larger of the two sides, each side rounding every contiguous run of
   bytes up to its memory's burst (so strided and tiny transfers cost what they cost); a
@@ -15,35 +16,15 @@ import math
 
 import numpy as np
 
-from isa import dtypes
+from isa.costs import ports, side_bytes, transfer_bandwidth, transfer_bytes, transfer_latency
 from isa.errors import IndexRangeError
 from isa.instructions import IndexedDma, Region
-
-
-def runs(region):
-    """(number of contiguous runs, bytes per run) of the distinct elements a region touches
-    (its zero-stride dimensions left out)."""
-    dims = [(n, s) for n, s in zip(region.shape, region.strides) if s != 0 and n != 1]
-    size = 1
-    for n, _ in dims:
-        size *= n
-    run = 1
-    for n, stride in reversed(dims):
-        if stride != run:
-            break
-        run *= n
-    return size // run, run * dtypes.itemsize(region.dtype)
-
-
-def side_bytes(region, burst):
-    count, run = runs(region)
-    return count * (-(-run // burst) * burst)
 
 
 def bytes_moved(instr, chip):
     m = chip.memories
     if not isinstance(instr, IndexedDma):
-        return max(side_bytes(instr.src, m[instr.src.mem].burst), side_bytes(instr.dst, m[instr.dst.mem].burst))
+        return transfer_bytes(instr.src, instr.dst, m)
     t, k = instr.table, instr.index.shape[-1]
     p = len(instr.index.shape) - 2
     row = Region(t.mem, t.addr, t.dtype, t.shape[p + k:], t.strides[p + k:])  # one indexed row in the table
@@ -58,20 +39,17 @@ def _endpoints(instr):
 
 
 def latency(instr, chip, engine):
-    return engine.latency + sum(chip.memories[mem].latency for mem in _endpoints(instr))
+    return transfer_latency(engine, chip.memories, _endpoints(instr))
 
 
 def port_use(instr):
     """memory -> how many of the transfer's endpoints are in it."""
-    use = {}
-    for mem in _endpoints(instr):
-        use[mem] = use.get(mem, 0) + 1
-    return use
+    return ports(_endpoints(instr))
 
 
 def bandwidth(instr, chip, engine):
     """Uncontended bytes per cycle."""
-    return min([engine.bandwidth] + [chip.memories[m].bandwidth / n for m, n in port_use(instr).items()])
+    return transfer_bandwidth(engine, chip.memories, _endpoints(instr))
 
 
 def cycles(instr, chip, engine):

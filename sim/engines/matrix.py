@@ -1,24 +1,21 @@
 """The matrix unit: c = a @ b, or c += a @ b.
 
 cycles = issue_latency + ceil(M/m) * ceil(N/n) * (ceil(K/k) * block_cycles[dtype] + fill_drain)
-with dtype the left operand's. An R x C output-stationary systolic array is m=R, n=C, k=1,
+with dtype the left operand's (isa/costs.py, shared with the lowering's estimate). An R x C output-stationary systolic array is m=R, n=C, k=1,
 block_cycles=1, fill_drain=R+C-2, which is SCALE-Sim's published count
 folds * (K + R + C - 2) - 1 but for its final -1.
 
 Floats multiply and accumulate in float32; integers exactly, saturated to the accumulator.
 """
 
-import math
-
 import numpy as np
 
 from isa import dtypes
+from isa.costs import matmul_cycles
 
 
 def cycles(instr, unit, issue_latency):
-    M, K, N = instr.dims()
-    folds = math.ceil(M / unit.m) * math.ceil(N / unit.n)
-    return issue_latency + folds * (math.ceil(K / unit.k) * unit.block_cycles[instr.a.dtype] + unit.fill_drain)
+    return matmul_cycles(*instr.dims(), unit, instr.a.dtype, issue_latency)
 
 
 def execute(instr, memories):

@@ -1,18 +1,18 @@
 """The vector unit: element-wise functions over regions of its memory.
 
 cycles = issue_latency + ceil(elements / (lanes * per_lane[dtype])) * op_cycles[fn]
-where dtype is the widest operand's (the destination's on a tie) and op_cycles defaults to 1.
+where dtype is the widest operand's (the destination's on a tie) and op_cycles defaults to 1
+(isa/costs.py, shared with the lowering's estimate).
 
 Each function's meaning is a row of FNS, applied to operands already converted to the
 instruction's compute dtype; the result is stored with isa.dtypes.convert (saturation).
 Where IEEE gives an answer (x/0, sqrt of a negative, log 0) it is the answer, silently.
 """
 
-import math
-
 import numpy as np
 
 from isa import dtypes
+from isa.costs import vector_cycles
 from isa.instructions import REDUCTIONS, TABLE_OPERANDS
 
 FNS = {
@@ -75,8 +75,7 @@ def elements(instr):
 
 
 def cycles(instr, unit, issue_latency):
-    per_cycle = unit.lanes * unit.per_lane[cost_dtype(instr)]
-    return issue_latency + math.ceil(elements(instr) / per_cycle) * unit.op_cycles.get(instr.fn, 1)
+    return vector_cycles(elements(instr), cost_dtype(instr), instr.fn, unit, issue_latency)
 
 
 def execute(instr, memories):

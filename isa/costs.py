@@ -1,0 +1,69 @@
+"""The machine's cost arithmetic (DESIGN.md, "Cost formulas"), in one place for the two that
+need it: the simulator's engines (sim/engines) charge instructions with it, and the lowering's
+estimate (isa/lower/estimate.py) prices the tilings it chooses between with it.
+
+- DMA: latency + ceil(bytes_moved / bandwidth). bytes_moved is the larger of a transfer's two
+  sides, each rounding every contiguous run of bytes up to its memory's burst; latency is the
+  engine's plus each endpoint memory's; bandwidth is the least of the engine's and each
+  endpoint memory's, a memory used by several endpoints of one transfer shared among them.
+- matrix: issue_latency + ceil(M/m) * ceil(N/n) * (ceil(K/k) * block_cycles[dtype] + fill_drain).
+- vector: issue_latency + ceil(elements / (lanes * per_lane[dtype])) * op_cycles[fn].
+"""
+
+import math
+
+from . import dtypes
+
+
+def runs(region):
+    """(number of contiguous runs, bytes per run) of the distinct elements a region touches
+    (its zero-stride dimensions left out)."""
+    dims = [(n, s) for n, s in zip(region.shape, region.strides) if s != 0 and n != 1]
+    size = 1
+    for n, _ in dims:
+        size *= n
+    run = 1
+    for n, stride in reversed(dims):
+        if stride != run:
+            break
+        run *= n
+    return size // run, run * dtypes.itemsize(region.dtype)
+
+
+def side_bytes(region, burst):
+    """The bytes a DMA moves on one side of a transfer: every run rounded up to the burst."""
+    count, run = runs(region)
+    return count * (-(-run // burst) * burst)
+
+
+def transfer_bytes(src, dst, memories):
+    """bytes_moved of a copy from region src to region dst (memories: name -> chips Memory)."""
+    return max(side_bytes(src, memories[src.mem].burst), side_bytes(dst, memories[dst.mem].burst))
+
+
+def ports(endpoints):
+    """memory -> how many of a transfer's endpoints are in it."""
+    use = {}
+    for mem in endpoints:
+        use[mem] = use.get(mem, 0) + 1
+    return use
+
+
+def transfer_latency(engine, memories, endpoints):
+    return engine.latency + sum(memories[mem].latency for mem in endpoints)
+
+
+def transfer_bandwidth(engine, memories, endpoints):
+    """Uncontended bytes per cycle of a transfer touching `endpoints` (memory names)."""
+    return min([engine.bandwidth] + [memories[m].bandwidth / n for m, n in ports(endpoints).items()])
+
+
+def matmul_cycles(M, K, N, unit, dtype, issue_latency):
+    """One M x K by K x N product on a matrix unit, its operands of `dtype`."""
+    folds = math.ceil(M / unit.m) * math.ceil(N / unit.n)
+    return issue_latency + folds * (math.ceil(K / unit.k) * unit.block_cycles[dtype] + unit.fill_drain)
+
+
+def vector_cycles(elements, dtype, fn, unit, issue_latency):
+    """One element-wise function over `elements` elements, the widest operand of `dtype`."""
+    return issue_latency + math.ceil(elements / (unit.lanes * unit.per_lane[dtype])) * unit.op_cycles.get(fn, 1)

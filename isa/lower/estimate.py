@@ -1,0 +1,282 @@
+"""The lowering's estimate of a tiled op's cycles, to choose its tiling by (isa/lower/conv.py,
+isa/lower/matmul.py).
+
+A tiling is a run of pipeline steps (isa/lower/pipeline.py). A step loads its operands into a
+buffer slot and multiplies them; the last step of an output tile then finishes it (epilogue,
+fused tail) and stores it. Each part is a chain of operations (`Op`) on the chip's engines,
+priced as the machine prices them (`Pricer`, with isa/costs.py's arithmetic): a DMA transfer
+hop by hop along its route, its bytes rounded up to the bursts of its runs, its latency and the
+least bandwidth on the way; matrix and vector instructions by DESIGN.md's formulas with their
+issue latency.
+
+`Estimate` replays the steps in the order the pipeline emits them on in-order engine queues,
+with the waits the emitter infers (isa/lower/emit.py):
+- with double buffering step i+1's loads are emitted before step i's product, so the DMA
+  fetches ahead; a step's loads wait for the product that last read their slot (step
+  i - slots), a tile's first loads (the tail's operands, into the tile's slot) also for the
+  store of the tile `slots` before, and a load may name one more product it waits for (a
+  resident block's last reader);
+- a tile's first product waits for the tile `slots` before to be finished (or stored, where
+  the store reads the accumulator); stores queue behind the loads emitted before them;
+- DDR is one more queue: each transfer's bytes pass through it at its bandwidth (shared by the
+  units at work) once the transfer's latency is over, so engines moving data at once share it.
+The estimate is the makespan; `bound` is a lower bound of it (the busiest engine's or DDR's
+total), so a search (isa/lower/tiling.py, `least`) replays only the candidates that can still
+win. The machine's cycles are what count: tests/test_estimate.py holds the estimate to them.
+"""
+
+import collections
+import itertools
+import math
+from typing import NamedTuple
+
+from .. import dtypes
+from ..costs import matmul_cycles, ports, transfer_bandwidth, transfer_bytes, transfer_latency, vector_cycles
+from ..instructions import TABLE_OPERANDS, dense
+from ..ops.elementwise import OUT, In, Tmp
+from .local import _Load, _strided
+from .route import route
+
+
+class Op(NamedTuple):
+    engine: str
+    cycles: float  # the engine's time for it alone
+    lead: float = 0  # a transfer's latency, before its bytes reach DDR
+    ddr: float = 0  # cycles of DDR bandwidth its bytes take
+
+
+class Work(NamedTuple):
+    """A step's chains of Ops: load (into its slot), product (reads the slot), and on a tile's
+    last step finish (reads the accumulator) and store."""
+
+    load: tuple
+    product: tuple
+    finish: tuple = ()
+    store: tuple = ()
+
+
+def chain(ops):
+    """ops as a tuple, consecutive ones on one engine merged (they run back to back anyway)."""
+    out = []
+    for op in ops:
+        if out and out[-1].engine == op.engine:
+            last = out[-1]
+            out[-1] = Op(op.engine, last.cycles + op.cycles, last.lead if last.ddr else last.cycles + op.lead, last.ddr + op.ddr)
+        else:
+            out.append(op)
+    return tuple(out)
+
+
+class Pricer:
+    """Ops of instructions on a chip, DDR shared by `busy` units working at once. A search
+    prices the same transfers for many candidates, so copies are remembered by what their cost
+    depends on (not the addresses)."""
+
+    def __init__(self, chip, busy=1):
+        self.chip, self.memories = chip, chip.memories
+        self.ddr_rate = chip.memories["ddr"].bandwidth / busy
+        self._copies = {}
+
+    def copy(self, src, dst):
+        """The Ops of a copy from region src to region dst along its route: the first hop
+        reads src, the last writes dst, those between stage through dense buffers."""
+        key = (src.mem, src.dtype, src.shape, src.strides, dst.mem, dst.dtype, dst.shape, dst.strides)
+        if key not in self._copies:
+            self._copies[key] = self._copy(src, dst)
+        return list(self._copies[key])
+
+    def _copy(self, src, dst):
+        ops, here = [], src
+        hops = route(self.chip, src.mem, dst.mem)
+        for k, (name, a, b) in enumerate(hops):
+            there = dst if k == len(hops) - 1 else dense(b, 0, here.dtype, here.shape)
+            engine = self.chip.engines[name]
+            moved = transfer_bytes(here, there, self.memories)
+            lead = transfer_latency(engine, self.memories, (a, b))
+            cycles = lead + math.ceil(moved / transfer_bandwidth(engine, self.memories, (a, b)))
+            ddr = moved * ports((a, b)).get("ddr", 0) / self.ddr_rate
+            ops.append(Op(name, cycles, lead, ddr))
+            here = there
+        return ops
+
+    def matmul(self, engine, M, K, N, dtype):
+        e = self.chip.engines[engine]
+        return Op(engine, matmul_cycles(M, K, N, e.matrix, dtype, e.issue_latency))
+
+    def vector(self, engine, elements, dtype, fn):
+        e = self.chip.engines[engine]
+        return Op(engine, vector_cycles(elements, dtype, fn, e.vector, e.issue_latency))
+
+    def steps(self, engine, steps, inputs, out, temps, elements):
+        """The Ops of emit_steps (isa/lower/vector_steps.py) on tiles of `elements`: inputs,
+        out and temps the dtypes of In(i), OUT and Tmp(k); each instruction is priced in its
+        widest region operand's dtype, as the machine does."""
+        ops = []
+        for step in steps:
+            widths = [out if step.dst == OUT else temps[step.dst.index]]
+            tables = TABLE_OPERANDS.get(step.fn, ())
+            for i, o in enumerate(step.operands):
+                if i not in tables and isinstance(o, (In, Tmp)):
+                    widths.append(inputs[o.index] if isinstance(o, In) else temps[o.index])
+            ops.append(self.vector(engine, elements, max(widths, key=dtypes.itemsize), step.fn))
+        return ops
+
+    def tail(self, tail, engine, starts, extents):
+        """(loads, compute, stores) Ops of a layer group's Tail (isa/lower/local.py) on one
+        output tile: its operands' loads from their homes, its nodes' vector steps, its stores."""
+        graph, home = tail.graph, tail.ctx.home
+        loads, compute, stores = [], [], []
+        for key in tail.loads:
+            s, e, steps = key.node.box(key.index, starts, extents)
+            tensor = graph.tensors[key.tensor]
+            src = _strided(home[key.tensor], tensor, key.node.operand_shape(key.index), s, e, steps)
+            loads += self.copy(src, dense(engine.memory, 0, tensor.dtype, e))
+        elements = math.prod(extents)
+        for k, n in enumerate(tail.nodes):
+            source = [tail.source[k, i] for i in range(len(n.node.inputs))]
+            inputs = [graph.tensors[src.tensor if isinstance(src, _Load) else src].dtype for src in source]
+            compute += self.steps(engine.name, n.steps, inputs, n.out.dtype, n.temps, elements)
+        for t in tail.stores:
+            tensor = graph.tensors[t]
+            dst = _strided(home[t], tensor, tail.shape, starts, extents, (1,) * len(extents))
+            stores += self.copy(dense(engine.memory, 0, tensor.dtype, extents), dst)
+        return loads, compute, stores
+
+
+class Priced:
+    """A template's plan that prices its candidate tilings' steps (a mixin): `piece` remembers
+    the Ops of a part of a step by the extents it depends on, since a search meets the same
+    input tile, weight block or epilogue in many candidates. Pieces are methods named
+    `_price_<name>(pricer, *args)`."""
+
+    def piece(self, busy, name, *args):
+        cache = self.__dict__.setdefault("_pieces", {})
+        key = (busy, name) + args
+        if key not in cache:
+            pricers = self.__dict__.setdefault("_pricers", {})
+            if busy not in pricers:
+                pricers[busy] = Pricer(self.ctx.chip, busy)
+            cache[key] = getattr(self, "_price_" + name)(pricers[busy], *args)
+        return cache[key]
+
+
+class Estimate:
+    """The makespan of a run of steps (module docstring).
+
+    work(key): a step's Work; counts: key -> how many steps do it; sequence(): the steps in
+    order as (key, tile, first, last, after), tile numbering the unit's output tiles from 0,
+    first and last whether the step is its tile's first and last, after the index of an
+    earlier step whose product the step's loads wait for (or None)."""
+
+    def __init__(self, work, counts, sequence, slots, store_reads_acc=False):
+        self.works = {key: work(key) for key in counts}
+        self.counts, self.sequence = counts, sequence
+        self.slots, self.store_reads_acc = slots, store_reads_acc
+        self._cycles = None
+
+    def bound(self):
+        """A lower bound of the makespan: the busiest engine's total, or DDR's."""
+        busy = {"ddr": 0.0}
+        for key, n in self.counts.items():
+            for op in (op for part in self.works[key] for op in part):
+                busy[op.engine] = busy.get(op.engine, 0.0) + n * op.cycles
+                busy["ddr"] += n * op.ddr
+        return max(busy.values())
+
+    def cycles(self):
+        if self._cycles is None:
+            self._cycles = self._replay()
+        return self._cycles
+
+    def _replay(self):
+        free, ddr = {}, 0.0
+
+        def run(ops, t):
+            nonlocal ddr
+            for engine, cycles, lead, need in ops:
+                start = free.get(engine, 0.0)
+                if t > start:
+                    start = t
+                end = start + cycles
+                if need:
+                    ddr = max(ddr, start + lead) + need
+                    end = max(end, ddr)
+                free[engine] = t = end
+            return t
+
+        works, slots = self.works, self.slots
+        seq = list(self.sequence())
+        loaded, product, finished, stored = [0.0] * len(seq), [0.0] * len(seq), {}, {}
+
+        def load(i):
+            key, tile, first, _, after = seq[i]
+            ready = product[i - slots] if i >= slots else 0.0
+            if first and tile >= slots:
+                ready = max(ready, stored[tile - slots])
+            if after is not None:
+                ready = max(ready, product[after])
+            loaded[i] = run(works[key].load, ready)
+
+        double = slots > 1
+        if double and seq:
+            load(0)
+        for i, (key, tile, first, last, _) in enumerate(seq):
+            if not double:
+                load(i)
+            elif i + 1 < len(seq):
+                load(i + 1)
+            ready = loaded[i]
+            if first and tile >= slots:
+                ready = max(ready, (stored if self.store_reads_acc else finished)[tile - slots])
+            work = works[key]
+            product[i] = run(work.product, ready)
+            if last:
+                finished[tile] = run(work.finish, product[i])
+                stored[tile] = run(work.store, finished[tile])
+        return max(free.values(), default=0.0)
+
+
+
+def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, repeat=1):
+    """The Estimate of a tiled op's steps on the first (busiest) of `units` units, the output
+    tiles dealt among them in runs of consecutive ones (isa/lower/pipeline.deal).
+
+    axes: per dimension of the output, a class per tile position in order (tiles of one class
+    in every dimension do the same work); repeat: how many times the whole grid of tiles is
+    walked (groups, batch), outermost; each tile walks a reduction of `reduction` in blocks of
+    `block`; work(busy, kind, block, first, last): the Work of one step, kind the tuple of the
+    tile's classes, busy the units at work (they share DDR)."""
+    count = repeat * math.prod(len(a) for a in axes)
+    busy = min(count, units)
+    blocks = -(-reduction // block)
+    edge = reduction - (blocks - 1) * block
+
+    def part(k):
+        return (edge if k == blocks - 1 else block, k == 0, k == blocks - 1)
+
+    # the parts of a tile's walk: its first and last block, and those between (all whole)
+    parts = collections.Counter({part(0): 1})
+    parts[part(blocks - 1)] += blocks > 1
+    if blocks > 2:
+        parts[part(1)] += blocks - 2
+
+    def tiles():
+        return (c[1:] for c in itertools.islice(itertools.product(range(repeat), *axes), -(-count // units)))
+
+    if units > 1:
+        mine = collections.Counter(tiles())
+    else:  # the classes per dimension combined in every way, without walking every tile
+        per_axis = [collections.Counter(a) for a in axes]
+        mine = {kind: repeat * math.prod(c[k] for c, k in zip(per_axis, kind)) for kind in itertools.product(*per_axis)}
+    counts = collections.Counter()
+    for kind, n in mine.items():
+        for p, m in parts.items():
+            counts[(kind,) + p] += n * m
+
+    def sequence():
+        for t, kind in enumerate(tiles()):
+            for k in range(blocks):
+                p = part(k)
+                yield (kind,) + p, t, p[1], p[2], None
+
+    return Estimate(lambda key: work(busy, *key), counts, sequence, slots, store_reads_acc)
