@@ -9,8 +9,17 @@ from .graph import Graph, Node, Tensor
 from .lower import Policy, lower
 from .program import Binding, Buffer, Program
 
+
+def from_onnx(model, values=None, shapes=None, name=None):
+    """An ONNX model (a path or an onnx.ModelProto) as a Graph; see isa/onnx/importer.py.
+    (Imported on first use: the onnx package takes a moment to load.)"""
+    from .onnx import from_onnx as load
+
+    return load(model, values=values, shapes=shapes, name=name)
+
+
 __all__ = [
     "Binding", "Buffer", "ConfigError", "DeadlockError", "Graph", "GraphError", "IndexRangeError", "InputError", "Node",
     "OutOfMemoryError", "Policy", "Program", "ProgramError", "ShapeError", "SimError", "Tensor",
-    "UnsupportedError", "dtypes", "lower", "ops",
+    "UnsupportedError", "dtypes", "from_onnx", "lower", "ops",
 ]

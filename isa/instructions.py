@@ -83,7 +83,7 @@ REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
 # `op_cycles` may price each one. "custom.<name>" runs a user-registered op (isa.ops.custom).
 SCALAR_FNS = (
     "arg", "topk", "sort", "argsort", "masked_select", "index_select", "where", "nms",
-    "sequence", "linspace", "random_uniform", "random_normal",
+    "sequence", "linspace", "random_uniform", "random_normal", "non_max_suppression",
 )
 CUSTOM_PREFIX = "custom."
 # Operands read whole rather than element-wise: fn -> operand positions.

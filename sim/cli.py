@@ -2,6 +2,9 @@
 
     npusim run GRAPH.yaml --chip bm1684 [--mode timing] [--inputs in.npz] [--outputs out.npz]
                           [--trace run.json] [--plots DIR] [--csv DIR] [--program prog.txt] [--set KEY=VALUE ...]
+    npusim run MODEL.onnx --chip bm1684 [--inputs in.npz] [--seed N] ...
+                          an ONNX model (isa.from_onnx); without --inputs, random inputs of each
+                          input's shape and dtype drawn with --seed
     npusim report run.json [--csv DIR] [--top N]     summary and per-op table of a saved trace
     npusim compare A.json B.json [--top N]           two saved runs side by side
     npusim sweep GRAPH.yaml --chip bm1684 --grid KEY=V1,V2,... [--grid ...] [--jobs N] [--mode timing|functional] [--out DIR]
@@ -21,8 +24,9 @@ import chips
 import isa
 import traces
 from isa import graphfile
-from isa.lower.check import describe
 from isa.errors import ConfigError, InputError, SimError
+from isa.graphfile import GraphFile
+from isa.lower.check import describe
 
 from .peaks import peak_ops
 from .run import configure, execute
@@ -41,11 +45,13 @@ def main(argv=None):
 def _parser():
     p = argparse.ArgumentParser(prog="npusim", description="Cycle-approximate NPU/TPU simulator: exact numbers, cycles and traces.")
     sub = p.add_subparsers(required=True, metavar="COMMAND")
-    run = sub.add_parser("run", help="simulate a graph file on a chip")
-    run.add_argument("graph", help="graph YAML file (see examples/)")
+    run = sub.add_parser("run", help="simulate a graph file or an ONNX model on a chip")
+    run.add_argument("graph", help="graph YAML file (see examples/) or ONNX model (.onnx)")
     run.add_argument("--chip", default="generic", help="shipped chip name or chip YAML path (default: generic)")
     run.add_argument("--mode", choices=("functional", "timing"), default="functional")
-    run.add_argument("--inputs", help=".npz with one array per graph input (default: the graph file's random inputs)")
+    run.add_argument("--inputs", help=".npz with one array per graph input (default: the graph file's random inputs; "
+                                      "for an ONNX model, random inputs drawn with --seed)")
+    run.add_argument("--seed", type=int, default=0, help="seed of an ONNX model's random inputs (default: 0)")
     run.add_argument("--outputs", help="write the outputs to this .npz")
     run.add_argument("--trace", help="write a Chrome/Perfetto trace JSON here")
     run.add_argument("--plots", help="write timeline.png, memory.png, bandwidth.png and roofline.png into this folder")
@@ -98,16 +104,73 @@ def _inputs(args, gf):
         if missing:
             raise InputError(f"no value for input(s) {', '.join(missing)}: pass --inputs FILE.npz, give them a random: spec in the graph file, or use --mode timing")
         return gf.defaults
+    given = _read_npz(args.inputs)
+    return gf.rename(given) if hasattr(gf, "rename") else given
+
+
+def _read_npz(path):
     try:
-        with np.load(args.inputs) as data:
+        with np.load(path) as data:
             return {k: data[k] for k in data.files}
     except (OSError, ValueError) as exc:
-        raise InputError(f"--inputs {args.inputs}: cannot read ({exc})") from None
+        raise InputError(f"--inputs {path}: cannot read ({exc})") from None
+
+
+class OnnxGraph(GraphFile):
+    """An ONNX model as the graph `run` simulates: inputs a shape depends on (a Reshape's shape
+    fed as an input) take their values from --inputs when the graph is built; the others are
+    run inputs, from --inputs by their ONNX names, or random (normal floats, integers in
+    [0, 10), bools) drawn with --seed."""
+
+    def __init__(self, args):
+        from isa.onnx import from_onnx, load, static_inputs, tensor_name
+
+        model, _ = load(args.graph)
+        given = _read_npz(args.inputs) if args.inputs else {}
+        names = {i.name for i in model.graph.input} - {t.name for t in model.graph.initializer}
+        unknown = sorted(set(given) - names)
+        if unknown:
+            raise InputError(f"--inputs {args.inputs}: {', '.join(unknown)} is not an input of {args.graph} (inputs: {', '.join(sorted(names))})")
+        needed = static_inputs(model)
+        missing = [n for n in needed if n not in given]
+        if missing:
+            raise InputError(f"{args.graph}: input(s) {', '.join(missing)} decide shapes in the model, so their values are needed "
+                             "when the graph is built: give them in --inputs FILE.npz")
+        shapes = {n: a.shape for n, a in given.items() if n not in needed and a.ndim}
+        graph = from_onnx(model, values={n: given[n] for n in needed}, shapes=shapes)
+        self.names = {n: tensor_name(n) for n in names if n not in needed}
+        rng = np.random.default_rng(args.seed)
+        defaults = {name: _random(rng, graph.tensors[name].shape, graph.tensors[name].dtype) for name in graph.inputs}
+        super().__init__(graph, defaults)
+
+    def rename(self, given):
+        """--inputs arrays by the graph's input names (an ONNX scalar as its (1,) tensor)."""
+        out = {}
+        for onnx_name, array in given.items():
+            name = self.names.get(onnx_name, onnx_name)
+            if name in self.graph.inputs:
+                out[name] = array.reshape(self.graph.tensors[name].shape) if array.ndim == 0 else array
+        return out
+
+
+def _random(rng, shape, dtype):
+    np_dtype = isa.dtypes.np_dtype(dtype)
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(bool)
+    if isa.dtypes.is_int(dtype):
+        return rng.integers(0, 10, shape).astype(np_dtype)
+    return rng.standard_normal(shape).astype(np_dtype)
+
+
+def _load(args):
+    if Path(args.graph).suffix.lower() == ".onnx":
+        return OnnxGraph(args)
+    return graphfile.load(args.graph)
 
 
 def _run(args):
     chip, policy = configure(args.chip, _overrides(args.set))  # policy.KEY=VALUE sets a placement knob, any other key a chip field
-    gf = graphfile.load(args.graph)
+    gf = _load(args)
     program = isa.lower(gf.graph, chip, policy)
     if args.program:
         _write(args.program, lambda p: Path(p).write_text(program.to_text()))

@@ -23,6 +23,7 @@ from .masked_fill import masked_fill
 from .matrix import fc_int, matrix_mul, matrix_mul_v2
 from .movement import broadcast, concat, extract, extract_v2, interleave, permute, repeat, split, tile
 from .norm import batch_norm
+from .onnx_nms import non_max_suppression
 from .pad import batch_to_space, pad, pad_v2, space_to_batch
 from .pool import pool, pool3d_int, pool_int
 from .resample import interpolate, upsample

@@ -1,0 +1,261 @@
+"""What a mapping works with: the graph under construction and the values of the ONNX model.
+
+An ONNX value is either a Tensor of the graph (an input, a constant, an op's output) or a
+numpy array the importer knows at import time (an initializer, a Constant, a shape and what
+is computed from shapes alone; see fold.py). A known array becomes a graph constant the first
+time an op needs it as an operand (`tensor`).
+
+npusim tensors have at least one dimension: an ONNX scalar (rank 0) is a tensor of shape (1,)
+that the builder remembers as rank 0, so ONNX shapes (`shape`) stay exact for the mappings that
+care (Gather with a scalar index, Unsqueeze, MatMul of vectors).
+"""
+
+import re
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+from .. import dtypes, ops
+from ..errors import GraphError, ShapeError, UnsupportedError
+from ..graph import Graph
+
+DTYPES = {
+    TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16", TensorProto.BFLOAT16: "bfloat16",
+    TensorProto.INT8: "int8", TensorProto.INT16: "int16", TensorProto.INT32: "int32", TensorProto.INT64: "int64",
+    TensorProto.UINT8: "uint8", TensorProto.UINT16: "uint16", TensorProto.UINT32: "uint32", TensorProto.BOOL: "bool",
+}
+ONNX_TYPES = {v: k for k, v in DTYPES.items()}
+
+CEIL_POOLS = ("MaxPool", "AveragePool", "LpPool")
+_BAD = re.compile(r"[^A-Za-z0-9_.:/-]")
+
+
+def dtype_of(elem_type, what):
+    """The npusim dtype of an ONNX element type, or an UnsupportedError naming `what`."""
+    if elem_type not in DTYPES:
+        name = TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else str(elem_type)
+        raise UnsupportedError(f"{what}: ONNX type {name} has no npusim dtype (npusim has {', '.join(dtypes.NAMES)})")
+    return DTYPES[elem_type]
+
+
+def tensor_name(onnx_name):
+    """The npusim name of an ONNX value name: characters a graph name may not hold become '_',
+    and a name not starting with a letter or '_' gets a 't_' prefix ("0" -> "t_0")."""
+    name = _BAD.sub("_", onnx_name) or "t"
+    return name if re.match(r"[A-Za-z_]", name) else f"t_{name}"
+
+
+class Rank0:
+    """A mapping's output that ONNX makes a scalar (rank 0): the tensor holds its one value."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+
+class ImportGraph(Graph):
+    """A Graph whose ops get names from the ONNX node being imported ("conv1", "conv1/add"), so
+    traces and per-op tables speak of the model's own nodes: the node's first op that runs an
+    instruction takes its name, views and the rest get "<node>/<op>"."""
+
+    prefix = None
+    VIEWS = ("reshape", "squeeze", "expand_dims")
+
+    def _fresh(self, op):
+        if self.prefix is None:
+            return super()._fresh(op)
+        taken = self.prefix in self.tensors or self.prefix in self._node_names
+        base = self.prefix if not taken and op not in self.VIEWS else f"{self.prefix}/{op}"
+        name, k = base, 0
+        while name in self.tensors or name in self._node_names:
+            k += 1
+            name = f"{base}_{k}"
+        return name
+
+
+class Builder:
+    def __init__(self, graph, opset, inferred):
+        self.g = graph
+        self.opset = opset
+        self.inferred = inferred  # ONNX value name -> (shape tuple or None, elem type or None)
+        self.tensors = {}  # ONNX value name -> Tensor
+        self.values = {}  # ONNX value name -> numpy array known at import time
+        self.rank0 = set()  # names of ONNX scalars held by tensors of shape (1,)
+        self.node = None
+        self.index = 0
+
+    # ---- the node being mapped ---------------------------------------------------------------
+
+    def where(self):
+        n = self.node
+        label = n.name or (n.output[0] if n.output else f"#{self.index}")
+        return f"node {label} ({n.op_type})"
+
+    def error(self, message, cls=UnsupportedError):
+        return cls(f"{self.where()}: {message}")
+
+    def reject(self, attr, value, why=""):
+        """The error for an attribute value npusim cannot express."""
+        return UnsupportedError(f"{self.where()}: attribute {attr}={value!r} is not supported" + (f" ({why})" if why else ""))
+
+    def attr(self, name, default=None):
+        for a in self.node.attribute:
+            if a.name == name:
+                value = helper.get_attribute_value(a)
+                if isinstance(value, bytes):
+                    return value.decode()
+                if a.type == a.TENSOR:
+                    return numpy_helper.to_array(value)
+                return value
+        return default
+
+    def has(self, i):
+        return i < len(self.node.input) and self.node.input[i] != ""
+
+    def input_name(self, i):
+        return self.node.input[i]
+
+    @property
+    def count(self):
+        """How many inputs the node gives (optional ones left out at the end do not count)."""
+        return len(self.node.input)
+
+    # ---- values -------------------------------------------------------------------------------
+
+    def _name(self, ref):
+        return self.node.input[ref] if isinstance(ref, int) else ref
+
+    def known(self, ref):
+        """The value of an input (its position or ONNX name) when known at import time, else None."""
+        name = self._name(ref)
+        if name in self.values:
+            return self.values[name]
+        if name in self.tensors:
+            value = self.g.known(self.tensors[name])
+            if value is not None and name in self.rank0:
+                return value.reshape(())
+            return value
+        return None
+
+    def static(self, i, what):
+        """An input whose value the graph needs when it is built."""
+        value = self.known(i)
+        if value is None:
+            raise self.error(f"input {i} ({what}, {self.node.input[i]!r}) must be known when the graph is built (an initializer, "
+                             "a Constant or computed from shapes): memory is planned before the run; give a graph input's value "
+                             "with from_onnx(..., values={name: array})")
+        return value
+
+    def tensor(self, ref):
+        """An input as a Tensor of the graph (a known value becomes a constant)."""
+        name = self._name(ref)
+        if name in self.tensors:
+            return self.tensors[name]
+        if name not in self.values:
+            raise GraphError(f"{self.where()}: input {name!r} is not produced by any earlier node, initializer or graph input")
+        array = self.values[name]
+        if array.size == 0:
+            raise self.error(f"value {name!r} is empty (shape {array.shape}); npusim tensors have at least one element")
+        t = self.g.constant(self.unique(tensor_name(name)), array)
+        self.tensors[name] = t
+        if array.ndim == 0:
+            self.rank0.add(name)
+        return t
+
+    def shape(self, ref):
+        """The ONNX shape of an input (() for a scalar)."""
+        name = self._name(ref)
+        if name in self.values:
+            return tuple(self.values[name].shape)
+        if name in self.tensors:
+            return () if name in self.rank0 else self.tensors[name].shape
+        raise GraphError(f"{self.where()}: input {name!r} is not produced by any earlier node, initializer or graph input")
+
+    def rank(self, ref):
+        return len(self.shape(ref))
+
+    def dtype(self, ref):
+        name = self._name(ref)
+        if name in self.values:
+            return dtypes.of_array(self.values[name], name) if self.values[name].dtype.kind != "O" else "object"
+        return self.tensor(name).dtype
+
+    def unique(self, base):
+        name, k = base, 0
+        while name in self.g.tensors:
+            k += 1
+            name = f"{base}_{k}"
+        return name
+
+    def const(self, array, dtype=None):
+        """A fresh constant tensor."""
+        array = np.asarray(array)
+        return self.g.constant(self.unique(f"{self.g.prefix or 'const'}/c"), array, dtype)
+
+    # ---- helpers the mappings share ---------------------------------------------------------
+
+    def reshape(self, t, shape):
+        shape = tuple(int(d) for d in shape) or (1,)
+        return t if t.shape == shape else ops.reshape(t, shape)
+
+    def bcast(self, *ts):
+        """Tensors brought to one rank (numpy's rule: leading 1s), as the element-wise ops need."""
+        rank = max(len(t.shape) for t in ts)
+        return [self.reshape(t, (1,) * (rank - len(t.shape)) + t.shape) for t in ts]
+
+    def full(self, value, dtype, rank):
+        """A one-element constant of `dtype` shaped (1,) * rank, to broadcast against a tensor."""
+        return self.const(np.full((1,) * max(rank, 1), value, dtypes.np_dtype(dtype)))
+
+    def cast(self, t, dtype):
+        """t converted to dtype as ONNX's Cast does: a float becomes an integer by truncation
+        (toward zero), anything becomes a bool by comparison with 0. Integers saturate."""
+        if t.dtype == dtype:
+            return t
+        if dtype == "bool":
+            return ops.nes(t, 0, out_dtype="bool")
+        if dtypes.is_float(t.dtype) and not dtypes.is_float(dtype):
+            return ops.condition_select(t, ops.floor(t), ops.ceil(t), out_dtype=dtype)
+        return ops.cast(t, out_dtype=dtype)
+
+    # ---- outputs ------------------------------------------------------------------------------
+
+    def set_outputs(self, outs):
+        node = self.node
+        outs = list(outs) + [None] * (len(node.output) - len(outs))
+        for name, value in zip(node.output, outs):
+            if not name:
+                continue
+            if value is None:
+                raise self.error(f"output {name!r} is not produced by npusim's mapping of {node.op_type}")
+            scalar = isinstance(value, Rank0)
+            if scalar:
+                value = value.tensor
+            if isinstance(value, np.ndarray) or np.isscalar(value):
+                value = np.asarray(value)
+                self.values[name] = value
+                self._check(name, value.shape, value.dtype)
+                continue
+            self.tensors[name] = value
+            inferred = self.inferred.get(name, (None, None))[0]
+            if scalar or (inferred == () and value.shape == (1,)):
+                if value.size != 1:
+                    raise self.error(f"output {name!r} should be a scalar, got shape {value.shape}", ShapeError)
+                self.rank0.add(name)
+            self._check(name, self.shape(name), dtypes.np_dtype(value.dtype), value.bounded)
+
+    def _check(self, name, shape, np_dtype, bounded=False):
+        """Our output against ONNX's shape inference: a mismatch is a bug to report, never a
+        number to return. A data-sized output's shape is an upper bound."""
+        inferred, elem = self.inferred.get(name, (None, None))
+        static = inferred is not None and all(isinstance(d, int) for d in inferred)
+        if self.node.op_type in CEIL_POOLS and self.attr("ceil_mode", 0):
+            # ONNX's shape inference (1.22) keeps a last window that starts in the end padding,
+            # which the operator's definition, its reference and onnxruntime drop: ours follow them
+            static = static and len(inferred) != len(shape)
+        if bounded:
+            static = static and (len(inferred) != len(shape) or any(d > s for d, s in zip(inferred, shape)))
+        if static and (bounded or tuple(inferred) != tuple(shape)):
+            raise self.error(f"output {name!r}: npusim's mapping gives shape {tuple(shape)}, ONNX shape inference {tuple(inferred)}",
+                             ShapeError)
+        if elem in DTYPES and np.dtype(np_dtype) != dtypes.np_dtype(DTYPES[elem]):
+            raise self.error(f"output {name!r}: npusim's mapping gives {np.dtype(np_dtype)}, ONNX says {DTYPES[elem]}", GraphError)

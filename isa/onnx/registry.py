@@ -1,0 +1,48 @@
+"""The table of ONNX op types the importer maps: op type -> Mapping.
+
+Each op family registers its mappings from its own module with `@onnx_op(...)`; a mapping is a
+function `(builder, node) -> outputs` that adds npusim ops to the graph under construction (see
+isa/onnx/builder.py) and returns one value per ONNX output, in order: a Tensor, or a numpy
+array when the value is known at import time (a folded shape computation).
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mapping:
+    fn: Callable  # (Builder, onnx NodeProto) -> list of outputs
+    static: tuple = ()  # input positions whose values must be known when the graph is built
+    fold: Callable = None  # (Builder, node, arrays) -> outputs, when every input is known (see fold.py)
+
+
+OPS = {}  # ONNX op type -> Mapping
+
+
+def onnx_op(*op_types, static=()):
+    """Register the decorated function as the mapping of each of `op_types`. `static` names the
+    input positions whose values the graph needs when it is built (a Reshape's shape, a Slice's
+    starts): memory is planned before the run, so shapes cannot wait for data."""
+
+    def register(fn):
+        for op_type in op_types:
+            if op_type in OPS:
+                raise ValueError(f"ONNX op {op_type} mapped twice")
+            OPS[op_type] = Mapping(fn, tuple(static))
+        return fn
+
+    return register
+
+
+def folds(*op_types):
+    """Register the decorated function as the import-time folding of each of `op_types`: used
+    only when every input's value is known and the result is index arithmetic (see fold.py)."""
+
+    def register(fn):
+        for op_type in op_types:
+            mapping = OPS[op_type]
+            OPS[op_type] = Mapping(mapping.fn, mapping.static, fn)
+        return fn
+
+    return register
