@@ -18,11 +18,11 @@ import argparse
 import csv
 from dataclasses import dataclass
 
-import chips
 import isa
 import sim
 from isa.lower.fusion import groups
 from resnet50 import resnet50
+from sim.run import configure
 
 SOURCE = "sophgo/sophon-demo sample/ResNet/README.md @ 04d1ec7f, section 7.1 (hardware-facts.md 2.5)"
 PRECISIONS = {"FP32": "float32", "FP16": "float16", "INT8": "int8"}
@@ -77,9 +77,8 @@ def floor_bytes(graph, chip, policy):
 
 def simulate(published, overrides=None):
     """The Row of a published figure: ResNet-50 at its precision and batch on its chip."""
-    chip = chips.load(published.sim_chip, overrides=overrides)
+    chip, policy = configure(published.sim_chip, overrides or {})  # chip fields, and policy. keys for the placement policy
     graph = resnet50(PRECISIONS[published.precision], batch=published.batch)
-    policy = isa.Policy()
     res = sim.execute(isa.lower(graph, chip, policy), chip, mode="timing")
     s = res.stats
     ddr_per_ms = chip.memories["ddr"].bandwidth * chip.clock_hz / 1e3
@@ -121,7 +120,7 @@ def write_csv(rows, path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chip", action="append", help="only this shipped chip's rows (repeatable)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a chip override, as npusim run --set")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a chip or policy override, as npusim run --set")
     parser.add_argument("--csv", help="write the table as CSV here")
     parser.add_argument("--markdown", help="write the table as a markdown table here")
     args = parser.parse_args()

@@ -52,7 +52,8 @@ from traces.text import table
 DTYPES = ("int8", "float16", "float32")  # the dtypes vendors publish matrix peaks for
 BATCHES = (1, 4, 16, 64, 256, 1024, 4096)
 CONV_CHANNELS = (16, 64, 256, 1024)
-CONV_SIDE = 30  # unpadded: a 28 x 28 output (an AI core's cube reads L0A, where no padding is filled)
+CONV_SIDE = 34  # unpadded (an AI core's cube reads L0A, where no padding is filled): a 32 x 32 output, 1,024 rows,
+#               a whole number of every matrix unit's row blocks (16 to 256), so the conv points measure the chip, not fold waste
 MEMORY_END, COMPUTE_END = "memory-bound end", "compute-bound end"
 TARGET = 0.05  # the issue's: within 5% of the roof at both ends
 TILE_LIMITS = (256, 512, 1024, 2048)  # policy.max_tile candidates for a product's M ("n") and N ("c")
@@ -74,6 +75,13 @@ class Point:
     peak: float  # ops per second of the matrix unit in this dtype
     bandwidth: float  # DDR bytes per second
     busiest: tuple  # (engine, busy fraction of the run) of the busiest engine
+    least_bytes: int = 0  # the graph's inputs and outputs, each once: what the shape itself must move
+
+    @property
+    def shape_intensity(self):
+        """ops over least_bytes: the shape's own intensity, which no lowering changes (the
+        measured `intensity` also counts what the lowering's tiles re-read)."""
+        return self.ops / (self.least_bytes or self.ddr_bytes)
 
     @property
     def intensity(self):
@@ -123,6 +131,7 @@ def measure(family, shape, graph, chip, dtype, policy=None):
         peak=peak(chip, dtype),
         bandwidth=bandwidth(chip),
         busiest=max(use.items(), key=lambda item: item[1]),
+        least_bytes=sum(graph.tensors[t].nbytes for t in graph.inputs + list(graph.outputs.values())),
     )
 
 
@@ -143,8 +152,10 @@ def knee(points):
 
 
 def ends(points):
-    """{MEMORY_END: the lowest-intensity point, COMPUTE_END: the highest}."""
-    return {MEMORY_END: min(points, key=lambda p: p.intensity), COMPUTE_END: max(points, key=lambda p: p.intensity)}
+    """{MEMORY_END: the point of the lowest shape intensity, COMPUTE_END: of the highest}. The
+    shapes rank the ends, not the measured intensities, so that a lowering that re-reads more on
+    a small shape cannot make it the sweep's compute-bound end."""
+    return {MEMORY_END: min(points, key=lambda p: p.shape_intensity), COMPUTE_END: max(points, key=lambda p: p.shape_intensity)}
 
 
 # ---- the shapes -----------------------------------------------------------------------------

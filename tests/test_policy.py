@@ -310,6 +310,32 @@ def test_local_intermediates_through_every_template_and_ddr_for_the_scalar_engin
     assert local.cycles < ddr.cycles  # 13,715 against 16,947
 
 
+def test_a_convolution_reads_an_on_chip_input_in_place():
+    """A 1x1 convolution (no padding) whose input lives in local memory multiplies it where it
+    is: no DMA copies it into a tile buffer; a padded 3x3 one still copies its windows."""
+    rng = np.random.default_rng(3)
+    g = isa.Graph("pointwise")
+    h = g.input("x", (1, 32, 16, 16), "float32")
+    for i, (cin, cout, k) in enumerate(((32, 64, 1), (64, 32, 1), (32, 32, 3))):
+        w = g.constant(f"w{i}", (rng.standard_normal((cout, cin, k, k)) * 0.1).astype(np.float32))
+        pad = {"pad_h_t": 1, "pad_h_b": 1, "pad_w_l": 1, "pad_w_r": 1} if k == 3 else {}
+        h = O.active(O.conv(h, w, **pad), "relu")
+    g.output(h, "y")
+    x = {"x": rng.standard_normal((1, 32, 16, 16)).astype(np.float32)}
+    chip = CHIPS["bm1684"]
+    ddr, local = run(g, x, chip), run(g, x, chip, intermediates="local")
+    homes = {b.name: b for b in local.program.buffers if "/" not in b.name}
+    assert {b.mem for b in homes.values()} == {"lmem"} and len(homes) == 2
+    first, second = (homes[n] for n in sorted(homes))  # conv_0's relu output, conv_1's
+    def reads(op, buf):
+        return [i for i in instructions(local.program, "matrix") if i.op == op and buf.addr <= i.a.addr < buf.addr + buf.size]
+
+    assert reads("conv_1", first) and not [i for i in instructions(local.program, "dma") if i.src.mem == "lmem" and first.addr <= i.src.addr < first.addr + first.size]
+    assert not reads("conv_2", second)  # the 3x3 convolution pads: its windows are copied
+    assert len(instructions(local.program, "dma")) < len(instructions(ddr.program, "dma"))
+    assert local.cycles < ddr.cycles
+
+
 def test_an_intermediate_that_does_not_fit_stays_in_ddr_and_says_so():
     g, x = mlp()
     chip = chips.load("generic", {"memories.lmem.size": "512B"})  # 16 KiB in all: room for some of the 8 KiB tensors

@@ -85,6 +85,11 @@ class _Plan(Priced):
         self.result_key = "accv" if self.out_key == "acc" and cmem != self.vx.memory else self.out_key
         self.tail = Tail(ctx, group.nodes[1:], group.stores, self.out.shape, given={self.out.name})
         self.k = int(np.prod(self.kernel))
+        # An input that lives where the products read it, wholly inside every window (no
+        # padding, no inserted zeros), is read in place: no copy into a tile buffer.
+        amem = self.vx.memory if self.mx is None else self.mx.operand_memory("a")
+        self.in_place = ctx.home[self.x.name].mem == amem and not self.shifted and all(
+            a.offset == 0 and a.stuff == 1 and a.extent(a.out) <= a.size for a in self.axes)
         self._axes = {}  # (dimension, tile extent) -> _axis_classes' row
 
     # ---- offline constants ------------------------------------------------------------------
@@ -130,8 +135,7 @@ class _Plan(Priced):
         extents = tuple(a.extent(n) for a, n in zip(self.axes, tos))
         vmem = self.vx.memory
         amem, bmem, cmem = (vmem, vmem, vmem) if self.mx is None else (self.mx.operand_memory(r) for r in "abc")
-        needs = [
-            ("x", amem, nbytes(self.x.dtype, (tn, channels) + extents)),
+        needs = ([] if self.in_place else [("x", amem, nbytes(self.x.dtype, (tn, channels) + extents))]) + [
             ("w", bmem, nbytes(self.weight[1], (toc, tic, self.k))),
             ("acc", cmem, nbytes(self.acc_dtype, (out_elems,))),
         ]
@@ -142,7 +146,7 @@ class _Plan(Priced):
         if self.asym:
             needs.append(("acc_zp", cmem, nbytes(self.acc_dtype, (out_elems,))))
         if cmem != vmem:
-            accs = needs[2:]
+            accs = [need for need in needs if need[0] in ("acc", "acc_zp")]
             needs += [("accv" + key[3:], vmem, n) for key, _, n in accs]
             needs += [(f"accv{key[3:]}.stage{k}", mem, n) for key, _, n in accs for k, mem in enumerate(stages(self.ctx.chip, cmem, vmem))]
         if self.bias:
@@ -204,7 +208,7 @@ class _Plan(Priced):
         input-channel blocks, on the busiest of `units` units."""
         shape = (self.out.shape[0], self.ocg) + self.out.shape[2:]
         return tiled(self._work, self._axis_classes(shape, tile), self.icg, tic, units, self.ctx.slots,
-                     self.result_key == "acc" and self.out.name in self.tail.stores, self.groups)
+                     self.result_key == "acc" and self.out.name in self.tail.stores, self.groups, self._floor)
 
     def _axis_classes(self, shape, tile):
         """Per dimension of the output, a class per tile position in order: (start, extent)
@@ -233,9 +237,24 @@ class _Plan(Priced):
         finish, store = (self.piece(busy, "finish", extents) + tail_compute, tail_store) if last else ((), ())
         return Work(chain(load), product, chain(finish), chain(store))
 
+    def _floor(self, busy, kind, tic, first, last):
+        """Estimate.floor's terms of a step: its products, and the bytes of its input window and
+        weight block where they come from DDR (bursts and the tail left out)."""
+        tn, toc = kind[0][1], kind[1][1]
+        reads = [c[2] for c in kind[2:]]
+        nbytes_from_ddr = 0
+        if self.ctx.home[self.x.name].mem == "ddr" and all(reads):
+            nbytes_from_ddr += tn * tic * math.prod(reads) * dtypes.itemsize(self.x.dtype)
+        if self.weight[0].mem == "ddr":
+            nbytes_from_ddr += toc * tic * self.k * dtypes.itemsize(self.weight[1])
+        product = self.piece(busy, "product", tn * math.prod(c[1] for c in kind[2:]), tic, toc)
+        return product, nbytes_from_ddr / self.pricer(busy).ddr_rate
+
     def _price_input(self, price, tn, tic, tos, reads):
         """An input tile's load (its window's fill where it reads padding) for an output tile of
         spatial extents tos, reads the spatial axes' (count, buffer position, gaps)."""
+        if self.in_place:
+            return ()
         vx, amem = self.vx, self.mx.operand_memory("a")
         x_region = dense(amem, 0, self.x.dtype, (tn, tic) + tuple(a.extent(n) for a, n in zip(self.axes, tos)))
         ops = []
@@ -344,14 +363,20 @@ class _Plan(Priced):
         ch_in = (c0 if depthwise else g * self.icg + i0, toc if depthwise else tic)
         oc0 = c0 if depthwise else g * self.ocg + c0
         reads, buf_ext = tile_reads(self.axes, s0, tos)
-        x_buf, w_buf = io["x"], io["w"]
-        x_region = x_buf.region(self.x.dtype, (tn, ch_in[1]) + buf_ext)
+        w_buf = io["w"]
+        if self.in_place:
+            x_buf = self.ctx.home[self.x.name]
+            x_region = sub_region(x_buf.region(self.x.dtype, self.x.shape), (n0, ch_in[0]) + tuple(r[0] for r in reads), (tn, ch_in[1]) + buf_ext)
+        else:
+            x_buf = io["x"]
+            x_region = x_buf.region(self.x.dtype, (tn, ch_in[1]) + buf_ext)
         # the multiplies read the shifted copies in the integer family
         operands = (io["xs"], io["xs"].region("int16", x_region.shape), io["ws"]) if self.shifted else (x_buf, x_region, w_buf)
         out_starts, out_extents = (n0, oc0) + tuple(s0), (tn, toc) + tuple(tos)
 
         def load():
-            load_window(self.ctx, self.vx, self.x, x_region, x_buf, self.axes, reads, (n0, ch_in[0]), 0, node, fillers)
+            if not self.in_place:
+                load_window(self.ctx, self.vx, self.x, x_region, x_buf, self.axes, reads, (n0, ch_in[0]), 0, node, fillers)
             self._load_weight(w_buf, oc0, ch_in, toc, tic, depthwise)
             if self.shifted:
                 self._shift(io, x_region, reads, ch_in, oc0, toc, tic, depthwise)

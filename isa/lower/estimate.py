@@ -21,7 +21,8 @@ with the waits the emitter infers (isa/lower/emit.py):
 - DDR is one more queue: each transfer's bytes pass through it at its bandwidth (shared by the
   units at work) once the transfer's latency is over, so engines moving data at once share it.
 The estimate is the makespan; `bound` is a lower bound of it (the busiest engine's or DDR's
-total), so a search (isa/lower/tiling.py, `least`) replays only the candidates that can still
+total) and `floor` a cheaper lower bound of that (the products and the operands' bytes), so a
+search (isa/lower/tiling.py, `least`) prices and replays only the candidates that can still
 win. The machine's cycles are what count: tests/test_estimate.py holds the estimate to them.
 """
 
@@ -149,14 +150,18 @@ class Priced:
     input tile, weight block or epilogue in many candidates. Pieces are methods named
     `_price_<name>(pricer, *args)`."""
 
+    def pricer(self, busy):
+        """The Pricer for `busy` units at work (one per plan, so it remembers its copies)."""
+        pricers = self.__dict__.setdefault("_pricers", {})
+        if busy not in pricers:
+            pricers[busy] = Pricer(self.ctx.chip, busy)
+        return pricers[busy]
+
     def piece(self, busy, name, *args):
         cache = self.__dict__.setdefault("_pieces", {})
         key = (busy, name) + args
         if key not in cache:
-            pricers = self.__dict__.setdefault("_pricers", {})
-            if busy not in pricers:
-                pricers[busy] = Pricer(self.ctx.chip, busy)
-            cache[key] = getattr(self, "_price_" + name)(pricers[busy], *args)
+            cache[key] = getattr(self, "_price_" + name)(self.pricer(busy), *args)
         return cache[key]
 
 
@@ -168,11 +173,29 @@ class Estimate:
     first and last whether the step is its tile's first and last, after the index of an
     earlier step whose product the step's loads wait for (or None)."""
 
-    def __init__(self, work, counts, sequence, slots, store_reads_acc=False):
-        self.works = {key: work(key) for key in counts}
-        self.counts, self.sequence = counts, sequence
+    def __init__(self, work, counts, sequence, slots, store_reads_acc=False, floor=None):
+        self.work, self.counts, self.sequence = work, counts, sequence
         self.slots, self.store_reads_acc = slots, store_reads_acc
-        self._cycles = None
+        self._floor, self._works, self._cycles = floor, None, None
+
+    @property
+    def works(self):
+        if self._works is None:
+            self._works = {key: self.work(key) for key in self.counts}
+        return self._works
+
+    def floor(self):
+        """A lower bound of `bound`, cheaper to work out: from floor(key), some of a step's
+        Ops (exact) and a lower bound of its DDR cycles; without one, `bound` itself."""
+        if self._floor is None:
+            return self.bound()
+        busy = {"ddr": 0.0}
+        for key, n in self.counts.items():
+            ops, ddr = self._floor(key)
+            for op in ops:
+                busy[op.engine] = busy.get(op.engine, 0.0) + n * op.cycles
+            busy["ddr"] += n * ddr
+        return max(busy.values())
 
     def bound(self):
         """A lower bound of the makespan: the busiest engine's total, or DDR's."""
@@ -237,7 +260,7 @@ class Estimate:
 
 
 
-def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, repeat=1):
+def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, repeat=1, floor=None):
     """The Estimate of a tiled op's steps on the first (busiest) of `units` units, the output
     tiles dealt among them in runs of consecutive ones (isa/lower/pipeline.deal).
 
@@ -245,7 +268,8 @@ def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, rep
     in every dimension do the same work); repeat: how many times the whole grid of tiles is
     walked (groups, batch), outermost; each tile walks a reduction of `reduction` in blocks of
     `block`; work(busy, kind, block, first, last): the Work of one step, kind the tuple of the
-    tile's classes, busy the units at work (they share DDR)."""
+    tile's classes, busy the units at work (they share DDR); floor(busy, kind, block, first,
+    last): the step's Estimate.floor terms, or None."""
     count = repeat * math.prod(len(a) for a in axes)
     busy = min(count, units)
     blocks = -(-reduction // block)
@@ -279,4 +303,5 @@ def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, rep
                 p = part(k)
                 yield (kind,) + p, t, p[1], p[2], None
 
-    return Estimate(lambda key: work(busy, *key), counts, sequence, slots, store_reads_acc)
+    return Estimate(lambda key: work(busy, *key), counts, sequence, slots, store_reads_acc,
+                    floor and (lambda key: floor(busy, *key)))

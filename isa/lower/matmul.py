@@ -25,7 +25,7 @@ from ..errors import OutOfMemoryError, UnsupportedError
 from ..instructions import Matmul, Region, Vector, dense
 from ..ops import REGISTRY
 from .alloc import shortfall
-from .estimate import Pricer, Work, chain, tiled
+from .estimate import Priced, Work, chain, tiled
 from .pipeline import deal, run_units
 from .route import copy
 from .staging import stages
@@ -56,7 +56,7 @@ def lower_matmul(ctx, group):
         ctx.em.release(buf)
 
 
-class _Plan:
+class _Plan(Priced):
     def __init__(self, ctx, node):
         self.ctx, self.node, self.em = ctx, node, ctx.em
         self.opdef, p = REGISTRY[node.op], node.params
@@ -84,7 +84,7 @@ class _Plan:
         # accumulator itself when the two share a dtype.
         self.acc_key = "acc" if self.mx.operand_memory("c") == self.vx.memory else "accv"
         self.out_key = self.acc_key if self.out.dtype == self.acc_dtype else "out"
-        self._works, self._pricers = {}, {}  # the estimate's Work of a step by kind, its Pricer by units at work (_work)
+        self._works = {}  # the estimate's Work of a step, by kind (_work)
 
     # ---- views of the tensors where they live ----------------------------------------------
 
@@ -183,14 +183,23 @@ class _Plan:
         `units` units, batch by batch."""
         axes = [[(t,)] * (n // t) + ([(n % t,)] if n % t else []) for n, t in ((self.M, tm), (self.N, tn))]
         return tiled(self._work, axes, self.K, tk, units, self.ctx.slots,
-                     self.out_key == "acc", math.prod(self.batch))
+                     self.out_key == "acc", math.prod(self.batch), self._floor)
+
+    def _floor(self, busy, kind, tk, first, last):
+        """Estimate.floor's terms of a step: its products, and the bytes of its operand tiles
+        where they come from DDR (bursts left out)."""
+        (tm,), (tn,) = kind
+        nbytes_from_ddr = sum(n * dtypes.itemsize(t.dtype) for t, n in ((self.left, tm * tk), (self.right, tk * tn))
+                              if self.ctx.home[t.name].mem == "ddr")
+        price = self.pricer(busy)
+        return [price.matmul(self.mx.name, tm, tk, tn, self.operand_dtypes[0])] * (2 if self.asym else 1), nbytes_from_ddr / price.ddr_rate
 
     def _work(self, busy, kind, tk, first, last):
         """The estimate.Work of one K block of an output tile of kind ((tm,), (tn,))."""
         key = (busy, kind, tk, first, last)
         if key in self._works:
             return self._works[key]
-        price = self._pricers.setdefault(busy, Pricer(self.ctx.chip, busy))
+        price = self.pricer(busy)
         (tm,), (tn,) = kind
         p, vx = self.node.params, self.vx
         amem, bmem, cmem, vmem = (*(self.mx.operand_memory(r) for r in "abc"), vx.memory)

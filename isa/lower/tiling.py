@@ -119,9 +119,11 @@ def cheapest(shape, reduction, units, fits, cost, limits=None, blocks=None):
     for tic in blocks or halvings(limits[-1], reduce_unit):
         for tn in halvings(limits[0], 1):
             for toc in halvings(limits[1], channel_unit):
+                fitting = False  # once a tile fits, the shorter ones do
                 for toh in (splits(limits[2]) if len(shape) > 2 else [None]):
                     tile = (tn, toc) + ((toh,) + tuple(limits[3:-1]) if toh is not None else ())
-                    if fits(tile, tic):
+                    if fitting or fits(tile, tic):
+                        fitting = True
                         found.append((tile, tic))
                     elif toh == 1 and len(shape) > 3:  # a row too big: cut the rest of the spatial dims
                         cut = choose_tile(shape[3:], lambda rest: fits((tn, toc, 1) + tuple(rest), tic), limits[3:-1])
@@ -132,12 +134,14 @@ def cheapest(shape, reduction, units, fits, cost, limits=None, blocks=None):
 
 def least(candidates):
     """The choice of least estimate among (estimate, tie, choice), ties to the least `tie`; None
-    when there are none. An estimate has cycles() and a lower bound of them, bound(): only the
-    candidates whose bound is below the best estimate found so far are worked out."""
+    when there are none. An estimate has cycles() and lower bounds of them, floor() <= bound():
+    only the candidates whose bounds are below the best estimate found so far are worked out."""
     best = None
-    for bound, tie, estimate, choice in sorted(((e.bound(), tie, e, c) for e, tie, c in candidates), key=lambda x: x[:2]):
-        if best is not None and bound >= best[0]:
+    for floor, tie, estimate, choice in sorted(((e.floor(), tie, e, c) for e, tie, c in candidates), key=lambda x: x[:2]):
+        if best is not None and floor >= best[0]:
             break
+        if best is not None and estimate.bound() >= best[0]:
+            continue
         found = (estimate.cycles(), tie, choice)
         if best is None or found[:2] < best[:2]:
             best = found
