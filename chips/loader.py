@@ -348,6 +348,7 @@ _MATRIX = {
     "k": (_count, REQUIRED),
     "block_cycles": (_table(_dtype, _count), REQUIRED),
     "fill_drain": (_latency, OPTIONAL),
+    "batch_slots": (_table(_dtype, _count), OPTIONAL),
     "a": (_local_memory, OPTIONAL),
     "b": (_local_memory, OPTIONAL),
     "c": (_local_memory, OPTIONAL),

@@ -71,6 +71,10 @@ class MatrixUnit:
     k: int
     block_cycles: Mapping[str, int]  # operand dtype -> cycles per m x n x k block
     fill_drain: int = 0
+    # operand dtype -> batch items stored side by side in one word (BM1684's int8 "4N"): the
+    # unit multiplies whole groups of them, so a convolution's batch tile is computed padded
+    # to a multiple (isa/lower/conv.py); 1 where absent
+    batch_slots: Mapping[str, int] = field(default_factory=dict)
     a: Optional[str] = None  # memory of the left operand (default: the engine's memory)
     b: Optional[str] = None  # memory of the right operand
     c: Optional[str] = None  # memory of the accumulator / result

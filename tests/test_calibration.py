@@ -94,3 +94,25 @@ def test_half_the_local_memory_is_what_moves_more_ddr_bytes():
     graph = resnet50_stage("float32", 4, blocks=2)
     small = chips.load("bm1684", overrides={"memories.lmem.size": "256KiB"})
     assert _ddr_bytes(small, graph) > 1.1 * _ddr_bytes(chips.load("bm1684"), graph)
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 5])
+def test_bm1684_multiplies_int8_in_groups_of_four_batch_items(batch):
+    """BM1684's int8 4N storage (engines.tiu.matrix.batch_slots): a batch of 1 to 4 costs the
+    TIU what 4 do, 5 what 8 do; the values are those of the chip without the groups."""
+    rng = np.random.default_rng(batch)
+    g = isa.Graph("conv_int8")
+    x = g.input("x", (batch, 32, 14, 14), "int8")
+    w = g.constant("w", rng.integers(-3, 4, (32, 32, 3, 3)).astype(np.int8))
+    g.output(isa.ops.conv(x, w, pad_h_t=1, pad_h_b=1, pad_w_l=1, pad_w_r=1, scale=1 / 64), "y")
+    inputs = {"x": rng.integers(-20, 20, (batch, 32, 14, 14)).astype(np.int8)}
+    grouped, plain = chips.load("bm1684"), chips.load("bm1684", {"engines.tiu.matrix.batch_slots": {}})
+    got, ungrouped = sim.run(g, grouped, inputs), sim.run(g, plain, inputs)
+    np.testing.assert_array_equal(got.outputs["y"], evaluate(g, inputs, grouped)["y"])
+    np.testing.assert_array_equal(got.outputs["y"], ungrouped.outputs["y"])
+    slots = -(-batch // 4) * 4
+    products = lambda res: sum(e.ops for e in res.trace.events if e.kind == "matrix")  # noqa: E731
+    assert products(got) == products(ungrouped) * slots // batch  # the padding's rows are multiplied too
+    lo, hi = next(b for b in got.program.bindings if b.name == "x").region.span()
+    loads = [i for s in got.program.streams.values() for i in s if i.kind == "dma" and i.src.mem == "ddr" and lo <= i.src.addr < hi]
+    assert loads and all(i.src.shape[0] <= batch for i in loads)  # DMA moves the real items only

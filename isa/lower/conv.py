@@ -87,8 +87,12 @@ class _Plan(Priced):
         self.k = int(np.prod(self.kernel))
         # An input that lives where the products read it, wholly inside every window (no
         # padding, no inserted zeros), is read in place: no copy into a tile buffer.
+        # where the matrix unit stores batch items in groups (BM1684's int8 4N), a batch tile
+        # is multiplied padded to whole groups: the padding's rows cost what real ones do and
+        # their results are never read
+        self.batch_slots = 1 if self.mx is None or self.shifted else self.mx.matrix.batch_slots.get(self.x.dtype, 1)
         amem = self.vx.memory if self.mx is None else self.mx.operand_memory("a")
-        self.in_place = ctx.home[self.x.name].mem == amem and not self.shifted and all(
+        self.in_place = self.batch_slots == 1 and ctx.home[self.x.name].mem == amem and not self.shifted and all(
             a.offset == 0 and a.stuff == 1 and a.extent(a.out) <= a.size for a in self.axes)
         self._axes = {}  # (dimension, tile extent) -> _axis_classes' row
 
@@ -132,19 +136,20 @@ class _Plan(Priced):
         tn, toc, tos = tile[0], tile[1], tile[2:]
         channels = toc if self.mx is None else tic  # a depthwise tile reads its own channels
         out_elems = tn * toc * int(np.prod(tos))
+        slotted = self._slotted(tn) * toc * int(np.prod(tos))  # the accumulator's, batch padded
         extents = tuple(a.extent(n) for a, n in zip(self.axes, tos))
         vmem = self.vx.memory
         amem, bmem, cmem = (vmem, vmem, vmem) if self.mx is None else (self.mx.operand_memory(r) for r in "abc")
-        needs = ([] if self.in_place else [("x", amem, nbytes(self.x.dtype, (tn, channels) + extents))]) + [
+        needs = ([] if self.in_place else [("x", amem, nbytes(self.x.dtype, (self._slotted(tn), channels) + extents))]) + [
             ("w", bmem, nbytes(self.weight[1], (toc, tic, self.k))),
-            ("acc", cmem, nbytes(self.acc_dtype, (out_elems,))),
+            ("acc", cmem, nbytes(self.acc_dtype, (slotted,))),
         ]
         if self.shifted:
             needs += [("xs", amem, nbytes("int16", (tn, channels) + extents)), ("ws", bmem, nbytes("int16", (toc, tic, self.k)))]
             p = self.node.params
             needs += [(key, vmem, nbytes("int16", (n,))) for key, n in (("izp", channels), ("kzp", toc)) if p[key] == "vector"]
         if self.asym:
-            needs.append(("acc_zp", cmem, nbytes(self.acc_dtype, (out_elems,))))
+            needs.append(("acc_zp", cmem, nbytes(self.acc_dtype, (slotted,))))
         if cmem != vmem:
             accs = [need for need in needs if need[0] in ("acc", "acc_zp")]
             needs += [("accv" + key[3:], vmem, n) for key, _, n in accs]
@@ -155,6 +160,10 @@ class _Plan(Priced):
             needs.append(("out", vmem, nbytes(self.out.dtype, (out_elems,))))
         needs += [(("tmp", j), vmem, nbytes(d, (out_elems,))) for j, d in enumerate(self.temps)]
         return needs
+
+    def _slotted(self, tn):
+        """A batch tile of tn as the matrix unit multiplies it: whole groups of batch_slots."""
+        return -(-tn // self.batch_slots) * self.batch_slots
 
     def _sizes(self, tile, tic):
         """memory -> the sizes of every buffer the tiling places there: each slot's, the tail's
@@ -233,7 +242,7 @@ class _Plan(Priced):
         load = self.piece(busy, "input", tn, tic, tos, tuple(c[2:] for c in kind[2:])) + self.piece(busy, "weight", toc, tic)
         if first:
             load += self.piece(busy, "bias", toc) + tail_load
-        product = self.piece(busy, "product", tn * math.prod(tos), tic, toc)
+        product = self.piece(busy, "product", self._slotted(tn) * math.prod(tos), tic, toc)
         finish, store = (self.piece(busy, "finish", extents) + tail_compute, tail_store) if last else ((), ())
         return Work(chain(load), product, chain(finish), chain(store))
 
@@ -247,7 +256,7 @@ class _Plan(Priced):
             nbytes_from_ddr += tn * tic * math.prod(reads) * dtypes.itemsize(self.x.dtype)
         if self.weight[0].mem == "ddr":
             nbytes_from_ddr += toc * tic * self.k * dtypes.itemsize(self.weight[1])
-        product = self.piece(busy, "product", tn * math.prod(c[1] for c in kind[2:]), tic, toc)
+        product = self.piece(busy, "product", self._slotted(tn) * math.prod(c[1] for c in kind[2:]), tic, toc)
         return product, nbytes_from_ddr / self.pricer(busy).ddr_rate
 
     def _price_input(self, price, tn, tic, tos, reads):
@@ -373,6 +382,10 @@ class _Plan(Priced):
         # the multiplies read the shifted copies in the integer family
         operands = (io["xs"], io["xs"].region("int16", x_region.shape), io["ws"]) if self.shifted else (x_buf, x_region, w_buf)
         out_starts, out_extents = (n0, oc0) + tuple(s0), (tn, toc) + tuple(tos)
+        # the product's view of the input and accumulator tiles: batch padded to whole slots (the
+        # batch dimension is outermost, so the real items are the tiles' leading rows)
+        slotted = (self._slotted(tn),)
+        product_x = x_region if self.in_place or self.shifted else x_buf.region(self.x.dtype, slotted + x_region.shape[1:])
 
         def load():
             if not self.in_place:
@@ -397,11 +410,13 @@ class _Plan(Priced):
                     acc_zp = acc_bufs["acc_zp"]
                     self._depthwise(x_region, x_buf, None, acc_zp.region(self.acc_dtype, out_extents), acc_zp)
             else:
-                self._matmul(x_region, x_buf, w_buf, self._weight_view(w_buf, tic, toc), acc_region, acc, first)
+                x_view = x_region if self.shifted else product_x
+                acc_view = acc.region(self.acc_dtype, slotted + out_extents[1:])
+                self._matmul(x_view, x_buf, w_buf, self._weight_view(w_buf, tic, toc), acc_view, acc, first)
                 if self.asym:  # the second partial product: the input times a weight block of zp_r
                     zp = Region(zero_point.mem, zero_point.addr, self.w.dtype, (tic,) + tuple(self.kernel) + (toc,), (0,) * (len(self.kernel) + 2))
                     acc_zp = acc_bufs["acc_zp"]
-                    self._matmul(x_region, x_buf, zero_point, zp, acc_zp.region(self.acc_dtype, out_extents), acc_zp, first)
+                    self._matmul(x_view, x_buf, zero_point, zp, acc_zp.region(self.acc_dtype, slotted + out_extents[1:]), acc_zp, first)
             if last:
                 self._finish(acc_bufs, out_extents)
                 self.tail.compute(self.vx.name, tail_bufs, tail_local, out_extents, {self.out.name: acc_bufs[self.result_key]})
