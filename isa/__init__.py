@@ -10,12 +10,12 @@ from .lower import Policy, lower
 from .program import Binding, Buffer, Program
 
 
-def from_onnx(model, values=None, shapes=None, name=None):
+def from_onnx(model, values=None, shapes=None, name=None, fold=True):
     """An ONNX model (a path or an onnx.ModelProto) as a Graph; see isa/onnx/importer.py.
     (Imported on first use: the onnx package takes a moment to load.)"""
     from .onnx import from_onnx as load
 
-    return load(model, values=values, shapes=shapes, name=name)
+    return load(model, values=values, shapes=shapes, name=name, fold=fold)
 
 
 __all__ = [

@@ -22,6 +22,8 @@ def runs(region):
     size = 1
     for n, _ in dims:
         size *= n
+    if size == 0:  # an empty region touches nothing
+        return 0, 0
     run = 1
     for n, stride in reversed(dims):
         if stride != run:

@@ -59,10 +59,11 @@ def default_graph():
     return _DEFAULT[-1] if _DEFAULT else None
 
 
-def _check_shape(shape, where):
+def _check_shape(shape, where, empty=False):
     shape = tuple(shape)
-    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d > 0 for d in shape):
-        raise ShapeError(f"{where}: shape must be positive integers, got {shape}")
+    low = 0 if empty else 1
+    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= low for d in shape):
+        raise ShapeError(f"{where}: shape must be {'non-negative' if empty else 'positive'} integers, got {shape}")
     return tuple(int(d) for d in shape)
 
 
@@ -101,11 +102,12 @@ class Graph:
         return t
 
     def constant(self, name, array, dtype=None):
-        """A COEFF tensor: its bytes are preloaded in DDR before the run."""
+        """A COEFF tensor: its bytes are preloaded in DDR before the run. An empty constant (a
+        dimension of 0: no bytes) can be a graph output, never an op's operand."""
         array = np.asarray(array)
         dtype = dtypes.check(dtype, f"constant {name}") if dtype else dtypes.of_array(array, f"constant {name}")
         array = np.ascontiguousarray(array.astype(dtypes.np_dtype(dtype)))
-        t = self._new_tensor(name, _check_shape(array.shape or (1,), f"constant {name}"), dtype)
+        t = self._new_tensor(name, _check_shape(array.shape or (1,), f"constant {name}", empty=True), dtype)
         self.constants[name] = self.values[name] = array.reshape(t.shape)
         return t
 

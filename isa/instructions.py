@@ -14,7 +14,7 @@ expressed) of one memory starting at a byte address. Each opcode's meaning:
             first `m` dimensions of a and of c are M, the rest of a is K, the rest of c is N,
             and b is K x N (its shape is a's K dimensions then c's N dimensions). So a
             convolution's input patches are a strided view of the input (implicit im2col).
-            Floats accumulate in float32, integers exactly in int32.
+            Floats accumulate in float32 (float64 operands in float64), integers exactly in int32.
 - `gather`  dst[p, i, q] = table[p, index[p, i, 0..k-1], q]: a DMA whose source rows come from
             indices read from memory (see `IndexedDma`); `scatter` writes rows the same way.
 - `scalar`  run a kernel (sort, nms, where, ...) on a general-purpose core: `dsts` =

@@ -256,7 +256,7 @@ def _check_shapes(instr, where):
         if instr.b.shape != instr.a.shape[m:] + instr.c.shape[m:] or instr.a.shape[:m] != instr.c.shape[:m]:
             raise ProgramError(f"{where}: matmul shapes {instr.a.shape} x {instr.b.shape} -> {instr.c.shape} do not agree (m={m})")
     for written in regions(instr)[1]:
-        if any(d > 1 for d, s in zip(written.shape, written.strides) if s == 0):
+        if written.size and any(d > 1 for d, s in zip(written.shape, written.strides) if s == 0):
             raise ProgramError(f"{where}: destination {written.text()} writes some elements more than once (zero stride)")
 
 

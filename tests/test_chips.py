@@ -369,7 +369,7 @@ def test_a_chip_path_may_be_a_string(tmp_path):
         # dtypes and ops
         ("per_lane: {float32: 4, int8: 16}", "per_lane: {float32: 4, int9: 16}", r"engines\.vpu\.vector\.per_lane\.int9: unknown dtype 'int9'"),
         ("add: {dtypes: [float32, int8]}", "add: {dtypes: [float32, fp8]}", r"tiny\.yaml:27: ops\.add\.dtypes\[1\]: unknown dtype 'fp8'"),
-        ("add: {dtypes: [float32, int8]}", "add: {dtypes: [float32], compute: {int8: int4}}", r"ops\.add\.compute\.int8: unknown dtype 'int4'"),
+        ("add: {dtypes: [float32, int8]}", "add: {dtypes: [float32], compute: {int8: int3}}", r"ops\.add\.compute\.int8: unknown dtype 'int3'"),
         ("add: {dtypes: [float32, int8]}", "add: {mixed: {in: [int8]}}", r"ops\.add\.mixed: missing required key 'out'"),
         ("add: {dtypes: [float32, int8]}", "add: {kind: fused}", r"ops\.add\.kind: expected one of local, global"),
         ("  add: {", "  matmul: {", r"ops\.matmul: unknown op 'matmul'"),

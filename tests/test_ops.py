@@ -20,8 +20,10 @@ SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[Healt
 def values(rng, shape, dtype):
     if dtypes.is_int(dtype):
         lo, hi = dtypes.int_range(dtype)
-        return rng.integers(lo, hi, shape, endpoint=True).astype(dtypes.np_dtype(dtype))
-    return (rng.standard_normal(shape) * 4).astype(dtypes.np_dtype(dtype))
+        wide = np.uint64 if dtype == "uint64" else np.int64
+        return rng.integers(lo, hi, shape, endpoint=True, dtype=wide).astype(dtypes.np_dtype(dtype))
+    values = rng.standard_normal(shape) * 4
+    return (np.abs(values) if dtype == "float8_e8m0fnu" else values).astype(dtypes.np_dtype(dtype))  # e8m0: no sign
 
 
 def allowed(chip, key, candidates=dtypes.NAMES):

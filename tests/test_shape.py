@@ -40,7 +40,8 @@ def data(shape, dtype, seed=0):
     if dtypes.is_int(dtype):
         lo, hi = dtypes.int_range(dtype)
         return rng.integers(max(lo, -1000), min(hi, 1000), shape, endpoint=True).astype(dtypes.np_dtype(dtype))
-    return (rng.standard_normal(shape) * 10).astype(dtypes.np_dtype(dtype))
+    values = rng.standard_normal(shape) * 10
+    return (np.abs(values) if dtype == "float8_e8m0fnu" else values).astype(dtypes.np_dtype(dtype))  # e8m0: no sign
 
 
 def ops_of(prog, op):

@@ -173,4 +173,4 @@ def _copy_aliased_outputs(ctx, aliased):
     """An output that is also an input, a constant or another output is a copy from its home."""
     for out_name, tname, buf in aliased:
         t = ctx.graph.tensors[tname]
-        copy(ctx.em, ctx.home_region(tname), ctx.home[tname], buf.region(t.dtype, t.shape), buf, f"output {out_name}")
+        copy(ctx.em, ctx.home_region(tname), ctx.home[tname], buf.region(t.dtype, t.shape), buf, f"output.{out_name}")

@@ -19,11 +19,16 @@ from .. import dtypes, ops
 from ..errors import GraphError, ShapeError, UnsupportedError
 from ..graph import Graph
 
-DTYPES = {
-    TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16", TensorProto.BFLOAT16: "bfloat16",
-    TensorProto.INT8: "int8", TensorProto.INT16: "int16", TensorProto.INT32: "int32", TensorProto.INT64: "int64",
-    TensorProto.UINT8: "uint8", TensorProto.UINT16: "uint16", TensorProto.UINT32: "uint32", TensorProto.BOOL: "bool",
+_BY_ONNX_NAME = {
+    "FLOAT": "float32", "FLOAT16": "float16", "BFLOAT16": "bfloat16", "DOUBLE": "float64",
+    "FLOAT8E4M3FN": "float8_e4m3fn", "FLOAT8E4M3FNUZ": "float8_e4m3fnuz", "FLOAT8E5M2": "float8_e5m2",
+    "FLOAT8E5M2FNUZ": "float8_e5m2fnuz", "FLOAT4E2M1": "float4_e2m1fn", "FLOAT8E8M0": "float8_e8m0fnu",
+    "INT8": "int8", "INT16": "int16", "INT32": "int32", "INT64": "int64", "INT4": "int4", "INT2": "int2",
+    "UINT8": "uint8", "UINT16": "uint16", "UINT32": "uint32", "UINT64": "uint64", "UINT4": "uint4", "UINT2": "uint2",
+    "BOOL": "bool",
 }
+# ONNX element type -> npusim dtype (the types the installed onnx knows: INT2 and FLOAT4E2M1 are recent)
+DTYPES = {getattr(TensorProto, k): v for k, v in _BY_ONNX_NAME.items() if hasattr(TensorProto, k)}
 ONNX_TYPES = {v: k for k, v in DTYPES.items()}
 
 CEIL_POOLS = ("MaxPool", "AveragePool", "LpPool")
@@ -161,6 +166,14 @@ class Builder:
             self.rank0.add(name)
         return t
 
+    def output_tensor(self, name):
+        """A graph output as a Tensor: an empty value (known from the shapes alone) becomes an
+        empty constant, which only a graph output may be."""
+        value = self.values.get(name)
+        if name not in self.tensors and value is not None and value.size == 0:
+            self.tensors[name] = self.g.constant(self.unique(tensor_name(name)), value)
+        return self.tensor(name)
+
     def shape(self, ref):
         """The ONNX shape of an input (() for a scalar)."""
         name = self._name(ref)
@@ -206,16 +219,45 @@ class Builder:
         """A one-element constant of `dtype` shaped (1,) * rank, to broadcast against a tensor."""
         return self.const(np.full((1,) * max(rank, 1), value, dtypes.np_dtype(dtype)))
 
-    def cast(self, t, dtype):
+    def cast(self, t, dtype, saturate=True, round_mode="up"):
         """t converted to dtype as ONNX's Cast does: a float becomes an integer by truncation
-        (toward zero), anything becomes a bool by comparison with 0. Integers saturate."""
+        (toward zero), anything becomes a bool by comparison with 0. Integers saturate. A float8
+        target saturates too when `saturate` (ONNX's default): the value is clamped to the
+        format's largest finite magnitude first (infinities included, NaN stays NaN); without it
+        the conversion is the machine's, to +-inf or NaN beyond the range. float8_e8m0fnu
+        follows `round_mode` (see e8m0)."""
         if t.dtype == dtype:
             return t
         if dtype == "bool":
             return ops.nes(t, 0, out_dtype="bool")
         if dtypes.is_float(t.dtype) and not dtypes.is_float(dtype):
             return ops.condition_select(t, ops.floor(t), ops.ceil(t), out_dtype=dtype)
+        if dtype == "float8_e8m0fnu":
+            return self.e8m0(t, saturate, round_mode)
+        if dtype in dtypes.FLOAT8 and saturate:
+            top = dtypes.float_max(dtype)
+            top = int(top) if dtypes.is_int(t.dtype) else top
+            return ops.clamp(t, -top, top, out_dtype=dtype)
         return ops.cast(t, out_dtype=dtype)
+
+    def e8m0(self, t, saturate, round_mode):
+        """t as float8_e8m0fnu (a power of two) by ONNX's rule, from the machine's conversion to
+        the nearest power (a mantissa of a half or more rounds up): `up` doubles a result below
+        t, `down` halves one above it; with `saturate` t is first clamped to [2^-127, 2^127], so
+        0 (and anything below) gives 2^-127 where the machine gives NaN. Negative values,
+        which ONNX leaves unspecified, saturate to 2^-127 (NaN without saturate)."""
+        if round_mode not in ("up", "down", "nearest"):
+            raise self.reject("round_mode", round_mode)
+        x = t if t.dtype in ("float32", "float64") else ops.cast(t, out_dtype="float32")
+        if saturate:
+            x = ops.clamp(x, dtypes.float_tiny("float8_e8m0fnu"), dtypes.float_max("float8_e8m0fnu"))
+        r = ops.cast(x, out_dtype="float8_e8m0fnu")
+        if round_mode == "nearest":
+            return r
+        back = ops.cast(r, out_dtype=x.dtype)
+        if round_mode == "up":
+            return ops.condition_select(ops.gt(x, back, out_dtype="bool"), ops.muls(r, 2.0), r)
+        return ops.condition_select(ops.lt(x, back, out_dtype="bool"), ops.muls(r, 0.5), r)
 
     # ---- outputs ------------------------------------------------------------------------------
 

@@ -159,7 +159,8 @@ def power(b, node):
     fractional = ops.ne(yf, floor_y)
     signed = ops.mul(e, ops.rsubs(scalar=1.0, tensor_i=ops.muls(ops.mul(neg, odd), 2.0)))
     nan_term = ops.active(ops.rsubs(scalar=1.0, tensor_i=ops.muls(ops.mul(neg, fractional), 2.0)), "ln")
-    value = ops.condition_select(ops.eqs(yf, 0.0), b.full(1.0, "float32", len(yf.shape)), ops.add(signed, nan_term))
+    total = ops.add(signed, nan_term)
+    value = ops.condition_select(ops.eqs(yf, 0.0), b.full(1.0, total.dtype, len(yf.shape)), total)
     out_dtype = x.dtype
     if dtypes.is_float(out_dtype):
         return [result(b, narrow(value, out_dtype))]
@@ -399,12 +400,12 @@ def where(b, node):
 @onnx_op("Cast")
 def cast(b, node):
     to = dtype_of(b.attr("to"), f"{b.where()}: attribute to")
-    return [result(b, b.cast(b.tensor(0), to))]
+    return [result(b, b.cast(b.tensor(0), to, bool(b.attr("saturate", 1)), b.attr("round_mode", "up")))]
 
 
 @onnx_op("CastLike")
 def cast_like(b, node):
-    return [result(b, b.cast(b.tensor(0), b.dtype(1)), 1)]
+    return [result(b, b.cast(b.tensor(0), b.dtype(1), bool(b.attr("saturate", 1)), b.attr("round_mode", "up")), 1)]
 
 
 @onnx_op("Identity")
@@ -465,17 +466,27 @@ def fold_ints(b, node, arrays):
 
 @folds("Cast", "CastLike")
 def fold_cast(b, node, arrays):
-    """A known value converted as ONNX's Cast does (a float truncates toward zero)."""
+    """A known value converted as ONNX's Cast does (a float truncates toward zero, a float8
+    saturates unless saturate=0); float8_e8m0fnu (rounding modes) and the 4- and 2-bit integers
+    convert on the machine."""
     x = arrays[0]
     if node.op_type == "Cast":
         to = b.attr("to")
         if to not in DTYPES:
             return None
-        target = dtypes.np_dtype(DTYPES[to])
+        name = DTYPES[to]
     else:
-        target = arrays[1].dtype
+        name = dtypes.of_array(arrays[1]) if arrays[1].dtype.kind != "O" else None
+    if name is None or x.dtype.kind not in "iufbV" or name == "float8_e8m0fnu" or (dtypes.is_int(name) and name not in (
+            "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")):
+        return None
+    target = dtypes.np_dtype(name)
+    if x.dtype.kind == "V":  # an ml_dtypes float (bfloat16, float8 ...): exact in float64
+        x = x.astype(np.float64)
     if target.kind in "iu" and x.dtype.kind == "f":
         x = np.trunc(x)
+    if name in dtypes.FLOAT8 and b.attr("saturate", 1):
+        x = np.clip(x, -dtypes.float_max(name), dtypes.float_max(name))
     if target == np.bool_:
         return [x != 0]
     with np.errstate(all="ignore"):

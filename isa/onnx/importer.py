@@ -7,7 +7,8 @@ What happens, in order, before any op is added:
 1. load: a path is read with its external data, which must lie beneath the model's own folder
    (a location that is absolute, or that `..` or a link takes outside it, is refused);
 2. opset: the default domain's opset must be between 11 and the newest the onnx package
-   knows (onnx.defs.onnx_opset_version());
+   knows (onnx.defs.onnx_opset_version()); a model of opset 7 to 10 (or older, where the
+   converter has adapters) is first converted to opset 11 by onnx.version_converter;
 3. unsupported ops: every node whose op type has no mapping (isa/onnx/registry.OPS) is
    counted, and one UnsupportedError lists them all ("If x2, Loop x1");
 4. graph inputs given in `values` become constants (a shape tensor fed as an input), `shapes`
@@ -23,10 +24,11 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import external_data_helper, numpy_helper, shape_inference
+from onnx import external_data_helper, numpy_helper, shape_inference, version_converter
 
 from ..errors import ConfigError, GraphError, InputError, ShapeError, SimError, UnsupportedError
 from . import conv, elementwise, generate, index, matmul, quant, reduce, resize, shape  # noqa: F401 (they register their mappings)
+from .bn_fold import fold_batch_norms
 from .builder import DTYPES, Builder, ImportGraph, dtype_of, tensor_name
 from .registry import OPS
 
@@ -38,17 +40,21 @@ def max_opset():
     return onnx.defs.onnx_opset_version()
 
 
-def from_onnx(model, values=None, shapes=None, name=None):
+def from_onnx(model, values=None, shapes=None, name=None, fold=True):
     """An ONNX model (a path or an onnx.ModelProto) as an isa.Graph.
 
     values: graph input name -> array; those inputs become constants (their values known when
             the graph is built, as a Reshape's shape or a Slice's starts must be).
     shapes: graph input name -> shape, for inputs with symbolic dimensions.
+    fold: fold inference BatchNormalization into the Conv, ConvTranspose or Gemm before it (bn_fold.py).
     """
     model, where = load(model)
+    model = upgrade(model, where)
     opset = check_opset(model, where)
     check_ops(model, where)
     model = _bind(model, dict(values or {}), dict(shapes or {}), where)
+    if fold:
+        model = fold_batch_norms(model)
     inferred = _infer(model, where)
     g = ImportGraph(tensor_name(name or model.graph.name or "onnx"))
     b = Builder(g, opset, inferred)
@@ -64,7 +70,7 @@ def from_onnx(model, values=None, shapes=None, name=None):
         while name in g.outputs:
             k += 1
             name = f"{tensor_name(out.name)}_{k}"
-        g.output(b.tensor(out.name), name)
+        g.output(b.output_tensor(out.name), name)
     return g
 
 
@@ -131,6 +137,22 @@ def check_opset(model, where):
         raise UnsupportedError(f"{where}: opset {version} is outside the supported range {MIN_OPSET}..{max_opset()} "
                                f"(onnx {onnx.__version__}); convert it with onnx.version_converter")
     return version
+
+
+def upgrade(model, where):
+    """A model of an opset before 11 converted to opset 11 by onnx.version_converter (its
+    adapters rewrite the ops whose definitions changed: Upsample becomes Resize, ...); a model
+    the converter cannot convert keeps check_opset's error, with the converter's reason."""
+    versions = {o.domain: o.version for o in model.opset_import}
+    version = next((versions[d] for d in DEFAULT_DOMAINS if d in versions), None)
+    if version is None or version >= MIN_OPSET:
+        return model
+    try:
+        return version_converter.convert_version(model, MIN_OPSET)
+    except Exception as exc:  # the converter raises its own ConvertError, or RuntimeError
+        reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}" if str(exc).strip() else type(exc).__name__
+        raise UnsupportedError(f"{where}: opset {version} is outside the supported range {MIN_OPSET}..{max_opset()} "
+                               f"(onnx {onnx.__version__}) and onnx.version_converter cannot convert it ({reason})") from None
 
 
 def unsupported_ops(model):

@@ -4,12 +4,16 @@ steps on the machine, per tensor, per axis or per block:
     QuantizeLinear     y = saturate(round_half_even(x / scale) + zero_point)
     DequantizeLinear   y = (x - zero_point) * scale
 
-The quotient is rounded as the vector unit stores a float into an int32 (halves to even), then
-the zero point is added exactly and the sum saturates into the output type. float8, int4 and
-the other narrow types have no npusim dtype.
+For an integer output (8- and 16-bit, int4, uint4, int2, uint2) the quotient is rounded as the
+vector unit stores a float into an int32 (halves to even), then the zero point is added
+exactly and the sum saturates into the output type. For a float output (the float8 types,
+float4_e2m1fn) x / scale + zero_point is computed in float32 and converted as Cast converts
+it: to the nearest value, a float8 saturating to its largest magnitude unless the node says
+saturate=0 (float4_e2m1fn always saturates). The zero point of those is usually 0, but the
+formula stays the same, as ONNX says.
 """
 
-from .. import ops
+from .. import dtypes, ops
 from .builder import Rank0, dtype_of
 from .registry import onnx_op
 from .shape import axis_of
@@ -53,9 +57,14 @@ def quantize(b, node):
     else:
         out_dtype = dtype_of(b.attr("output_dtype", 0) or 2, f"{b.where()}: attribute output_dtype")
     scale = along(b, b.tensor(1), x.shape, axis, block)
-    q = ops.div(x, scale, out_dtype="int32") if scale.dtype == x.dtype else ops.div(
-        ops.cast(x, out_dtype="float32"), scale, out_dtype="int32")
-    if b.has(2):
+    quotient = "float32" if dtypes.is_float(out_dtype) else "int32"
+    q = ops.div(x, scale, out_dtype=quotient) if scale.dtype == x.dtype else ops.div(
+        ops.cast(x, out_dtype="float32"), scale, out_dtype=quotient)
+    if dtypes.is_float(out_dtype):
+        if b.has(2):
+            q = ops.add(q, along(b, b.tensor(2), x.shape, axis, block), out_dtype="float32")
+        y = b.cast(q, out_dtype, bool(b.attr("saturate", 1)))
+    elif b.has(2):
         y = ops.add(q, along(b, b.tensor(2), x.shape, axis, block), out_dtype=out_dtype)
     else:
         y = ops.cast(q, out_dtype=out_dtype)
@@ -67,7 +76,8 @@ def dequantize(b, node):
     x = b.tensor(0)
     axis, block = quant_axis(b, x)
     scale = along(b, b.tensor(1), x.shape, axis, block)
-    shifted = ops.sub(x, along(b, b.tensor(2), x.shape, axis, block), out_dtype="int32") if b.has(2) else x
+    exact = "float32" if dtypes.is_float(x.dtype) else "int32"  # x - zero_point
+    shifted = ops.sub(x, along(b, b.tensor(2), x.shape, axis, block), out_dtype=exact) if b.has(2) else x
     out_dtype = scale.dtype
     if b.attr("output_dtype", 0):
         out_dtype = dtype_of(b.attr("output_dtype"), f"{b.where()}: attribute output_dtype")

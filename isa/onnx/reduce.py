@@ -5,9 +5,13 @@ LpNormalization, MeanVarianceNormalization, RMSNormalization.
 npusim's reduce (sum, mean, max, min, prod over any axes) and softmax run them; the others are
 compositions. TopK is a stable sort (ONNX puts the lower index first among equal values) and
 the first k of each line. The normalizations compute in float32 for half-precision inputs.
-BatchNormalization in inference is y = x * s + t per channel, s = scale / sqrt(var + epsilon)
-and t = B - mean * s computed on the machine from the [C] vectors, so it fuses with the
-convolution before it; in training mode it is npusim's batch_norm with the batch's statistics.
+BatchNormalization in inference after a Conv, ConvTranspose or Gemm is usually folded into its
+weight and bias before mapping (bn_fold.py); one that is not is y = x * s + t per channel,
+s = scale / sqrt(var + epsilon) and t = B - mean * s computed on the machine from the [C]
+vectors. Those vector ops come, in graph order, between the convolution and the multiply-add,
+so the multiply-add does not join the convolution's layer group (isa/lower/fusion.py extends
+only the group just before). In training mode it is npusim's batch_norm with the batch's
+statistics.
 A reduction of no element is its identity (0 for a sum, -inf for a max ...), known from the
 shapes.
 """
@@ -195,7 +199,7 @@ def batch_norm(b, node):
     scale, bias, mean, var = (narrow(b.tensor(i), "float32") for i in (1, 2, 3, 4))
     eps = float(b.attr("epsilon", 1e-5))
     training = b.attr("training_mode", 0) if b.opset >= 14 else len([o for o in node.output if o]) > 1
-    if not training:  # y = x * s + t per channel: fuses with a convolution before it
+    if not training:  # y = x * s + t per channel (when not folded at import: bn_fold.py)
         rank = len(x0.shape)
         s = ops.mul(scale, ops.rdivs(scalar=1.0, tensor_i=ops.active(ops.adds(var, eps), "sqrt")))
         t = ops.sub(bias, ops.mul(mean, s))

@@ -9,8 +9,8 @@ lowering. On the machine:
 - nearest: a gather along the axis (each output copies one input element, exactly), or for
   whole-number scales of H and W of an NCHW tensor npusim's upsample (one DMA, no compute);
 - linear and cubic: the axis moved last (a permute), a matrix product with the weight matrix
-  (float32), moved back; tf_crop_and_resize's points outside the input then take
-  extrapolation_value (a select with a known mask).
+  (float32, or float64 for float64 data), moved back; tf_crop_and_resize's points outside the
+  input then take extrapolation_value (a select with a known mask).
 """
 
 import math
@@ -147,7 +147,7 @@ def resize(b, x, sizes, scales, mode, ctm, nearest_mode, a, exclude, antialias, 
     if mode == "nearest" and _repeats(x.shape, plans):
         return ops.upsample(x, sizes[2] // x.shape[2])
     float_x = dtypes.is_float(x.dtype)
-    y = x if mode == "nearest" or x.dtype == "float32" else ops.cast(x, out_dtype="float32")
+    y = x if mode == "nearest" or x.dtype in ("float32", "float64") else ops.cast(x, out_dtype="float32")
     for axis, w, outside in plans:
         if mode == "nearest":
             y = gather_axis(b, y, w.argmax(axis=1), axis)
@@ -168,7 +168,7 @@ def _apply(b, y, w, axis):
     order = [d for d in range(rank) if d != axis] + [axis]
     moved = ops.permute(y, order) if axis != rank - 1 else y
     rows = int(np.prod(moved.shape[:-1], dtype=np.int64))
-    out = ops.matrix_mul(b.reshape(moved, (rows, moved.shape[-1])), b.const(w.T.astype(np.float32)))
+    out = ops.matrix_mul(b.reshape(moved, (rows, moved.shape[-1])), b.const(w.T.astype(dtypes.np_dtype(y.dtype))))
     out = b.reshape(out, moved.shape[:-1] + (w.shape[0],))
     return ops.permute(out, [order.index(d) for d in range(rank)]) if axis != rank - 1 else out
 

@@ -67,7 +67,7 @@ class Cast(Elementwise):
 
     def steps(self, params, ins, out):
         rounds = dtypes.is_float(ins[0]) and not dtypes.is_float(out)
-        return [Step("round" if rounds else "copy", (In(0),), cdt="float32" if dtypes.is_float(ins[0]) else "int64")]
+        return [Step("round" if rounds else "copy", (In(0),), cdt=dtypes.compute_dtype(ins[0]))]
 
     def ref_fn(self, params):
         return lambda x: dtypes.round_half_away(x) if x.dtype.kind == "f" and dtypes.is_int(params["out_dtype"]) else x

@@ -86,8 +86,8 @@ def apply(opdef, operands, params, name=None, graph=None):
     of the enclosing `with graph:`); returns its outputs.
 
     Operands are Tensors; numpy arrays are added to that graph as constants (COEFF tensors). A
-    tensor whose shape is only an upper bound (see isa.graph) can be a graph output, not an
-    operand: memory is planned from shapes before the run.
+    tensor whose shape is only an upper bound (see isa.graph), or an empty constant, can be a
+    graph output, not an operand: memory is planned from shapes before the run.
     """
     graph = next((o.graph for o in operands if isinstance(o, Tensor)), None) or graph or default_graph()
     if graph is None:
@@ -100,6 +100,9 @@ def apply(opdef, operands, params, name=None, graph=None):
         if t.bounded:
             raise ShapeError(f"{opdef.name}: operand {t.name} has a data-dependent shape (at most {t.shape}); "
                              "such a tensor can only be a graph output, as memory is planned before the run")
+        if t.size == 0:
+            raise ShapeError(f"{opdef.name}: operand {t.name} is empty (shape {t.shape}); an op's operands have at least "
+                             "one element (an empty constant can only be a graph output)")
         tensors.append(t)
     ins = [Spec(t.shape, t.dtype) for t in tensors]
     specs = opdef.infer(ins, params)

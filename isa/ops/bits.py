@@ -4,8 +4,13 @@ section (arithmetic_shift, arithmetic_pc_shift, logical_shift, logical_pc_shift 
 RoundingMode).
 
 A negative count shifts the other way. Left shifts saturate to the output dtype, as the
-seed's fixed-point results do (it does not say otherwise for shifts).
+seed's fixed-point results do (it does not say otherwise for shifts). The shifts take the
+seed's 8- to 32-bit integers and 64-bit ones (round_rshift the seed's); and, or and xor, bit
+by bit, take every integer dtype.
 """
+
+import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -13,33 +18,44 @@ from .. import dtypes
 from ..errors import UnsupportedError
 from .elementwise import Elementwise, In, Step, Tmp, check_number, define
 
-INTS = ("int8", "uint8", "int16", "uint16", "int32", "uint32")
+INTS = ("int8", "uint8", "int16", "uint16", "int32", "uint32")  # the seed's
+SHIFTS = INTS + ("int64", "uint64")  # shifts of 64-bit integers are exact too (isa.dtypes.shift)
 UNSIGNED = ("uint8", "uint16", "uint32")
+BITWISE = dtypes.INTS  # and, or, xor: bit by bit, so any integer width (64-bit and int4 too)
 
-# RoundingMode value -> rounding of an exact float64 quotient (the reference's own route)
+# RoundingMode value -> rounding of an exact quotient (a Fraction) to an integer: the reference's own route
 _ROUND = {
-    dtypes.HALF_TO_EVEN: np.rint,
-    dtypes.HALF_AWAY: dtypes.round_half_away,
-    dtypes.TOWARDS_ZERO: np.trunc,
-    dtypes.DOWN: np.floor,
-    dtypes.UP: np.ceil,
-    dtypes.HALF_UP: lambda v: np.floor(v + 0.5),
-    dtypes.HALF_DOWN: lambda v: np.ceil(v - 0.5),
+    dtypes.HALF_TO_EVEN: round,
+    dtypes.HALF_AWAY: lambda v: math.floor(v + Fraction(1, 2)) if v >= 0 else math.ceil(v - Fraction(1, 2)),
+    dtypes.TOWARDS_ZERO: math.trunc,
+    dtypes.DOWN: math.floor,
+    dtypes.UP: math.ceil,
+    dtypes.HALF_UP: lambda v: math.floor(v + Fraction(1, 2)),
+    dtypes.HALF_DOWN: lambda v: math.ceil(v - Fraction(1, 2)),
 }
 
 
 def shifted(x, n, mode):
-    """Reference: x * 2^n, or for n < 0 the exact quotient x / 2^-n rounded by mode. Exact in
-    float64 for the 32-bit operands these ops take."""
-    x, n = np.asarray(x, np.float64), np.clip(np.asarray(n, np.int64), -40, 40)
-    return _ROUND[mode](x * np.exp2(n))
+    """Reference: x * 2^n, or for n < 0 the exact quotient x / 2^-n rounded by mode, in Python's
+    integers, then saturated to x's 64-bit type (uint64 stays unsigned)."""
+    x = np.asarray(x)
+    lo, hi = (0, 2**64 - 1) if x.dtype == np.uint64 else (-(2**63), 2**63 - 1)
+    rounding = _ROUND[mode]
+
+    def one(v, k):
+        k = max(-70, min(70, int(k)))
+        exact = int(v) * 2**k if k >= 0 else rounding(Fraction(int(v), 2**-k))
+        return max(lo, min(hi, exact))
+
+    out = np.frompyfunc(one, 2, 1)(x, np.asarray(n))
+    return np.asarray(out, np.uint64 if x.dtype == np.uint64 else np.int64)
 
 
 class Shift(Elementwise):
     """x shifted by a count (a tensor or a number): `sign` 1 shifts left for positive counts,
     -1 right; `mode` rounds right shifts (a fixed RoundingMode, or the `rounding_mode` param)."""
 
-    def __init__(self, name, sign, mode=None, count="tensor_num", scalar=False, allowed=INTS, per_channel=False):
+    def __init__(self, name, sign, mode=None, count="tensor_num", scalar=False, allowed=SHIFTS, per_channel=False):
         inputs = ("tensor_i",) if scalar else ("tensor_i", count)
         order = ("tensor_i", count) + (("rounding_mode",) if mode is None else ())
         super().__init__(name, "lshift" if sign > 0 else "rshift", None, inputs, (count,) if scalar else (), order=order,
@@ -116,9 +132,9 @@ logical_shift = define(Shift("logical_shift", 1, count="shift", scalar=True, all
 logical_pc_shift = define(Shift("logical_pc_shift", 1, count="tensor_shift", per_channel=True, allowed=UNSIGNED),
                           "Logical shift of unsigned tensor_i, per dimension-0 slice.")
 
-bit_and = define(Elementwise("bit_and", "and", np.bitwise_and, dtypes_allowed=INTS), "tensor_o = tensor_i0 & tensor_i1.")
-bit_or = define(Elementwise("bit_or", "or", np.bitwise_or, dtypes_allowed=INTS), "tensor_o = tensor_i0 | tensor_i1.")
-bit_xor = define(Elementwise("bit_xor", "xor", np.bitwise_xor, dtypes_allowed=INTS), "tensor_o = tensor_i0 ^ tensor_i1.")
-bit_ands = define(Elementwise("bit_ands", "and", np.bitwise_and, ("tensor_i",), ("scalar_i",), dtypes_allowed=INTS), "tensor_o = tensor_i & scalar_i.")
-bit_ors = define(Elementwise("bit_ors", "or", np.bitwise_or, ("tensor_i",), ("scalar_i",), dtypes_allowed=INTS), "tensor_o = tensor_i | scalar_i.")
-bit_xors = define(Elementwise("bit_xors", "xor", np.bitwise_xor, ("tensor_i",), ("scalar_i",), dtypes_allowed=INTS), "tensor_o = tensor_i ^ scalar_i.")
+bit_and = define(Elementwise("bit_and", "and", np.bitwise_and, dtypes_allowed=BITWISE), "tensor_o = tensor_i0 & tensor_i1.")
+bit_or = define(Elementwise("bit_or", "or", np.bitwise_or, dtypes_allowed=BITWISE), "tensor_o = tensor_i0 | tensor_i1.")
+bit_xor = define(Elementwise("bit_xor", "xor", np.bitwise_xor, dtypes_allowed=BITWISE), "tensor_o = tensor_i0 ^ tensor_i1.")
+bit_ands = define(Elementwise("bit_ands", "and", np.bitwise_and, ("tensor_i",), ("scalar_i",), dtypes_allowed=BITWISE), "tensor_o = tensor_i & scalar_i.")
+bit_ors = define(Elementwise("bit_ors", "or", np.bitwise_or, ("tensor_i",), ("scalar_i",), dtypes_allowed=BITWISE), "tensor_o = tensor_i | scalar_i.")
+bit_xors = define(Elementwise("bit_xors", "xor", np.bitwise_xor, ("tensor_i",), ("scalar_i",), dtypes_allowed=BITWISE), "tensor_o = tensor_i ^ scalar_i.")

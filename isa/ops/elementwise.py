@@ -11,8 +11,9 @@ Semantics common to the family (seed, "Base Element-wise Operator"):
 - two-tensor ops need equal ranks; a dimension may differ only where one side is 1 (broadcast);
 - integer results saturate to the output dtype (isa.dtypes.convert); the output dtype may
   differ from the inputs' where the chip's op table allows it (`out_dtype=`);
-- a step computes in float32 when any operand is a float, else exactly (int64), after the
-  chip's compute map (BM1682/BM1684 compute INT32 through FLOAT32); a step may fix its dtype.
+- a step computes in float32 when any operand is a float (float64 when one is float64), else
+  exactly (int64, or uint64 for unsigned operands), after the chip's compute map
+  (BM1682/BM1684 compute INT32 through FLOAT32); a step may fix its dtype.
 """
 
 import inspect
@@ -52,13 +53,15 @@ class Step:
 
 
 def step_dtype(step, operand_dtypes):
-    """The dtype a step computes in: its own, or float32 when any operand is a float or a float
-    number, else int64 (exact integers). operand_dtypes are the step's tensor operands' dtypes,
-    the node's inputs already passed through the chip's compute map (see `computed`)."""
+    """The dtype a step computes in: its own, or isa.dtypes.compute_dtype's rule over its
+    operands: float64 when one is float64, float32 when one is another float or a float number,
+    else exact integers (int64, or uint64 for unsigned operands of which one is uint64).
+    operand_dtypes are the step's tensor operands' dtypes, the node's inputs already passed
+    through the chip's compute map (see `computed`)."""
     if step.cdt:
         return step.cdt
-    floats = any(dtypes.is_float(d) for d in operand_dtypes) or any(isinstance(o, float) for o in step.operands)
-    return "float32" if floats else "int64"
+    numbers = [o for o in step.operands if isinstance(o, (int, float)) and not isinstance(o, bool)]
+    return dtypes.compute_dtype(*operand_dtypes, *numbers)
 
 
 def computed(dtype, compute):

@@ -147,7 +147,8 @@ class ScatterND(OpDef):
     With reduction 'none' an index tuple may not repeat: the machine faults (IndexRangeError)
     rather than leave the result to the order of the writes. Combined values are computed in
     float32 for float data and exactly for integers, then stored with saturation (the vector
-    unit's rule; ONNX's numpy reference would wrap integers around)."""
+    unit's rule; ONNX's numpy reference would wrap integers around); float64 and uint64 rows,
+    which those would not hold, are not combined."""
 
     name = "scatter_nd"
     kind = "global"
@@ -167,6 +168,9 @@ class ScatterND(OpDef):
             raise UnsupportedError(f"scatter_nd: opset {params['opset']} does not take bfloat16 data (from opset 13)")
         if upd.dtype != data.dtype:
             raise UnsupportedError(f"scatter_nd: updates are {upd.dtype} and data {data.dtype}; they must match")
+        if params["reduction"] != "none" and data.dtype in ("float64", "uint64"):
+            raise UnsupportedError(f"scatter_nd: combining {data.dtype} rows (reduction {params['reduction']!r}) is not supported: "
+                                   "the rows are combined in float32 or int64")
         k = idx.shape[-1]
         if k > len(data.shape):
             raise ShapeError(f"scatter_nd: indices.shape[-1] = {k} must be at most rank(data) = {len(data.shape)}")
@@ -191,7 +195,7 @@ class ScatterND(OpDef):
         data, idx, upd = arrays
         out = data.copy()
         fn = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}.get(params["reduction"])
-        cdt = np.float32 if dtypes.is_float(dtypes.of_array(data)) else np.int64
+        cdt = dtypes.np_dtype(dtypes.compute_dtype(dtypes.of_array(data)))
         for at in np.ndindex(idx.shape[:-1]):
             where = tuple(int(v) for v in idx[at])
             if fn is None:

@@ -4,7 +4,8 @@
                mode="LowPrecisionSymmetric", left_zero_point=0, right_zero_point=0,
                output_zero_point=0, out_dtype=None)
 
-Float operands (float32, float16, bfloat16) multiply in float32 and store in their own dtype.
+Float operands (float32, float16, bfloat16) multiply in float32 and store in their own dtype;
+float64 operands multiply and accumulate in float64.
 INT8/UINT8 operands follow the seed's three quantized modes (isa/ops/quantized.py); in
 HighPrecisionAsymmetric the right operand must be a constant (COEFF_TENSOR), as the seed says.
 The lowering computes the product on the matrix unit into an INT32 accumulator and finishes it
@@ -20,7 +21,7 @@ from . import quantized
 from .base import OpDef, Spec, apply, check_rank, register
 from .elementwise import In, Step
 
-FLOAT = ("float32", "float16", "bfloat16")
+FLOAT = ("float32", "float16", "bfloat16", "float64")
 
 
 class MatrixMul(OpDef):
@@ -55,6 +56,8 @@ class MatrixMul(OpDef):
         return out
 
     def acc_dtype(self, left_dtype):
+        if left_dtype == "float64":
+            return "float64"
         return "float32" if left_dtype in FLOAT else "int32"
 
     def dims(self, left_shape, right_shape, params):
@@ -71,7 +74,7 @@ class MatrixMul(OpDef):
         if out_dtype in FLOAT:
             if bias_dtype:
                 return [Step("add", (In(0), In(1)))], []
-            return ([Step("copy", (In(0),))] if out_dtype != "float32" else []), []
+            return ([Step("copy", (In(0),))] if out_dtype != self.acc_dtype(out_dtype) else []), []
         return quantized.epilogue(params, bias_dtype, out_dtype)
 
     def reference(self, arrays, params, compute=None):
@@ -79,8 +82,9 @@ class MatrixMul(OpDef):
         bias = arrays[2] if len(arrays) == 3 else None
         out = self._out_dtype([Spec(a.shape, dtypes.of_array(a)) for a in arrays], params)
         if out in FLOAT:
-            acc = left.astype(np.float32) @ right.astype(np.float32)
-            return [(acc if bias is None else acc + bias.astype(np.float32)).astype(dtypes.np_dtype(out))]
+            wide = dtypes.np_dtype(self.acc_dtype(out))
+            acc = left.astype(wide) @ right.astype(wide)
+            return [(acc if bias is None else acc + bias.astype(wide)).astype(dtypes.np_dtype(out))]
         acc = left.astype(np.int64) @ right.astype(np.int64)
         if not self.asymmetric(params):
             return [quantized.requantize(acc, bias, params, out)]

@@ -5,10 +5,9 @@ with dtype the left operand's (isa/costs.py, shared with the lowering's estimate
 block_cycles=1, fill_drain=R+C-2, which is SCALE-Sim's published count
 folds * (K + R + C - 2) - 1 but for its final -1.
 
-Floats multiply and accumulate in float32; integers exactly, saturated to the accumulator.
+Floats multiply and accumulate in float32 (float64 when an operand is float64); integers
+exactly (in int64, or uint64 for uint64 operands), saturated to the accumulator.
 """
-
-import numpy as np
 
 from isa import dtypes
 from isa.costs import matmul_cycles
@@ -20,7 +19,7 @@ def cycles(instr, unit, issue_latency):
 
 def execute(instr, memories):
     M, K, N = instr.dims()
-    wide = np.float32 if dtypes.is_float(instr.c.dtype) else np.int64
+    wide = dtypes.np_dtype(dtypes.compute_dtype(instr.a.dtype, instr.b.dtype, instr.c.dtype))
     a = memories[instr.a.mem].view(instr.a).astype(wide).reshape(M, K)
     b = memories[instr.b.mem].view(instr.b).astype(wide).reshape(K, N)
     c = memories[instr.c.mem].view(instr.c)
