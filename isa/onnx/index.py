@@ -71,23 +71,24 @@ def gather(b, node):
     return [y]
 
 
-def flat_index(b, idx, idx_shape, data_shape, axis):
-    """The flat index into data (row-major) of data[i_0, ..., idx[i], ..., i_n] for each
-    position i of the indices: idx * stride[axis] + the other coordinates' offsets (known)."""
-    strides = np.cumprod((data_shape[1:] + (1,))[::-1])[::-1].astype(np.int64)
-    grids = np.indices(idx_shape, dtype=np.int64)
-    base = sum(grids[j] * strides[j] for j in range(len(idx_shape)) if j != axis)
-    base = np.asarray(base, np.int64).reshape(idx_shape)
-    return ops.add(ops.muls(idx, int(strides[axis])), b.const(base))
-
-
-@onnx_op("GatherElements")
-def gather_elements(b, node):
+def elements_index(b):
+    """(data, the flat index into data of data[i_0, ..., idx[i], ..., i_n] for each position i
+    of the node's indices, row-major): idx * stride[axis] + the other coordinates' offsets
+    (known), for GatherElements and ScatterElements."""
     data = b.tensor(0)
     shape = data.shape
     axis = axis_of(b, b.attr("axis", 0), len(shape))
     idx = index_tensor(b, 1, shape[axis])
-    flat = flat_index(b, idx, idx.shape, shape, axis)
+    strides = np.cumprod((shape[1:] + (1,))[::-1])[::-1].astype(np.int64)
+    grids = np.indices(idx.shape, dtype=np.int64)
+    base = sum(grids[j] * strides[j] for j in range(len(idx.shape)) if j != axis)
+    base = np.asarray(base, np.int64).reshape(idx.shape)
+    return data, ops.add(ops.muls(idx, int(strides[axis])), b.const(base))
+
+
+@onnx_op("GatherElements")
+def gather_elements(b, node):
+    data, flat = elements_index(b)
     return [gather_rows(b, b.reshape(data, (data.size,)), flat, 0)]
 
 
@@ -145,16 +146,11 @@ def scatter_nd(b, node):
 
 @onnx_op("ScatterElements")
 def scatter_elements(b, node):
-    data = b.tensor(0)
-    shape = data.shape
-    axis = axis_of(b, b.attr("axis", 0), len(shape))
-    idx = index_tensor(b, 1, shape[axis])
-    updates = b.tensor(2)
-    flat = flat_index(b, idx, idx.shape, shape, axis)
-    n = int(np.prod(idx.shape, dtype=np.int64))
-    out = ops.scatter_nd(b.reshape(data, (data.size,)), b.reshape(flat, (n, 1)), b.reshape(updates, (n,)),
+    data, flat = elements_index(b)
+    n = flat.size
+    out = ops.scatter_nd(b.reshape(data, (data.size,)), b.reshape(flat, (n, 1)), b.reshape(b.tensor(2), (n,)),
                          b.attr("reduction", "none"), opset=max(b.opset, 11))
-    return [b.reshape(out, shape)]
+    return [b.reshape(out, data.shape)]
 
 
 @onnx_op("OneHot", static=(1,))
