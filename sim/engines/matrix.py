@@ -9,6 +9,8 @@ Floats multiply and accumulate in float32 (float64 when an operand is float64); 
 exactly (in int64, or uint64 for uint64 operands), saturated to the accumulator.
 """
 
+import numpy as np
+
 from isa import dtypes
 from isa.costs import matmul_cycles
 
@@ -17,13 +19,22 @@ def cycles(instr, unit, issue_latency):
     return matmul_cycles(*instr.dims(), unit, instr.a.dtype, issue_latency)
 
 
+# Integer products numpy would multiply without BLAS: the operands' largest magnitudes, for
+# those whose sums float64 holds exactly (below 2^53) at any K a tile has.
+_SMALL_INTS = {"int8": 2**7, "uint8": 2**8 - 1, "int16": 2**15, "uint16": 2**16 - 1}
+
+
 def execute(instr, memories):
     M, K, N = instr.dims()
     wide = dtypes.np_dtype(dtypes.compute_dtype(instr.a.dtype, instr.b.dtype, instr.c.dtype))
-    a = memories[instr.a.mem].view(instr.a).astype(wide).reshape(M, K)
-    b = memories[instr.b.mem].view(instr.b).astype(wide).reshape(K, N)
+    a = memories[instr.a.mem].view(instr.a).reshape(M, K)
+    b = memories[instr.b.mem].view(instr.b).reshape(K, N)
     c = memories[instr.c.mem].view(instr.c)
-    product = (a @ b).reshape(c.shape)
+    if instr.a.dtype in _SMALL_INTS and instr.b.dtype in _SMALL_INTS and _SMALL_INTS[instr.a.dtype] * _SMALL_INTS[instr.b.dtype] * K < 2**53:
+        # the same integers, summed exactly in float64 by BLAS (much faster than int64 matmul)
+        product = (a.astype(np.float64) @ b.astype(np.float64)).astype(wide).reshape(c.shape)
+    else:
+        product = (a.astype(wide) @ b.astype(wide)).reshape(c.shape)
     if instr.accumulate:
         product += c.astype(wide)
     c[...] = dtypes.convert(product, instr.c.dtype)
