@@ -60,7 +60,10 @@ def test_the_ddr_floor_counts_each_group_s_traffic_once():
     x = graph.input("x", (1, 64, 8, 8), "float32")
     y = isa.ops.active(isa.ops.add(x, x), "relu")  # one group: reads x, writes y
     graph.output(isa.ops.pool(y, pooling_type="AVE", is_global_pooling=True), "z")  # another: reads y, writes z
-    assert calibrate.floor_bytes(graph, chip, isa.Policy()) == 4 * (64 * 64 + 64 * 64 + 64 * 64 + 64)
+    policy = isa.Policy()
+    assert calibrate.floor_bytes(graph, chip, policy, isa.lower(graph, chip, policy)) == 4 * (64 * 64 + 64 * 64 + 64 * 64 + 64)
+    on_chip = isa.Policy(intermediates="local")  # y stays in local memory: only x and z cross DDR
+    assert calibrate.floor_bytes(graph, chip, on_chip, isa.lower(graph, chip, on_chip)) == 4 * (64 * 64 + 64)
 
 
 def test_published_rows_are_hardware_facts_table_e():
