@@ -124,10 +124,13 @@ class Pricer:
 
     def tail(self, tail, engine, starts, extents):
         """(loads, compute, stores) Ops of a layer group's Tail (isa/lower/local.py) on one
-        output tile: its operands' loads from their homes, its nodes' vector steps, its stores."""
+        output tile: its operands' loads from their homes, its nodes' vector steps, its stores
+        (none for what lives in the vector memory: the tail reads and writes it in place)."""
         graph, home = tail.graph, tail.ctx.home
         loads, compute, stores = [], [], []
         for key in tail.loads:
+            if home[key.tensor].mem == engine.memory:
+                continue  # read where it lives
             s, e, steps = key.node.box(key.index, starts, extents)
             tensor = graph.tensors[key.tensor]
             src = _strided(home[key.tensor], tensor, key.node.operand_shape(key.index), s, e, steps)
@@ -137,7 +140,10 @@ class Pricer:
             source = [tail.source[k, i] for i in range(len(n.node.inputs))]
             inputs = [graph.tensors[src.tensor if isinstance(src, _Load) else src].dtype for src in source]
             compute += self.steps(engine.name, n.steps, inputs, n.out.dtype, n.temps, elements)
+        in_place = tail.stored_in_place(engine.memory)
         for t in tail.stores:
+            if t in in_place:
+                continue  # computed there
             tensor = graph.tensors[t]
             dst = _strided(home[t], tensor, tail.shape, starts, extents, (1,) * len(extents))
             stores += self.copy(dense(engine.memory, 0, tensor.dtype, extents), dst)

@@ -97,21 +97,35 @@ class Tail:
 
     # ---- one tile ---------------------------------------------------------------------------
 
+    def stored_in_place(self, mem):
+        """The stored tensors the tail computes straight into their homes: those it makes
+        itself whose home is the vector memory `mem` (where its tiles' buffers are)."""
+        return [t for t in self.stores if t not in self.given and self.ctx.home[t].mem == mem]
+
     def load(self, bufs, starts, extents):
-        """Emit the tile's loads; returns the loaded regions for compute."""
+        """Emit the tile's loads; returns for compute (Region, Buf) per load, read where it
+        lives when that is the vector memory, and per tensor stored in place its home's tile."""
         em, local = self.ctx.em, {}
         for key in self.loads:
             s, e, steps = key.node.box(key.index, starts, extents)
             buf = bufs[self.place[key]]
             tensor = self.graph.tensors[key.tensor]
-            local[key] = buf.region(tensor.dtype, e)
             home = self.ctx.home[key.tensor]
             src = _strided(home, tensor, key.node.operand_shape(key.index), s, e, steps)
-            copy(em, src, home, local[key], buf, key.node.node.name)
+            if home.mem == buf.mem:
+                local[key] = (src, home)
+            else:
+                local[key] = (buf.region(tensor.dtype, e), buf)
+                copy(em, src, home, local[key][0], buf, key.node.node.name)
+        for t in self.stored_in_place(_memory(bufs)):
+            home = self.ctx.home[t]
+            local[t] = (_strided(home, self.graph.tensors[t], self.shape, starts, extents, (1,) * len(self.shape)), home)
         return local
 
-    def _value(self, bufs, given, key, extents):
+    def _value(self, bufs, given, key, extents, local=None):
         """(Region, Buf) of a tensor produced in the group, at the tile's extents."""
+        if local and key in local:
+            return local[key]
         buf = given[key] if key in self.given else bufs[self.place[key]]
         return buf.region(self.graph.tensors[key].dtype, extents), buf
 
@@ -121,16 +135,19 @@ class Tail:
             for i in range(len(n.node.inputs)):
                 src = self.source[k, i]
                 if isinstance(src, _Load):
-                    region = local[src] if i in n.opdef.table_inputs else broadcast_view(local[src], extents)
-                    operands.append((region, bufs[self.place[src]]))
+                    region, buf = local[src]
+                    operands.append((region if i in n.opdef.table_inputs else broadcast_view(region, extents), buf))
                 else:
-                    operands.append(self._value(bufs, given, src, extents))
-            out = self._value(bufs, given, n.out.name, extents)
+                    operands.append(self._value(bufs, given, src, extents, local))
+            out = self._value(bufs, given, n.out.name, extents, local)
             temps = [(bufs[self.place[("tmp", j, d)]].region(d, extents), bufs[self.place[("tmp", j, d)]]) for j, d in enumerate(n.temps)]
             emit_steps(self.ctx.em, engine, n.node.name, n.steps, operands, out, temps, n.compute)
 
     def store(self, bufs, starts, extents, given=None):
+        in_place = self.stored_in_place(_memory(bufs))
         for t in self.stores:
+            if t in in_place:
+                continue  # computed there
             region, buf = self._value(bufs, given, t, extents)
             home = self.ctx.home[t]
             dst = _strided(home, self.graph.tensors[t], self.shape, starts, extents, (1,) * len(self.shape))
@@ -170,6 +187,11 @@ def lower_elementwise(ctx, group):
     for bufs in placed:
         for buf in bufs.values():
             ctx.em.release(buf)
+
+
+def _memory(bufs):
+    """The memory a tile's buffers are in (None for a tail that has none)."""
+    return next((b.mem for b in bufs.values()), None)
 
 
 def _label(key):
