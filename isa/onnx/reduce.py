@@ -213,13 +213,18 @@ def batch_norm(b, node):
     return [narrow(y, x0.dtype), narrow(running_mean, b.dtype(3)), narrow(running_var, b.dtype(4))]
 
 
-@onnx_op("LayerNormalization")
-def layer_norm(b, node):
+def trailing_axes(b):
+    """(input, input widened for the arithmetic, the axes from `axis` on) of LayerNormalization
+    and RMSNormalization."""
     x0 = b.tensor(0)
     rank = len(x0.shape)
-    axis = axis_of(b, b.attr("axis", -1), rank)
-    x = wide(b, x0)
-    y, mean, inv = standardize(b, x, list(range(axis, rank)), b.attr("epsilon", 1e-5))
+    return x0, wide(b, x0), list(range(axis_of(b, b.attr("axis", -1), rank), rank))
+
+
+@onnx_op("LayerNormalization")
+def layer_norm(b, node):
+    x0, x, axes = trailing_axes(b)
+    y, mean, inv = standardize(b, x, axes, b.attr("epsilon", 1e-5))
     y = ops.mul(*b.bcast(y, wide(b, b.tensor(1))))
     if b.has(2):
         y = ops.add(*b.bcast(y, wide(b, b.tensor(2))))
@@ -286,11 +291,8 @@ def mvn(b, node):
 
 @onnx_op("RMSNormalization")
 def rms_norm(b, node):
-    x0 = b.tensor(0)
-    rank = len(x0.shape)
-    axis = axis_of(b, b.attr("axis", -1), rank)
-    x = wide(b, x0)
-    ms = ops.reduce(ops.mul(x, x), "REDUCE_MEAN", list(range(axis, rank)), keep_dims=True)
+    x0, x, axes = trailing_axes(b)
+    ms = ops.reduce(ops.mul(x, x), "REDUCE_MEAN", axes, keep_dims=True)
     y = ops.mul(x, ops.rdivs(scalar=1.0, tensor_i=ops.active(ops.adds(ms, float(b.attr("epsilon", 1e-5))), "sqrt")))
     y = ops.mul(*b.bcast(y, wide(b, b.tensor(1))))
     return [narrow(y, x0.dtype)]
