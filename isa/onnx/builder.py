@@ -2,7 +2,7 @@
 
 An ONNX value is either a Tensor of the graph (an input, a constant, an op's output) or a
 numpy array the importer knows at import time (an initializer, a Constant, a shape and what
-is computed from shapes alone; see fold.py). A known array becomes a graph constant the first
+is computed from shapes alone; see importer.py `_map`). A known array becomes a graph constant the first
 time an op needs it as an operand (`tensor`).
 
 npusim tensors have at least one dimension: an ONNX scalar (rank 0) is a tensor of shape (1,)

@@ -14,7 +14,7 @@ What happens, in order, before any op is added:
 4. graph inputs given in `values` become constants (a shape tensor fed as an input), `shapes`
    fixes symbolic dimensions, and ONNX shape inference (with data propagation) runs.
 Then every node maps onto npusim ops in order: initializers and Constant nodes are constants,
-graph inputs are inputs, and values computed from shapes alone are folded (fold.py). Every
+graph inputs are inputs, and values computed from shapes alone are folded (`_map`, by each op's `fold` rule). Every
 output is checked against shape inference's shape and type. Graph outputs keep their ONNX
 names (made valid npusim names by builder.tensor_name).
 """

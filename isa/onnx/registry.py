@@ -14,7 +14,7 @@ from dataclasses import dataclass
 class Mapping:
     fn: Callable  # (Builder, onnx NodeProto) -> list of outputs
     static: tuple = ()  # input positions whose values must be known when the graph is built
-    fold: Callable = None  # (Builder, node, arrays) -> outputs, when every input is known (see fold.py)
+    fold: Callable = None  # (Builder, node, arrays) -> outputs, when every input is known (importer.py `_map`)
 
 
 OPS = {}  # ONNX op type -> Mapping
@@ -37,7 +37,7 @@ def onnx_op(*op_types, static=()):
 
 def folds(*op_types):
     """Register the decorated function as the import-time folding of each of `op_types`: used
-    only when every input's value is known and the result is index arithmetic (see fold.py)."""
+    only when every input's value is known and the result is index arithmetic (importer.py `_map`)."""
 
     def register(fn):
         for op_type in op_types:

@@ -4,7 +4,7 @@ Transpose, Tile, Expand, Slice, Concat, Split, Pad, SpaceToDepth, DepthToSpace.
 Reshape-like ops are views (no instruction); the others are npusim's arrangement ops (DMA
 descriptors). Their shape operands (a Reshape's shape, a Slice's starts, a Pad's pads) must be
 known when the graph is built. Shape and Size are known from the static shapes, so shape
-arithmetic on them folds at import time (fold.py) and never waits for data.
+arithmetic on them folds at import time (importer.py `_map`: an op's `fold` rule runs when every input is known) and never waits for data.
 """
 
 import math
