@@ -382,10 +382,7 @@ class _Plan(Priced):
         # the multiplies read the shifted copies in the integer family
         operands = (io["xs"], io["xs"].region("int16", x_region.shape), io["ws"]) if self.shifted else (x_buf, x_region, w_buf)
         out_starts, out_extents = (n0, oc0) + tuple(s0), (tn, toc) + tuple(tos)
-        # the product's view of the input and accumulator tiles: batch padded to whole slots (the
-        # batch dimension is outermost, so the real items are the tiles' leading rows)
-        slotted = (self._slotted(tn),)
-        product_x = x_region if self.in_place or self.shifted else x_buf.region(self.x.dtype, slotted + x_region.shape[1:])
+        slotted = (self._slotted(tn),)  # the batch the products see (batch_slots: never in place, never shifted)
 
         def load():
             if not self.in_place:
@@ -410,7 +407,9 @@ class _Plan(Priced):
                     acc_zp = acc_bufs["acc_zp"]
                     self._depthwise(x_region, x_buf, None, acc_zp.region(self.acc_dtype, out_extents), acc_zp)
             else:
-                x_view = x_region if self.shifted else product_x
+                # the input and accumulator tiles as multiplied: batch padded to whole slots (the
+                # batch dimension is outermost, so the real items are the tiles' leading rows)
+                x_view = x_buf.region(self.x.dtype, slotted + x_region.shape[1:]) if slotted[0] != tn else x_region
                 acc_view = acc.region(self.acc_dtype, slotted + out_extents[1:])
                 self._matmul(x_view, x_buf, w_buf, self._weight_view(w_buf, tic, toc), acc_view, acc, first)
                 if self.asym:  # the second partial product: the input times a weight block of zp_r
