@@ -363,6 +363,7 @@ _ENGINE_KIND_KEYS = {
         "links": (_list_of(_link, least=1), REQUIRED),
         "bandwidth": (_bandwidth, REQUIRED),
         "latency": (_latency, OPTIONAL),
+        "in_flight": (_count, OPTIONAL),
     },
     "vector": {
         "memory": (_local_memory, REQUIRED),

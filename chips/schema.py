@@ -100,6 +100,7 @@ class Engine:
     links: tuple = ()  # dma engines: (src, dst) memory-name pairs it moves data between
     bandwidth: float = 0.0  # dma engines: bytes per cycle
     latency: int = 0  # dma engines: fixed cycles per transfer
+    in_flight: int = 1  # dma engines: transfers under way at once; from 2, a transfer's fixed latency runs while those before it move their bytes
     vector: Optional[VectorUnit] = None
     matrix: Optional[MatrixUnit] = None
     scalar: Optional[ScalarUnit] = None

@@ -6,6 +6,8 @@ estimate (isa/lower/estimate.py) prices the tilings it chooses between with it.
   sides, each rounding every contiguous run of bytes up to its memory's burst; latency is the
   engine's plus each endpoint memory's; bandwidth is the least of the engine's and each
   endpoint memory's, a memory used by several endpoints of one transfer shared among them.
+  An engine that keeps several transfers in flight (`Engine.in_flight`) runs a transfer's
+  latency while the one before it moves its bytes (sim/machine.py, _Flight).
 - matrix: issue_latency + ceil(M/m) * ceil(N/n) * (ceil(K/k) * block_cycles[dtype] + fill_drain).
 - vector: issue_latency + ceil(elements / (lanes * per_lane[dtype])) * op_cycles[fn].
 """

@@ -3,10 +3,12 @@
 Each engine is a SimPy process executing its stream in order; the only order between engines
 is what `wait` instructions say. In functional mode an instruction moves or computes bytes
 when it starts (its inputs are final then: the waits guarantee it) and holds its engine for
-its cost; timing mode spends the same costs without touching bytes, so both modes give the
-same cycles. A run that stops with instructions left has deadlocked and says where.
+its cost (a DMA engine that keeps several transfers in flight moves on to the next one's
+latency while this one's bytes move); timing mode spends the same costs without touching bytes,
+so both modes give the same cycles. A run that stops with instructions left has deadlocked and says where.
 """
 
+import collections
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,38 +108,57 @@ class Machine:
         env, record, steps = self.env, self.events.append, self.costs[name]
         timeout, transfer = env.timeout, self.arbiter.transfer
         finished = {i: ev for (e, i), ev in self.finished.items() if e == name}
-        cap = self.chip.engines[name].bandwidth
+        cap, depth = self.chip.engines[name].bandwidth, self.chip.engines[name].in_flight
         occupancy, execute, memories = self.occupancy, self.functional and _EXECUTE, self.memories
         opens, closes = occupancy.opens.get(name, {}), occupancy.closes.get(name, {})
+        flight = _Flight(env, depth, transfer, cap)
+
+        def done(i, instr, start, step, note):
+            kind, _, _, _, fn, nbytes, src, dst, ops = step
+            record(Event(name, i, kind, fn, instr.op, start, env.now, nbytes, src, dst, note, ops))
+            if i in closes:
+                occupancy.close(closes[i], env.now)
+            if i in finished:
+                finished[i].succeed()
+
         for i, instr in enumerate(stream):
+            step = steps[i]
+            if step is not None and step[0] == "dma" and depth > 1:
+                yield from flight.room()
             start = env.now
             if i in opens:
                 occupancy.open(opens[i], start)
-            step = steps[i]
             if step is None:  # a wait: only a wait can block forever, so pc is kept here
                 pending = [ev for ev in waits[i] if not ev.triggered]
                 if pending:
                     self.pc[name] = i
                     yield env.all_of(pending) if len(pending) > 1 else pending[0]
                     record(Event(name, i, "wait", "wait", instr.op, start, env.now, 0, "", ""))
-            else:
-                note = ""
-                if execute:
-                    partial = execute[instr.kind](instr, memories)
-                    if partial:
-                        note = self._produced(partial)
-                kind, cycles, moved, use, fn, nbytes, src, dst, ops = step
-                if kind == "dma":
-                    if cycles:
-                        yield timeout(cycles)
-                    yield transfer(moved, cap, use, src, dst)
-                else:
+                if i in closes:
+                    occupancy.close(closes[i], env.now)
+                if i in finished:
+                    finished[i].succeed()
+                continue
+            note = ""
+            if execute:
+                partial = execute[instr.kind](instr, memories)
+                if partial:
+                    note = self._produced(partial)
+            kind, cycles, moved, use = step[:4]
+            if kind == "dma" and depth > 1:  # the bytes move once the transfers before have moved theirs
+                if cycles:
                     yield timeout(cycles)
-                record(Event(name, i, kind, fn, instr.op, start, env.now, nbytes, src, dst, note, ops))
-            if i in closes:
-                occupancy.close(closes[i], env.now)
-            if i in finished:
-                finished[i].succeed()
+                flight.send(moved, use, step[6], step[7], lambda after, i=i, instr=instr, start=start, step=step, note=note:
+                            done(i, instr, max(start, after), step, note))
+                continue
+            if kind == "dma":
+                if cycles:
+                    yield timeout(cycles)
+                yield transfer(moved, cap, use, step[6], step[7])
+            else:
+                yield timeout(cycles)
+            done(i, instr, start, step, note)
+        yield from flight.drain()
         self.pc[name] = len(stream)
 
     def _produced(self, partial):
@@ -281,6 +302,52 @@ def _as_input(name, value, region):
     if array.dtype != want and not np.can_cast(array.dtype, want, casting="same_kind"):
         raise InputError(f"input {name!r}: expected {region.dtype}, got {array.dtype} (not a same-kind cast)")
     return array.astype(want)
+
+
+class _Flight:
+    """A DMA engine's transfers in flight, when it keeps several (`Engine.in_flight`): a
+    transfer's fixed latency runs while the ones before it move their bytes; the bytes of
+    each move in order, after the previous transfer's, through the shared-bandwidth arbiter;
+    a new transfer starts only while fewer than `depth` are in flight."""
+
+    def __init__(self, env, depth, transfer, cap):
+        self.env, self.depth, self.transfer, self.cap = env, depth, transfer, cap
+        self.moving = collections.deque()  # completion events, oldest first
+        self.last_end = 0.0  # when the latest finished transfer ended
+
+    def room(self):
+        """Wait (a generator to yield from) until another transfer may start."""
+        while self.moving and self.moving[0].processed:
+            self.moving.popleft()
+        if len(self.moving) >= self.depth:
+            yield self.moving.popleft()
+
+    def send(self, nbytes, use, src, dst, done):
+        """Move nbytes once the previous transfer has moved its own; then done(after), after
+        the cycle the previous transfer ended (an event in the trace starts no earlier, so an
+        engine's events do not overlap)."""
+        finished = self.env.event()
+        before = self.moving[-1] if self.moving else None
+
+        def begin(_=None):
+            after = self.last_end
+            moved = self.transfer(nbytes, self.cap, use, src, dst)
+            moved.callbacks.append(lambda _: self._end(after, done, finished))
+
+        if before is None or before.processed:
+            begin()
+        else:
+            before.callbacks.append(begin)
+        self.moving.append(finished)
+
+    def _end(self, after, done, finished):
+        self.last_end = self.env.now
+        done(after)
+        finished.succeed()
+
+    def drain(self):
+        if self.moving and not self.moving[-1].processed:
+            yield self.moving[-1]
 
 
 class _Occupancy:

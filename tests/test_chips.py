@@ -240,6 +240,7 @@ def test_override_changes_the_value_and_only_that_load():
         ("ops.add.kind", "global", lambda c: c.support("add").kind == "global"),
         ("memories.ddr.latency", "80ns", lambda c: c.memories["ddr"].latency == 44),
         ("engines.tiu.vector.op_cycles.exp", 2, lambda c: c.engines["tiu"].vector.op_cycles["exp"] == 2),
+        ("engines.gdma.in_flight", 2, lambda c: c.engines["gdma"].in_flight == 2),
     ],
 )
 def test_overrides(key, value, check):
@@ -256,6 +257,8 @@ def test_overrides(key, value, check):
         ("memories.ddr.bandwidth", "fast", r"override memories\.ddr\.bandwidth=fast: expected a bandwidth"),
         ("ops.add.dtypes", "[float32, int9]", r"override ops\.add\.dtypes=.*: ops\.add\.dtypes\[1\]: unknown dtype 'int9'"),
         ("clock", "[1", r"override clock=\[1: not a YAML value"),
+        ("engines.gdma.in_flight", "0", r"override engines\.gdma\.in_flight=0: 0 must be >= 1"),
+        ("engines.tiu.in_flight", "2", r"override engines\.tiu\.in_flight=2: 'in_flight' belongs to dma engines"),
         ("engines.tiu.kind", "scalar", r"bm1684\.yaml:\d+: engines\.tiu\.memory: 'memory' belongs to vector or matrix engines, and this engine's kind is scalar"),
     ],
 )

@@ -2,9 +2,11 @@
 
 The conv and matrix templates choose their tiling by it and note the choice with its estimate
 in the program ("tiling <op>: ... estimated N cycles"). Where every transfer is one DMA hop (the
-Sophgo chips, generic) the estimate replays exactly what the machine does; where transfers stage
-through on-chip memories (an Ascend core's GM -> L1 -> L0A, the TPU's host -> unified buffer)
-it is an estimate.
+Sophgo chips, generic) the estimate replays exactly what the machine does, also when the DMA
+engine overlaps its transfers (`in_flight`); where two DMA engines move bytes at once (generic's
+loads and stores) the machine shares DDR between them and the estimate serves them in turn;
+where transfers stage through on-chip memories (an Ascend core's GM -> L1 -> L0A, the TPU's
+host -> unified buffer) it is an estimate.
 """
 
 import re
@@ -62,7 +64,7 @@ ONE_HOP = [
     ("generic", conv((1, 16, 32, 32), 16, 3, "float32")),
     ("bm1684", matmul(256, 1024, 1024, "float32")),
     ("bm1686", matmul(64, 4096, 4096, "float16")),
-    ("generic", matmul(100, 300, 200, "float32")),
+    ("bm1686", matmul(64, 512, 512, "float16")),  # the left row block kept across column blocks
 ]
 
 
@@ -70,6 +72,22 @@ ONE_HOP = [
 def test_exact_where_every_transfer_is_one_hop(name, graph):
     estimated, cycles = estimate_and_cycles(graph, chip(name))
     assert estimated == cycles
+
+
+@pytest.mark.parametrize("in_flight", [2, 4])
+@pytest.mark.parametrize("name,graph", ONE_HOP[::3], ids=[f"{n}-{g.name}-{i}" for i, (n, g) in enumerate(ONE_HOP[::3])])
+def test_exact_when_the_dma_engine_overlaps_its_transfers(name, graph, in_flight):
+    overlapped = chips.load(name, {"engines.gdma.in_flight": in_flight})
+    estimated, cycles = estimate_and_cycles(graph, overlapped)
+    assert estimated == cycles
+    assert cycles < estimate_and_cycles(graph, chip(name))[1]  # the latencies hidden are cycles saved
+
+
+def test_close_where_two_dma_engines_share_ddr():
+    """Measured: -0.5% (generic's loads and stores overlap: the machine slows both, the
+    estimate's DDR queue the later one)."""
+    estimated, cycles = estimate_and_cycles(matmul(100, 300, 200, "float32"), chip("generic"))
+    assert 0.99 * cycles <= estimated <= 1.01 * cycles
 
 
 STAGED = [
@@ -82,10 +100,10 @@ STAGED = [
 
 @pytest.mark.parametrize("name,graph", STAGED, ids=[f"{n}-{i}" for i, (n, _) in enumerate(STAGED)])
 def test_close_where_transfers_stage(name, graph):
-    """Measured: +9.5%, +18.4%, +14.9%, +2.1% (the estimate overstates the staged routes'
-    overlap losses)."""
+    """Measured: +5.8%, +15.2%, +12.3%, -1.4% (the estimate overstates the staged routes'
+    overlap losses, and understates the TPU's host and weight movers overlapping theirs)."""
     estimated, cycles = estimate_and_cycles(graph, chip(name))
-    assert cycles <= estimated <= 1.2 * cycles
+    assert 0.97 * cycles <= estimated <= 1.2 * cycles
 
 
 @pytest.mark.parametrize("graph,limits", [

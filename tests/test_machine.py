@@ -90,6 +90,23 @@ def test_overlapping_dmas_share_ddr_bandwidth():
     assert both.trace.counters["ddr.write"] == [(0, 0), (150, 32.0), (350, 0)]
 
 
+@pytest.mark.parametrize("in_flight, ends", [
+    (1, [(0, 400), (400, 800), (800, 1200)]),  # each: 150 latency, then 16000 B at 64 B/cycle
+    # a latency runs while the transfer before moves its bytes; the third waits until the
+    # first is done (two under way at most), its latency then hidden behind the second's bytes
+    (2, [(0, 400), (400, 650), (650, 900)]),
+    (3, [(0, 400), (400, 650), (650, 900)]),  # the latencies queue one after another: no gain
+])
+def test_a_dma_engine_overlaps_as_many_transfers_as_it_keeps_in_flight(in_flight, ends):
+    chip = chips.load("generic", {"engines.dma_in.in_flight": in_flight})
+    loads = "".join(f"dma_in.{i} dma src=ddr@{i * 0x4000:#x}:int8[16000;1] dst=lmem@{i * 0x4000:#x}:int8[16000;1]\n" for i in range(3))
+    prog = _program(".engine dma_in\n" + loads)
+    timing = sim.execute(prog, chip, mode="timing")
+    assert [(e.start, e.end) for e in timing.trace.events] == ends  # an engine's events never overlap
+    assert timing.cycles == ends[-1][1]
+    assert sim.execute(prog, chip).cycles == timing.cycles
+
+
 def test_deadlock_is_an_error_listing_the_stuck_instructions(tiny):
     prog = isa.Program.from_text(
         ".program chip=tiny graph=hand\n.engine gdma\n.engine tiu\n"

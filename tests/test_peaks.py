@@ -51,10 +51,10 @@ PEAKS = {
     "bm1682": {  # no Sophgo source: a third-party table's figure, which the YAML's clock was chosen to give
         "float32": (3, T, "third-party comparison table, '3TFLOPS@FP32' on the SE3 (hardware-facts.md 2.1 [U])"),
     },
-    "generic": {  # not a real chip: the design its YAML states, a 32 x 32 array at 1 GHz
-        "int8": (2.048, T, "chips/generic.yaml: 32 x 32 MAC x 2 x 1 GHz"),
-        "float16": (2.048, T, "chips/generic.yaml: full rate for 8- and 16-bit floats"),
-        "float32": (0.512, T, "chips/generic.yaml: a quarter rate"),
+    "generic": {  # not a real chip: the design its YAML states, a 32 x 32 array of 2-MAC cells at 1 GHz
+        "int8": (4.096, T, "chips/generic.yaml: 32 x 32 cells x 2 MAC x 2 ops x 1 GHz"),
+        "float16": (2.048, T, "chips/generic.yaml: half the 8-bit rate for 16 bits"),
+        "float32": (1.024, T, "chips/generic.yaml: a quarter of the 8-bit rate"),
     },
 }
 

@@ -56,11 +56,12 @@ def test_the_knee_is_the_highest_throughput_over_the_lowest_points_bandwidth():
 
 def test_generic_reaches_both_roofs_within_5_percent():
     """A 32-row product fills the 32 x 32 array and is memory-bound in float16 (16 ops per DDR
-    byte, under the ridge of 32); a long reduction into a 256 x 256 result is compute-bound in
-    int8. K is long in both, so the array's fill and drain and the first load are a small part."""
+    byte, under the ridge of 32); a long reduction into a 512 x 512 result is compute-bound in
+    int8 (ridge 64). K is long in both, so the array's fill and drain and the first load are a
+    small part."""
     chip = chips.load("generic")
     memory = roofline.measure("batch", "", roofline.matmul_graph(32, 1 << 20, 32, "float16"), chip, "float16")
-    compute = roofline.measure("batch", "", roofline.matmul_graph(256, 1 << 15, 256, "int8"), chip, "int8")
+    compute = roofline.measure("batch", "", roofline.matmul_graph(512, 1 << 14, 512, "int8"), chip, "int8")
     assert memory.memory_bound and memory.intensity == pytest.approx(16, rel=0.01)
     assert not compute.memory_bound
     assert memory.ratio == pytest.approx(1, abs=roofline.TARGET)

@@ -240,11 +240,10 @@ class _Plan(Priced):
         tn, toc, tos = extents[0], extents[1], extents[2:]
         tail_load, tail_compute, tail_store = self.piece(busy, "tail", starts, extents) if first or last else ((), (), ())
         load = self.piece(busy, "input", tn, tic, tos, tuple(c[2:] for c in kind[2:])) + self.piece(busy, "weight", toc, tic)
-        if first:
-            load += self.piece(busy, "bias", toc) + tail_load
+        fills = self.piece(busy, "bias", toc) + tail_load if first else ()
         product = self.piece(busy, "product", self._slotted(tn) * math.prod(tos), tic, toc)
         finish, store = (self.piece(busy, "finish", extents) + tail_compute, tail_store) if last else ((), ())
-        return Work(chain(load), product, chain(finish), chain(store))
+        return Work(chain(load), product, chain(finish), chain(store), chain(fills))
 
     def _floor(self, busy, kind, tic, first, last):
         """Estimate.floor's terms of a step: its products, and the bytes of its input window and

@@ -13,13 +13,17 @@ issue latency.
 with the waits the emitter infers (isa/lower/emit.py):
 - with double buffering step i+1's loads are emitted before step i's product, so the DMA
   fetches ahead; a step's loads wait for the product that last read their slot (step
-  i - slots), a tile's first loads (the tail's operands, into the tile's slot) also for the
-  store of the tile `slots` before, and a load may name one more product it waits for (a
-  resident block's last reader);
+  i - slots), a tile's fills (the tail's operands, into the tile's slot) for the store of the
+  tile `slots` before (a kept block's load waits for no later product than the step's: the
+  slot it refills was last read a row before);
 - a tile's first product waits for the tile `slots` before to be finished (or stored, where
   the store reads the accumulator); stores queue behind the loads emitted before them;
 - DDR is one more queue: each transfer's bytes pass through it at its bandwidth (shared by the
-  units at work) once the transfer's latency is over, so engines moving data at once share it.
+  units at work) once the transfer's latency is over, so engines moving data at once share it;
+- within a chain, a copy's hop waits for the hop before it, a copy's first hop only for the
+  chain to be ready and the computing before it (not for other copies' hops); a DMA engine that
+  keeps several transfers in flight starts one's latency while those before it move their
+  bytes, as the machine's queue does (sim/machine.py, _Flight).
 The estimate is the makespan; `bound` is a lower bound of it (the busiest engine's or DDR's
 total) and `floor` a cheaper lower bound of that (the products and the operands' bytes), so a
 search (isa/lower/tiling.py, `least`) prices and replays only the candidates that can still
@@ -44,25 +48,30 @@ class Op(NamedTuple):
     cycles: float  # the engine's time for it alone
     lead: float = 0  # a transfer's latency, before its bytes reach DDR
     ddr: float = 0  # cycles of DDR bandwidth its bytes take
+    in_flight: int = 1  # a DMA engine's transfers under way at once (chips.Engine.in_flight)
+    hop: int = -1  # a transfer's hop along its copy's route (0: the first); -1: not a transfer
 
 
 class Work(NamedTuple):
     """A step's chains of Ops: load (into its slot), product (reads the slot), and on a tile's
-    last step finish (reads the accumulator) and store."""
+    last step finish (reads the accumulator) and store; on its first, fills: the loads into the
+    tile's own buffers (a bias, a fused tail's operands), emitted after the step's loads."""
 
     load: tuple
     product: tuple
     finish: tuple = ()
     store: tuple = ()
+    fills: tuple = ()
 
 
 def chain(ops):
-    """ops as a tuple, consecutive ones on one engine merged (they run back to back anyway)."""
+    """ops as a tuple, consecutive ones on one engine merged (they run back to back anyway),
+    except an engine's that overlaps its transfers."""
     out = []
     for op in ops:
-        if out and out[-1].engine == op.engine:
+        if out and out[-1].engine == op.engine and op.in_flight == 1:
             last = out[-1]
-            out[-1] = Op(op.engine, last.cycles + op.cycles, last.lead if last.ddr else last.cycles + op.lead, last.ddr + op.ddr)
+            out[-1] = Op(op.engine, last.cycles + op.cycles, last.lead if last.ddr else last.cycles + op.lead, last.ddr + op.ddr, 1, last.hop)
         else:
             out.append(op)
     return tuple(out)
@@ -96,7 +105,7 @@ class Pricer:
             lead = transfer_latency(engine, self.memories, (a, b))
             cycles = lead + math.ceil(moved / transfer_bandwidth(engine, self.memories, (a, b)))
             ddr = moved * ports((a, b)).get("ddr", 0) / self.ddr_rate
-            ops.append(Op(name, cycles, lead, ddr))
+            ops.append(Op(name, cycles, lead, ddr, engine.in_flight, k))
             here = there
         return ops
 
@@ -175,9 +184,8 @@ class Estimate:
     """The makespan of a run of steps (module docstring).
 
     work(key): a step's Work; counts: key -> how many steps do it; sequence(): the steps in
-    order as (key, tile, first, last, after), tile numbering the unit's output tiles from 0,
-    first and last whether the step is its tile's first and last, after the index of an
-    earlier step whose product the step's loads wait for (or None)."""
+    order as (key, tile, first, last), tile numbering the unit's output tiles from 0, first
+    and last whether the step is its tile's first and last."""
 
     def __init__(self, work, counts, sequence, slots, store_reads_acc=False, floor=None):
         self.work, self.counts, self.sequence = work, counts, sequence
@@ -208,7 +216,8 @@ class Estimate:
         busy = {"ddr": 0.0}
         for key, n in self.counts.items():
             for op in (op for part in self.works[key] for op in part):
-                busy[op.engine] = busy.get(op.engine, 0.0) + n * op.cycles
+                own = op.cycles - op.lead if op.in_flight > 1 else op.cycles  # an overlapped latency may cost nothing
+                busy[op.engine] = busy.get(op.engine, 0.0) + n * own
                 busy["ddr"] += n * op.ddr
         return max(busy.values())
 
@@ -219,37 +228,68 @@ class Estimate:
 
     def _replay(self):
         free, ddr = {}, 0.0
+        queued = {}  # an engine overlapping its transfers: (when its next latency may start, recent ends)
 
-        def run(ops, t):
+        def run(ops, ready):
+            """Run a chain ready at `ready`; its end. An Op starts once its engine is free and
+            the Op before it has ended, but a copy's first hop only once the chain is ready and
+            the computing before it in the chain is done: it does not wait for other copies'
+            hops (its engine's queue orders it behind those on the same engine)."""
             nonlocal ddr
-            for engine, cycles, lead, need in ops:
-                start = free.get(engine, 0.0)
-                if t > start:
-                    start = t
-                end = start + cycles
-                if need:
-                    ddr = max(ddr, start + lead) + need
-                    end = max(end, ddr)
-                free[engine] = t = end
-            return t
+            t = last = computed = ready
+            for engine, cycles, lead, need, in_flight, hop in ops:
+                if hop == 0:
+                    t = computed
+                if in_flight > 1:
+                    t = overlapped(engine, cycles, lead, need, in_flight, t)
+                else:
+                    start = free.get(engine, 0.0)
+                    if t > start:
+                        start = t
+                    end = start + cycles
+                    if need:
+                        ddr = max(ddr, start + lead) + need
+                        end = max(end, ddr)
+                    free[engine] = t = end
+                if hop < 0:
+                    computed = t
+                if t > last:
+                    last = t
+            return last
+
+        def overlapped(engine, cycles, lead, need, in_flight, t):
+            """As the machine's DMA queue (sim/machine.py, _Flight): the latency starts after
+            the previous one and once fewer than in_flight transfers are under way; the bytes
+            move after the previous transfer's."""
+            nonlocal ddr
+            next_lead, ends = queued.setdefault(engine, (0.0, collections.deque(maxlen=in_flight)))
+            start = max(t, next_lead, ends[0] if len(ends) == in_flight else 0.0)
+            begin = max(start + lead, free.get(engine, 0.0))
+            end = begin + cycles - lead
+            if need:
+                ddr = max(ddr, begin) + need
+                end = max(end, ddr)
+            ends.append(end)
+            queued[engine] = (start + lead, ends)
+            free[engine] = end
+            return end
 
         works, slots = self.works, self.slots
         seq = list(self.sequence())
         loaded, product, finished, stored = [0.0] * len(seq), [0.0] * len(seq), {}, {}
 
         def load(i):
-            key, tile, first, _, after = seq[i]
+            key, tile, first, _ = seq[i]
             ready = product[i - slots] if i >= slots else 0.0
-            if first and tile >= slots:
-                ready = max(ready, stored[tile - slots])
-            if after is not None:
-                ready = max(ready, product[after])
             loaded[i] = run(works[key].load, ready)
+            if first and works[key].fills:
+                filled = max(ready, stored[tile - slots]) if tile >= slots else ready
+                loaded[i] = max(loaded[i], run(works[key].fills, filled))
 
         double = slots > 1
         if double and seq:
             load(0)
-        for i, (key, tile, first, last, _) in enumerate(seq):
+        for i, (key, tile, first, last) in enumerate(seq):
             if not double:
                 load(i)
             elif i + 1 < len(seq):
@@ -266,7 +306,7 @@ class Estimate:
 
 
 
-def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, repeat=1, floor=None):
+def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, repeat=1, floor=None, reuse=None):
     """The Estimate of a tiled op's steps on the first (busiest) of `units` units, the output
     tiles dealt among them in runs of consecutive ones (isa/lower/pipeline.deal).
 
@@ -275,11 +315,17 @@ def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, rep
     walked (groups, batch), outermost; each tile walks a reduction of `reduction` in blocks of
     `block`; work(busy, kind, block, first, last): the Work of one step, kind the tuple of the
     tile's classes, busy the units at work (they share DDR); floor(busy, kind, block, first,
-    last): the step's Estimate.floor terms, or None."""
+    last): the step's Estimate.floor terms, or None.
+
+    reuse: an operand that depends only on the tile's position along the first `reuse` axes
+    (and the repeat) is loaded whole with a tile's first block and stays while consecutive
+    tiles share it (a matrix product's left row block): the steps then carry one more argument
+    for work and floor, fresh, whether they load it (a unit's first tile does)."""
     count = repeat * math.prod(len(a) for a in axes)
     busy = min(count, units)
     blocks = -(-reduction // block)
     edge = reduction - (blocks - 1) * block
+    reusing = reuse is not None
 
     def part(k):
         return (edge if k == blocks - 1 else block, k == 0, k == blocks - 1)
@@ -291,23 +337,37 @@ def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, rep
         parts[part(1)] += blocks - 2
 
     def tiles():
-        return (c[1:] for c in itertools.islice(itertools.product(range(repeat), *axes), -(-count // units)))
+        """(kind, fresh) of the unit's tiles in order."""
+        positions = itertools.product(range(repeat), *(range(len(a)) for a in axes))
+        before = None
+        for at in itertools.islice(positions, -(-count // units)):
+            shared = at[:1 + reuse] if reusing else None
+            yield tuple(a[i] for a, i in zip(axes, at[1:])), shared is None or shared != before
+            before = shared
 
     if units > 1:
         mine = collections.Counter(tiles())
     else:  # the classes per dimension combined in every way, without walking every tile
         per_axis = [collections.Counter(a) for a in axes]
-        mine = {kind: repeat * math.prod(c[k] for c, k in zip(per_axis, kind)) for kind in itertools.product(*per_axis)}
+        mine = collections.Counter()
+        for kind in itertools.product(*per_axis):
+            n = repeat * math.prod(c[k] for c, k in zip(per_axis, kind))
+            # fresh: the tiles first along every axis past `reuse`
+            fresh = n if not reusing else repeat * math.prod(per_axis[d][k] for d, k in enumerate(kind[:reuse])) * all(
+                k == axes[d][0] for d, k in enumerate(kind) if d >= reuse)
+            mine[kind, True] += fresh
+            mine[kind, False] += n - fresh
     counts = collections.Counter()
-    for kind, n in mine.items():
+    for (kind, fresh), n in mine.items():
         for p, m in parts.items():
-            counts[(kind,) + p] += n * m
+            if n * m:
+                counts[(kind,) + p + ((fresh and p[1],) if reusing else ())] += n * m
 
     def sequence():
-        for t, kind in enumerate(tiles()):
+        for t, (kind, fresh) in enumerate(tiles()):
             for k in range(blocks):
                 p = part(k)
-                yield (kind,) + p, t, p[1], p[2], None
+                yield (kind,) + p + ((fresh and p[1],) if reusing else ()), t, p[1], p[2]
 
     return Estimate(lambda key: work(busy, *key), counts, sequence, slots, store_reads_acc,
                     floor and (lambda key: floor(busy, *key)))

@@ -10,6 +10,11 @@ requantization, cast) runs as vector instructions and the result tile is stored.
 multiples of the matrix unit's m, n, k whose buffers fit, chosen by the lowering's estimate of
 the cycles (isa/lower/estimate.py), at most the policy's limits (M is "n", N is "c", K is "k").
 
+A tiling may also keep the left operand's row block: the whole tm x K of it is loaded with the
+first step of a row and stays (in its own slot) while the row's output tiles walk N and K, so
+the left operand crosses DDR once instead of once per column block; the estimate weighs the
+larger buffer against the traffic saved.
+
 Output tiles are dealt among the units (each core's matrix engine with its vector engine), each
 tile with all its K steps on one unit; where the accumulator reaches the vector memory through
 shared memory, the staging buffers are placed with the slots (as in isa/lower/conv.py).
@@ -35,7 +40,7 @@ from .vector_steps import emit_steps
 
 def lower_matmul(ctx, group):
     plan = _Plan(ctx, group.nodes[0])
-    tm, tn, tk = plan.tiles()
+    tm, tn, tk, keep = plan.tiles()
     M, K, N = plan.M, plan.K, plan.N
     tiles = [(b, m0, n0) for b in np.ndindex(*plan.batch) for m0 in range(0, M, tm) for n0 in range(0, N, tn)]
     per_unit, placed = [], []
@@ -43,12 +48,14 @@ def lower_matmul(ctx, group):
         if u and not run:
             continue
         mine = plan.on(unit)
-        bufs = mine.place(tm, tn, tk)
-        steps = []
+        bufs = mine.place(tm, tn, tk, keep)
+        steps, row, lefts = [], None, 0  # the row of the left block kept, and how many were loaded
         for tile, (b, m0, n0) in enumerate(run):
             for k0 in range(0, K, tk):
                 box = (m0, n0, k0, min(tm, M - m0), min(tn, N - n0), min(tk, K - k0))
-                steps.append(mine.step(bufs, len(steps), tile, b, box, k0 == 0, k0 + tk >= K))
+                fresh = not keep or (k0 == 0 and (b, m0) != row)
+                row, lefts = (b, m0), lefts + fresh
+                steps.append(mine.step(bufs, len(steps), (lefts - 1) % ctx.slots, fresh, keep, tile, b, box, k0 == 0, k0 + tk >= K))
         per_unit.append(steps)
         placed += bufs.values()
     run_units(ctx, [ctx.home[plan.out.name]], per_unit)
@@ -114,12 +121,12 @@ class _Plan(Priced):
 
     # ---- sizes ------------------------------------------------------------------------------
 
-    def _needs(self, tm, tn, tk):
-        """(buffer key, memory, bytes) of one slot."""
+    def _needs(self, tm, tn, tk, keep=False):
+        """(buffer key, memory, bytes) of one slot; a kept left block spans the whole of K."""
         size = lambda dtype, n: n * dtypes.itemsize(dtype)  # noqa: E731
         amem, bmem, cmem, vmem = (*(self.mx.operand_memory(r) for r in "abc"), self.vx.memory)
         needs = [
-            ("a", amem, size(self.left.dtype, tm * tk)),
+            ("a", amem, size(self.left.dtype, tm * (self.K if keep else tk))),
             ("b", bmem, size(self.right.dtype, tk * tn)),
             ("acc", cmem, size(self.acc_dtype, tm * tn)),
         ]
@@ -143,15 +150,15 @@ class _Plan(Priced):
         needs += [(("tmp", k), vmem, size(d, tm * tn)) for k, d in enumerate(self.temps)]
         return needs
 
-    def _sizes(self, tm, tn, tk):
+    def _sizes(self, tm, tn, tk, keep=False):
         """memory -> the sizes of every slot's buffers placed there."""
         per_mem = {}
-        for _, mem, n in self._needs(tm, tn, tk):
+        for _, mem, n in self._needs(tm, tn, tk, keep):
             per_mem.setdefault(mem, []).extend([n] * self.ctx.slots)
         return per_mem
 
-    def _fits(self, tm, tn, tk):
-        return all(self.em.allocators[m].fits(sizes) for m, sizes in self._sizes(tm, tn, tk).items())
+    def _fits(self, tm, tn, tk, keep=False):
+        return all(self.em.allocators[m].fits(sizes) for m, sizes in self._sizes(tm, tn, tk, keep).items())
 
     def tiles(self):
         """(tm, tn, tk): of the candidate sizes (from the policy's limits, halved, as multiples
@@ -164,39 +171,54 @@ class _Plan(Priced):
         limits = self.ctx.tile_limits((self.M, self.N, self.K), ("n", "c", "k"))
         sizes = [halvings(n, u) for n, u in zip(limits, (unit.m, unit.n, unit.k))]
 
-        def choose(ks, units):
-            fitting = [(tm, tn, tk) for tk in ks for tm in sizes[0] for tn in sizes[1] if self._fits(tm, tn, tk)]
-            return least((self._schedule(*t, units), -math.prod(t), t) for t in fitting)
+        keeps = (False, True) if not self.shifted else (False,)
 
-        choice = choose(sizes[2], 1)
+        def choose(ks, units, keeps):
+            fitting = [(tm, tn, tk, keep) for tk in ks for tm in sizes[0] for tn in sizes[1] for keep in keeps if self._fits(tm, tn, tk, keep)]
+            return least((self._schedule(*t, units), -math.prod(t[:3]), t) for t in fitting)
+
+        choice = choose(sizes[2], 1, keeps)
         if choice is None:
             least_tile = (unit.m, unit.n, unit.k)
             raise OutOfMemoryError(f"{self.node.name}: even a {'x'.join(map(str, least_tile))} matrix tile needs {shortfall(self.em.allocators, self._sizes(*least_tile))}")
         if len(self.units) > 1:
-            choice = choose([choice[2]], len(self.units))
+            choice = choose([choice[2]], len(self.units), keeps)
         cycles = self._schedule(*choice, len(self.units)).cycles()
-        self.em.notes.append(f"tiling {self.node.name}: output tile {choice[0]}x{choice[1]}, K {choice[2]} a step: estimated {cycles:,.0f} cycles")
+        kept = ", the left row block kept" if choice[3] else ""
+        self.em.notes.append(f"tiling {self.node.name}: output tile {choice[0]}x{choice[1]}, K {choice[2]} a step{kept}: estimated {cycles:,.0f} cycles")
         return choice
 
-    def _schedule(self, tm, tn, tk, units=1):
+    def _schedule(self, tm, tn, tk, keep, units=1):
         """The Estimate of this tiling: every output tile with its K blocks, on the busiest of
-        `units` units, batch by batch."""
+        `units` units, batch by batch. With keep, a row's left block (tm x K) is loaded once,
+        with the first step of the row, and stays while the row's output tiles use it (the
+        integer family, which shifts its copies per step, never keeps it)."""
         axes = [[(t,)] * (n // t) + ([(n % t,)] if n % t else []) for n, t in ((self.M, tm), (self.N, tn))]
-        return tiled(self._work, axes, self.K, tk, units, self.ctx.slots,
-                     self.out_key == "acc", math.prod(self.batch), self._floor)
+        work, floor = (self._kept_work, self._kept_floor) if keep else (self._work, self._floor)
+        return tiled(work, axes, self.K, tk, units, self.ctx.slots,
+                     self.out_key == "acc", math.prod(self.batch), floor, 1 if keep else None)
 
-    def _floor(self, busy, kind, tk, first, last):
+    def _kept_work(self, busy, kind, tk, first, last, fresh):
+        return self._work(busy, kind, tk, first, last, self.K if fresh else 0)
+
+    def _kept_floor(self, busy, kind, tk, first, last, fresh):
+        return self._floor(busy, kind, tk, first, last, self.K if fresh else 0)
+
+    def _floor(self, busy, kind, tk, first, last, left_k=None):
         """Estimate.floor's terms of a step: its products, and the bytes of its operand tiles
-        where they come from DDR (bursts left out)."""
+        where they come from DDR (bursts left out); left_k: the columns of the left block it
+        loads (default tk)."""
         (tm,), (tn,) = kind
-        nbytes_from_ddr = sum(n * dtypes.itemsize(t.dtype) for t, n in ((self.left, tm * tk), (self.right, tk * tn))
-                              if self.ctx.home[t.name].mem == "ddr")
+        operands = ((self.left, tm * (tk if left_k is None else left_k)), (self.right, tk * tn))
+        nbytes_from_ddr = sum(n * dtypes.itemsize(t.dtype) for t, n in operands if self.ctx.home[t.name].mem == "ddr")
         price = self.pricer(busy)
         return [price.matmul(self.mx.name, tm, tk, tn, self.operand_dtypes[0])] * (2 if self.asym else 1), nbytes_from_ddr / price.ddr_rate
 
-    def _work(self, busy, kind, tk, first, last):
-        """The estimate.Work of one K block of an output tile of kind ((tm,), (tn,))."""
-        key = (busy, kind, tk, first, last)
+    def _work(self, busy, kind, tk, first, last, left_k=None):
+        """The estimate.Work of one K block of an output tile of kind ((tm,), (tn,)); left_k:
+        the columns of the left block it loads (default tk; a kept block's K or none)."""
+        left_k = tk if left_k is None else left_k
+        key = (busy, kind, tk, first, last, left_k)
         if key in self._works:
             return self._works[key]
         price = self.pricer(busy)
@@ -204,13 +226,14 @@ class _Plan(Priced):
         p, vx = self.node.params, self.vx
         amem, bmem, cmem, vmem = (*(self.mx.operand_memory(r) for r in "abc"), vx.memory)
         zero = (0,) * len(self.batch)
-        left = sub_region(self._matrix(self.left, zero, p.get("left_trans", False)), (0, 0), (tm, tk))
+        left = sub_region(self._matrix(self.left, zero, p.get("left_trans", False)), (0, 0), (tm, left_k))
         right = sub_region(self._matrix(self.right, zero, p.get("right_trans", False)), (0, 0), (tk, tn))
-        load = price.copy(left, dense(amem, 0, self.left.dtype, (tm, tk))) + price.copy(right, dense(bmem, 0, self.right.dtype, (tk, tn)))
+        load = price.copy(right, dense(bmem, 0, self.right.dtype, (tk, tn)))
+        if left_k:  # after the right tile: its slot's last reader is no later than the right's
+            load += price.copy(left, dense(amem, 0, self.left.dtype, (tm, left_k)))
         if self.shifted:
             load += [price.vector(vx.name, tm * tk, "int16", "sub"), price.vector(vx.name, tk * tn, "int16", "sub")]
-        if first and self.bias is not None:
-            load += price.copy(dense(self.bias[0].mem, 0, self.bias[1], (1, tn)), dense(vmem, 0, self.bias[1], (1, tn)))
+        fills = price.copy(dense(self.bias[0].mem, 0, self.bias[1], (1, tn)), dense(vmem, 0, self.bias[1], (1, tn))) if first and self.bias else []
         passes = 2 if self.asym else 1
         product = [price.matmul(self.mx.name, tm, tk, tn, self.operand_dtypes[0])] * passes
         finish, store = [], []
@@ -222,7 +245,7 @@ class _Plan(Priced):
             finish += price.steps(vx.name, self.steps, inputs, self.out.dtype, self.temps, tm * tn)
             out = sub_region(self._matrix(self.out, zero, False), (0, 0), (tm, tn))
             store = price.copy(dense(vmem, 0, self.out.dtype, (tm, tn)), out)
-        work = self._works[key] = Work(chain(load), chain(product), chain(finish), chain(store))
+        work = self._works[key] = Work(chain(load), chain(product), chain(finish), chain(store), chain(fills))
         return work
 
     # ---- emission ---------------------------------------------------------------------------
@@ -233,12 +256,12 @@ class _Plan(Priced):
         mine.mx, mine.vx = unit.matrix, unit.vector
         return mine
 
-    def place(self, tm, tn, tk):
+    def place(self, tm, tn, tk, keep):
         name = self.node.name
         bufs = {
             (key, s): self.em.alloc(mem, n, f"{name}/{key if isinstance(key, str) else f'tmp{key[1]}'}.{s}")
             for s in range(self.ctx.slots)
-            for key, mem, n in self._needs(tm, tn, tk)
+            for key, mem, n in self._needs(tm, tn, tk, keep)
         }
         if self.asym:  # one element of zp_r, read with stride 0 as a whole right tile
             mem = self.mx.operand_memory("b")
@@ -249,23 +272,29 @@ class _Plan(Priced):
             self.em.emit(self.vx.name, Vector("copy", zp, (self.node.params["right_zero_point"],), "int64", name), writes=(self.zero_point,))
         return bufs
 
-    def step(self, bufs, index, tile, batch_index, box, first, last):
+    def step(self, bufs, index, a_slot, fresh, keep, tile, batch_index, box, first, last):
+        """(load, compute, store) of one K block of an output tile: the right tile goes in the
+        step's slot, the left in a_slot, loaded when fresh: its tm x tk tile, or with keep the
+        row's whole tm x K block, whose columns k0:k0+tk the step multiplies."""
         ctx, em, node, p = self.ctx, self.em, self.node, self.node.params
         m0, n0, k0, tm, tn, tk = box
         ab, ts = index % ctx.slots, tile % ctx.slots
-        a, b, acc = bufs["a", ab], bufs["b", ab], bufs["acc", ts]
-        a_r, b_r = a.region(self.left.dtype, (tm, tk)), b.region(self.right.dtype, (tk, tn))
+        a, b, acc = bufs["a", a_slot], bufs["b", ab], bufs["acc", ts]
+        kept = a.region(self.left.dtype, (tm, self.K)) if keep else None
+        a_r, b_r = sub_region(kept, (0, k0), (tm, tk)) if keep else a.region(self.left.dtype, (tm, tk)), b.region(self.right.dtype, (tk, tn))
         acc_r = acc.region(self.acc_dtype, (tm, tn))
         left = self._matrix(self.left, batch_index, p.get("left_trans", False))
         right = self._matrix(self.right, batch_index, p.get("right_trans", False))
         out = self._matrix(self.out, batch_index, False)
         a_in, b_in = (bufs["as", ab], bufs["bs", ab]) if self.shifted else (a, b)
-        a_m = a_in.region(self.operand_dtypes[0], (tm, tk))
+        a_m = a_in.region(self.operand_dtypes[0], (tm, tk)) if self.shifted else a_r
         b_m = b_in.region(self.operand_dtypes[1], (tk, tn))
 
         def load():
-            copy(em, sub_region(left, (m0, k0), (tm, tk)), ctx.home[self.left.name], a_r, a, node.name)
             copy(em, sub_region(right, (k0, n0), (tk, tn)), ctx.home[self.right.name], b_r, b, node.name)
+            if fresh:
+                src, dst = (sub_region(left, (m0, 0), (tm, self.K)), kept) if keep else (sub_region(left, (m0, k0), (tm, tk)), a_r)
+                copy(em, src, ctx.home[self.left.name], dst, a, node.name)
             if self.shifted:
                 self._shift(bufs, ab, a_r, b_r, k0, n0, tm, tn, tk)
             if first and self.bias is not None:

@@ -10,6 +10,11 @@ lowering's estimate shares), where
 - bandwidth is the least of the engine's and each endpoint memory's, a memory that is both
   source and destination counting twice. Overlapping transfers share memory bandwidth
   (sim/bandwidth.py); this is the uncontended figure.
+
+An engine runs its transfers in order; one that keeps several in flight (`in_flight` in the
+chip YAML, as a DMA queue with outstanding requests does) starts a transfer's latency while
+the ones before it still move their bytes, which still move one transfer after another
+(sim/machine.py, _Flight).
 """
 
 import math
