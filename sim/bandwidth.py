@@ -77,7 +77,7 @@ class Arbiter:
                 read += rate
             if t.dst == watch:
                 write += rate
-            wait = math.ceil(t.left / rate)
+            wait = math.ceil(t.left / rate - _EPS)  # not a whole extra cycle for float rounding
             if delay is None or wait < delay:
                 delay = wait
         now = self.env.now

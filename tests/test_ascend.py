@@ -2,6 +2,8 @@
 .ini row and the Atlas 200I DK A2 figures): sizes, alignments, peaks, the data movers' routes,
 instruction costs worked by hand from the YAML's figures, and its op table (the ATB seeds')."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -130,3 +132,26 @@ def test_the_three_ops_run():
     np.testing.assert_array_equal(res.outputs["masked"], np.where([1, 0, 0, 1], np.float16(9), x))
     np.testing.assert_array_equal(res.outputs["filled"], np.full((2, 2), 5, np.int32))
     assert {e.engine for e in res.trace.events if e.kind != "wait"} == {"mte2", "mte3", "vector"}
+
+
+def test_a_matrix_product_keeps_its_left_row_block_in_l1_and_cuts_l0a_tiles_from_it():
+    """The matrix template keeps a row's left block where the way into L0A stages (L1): MTE2
+    brings it from GM once, MTE1 cuts each step's L0A tile from it; values and traffic show it."""
+    chip = chips.load("ascend310b", {"ops.matrix_mul": {"dtypes": ["float16"]}})
+    rng = np.random.default_rng(3)
+    g = isa.Graph("kept_l1")
+    with g:
+        x = g.input("x", (512, 512), "float16")
+        w = g.constant("w", (rng.standard_normal((512, 512)) * 0.05).astype(np.float16))
+        g.output(isa.ops.matrix_mul(x, w), "y")
+    prog = isa.lower(g, chip)
+    (note,) = [n for n in prog.notes if n.startswith("tiling")]
+    assert "the left row block kept" in note
+    xv = rng.standard_normal((512, 512)).astype(np.float16)
+    result = sim.execute(prog, chip, {"x": xv})
+    tm = int(re.search(r"output tile (\d+)x", note).group(1))
+    # x crosses GM once; w once per row block
+    assert result.stats.ddr_read_bytes == xv.nbytes + (512 // tm) * g.constants["w"].nbytes
+    assert any(e.kind == "dma" and (e.src, e.dst) == ("l1", "l0a") for e in result.trace.events)
+    expected = xv.astype(np.float32) @ g.constants["w"].astype(np.float32)
+    np.testing.assert_allclose(result.outputs["y"].astype(np.float32), expected, rtol=2e-2, atol=2e-2)

@@ -84,10 +84,10 @@ def test_exact_when_the_dma_engine_overlaps_its_transfers(name, graph, in_flight
 
 
 def test_close_where_two_dma_engines_share_ddr():
-    """Measured: -0.5% (generic's loads and stores overlap: the machine slows both, the
-    estimate's DDR queue the later one)."""
+    """Measured: -0.9% (generic's loads and stores overlap: the machine gives each half of DDR,
+    the estimate lets one fill the bandwidth the other leaves)."""
     estimated, cycles = estimate_and_cycles(matmul(100, 300, 200, "float32"), chip("generic"))
-    assert 0.99 * cycles <= estimated <= 1.01 * cycles
+    assert 0.98 * cycles <= estimated <= 1.02 * cycles
 
 
 STAGED = [
@@ -100,10 +100,11 @@ STAGED = [
 
 @pytest.mark.parametrize("name,graph", STAGED, ids=[f"{n}-{i}" for i, (n, _) in enumerate(STAGED)])
 def test_close_where_transfers_stage(name, graph):
-    """Measured: +5.8%, +15.2%, +12.3%, -1.4% (the estimate overstates the staged routes'
-    overlap losses, and understates the TPU's host and weight movers overlapping theirs)."""
+    """Measured: +0.1%, -5.2%, -0.5%, -2.9%. The estimate leaves out what the machine's DDR
+    sharing loses: it gives each transfer under way an equal share of DDR, though one capped
+    below it (the TPU's host link) leaves some unused; the estimate lets another take that."""
     estimated, cycles = estimate_and_cycles(graph, chip(name))
-    assert 0.97 * cycles <= estimated <= 1.2 * cycles
+    assert 0.93 * cycles <= estimated <= 1.07 * cycles
 
 
 @pytest.mark.parametrize("graph,limits", [

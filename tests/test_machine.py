@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pytest
+import simpy
 
 import chips
 import isa
@@ -12,6 +13,7 @@ import sim
 import traces
 from isa.costs import runs
 from isa.instructions import Dma, Matmul, Region, Vector, dense
+from sim.bandwidth import Arbiter
 from sim.engines import dma, matrix, vector
 from traces.records import Event
 
@@ -105,6 +107,28 @@ def test_a_dma_engine_overlaps_as_many_transfers_as_it_keeps_in_flight(in_flight
     assert [(e.start, e.end) for e in timing.trace.events] == ends  # an engine's events never overlap
     assert timing.cycles == ends[-1][1]
     assert sim.execute(prog, chip).cycles == timing.cycles
+
+
+def test_a_transfer_rescheduled_midway_costs_no_extra_cycle():
+    """4096 bytes at 51.2 bytes a cycle take 80 cycles, also when another transfer starting at
+    cycle 16 makes the arbiter work out what is left (3276.8 bytes, in floats a hair over 64
+    cycles' worth, which must not round up to 65)."""
+    env = simpy.Environment()
+    arbiter = Arbiter(env, {"ddr": 51.2, "lmem": 1000.0})
+    ends = {}
+
+    def load():
+        yield arbiter.transfer(4096, 1e9, {"ddr": 1}, "ddr", "lmem")
+        ends["load"] = env.now
+
+    def other():
+        yield env.timeout(16)
+        yield arbiter.transfer(10, 1e9, {"lmem": 1}, "lmem", "lmem")
+
+    env.process(load())
+    env.process(other())
+    env.run()
+    assert ends["load"] == 80
 
 
 def test_deadlock_is_an_error_listing_the_stuck_instructions(tiny):

@@ -20,8 +20,11 @@ with the waits the emitter infers (isa/lower/emit.py):
   the store reads the accumulator); stores queue behind the loads emitted before them;
 - DDR is one more queue: each transfer's bytes pass through it at its bandwidth (shared by the
   units at work) once the transfer's latency is over, so engines moving data at once share it;
-- within a chain, a copy's hop waits for the hop before it, a copy's first hop only for the
-  chain to be ready and the computing before it (not for other copies' hops); a DMA engine that
+  a transfer replayed after another but ready before it fills DDR's idle time first (_Channel);
+- within a chain, a copy's hop waits for the hop before it, a copy's first hop for the
+  computing before it (not for other copies' hops), and only a hop into the step's buffers
+  for the chain to be ready: one into a staging buffer runs ahead, as far as the buffers a
+  memory rotates allow (route.stage_buffer; the plan says how many fit); a DMA engine that
   keeps several transfers in flight starts one's latency while those before it move their
   bytes, as the machine's queue does (sim/machine.py, _Flight).
 The estimate is the makespan; `bound` is a lower bound of it (the busiest engine's or DDR's
@@ -40,7 +43,7 @@ from ..costs import matmul_cycles, ports, transfer_bandwidth, transfer_bytes, tr
 from ..instructions import TABLE_OPERANDS, dense
 from ..ops.elementwise import OUT, In, Tmp
 from .local import _Load, _strided
-from .route import route
+from .route import STAGE_SLOTS, route
 
 
 class Op(NamedTuple):
@@ -50,6 +53,7 @@ class Op(NamedTuple):
     ddr: float = 0  # cycles of DDR bandwidth its bytes take
     in_flight: int = 1  # a DMA engine's transfers under way at once (chips.Engine.in_flight)
     hop: int = -1  # a transfer's hop along its copy's route (0: the first); -1: not a transfer
+    via: str = ""  # a hop into a staging buffer (not the copy's last): the memory of that buffer
 
 
 class Work(NamedTuple):
@@ -71,7 +75,7 @@ def chain(ops):
     for op in ops:
         if out and out[-1].engine == op.engine and op.in_flight == 1:
             last = out[-1]
-            out[-1] = Op(op.engine, last.cycles + op.cycles, last.lead if last.ddr else last.cycles + op.lead, last.ddr + op.ddr, 1, last.hop)
+            out[-1] = Op(op.engine, last.cycles + op.cycles, last.lead if last.ddr else last.cycles + op.lead, last.ddr + op.ddr, 1, last.hop, last.via)
         else:
             out.append(op)
     return tuple(out)
@@ -105,7 +109,7 @@ class Pricer:
             lead = transfer_latency(engine, self.memories, (a, b))
             cycles = lead + math.ceil(moved / transfer_bandwidth(engine, self.memories, (a, b)))
             ddr = moved * ports((a, b)).get("ddr", 0) / self.ddr_rate
-            ops.append(Op(name, cycles, lead, ddr, engine.in_flight, k))
+            ops.append(Op(name, cycles, lead, ddr, engine.in_flight, k, b if k < len(hops) - 1 else ""))
             here = there
         return ops
 
@@ -187,9 +191,10 @@ class Estimate:
     order as (key, tile, first, last), tile numbering the unit's output tiles from 0, first
     and last whether the step is its tile's first and last."""
 
-    def __init__(self, work, counts, sequence, slots, store_reads_acc=False, floor=None):
+    def __init__(self, work, counts, sequence, slots, store_reads_acc=False, floor=None, stage_slots=None):
         self.work, self.counts, self.sequence = work, counts, sequence
         self.slots, self.store_reads_acc = slots, store_reads_acc
+        self.stage_slots = stage_slots or {}  # memory -> the staging buffers a hop rotates there (default STAGE_SLOTS)
         self._floor, self._works, self._cycles = floor, None, None
 
     @property
@@ -227,19 +232,27 @@ class Estimate:
         return self._cycles
 
     def _replay(self):
-        free, ddr = {}, 0.0
+        free, ddr = {}, _Channel()
+        readers = {}  # memory -> the ends of the hops that read its staging buffers, latest last
         queued = {}  # an engine overlapping its transfers: (when its next latency may start, recent ends)
 
         def run(ops, ready):
             """Run a chain ready at `ready`; its end. An Op starts once its engine is free and
-            the Op before it has ended, but a copy's first hop only once the chain is ready and
-            the computing before it in the chain is done: it does not wait for other copies'
-            hops (its engine's queue orders it behind those on the same engine)."""
-            nonlocal ddr
-            t = last = computed = ready
-            for engine, cycles, lead, need, in_flight, hop in ops:
+            the Op before it has ended, but a copy's first hop once the computing before it in
+            the chain is done (not other copies' hops: its engine's queue orders it behind
+            those on the same engine); only what writes the step's buffers waits for `ready`."""
+            t = last = ready
+            computed = 0.0  # the end of the computing in the chain so far
+            staged = ""  # the memory the hop before staged into
+            for engine, cycles, lead, need, in_flight, hop, via in ops:
                 if hop == 0:
                     t = computed
+                if via:  # it waits for its staging buffer's last reader
+                    read = readers.setdefault(via, collections.deque(maxlen=self.stage_slots.get(via, STAGE_SLOTS)))
+                    if len(read) == read.maxlen:
+                        t = max(t, read[0])
+                else:
+                    t = max(t, ready)
                 if in_flight > 1:
                     t = overlapped(engine, cycles, lead, need, in_flight, t)
                 else:
@@ -248,11 +261,13 @@ class Estimate:
                         start = t
                     end = start + cycles
                     if need:
-                        ddr = max(ddr, start + lead) + need
-                        end = max(end, ddr)
+                        end = max(end, ddr.take(start + lead, need))
                     free[engine] = t = end
                 if hop < 0:
                     computed = t
+                if staged and hop > 0:
+                    readers[staged].append(t)
+                staged = via
                 if t > last:
                     last = t
             return last
@@ -261,14 +276,12 @@ class Estimate:
             """As the machine's DMA queue (sim/machine.py, _Flight): the latency starts after
             the previous one and once fewer than in_flight transfers are under way; the bytes
             move after the previous transfer's."""
-            nonlocal ddr
             next_lead, ends = queued.setdefault(engine, (0.0, collections.deque(maxlen=in_flight)))
             start = max(t, next_lead, ends[0] if len(ends) == in_flight else 0.0)
             begin = max(start + lead, free.get(engine, 0.0))
             end = begin + cycles - lead
             if need:
-                ddr = max(ddr, begin) + need
-                end = max(end, ddr)
+                end = max(end, ddr.take(begin, need))
             ends.append(end)
             queued[engine] = (start + lead, ends)
             free[engine] = end
@@ -306,7 +319,41 @@ class Estimate:
 
 
 
-def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, repeat=1, floor=None, reuse=None):
+class _Channel:
+    """DDR as the estimate sees it: transfers take its bandwidth one after another, in the order
+    they are replayed, but one replayed later whose bytes could begin earlier first fills the
+    time DDR stood idle before (as transfers that overlap in the machine share the bandwidth and
+    both progress). Only the latest GAPS idle spans are kept."""
+
+    GAPS = 16
+
+    def __init__(self):
+        self.end = 0.0  # when the bandwidth taken so far is done
+        self.gaps = []  # idle (start, end) spans before self.end, in order
+
+    def take(self, begin, need):
+        """When `need` cycles of bandwidth, taken from cycle `begin` on, are done."""
+        kept = []
+        for a, b in self.gaps:
+            start = max(a, begin)
+            if need and start < b:
+                use = min(b - start, need)
+                need -= use
+                done = start + use
+                kept += [g for g in ((a, start), (done, b)) if g[1] > g[0]]
+            else:
+                kept.append((a, b))
+        if not need:
+            self.gaps = kept
+            return done
+        if begin > self.end:
+            kept.append((self.end, begin))
+        self.gaps = kept[-self.GAPS:]
+        self.end = max(self.end, begin) + need
+        return self.end
+
+
+def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, repeat=1, floor=None, reuse=None, stage_slots=None):
     """The Estimate of a tiled op's steps on the first (busiest) of `units` units, the output
     tiles dealt among them in runs of consecutive ones (isa/lower/pipeline.deal).
 
@@ -320,9 +367,12 @@ def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, rep
     reuse: an operand that depends only on the tile's position along the first `reuse` axes
     (and the repeat) is loaded whole with a tile's first block and stays while consecutive
     tiles share it (a matrix product's left row block): the steps then carry one more argument
-    for work and floor, fresh, whether they load it (a unit's first tile does)."""
+    for work and floor, fresh, whether they load it (a unit's first tile does). stage_slots:
+    Estimate's."""
     count = repeat * math.prod(len(a) for a in axes)
-    busy = min(count, units)
+    # the units share DDR in proportion to their tiles: the busiest has ceil(count / units) of
+    # them, and DDR moves every unit's bytes meanwhile
+    busy = count / -(-count // units)
     blocks = -(-reduction // block)
     edge = reduction - (blocks - 1) * block
     reusing = reuse is not None
@@ -370,4 +420,4 @@ def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, rep
                 yield (kind,) + p + ((fresh and p[1],) if reusing else ()), t, p[1], p[2]
 
     return Estimate(lambda key: work(busy, *key), counts, sequence, slots, store_reads_acc,
-                    floor and (lambda key: floor(busy, *key)))
+                    floor and (lambda key: floor(busy, *key)), stage_slots)

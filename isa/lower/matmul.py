@@ -13,7 +13,9 @@ the cycles (isa/lower/estimate.py), at most the policy's limits (M is "n", N is 
 A tiling may also keep the left operand's row block: the whole tm x K of it is loaded with the
 first step of a row and stays (in its own slot) while the row's output tiles walk N and K, so
 the left operand crosses DDR once instead of once per column block; the estimate weighs the
-larger buffer against the traffic saved.
+larger buffer against the traffic saved. Where the left tile's way into the matrix unit stages
+through a larger memory (an Ascend core's L1 before L0A), the block is kept there and each step
+cuts its tile from it, as Ascend kernels do.
 
 Output tiles are dealt among the units (each core's matrix engine with its vector engine), each
 tile with all its K steps on one unit; where the accumulator reaches the vector memory through
@@ -32,7 +34,7 @@ from ..ops import REGISTRY
 from .alloc import shortfall
 from .estimate import Priced, Work, chain, tiled
 from .pipeline import deal, run_units
-from .route import copy
+from .route import STAGE_SLOTS, copy
 from .staging import stages
 from .tiling import broadcast_view, halvings, least, sub_region
 from .vector_steps import emit_steps
@@ -121,12 +123,26 @@ class _Plan(Priced):
 
     # ---- sizes ------------------------------------------------------------------------------
 
+    def _kept_mem(self):
+        """Where a kept left row block lives: the last memory the left tile's route into the
+        matrix unit's operand memory stages through (an Ascend core's L1), or that memory."""
+        amem = self.mx.operand_memory("a")
+        via = stages(self.ctx.chip, self.ctx.home[self.left.name].mem, amem)
+        return via[-1] if via else amem
+
+    def _cut(self, keep):
+        """Whether each step cuts its left tile from a kept block held apart (_kept_mem)."""
+        return keep and self._kept_mem() != self.mx.operand_memory("a")
+
     def _needs(self, tm, tn, tk, keep=False):
-        """(buffer key, memory, bytes) of one slot; a kept left block spans the whole of K."""
+        """(buffer key, memory, bytes) of one slot; a kept left block spans the whole of K, in
+        the operand memory or, held apart, beside each step's tile."""
         size = lambda dtype, n: n * dtypes.itemsize(dtype)  # noqa: E731
         amem, bmem, cmem, vmem = (*(self.mx.operand_memory(r) for r in "abc"), self.vx.memory)
-        needs = [
-            ("a", amem, size(self.left.dtype, tm * (self.K if keep else tk))),
+        cut = self._cut(keep)
+        needs = [("kept", self._kept_mem(), size(self.left.dtype, tm * self.K))] if cut else []
+        needs += [
+            ("a", amem, size(self.left.dtype, tm * (self.K if keep and not cut else tk))),
             ("b", bmem, size(self.right.dtype, tk * tn)),
             ("acc", cmem, size(self.acc_dtype, tm * tn)),
         ]
@@ -151,10 +167,14 @@ class _Plan(Priced):
         return needs
 
     def _sizes(self, tm, tn, tk, keep=False):
-        """memory -> the sizes of every slot's buffers placed there."""
+        """memory -> the sizes of every slot's buffers placed there; beside a block kept apart,
+        room for the right tile's stages on its way (route.stage_buffer places them per copy)."""
         per_mem = {}
         for _, mem, n in self._needs(tm, tn, tk, keep):
             per_mem.setdefault(mem, []).extend([n] * self.ctx.slots)
+        if self._cut(keep):
+            for mem in stages(self.ctx.chip, self.ctx.home[self.right.name].mem, self.mx.operand_memory("b")):
+                per_mem.setdefault(mem, []).extend([tk * tn * dtypes.itemsize(self.right.dtype)] * self.ctx.slots)
         return per_mem
 
     def _fits(self, tm, tn, tk, keep=False):
@@ -196,10 +216,25 @@ class _Plan(Priced):
         axes = [[(t,)] * (n // t) + ([(n % t,)] if n % t else []) for n, t in ((self.M, tm), (self.N, tn))]
         work, floor = (self._kept_work, self._kept_floor) if keep else (self._work, self._floor)
         return tiled(work, axes, self.K, tk, units, self.ctx.slots,
-                     self.out_key == "acc", math.prod(self.batch), floor, 1 if keep else None)
+                     self.out_key == "acc", math.prod(self.batch), floor, 1 if keep else None, self._stage_slots(tm, tn, tk, keep))
+
+    def _stage_slots(self, tm, tn, tk, keep):
+        """memory -> how many staging buffers the operands' staged hops will rotate there
+        (route.stage_buffer): as many as fit beside this tiling's buffers, up to STAGE_SLOTS."""
+        placed = {}
+        for _, mem, n in self._needs(tm, tn, tk, keep):
+            placed[mem] = placed.get(mem, 0) + n * self.ctx.slots
+        staged = {}
+        copies = [(self.right, self.mx.operand_memory("b"), tk * tn)]
+        if not keep:
+            copies.append((self.left, self.mx.operand_memory("a"), tm * tk))
+        for t, mem, n in copies:
+            for via in stages(self.ctx.chip, self.ctx.home[t.name].mem, mem):
+                staged[via] = max(staged.get(via, 0), n * dtypes.itemsize(t.dtype))
+        return {via: max(1, min(STAGE_SLOTS, (self.em.allocators[via].free_bytes() - placed.get(via, 0)) // n)) for via, n in staged.items()}
 
     def _kept_work(self, busy, kind, tk, first, last, fresh):
-        return self._work(busy, kind, tk, first, last, self.K if fresh else 0)
+        return self._work(busy, kind, tk, first, last, self.K if fresh else 0, self._cut(True))
 
     def _kept_floor(self, busy, kind, tk, first, last, fresh):
         return self._floor(busy, kind, tk, first, last, self.K if fresh else 0)
@@ -214,11 +249,12 @@ class _Plan(Priced):
         price = self.pricer(busy)
         return [price.matmul(self.mx.name, tm, tk, tn, self.operand_dtypes[0])] * (2 if self.asym else 1), nbytes_from_ddr / price.ddr_rate
 
-    def _work(self, busy, kind, tk, first, last, left_k=None):
+    def _work(self, busy, kind, tk, first, last, left_k=None, cut=False):
         """The estimate.Work of one K block of an output tile of kind ((tm,), (tn,)); left_k:
-        the columns of the left block it loads (default tk; a kept block's K or none)."""
+        the columns of the left block it loads (default tk; a kept block's K or none); cut:
+        whether it cuts its left tile from a block kept apart (_cut)."""
         left_k = tk if left_k is None else left_k
-        key = (busy, kind, tk, first, last, left_k)
+        key = (busy, kind, tk, first, last, left_k, cut)
         if key in self._works:
             return self._works[key]
         price = self.pricer(busy)
@@ -229,8 +265,11 @@ class _Plan(Priced):
         left = sub_region(self._matrix(self.left, zero, p.get("left_trans", False)), (0, 0), (tm, left_k))
         right = sub_region(self._matrix(self.right, zero, p.get("right_trans", False)), (0, 0), (tk, tn))
         load = price.copy(right, dense(bmem, 0, self.right.dtype, (tk, tn)))
+        kmem = self._kept_mem() if cut else amem
         if left_k:  # after the right tile: its slot's last reader is no later than the right's
-            load += price.copy(left, dense(amem, 0, self.left.dtype, (tm, left_k)))
+            load += price.copy(left, dense(kmem, 0, self.left.dtype, (tm, left_k)))
+        if cut:
+            load += price.copy(sub_region(dense(kmem, 0, self.left.dtype, (tm, self.K)), (0, 0), (tm, tk)), dense(amem, 0, self.left.dtype, (tm, tk)))
         if self.shifted:
             load += [price.vector(vx.name, tm * tk, "int16", "sub"), price.vector(vx.name, tk * tn, "int16", "sub")]
         fills = price.copy(dense(self.bias[0].mem, 0, self.bias[1], (1, tn)), dense(vmem, 0, self.bias[1], (1, tn))) if first and self.bias else []
@@ -279,9 +318,12 @@ class _Plan(Priced):
         ctx, em, node, p = self.ctx, self.em, self.node, self.node.params
         m0, n0, k0, tm, tn, tk = box
         ab, ts = index % ctx.slots, tile % ctx.slots
-        a, b, acc = bufs["a", a_slot], bufs["b", ab], bufs["acc", ts]
-        kept = a.region(self.left.dtype, (tm, self.K)) if keep else None
-        a_r, b_r = sub_region(kept, (0, k0), (tm, tk)) if keep else a.region(self.left.dtype, (tm, tk)), b.region(self.right.dtype, (tk, tn))
+        cut = self._cut(keep)
+        a, b, acc = bufs["a", a_slot if keep and not cut else ab], bufs["b", ab], bufs["acc", ts]
+        kept_buf = bufs["kept", a_slot] if cut else a
+        kept = kept_buf.region(self.left.dtype, (tm, self.K)) if keep else None
+        a_r = sub_region(kept, (0, k0), (tm, tk)) if keep and not cut else a.region(self.left.dtype, (tm, tk))
+        b_r = b.region(self.right.dtype, (tk, tn))
         acc_r = acc.region(self.acc_dtype, (tm, tn))
         left = self._matrix(self.left, batch_index, p.get("left_trans", False))
         right = self._matrix(self.right, batch_index, p.get("right_trans", False))
@@ -294,7 +336,9 @@ class _Plan(Priced):
             copy(em, sub_region(right, (k0, n0), (tk, tn)), ctx.home[self.right.name], b_r, b, node.name)
             if fresh:
                 src, dst = (sub_region(left, (m0, 0), (tm, self.K)), kept) if keep else (sub_region(left, (m0, k0), (tm, tk)), a_r)
-                copy(em, src, ctx.home[self.left.name], dst, a, node.name)
+                copy(em, src, ctx.home[self.left.name], dst, kept_buf, node.name)
+            if cut:
+                copy(em, sub_region(kept, (0, k0), (tm, tk)), kept_buf, a_r, a, node.name)
             if self.shifted:
                 self._shift(bufs, ab, a_r, b_r, k0, n0, tm, tn, tk)
             if first and self.bias is not None:
