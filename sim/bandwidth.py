@@ -1,10 +1,12 @@
 """Shared memory bandwidth: overlapping DMA transfers share each memory they move data through.
 
-A fluid model with one SimPy event per change of contention. Each active transfer moves at
-min(its engine's bandwidth, and for every memory it touches, that memory's bandwidth divided by
-the endpoints of all active transfers in it). Whenever a transfer starts or ends, the bytes
-left of every other are brought up to date and the next completion is scheduled; completions
-fall on whole cycles (rounded up), so a lone transfer takes exactly ceil(bytes / bandwidth).
+A fluid model with one SimPy event per change of contention. The active transfers share each
+memory's bandwidth max-min fairly (progressive filling, `_shares`): all rates rise together
+until a transfer reaches its engine's bandwidth or a memory it touches is saturated (a transfer
+with both endpoints in one memory using it twice), and the rest go on rising, so bandwidth one
+transfer cannot use goes to the others. Whenever a transfer starts or ends, the bytes left of
+every other are brought up to date and the next completion is scheduled; completions fall on
+whole cycles (rounded up), so a lone transfer takes exactly ceil(bytes / bandwidth).
 """
 
 import math
@@ -54,25 +56,19 @@ class Arbiter:
     def _reschedule(self):
         """Finish the transfers that are done, share bandwidth among the rest, record the
         watched memory's traffic and schedule the next completion: one pass over the active."""
-        still, endpoints = [], {}
+        still = []
         for t in self.active:
             if t.left <= t.rate * _EPS:
                 t.done.succeed()
             else:
                 still.append(t)
-                for mem, n in t.use.items():
-                    endpoints[mem] = endpoints.get(mem, 0) + n
         self.active = still
-        bandwidths, watch = self.bandwidths, self.watch
+        _shares(still, self.bandwidths)
+        watch = self.watch
         read = write = 0
         delay = None
         for t in still:
-            rate = t.cap
-            for mem in t.use:
-                share = bandwidths[mem] / endpoints[mem]
-                if share < rate:
-                    rate = share
-            t.rate = rate
+            rate = t.rate
             if t.src == watch:
                 read += rate
             if t.dst == watch:
@@ -96,3 +92,55 @@ class Arbiter:
         if timer is self.timer:  # otherwise a later change already rescheduled
             self._advance()
             self._reschedule()
+
+
+def _shares(transfers, bandwidths):
+    """Set each transfer's rate: max-min fair shares of the memories' bandwidths, each at most
+    its cap. Equal shares (a memory's bandwidth over its endpoints) are that already unless a
+    memory has bandwidth left that a transfer it limits could take; then progressive filling."""
+    endpoints = {}
+    for t in transfers:
+        for mem, n in t.use.items():
+            endpoints[mem] = endpoints.get(mem, 0) + n
+    for t in transfers:
+        rate = t.cap
+        for mem in t.use:
+            share = bandwidths[mem] / endpoints[mem]
+            if share < rate:
+                rate = share
+        t.rate = rate
+    if len(transfers) > 1 and _slack(transfers, bandwidths, endpoints):
+        _fill(transfers, bandwidths)
+
+
+def _slack(transfers, bandwidths, endpoints):
+    """Whether some transfer held to a memory's equal share could have more of it."""
+    used = {}
+    for t in transfers:
+        for mem, n in t.use.items():
+            used[mem] = used.get(mem, 0.0) + t.rate * n
+    return any(used[m] < bandwidths[m] * (1 - _EPS) and t.rate >= bandwidths[m] / endpoints[m] * (1 - _EPS)
+               for t in transfers for m in t.use)
+
+
+def _fill(transfers, bandwidths):
+    """Progressive filling: every rate rises together until a transfer reaches its cap or a
+    memory it touches is saturated; those stop, the others go on."""
+    left = {}  # memory -> bandwidth not yet given out
+    for t in transfers:
+        t.rate = 0.0
+        for mem in t.use:
+            left[mem] = bandwidths[mem]
+    rising = list(transfers)
+    while rising:
+        load = {}  # memory -> endpoints of the rising transfers in it
+        for t in rising:
+            for mem, n in t.use.items():
+                load[mem] = load.get(mem, 0) + n
+        step = min(min(t.cap - t.rate for t in rising), min(left[m] / n for m, n in load.items()))
+        for t in rising:
+            t.rate += step
+        for mem, n in load.items():
+            left[mem] -= step * n
+        full = {m for m in load if left[m] <= bandwidths[m] * _EPS}
+        rising = [t for t in rising if t.cap - t.rate > t.cap * _EPS and not full.intersection(t.use)]

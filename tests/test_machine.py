@@ -109,6 +109,25 @@ def test_a_dma_engine_overlaps_as_many_transfers_as_it_keeps_in_flight(in_flight
     assert sim.execute(prog, chip).cycles == timing.cycles
 
 
+def test_bandwidth_one_transfer_cannot_use_goes_to_the_others():
+    """Max-min fair shares: on a 64 B/cycle DDR, a transfer whose engine moves 16 B/cycle
+    leaves 48 to the other (not an equal 32 each); a transfer with both ends in one memory uses
+    its bandwidth twice."""
+    env = simpy.Environment()
+    arbiter = Arbiter(env, {"ddr": 64.0, "lmem": 64.0})
+    ends = {}
+
+    def move(name, nbytes, cap, use):
+        yield arbiter.transfer(nbytes, cap, use, "ddr", "lmem")
+        ends[name] = env.now
+
+    env.process(move("slow", 1600, 16.0, {"ddr": 1}))  # 100 cycles at 16 B/cycle
+    env.process(move("fast", 4800, 1e9, {"ddr": 1}))  # 48 B/cycle beside it: 100 cycles
+    env.process(move("copy", 640, 1e9, {"lmem": 2}))  # lmem -> lmem: 32 B/cycle, 20 cycles
+    env.run()
+    assert ends == {"slow": 100, "fast": 100, "copy": 20}
+
+
 def test_a_transfer_rescheduled_midway_costs_no_extra_cycle():
     """4096 bytes at 51.2 bytes a cycle take 80 cycles, also when another transfer starting at
     cycle 16 makes the arbiter work out what is left (3276.8 bytes, in floats a hair over 64
