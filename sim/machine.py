@@ -4,8 +4,9 @@ Each engine is a SimPy process executing its stream in order; the only order bet
 is what `wait` instructions say. In functional mode an instruction moves or computes bytes
 when it starts (its inputs are final then: the waits guarantee it) and holds its engine for
 its cost (a DMA engine that keeps several transfers in flight moves on to the next one's
-latency while this one's bytes move); timing mode spends the same costs without touching bytes,
-so both modes give the same cycles. A run that stops with instructions left has deadlocked and says where.
+latency while this one's bytes move); timing mode spends the same costs without touching
+bytes, so both modes give the same cycles. A run that stops with instructions left has
+deadlocked and says where.
 """
 
 import collections
@@ -113,13 +114,17 @@ class Machine:
         opens, closes = occupancy.opens.get(name, {}), occupancy.closes.get(name, {})
         flight = _Flight(env, depth, transfer, cap)
 
-        def done(i, instr, start, step, note):
-            kind, _, _, _, fn, nbytes, src, dst, ops = step
-            record(Event(name, i, kind, fn, instr.op, start, env.now, nbytes, src, dst, note, ops))
+        def settle(i):
+            """Instruction i is over: the buffers it last used close, its waiters go on."""
             if i in closes:
                 occupancy.close(closes[i], env.now)
             if i in finished:
                 finished[i].succeed()
+
+        def done(i, instr, start, step, note):
+            kind, _, _, _, fn, nbytes, src, dst, ops = step
+            record(Event(name, i, kind, fn, instr.op, start, env.now, nbytes, src, dst, note, ops))
+            settle(i)
 
         for i, instr in enumerate(stream):
             step = steps[i]
@@ -134,10 +139,7 @@ class Machine:
                     self.pc[name] = i
                     yield env.all_of(pending) if len(pending) > 1 else pending[0]
                     record(Event(name, i, "wait", "wait", instr.op, start, env.now, 0, "", ""))
-                if i in closes:
-                    occupancy.close(closes[i], env.now)
-                if i in finished:
-                    finished[i].succeed()
+                settle(i)
                 continue
             note = ""
             if execute:

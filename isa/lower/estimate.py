@@ -232,9 +232,9 @@ class Estimate:
         return self._cycles
 
     def _replay(self):
-        free, ddr = {}, _Channel()
+        ddr = _Channel()
         readers = {}  # memory -> the ends of the hops that read its staging buffers, latest last
-        queued = {}  # an engine overlapping its transfers: (when its next latency may start, recent ends)
+        queued = {}  # engine -> (when its next Op's latency may start, the ends of its latest in_flight Ops)
 
         def run(ops, ready):
             """Run a chain ready at `ready`; its end. An Op starts once its engine is free and
@@ -253,16 +253,7 @@ class Estimate:
                         t = max(t, read[0])
                 else:
                     t = max(t, ready)
-                if in_flight > 1:
-                    t = overlapped(engine, cycles, lead, need, in_flight, t)
-                else:
-                    start = free.get(engine, 0.0)
-                    if t > start:
-                        start = t
-                    end = start + cycles
-                    if need:
-                        end = max(end, ddr.take(start + lead, need))
-                    free[engine] = t = end
+                t = queue(engine, cycles, lead, need, in_flight, t)
                 if hop < 0:
                     computed = t
                 if staged and hop > 0:
@@ -272,19 +263,19 @@ class Estimate:
                     last = t
             return last
 
-        def overlapped(engine, cycles, lead, need, in_flight, t):
-            """As the machine's DMA queue (sim/machine.py, _Flight): the latency starts after
-            the previous one and once fewer than in_flight transfers are under way; the bytes
-            move after the previous transfer's."""
-            next_lead, ends = queued.setdefault(engine, (0.0, collections.deque(maxlen=in_flight)))
+        def queue(engine, cycles, lead, need, in_flight, t):
+            """An Op ready at t on its engine's in-order queue; its end. As the machine's DMA
+            queue (sim/machine.py, _Flight): a transfer's latency starts after the previous
+            one's and once fewer than in_flight transfers are under way, its bytes move after
+            the previous transfer's (with in_flight 1: the Op starts when the last has ended)."""
+            next_lead, ends = queued.get(engine) or queued.setdefault(engine, (0.0, collections.deque(maxlen=in_flight)))
             start = max(t, next_lead, ends[0] if len(ends) == in_flight else 0.0)
-            begin = max(start + lead, free.get(engine, 0.0))
+            begin = max(start + lead, ends[-1] if ends else 0.0)
             end = begin + cycles - lead
             if need:
                 end = max(end, ddr.take(begin, need))
             ends.append(end)
             queued[engine] = (start + lead, ends)
-            free[engine] = end
             return end
 
         works, slots = self.works, self.slots
@@ -315,7 +306,7 @@ class Estimate:
             if last:
                 finished[tile] = run(work.finish, product[i])
                 stored[tile] = run(work.store, finished[tile])
-        return max(free.values(), default=0.0)
+        return max((ends[-1] for _, ends in queued.values()), default=0.0)
 
 
 
