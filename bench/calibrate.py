@@ -16,6 +16,7 @@ makes for later groups once. The method and what the model leaves out: docs/accu
 
 import argparse
 import csv
+import re
 from dataclasses import dataclass
 
 import isa
@@ -71,8 +72,10 @@ def error_percent(simulated, published):
 
 def floor_bytes(graph, chip, policy, program):
     """DDR bytes the layer groups must move at least: each group's loads and stores of tensors
-    whose home is in DDR (every one, unless the policy keeps some on chip), once."""
+    whose home is in DDR (every one, unless the policy keeps some on chip or a multi-layer
+    group holds it in windows named <tensor>.rows<slot>), once."""
     homes = {b.name: b.region.mem for b in program.bindings} | {b.name: b.mem for b in program.buffers if "/" not in b.name}
+    homes |= {m[1]: b.mem for b in program.buffers if (m := re.fullmatch(r"(.+)\.rows\d+", b.name))}
     size = lambda t: graph.tensors[t].nbytes if homes.get(t, "ddr") == "ddr" else 0  # noqa: E731
     return sum(sum(map(size, g.loads)) + sum(map(size, g.stores)) for g in groups(graph, chip, policy) if g.template != "view")
 

@@ -115,7 +115,7 @@ def mixed():
 def test_fuse_off_splits_every_op_and_costs_ddr_traffic_and_cycles():
     g, x = convs()
     chip = CHIPS["bm1684"]
-    fused, unfused = run(g, x, chip), run(g, x, chip, fuse=False)
+    fused, unfused = run(g, x, chip, chain=False), run(g, x, chip, fuse=False)
     assert len(groups(g, chip, isa.Policy())) == 2 and len(groups(g, chip, isa.Policy(fuse=False))) == 6
     out = 16 * 32 * 32 * 4
     assert fused.stats.ddr_write_bytes == 2 * out and unfused.stats.ddr_write_bytes == 6 * out
@@ -127,7 +127,7 @@ def test_fuse_off_splits_every_op_and_costs_ddr_traffic_and_cycles():
 def test_max_group_caps_layer_groups():
     g, x = convs()
     chip = CHIPS["bm1684"]
-    whole, capped = run(g, x, chip), run(g, x, chip, max_group=2)
+    whole, capped = run(g, x, chip, chain=False), run(g, x, chip, max_group=2, chain=False)
     assert [len(grp.nodes) for grp in groups(g, chip, isa.Policy(max_group=2))] == [2, 1, 2, 1]
     assert [len(grp.nodes) for grp in groups(g, chip, isa.Policy(max_group=3))] == [3, 3]
     out = 16 * 32 * 32 * 4
@@ -266,7 +266,7 @@ def test_reserve_takes_memory_out_of_planning():
     chip = CHIPS["bm1684"]
     capacity = chip.memories["lmem"].capacity
     reserved = capacity - 128 * 1024
-    base, squeezed = run(g, x, chip), run(g, x, chip, reserve={"lmem": reserved})
+    base, squeezed = run(g, x, chip, chain=False), run(g, x, chip, reserve={"lmem": reserved}, chain=False)
     assert [n for n in squeezed.program.notes if n.startswith("reserved")] == [f"reserved {reserved} bytes of lmem at {capacity - reserved:#x}"]
     assert all(b.addr + b.size <= capacity - reserved for b in squeezed.program.buffers if b.mem == "lmem")
     assert squeezed.stats.peak_bytes["lmem"] <= capacity - reserved < base.stats.peak_bytes["lmem"] + reserved
@@ -308,7 +308,7 @@ def test_local_intermediates_cut_ddr_traffic(chip):
 def test_local_intermediates_through_every_template_and_ddr_for_the_scalar_engine():
     g, x = mixed()
     chip = CHIPS["generic"]
-    ddr, local = run(g, x, chip), run(g, x, chip, intermediates="local")
+    ddr, local = run(g, x, chip, chain=False), run(g, x, chip, intermediates="local", chain=False)
     homes = {b.name: b.mem for b in local.program.buffers if "/" not in b.name}
     assert homes == {"relu": "lmem", "pool": "lmem", "softmax": "lmem", "resize": "lmem", "permute": "lmem", "fc": "ddr"}  # sort reads DDR
     assert local.stats.ddr_read_bytes < ddr.stats.ddr_read_bytes / 2  # measured 4,576 against 20,704
@@ -328,7 +328,7 @@ def test_a_convolution_reads_an_on_chip_input_in_place():
     g.output(h, "y")
     x = {"x": rng.standard_normal((1, 32, 16, 16)).astype(np.float32)}
     chip = CHIPS["bm1684"]
-    ddr, local = run(g, x, chip), run(g, x, chip, intermediates="local")
+    ddr, local = run(g, x, chip, chain=False), run(g, x, chip, intermediates="local", chain=False)
     homes = {b.name: b for b in local.program.buffers if "/" not in b.name}
     assert {b.mem for b in homes.values()} == {"lmem"} and len(homes) == 2
     first, second = (homes[n] for n in sorted(homes))  # conv_0's relu output, conv_1's
@@ -445,11 +445,11 @@ def test_policy_checks_its_values():
 def test_policy_from_overrides():
     p = policy_from_overrides({"fuse": "false", "max_group": "3", "double_buffer": "off", "pipeline_steps": "2",
                                "max_tile": "h=4, w=8", "pinned": "w1,w2", "reserve": "lmem=64KiB,ddr=1MiB",
-                               "intermediates": "local", "allocator": "best_fit"})
-    assert p == isa.Policy(False, 3, False, 2, {"h": 4, "w": 8}, ("w1", "w2"), {"lmem": 65536, "ddr": 1 << 20}, "local", "best_fit")
+                               "intermediates": "local", "allocator": "best_fit", "chain": "no"})
+    assert p == isa.Policy(False, 3, False, 2, {"h": 4, "w": 8}, ("w1", "w2"), {"lmem": 65536, "ddr": 1 << 20}, "local", "best_fit", False)
     assert policy_from_overrides({}) == isa.Policy() and policy_from_overrides({"max_group": "none"}).max_group is None
     for pairs, message in [
-        ({"fusion": "false"}, r"policy.fusion=false: unknown policy key 'fusion' \(known: fuse, max_group, .*allocator\)"),
+        ({"fusion": "false"}, r"policy.fusion=false: unknown policy key 'fusion' \(known: fuse, max_group, .*allocator, chain\)"),
         ({"fuse": "maybe"}, r"policy.fuse=maybe: expected true or false"),
         ({"max_group": "two"}, r"policy.max_group=two: expected a whole number >= 1 or none"),
         ({"max_tile": "h4"}, r"policy.max_tile=h4: expected DIM=EXTENT pairs separated by commas, DIM one of n, c, d, h, w, k"),
@@ -477,5 +477,5 @@ def test_cli_routes_policy_keys(capsys):
     assert f"{want.cycles:,} cycles" in unfused
     rc, out, err = npusim("policy.fusion=false")
     assert rc == 1 and out == ""
-    known = "fuse, max_group, double_buffer, pipeline_steps, max_tile, pinned, reserve, intermediates, allocator"
+    known = "fuse, max_group, double_buffer, pipeline_steps, max_tile, pinned, reserve, intermediates, allocator, chain"
     assert err.strip().splitlines() == [f"npusim: error: ConfigError: policy.fusion=false: unknown policy key 'fusion' (known: {known})"]

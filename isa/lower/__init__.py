@@ -1,7 +1,9 @@
 """Graph -> Program: a sequence of small passes over plain data.
 
 1. check    every op is supported by the chip for its dtypes (isa/lower/check.py)
-2. group    chains of local ops fuse into layer groups (isa/lower/fusion.py)
+2. group    chains of local ops fuse into layer groups (isa/lower/fusion.py); runs of
+            convolution groups that hand each other one tensor form multi-layer groups run
+            slice by slice, their intermediates in local memory (isa/lower/chain.py)
 3. place    memory the policy reserves is taken out; graph inputs, constants and outputs get
             homes for the whole run (DDR; a pinned constant on chip); a tensor passed between
             groups lives from its producer to its last user in DDR, or on chip when the policy
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError, OutOfMemoryError
 from .arrange import lower_arrange
+from .chain import find_chains, lower_chain
 from .check import check_graph
 from .context import Lowering, local_memory
 from .conv import lower_conv
@@ -65,14 +68,27 @@ def lower(graph, chip, policy=None):
     for i, g in enumerate(groups):
         for t in g.loads:
             last_use[shares.get(t, t)] = i
-    for i, g in enumerate(groups):
-        for t in g.stores:
-            if t not in ctx.home and g.template not in PLACES_OWN_OUTPUTS:
-                ctx.home[t] = _place_intermediate(ctx, t, {*touch.get(t, {}), g.template})
-        TEMPLATES[g.template].lower(ctx, g)
-        for t in dict.fromkeys(shares.get(t, t) for t in g.loads):
-            if last_use[t] == i and t not in ctx.bound:
-                em.release(ctx.home[t])
+    chains = find_chains(ctx, groups)
+    i = 0
+    while i < len(groups):
+        chain = chains.get(i)
+        span = chain.groups if chain else [groups[i]]
+        inner = set(chain.inner) if chain else set()
+        for g in span:
+            for t in g.stores:
+                if t not in ctx.home and t not in inner and g.template not in PLACES_OWN_OUTPUTS:
+                    ctx.home[t] = _place_intermediate(ctx, t, {*touch.get(t, {}), g.template})
+        if not (chain and lower_chain(ctx, chain)):
+            for g in span:
+                for t in inner.intersection(g.stores):  # a chain lowered layer by layer
+                    ctx.home[t] = _place_intermediate(ctx, t, {*touch.get(t, {}), g.template})
+                TEMPLATES[g.template].lower(ctx, g)
+            inner = set()
+        for k, g in enumerate(span, i):
+            for t in dict.fromkeys(shares.get(t, t) for t in g.loads):
+                if last_use[t] == k and t not in ctx.bound and t not in inner:
+                    em.release(ctx.home[t])
+        i += len(span)
     _copy_aliased_outputs(ctx, aliased)
     return em.program()
 

@@ -48,6 +48,20 @@ def lower_conv(ctx, group):
     plan.run()
 
 
+def plan_conv(ctx, group):
+    """The plan of a convolution group, to run over rows of its output (isa/lower/chain.py)."""
+    return _Plan(ctx, group)
+
+
+def input_rows(graph, node, rows):
+    """The rows [lo, hi) of a 2-d convolution's input that output rows [o0, o1) read."""
+    p, x, w = node.params, graph.tensors[node.inputs[0]], graph.tensors[node.inputs[1]]
+    kernel = REGISTRY[node.op].channels(x.shape, w.shape, p["groups"])[2]
+    axis = conv_axes(x.shape[2:], kernel, p["strides"], p["dilations"], p["pads"])[0]
+    lo, count = axis.reads(rows[0], rows[1] - rows[0])[:2]
+    return lo, lo + count
+
+
 class _Plan(Priced):
     def __init__(self, ctx, group):
         self.ctx, self.em = ctx, ctx.em
@@ -94,7 +108,13 @@ class _Plan(Priced):
         amem = self.vx.memory if self.mx is None else self.mx.operand_memory("a")
         self.in_place = self.batch_slots == 1 and ctx.home[self.x.name].mem == amem and not self.shifted and all(
             a.offset == 0 and a.stuff == 1 and a.extent(a.out) <= a.size for a in self.axes)
-        self._axes = {}  # (dimension, tile extent) -> _axis_classes' row
+        # weights that live where the matrix unit reads them (held by a layer group, or pinned)
+        # are multiplied in place, block by block
+        self.weight_in_place = (self.mx is not None and not self.shifted and not self.opdef.transposed
+                                and self.weight[0].mem == self.mx.operand_memory("b"))
+        self.rows = (0, self.out.shape[2]) if len(self.out.shape) > 2 else None  # the output rows run (run(rows))
+        self._axes = {}  # (dimension, tile extent, rows) -> _axis_classes' row
+        self._tilings = {}  # how a run of rows reads -> tiling()
 
     # ---- offline constants ------------------------------------------------------------------
 
@@ -141,7 +161,7 @@ class _Plan(Priced):
         vmem = self.vx.memory
         amem, bmem, cmem = (vmem, vmem, vmem) if self.mx is None else (self.mx.operand_memory(r) for r in "abc")
         needs = ([] if self.in_place else [("x", amem, nbytes(self.x.dtype, (self._slotted(tn), channels) + extents))]) + [
-            ("w", bmem, nbytes(self.weight[1], (toc, tic, self.k))),
+        ] + ([] if self.weight_in_place else [("w", bmem, nbytes(self.weight[1], (toc, tic, self.k)))]) + [
             ("acc", cmem, nbytes(self.acc_dtype, (slotted,))),
         ]
         if self.shifted:
@@ -184,12 +204,33 @@ class _Plan(Priced):
         return sum(n for key, _, n in self._needs(tile, tic) if key in ("x", "w")) + self.tail.moved(tile)
 
     def tiles(self):
-        """(output tile, input-channel block). A depthwise tile reads only its own channels, so
-        the largest that fits (and keeps the pipeline's steps in budget) is best. A matrix tile
-        trades input reloads (one per output-channel block) against weight reloads (one per
-        spatial block): candidates are searched for the least DDR traffic (isa/lower/tiling),
-        the input-channel block as for one unit, then with several units the output tile."""
-        shape = (self.out.shape[0], self.oc if self.mx is None else self.ocg) + self.out.shape[2:]
+        """(output tile, input-channel block) of the rows run, noted in the program."""
+        choice, cycles = self.tiling()
+        if cycles is not None:
+            rows = "" if self.rows is None or self.rows == (0, self.out.shape[2]) else f" (output rows {self.rows[0]}-{self.rows[1] - 1})"
+            self.em.notes.append(f"tiling {self.node.name}{rows}: output tile {'x'.join(map(str, choice[0]))}, {choice[1]} input channels a step: "
+                                 f"estimated {cycles:,.0f} cycles")
+        return choice
+
+    def tiling(self, rows=None):
+        """((output tile, input-channel block), estimated cycles or None for a depthwise
+        convolution) of output rows `rows` (default: the rows run), worked out once for runs of
+        rows that read alike (isa/lower/chain.py runs many)."""
+        if rows is not None:
+            self.rows = rows
+        n = None if self.rows is None else self.rows[1] - self.rows[0]
+        key = None if n is None else (n,) + self.axes[0].reads(self.rows[0], n)[1:]
+        if key not in self._tilings:
+            self._tilings[key] = self._search()
+        return self._tilings[key]
+
+    def _search(self):
+        """A depthwise tile reads only its own channels, so the largest that fits (and keeps the
+        pipeline's steps in budget) is best. A matrix tile trades input reloads (one per
+        output-channel block) against weight reloads (one per spatial block): candidates are
+        searched for the least estimated cycles (isa/lower/tiling), the input-channel block as
+        for one unit, then with several units the output tile."""
+        shape = self._span(self.oc if self.mx is None else self.ocg)
         vmem = self.vx.memory
         limits = self.ctx.tile_limits(shape)
         if self.mx is None:
@@ -206,16 +247,12 @@ class _Plan(Priced):
                 choice = cheapest(shape, self.icg, (unit.n, unit.k), self._fits, estimate, limits, [choice[1]])
         if choice is None:
             raise OutOfMemoryError(f"{self.node.name}: even a one-element output tile needs {shortfall(self.em.allocators, self._sizes((1,) * len(shape), 1))}")
-        if self.mx is not None:
-            cycles = self._schedule(*choice, len(self.units)).cycles()
-            self.em.notes.append(f"tiling {self.node.name}: output tile {'x'.join(map(str, choice[0]))}, {choice[1]} input channels a step: "
-                                 f"estimated {cycles:,.0f} cycles")
-        return choice
+        return choice, (None if self.mx is None else self._schedule(*choice, len(self.units)).cycles())
 
     def _schedule(self, tile, tic, units=1):
         """The Estimate (isa/lower/estimate.py) of this tiling: every output tile with its
         input-channel blocks, on the busiest of `units` units."""
-        shape = (self.out.shape[0], self.ocg) + self.out.shape[2:]
+        shape = self._span(self.ocg)
         return tiled(self._work, self._axis_classes(shape, tile), self.icg, tic, units, self.ctx.slots,
                      self.result_key == "acc" and self.out.name in self.tail.stores, self.groups, self._floor)
 
@@ -225,13 +262,14 @@ class _Plan(Priced):
         tiles of one class in every dimension do the same work."""
         out = []
         for d, (n, t) in enumerate(zip(shape, tile)):
-            if (d, t) not in self._axes:
-                row = [(s, min(t, n - s)) for s in range(0, n, t)]
+            if (d, t, self.rows) not in self._axes:
+                o = self.rows[0] if d == 2 else 0
+                row = [(s, min(t, o + n - s)) for s in range(o, o + n, t)]
                 if d >= 2:
                     row = [(s, e) + self.axes[d - 2].reads(s, e)[1:] for s, e in row]
                 kinds = {}
-                self._axes[d, t] = [kinds.setdefault(c[1:], c) for c in row]  # one start per class
-            out.append(self._axes[d, t])
+                self._axes[d, t, self.rows] = [kinds.setdefault(c[1:], c) for c in row]  # one start per class
+            out.append(self._axes[d, t, self.rows])
         return out
 
     def _work(self, busy, kind, tic, first, last):
@@ -282,6 +320,8 @@ class _Plan(Priced):
         return tuple(ops)
 
     def _price_weight(self, price, toc, tic):
+        if self.weight_in_place:
+            return ()
         w_buf = Buf("", self.mx.operand_memory("b"), 0, nbytes(self.weight[1], (toc, tic, self.k)))
         src, _, dst, _ = self._weight_regions(w_buf, 0, (0, tic), toc, tic, False)
         ops = price.copy(src, dst)
@@ -318,10 +358,24 @@ class _Plan(Priced):
         mine.mx, mine.vx = unit.matrix, unit.vector
         return mine
 
-    def run(self):
+    def feasible(self):
+        """Whether a one-element output tile's buffers fit in what is free now."""
+        return self._fits((1,) * len(self.out.shape), 1)
+
+    def _span(self, channels):
+        """The output box the tiling covers: (batch, channels, the rows run, the rest)."""
+        rows = () if self.rows is None else (self.rows[1] - self.rows[0],)
+        return (self.out.shape[0], channels) + rows + self.out.shape[3:]
+
+    def run(self, rows=None):
+        """Emit the convolution of output rows [rows[0], rows[1]) (default: all of them)."""
+        if rows is not None:
+            self.rows = rows
         tile, tic = self.tiles()
-        shape = (self.out.shape[0], self.oc if self.mx is None else self.ocg) + self.out.shape[2:]
-        tiles = [(g, starts, extents) for g in range(1 if self.mx is None else self.groups) for starts, extents in boxes(shape, tile)]
+        origin = (0, 0) + ((self.rows[0],) if self.rows else ()) + (0,) * (len(self.out.shape) - 3)
+        tiles = [(g, tuple(s + o for s, o in zip(starts, origin)), extents)
+                 for g in range(1 if self.mx is None else self.groups)
+                 for starts, extents in boxes(self._span(self.oc if self.mx is None else self.ocg), tile)]
         per_unit, placed, fillers = [], [], []
         for k, (unit, run) in enumerate(zip(self.units, deal(tiles, len(self.units)))):
             if k and not run:
@@ -371,7 +425,7 @@ class _Plan(Priced):
         ch_in = (c0 if depthwise else g * self.icg + i0, toc if depthwise else tic)
         oc0 = c0 if depthwise else g * self.ocg + c0
         reads, buf_ext = tile_reads(self.axes, s0, tos)
-        w_buf = io["w"]
+        w_buf = self.weight[0] if self.weight_in_place else io["w"]
         if self.in_place:
             x_buf = self.ctx.home[self.x.name]
             x_region = sub_region(x_buf.region(self.x.dtype, self.x.shape), (n0, ch_in[0]) + tuple(r[0] for r in reads), (tn, ch_in[1]) + buf_ext)
@@ -386,7 +440,8 @@ class _Plan(Priced):
         def load():
             if not self.in_place:
                 load_window(self.ctx, self.vx, self.x, x_region, x_buf, self.axes, reads, (n0, ch_in[0]), 0, node, fillers)
-            self._load_weight(w_buf, oc0, ch_in, toc, tic, depthwise)
+            if not self.weight_in_place:
+                self._load_weight(w_buf, oc0, ch_in, toc, tic, depthwise)
             if self.shifted:
                 self._shift(io, x_region, reads, ch_in, oc0, toc, tic, depthwise)
             if first:
@@ -410,7 +465,7 @@ class _Plan(Priced):
                 # batch dimension is outermost, so the real items are the tiles' leading rows)
                 x_view = x_buf.region(self.x.dtype, slotted + x_region.shape[1:]) if slotted[0] != tn else x_region
                 acc_view = acc.region(self.acc_dtype, slotted + out_extents[1:])
-                self._matmul(x_view, x_buf, w_buf, self._weight_view(w_buf, tic, toc), acc_view, acc, first)
+                self._matmul(x_view, x_buf, w_buf, self._weight_view(w_buf, oc0, ch_in[0], tic, toc), acc_view, acc, first)
                 if self.asym:  # the second partial product: the input times a weight block of zp_r
                     zp = Region(zero_point.mem, zero_point.addr, self.w.dtype, (tic,) + tuple(self.kernel) + (toc,), (0,) * (len(self.kernel) + 2))
                     acc_zp = acc_bufs["acc_zp"]
@@ -484,12 +539,18 @@ class _Plan(Priced):
         self.em.emit(self.mx.name, Matmul(a, b, c, not first, self.node.name, m=1 + s),
                      reads=(x_buf, w_buf) + (() if first else (acc,)), writes=(acc,))
 
-    def _weight_view(self, w_buf, tic, toc):
-        """The weight block as (in channels, kernel..., out channels); a transposed convolution
-        reads its [IC, OC] block with the kernel flipped (negative strides)."""
+    def _weight_view(self, w_buf, oc0, i0, tic, toc):
+        """The weight block of output channels from oc0, input channels from i0, as (in
+        channels, kernel..., out channels): in w_buf, or where the whole weight lives when it is
+        read in place. A transposed convolution reads its [IC, OC] block with the kernel
+        flipped (negative strides)."""
         dtype = self.operand_dtype or self.weight[1]
         if not self.opdef.transposed:
-            local = w_buf.region(dtype, (toc, tic) + tuple(self.kernel))
+            if self.weight_in_place:
+                full = w_buf.region(dtype, self.w.shape)
+                local = sub_region(full, (oc0, i0 % self.icg) + (0,) * len(self.kernel), (toc, tic) + tuple(self.kernel))
+            else:
+                local = w_buf.region(dtype, (toc, tic) + tuple(self.kernel))
             return Region(local.mem, local.addr, dtype, (tic,) + tuple(self.kernel) + (toc,),
                           (local.strides[1],) + local.strides[2:] + (local.strides[0],))
         local = w_buf.region(dtype, (tic, toc) + tuple(self.kernel))

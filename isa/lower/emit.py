@@ -21,8 +21,9 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from ..dtypes import itemsize
 from ..errors import OutOfMemoryError, ProgramError
-from ..instructions import Wait, dense, regions
+from ..instructions import Region, Wait, dense, regions
 from ..program import Binding, Buffer, Program
 from .alloc import Allocator
 from .tiling import nbytes as tile_nbytes
@@ -31,7 +32,7 @@ from .tiling import nbytes as tile_nbytes
 class Buf:
     """A placed buffer and its access history while it is being emitted against."""
 
-    __slots__ = ("name", "mem", "addr", "size", "writes", "reads", "first", "last", "section")
+    __slots__ = ("name", "mem", "addr", "size", "writes", "reads", "first", "last", "section", "window")
 
     def __init__(self, name, mem, addr, size):
         self.name, self.mem, self.addr, self.size = name, mem, addr, size
@@ -40,9 +41,19 @@ class Buf:
         self.first = None  # id of the first access
         self.last = {}  # engine -> index of its last access
         self.section = None  # in a disjoint section: (writes, reads) before it, and its own (writes, reads)
+        self.window = None  # (axis, first, count): it holds only these indices of a tensor's axis
 
     def region(self, dtype, shape, offset=0):
-        return dense(self.mem, self.addr + offset, dtype, shape)
+        """The buffer read as a dense array of `shape`. A buffer holding a window of a tensor
+        (a layer group's slice, isa/lower/chain.py) gives the whole tensor's region with the
+        held indices' strides and its origin where index 0 would lie, so templates address the
+        tensor by absolute index and touch only what the window holds."""
+        if self.window is None:
+            return dense(self.mem, self.addr + offset, dtype, shape)
+        axis, first, count = self.window
+        held = dense(self.mem, self.addr + offset, dtype, tuple(shape[:axis]) + (count,) + tuple(shape[axis + 1:]))
+        origin = held.addr - first * held.strides[axis] * itemsize(dtype)
+        return Region(self.mem, origin, dtype, tuple(shape), held.strides)
 
     def inherit(self, old):
         for mine, theirs in ((self.writes, old.writes), (self.reads, old.reads)):
@@ -62,6 +73,7 @@ class Emitter:
         self._released = {name: [] for name in chip.memories}
         self.buffers = []
         self.bindings = []
+        self._bound = {}  # (name, role) -> (what was bound, its Buf)
         self.notes = []  # placement decisions worth reading in the program (Program.notes)
 
     # ---- placement --------------------------------------------------------------------------
@@ -91,13 +103,22 @@ class Emitter:
     def bind(self, name, role, dtype, shape, data=b"", mem="ddr"):
         """Place a graph tensor for the whole program: in DDR, or a constant pinned in mem. Its
         bytes are in place before the program starts, so it takes addresses no buffer has used
-        (a constant a template binds midway must not sit where an earlier buffer was written)."""
+        (a constant a template binds midway must not sit where an earlier buffer was written).
+        Binding a name again with the same contents gives the first Buf: a template planned
+        twice (isa/lower/chain.py tries a layer group before lowering its layers one by one)
+        derives its constants once."""
+        key = (dtype, tuple(shape), bytes(data), mem)
+        if (name, role) in self._bound:
+            if self._bound[name, role][0] != key:
+                raise ProgramError(f"lowering bug: {role} {name} bound twice with different contents")
+            return self._bound[name, role][1]
         nbytes = len(data) if data else tile_nbytes(dtype, shape)
         try:
             buf = self.alloc(mem, nbytes, f"{role} {name}" if mem == "ddr" else f"pinned {role} {name}", unused=True)
         except OutOfMemoryError as exc:
             raise OutOfMemoryError(f"{exc} ({mem} capacity {self.chip.memories[mem].capacity} bytes)") from None
         self.bindings.append(Binding(name, role, buf.region(dtype, shape), data))
+        self._bound[name, role] = (key, buf)
         return buf
 
     @contextmanager

@@ -205,7 +205,7 @@ def _strided(home, tensor, shape, starts, extents, steps):
     full = home.region(tensor.dtype, shape)
     item = full.nbytes // max(full.size, 1)
     offset = sum(s * st for s, st in zip(starts, full.strides)) * item
-    return Region(home.mem, home.addr + offset, tensor.dtype, tuple(extents), tuple(st * k for st, k in zip(full.strides, steps)))
+    return Region(home.mem, full.addr + offset, tensor.dtype, tuple(extents), tuple(st * k for st, k in zip(full.strides, steps)))
 
 
 def _loads(nodes, produced):

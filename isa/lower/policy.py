@@ -24,6 +24,9 @@
                     and every template touching it can reach it there (else DDR, noted in the
                     program's notes)
     allocator       "first_fit" (the lowest gap that fits) or "best_fit" (the smallest)
+    chain           with fuse, run a chain of convolution groups that hand each other one tensor
+                    as one layer group, slice by slice, its intermediates in local memory
+                    (isa/lower/chain.py)
 
 `policy_from_overrides` builds one from strings as typed on a command line
 (`--set policy.max_tile=h=4,w=8`).
@@ -51,9 +54,10 @@ class Policy:
     reserve: tuple = ()  # given as a mapping (or pairs) of memory -> bytes or "64KiB"; kept as sorted pairs
     intermediates: str = "ddr"
     allocator: str = "first_fit"
+    chain: bool = True  # last, so that positional construction keeps its meaning
 
     def __post_init__(self):
-        for name in ("fuse", "double_buffer"):
+        for name in ("fuse", "chain", "double_buffer"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"policy.{name}: expected true or false, got {getattr(self, name)!r}")
         if self.max_group is not None:
@@ -154,6 +158,7 @@ PARSERS = {
     "reserve": (_mapping(str.strip), "MEMORY=SIZE pairs separated by commas (e.g. lmem=64KiB)"),
     "intermediates": (str.strip, " or ".join(INTERMEDIATES)),
     "allocator": (str.strip, " or ".join(ALLOCATORS)),
+    "chain": (_bool, "true or false"),
 }
 
 

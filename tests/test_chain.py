@@ -1,0 +1,208 @@
+"""Multi-layer layer groups (isa/lower/chain.py): chains of convolutions run slice by slice with
+their intermediates in local memory. Every run checks the outputs against the references and
+that timing mode gives functional mode's cycles."""
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from refeval import evaluate
+
+import chips
+import isa
+import sim
+from isa.lower.policy import policy_from_overrides
+
+O = isa.ops
+CHIPS = {name: chips.load(name) for name in ("generic", "bm1684", "bm1686")}
+
+
+def chain_graph(x_shape, dtype, layers, shortcut=False, seed=0):
+    """Convolutions (out channels, kernel, stride) with bias and relu, one after another; with
+    shortcut, the last one's result plus the input (same shape), then relu."""
+    rng = np.random.default_rng(seed)
+    g = isa.Graph("chain")
+    x = h = g.input("x", x_shape, dtype)
+    quant = {"scale": 1 / 64} if dtype == "int8" else {}
+    for i, (oc, k, stride) in enumerate(layers):
+        ic = h.shape[1]
+        if dtype == "int8":
+            w = g.constant(f"w{i}", rng.integers(-4, 5, (oc, ic, k, k)).astype(np.int8))
+            b = g.constant(f"b{i}", rng.integers(-64, 64, (1, oc, 1, 1)).astype(np.int16))
+        else:
+            w = g.constant(f"w{i}", (rng.standard_normal((oc, ic, k, k)) / np.sqrt(ic * k * k)).astype(dtype))
+            b = g.constant(f"b{i}", (rng.standard_normal((1, oc, 1, 1)) * 0.1).astype(dtype))
+        pad = k // 2
+        h = O.conv(h, w, b, pad_h_t=pad, pad_h_b=pad, pad_w_l=pad, pad_w_r=pad, stride_h=stride, stride_w=stride, name=f"conv{i}", **quant)
+        if i < len(layers) - 1 or not shortcut:
+            h = O.active(h, "relu", name=f"relu{i}")
+    if shortcut:
+        h = O.active(O.add(h, x, name="shortcut"), "relu", name="out")
+    g.output(h, "y")
+    return g
+
+
+def inputs_for(graph, seed=1):
+    t = graph.tensors["x"]
+    rng = np.random.default_rng(seed)
+    if t.dtype == "int8":
+        return {"x": rng.integers(-32, 32, t.shape).astype(np.int8)}
+    return {"x": rng.standard_normal(t.shape).astype(t.dtype)}
+
+
+def run(graph, chip, inputs, **knobs):
+    res = sim.run(graph, chip, inputs, policy=isa.Policy(**knobs))
+    want = evaluate(graph, inputs, chip)["y"]
+    if graph.tensors["x"].dtype == "int8":
+        np.testing.assert_array_equal(res.outputs["y"], want)
+    else:
+        tol = 2e-2 if graph.tensors["x"].dtype == "float16" else 1e-4
+        np.testing.assert_allclose(res.outputs["y"].astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+    assert sim.execute(res.program, chip, mode="timing").cycles == res.cycles
+    return res
+
+
+def slices(prog):
+    """Per layer group note: (first op, slices, weights held)."""
+    found = [re.search(r"layer group (\S+)\.\.\S+: \d+ convolutions in (\d+) slice\(s\).*weights (held|loaded every slice)", n)
+             for n in prog.notes]
+    return [(m[1], int(m[2]), m[3] == "held") for m in found if m]
+
+
+def squeezed(chip, free):
+    """chip's local memory with all but about `free` bytes (all lanes) reserved."""
+    mem = chip.memories["lmem"]
+    return {"lmem": mem.capacity - free}
+
+
+BOTTLENECK = [(16, 1, 1), (16, 3, 1), (64, 1, 1)]
+
+
+# ---- what a chain changes ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("chip", ["generic", "bm1684", "bm1686"])
+def test_a_chain_keeps_its_intermediates_off_ddr(chip):
+    g = chain_graph((1, 64, 16, 16), "float32", BOTTLENECK, shortcut=True)
+    x = inputs_for(g)
+    chained, layered = run(g, CHIPS[chip], x), run(g, CHIPS[chip], x, chain=False)
+    assert slices(chained.program) == [("conv0", 1, False)] and slices(layered.program) == []
+    out = g.tensors[g.outputs["y"]].nbytes
+    inner = 2 * (16 * 16 * 16 * 4)  # relu0's and relu1's results
+    assert chained.stats.ddr_write_bytes == out
+    assert layered.stats.ddr_write_bytes == out + inner
+    assert chained.stats.ddr_read_bytes <= layered.stats.ddr_read_bytes - inner
+    assert not [b for b in chained.program.buffers if b.mem == "ddr" and b.name.startswith("relu")]
+
+
+def test_a_pool_or_a_tensor_read_twice_ends_a_chain():
+    g = isa.Graph("split")
+    rng = np.random.default_rng(0)
+    x = g.input("x", (1, 8, 8, 8), "float32")
+    w = [g.constant(f"w{i}", rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.1) for i in range(4)]
+    pads = {"pad_h_t": 1, "pad_h_b": 1, "pad_w_l": 1, "pad_w_r": 1}
+    a = O.conv(x, w[0], name="a", **pads)
+    b = O.conv(a, w[1], name="b", **pads)  # a is read by b and by the add: the chain a..b cannot hold it
+    c = O.pool(O.add(b, a, name="sum"), 2, 2, 2, 2, name="pool")
+    d = O.conv(O.conv(c, w[2], name="d", **pads), w[3], name="e", **pads)
+    g.output(d, "y")
+    res = run(g, CHIPS["bm1684"], {"x": rng.standard_normal((1, 8, 8, 8)).astype(np.float32)})
+    assert slices(res.program) == [("d", 1, False)]
+
+
+# ---- slicing: less local memory, more slices --------------------------------------------------
+
+def test_less_local_memory_means_more_slices_and_weights_reloaded():
+    g = chain_graph((1, 64, 56, 56), "float32", [(64, 1, 1), (64, 3, 1), (256, 1, 1)])
+    x = inputs_for(g)
+    chip = CHIPS["bm1684"]
+    weight_bytes = sum(g.tensors[f"w{i}"].nbytes for i in range(3))
+    seen = []
+    for free in (16 << 20, 2 << 20, 1 << 20):
+        res = run(g, chip, x, reserve=squeezed(chip, free))
+        [(_, count, held)] = slices(res.program)
+        weight_reads = sum(i.src.nbytes for s in res.program.streams.values() for i in s
+                           if i.kind == "dma" and i.src.mem == "ddr" and any(_inside(i.src, b.region) for b in res.program.bindings if b.name.startswith("w")))
+        seen.append((count, held, weight_reads))
+    assert [c for c, *_ in seen] == [1, 4, 7] and not any(h for _, h, *_ in seen)
+    for count, _, reads in seen:  # every slice loads them (a slice's convolution may cut it in tiles, each loading them)
+        assert reads >= count * weight_bytes
+
+
+def test_a_chain_the_estimate_finds_slower_is_lowered_layer_by_layer():
+    g = chain_graph((1, 64, 56, 56), "float32", [(64, 1, 1), (64, 3, 1), (256, 1, 1)])
+    chip = CHIPS["bm1684"]
+    res = run(g, chip, inputs_for(g), reserve=squeezed(chip, 512 << 10))
+    assert slices(res.program) == []
+    [note] = [n for n in res.program.notes if n.startswith("layer group")]
+    sliced, layered = (int(v.replace(",", "")) for v in re.findall(r"estimated ([\d,]+) cycles in \d+ slice\(s\) against ([\d,]+) layer by layer; lowered layer by layer", note)[0])
+    assert sliced > layered
+
+
+def _inside(region, home):
+    lo, hi = home.span()
+    return region.mem == home.mem and lo <= region.addr < hi
+
+
+def test_held_weights_are_multiplied_where_they_are():
+    g = chain_graph((1, 16, 64, 32), "float32", [(16, 3, 1), (16, 3, 1), (16, 3, 1)])
+    chip = CHIPS["bm1684"]
+    res = run(g, chip, inputs_for(g), reserve=squeezed(chip, 768 << 10))
+    [(_, count, held)] = slices(res.program)
+    assert count > 1 and held
+    held_bufs = [b for b in res.program.buffers if b.name.endswith(".held")]
+    assert sorted(b.name for b in held_bufs) == ["w0.held", "w1.held", "w2.held"]
+    matrix = [i for s in res.program.streams.values() for i in s if i.kind == "matrix"]
+    assert matrix and all(any(b.addr <= i.b.addr < b.addr + b.size for b in held_bufs) for i in matrix)
+    # the only DMAs reading the weights are the two loads that hold them
+    reads = [i for s in res.program.streams.values() for i in s if i.kind == "dma" and i.src.mem == "ddr"
+             and any(_inside(i.src, b.region) for b in res.program.bindings if b.name in ("w0", "w1", "w2"))]
+    assert len(reads) == 3
+
+
+def test_a_chain_whose_rows_do_not_fit_is_lowered_layer_by_layer():
+    g = chain_graph((1, 64, 4, 256), "float32", [(64, 3, 1), (64, 3, 1)])  # a row of 64 KiB
+    chip = CHIPS["bm1684"]
+    res = run(g, chip, inputs_for(g), reserve=squeezed(chip, 256 << 10))
+    assert slices(res.program) == []
+    assert "layer group conv0..conv1: one-row slices do not fit in lmem; lowered layer by layer" in res.program.notes
+    assert res.stats.ddr_write_bytes == 2 * g.tensors["x"].nbytes  # relu0's result goes out and comes back
+
+
+def test_chain_policy_key():
+    assert policy_from_overrides({"chain": "off"}) == isa.Policy(chain=False)
+    with pytest.raises(isa.ConfigError, match=r"policy.chain=maybe: expected true or false"):
+        policy_from_overrides({"chain": "maybe"})
+    with pytest.raises(isa.ConfigError, match=r"policy.chain: expected true or false, got 1"):
+        isa.Policy(chain=1)
+
+
+# ---- random chains against the references ---------------------------------------------------------
+
+@st.composite
+def chain_case(draw):
+    chip, dtype = draw(st.sampled_from([("generic", "float32"), ("bm1684", "float32"), ("bm1684", "int8"),
+                                        ("bm1686", "float16"), ("bm1686", "int8")]))
+    layers, c = [], draw(st.integers(1, 24))
+    for _ in range(draw(st.integers(2, 4))):
+        layers.append((draw(st.integers(1, 24)), draw(st.sampled_from([1, 3])), draw(st.sampled_from([1, 1, 2]))))
+    shape = (draw(st.integers(1, 2)), c, draw(st.integers(4, 64)), draw(st.integers(1, 32)))
+    shortcut = draw(st.booleans()) and all(s == 1 for _, _, s in layers)
+    if shortcut:
+        layers[-1] = (c,) + layers[-1][1:]
+    squeeze = draw(st.sampled_from([None, 1, 2, 4]))  # the local memory left free: the intermediates' bytes x this
+    return chip, dtype, shape, layers, shortcut, squeeze
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=chain_case())
+def test_random_chains_match_the_references(case):
+    chip, dtype, shape, layers, shortcut, squeeze = case
+    chip = CHIPS[chip]
+    g = chain_graph(shape, dtype, layers, shortcut)
+    knobs = {}
+    if squeeze:  # at least what the convolutions' smallest tiles need, about 24 granules
+        inner = sum(g.tensors[n.outputs[0]].nbytes for n in g.nodes if n.op == "active")
+        knobs["reserve"] = squeezed(chip, max(24 * chip.memories["lmem"].granule, squeeze * inner))
+    run(g, chip, inputs_for(g), **knobs)
