@@ -2,8 +2,8 @@
 
 1. check    every op is supported by the chip for its dtypes (isa/lower/check.py)
 2. group    chains of local ops fuse into layer groups (isa/lower/fusion.py); runs of
-            convolution groups that hand each other one tensor form multi-layer groups run
-            slice by slice, their intermediates in local memory (isa/lower/chain.py)
+            convolution groups form multi-layer groups run slice by slice, the tensors they
+            hand on in local memory (isa/lower/chain.py)
 3. place    memory the policy reserves is taken out; graph inputs, constants and outputs get
             homes for the whole run (DDR; a pinned constant on chip); a tensor passed between
             groups lives from its producer to its last user in DDR, or on chip when the policy

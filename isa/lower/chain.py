@@ -1,26 +1,37 @@
 """Layer groups of several convolutions, run slice by slice, as TPU-MLIR's layer groups are.
 
-A chain is a run of convolution groups (each with its fused element-wise tail) in which every
-group but the last hands one tensor to the next and nothing else reads it: a ResNet
-bottleneck's three convolutions, a VGG stage. Those intermediates never go to DDR. The chain
-runs in slices of its output's rows (its height): a slice runs each convolution over the rows
-the ones after it read (a 3x3 convolution's halo rows are computed by both neighbouring slices),
-and each intermediate lives in a local-memory window of the rows its slice holds
-(`Buf.window`), which the convolution templates address by absolute row. The chain's own input
-and output stay where they live (DDR, or on chip as the policy places them).
+A chain is a run of consecutive convolution groups (each with its fused element-wise tail) in
+which every group but the last makes one tensor that only later groups of the chain read, as a
+convolution's input or as a same-shape operand of a tail: a ResNet bottleneck block with its
+projection and shortcut add, several blocks in a row, a VGG stage. Those inner tensors never go
+to DDR. The chain runs in slices of its last output's rows (its height): a slice runs each group
+over the rows the groups reading its result need (a 3x3 convolution's halo rows are computed by
+both neighbouring slices), and each inner tensor lives in a local-memory window of the rows its
+slice holds (`Buf.window`), which the convolution templates address by absolute row. Tensors
+from before the chain are read where they live, a slice's rows at a time; the last group's
+results are stored where they live.
 
 How many slices: the fewest whose windows (one set per buffer slot, so one slice's first
 convolution can start while the last slice's last one still reads) take at most half of the
 local memory's free bytes, the share the policy gives any on-chip intermediate, leaving the
-rest for the convolutions' tiles. A chain whose one-row windows do not fit is lowered group by
-group. The weights: when they too fit in that half, they are loaded once and the matrix unit
-reads them in place; otherwise every slice loads them again. So a smaller local memory means
-more slices, weights reloaded and halo rows recomputed: the extra DDR traffic Sophgo gives as
-the reason some FP32 models run slower on BM1684X (half BM1684's local memory) than on BM1684
-(sophon-demo docs/FAQ.md 6.1, ../shared/hardware-facts.md 2.6).
+rest for the convolutions' tiles. The weights: when they too fit in that half, they are loaded
+once and the matrix unit reads them in place; otherwise every slice loads them again.
+
+Where chains are cut: a run of convolution groups is cut into the chains (or single groups)
+that move the fewest DDR bytes (dynamic programming over where chains end, at most LONGEST
+groups each), counting for a chain the rows its groups read from outside in every slice, its
+weights once or once a slice, and its results; for a single group what it loads and stores.
+Then each chain is lowered only if the lowering's estimate of its cycles
+(isa/lower/estimate.py, every slice's tilings) is below that of its groups one by one.
+
+So a smaller local memory means shorter chains, more slices, weights reloaded and halo rows
+recomputed: the extra DDR traffic Sophgo gives as the reason some FP32 models run slower on
+BM1684X (half BM1684's local memory) than on BM1684 (sophon-demo docs/FAQ.md 6.1,
+../shared/hardware-facts.md 2.6).
 
 Chains form where the local memory is the one the convolutions' engines compute in (a Sophgo
-lane's, generic's), as in the compilers that fuse layers this way.
+lane's, generic's), as in the compilers that fuse layers this way; depthwise and transposed
+convolutions, pools and other templates end them.
 """
 
 from dataclasses import dataclass
@@ -31,35 +42,82 @@ from .context import local_memory
 from .conv import input_rows, plan_conv
 from .route import copy
 
+LONGEST = 16  # the most groups one chain takes: bounds the search, far more than a block's
+
 
 @dataclass
 class Chain:
     groups: list  # fusion.Group, in order
-    inner: list  # the tensors handed from one group to the next
+    inner: dict  # tensor handed on inside the chain -> the index of the group that makes it
+    readers: dict  # inner tensor -> [(index of a group reading it, "conv" or "tail")]
     mem: str  # the local memory the windows live in
 
 
 def find_chains(ctx, groups):
-    """{index of a chain's first group: Chain} for the chains of at least two groups."""
+    """{index of a chain's first group: Chain}: the runs of sliceable groups cut into chains of
+    at least two groups where that moves the fewest DDR bytes by the layer groups' own count
+    (isa/lower/chain.py's docstring); lower_chain still checks each against the estimate."""
     mem = local_memory(ctx.chip)
     if not (ctx.policy.chain and ctx.policy.fuse) or mem is None or mem != ctx.units("vector")[0].vector.memory:
         return {}
     readers = {}
-    for g in groups:
-        for t in g.loads:
-            readers[t] = readers.get(t, 0) + 1
-    outputs = set(ctx.graph.outputs.values())
-    found, run = {}, []
     for i, g in enumerate(groups):
-        if run and _links(ctx.graph, run[-1], g, readers, outputs):
-            run.append(g)
-            continue
-        if len(run) > 1:
-            found[i - len(run)] = Chain(run, [h.stores[0] for h in run[:-1]], mem)
-        run = [g] if _sliceable(ctx.graph, g) else []
-    if len(run) > 1:
-        found[len(groups) - len(run)] = Chain(run, [h.stores[0] for h in run[:-1]], mem)
+        for t in g.loads:
+            readers.setdefault(t, []).append(i)
+    outputs = set(ctx.graph.outputs.values())
+    found, i = {}, 0
+    while i < len(groups):
+        j = i
+        while j < len(groups) and _sliceable(ctx.graph, groups[j]):
+            j += 1
+        for start, chain in _cut(ctx, groups, i, j, readers, outputs, mem):
+            found[start] = chain
+        i = j + 1
     return found
+
+
+def _cut(ctx, groups, lo, hi, readers, outputs, mem):
+    """The chains of groups[lo:hi] (all sliceable) that move the fewest DDR bytes, by dynamic
+    programming over where chains end: [(index of the first group, Chain)]."""
+    best = {lo: (0, [])}  # position -> (bytes, chains) of the best cut of groups[lo:position]
+    for end in range(lo + 1, hi + 1):
+        options = []
+        for start in range(max(lo, end - LONGEST), end):
+            chain = _chain(ctx.graph, groups, start, end, readers, outputs, mem) if end - start > 1 else None
+            if end - start > 1 and chain is None:
+                continue
+            moved = _moved(ctx, chain) if chain else _layer_bytes(ctx, groups[start])
+            if moved is not None:
+                options.append((best[start][0] + moved, -start, best[start][1] + ([(start, chain)] if chain else [])))
+        found = min(options, key=lambda o: o[:2])
+        best[end] = (found[0], found[2])
+    return best[hi][1]
+
+
+def _chain(graph, groups, start, end, readers, outputs, mem):
+    """The Chain of groups[start:end], or None when one of them but the last hands on a tensor
+    that is read outside the chain (or is a graph output), is not its only stored tensor, or is
+    read other than as a convolution's input or a same-shape operand of a tail."""
+    inner, who = {}, {}
+    for k in range(start, end - 1):
+        g = groups[k]
+        if len(g.stores) != 1 or g.stores[0] in outputs:
+            return None
+        t = g.stores[0]
+        if not all(start < r < end for r in readers.get(t, ())):
+            return None
+        inner[t], who[t] = k - start, []
+        for r in dict.fromkeys(readers.get(t, ())):
+            member = groups[r]
+            if member.nodes[0].inputs[0] == t:
+                who[t].append((r - start, "conv"))
+            if any(t in n.inputs for n in member.nodes[1:]):
+                if graph.tensors[t].shape != graph.tensors[member.nodes[0].outputs[0]].shape:
+                    return None
+                who[t].append((r - start, "tail"))
+            if t in member.nodes[0].inputs[1:]:
+                return None
+    return Chain(groups[start:end], inner, who, mem)
 
 
 def _sliceable(graph, group):
@@ -70,14 +128,33 @@ def _sliceable(graph, group):
             and len(graph.tensors[head.outputs[0]].shape) == 4)
 
 
-def _links(graph, a, b, readers, outputs):
-    """Whether group b continues a chain ending in group a: a's one stored tensor is b's
-    convolution input, read by nothing else (b's tail included) and not a graph output."""
-    if not _sliceable(graph, b) or len(a.stores) != 1:
-        return False
-    t = a.stores[0]
-    tail_reads = {x for n in b.nodes[1:] for x in n.inputs}
-    return b.nodes[0].inputs[0] == t and readers.get(t) == 1 and t not in outputs and t not in tail_reads
+def _layer_bytes(ctx, group):
+    """DDR bytes a group lowered alone moves at least: what it loads and stores, once."""
+    return sum(ctx.graph.tensors[t].nbytes for t in group.loads + group.stores)
+
+
+def _moved(ctx, chain):
+    """DDR bytes the chain moves at least, sliced as _slices says (None: it does not fit):
+    the rows its groups read from outside it in every slice (halos twice), the weights once
+    or once a slice, its outputs once."""
+    plan = _slices(ctx, chain)
+    if plan is None:
+        return None
+    slices, _, hold = plan
+    graph, total = ctx.graph, 0
+    for k, g in enumerate(chain.groups):
+        head, out = g.nodes[0], graph.tensors[g.nodes[0].outputs[0]]
+        for t in g.loads:
+            tensor = graph.tensors[t]
+            if t in chain.inner:
+                continue
+            if t == head.inputs[0]:  # the rows its windows read, a slice at a time
+                total += tensor.nbytes // tensor.shape[2] * sum(b - a for r in slices for a, b in [input_rows(graph, head, r[k])])
+            elif tensor.shape == out.shape:  # a tail's operand, a slice's rows at a time
+                total += tensor.nbytes // tensor.shape[2] * sum(b - a for r in slices for a, b in [r[k]])
+            else:  # weights, biases, broadcast operands: whole, again every slice unless held
+                total += tensor.nbytes * (1 if hold else len(slices))
+    return total + sum(graph.tensors[t].nbytes for t in chain.groups[-1].stores)
 
 
 def lower_chain(ctx, chain):
@@ -103,7 +180,7 @@ def lower_chain(ctx, chain):
         _release(ctx, chain, windows)
         ctx.em.notes.append(f"layer group {_names(chain)}: its windows leave a convolution no room for a tile; lowered layer by layer")
         return False
-    sliced = sum(p.tiling(r)[1] for ranges in slices for p, r in zip(plans, ranges[1:]))
+    sliced = sum(p.tiling(r)[1] for ranges in slices for p, r in zip(plans, ranges))
     if sliced > layered:
         _unhold(ctx, held)
         _release(ctx, chain, windows)
@@ -117,11 +194,11 @@ def lower_chain(ctx, chain):
                     f"intermediates in {chain.mem}, weights {'held' if held else 'loaded every slice'}: estimated {sliced:,.0f} cycles "
                     f"against {layered:,.0f} layer by layer")
     for s, ranges in enumerate(slices):
-        for t, (lo, _) in zip(chain.inner, ranges[1:]):
+        for t, k in chain.inner.items():
             buf = windows[t][s % ctx.slots]
-            buf.window = (2, lo, rows[t])
+            buf.window = (2, ranges[k][0], rows[t])
             ctx.home[t] = buf
-        for p, r in zip(plans, ranges[1:]):
+        for p, r in zip(plans, ranges):
             p.run(r)
     _release(ctx, chain, windows)
     _unhold(ctx, held)
@@ -153,27 +230,34 @@ def _release(ctx, chain, windows):
 
 
 def _slices(ctx, chain):
-    """(per slice the row range of the chain's input and of every group's output, rows each
-    inner tensor's window holds, whether the weights are held) for the fewest slices that fit;
-    None when even one output row a slice does not."""
+    """(per slice the output rows each group runs, the rows each inner tensor's window holds,
+    whether the weights are held) for the fewest slices that fit; None when even one output row
+    a slice does not."""
     graph, alloc = ctx.graph, ctx.em.allocators[chain.mem]
     heads = [g.nodes[0] for g in chain.groups]
     height = graph.tensors[heads[-1].outputs[0]].shape[2]
     room = alloc.free_bytes() // 2
     weights = sum(align_up(graph.tensors[w].nbytes, alloc.granule) for w in _holdable(ctx, chain))
     for count in range(1, height + 1):
-        slices = []
-        for k in range(count):
-            ranges = [(k * height // count, (k + 1) * height // count)]
-            for node in reversed(heads):
-                ranges.insert(0, input_rows(graph, node, ranges[0]))
-            slices.append(ranges)
-        rows = {t: max(r[j + 1][1] - r[j + 1][0] for r in slices) for j, t in enumerate(chain.inner)}
+        slices = [_rows(graph, chain, heads, (k * height // count, (k + 1) * height // count)) for k in range(count)]
+        rows = {t: max(r[k][1] - r[k][0] for r in slices) for t, k in chain.inner.items()}
         sizes = [_window_bytes(graph, t, rows[t]) for t in chain.inner] * ctx.slots
         need = sum(align_up(n, alloc.granule) for n in sizes)
         if need <= room and alloc.fits(sizes):
             return slices, rows, count > 1 and 0 < weights <= room - need
     return None
+
+
+def _rows(graph, chain, heads, last):
+    """The output rows each group runs for the last one to make rows `last`: what the groups
+    reading its result need of it (a convolution its window's rows, a tail the same rows)."""
+    out = [None] * len(heads)
+    out[-1] = last
+    inner_of = {k: t for t, k in chain.inner.items()}
+    for k in range(len(heads) - 2, -1, -1):
+        needs = [input_rows(graph, heads[r], out[r]) if how == "conv" else out[r] for r, how in chain.readers[inner_of[k]]]
+        out[k] = (min(a for a, _ in needs), max(b for _, b in needs))
+    return out
 
 
 def _window_bytes(graph, name, rows):
