@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError, OutOfMemoryError
 from .arrange import lower_arrange
-from .chain import find_chains, lower_chain
+from .chain import Chains, lower_chain
 from .check import check_graph
 from .context import Lowering, local_memory
 from .conv import lower_conv
@@ -68,29 +68,53 @@ def lower(graph, chip, policy=None):
     for i, g in enumerate(groups):
         for t in g.loads:
             last_use[shares.get(t, t)] = i
-    chains = find_chains(ctx, groups)
+    chains, placed = Chains(ctx, groups), set()
+
+    def place(t, template):
+        ctx.home[t] = _place_intermediate(ctx, t, {*touch.get(t, {}), template})
+        placed.add(t)
+
     i = 0
     while i < len(groups):
-        chain = chains.get(i)
+        chain = chains.at.get(i)
         span = chain.groups if chain else [groups[i]]
-        inner = set(chain.inner) if chain else set()
         for g in span:
             for t in g.stores:
-                if t not in ctx.home and t not in inner and g.template not in PLACES_OWN_OUTPUTS:
-                    ctx.home[t] = _place_intermediate(ctx, t, {*touch.get(t, {}), g.template})
-        if not (chain and lower_chain(ctx, chain)):
-            for g in span:
-                for t in inner.intersection(g.stores):  # a chain lowered layer by layer
-                    ctx.home[t] = _place_intermediate(ctx, t, {*touch.get(t, {}), g.template})
-                TEMPLATES[g.template].lower(ctx, g)
-            inner = set()
+                if t not in ctx.home and t not in (chain.inner if chain else ()) and g.template not in PLACES_OWN_OUTPUTS:
+                    place(t, g.template)
+        if chain:
+            _lower_chain(ctx, chains, chain, place)
+        else:
+            TEMPLATES[groups[i].template].lower(ctx, groups[i])
         for k, g in enumerate(span, i):
             for t in dict.fromkeys(shares.get(t, t) for t in g.loads):
-                if last_use[t] == k and t not in ctx.bound and t not in inner:
+                if last_use[t] == k and t in placed:
                     em.release(ctx.home[t])
         i += len(span)
     _copy_aliased_outputs(ctx, aliased)
     return em.program()
+
+
+def _lower_chain(ctx, chains, chain, place):
+    """Emit a chain as one layer group, or where its estimate declines it, its groups cut into
+    shorter chains and single groups (isa/lower/chain.py), the tensors it would have held
+    placed as their makers run."""
+    if lower_chain(ctx, chain):
+        return
+    parts = chains.recut(chain)
+    k = chain.start
+    while k < chain.start + len(chain.groups):
+        part = parts.get(k)
+        span = part.groups if part else [chains.groups[k]]
+        for g in span:
+            for t in g.stores:
+                if t in chain.inner and not (part and t in part.inner):
+                    place(t, g.template)
+        if part:
+            _lower_chain(ctx, chains, part, place)
+        else:
+            TEMPLATES[span[0].template].lower(ctx, span[0])
+        k += len(span)
 
 
 def _reserve(ctx):

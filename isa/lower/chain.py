@@ -47,77 +47,82 @@ LONGEST = 16  # the most groups one chain takes: bounds the search, far more tha
 
 @dataclass
 class Chain:
+    start: int  # the index of its first group among the lowering's
     groups: list  # fusion.Group, in order
     inner: dict  # tensor handed on inside the chain -> the index of the group that makes it
     readers: dict  # inner tensor -> [(index of a group reading it, "conv" or "tail")]
     mem: str  # the local memory the windows live in
 
 
-def find_chains(ctx, groups):
-    """{index of a chain's first group: Chain}: the runs of sliceable groups cut into chains of
-    at least two groups where that moves the fewest DDR bytes by the layer groups' own count
-    (isa/lower/chain.py's docstring); lower_chain still checks each against the estimate."""
-    mem = local_memory(ctx.chip)
-    if not (ctx.policy.chain and ctx.policy.fuse) or mem is None or mem != ctx.units("vector")[0].vector.memory:
-        return {}
-    readers = {}
-    for i, g in enumerate(groups):
-        for t in g.loads:
-            readers.setdefault(t, []).append(i)
-    outputs = set(ctx.graph.outputs.values())
-    found, i = {}, 0
-    while i < len(groups):
-        j = i
-        while j < len(groups) and _sliceable(ctx.graph, groups[j]):
-            j += 1
-        for start, chain in _cut(ctx, groups, i, j, readers, outputs, mem):
-            found[start] = chain
-        i = j + 1
-    return found
+class Chains:
+    """Where a lowering's groups form chains: `at` maps the index of a chain's first group to
+    the Chain, for runs of sliceable groups cut where chains move the fewest DDR bytes by the
+    layer groups' own count (the module's docstring); `recut` cuts the groups of a chain the
+    estimate declined into shorter chains."""
 
+    def __init__(self, ctx, groups):
+        self.ctx, self.groups, self.at = ctx, groups, {}
+        self.mem = local_memory(ctx.chip)
+        if not (ctx.policy.chain and ctx.policy.fuse) or self.mem is None or self.mem != ctx.units("vector")[0].vector.memory:
+            return
+        self.readers = {}
+        for i, g in enumerate(groups):
+            for t in g.loads:
+                self.readers.setdefault(t, []).append(i)
+        self.outputs = set(ctx.graph.outputs.values())
+        i = 0
+        while i < len(groups):
+            j = i
+            while j < len(groups) and _sliceable(ctx.graph, groups[j]):
+                j += 1
+            self.at.update(self._cut(i, j, LONGEST))
+            i = j + 1
 
-def _cut(ctx, groups, lo, hi, readers, outputs, mem):
-    """The chains of groups[lo:hi] (all sliceable) that move the fewest DDR bytes, by dynamic
-    programming over where chains end: [(index of the first group, Chain)]."""
-    best = {lo: (0, [])}  # position -> (bytes, chains) of the best cut of groups[lo:position]
-    for end in range(lo + 1, hi + 1):
-        options = []
-        for start in range(max(lo, end - LONGEST), end):
-            chain = _chain(ctx.graph, groups, start, end, readers, outputs, mem) if end - start > 1 else None
-            if end - start > 1 and chain is None:
-                continue
-            moved = _moved(ctx, chain) if chain else _layer_bytes(ctx, groups[start])
-            if moved is not None:
-                options.append((best[start][0] + moved, -start, best[start][1] + ([(start, chain)] if chain else [])))
-        found = min(options, key=lambda o: o[:2])
-        best[end] = (found[0], found[2])
-    return best[hi][1]
+    def recut(self, chain):
+        """{index of a first group: Chain} for the chain's groups cut into chains of fewer groups."""
+        return self._cut(chain.start, chain.start + len(chain.groups), len(chain.groups) - 1)
 
+    def _cut(self, lo, hi, longest):
+        """The chains of groups[lo:hi] (all sliceable), at most `longest` groups each, that move
+        the fewest DDR bytes, by dynamic programming over where chains end."""
+        best = {lo: (0, {})}  # position -> (bytes, chains) of the best cut of groups[lo:position]
+        for end in range(lo + 1, hi + 1):
+            options = []
+            for start in range(max(lo, end - longest), end):
+                chain = self._chain(start, end) if end - start > 1 else None
+                if end - start > 1 and chain is None:
+                    continue
+                moved = _moved(self.ctx, chain) if chain else _layer_bytes(self.ctx, self.groups[start])
+                if moved is not None:
+                    options.append((best[start][0] + moved, -start, {**best[start][1], **({start: chain} if chain else {})}))
+            found = min(options, key=lambda o: o[:2])
+            best[end] = (found[0], found[2])
+        return best[hi][1]
 
-def _chain(graph, groups, start, end, readers, outputs, mem):
-    """The Chain of groups[start:end], or None when one of them but the last hands on a tensor
-    that is read outside the chain (or is a graph output), is not its only stored tensor, or is
-    read other than as a convolution's input or a same-shape operand of a tail."""
-    inner, who = {}, {}
-    for k in range(start, end - 1):
-        g = groups[k]
-        if len(g.stores) != 1 or g.stores[0] in outputs:
-            return None
-        t = g.stores[0]
-        if not all(start < r < end for r in readers.get(t, ())):
-            return None
-        inner[t], who[t] = k - start, []
-        for r in dict.fromkeys(readers.get(t, ())):
-            member = groups[r]
-            if member.nodes[0].inputs[0] == t:
-                who[t].append((r - start, "conv"))
-            if any(t in n.inputs for n in member.nodes[1:]):
-                if graph.tensors[t].shape != graph.tensors[member.nodes[0].outputs[0]].shape:
-                    return None
-                who[t].append((r - start, "tail"))
-            if t in member.nodes[0].inputs[1:]:
+    def _chain(self, start, end):
+        """The Chain of groups[start:end], or None when one of them but the last hands on a
+        tensor that is read outside the chain (or is a graph output), is not its only stored
+        tensor, or is read other than as a convolution's input or a same-shape operand of a tail."""
+        graph, groups, inner, who = self.ctx.graph, self.groups, {}, {}
+        for k in range(start, end - 1):
+            g = groups[k]
+            if len(g.stores) != 1 or g.stores[0] in self.outputs:
                 return None
-    return Chain(groups[start:end], inner, who, mem)
+            t = g.stores[0]
+            if not all(start < r < end for r in self.readers.get(t, ())):
+                return None
+            inner[t], who[t] = k - start, []
+            for r in dict.fromkeys(self.readers.get(t, ())):
+                member = groups[r]
+                if member.nodes[0].inputs[0] == t:
+                    who[t].append((r - start, "conv"))
+                if any(t in n.inputs for n in member.nodes[1:]):
+                    if graph.tensors[t].shape != graph.tensors[member.nodes[0].outputs[0]].shape:
+                        return None
+                    who[t].append((r - start, "tail"))
+                if t in member.nodes[0].inputs[1:]:
+                    return None
+        return Chain(start, groups[start:end], inner, who, self.mem)
 
 
 def _sliceable(graph, group):
