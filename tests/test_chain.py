@@ -3,6 +3,8 @@ their intermediates in local memory. Every run checks the outputs against the re
 that timing mode gives functional mode's cycles."""
 
 import re
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -220,3 +222,20 @@ def test_random_chains_match_the_references(case):
         inner = sum(g.tensors[n.outputs[0]].nbytes for n in g.nodes if n.op == "active")
         knobs["reserve"] = squeezed(chip, max(24 * chip.memories["lmem"].granule, squeeze * inner))
     run(g, chip, inputs_for(g), **knobs)
+
+
+def test_sliced_groups_of_residual_blocks_match_the_reference():
+    """Two ResNet-50 blocks (112 x 112 input) in 4 MiB of local memory: a group runs several
+    convolutions in slices while a block's output is read by the next block's first convolution
+    (its window's rows with a halo) and by its shortcut add (the slice's rows)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from resnet50 import resnet50_stage
+
+    g = resnet50_stage("float32", 2, blocks=2, size=112)
+    chip = CHIPS["bm1684"]
+    x = {"x": np.random.default_rng(0).standard_normal(g.tensors["x"].shape).astype(np.float32)}
+    res = sim.run(g, chip, x, policy=isa.Policy(reserve=squeezed(chip, 4 << 20)))
+    np.testing.assert_allclose(res.outputs["y"], evaluate(g, x, chip)["y"], rtol=1e-4, atol=1e-4)
+    assert sim.execute(res.program, chip, mode="timing").cycles == res.cycles
+    notes = [n for n in res.program.notes if n.startswith("layer group res2a_c..res2b_c")]
+    assert notes and re.search(r": 5 convolutions in [2-9] slice\(s\)", notes[0])
