@@ -210,3 +210,17 @@ def test_a_kept_left_row_block_is_read_once_across_column_blocks():
     assert result.stats.ddr_read_bytes == xv.nbytes + g.constants["w"].nbytes
     expected = (xv.astype(np.float32) @ g.constants["w"].astype(np.float32)).astype(np.float16)
     np.testing.assert_allclose(result.outputs["y"].astype(np.float32), expected.astype(np.float32), rtol=2e-2, atol=2e-2)
+
+
+def test_binding_a_name_again_gives_the_first_buffer_or_says_it_differs():
+    """A template planned twice (a layer group tried, then its layers one by one) derives its
+    constants once: the same name and contents give the same Buf; other contents are a bug."""
+    from isa.lower.emit import Emitter
+
+    em = Emitter(chips.load("bm1684"), "g")
+    data = np.arange(4, dtype=np.int32).tobytes()
+    first = em.bind("conv.bias_v2", "const", "int32", (4,), data)
+    assert em.bind("conv.bias_v2", "const", "int32", (4,), data) is first and len(em.bindings) == 1
+    assert em.bind("conv.bias_v2", "output", "int32", (4,)) is not first  # another role: its own buffer
+    with pytest.raises(isa.ProgramError, match=r"lowering bug: const conv.bias_v2 bound twice with different contents"):
+        em.bind("conv.bias_v2", "const", "int32", (4,), np.zeros(4, np.int32).tobytes())
