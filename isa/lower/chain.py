@@ -149,10 +149,8 @@ def _moved(ctx, chain):
     graph, total = ctx.graph, 0
     for k, g in enumerate(chain.groups):
         head, out = g.nodes[0], graph.tensors[g.nodes[0].outputs[0]]
-        for t in g.loads:
+        for t in (t for t in g.loads if t not in chain.inner):
             tensor = graph.tensors[t]
-            if t in chain.inner:
-                continue
             if t == head.inputs[0]:  # the rows its windows read, a slice at a time
                 total += tensor.nbytes // tensor.shape[2] * sum(b - a for r in slices for a, b in [input_rows(graph, head, r[k])])
             elif tensor.shape == out.shape:  # a tail's operand, a slice's rows at a time
@@ -213,12 +211,10 @@ def lower_chain(ctx, chain):
 def _layered_cycles(ctx, chain):
     """The estimated cycles of the chain's convolutions lowered one by one, the tensors they
     hand on in DDR (placed for the estimate and released)."""
-    graph, placed = ctx.graph, []
     for t in chain.inner:
-        ctx.home[t] = ctx.em.alloc("ddr", graph.tensors[t].nbytes, t)
-        placed.append(t)
+        ctx.home[t] = ctx.em.alloc("ddr", ctx.graph.tensors[t].nbytes, t)
     cycles = sum(plan_conv(ctx, g).tiling()[1] for g in chain.groups)
-    for t in placed:
+    for t in chain.inner:
         ctx.em.release(ctx.home.pop(t))
     return cycles
 

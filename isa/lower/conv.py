@@ -160,10 +160,10 @@ class _Plan(Priced):
         extents = tuple(a.extent(n) for a, n in zip(self.axes, tos))
         vmem = self.vx.memory
         amem, bmem, cmem = (vmem, vmem, vmem) if self.mx is None else (self.mx.operand_memory(r) for r in "abc")
-        needs = ([] if self.in_place else [("x", amem, nbytes(self.x.dtype, (self._slotted(tn), channels) + extents))]) + [
-        ] + ([] if self.weight_in_place else [("w", bmem, nbytes(self.weight[1], (toc, tic, self.k)))]) + [
-            ("acc", cmem, nbytes(self.acc_dtype, (slotted,))),
-        ]
+        needs = [] if self.in_place else [("x", amem, nbytes(self.x.dtype, (self._slotted(tn), channels) + extents))]
+        if not self.weight_in_place:
+            needs.append(("w", bmem, nbytes(self.weight[1], (toc, tic, self.k))))
+        needs.append(("acc", cmem, nbytes(self.acc_dtype, (slotted,))))
         if self.shifted:
             needs += [("xs", amem, nbytes("int16", (tn, channels) + extents)), ("ws", bmem, nbytes("int16", (toc, tic, self.k)))]
             p = self.node.params
