@@ -22,22 +22,25 @@ CHIPS = {name: chips.load(name) for name in ("generic", "bm1684", "bm1686")}
 
 
 def chain_graph(x_shape, dtype, layers, shortcut=False, seed=0):
-    """Convolutions (out channels, kernel, stride) with bias and relu, one after another; with
-    shortcut, the last one's result plus the input (same shape), then relu."""
+    """Convolutions (out channels, kernel, stride[, dilation]; 0 out channels: depthwise) with
+    bias and relu, one after another, padded to keep the size at stride 1; with shortcut, the
+    last one's result plus the input (same shape), then relu."""
     rng = np.random.default_rng(seed)
     g = isa.Graph("chain")
     x = h = g.input("x", x_shape, dtype)
     quant = {"scale": 1 / 64} if dtype == "int8" else {}
-    for i, (oc, k, stride) in enumerate(layers):
-        ic = h.shape[1]
+    for i, (oc, k, stride, *dilation) in enumerate(layers):
+        ic, d = h.shape[1], (dilation or [1])[0]
+        groups, oc = (ic, ic) if oc == 0 else (1, oc)
         if dtype == "int8":
-            w = g.constant(f"w{i}", rng.integers(-4, 5, (oc, ic, k, k)).astype(np.int8))
+            w = g.constant(f"w{i}", rng.integers(-4, 5, (oc, ic // groups, k, k)).astype(np.int8))
             b = g.constant(f"b{i}", rng.integers(-64, 64, (1, oc, 1, 1)).astype(np.int16))
         else:
-            w = g.constant(f"w{i}", (rng.standard_normal((oc, ic, k, k)) / np.sqrt(ic * k * k)).astype(dtype))
+            w = g.constant(f"w{i}", (rng.standard_normal((oc, ic // groups, k, k)) / np.sqrt(ic // groups * k * k)).astype(dtype))
             b = g.constant(f"b{i}", (rng.standard_normal((1, oc, 1, 1)) * 0.1).astype(dtype))
-        pad = k // 2
-        h = O.conv(h, w, b, pad_h_t=pad, pad_h_b=pad, pad_w_l=pad, pad_w_r=pad, stride_h=stride, stride_w=stride, name=f"conv{i}", **quant)
+        pad = d * (k // 2)
+        h = O.conv(h, w, b, groups=groups, dh=d, dw=d, pad_h_t=pad, pad_h_b=pad, pad_w_l=pad, pad_w_r=pad, stride_h=stride, stride_w=stride,
+                   name=f"conv{i}", **quant)
         if i < len(layers) - 1 or not shortcut:
             h = O.active(h, "relu", name=f"relu{i}")
     if shortcut:
@@ -202,11 +205,13 @@ def chain_case(draw):
                                         ("bm1686", "float16"), ("bm1686", "int8")]))
     layers, c = [], draw(st.integers(1, 24))
     for _ in range(draw(st.integers(2, 4))):
-        layers.append((draw(st.integers(1, 24)), draw(st.sampled_from([1, 3])), draw(st.sampled_from([1, 1, 2]))))
+        layers.append((draw(st.integers(0, 24)), draw(st.sampled_from([1, 3])), draw(st.sampled_from([1, 1, 2])),  # 0: depthwise
+                       draw(st.sampled_from([1, 1, 2]))))
     shape = (draw(st.integers(1, 2)), c, draw(st.integers(4, 64)), draw(st.integers(1, 32)))
-    shortcut = draw(st.booleans()) and all(s == 1 for _, _, s in layers)
-    if shortcut:
+    shortcut = draw(st.booleans()) and all(layer[2] == 1 for layer in layers)
+    if shortcut and layers[-1][0]:
         layers[-1] = (c,) + layers[-1][1:]
+    shortcut = shortcut and (layers[-1][0] == c or all(layer[0] == 0 for layer in layers))
     squeeze = draw(st.sampled_from([None, 1, 2, 4]))  # the local memory left free: the intermediates' bytes x this
     return chip, dtype, shape, layers, shortcut, squeeze
 
@@ -239,3 +244,29 @@ def test_sliced_groups_of_residual_blocks_match_the_reference():
     assert sim.execute(res.program, chip, mode="timing").cycles == res.cycles
     notes = [n for n in res.program.notes if n.startswith("layer group res2a_c..res2b_c")]
     assert notes and re.search(r": 5 convolutions in [2-9] slice\(s\)", notes[0])
+
+
+def inverted_residual(shape, dtype, expand=6, seed=0):
+    """MobileNetV2's block: 1x1 expand + relu, 3x3 depthwise + relu, 1x1 project, + the input."""
+    rng = np.random.default_rng(seed)
+    g = isa.Graph("inverted_residual")
+    x = g.input("x", shape, dtype)
+    c, wide = shape[1], shape[1] * expand
+    def w(name, s):
+        return g.constant(name, (rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype(dtype))
+    h = O.active(O.conv(x, w("w0", (wide, c, 1, 1)), name="expand"), "relu", name="relu0")
+    h = O.active(O.conv(h, w("w1", (wide, 1, 3, 3)), groups=wide, pad_h_t=1, pad_h_b=1, pad_w_l=1, pad_w_r=1, name="dw"), "relu", name="relu1")
+    g.output(O.add(O.conv(h, w("w2", (c, wide, 1, 1)), name="project"), x, name="sum"), "y")
+    return g
+
+
+@pytest.mark.parametrize("chip, dtype, free, count", [("bm1684", "float32", None, 1), ("bm1686", "float16", None, 1),
+                                                      ("generic", "float32", None, 3), ("bm1684", "float32", 2 << 20, 12)])
+def test_a_depthwise_convolution_joins_the_group(chip, dtype, free, count):
+    """An inverted-residual block is one layer group, its 6x wider inner activations on chip;
+    with less local memory (generic's 8 MiB, or 2 MiB of BM1684's) it runs in slices."""
+    g = inverted_residual((1, 32, 56, 56), dtype)
+    chip = CHIPS[chip]
+    res = run(g, chip, inputs_for(g), **({"reserve": squeezed(chip, free)} if free else {}))
+    assert [(first, n) for first, n, _ in slices(res.program)] == [("expand", count)]
+    assert res.stats.ddr_write_bytes == g.tensors[g.outputs["y"]].nbytes  # the 6x wide activations never leave

@@ -21,13 +21,13 @@ from isa import ops as O
 from isa.lower import policy_from_overrides
 
 
-def conv(shape, oc, k, dtype, stride=1):
+def conv(shape, oc, k, dtype, stride=1, groups=1):
     g = isa.Graph("conv")
     with g:
         x = g.input("x", shape, dtype)
-        w = g.constant("w", np.ones((oc, shape[1], k, k), dtype=dtype))
+        w = g.constant("w", np.ones((oc, shape[1] // groups, k, k), dtype=dtype))
         p = k // 2
-        g.output(O.conv(x, w, pad_h_t=p, pad_h_b=p, pad_w_l=p, pad_w_r=p, stride_h=stride, stride_w=stride), "y")
+        g.output(O.conv(x, w, groups=groups, pad_h_t=p, pad_h_b=p, pad_w_l=p, pad_w_r=p, stride_h=stride, stride_w=stride), "y")
     return g
 
 
@@ -62,6 +62,8 @@ ONE_HOP = [
     ("bm1686", conv((1, 64, 56, 56), 64, 3, "float16")),
     ("bm1682", conv((2, 32, 20, 20), 48, 3, "float32")),
     ("generic", conv((1, 16, 32, 32), 16, 3, "float32")),
+    ("bm1684", conv((1, 64, 56, 56), 64, 3, "float32", groups=64)),  # depthwise, on the vector unit
+    ("bm1686", conv((1, 96, 28, 28), 96, 3, "float16", stride=2, groups=96)),
     ("bm1684", matmul(256, 1024, 1024, "float32")),
     ("bm1686", matmul(64, 4096, 4096, "float16")),
     ("bm1686", matmul(64, 512, 512, "float16")),  # the left row block kept across column blocks

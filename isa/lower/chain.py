@@ -30,8 +30,9 @@ BM1684X (half BM1684's local memory) than on BM1684 (sophon-demo docs/FAQ.md 6.1
 ../shared/hardware-facts.md 2.6).
 
 Chains form where the local memory is the one the convolutions' engines compute in (a Sophgo
-lane's, generic's), as in the compilers that fuse layers this way; depthwise and transposed
-convolutions, pools and other templates end them.
+lane's, generic's), as in the compilers that fuse layers this way. Depthwise convolutions
+(on the vector unit) join them, so a MobileNet inverted-residual block is one group;
+transposed convolutions, pools and other templates end them.
 """
 
 from dataclasses import dataclass
@@ -126,11 +127,10 @@ class Chains:
 
 
 def _sliceable(graph, group):
-    """A group whose rows can be run apart and whose cycles the lowering's estimate prices: a
-    2-d convolution on the matrix unit (not transposed, not depthwise) with its tail."""
+    """A group whose rows can be run apart: a 2-d convolution (not transposed; depthwise ones
+    too, on the vector unit) with its tail."""
     head = group.nodes[0]
-    return (group.template == "conv" and not REGISTRY[head.op].transposed and not head.params.get("depthwise")
-            and len(graph.tensors[head.outputs[0]].shape) == 4)
+    return group.template == "conv" and not REGISTRY[head.op].transposed and len(graph.tensors[head.outputs[0]].shape) == 4
 
 
 def _layer_bytes(ctx, group):
@@ -268,15 +268,15 @@ def _window_bytes(graph, name, rows):
 
 def _holdable(ctx, chain):
     """The weights of the chain's convolutions the matrix unit could read in place from the
-    local memory: in DDR, of a convolution on the matrix unit that does not shift its operands
-    (isa/lower/conv.py, weight_in_place)."""
+    local memory: in DDR, of a convolution on the matrix unit (not depthwise) that does not
+    shift its operands (isa/lower/conv.py, weight_in_place)."""
     matrix = ctx.chip.engines_of("matrix")
     if not matrix or matrix[0].operand_memory("b") != chain.mem:
         return []
     out = []
     for g in chain.groups:
         node = g.nodes[0]
-        if node.params.get("mode") != "v2" and ctx.home[node.inputs[1]].mem == "ddr":
+        if not node.params.get("depthwise") and node.params.get("mode") != "v2" and ctx.home[node.inputs[1]].mem == "ddr":
             out.append(node.inputs[1])
     return list(dict.fromkeys(out))
 

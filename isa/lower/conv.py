@@ -206,16 +206,15 @@ class _Plan(Priced):
     def tiles(self):
         """(output tile, input-channel block) of the rows run, noted in the program."""
         choice, cycles = self.tiling()
-        if cycles is not None:
-            rows = "" if self.rows is None or self.rows == (0, self.out.shape[2]) else f" (output rows {self.rows[0]}-{self.rows[1] - 1})"
-            self.em.notes.append(f"tiling {self.node.name}{rows}: output tile {'x'.join(map(str, choice[0]))}, {choice[1]} input channels a step: "
-                                 f"estimated {cycles:,.0f} cycles")
+        rows = "" if self.rows is None or self.rows == (0, self.out.shape[2]) else f" (output rows {self.rows[0]}-{self.rows[1] - 1})"
+        self.em.notes.append(f"tiling {self.node.name}{rows}: output tile {'x'.join(map(str, choice[0]))}, {choice[1]} input channels a step: "
+                             f"estimated {cycles:,.0f} cycles")
         return choice
 
     def tiling(self, rows=None):
-        """((output tile, input-channel block), estimated cycles or None for a depthwise
-        convolution) of output rows `rows` (default: the rows run), worked out once for runs of
-        rows that read alike (isa/lower/chain.py runs many)."""
+        """((output tile, input-channel block), estimated cycles) of output rows `rows` (default:
+        the rows run), worked out once for runs of rows that read alike (isa/lower/chain.py runs
+        many)."""
         if rows is not None:
             self.rows = rows
         n = None if self.rows is None else self.rows[1] - self.rows[0]
@@ -247,14 +246,17 @@ class _Plan(Priced):
                 choice = cheapest(shape, self.icg, (unit.n, unit.k), self._fits, estimate, limits, [choice[1]])
         if choice is None:
             raise OutOfMemoryError(f"{self.node.name}: even a one-element output tile needs {shortfall(self.em.allocators, self._sizes((1,) * len(shape), 1))}")
-        return choice, (None if self.mx is None else self._schedule(*choice, len(self.units)).cycles())
+        return choice, self._schedule(*choice, len(self.units)).cycles()
 
     def _schedule(self, tile, tic, units=1):
         """The Estimate (isa/lower/estimate.py) of this tiling: every output tile with its
         input-channel blocks, on the busiest of `units` units."""
-        shape = self._span(self.ocg)
-        return tiled(self._work, self._axis_classes(shape, tile), self.icg, tic, units, self.ctx.slots,
-                     self.result_key == "acc" and self.out.name in self.tail.stores, self.groups, self._floor)
+        store_reads_acc = self.result_key == "acc" and self.out.name in self.tail.stores
+        if self.mx is None:  # depthwise: every channel in one grid, no reduction walked
+            return tiled(self._work, self._axis_classes(self._span(self.oc), tile), 1, 1, units, self.ctx.slots, store_reads_acc,
+                         1, self._floor)
+        return tiled(self._work, self._axis_classes(self._span(self.ocg), tile), self.icg, tic, units, self.ctx.slots,
+                     store_reads_acc, self.groups, self._floor)
 
     def _axis_classes(self, shape, tile):
         """Per dimension of the output, a class per tile position in order: (start, extent)
@@ -277,7 +279,8 @@ class _Plan(Priced):
         starts, extents = tuple(c[0] for c in kind), tuple(c[1] for c in kind)
         tn, toc, tos = extents[0], extents[1], extents[2:]
         tail_load, tail_compute, tail_store = self.piece(busy, "tail", starts, extents) if first or last else ((), (), ())
-        load = self.piece(busy, "input", tn, tic, tos, tuple(c[2:] for c in kind[2:])) + self.piece(busy, "weight", toc, tic)
+        channels = toc if self.mx is None else tic  # a depthwise tile reads its own channels
+        load = self.piece(busy, "input", tn, channels, tos, tuple(c[2:] for c in kind[2:])) + self.piece(busy, "weight", toc, tic)
         fills = self.piece(busy, "bias", toc) + tail_load if first else ()
         product = self.piece(busy, "product", self._slotted(tn) * math.prod(tos), tic, toc)
         finish, store = (self.piece(busy, "finish", extents) + tail_compute, tail_store) if last else ((), ())
@@ -290,7 +293,7 @@ class _Plan(Priced):
         reads = [c[2] for c in kind[2:]]
         nbytes_from_ddr = 0
         if self.ctx.home[self.x.name].mem == "ddr" and all(reads):
-            nbytes_from_ddr += tn * tic * math.prod(reads) * dtypes.itemsize(self.x.dtype)
+            nbytes_from_ddr += tn * (toc if self.mx is None else tic) * math.prod(reads) * dtypes.itemsize(self.x.dtype)
         if self.weight[0].mem == "ddr":
             nbytes_from_ddr += toc * tic * self.k * dtypes.itemsize(self.weight[1])
         product = self.piece(busy, "product", self._slotted(tn) * math.prod(c[1] for c in kind[2:]), tic, toc)
@@ -301,7 +304,8 @@ class _Plan(Priced):
         spatial extents tos, reads the spatial axes' (count, buffer position, gaps)."""
         if self.in_place:
             return ()
-        vx, amem = self.vx, self.mx.operand_memory("a")
+        vx = self.vx
+        amem = vx.memory if self.mx is None else self.mx.operand_memory("a")
         x_region = dense(amem, 0, self.x.dtype, (tn, tic) + tuple(a.extent(n) for a, n in zip(self.axes, tos)))
         ops = []
         if any(gaps for _, _, gaps in reads):  # the fill (load_window)
@@ -322,8 +326,9 @@ class _Plan(Priced):
     def _price_weight(self, price, toc, tic):
         if self.weight_in_place:
             return ()
-        w_buf = Buf("", self.mx.operand_memory("b"), 0, nbytes(self.weight[1], (toc, tic, self.k)))
-        src, _, dst, _ = self._weight_regions(w_buf, 0, (0, tic), toc, tic, False)
+        depthwise = self.mx is None
+        w_buf = Buf("", self.vx.memory if depthwise else self.mx.operand_memory("b"), 0, nbytes(self.weight[1], (toc, tic, self.k)))
+        src, _, dst, _ = self._weight_regions(w_buf, 0, (0, tic), toc, tic, depthwise)
         ops = price.copy(src, dst)
         if self.shifted:
             ops.append(price.vector(self.vx.name, toc * tic * self.k, "int16", "sub"))
@@ -338,11 +343,15 @@ class _Plan(Priced):
         return tuple(tuple(ops) for ops in price.tail(self.tail, self.vx, starts, extents))
 
     def _price_product(self, price, m, tic, toc):
+        if self.mx is None:  # depthwise: a multiply (then multiply-adds) per kernel position over the tile
+            positions = tuple(price.vector(self.vx.name, m * toc, self.acc_dtype, "mul" if j == 0 else "mul_add") for j in range(self.k))
+            return positions * (2 if self.asym else 1)
         return (price.matmul(self.mx.name, m, tic * self.k, toc, self.operand_dtype or self.x.dtype),) * (2 if self.asym else 1)
 
     def _price_finish(self, price, extents):
         """The accumulator's way to the vector memory and the epilogue."""
-        cmem, vmem = self.mx.operand_memory("c"), self.vx.memory
+        vmem = self.vx.memory
+        cmem = vmem if self.mx is None else self.mx.operand_memory("c")
         ops = []
         if cmem != vmem:
             for _ in range(2 if self.asym else 1):
