@@ -179,6 +179,9 @@ def _run(args):
     result = execute(program, chip, _inputs(args, gf), args.mode)
     waits = sum(1 for s in program.streams.values() for i in s if i.kind == "wait")
     print(f"{gf.graph.name} on {chip.name} ({args.mode} mode): lowered to {len(program) - waits} instructions and {waits} waits")
+    groups = [n.removeprefix("layer group ") for n in program.notes if n.startswith("layer group") and "lowered layer by layer" not in n]
+    if groups:  # isa/lower/chain.py's multi-layer groups, as the program notes them
+        print("layer groups:\n" + "\n".join(f"  {g}" for g in groups))
     print(traces.format_summary(result.stats))
     if args.outputs:
         _write(args.outputs, lambda p: _savez(p, result.outputs))

@@ -487,3 +487,14 @@ def test_console_script_exit_status_on_error(tmp_path):
         capture_output=True, text=True, cwd=tmp_path, timeout=300,
     )
     assert_one_line_error(proc.returncode, proc.stdout, proc.stderr, "'bandwith'")
+
+
+def test_run_lists_the_layer_groups(capsys):
+    bottleneck = EXAMPLES / "bottleneck.yaml"
+    rc, out, _ = cli(capsys, "run", bottleneck, "--chip", "bm1684", "--mode", "timing")
+    program = isa.lower(graphfile.load(bottleneck).graph, chips.load("bm1684"))
+    [note] = [n for n in program.notes if n.startswith("layer group")]
+    assert rc == 0 and f"layer groups:\n  {note.removeprefix('layer group ')}\n" in out
+    assert "res2b_a..res2b_c: 3 convolutions in 1 slice(s)" in out
+    rc, out, _ = cli(capsys, "run", bottleneck, "--chip", "bm1684", "--mode", "timing", "--set", "policy.chain=false")
+    assert rc == 0 and "layer groups:" not in out
