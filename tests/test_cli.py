@@ -495,6 +495,6 @@ def test_run_lists_the_layer_groups(capsys):
     program = isa.lower(graphfile.load(bottleneck).graph, chips.load("bm1684"))
     [note] = [n for n in program.notes if n.startswith("layer group")]
     assert rc == 0 and f"layer groups:\n  {note.removeprefix('layer group ')}\n" in out
-    assert "res2b_a..res2b_c: 3 convolutions in 1 slice(s)" in out
+    assert "res2b_a..res2b_c: 3 layers in 1 slice(s)" in out
     rc, out, _ = cli(capsys, "run", bottleneck, "--chip", "bm1684", "--mode", "timing", "--set", "policy.chain=false")
     assert rc == 0 and "layer groups:" not in out

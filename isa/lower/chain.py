@@ -1,23 +1,25 @@
-"""Layer groups of several convolutions, run slice by slice, as TPU-MLIR's layer groups are.
+"""Layer groups of several convolutions and max poolings, run slice by slice, as TPU-MLIR's
+layer groups are.
 
-A chain is a run of consecutive convolution groups (each with its fused element-wise tail) in
-which every group but the last makes one tensor that only later groups of the chain read, as a
-convolution's input or as a same-shape operand of a tail: a ResNet bottleneck block with its
+A chain is a run of consecutive convolution or max-pooling groups (each with its fused
+element-wise tail) in which every group but the last makes one tensor that only later groups
+of the chain read, through a convolution's or pooling's windows or as a same-shape operand of a
+tail: a ResNet stem and its pooling, a ResNet bottleneck block with its
 projection and shortcut add, several blocks in a row, a VGG stage. Those inner tensors never go
 to DDR. The chain runs in slices of its last output's rows (its height): a slice runs each group
 over the rows the groups reading its result need (a 3x3 convolution's halo rows are computed by
 both neighbouring slices), and each inner tensor lives in a local-memory window of the rows its
-slice holds (`Buf.window`), which the convolution templates address by absolute row. Tensors
+slice holds (`Buf.window`), which the convolution and pooling templates address by absolute row. Tensors
 from before the chain are read where they live, a slice's rows at a time; the last group's
 results are stored where they live.
 
 How many slices: the fewest whose windows (one set per buffer slot, so one slice's first
-convolution can start while the last slice's last one still reads) take at most half of the
+layer can start while the last slice's last one still reads) take at most half of the
 local memory's free bytes, the share the policy gives any on-chip intermediate, leaving the
-rest for the convolutions' tiles. The weights: when they too fit in that half, they are loaded
+rest for the layers' tiles. The weights: when they too fit in that half, they are loaded
 once and the matrix unit reads them in place; otherwise every slice loads them again.
 
-Where chains are cut: a run of convolution groups is cut into the chains (or single groups)
+Where chains are cut: a run of such groups is cut into the chains (or single groups)
 that move the fewest DDR bytes (dynamic programming over where chains end, at most LONGEST
 groups each), counting for a chain the rows its groups read from outside in every slice, its
 weights once or once a slice, and its results; for a single group what it loads and stores.
@@ -32,7 +34,7 @@ BM1684X (half BM1684's local memory) than on BM1684 (sophon-demo docs/FAQ.md 6.1
 Chains form where the local memory is the one the convolutions' engines compute in (a Sophgo
 lane's, generic's), as in the compilers that fuse layers this way. Depthwise convolutions
 (on the vector unit) join them, so a MobileNet inverted-residual block is one group;
-transposed convolutions, pools and other templates end them.
+transposed convolutions, average and global poolings and other templates end them.
 """
 
 from dataclasses import dataclass
@@ -40,10 +42,13 @@ from dataclasses import dataclass
 from ..ops import REGISTRY
 from .alloc import align_up
 from .context import local_memory
-from .conv import input_rows, plan_conv
+from .conv import conv_node_axes, plan_conv
+from .pool import plan_pool, pool_axes
 from .route import copy
 
 LONGEST = 16  # the most groups one chain takes: bounds the search, far more than a block's
+PLANS = {"conv": plan_conv, "pool": plan_pool}  # template -> its plan, run over rows (plan.run(rows))
+AXES = {"conv": conv_node_axes, "pool": pool_axes}  # template -> (graph, node) -> its window axes
 
 
 @dataclass
@@ -51,7 +56,7 @@ class Chain:
     start: int  # the index of its first group among the lowering's
     groups: list  # fusion.Group, in order
     inner: dict  # tensor handed on inside the chain -> the index of the group that makes it
-    readers: dict  # inner tensor -> [(index of a group reading it, "conv" or "tail")]
+    readers: dict  # inner tensor -> [(index of a group reading it, "window" or "tail")]
     mem: str  # the local memory the windows live in
 
 
@@ -103,7 +108,7 @@ class Chains:
     def _chain(self, start, end):
         """The Chain of groups[start:end], or None when one of them but the last hands on a
         tensor that is read outside the chain (or is a graph output), is not its only stored
-        tensor, or is read other than as a convolution's input or a same-shape operand of a tail."""
+        tensor, or is read other than through a layer's windows or as a same-shape operand of a tail."""
         graph, groups, inner, who = self.ctx.graph, self.groups, {}, {}
         for k in range(start, end - 1):
             g = groups[k]
@@ -115,8 +120,8 @@ class Chains:
             inner[t], who[t] = k - start, []
             for r in dict.fromkeys(self.readers.get(t, ())):
                 member = groups[r]
-                if member.nodes[0].inputs[0] == t:
-                    who[t].append((r - start, "conv"))
+                if member.nodes[0].inputs[0] == t:  # through the windows of a convolution or a pooling
+                    who[t].append((r - start, "window"))
                 if any(t in n.inputs for n in member.nodes[1:]):
                     if graph.tensors[t].shape != graph.tensors[member.nodes[0].outputs[0]].shape:
                         return None
@@ -127,10 +132,22 @@ class Chains:
 
 
 def _sliceable(graph, group):
-    """A group whose rows can be run apart: a 2-d convolution (not transposed; depthwise ones
-    too, on the vector unit) with its tail."""
+    """A group whose rows can be run apart and priced: a 2-d convolution (not transposed;
+    depthwise ones too, on the vector unit) or a 2-d max pooling (not global), with its tail."""
     head = group.nodes[0]
-    return group.template == "conv" and not REGISTRY[head.op].transposed and len(graph.tensors[head.outputs[0]].shape) == 4
+    if len(graph.tensors[head.outputs[0]].shape) != 4:
+        return False
+    if group.template == "pool":
+        p = head.params
+        return p["method"] == "MAX" and p["kernel"][0] < graph.tensors[head.inputs[0]].shape[2]
+    return group.template == "conv" and not REGISTRY[head.op].transposed
+
+
+def _input_rows(graph, group, rows):
+    """The rows [lo, hi) of a group's windowed input that its output rows [o0, o1) read."""
+    axis = AXES[group.template](graph, group.nodes[0])[0]
+    lo, count = axis.reads(rows[0], rows[1] - rows[0])[:2]
+    return lo, lo + count
 
 
 def _layer_bytes(ctx, group):
@@ -152,7 +169,7 @@ def _moved(ctx, chain):
         for t in (t for t in g.loads if t not in chain.inner):
             tensor = graph.tensors[t]
             if t == head.inputs[0]:  # the rows its windows read, a slice at a time
-                total += tensor.nbytes // tensor.shape[2] * sum(b - a for r in slices for a, b in [input_rows(graph, head, r[k])])
+                total += tensor.nbytes // tensor.shape[2] * sum(b - a for r in slices for a, b in [_input_rows(graph, g, r[k])])
             elif tensor.shape == out.shape:  # a tail's operand, a slice's rows at a time
                 total += tensor.nbytes // tensor.shape[2] * sum(b - a for r in slices for a, b in [r[k]])
             else:  # weights, biases, broadcast operands: whole, again every slice unless held
@@ -175,13 +192,13 @@ def lower_chain(ctx, chain):
     for t in chain.inner:
         ctx.home[t] = windows[t][0]
     held = _hold(ctx, chain) if hold else {}
-    plans = [plan_conv(ctx, g) for g in chain.groups]
+    plans = [PLANS[g.template](ctx, g) for g in chain.groups]
     if held and not all(p.feasible() for p in plans):  # the weights leave the tiles no room
         _unhold(ctx, held)
-        held, plans = {}, [plan_conv(ctx, g) for g in chain.groups]
+        held, plans = {}, [PLANS[g.template](ctx, g) for g in chain.groups]
     if not all(p.feasible() for p in plans):
         _release(ctx, chain, windows)
-        ctx.em.notes.append(f"layer group {_names(chain)}: its windows leave a convolution no room for a tile; lowered layer by layer")
+        ctx.em.notes.append(f"layer group {_names(chain)}: its windows leave a layer no room for a tile; lowered layer by layer")
         return False
     sliced = sum(p.tiling(r)[1] for ranges in slices for p, r in zip(plans, ranges))
     if sliced > layered:
@@ -193,7 +210,7 @@ def lower_chain(ctx, chain):
     for w, (home, buf) in held.items():
         t = graph.tensors[w]
         copy(em, home.region(t.dtype, t.shape), home, buf.region(t.dtype, t.shape), buf, f"{w}.hold")
-    em.notes.append(f"layer group {_names(chain)}: {len(chain.groups)} convolutions in {len(slices)} slice(s) of output rows, "
+    em.notes.append(f"layer group {_names(chain)}: {len(chain.groups)} layers in {len(slices)} slice(s) of output rows, "
                     f"intermediates in {chain.mem}, weights {'held' if held else 'loaded every slice'}: estimated {sliced:,.0f} cycles "
                     f"against {layered:,.0f} layer by layer")
     for s, ranges in enumerate(slices):
@@ -209,11 +226,11 @@ def lower_chain(ctx, chain):
 
 
 def _layered_cycles(ctx, chain):
-    """The estimated cycles of the chain's convolutions lowered one by one, the tensors they
+    """The estimated cycles of the chain's layers lowered one by one, the tensors they
     hand on in DDR (placed for the estimate and released)."""
     for t in chain.inner:
         ctx.home[t] = ctx.em.alloc("ddr", ctx.graph.tensors[t].nbytes, t)
-    cycles = sum(plan_conv(ctx, g).tiling()[1] for g in chain.groups)
+    cycles = sum(PLANS[g.template](ctx, g).tiling()[1] for g in chain.groups)
     for t in chain.inner:
         ctx.em.release(ctx.home.pop(t))
     return cycles
@@ -251,12 +268,12 @@ def _slices(ctx, chain):
 
 def _rows(graph, chain, heads, last):
     """The output rows each group runs for the last one to make rows `last`: what the groups
-    reading its result need of it (a convolution its window's rows, a tail the same rows)."""
+    reading its result need of it (a convolution or pooling its windows' rows, a tail the same rows)."""
     out = [None] * len(heads)
     out[-1] = last
     inner_of = {k: t for t, k in chain.inner.items()}
     for k in range(len(heads) - 2, -1, -1):
-        needs = [input_rows(graph, heads[r], out[r]) if how == "conv" else out[r] for r, how in chain.readers[inner_of[k]]]
+        needs = [_input_rows(graph, chain.groups[r], out[r]) if how == "window" else out[r] for r, how in chain.readers[inner_of[k]]]
         out[k] = (min(a for a, _ in needs), max(b for _, b in needs))
     return out
 
@@ -274,7 +291,7 @@ def _holdable(ctx, chain):
     if not matrix or matrix[0].operand_memory("b") != chain.mem:
         return []
     out = []
-    for g in chain.groups:
+    for g in (g for g in chain.groups if g.template == "conv"):
         node = g.nodes[0]
         if not node.params.get("depthwise") and node.params.get("mode") != "v2" and ctx.home[node.inputs[1]].mem == "ddr":
             out.append(node.inputs[1])

@@ -36,11 +36,12 @@ from .emit import Buf
 from .estimate import Priced, Work, chain, tiled
 from .local import Tail
 from .pipeline import deal, run_units, step_budget
-from .route import copy, route
+from .route import copy
+from .rows import RowsTiled
 from .staging import stages
-from .tiling import boxes, broadcast_view, budgeted_tile, cheapest, nbytes, sub_region
+from .tiling import broadcast_view, budgeted_tile, cheapest, nbytes, sub_region
 from .vector_steps import emit_steps
-from .window import conv_axes, deconv_axes, load_window, placed, tile_reads, window_view
+from .window import conv_axes, deconv_axes, load_window, placed, price_window, tile_reads, window_view
 
 
 def lower_conv(ctx, group):
@@ -53,16 +54,14 @@ def plan_conv(ctx, group):
     return _Plan(ctx, group)
 
 
-def input_rows(graph, node, rows):
-    """The rows [lo, hi) of a 2-d convolution's input that output rows [o0, o1) read."""
+def conv_node_axes(graph, node):
+    """The window axes of a convolution (not transposed) over its input's spatial dimensions."""
     p, x, w = node.params, graph.tensors[node.inputs[0]], graph.tensors[node.inputs[1]]
     kernel = REGISTRY[node.op].channels(x.shape, w.shape, p["groups"])[2]
-    axis = conv_axes(x.shape[2:], kernel, p["strides"], p["dilations"], p["pads"])[0]
-    lo, count = axis.reads(rows[0], rows[1] - rows[0])[:2]
-    return lo, lo + count
+    return conv_axes(x.shape[2:], kernel, p["strides"], p["dilations"], p["pads"])
 
 
-class _Plan(Priced):
+class _Plan(Priced, RowsTiled):
     def __init__(self, ctx, group):
         self.ctx, self.em = ctx, ctx.em
         head = self.node = group.nodes[0]
@@ -112,9 +111,7 @@ class _Plan(Priced):
         # are multiplied in place, block by block
         self.weight_in_place = (self.mx is not None and not self.shifted and not self.opdef.transposed
                                 and self.weight[0].mem == self.mx.operand_memory("b"))
-        self.rows = (0, self.out.shape[2]) if len(self.out.shape) > 2 else None  # the output rows run (run(rows))
-        self._axes = {}  # (dimension, tile extent, rows) -> _axis_classes' row
-        self._tilings = {}  # how a run of rows reads -> tiling()
+        self.init_rows()
 
     # ---- offline constants ------------------------------------------------------------------
 
@@ -206,22 +203,9 @@ class _Plan(Priced):
     def tiles(self):
         """(output tile, input-channel block) of the rows run, noted in the program."""
         choice, cycles = self.tiling()
-        rows = "" if self.rows is None or self.rows == (0, self.out.shape[2]) else f" (output rows {self.rows[0]}-{self.rows[1] - 1})"
-        self.em.notes.append(f"tiling {self.node.name}{rows}: output tile {'x'.join(map(str, choice[0]))}, {choice[1]} input channels a step: "
-                             f"estimated {cycles:,.0f} cycles")
+        self.em.notes.append(f"tiling {self.node.name}{self.rows_note()}: output tile {'x'.join(map(str, choice[0]))}, "
+                             f"{choice[1]} input channels a step: estimated {cycles:,.0f} cycles")
         return choice
-
-    def tiling(self, rows=None):
-        """((output tile, input-channel block), estimated cycles) of output rows `rows` (default:
-        the rows run), worked out once for runs of rows that read alike (isa/lower/chain.py runs
-        many)."""
-        if rows is not None:
-            self.rows = rows
-        n = None if self.rows is None else self.rows[1] - self.rows[0]
-        key = None if n is None else (n,) + self.axes[0].reads(self.rows[0], n)[1:]
-        if key not in self._tilings:
-            self._tilings[key] = self._search()
-        return self._tilings[key]
 
     def _search(self):
         """A depthwise tile reads only its own channels, so the largest that fits (and keeps the
@@ -229,7 +213,7 @@ class _Plan(Priced):
         output-channel block) against weight reloads (one per spatial block): candidates are
         searched for the least estimated cycles (isa/lower/tiling), the input-channel block as
         for one unit, then with several units the output tile."""
-        shape = self._span(self.oc if self.mx is None else self.ocg)
+        shape = self.span(self.oc if self.mx is None else self.ocg)
         vmem = self.vx.memory
         limits = self.ctx.tile_limits(shape)
         if self.mx is None:
@@ -253,26 +237,10 @@ class _Plan(Priced):
         input-channel blocks, on the busiest of `units` units."""
         store_reads_acc = self.result_key == "acc" and self.out.name in self.tail.stores
         if self.mx is None:  # depthwise: every channel in one grid, no reduction walked
-            return tiled(self._work, self._axis_classes(self._span(self.oc), tile), 1, 1, units, self.ctx.slots, store_reads_acc,
+            return tiled(self._work, self.axis_classes(self.span(self.oc), tile), 1, 1, units, self.ctx.slots, store_reads_acc,
                          1, self._floor)
-        return tiled(self._work, self._axis_classes(self._span(self.ocg), tile), self.icg, tic, units, self.ctx.slots,
+        return tiled(self._work, self.axis_classes(self.span(self.ocg), tile), self.icg, tic, units, self.ctx.slots,
                      store_reads_acc, self.groups, self._floor)
-
-    def _axis_classes(self, shape, tile):
-        """Per dimension of the output, a class per tile position in order: (start, extent)
-        and, along a spatial axis, what the tile reads there (count, buffer position, gaps):
-        tiles of one class in every dimension do the same work."""
-        out = []
-        for d, (n, t) in enumerate(zip(shape, tile)):
-            if (d, t, self.rows) not in self._axes:
-                o = self.rows[0] if d == 2 else 0
-                row = [(s, min(t, o + n - s)) for s in range(o, o + n, t)]
-                if d >= 2:
-                    row = [(s, e) + self.axes[d - 2].reads(s, e)[1:] for s, e in row]
-                kinds = {}
-                self._axes[d, t, self.rows] = [kinds.setdefault(c[1:], c) for c in row]  # one start per class
-            out.append(self._axes[d, t, self.rows])
-        return out
 
     def _work(self, busy, kind, tic, first, last):
         """The estimate.Work of one input-channel block of an output tile of class `kind`."""
@@ -304,23 +272,12 @@ class _Plan(Priced):
         spatial extents tos, reads the spatial axes' (count, buffer position, gaps)."""
         if self.in_place:
             return ()
-        vx = self.vx
-        amem = vx.memory if self.mx is None else self.mx.operand_memory("a")
-        x_region = dense(amem, 0, self.x.dtype, (tn, tic) + tuple(a.extent(n) for a, n in zip(self.axes, tos)))
-        ops = []
-        if any(gaps for _, _, gaps in reads):  # the fill (load_window)
-            if amem == vx.memory:
-                ops.append(price.vector(vx.name, x_region.size, self.x.dtype, "copy"))
-            else:
-                near = route(self.ctx.chip, "ddr", amem)[-1][1]
-                ops += price.copy(Region(near, 0, self.x.dtype, x_region.shape, (0,) * len(x_region.shape)), x_region)
-        if all(count for count, _, _ in reads):
-            src = sub_region(self.ctx.home_region(self.x.name), (0,) * len(x_region.shape), (tn, tic) + tuple(r[0] for r in reads))
-            ops += price.copy(src, placed(x_region, self.axes, [(0,) + r for r in reads], 2))
+        amem = self.vx.memory if self.mx is None else self.mx.operand_memory("a")
+        ops, x_region = price_window(price, self.ctx, self.x, self.axes, self.vx, amem, (tn, tic), tos, reads)
         if self.shifted:
-            ops.append(price.vector(vx.name, x_region.size, "int16", "copy"))
+            ops.append(price.vector(self.vx.name, x_region.size, "int16", "copy"))
             if all(count for count, _, _ in reads):
-                ops.append(price.vector(vx.name, tn * tic * math.prod(r[0] for r in reads), "int16", "sub"))
+                ops.append(price.vector(self.vx.name, tn * tic * math.prod(r[0] for r in reads), "int16", "sub"))
         return tuple(ops)
 
     def _price_weight(self, price, toc, tic):
@@ -338,9 +295,6 @@ class _Plan(Priced):
         if not self.bias:
             return ()
         return tuple(price.copy(dense(self.bias[0].mem, 0, self.bias[1], (toc,)), dense(self.vx.memory, 0, self.bias[1], (toc,))))
-
-    def _price_tail(self, price, starts, extents):
-        return tuple(tuple(ops) for ops in price.tail(self.tail, self.vx, starts, extents))
 
     def _price_product(self, price, m, tic, toc):
         if self.mx is None:  # depthwise: a multiply (then multiply-adds) per kernel position over the tile
@@ -371,20 +325,13 @@ class _Plan(Priced):
         """Whether a one-element output tile's buffers fit in what is free now."""
         return self._fits((1,) * len(self.out.shape), 1)
 
-    def _span(self, channels):
-        """The output box the tiling covers: (batch, channels, the rows run, the rest)."""
-        rows = () if self.rows is None else (self.rows[1] - self.rows[0],)
-        return (self.out.shape[0], channels) + rows + self.out.shape[3:]
-
     def run(self, rows=None):
         """Emit the convolution of output rows [rows[0], rows[1]) (default: all of them)."""
         if rows is not None:
             self.rows = rows
         tile, tic = self.tiles()
-        origin = (0, 0) + ((self.rows[0],) if self.rows else ()) + (0,) * (len(self.out.shape) - 3)
-        tiles = [(g, tuple(s + o for s, o in zip(starts, origin)), extents)
-                 for g in range(1 if self.mx is None else self.groups)
-                 for starts, extents in boxes(self._span(self.oc if self.mx is None else self.ocg), tile)]
+        tiles = [(g, starts, extents) for g in range(1 if self.mx is None else self.groups)
+                 for starts, extents in self.placed_boxes(self.oc if self.mx is None else self.ocg, tile)]
         per_unit, placed, fillers = [], [], []
         for k, (unit, run) in enumerate(zip(self.units, deal(tiles, len(self.units)))):
             if k and not run:

@@ -183,6 +183,10 @@ class Priced:
             cache[key] = getattr(self, "_price_" + name)(self.pricer(busy), *args)
         return cache[key]
 
+    def _price_tail(self, price, starts, extents):
+        """(loads, compute, stores) of the plan's fused Tail (self.tail on self.vx) on a tile."""
+        return tuple(tuple(ops) for ops in price.tail(self.tail, self.vx, starts, extents))
+
 
 class Estimate:
     """The makespan of a run of steps (module docstring).

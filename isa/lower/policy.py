@@ -24,10 +24,10 @@
                     and every template touching it can reach it there (else DDR, noted in the
                     program's notes)
     allocator       "first_fit" (the lowest gap that fits) or "best_fit" (the smallest)
-    chain           with fuse, run consecutive convolution groups as multi-layer layer groups,
-                    slice by slice along the rows, the tensors they hand on in local memory,
-                    where that moves fewer DDR bytes and the estimate finds it faster
-                    (isa/lower/chain.py)
+    chain           with fuse, run consecutive convolution and max-pooling groups as
+                    multi-layer layer groups, slice by slice along the rows, the tensors they
+                    hand on in local memory, where that moves fewer DDR bytes and the estimate
+                    finds it faster (isa/lower/chain.py)
 
 `policy_from_overrides` builds one from strings as typed on a command line
 (`--set policy.max_tile=h=4,w=8`).

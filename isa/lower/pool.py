@@ -7,6 +7,9 @@ for MAX, zero for AVE), and one reduce_max or reduce_sum over the tile read as
 (n, c, outputs..., kernel...) gives every window at once. An average divides by the window's
 count: a number where every window of the tile has the same, else a count tile made the same way
 from ones where an element counts.
+
+A max pooling can run over a run of its output's rows (a layer group's slice,
+isa/lower/chain.py) and its tilings are priced by the lowering's estimate (isa/lower/estimate.py).
 """
 
 from copy import copy as shallow_copy
@@ -18,17 +21,29 @@ from ..errors import OutOfMemoryError
 from ..instructions import Region, Vector
 from ..ops import REGISTRY
 from .context import vector_memories
+from .estimate import Priced, Work, chain, tiled
 from .local import Tail
 from .pipeline import deal, run_units, step_budget
-from .tiling import boxes, budgeted_tile, nbytes
-from .window import conv_axes, load_window, placed, tile_reads, window_view
+from .rows import RowsTiled
+from .tiling import budgeted_tile, nbytes
+from .window import conv_axes, load_window, placed, price_window, tile_reads, window_view
 
 
 def lower_pool(ctx, group):
     _Pool(ctx, group).run()
 
 
-class _Pool:
+def plan_pool(ctx, group):
+    """The plan of a pooling group, to run over rows of its output (isa/lower/chain.py)."""
+    return _Pool(ctx, group)
+
+
+def pool_axes(graph, node):
+    p = node.params
+    return conv_axes(graph.tensors[node.inputs[0]].shape[2:], p["kernel"], p["strides"], (1,) * len(p["kernel"]), p["pads"])
+
+
+class _Pool(Priced, RowsTiled):
     def __init__(self, ctx, group):
         self.ctx, self.em = ctx, ctx.em
         node = self.node = group.nodes[0]
@@ -37,7 +52,7 @@ class _Pool:
         self.x = ctx.graph.tensors[node.inputs[0]]
         self.out = ctx.graph.tensors[node.outputs[0]]
         p = self.params
-        self.axes = conv_axes(self.x.shape[2:], p["kernel"], p["strides"], (1,) * len(p["kernel"]), p["pads"])
+        self.axes = pool_axes(ctx.graph, node)
         self.units = ctx.units("vector")
         self.vx = self.units[0].vector
         self.average = p["method"] == "AVE"
@@ -45,6 +60,7 @@ class _Pool:
         self.acc_dtype = ("float32" if floats else "int32") if self.average else self.x.dtype
         self.fill = 0 if self.average else (float("-inf") if floats else dtypes.int_range(self.x.dtype)[0])
         self.tail = Tail(ctx, group.nodes[1:], group.stores, self.out.shape, given={self.out.name})
+        self.init_rows()
 
     def _needs(self, tile):
         lead, outs = tuple(tile[:2]), tuple(tile[2:])
@@ -68,18 +84,48 @@ class _Pool:
         mine.vx = unit.vector
         return mine
 
-    def run(self):
-        shape = self.out.shape
-        units = self.units
-        budget = step_budget(self.ctx, self._moved(shape), self.vx.memory, len(units))
+    def feasible(self):
+        """Whether a one-element tile's buffers fit in what is free now."""
+        return self._fits((1,) * len(self.out.shape))
+
+    def _search(self):
+        """The largest tile that fits (and keeps the pipeline's steps in budget), and for a max
+        pooling its estimated cycles (None for an average: its division is not priced)."""
+        shape = self.span(self.out.shape[1])
+        budget = step_budget(self.ctx, self._moved(shape), self.vx.memory, len(self.units))
         tile = budgeted_tile(shape, self._fits, self._moved, budget, self.ctx.tile_limits(shape))
         if tile is None:
             need = sum(n for _, n in self._needs((1,) * len(shape)))
             alloc = self.em.allocators[self.vx.memory]
             raise OutOfMemoryError(f"{self.node.name}: a one-element pooling tile needs {need * self.ctx.slots} bytes of {self.vx.memory}; "
                                    f"{alloc.free_bytes()} free, live: {alloc.live_text()}")
+        return tile, (None if self.average else self._schedule(tile).cycles())
+
+    def _schedule(self, tile):
+        """The Estimate of a max pooling's tiling: each tile one step on the busiest unit."""
+        return tiled(self._work, self.axis_classes(self.span(self.out.shape[1]), tile), 1, 1, len(self.units), self.ctx.slots,
+                     self.out.name in self.tail.stores)
+
+    def _work(self, busy, kind, block, first, last):
+        starts, extents = tuple(c[0] for c in kind), tuple(c[1] for c in kind)
+        tail_load, tail_compute, tail_store = self.piece(busy, "tail", starts, extents)
+        load = self.piece(busy, "window", extents[:2], extents[2:], tuple(c[2:] for c in kind[2:]))
+        return Work(chain(load), self.piece(busy, "reduce", extents), chain(tail_compute), chain(tail_store), chain(tail_load))
+
+    def _price_window(self, price, lead, outs, reads):
+        return tuple(price_window(price, self.ctx, self.x, self.axes, self.vx, self.vx.memory, lead, outs, reads)[0])
+
+    def _price_reduce(self, price, extents):
+        """The max over every window of the tile: one reduction reading tile x kernel elements."""
+        return (price.vector(self.vx.name, int(np.prod(extents)) * int(np.prod(self.params["kernel"])), self.x.dtype, "reduce_max"),)
+
+    def run(self, rows=None):
+        """Emit the pooling of output rows [rows[0], rows[1]) (default: all of them)."""
+        if rows is not None:
+            self.rows = rows
+        tile = self.tiling()[0]
         per_unit, placed = [], []
-        for unit, run in zip(units, deal(list(boxes(shape, tile)), len(units))):
+        for unit, run in zip(self.units, deal(list(self.placed_boxes(self.out.shape[1], tile)), len(self.units))):
             mine = self.on(unit)
             slots, tails = mine._place(tile) if run else ([], [])
             placed += slots + tails

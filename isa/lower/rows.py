@@ -1,0 +1,60 @@
+"""Running a window template (a convolution, a pooling) over a run of its output's rows: a layer
+group (isa/lower/chain.py) runs it slice by slice. A mixin: the output box a tiling covers, the
+classes of tile positions the lowering's estimate prices (isa/lower/estimate.tiled), and each
+tiling worked out once per kind of run.
+
+A template using it has `out` (the graph tensor it makes), `axes` (the window axes of its
+spatial dimensions, isa/lower/window.py), calls init_rows() and has `_search()`: the (tiling,
+estimated cycles) of the run in self.rows."""
+
+from .tiling import boxes
+
+
+class RowsTiled:
+    def init_rows(self):
+        self.rows = (0, self.out.shape[2]) if len(self.out.shape) > 2 else None  # the output rows run
+        self._classes = {}  # (dimension, tile extent, rows) -> axis_classes' row
+        self._tilings = {}  # how a run of rows reads -> tiling()
+
+    def span(self, channels):
+        """The output box a tiling covers: (batch, channels, the rows run, the rest)."""
+        rows = () if self.rows is None else (self.rows[1] - self.rows[0],)
+        return (self.out.shape[0], channels) + rows + self.out.shape[3:]
+
+    def placed_boxes(self, channels, tile):
+        """(starts, extents) of the run's tiles, starts in the whole output."""
+        first = 0 if self.rows is None else self.rows[0]
+        for starts, extents in boxes(self.span(channels), tile):
+            yield tuple(s + first if d == 2 else s for d, s in enumerate(starts)), extents
+
+    def tiling(self, rows=None):
+        """(tiling, estimated cycles) of output rows `rows` (default: the rows run), worked out
+        once for runs of rows that read alike."""
+        if rows is not None:
+            self.rows = rows
+        n = None if self.rows is None else self.rows[1] - self.rows[0]
+        key = None if n is None else (n,) + self.axes[0].reads(self.rows[0], n)[1:]
+        if key not in self._tilings:
+            self._tilings[key] = self._search()
+        return self._tilings[key]
+
+    def rows_note(self):
+        """" (output rows a-b)" when the run is not every row, for the program's notes."""
+        whole = self.rows is None or self.rows == (0, self.out.shape[2])
+        return "" if whole else f" (output rows {self.rows[0]}-{self.rows[1] - 1})"
+
+    def axis_classes(self, shape, tile):
+        """Per dimension of the box `shape`, a class per tile position in order: (start,
+        extent) and, along a spatial axis, what the tile reads there (count, buffer position,
+        gaps): tiles of one class in every dimension do the same work."""
+        out = []
+        for d, (n, t) in enumerate(zip(shape, tile)):
+            if (d, t, self.rows) not in self._classes:
+                o = self.rows[0] if d == 2 else 0
+                row = [(s, min(t, o + n - s)) for s in range(o, o + n, t)]
+                if d >= 2:
+                    row = [(s, e) + self.axes[d - 2].reads(s, e)[1:] for s, e in row]
+                kinds = {}
+                self._classes[d, t, self.rows] = [kinds.setdefault(c[1:], c) for c in row]  # one start per class
+            out.append(self._classes[d, t, self.rows])
+        return out
