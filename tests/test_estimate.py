@@ -1,6 +1,7 @@
 """The lowering's estimate of a tiled op (isa/lower/estimate.py) against the machine.
 
-The conv and matrix templates choose their tiling by it and note the choice with its estimate
+The conv and matrix templates choose their tiling by it (and the layer groups price max poolings
+with it) and note the choice with its estimate
 in the program ("tiling <op>: ... estimated N cycles"). Where every transfer is one DMA hop (the
 Sophgo chips, generic) the estimate replays exactly what the machine does, also when the DMA
 engine overlaps its transfers (`in_flight`); where two DMA engines move bytes at once (generic's
@@ -28,6 +29,13 @@ def conv(shape, oc, k, dtype, stride=1, groups=1):
         w = g.constant("w", np.ones((oc, shape[1] // groups, k, k), dtype=dtype))
         p = k // 2
         g.output(O.conv(x, w, groups=groups, pad_h_t=p, pad_h_b=p, pad_w_l=p, pad_w_r=p, stride_h=stride, stride_w=stride), "y")
+    return g
+
+
+def max_pool(shape, k, stride, pad, dtype):
+    g = isa.Graph("pool")
+    with g:
+        g.output(O.active(O.pool(g.input("x", shape, dtype), stride, stride, k, k, pad_h=pad, pad_w=pad), "relu"), "y")
     return g
 
 
@@ -64,6 +72,8 @@ ONE_HOP = [
     ("generic", conv((1, 16, 32, 32), 16, 3, "float32")),
     ("bm1684", conv((1, 64, 56, 56), 64, 3, "float32", groups=64)),  # depthwise, on the vector unit
     ("bm1686", conv((1, 96, 28, 28), 96, 3, "float16", stride=2, groups=96)),
+    ("bm1684", max_pool((1, 64, 112, 112), 3, 2, 1, "float32")),  # a max pooling, with a relu behind it
+    ("bm1686", max_pool((2, 32, 28, 28), 2, 2, 0, "int8")),
     ("bm1684", matmul(256, 1024, 1024, "float32")),
     ("bm1686", matmul(64, 4096, 4096, "float16")),
     ("bm1686", matmul(64, 512, 512, "float16")),  # the left row block kept across column blocks

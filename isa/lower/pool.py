@@ -123,7 +123,9 @@ class _Pool(Priced, RowsTiled):
         """Emit the pooling of output rows [rows[0], rows[1]) (default: all of them)."""
         if rows is not None:
             self.rows = rows
-        tile = self.tiling()[0]
+        tile, cycles = self.tiling()
+        if cycles is not None:
+            self.em.notes.append(f"tiling {self.node.name}{self.rows_note()}: output tile {'x'.join(map(str, tile))}: estimated {cycles:,.0f} cycles")
         per_unit, placed = [], []
         for unit, run in zip(self.units, deal(list(self.placed_boxes(self.out.shape[1], tile)), len(self.units))):
             mine = self.on(unit)
