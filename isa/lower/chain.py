@@ -58,6 +58,7 @@ class Chain:
     inner: dict  # tensor handed on inside the chain -> the index of the group that makes it
     readers: dict  # inner tensor -> [(index of a group reading it, "window" or "tail")]
     mem: str  # the local memory the windows live in
+    row_axes: list  # each group's window axis along the rows of its input (isa/lower/window.Axis)
 
 
 class Chains:
@@ -76,10 +77,11 @@ class Chains:
             for t in g.loads:
                 self.readers.setdefault(t, []).append(i)
         self.outputs = set(ctx.graph.outputs.values())
+        self.row_axes = {i: AXES[g.template](ctx.graph, g.nodes[0])[0] for i, g in enumerate(groups) if _sliceable(ctx.graph, g)}
         i = 0
         while i < len(groups):
             j = i
-            while j < len(groups) and _sliceable(ctx.graph, groups[j]):
+            while j in self.row_axes:
                 j += 1
             self.at.update(self._cut(i, j, LONGEST))
             i = j + 1
@@ -128,7 +130,7 @@ class Chains:
                     who[t].append((r - start, "tail"))
                 if t in member.nodes[0].inputs[1:]:
                     return None
-        return Chain(start, groups[start:end], inner, who, self.mem)
+        return Chain(start, groups[start:end], inner, who, self.mem, [self.row_axes[k] for k in range(start, end)])
 
 
 def _sliceable(graph, group):
@@ -143,9 +145,9 @@ def _sliceable(graph, group):
     return group.template == "conv" and not REGISTRY[head.op].transposed
 
 
-def _input_rows(graph, group, rows):
-    """The rows [lo, hi) of a group's windowed input that its output rows [o0, o1) read."""
-    axis = AXES[group.template](graph, group.nodes[0])[0]
+def _input_rows(axis, rows):
+    """The rows [lo, hi) of a windowed input (its window axis along them) that output rows
+    [o0, o1) read."""
     lo, count = axis.reads(rows[0], rows[1] - rows[0])[:2]
     return lo, lo + count
 
@@ -169,7 +171,7 @@ def _moved(ctx, chain):
         for t in (t for t in g.loads if t not in chain.inner):
             tensor = graph.tensors[t]
             if t == head.inputs[0]:  # the rows its windows read, a slice at a time
-                total += tensor.nbytes // tensor.shape[2] * sum(b - a for r in slices for a, b in [_input_rows(graph, g, r[k])])
+                total += tensor.nbytes // tensor.shape[2] * sum(b - a for r in slices for a, b in [_input_rows(chain.row_axes[k], r[k])])
             elif tensor.shape == out.shape:  # a tail's operand, a slice's rows at a time
                 total += tensor.nbytes // tensor.shape[2] * sum(b - a for r in slices for a, b in [r[k]])
             else:  # weights, biases, broadcast operands: whole, again every slice unless held
@@ -252,12 +254,11 @@ def _slices(ctx, chain):
     whether the weights are held) for the fewest slices that fit; None when even one output row
     a slice does not."""
     graph, alloc = ctx.graph, ctx.em.allocators[chain.mem]
-    heads = [g.nodes[0] for g in chain.groups]
-    height = graph.tensors[heads[-1].outputs[0]].shape[2]
+    height = graph.tensors[chain.groups[-1].nodes[0].outputs[0]].shape[2]
     room = alloc.free_bytes() // 2
     weights = sum(align_up(graph.tensors[w].nbytes, alloc.granule) for w in _holdable(ctx, chain))
     for count in range(1, height + 1):
-        slices = [_rows(graph, chain, heads, (k * height // count, (k + 1) * height // count)) for k in range(count)]
+        slices = [_rows(chain, (k * height // count, (k + 1) * height // count)) for k in range(count)]
         rows = {t: max(r[k][1] - r[k][0] for r in slices) for t, k in chain.inner.items()}
         sizes = [_window_bytes(graph, t, rows[t]) for t in chain.inner] * ctx.slots
         need = sum(align_up(n, alloc.granule) for n in sizes)
@@ -266,14 +267,14 @@ def _slices(ctx, chain):
     return None
 
 
-def _rows(graph, chain, heads, last):
+def _rows(chain, last):
     """The output rows each group runs for the last one to make rows `last`: what the groups
     reading its result need of it (a convolution or pooling its windows' rows, a tail the same rows)."""
-    out = [None] * len(heads)
+    out = [None] * len(chain.groups)
     out[-1] = last
-    inner_of = {k: t for t, k in chain.inner.items()}
-    for k in range(len(heads) - 2, -1, -1):
-        needs = [_input_rows(graph, chain.groups[r], out[r]) if how == "window" else out[r] for r, how in chain.readers[inner_of[k]]]
+    for k in range(len(chain.groups) - 2, -1, -1):  # group k makes one inner tensor, its only store
+        readers = chain.readers[chain.groups[k].stores[0]]
+        needs = [_input_rows(chain.row_axes[r], out[r]) if how == "window" else out[r] for r, how in readers]
         out[k] = (min(a for a, _ in needs), max(b for _, b in needs))
     return out
 

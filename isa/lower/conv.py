@@ -213,7 +213,7 @@ class _Plan(Priced, RowsTiled):
         output-channel block) against weight reloads (one per spatial block): candidates are
         searched for the least estimated cycles (isa/lower/tiling), the input-channel block as
         for one unit, then with several units the output tile."""
-        shape = self.span(self.oc if self.mx is None else self.ocg)
+        shape = self.span(self.tiled_channels)
         vmem = self.vx.memory
         limits = self.ctx.tile_limits(shape)
         if self.mx is None:
@@ -235,12 +235,10 @@ class _Plan(Priced, RowsTiled):
     def _schedule(self, tile, tic, units=1):
         """The Estimate (isa/lower/estimate.py) of this tiling: every output tile with its
         input-channel blocks, on the busiest of `units` units."""
-        store_reads_acc = self.result_key == "acc" and self.out.name in self.tail.stores
-        if self.mx is None:  # depthwise: every channel in one grid, no reduction walked
-            return tiled(self._work, self.axis_classes(self.span(self.oc), tile), 1, 1, units, self.ctx.slots, store_reads_acc,
-                         1, self._floor)
-        return tiled(self._work, self.axis_classes(self.span(self.ocg), tile), self.icg, tic, units, self.ctx.slots,
-                     store_reads_acc, self.groups, self._floor)
+        # depthwise: every channel in one grid, no reduction walked (tic is 1)
+        reduction, repeat = (1, 1) if self.mx is None else (self.icg, self.groups)
+        return tiled(self._work, self.axis_classes(self.span(self.tiled_channels), tile), reduction, tic, units, self.ctx.slots,
+                     self.result_key == "acc" and self.out.name in self.tail.stores, repeat, self._floor)
 
     def _work(self, busy, kind, tic, first, last):
         """The estimate.Work of one input-channel block of an output tile of class `kind`."""
@@ -321,6 +319,12 @@ class _Plan(Priced, RowsTiled):
         mine.mx, mine.vx = unit.matrix, unit.vector
         return mine
 
+    @property
+    def tiled_channels(self):
+        """The channels an output tile's box spans: all of them for a depthwise convolution,
+        a group's otherwise (the groups are walked as repeats)."""
+        return self.oc if self.mx is None else self.ocg
+
     def feasible(self):
         """Whether a one-element output tile's buffers fit in what is free now."""
         return self._fits((1,) * len(self.out.shape), 1)
@@ -331,7 +335,7 @@ class _Plan(Priced, RowsTiled):
             self.rows = rows
         tile, tic = self.tiles()
         tiles = [(g, starts, extents) for g in range(1 if self.mx is None else self.groups)
-                 for starts, extents in self.placed_boxes(self.oc if self.mx is None else self.ocg, tile)]
+                 for starts, extents in self.placed_boxes(self.tiled_channels, tile)]
         per_unit, placed, fillers = [], [], []
         for k, (unit, run) in enumerate(zip(self.units, deal(tiles, len(self.units)))):
             if k and not run:
