@@ -312,6 +312,7 @@ _MEMORY = {
     "burst": (_size, OPTIONAL),
     "latency": (_latency, OPTIONAL),
     "shared": (_flag, OPTIONAL),
+    "cache": (_flag, OPTIONAL),
 }
 
 
@@ -320,6 +321,8 @@ def _memory(value, at):
     shared = fields.pop("shared", False)
     if fields["kind"] == "global" and "shared" in value:
         raise at.child(value, "shared").error("a global memory is one memory every core shares; only local memories are per core or shared")
+    if fields.get("cache") and (fields["kind"] != "local" or not shared):
+        raise at.child(value, "cache").error("only a shared local memory (an L2 every core reaches) can cache ddr")
     return Memory(name=at.key, core=None if shared or fields["kind"] == "global" else 0, **fields)
 
 
@@ -333,6 +336,9 @@ def _memories(value, at):
             raise at.child(value, memory.name).child(value[memory.name], "kind").error(
                 f"{memory.name} is {memory.kind}: ddr must be the one global memory, and every other memory local"
             )
+    caches = [m.name for m in memories.values() if m.cache]
+    if len(caches) > 1:
+        raise at.child(value, caches[1]).error(f"one memory caches ddr, and {caches[0]} already does")
     at.ctx.memories = memories
     return memories
 
@@ -346,6 +352,7 @@ _MATRIX = {
     "m": (_count, REQUIRED),
     "n": (_count, REQUIRED),
     "k": (_count, REQUIRED),
+    "k_per_dtype": (_table(_dtype, _count), OPTIONAL),
     "block_cycles": (_table(_dtype, _count), REQUIRED),
     "fill_drain": (_latency, OPTIONAL),
     "batch_slots": (_table(_dtype, _count), OPTIONAL),

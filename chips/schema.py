@@ -37,6 +37,7 @@ class Memory:
     burst: int = 1  # bytes: a DMA rounds each contiguous run it touches here up to this
     latency: int = 0  # cycles every DMA touching this memory adds
     core: Optional[int] = 0  # the core whose copy this is; None: one memory shared by every core (ddr, an L2)
+    cache: bool = False  # a shared on-chip memory that also caches ddr, in lines of ddr's burst (sim/cache.py)
 
     @property
     def base(self):
@@ -64,13 +65,14 @@ class VectorUnit:
 
 @dataclass(frozen=True)
 class MatrixUnit:
-    """cycles = issue_latency + ceil(M/m)*ceil(N/n) * (ceil(K/k) * block_cycles[dtype] + fill_drain)"""
+    """cycles = issue_latency + ceil(M/m)*ceil(N/n) * (ceil(K/depth(dtype)) * block_cycles[dtype] + fill_drain)"""
 
     m: int
     n: int
     k: int
-    block_cycles: Mapping[str, int]  # operand dtype -> cycles per m x n x k block
+    block_cycles: Mapping[str, int]  # operand dtype -> cycles per m x n x depth(dtype) block
     fill_drain: int = 0
+    k_per_dtype: Mapping[str, int] = field(default_factory=dict)  # operand dtype -> its block's depth, where not k
     # operand dtype -> batch items stored side by side in one word (BM1684's int8 "4N"): the
     # unit multiplies whole groups of them, so a convolution's batch tile is computed padded
     # to a multiple (isa/lower/conv.py); 1 where absent
@@ -78,6 +80,10 @@ class MatrixUnit:
     a: Optional[str] = None  # memory of the left operand (default: the engine's memory)
     b: Optional[str] = None  # memory of the right operand
     c: Optional[str] = None  # memory of the accumulator / result
+
+    def depth(self, dtype):
+        """The K of one block in `dtype` (an Ascend cube's is 32 for int8, 16 for float16)."""
+        return self.k_per_dtype.get(dtype, self.k)
 
 
 @dataclass(frozen=True)
@@ -171,6 +177,11 @@ class Chip:
             if k in self.ops:
                 return self.ops[k]
         return None
+
+    @property
+    def cache(self):
+        """The memory that caches ddr (`cache: true`), or None."""
+        return next((m for m in self.memories.values() if m.cache), None)
 
     def engines_of(self, kind, core=None):
         """Engines of a kind, in chip order: every core's, or those core `core` runs (its own

@@ -8,7 +8,8 @@ estimate (isa/lower/estimate.py) prices the tilings it chooses between with it.
   endpoint memory's, a memory used by several endpoints of one transfer shared among them.
   An engine that keeps several transfers in flight (`Engine.in_flight`) runs a transfer's
   latency while the one before it moves its bytes (sim/machine.py, _Flight).
-- matrix: issue_latency + ceil(M/m) * ceil(N/n) * (ceil(K/k) * block_cycles[dtype] + fill_drain).
+- matrix: issue_latency + ceil(M/m) * ceil(N/n) * (ceil(K/k) * block_cycles[dtype] + fill_drain), k the
+  unit's depth in dtype.
 - vector: issue_latency + ceil(elements / (lanes * per_lane[dtype])) * op_cycles[fn].
 """
 
@@ -65,7 +66,7 @@ def transfer_bandwidth(engine, memories, endpoints):
 def matmul_cycles(M, K, N, unit, dtype, issue_latency):
     """One M x K by K x N product on a matrix unit, its operands of `dtype`."""
     folds = math.ceil(M / unit.m) * math.ceil(N / unit.n)
-    return issue_latency + folds * (math.ceil(K / unit.k) * unit.block_cycles[dtype] + unit.fill_drain)
+    return issue_latency + folds * (math.ceil(K / unit.depth(dtype)) * unit.block_cycles[dtype] + unit.fill_drain)
 
 
 def vector_cycles(elements, dtype, fn, unit, issue_latency):

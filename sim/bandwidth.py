@@ -17,11 +17,12 @@ _EPS = 1e-9
 
 
 class _Transfer:
-    __slots__ = ("left", "cap", "use", "rate", "done", "src", "dst")
+    __slots__ = ("left", "cap", "use", "rate", "done", "src", "dst", "uncached")
 
-    def __init__(self, nbytes, cap, use, done, src, dst):
+    def __init__(self, nbytes, cap, use, done, src, dst, cached):
         self.left, self.cap, self.use, self.done = float(nbytes), cap, use, done
         self.src, self.dst, self.rate = src, dst, 0.0
+        self.uncached = 1.0 - cached  # the share of its bytes read from src itself
 
 
 class Arbiter:
@@ -35,14 +36,16 @@ class Arbiter:
         # (cycle, bytes per cycle) steps of the watched memory's read and write traffic
         self.read, self.write = [(0.0, 0.0)], [(0.0, 0.0)]
 
-    def transfer(self, nbytes, cap, use, src, dst):
-        """An event that fires when nbytes have moved; use maps memory -> endpoints in it."""
+    def transfer(self, nbytes, cap, use, src, dst, cached=0.0):
+        """An event that fires when nbytes have moved; use maps memory -> endpoints in it (a
+        share of one for a source partly read from a cache, sim/cache.py), cached is the share
+        of the bytes the cache serves, which the watched memory's read traffic leaves out."""
         done = self.env.event()
         if nbytes <= 0:
             done.succeed()
             return done
         self._advance()
-        self.active.append(_Transfer(nbytes, cap, use, done, src, dst))
+        self.active.append(_Transfer(nbytes, cap, use, done, src, dst, cached))
         self._reschedule()
         return done
 
@@ -70,7 +73,7 @@ class Arbiter:
         for t in still:
             rate = t.rate
             if t.src == watch:
-                read += rate
+                read += rate * t.uncached
             if t.dst == watch:
                 write += rate
             wait = math.ceil(t.left / rate - _EPS)  # not a whole extra cycle for float rounding

@@ -6,7 +6,8 @@ when it starts (its inputs are final then: the waits guarantee it) and holds its
 its cost (a DMA engine that keeps several transfers in flight moves on to the next one's
 latency while this one's bytes move); timing mode spends the same costs without touching
 bytes, so both modes give the same cycles. A run that stops with instructions left has
-deadlocked and says where.
+deadlocked and says where. On a chip with a cache of ddr (sim/cache.py) a DMA transfer learns
+when it starts which of its ddr bytes the cache holds, and reads those on chip.
 """
 
 import collections
@@ -22,6 +23,7 @@ from traces.occupancy import memory_counters
 from traces.records import BufferSpan, Event, Sync, Trace
 
 from .bandwidth import Arbiter
+from .cache import Cache
 from .engines import dma, matrix, scalar, vector
 from .memory import Memory, check_region
 from .peaks import peak_ops
@@ -41,6 +43,7 @@ class Machine:
             raise ProgramError(f"mode must be 'functional' or 'timing', got {mode!r}")
         self.chip, self.program, self.functional = chip, program, mode == "functional"
         extents, self.costs = _check(chip, program)
+        self.extents = extents
         self.memories = {name: Memory(chip.memories[name], extents.get(name, 0), self.functional) for name in chip.memories}
 
     # ---- data in and out --------------------------------------------------------------------
@@ -80,6 +83,7 @@ class Machine:
         env = self.env = simpy.Environment()
         bw = {m.name: m.bandwidth for m in self.chip.memories.values()}
         self.arbiter = Arbiter(env, bw)
+        self.cache = _cache(self.chip, self.program, self.extents)
         self.events = []
         self.produced = {}  # DDR address -> the shape a kernel produced there, when not its region's
         self.pc = {e: 0 for e in self.program.streams}
@@ -121,9 +125,9 @@ class Machine:
             if i in finished:
                 finished[i].succeed()
 
-        def done(i, instr, start, step, note):
+        def done(i, instr, start, step, note, cached=0.0):
             kind, _, _, _, fn, nbytes, src, dst, ops = step
-            record(Event(name, i, kind, fn, instr.op, start, env.now, nbytes, src, dst, note, ops))
+            record(Event(name, i, kind, fn, instr.op, start, env.now, nbytes, src, dst, note, ops, round(cached * nbytes)))
             settle(i)
 
         for i, instr in enumerate(stream):
@@ -147,21 +151,40 @@ class Machine:
                 if partial:
                     note = self._produced(partial)
             kind, cycles, moved, use = step[:4]
-            if kind == "dma" and depth > 1:  # the bytes move once the transfers before have moved theirs
-                if cycles:
-                    yield timeout(cycles)
-                flight.send(moved, use, step[6], step[7], lambda after, i=i, instr=instr, start=start, step=step, note=note:
-                            done(i, instr, max(start, after), step, note))
-                continue
-            if kind == "dma":
-                if cycles:
-                    yield timeout(cycles)
-                yield transfer(moved, cap, use, step[6], step[7])
-            else:
+            if kind != "dma":
                 yield timeout(cycles)
-            done(i, instr, start, step, note)
+                done(i, instr, start, step, note)
+                continue
+            use, cached = self._through_cache(instr, use)
+            if cycles:
+                yield timeout(cycles)
+            if depth > 1:  # the bytes move once the transfers before have moved theirs
+                flight.send(moved, use, step[6], step[7], cached, lambda after, i=i, instr=instr, start=start, step=step, note=note, cached=cached:
+                            done(i, instr, max(start, after), step, note, cached))
+                continue
+            yield transfer(moved, cap, use, step[6], step[7], cached)
+            done(i, instr, start, step, note, cached)
         yield from flight.drain()
         self.pc[name] = len(stream)
+
+    def _through_cache(self, instr, use):
+        """(port use, share of the bytes the cache serves) of a DMA transfer starting now: the
+        ddr bytes the cache holds are read from the cache memory instead; what it writes to
+        ddr the cache keeps too."""
+        cache = self.cache
+        if cache is None or isinstance(instr, IndexedDma):
+            return use, 0.0
+        hit = cache.read(instr.src) if instr.src.mem == "ddr" else 0.0
+        if instr.dst.mem == "ddr":
+            cache.write(instr.dst)
+        if not hit:
+            return use, 0.0
+        use = dict(use)
+        use["ddr"] -= hit
+        if not use["ddr"]:
+            del use["ddr"]
+        use[cache.memory] = use.get(cache.memory, 0) + hit
+        return use, hit
 
     def _produced(self, partial):
         for region, shape in partial:
@@ -179,6 +202,16 @@ class Machine:
                 stuck.append(f"{instr_text(f'{e}.{i}', instr)} (waiting for {', '.join(waiting)})")
         if stuck:
             raise DeadlockError(f"deadlock at cycle {int(self.env.now)}: no engine can proceed; stuck: " + "; ".join(stuck))
+
+
+def _cache(chip, program, extents):
+    """The run's Cache of ddr, on a chip that has one: it holds lines in what the program
+    leaves free of its memory."""
+    memory = chip.cache
+    if memory is None:
+        return None
+    accesses = 2 * sum(len(stream) for stream in program.streams.values())  # a ddr -> ddr copy reads and writes
+    return Cache(memory.name, chip.memories["ddr"].burst, memory.capacity - extents.get(memory.name, 0), extents.get("ddr", 0), accesses)
 
 
 _EXECUTE = {"dma": dma.execute, "vector": vector.execute, "matrix": matrix.execute, "scalar": scalar.execute}
@@ -324,7 +357,7 @@ class _Flight:
         if len(self.moving) >= self.depth:
             yield self.moving.popleft()
 
-    def send(self, nbytes, use, src, dst, done):
+    def send(self, nbytes, use, src, dst, cached, done):
         """Move nbytes once the previous transfer has moved its own; then done(after), after
         the cycle the previous transfer ended (an event in the trace starts no earlier, so an
         engine's events do not overlap)."""
@@ -333,7 +366,7 @@ class _Flight:
 
         def begin(_=None):
             after = self.last_end
-            moved = self.transfer(nbytes, self.cap, use, src, dst)
+            moved = self.transfer(nbytes, self.cap, use, src, dst, cached)
             moved.callbacks.append(lambda _: self._end(after, done, finished))
 
         if before is None or before.processed:

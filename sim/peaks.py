@@ -1,11 +1,11 @@
 """A chip's peak arithmetic throughput, the roof of a roofline: 2 ops per multiply-accumulate
-of the matrix unit (m * n * k MACs every block_cycles[dtype] cycles), 1 op per element of the
+of the matrix unit (m * n * k MACs every block_cycles[dtype] cycles, k its depth in dtype), 1 op per element of the
 vector unit (lanes * per_lane[dtype] elements per cycle), summed over the engines of a kind."""
 
 
 def matrix_ops_per_cycle(unit):
     """dtype -> ops per cycle of one matrix unit."""
-    return {dtype: 2 * unit.m * unit.n * unit.k / cycles for dtype, cycles in unit.block_cycles.items()}
+    return {dtype: 2 * unit.m * unit.n * unit.depth(dtype) / cycles for dtype, cycles in unit.block_cycles.items()}
 
 
 def vector_ops_per_cycle(unit):

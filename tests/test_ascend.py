@@ -42,7 +42,7 @@ def test_memories_are_the_ini_row():
 def test_cube_peaks_are_the_dk_figures(dtype, macs, peak):
     cube = CHIP.engines["cube"].matrix
     assert (cube.a, cube.b, cube.c) == ("l0a", "l0b", "l0c")
-    assert cube.m * cube.n * cube.k / cube.block_cycles[dtype] == macs  # hardware-facts.md 3.1
+    assert cube.m * cube.n * cube.depth(dtype) / cube.block_cycles[dtype] == macs  # hardware-facts.md 3.1
     assert macs * 2 * CHIP.clock_hz == pytest.approx(peak, rel=0.05)  # 4 TFLOPS FP16 / 8 TOPS INT8
 
 
@@ -79,10 +79,12 @@ def cycles(engine, instr):
 
 
 @pytest.mark.parametrize("a, b, c, want", [
-    # issue 8 + folds x (ceil(K / 32) x block_cycles + fill_drain 4)
-    ("l0a@0x0:float16[16,32;32,1]", "l0b@0x0:float16[32,16;16,1]", "l0c@0x0:float32[16,16;16,1]", 8 + 1 * (1 * 2 + 4)),
-    ("l0a@0x0:float16[32,64;64,1]", "l0b@0x0:float16[64,48;48,1]", "l0c@0x0:float32[32,48;48,1]", 8 + 6 * (2 * 2 + 4)),
-    ("l0a@0x0:int8[16,32;32,1]", "l0b@0x0:int8[32,16;16,1]", "l0c@0x0:int32[16,16;16,1]", 8 + 1 * (1 * 1 + 4)),
+    # issue 8 + folds x ceil(K / depth) x block_cycles 1 (fill_drain 0): depth 16 for float16, 32 for int8
+    ("l0a@0x0:float16[16,32;32,1]", "l0b@0x0:float16[32,16;16,1]", "l0c@0x0:float32[16,16;16,1]", 8 + 1 * 2),
+    ("l0a@0x0:float16[32,64;64,1]", "l0b@0x0:float16[64,48;48,1]", "l0c@0x0:float32[32,48;48,1]", 8 + 6 * 4),
+    ("l0a@0x0:float16[16,48;48,1]", "l0b@0x0:float16[48,16;16,1]", "l0c@0x0:float32[16,16;16,1]", 8 + 1 * 3),  # not 2 blocks of 32
+    ("l0a@0x0:int8[16,32;32,1]", "l0b@0x0:int8[32,16;16,1]", "l0c@0x0:int32[16,16;16,1]", 8 + 1 * 1),
+    ("l0a@0x0:int8[16,48;48,1]", "l0b@0x0:int8[48,16;16,1]", "l0c@0x0:int32[16,16;16,1]", 8 + 1 * 2),
 ])
 def test_cube_cost_by_hand(a, b, c, want):
     assert cycles("cube", f"matmul a={a} b={b} c={c} acc=0") == want
@@ -134,10 +136,13 @@ def test_the_three_ops_run():
     assert {e.engine for e in res.trace.events if e.kind != "wait"} == {"mte2", "mte3", "vector"}
 
 
-def test_a_matrix_product_keeps_its_left_row_block_in_l1_and_cuts_l0a_tiles_from_it():
+@pytest.mark.parametrize("cache", [False, True])
+def test_a_matrix_product_keeps_its_left_row_block_in_l1_and_cuts_l0a_tiles_from_it(cache):
     """The matrix template keeps a row's left block where the way into L0A stages (L1): MTE2
-    brings it from GM once, MTE1 cuts each step's L0A tile from it; values and traffic show it."""
-    chip = chips.load("ascend310b", {"ops.matrix_mul": {"dtypes": ["float16"]}})
+    brings it from GM once, MTE1 cuts each step's L0A tile from it; values and traffic show it.
+    The right operand comes again for every row block: from DDR without the L2 cache, from the
+    L2 (each byte read from DDR once) with it."""
+    chip = chips.load("ascend310b", {"ops.matrix_mul": {"dtypes": ["float16"]}, "memories.l2.cache": cache})
     rng = np.random.default_rng(3)
     g = isa.Graph("kept_l1")
     with g:
@@ -150,8 +155,11 @@ def test_a_matrix_product_keeps_its_left_row_block_in_l1_and_cuts_l0a_tiles_from
     xv = rng.standard_normal((512, 512)).astype(np.float16)
     result = sim.execute(prog, chip, {"x": xv})
     tm = int(re.search(r"output tile (\d+)x", note).group(1))
-    # x crosses GM once; w once per row block
-    assert result.stats.ddr_read_bytes == xv.nbytes + (512 // tm) * g.constants["w"].nbytes
+    # x crosses GM once; w once per row block, from DDR the first time and from the cache after
+    w = g.constants["w"].nbytes
+    assert 512 // tm > 1
+    assert result.stats.ddr_read_bytes == xv.nbytes + (1 if cache else 512 // tm) * w
+    assert result.stats.cache_hit_bytes == (512 // tm - 1) * w * cache
     assert any(e.kind == "dma" and (e.src, e.dst) == ("l1", "l0a") for e in result.trace.events)
     expected = xv.astype(np.float32) @ g.constants["w"].astype(np.float32)
     np.testing.assert_allclose(result.outputs["y"].astype(np.float32), expected, rtol=2e-2, atol=2e-2)

@@ -121,7 +121,7 @@ PEAKS = [  # (chip, operand dtype, vendor peak in ops/s, where it is from)
 def test_matrix_peak_is_within_10_percent_of_the_vendor_figure(name, dtype, peak, source):
     chip = load(name)
     mx = chip.engines["tiu"].matrix
-    macs_per_cycle = mx.m * mx.n * mx.k / mx.block_cycles[dtype]
+    macs_per_cycle = mx.m * mx.n * mx.depth(dtype) / mx.block_cycles[dtype]
     assert macs_per_cycle * 2 * chip.clock_hz == pytest.approx(peak, rel=0.10), source
 
 

@@ -178,7 +178,7 @@ def test_bm1684_matrix_peaks_match_the_vendor_figures():
     mx = chip.engines["tiu"].matrix
 
     def peak_ops(dtype):
-        return 2 * mx.m * mx.n * mx.k / mx.block_cycles[dtype] * chip.clock_hz
+        return 2 * mx.m * mx.n * mx.depth(dtype) / mx.block_cycles[dtype] * chip.clock_hz
 
     assert peak_ops("float32") == pytest.approx(2.2e12, rel=0.03)  # vendor 2.2 TFLOPS
     assert peak_ops("int8") == pytest.approx(17.6e12, rel=0.03)  # vendor 17.6 TOPS

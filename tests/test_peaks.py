@@ -73,7 +73,7 @@ DDR = {
 def yaml_peak(chip, dtype):
     """ops/s in `dtype` from the YAML's matrix engines (every core's): m*n*k/block_cycles MACs a cycle, 2 ops each."""
     units = [e.matrix for e in chip.engines_of("matrix") if dtype in e.matrix.block_cycles]
-    return sum(2 * u.m * u.n * u.k / u.block_cycles[dtype] for u in units) * chip.clock_hz
+    return sum(2 * u.m * u.n * u.depth(dtype) / u.block_cycles[dtype] for u in units) * chip.clock_hz
 
 
 def published(name):

@@ -646,13 +646,13 @@ def test_events_csv(tmp_path, hand):
     path = tmp_path / "events.csv"
     traces.write_events_csv(hand, path)
     rows = read_csv(path)
-    assert list(rows[0]) == ["engine", "index", "kind", "name", "op", "start", "end", "cycles", "bytes", "ops",
-                             "src", "dst", "note"]
+    assert list(rows[0]) == ["engine", "index", "kind", "name", "op", "start", "end", "cycles", "bytes", "cached",
+                             "ops", "src", "dst", "note"]
     assert len(rows) == len(hand.events)
     assert [(r["engine"], r["index"]) for r in rows[:3]] == [("gdma", "0"), ("tiu", "0"), ("gdma", "1")]  # by start
     matmul = next(r for r in rows if r["name"] == "matmul")
     assert matmul == {"engine": "tiu", "index": "1", "kind": "matrix", "name": "matmul", "op": "mm", "start": "276",
-                      "end": "366", "cycles": "90", "bytes": "256", "ops": "2048", "src": "", "dst": "lmem", "note": ""}
+                      "end": "366", "cycles": "90", "bytes": "256", "cached": "0", "ops": "2048", "src": "", "dst": "lmem", "note": ""}
 
 
 def test_ops_csv(tmp_path, hand):

@@ -93,7 +93,7 @@ def _instructions(trace):
                 "bytes": e.bytes,
                 "src": e.src,
                 "dst": e.dst,
-            } | ({"ops": e.ops} if e.ops else {}) | ({"note": e.note} if e.note else {}),
+            } | ({"ops": e.ops} if e.ops else {}) | ({"cached bytes": e.cached} if e.cached else {}) | ({"note": e.note} if e.note else {}),
         }
         for e in ordered
     ]

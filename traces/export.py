@@ -2,7 +2,7 @@
 
 import csv
 
-EVENT_COLUMNS = ("engine", "index", "kind", "name", "op", "start", "end", "cycles", "bytes", "ops", "src", "dst", "note")
+EVENT_COLUMNS = ("engine", "index", "kind", "name", "op", "start", "end", "cycles", "bytes", "cached", "ops", "src", "dst", "note")
 
 
 def write_events_csv(trace, path):
@@ -11,7 +11,7 @@ def write_events_csv(trace, path):
     order = {engine: i for i, engine in enumerate(trace.engines)}
     events = sorted(trace.events, key=lambda e: (e.start, order.get(e.engine, len(order)), e.index))
     _write(path, EVENT_COLUMNS, (
-        [e.engine, e.index, e.kind, e.name, e.op, e.start, e.end, e.end - e.start, e.bytes, e.ops, e.src, e.dst, e.note]
+        [e.engine, e.index, e.kind, e.name, e.op, e.start, e.end, e.end - e.start, e.bytes, e.cached, e.ops, e.src, e.dst, e.note]
         for e in events
     ))
 

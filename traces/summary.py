@@ -52,6 +52,7 @@ class Summary:
     utilization: dict  # engine -> busy / cycles (0 when cycles is 0)
     ddr_read_bytes: int
     ddr_write_bytes: int
+    cache_hit_bytes: int  # ddr bytes DMAs read from the chip's cache of it instead (sim/cache.py)
     peak_bytes: dict  # memory -> most bytes occupied at once
     capacity_bytes: dict  # memory -> capacity (0 when the trace does not give it)
     peak_fragmentation: dict  # memory -> highest 1 - largest free block / free bytes
@@ -77,8 +78,9 @@ def summarize(trace):
         instructions=len(work),
         busy=busy,
         utilization={name: c / trace.cycles if trace.cycles else 0.0 for name, c in busy.items()},
-        ddr_read_bytes=sum(e.bytes for e in dma if e.src == DDR),
+        ddr_read_bytes=sum(e.bytes - e.cached for e in dma if e.src == DDR),
         ddr_write_bytes=sum(e.bytes for e in dma if e.dst == DDR),
+        cache_hit_bytes=sum(e.cached for e in dma),
         peak_bytes=peaks,
         capacity_bytes={name: trace.memories.get(name, 0) for name in peaks},
         peak_fragmentation={name: _peak(trace, "fragmentation." + name) for name in peaks},
@@ -107,7 +109,7 @@ def _op_table(trace, work):
         dma, ddr, ops = totals.get(e.op, (0, 0, 0))
         if e.kind == "dma":
             dma += e.bytes
-            ddr += e.bytes * ((e.src == DDR) + (e.dst == DDR))
+            ddr += e.bytes * ((e.src == DDR) + (e.dst == DDR)) - e.cached
         totals[e.op] = (dma, ddr, ops + e.ops)
     return {
         op: OpStats(op, start, end, busy[op], *totals[op], trace.seconds(end - start)) for op, (start, end) in spans.items()
@@ -125,7 +127,8 @@ def format_summary(summary, top=5):
     width = max((len(name) for name in [*s.busy, *s.peak_bytes]), default=0)
     for name, cycles in s.busy.items():
         lines.append(f"  {name:<{width}}  {s.utilization[name]:6.1%} busy  ({cycles:,.0f} cycles)")
-    lines.append(f"ddr: read {human_bytes(s.ddr_read_bytes)}, write {human_bytes(s.ddr_write_bytes)}")
+    cached = f" (and {human_bytes(s.cache_hit_bytes)} of ddr read from its cache)" if s.cache_hit_bytes else ""
+    lines.append(f"ddr: read {human_bytes(s.ddr_read_bytes)}, write {human_bytes(s.ddr_write_bytes)}{cached}")
     lines.append("memory peaks:")
     for name, peak in s.peak_bytes.items():
         capacity = s.capacity_bytes[name]

@@ -224,10 +224,11 @@ class _Plan(Priced, RowsTiled):
         else:
             unit = self.mx.matrix
             limits += (self.ctx.policy.tile_limit("k", self.icg),)
-            choice = cheapest(shape, self.icg, (unit.n, unit.k), self._fits, self._schedule, limits)
+            granules = (unit.n, unit.depth(self.operand_dtype or self.x.dtype))
+            choice = cheapest(shape, self.icg, granules, self._fits, self._schedule, limits)
             if choice and len(self.units) > 1:  # the output tile for the units; the block (the order of the sums) as for one
                 estimate = lambda t, tic: self._schedule(t, tic, len(self.units))  # noqa: E731
-                choice = cheapest(shape, self.icg, (unit.n, unit.k), self._fits, estimate, limits, [choice[1]])
+                choice = cheapest(shape, self.icg, granules, self._fits, estimate, limits, [choice[1]])
         if choice is None:
             raise OutOfMemoryError(f"{self.node.name}: even a one-element output tile needs {shortfall(self.em.allocators, self._sizes((1,) * len(shape), 1))}")
         return choice, self._schedule(*choice, len(self.units)).cycles()
@@ -238,7 +239,7 @@ class _Plan(Priced, RowsTiled):
         # depthwise: every channel in one grid, no reduction walked (tic is 1)
         reduction, repeat = (1, 1) if self.mx is None else (self.icg, self.groups)
         return tiled(self._work, self.axis_classes(self.span(self.tiled_channels), tile), reduction, tic, units, self.ctx.slots,
-                     self.result_key == "acc" and self.out.name in self.tail.stores, repeat, self._floor)
+                     self.result_key == "acc" and self.out.name in self.tail.stores, repeat, self._floor, once=self.once(self.x, self.w))
 
     def _work(self, busy, kind, tic, first, last):
         """The estimate.Work of one input-channel block of an output tile of class `kind`."""

@@ -21,6 +21,9 @@ with the waits the emitter infers (isa/lower/emit.py):
 - DDR is one more queue: each transfer's bytes pass through it at its bandwidth (shared by the
   units at work) once the transfer's latency is over, so engines moving data at once share it;
   a transfer replayed after another but ready before it fills DDR's idle time first (_Channel);
+- on a chip whose cache of DDR holds the op's DDR inputs whole (sim/cache.py), the loads take
+  DDR bandwidth for each byte once, the first loads replayed, and the later ones the cache's
+  bandwidth (`read_once`); a hop through the cache memory takes its bandwidth too;
 - within a chain, a copy's hop waits for the hop before it, a copy's first hop for the
   computing before it (not for other copies' hops), and only a hop into the step's buffers
   for the chain to be ready: one into a staging buffer runs ahead, as far as the buffers a
@@ -54,6 +57,7 @@ class Op(NamedTuple):
     in_flight: int = 1  # a DMA engine's transfers under way at once (chips.Engine.in_flight)
     hop: int = -1  # a transfer's hop along its copy's route (0: the first); -1: not a transfer
     via: str = ""  # a hop into a staging buffer (not the copy's last): the memory of that buffer
+    cache: float = 0  # cycles of the bandwidth of the chip's cache of DDR its bytes take (a staging hop's, a hit's)
 
 
 class Work(NamedTuple):
@@ -75,7 +79,8 @@ def chain(ops):
     for op in ops:
         if out and out[-1].engine == op.engine and op.in_flight == 1:
             last = out[-1]
-            out[-1] = Op(op.engine, last.cycles + op.cycles, last.lead if last.ddr else last.cycles + op.lead, last.ddr + op.ddr, 1, last.hop, last.via)
+            lead = last.lead if last.ddr or last.cache else last.cycles + op.lead
+            out[-1] = Op(op.engine, last.cycles + op.cycles, lead, last.ddr + op.ddr, 1, last.hop, last.via, last.cache + op.cache)
         else:
             out.append(op)
     return tuple(out)
@@ -89,6 +94,8 @@ class Pricer:
     def __init__(self, chip, busy=1):
         self.chip, self.memories = chip, chip.memories
         self.ddr_rate = chip.memories["ddr"].bandwidth / busy
+        cache = chip.cache
+        self.cache, self.cache_rate = (cache.name, cache.bandwidth / busy) if cache else (None, 1)
         self._copies = {}
 
     def copy(self, src, dst):
@@ -108,8 +115,10 @@ class Pricer:
             moved = transfer_bytes(here, there, self.memories)
             lead = transfer_latency(engine, self.memories, (a, b))
             cycles = lead + math.ceil(moved / transfer_bandwidth(engine, self.memories, (a, b)))
-            ddr = moved * ports((a, b)).get("ddr", 0) / self.ddr_rate
-            ops.append(Op(name, cycles, lead, ddr, engine.in_flight, k, b if k < len(hops) - 1 else ""))
+            use = ports((a, b))
+            ddr = moved * use.get("ddr", 0) / self.ddr_rate
+            cached = moved * use.get(self.cache, 0) / self.cache_rate
+            ops.append(Op(name, cycles, lead, ddr, engine.in_flight, k, b if k < len(hops) - 1 else "", cached))
             here = there
         return ops
 
@@ -176,6 +185,10 @@ class Priced:
             pricers[busy] = Pricer(self.ctx.chip, busy)
         return pricers[busy]
 
+    def once(self, *tensors):
+        """Estimate's `once` (read_once) for those of the op's inputs `tensors` that live in DDR."""
+        return read_once(self.ctx.chip, [t for t in tensors if self.ctx.home[t.name].mem == "ddr"])
+
     def piece(self, busy, name, *args):
         cache = self.__dict__.setdefault("_pieces", {})
         key = (busy, name) + args
@@ -195,10 +208,11 @@ class Estimate:
     order as (key, tile, first, last), tile numbering the unit's output tiles from 0, first
     and last whether the step is its tile's first and last."""
 
-    def __init__(self, work, counts, sequence, slots, store_reads_acc=False, floor=None, stage_slots=None):
+    def __init__(self, work, counts, sequence, slots, store_reads_acc=False, floor=None, stage_slots=None, once=None):
         self.work, self.counts, self.sequence = work, counts, sequence
         self.slots, self.store_reads_acc = slots, store_reads_acc
         self.stage_slots = stage_slots or {}  # memory -> the staging buffers a hop rotates there (default STAGE_SLOTS)
+        self.once = once  # where a cache keeps the inputs: (DDR cycles of their bytes each read once, ddr / cache bandwidth) (read_once)
         self._floor, self._works, self._cycles = floor, None, None
 
     @property
@@ -218,16 +232,25 @@ class Estimate:
             for op in ops:
                 busy[op.engine] = busy.get(op.engine, 0.0) + n * op.cycles
             busy["ddr"] += n * ddr
+        if self.once is not None:
+            busy["ddr"] = min(busy["ddr"], self.once[0])
         return max(busy.values())
 
     def bound(self):
         """A lower bound of the makespan: the busiest engine's total, or DDR's."""
-        busy = {"ddr": 0.0}
+        busy = {"ddr": 0.0, "cache": 0.0}
+        reads = 0.0  # the loads' DDR cycles
         for key, n in self.counts.items():
-            for op in (op for part in self.works[key] for op in part):
+            work = self.works[key]
+            for op in (op for part in work for op in part):
                 own = op.cycles - op.lead if op.in_flight > 1 else op.cycles  # an overlapped latency may cost nothing
                 busy[op.engine] = busy.get(op.engine, 0.0) + n * own
                 busy["ddr"] += n * op.ddr
+                busy["cache"] += n * op.cache
+            reads += n * sum(op.ddr for op in (*work.load, *work.fills))
+        if self.once is not None and reads > self.once[0]:  # the rest hit
+            busy["ddr"] -= reads - self.once[0]
+            busy["cache"] += (reads - self.once[0]) * self.once[1]
         return max(busy.values())
 
     def cycles(self):
@@ -236,19 +259,25 @@ class Estimate:
         return self._cycles
 
     def _replay(self):
-        ddr = _Channel()
+        ddr, cache = _Channel(), _Channel()
         readers = {}  # memory -> the ends of the hops that read its staging buffers, latest last
         queued = {}  # engine -> (when its next Op's latency may start, the ends of its latest in_flight Ops)
+        misses, ratio = self.once or (math.inf, 0.0)  # the loads' DDR cycles still to miss; DDR over cache bandwidth
 
-        def run(ops, ready):
+        def run(ops, ready, reads=False):
             """Run a chain ready at `ready`; its end. An Op starts once its engine is free and
             the Op before it has ended, but a copy's first hop once the computing before it in
             the chain is done (not other copies' hops: its engine's queue orders it behind
-            those on the same engine); only what writes the step's buffers waits for `ready`."""
+            those on the same engine); only what writes the step's buffers waits for `ready`.
+            Loads (reads) miss the cache until the inputs' bytes have each been read once."""
+            nonlocal misses
             t = last = ready
             computed = 0.0  # the end of the computing in the chain so far
             staged = ""  # the memory the hop before staged into
-            for engine, cycles, lead, need, in_flight, hop, via in ops:
+            for engine, cycles, lead, need, in_flight, hop, via, cached in ops:
+                if reads:
+                    hit = max(0.0, need - misses)
+                    need, cached, misses = need - hit, cached + hit * ratio, misses - (need - hit)
                 if hop == 0:
                     t = computed
                 if via:  # it waits for its staging buffer's last reader
@@ -257,7 +286,7 @@ class Estimate:
                         t = max(t, read[0])
                 else:
                     t = max(t, ready)
-                t = queue(engine, cycles, lead, need, in_flight, t)
+                t = queue(engine, cycles, lead, need, in_flight, cached, t)
                 if hop < 0:
                     computed = t
                 if staged and hop > 0:
@@ -267,7 +296,7 @@ class Estimate:
                     last = t
             return last
 
-        def queue(engine, cycles, lead, need, in_flight, t):
+        def queue(engine, cycles, lead, need, in_flight, cached, t):
             """An Op ready at t on its engine's in-order queue; its end. As the machine's DMA
             queue (sim/machine.py, _Flight): a transfer's latency starts after the previous
             one's and once fewer than in_flight transfers are under way, its bytes move after
@@ -278,6 +307,8 @@ class Estimate:
             end = begin + cycles - lead
             if need:
                 end = max(end, ddr.take(begin, need))
+            if cached:
+                end = max(end, cache.take(begin, cached))
             ends.append(end)
             queued[engine] = (start + lead, ends)
             return end
@@ -289,10 +320,10 @@ class Estimate:
         def load(i):
             key, tile, first, _ = seq[i]
             ready = product[i - slots] if i >= slots else 0.0
-            loaded[i] = run(works[key].load, ready)
+            loaded[i] = run(works[key].load, ready, True)
             if first and works[key].fills:
                 filled = max(ready, stored[tile - slots]) if tile >= slots else ready
-                loaded[i] = max(loaded[i], run(works[key].fills, filled))
+                loaded[i] = max(loaded[i], run(works[key].fills, filled, True))
 
         double = slots > 1
         if double and seq:
@@ -312,6 +343,19 @@ class Estimate:
                 stored[tile] = run(work.store, finished[tile])
         return max((ends[-1] for _, ends in queued.values()), default=0.0)
 
+
+
+def read_once(chip, tensors):
+    """Estimate's `once` for an op whose DDR inputs are `tensors`: on a chip whose cache of DDR
+    can hold them whole, (the DDR cycles reading each of their bytes once takes, at the whole DDR
+    bandwidth: the units' loads together; DDR's bandwidth over the cache's); None on a chip
+    without one, or where they do not fit."""
+    cache = chip.cache
+    nbytes = sum(t.nbytes for t in tensors)
+    if cache is None or nbytes > cache.capacity:
+        return None
+    ddr = chip.memories["ddr"].bandwidth
+    return nbytes / ddr, ddr / cache.bandwidth
 
 
 class _Channel:
@@ -348,7 +392,7 @@ class _Channel:
         return self.end
 
 
-def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, repeat=1, floor=None, reuse=None, stage_slots=None):
+def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, repeat=1, floor=None, reuse=None, stage_slots=None, once=None):
     """The Estimate of a tiled op's steps on the first (busiest) of `units` units, the output
     tiles dealt among them in runs of consecutive ones (isa/lower/pipeline.deal).
 
@@ -362,8 +406,8 @@ def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, rep
     reuse: an operand that depends only on the tile's position along the first `reuse` axes
     (and the repeat) is loaded whole with a tile's first block and stays while consecutive
     tiles share it (a matrix product's left row block): the steps then carry one more argument
-    for work and floor, fresh, whether they load it (a unit's first tile does). stage_slots:
-    Estimate's."""
+    for work and floor, fresh, whether they load it (a unit's first tile does). stage_slots and
+    once: Estimate's."""
     count = repeat * math.prod(len(a) for a in axes)
     # the units share DDR in proportion to their tiles: the busiest has ceil(count / units) of
     # them, and DDR moves every unit's bytes meanwhile
@@ -415,4 +459,4 @@ def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, rep
                 yield (kind,) + p + ((fresh and p[1],) if reusing else ()), t, p[1], p[2]
 
     return Estimate(lambda key: work(busy, *key), counts, sequence, slots, store_reads_acc,
-                    floor and (lambda key: floor(busy, *key)), stage_slots)
+                    floor and (lambda key: floor(busy, *key)), stage_slots, once)

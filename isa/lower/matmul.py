@@ -189,7 +189,8 @@ class _Plan(Priced):
         units; then, with several, tm and tn for them."""
         unit = self.mx.matrix
         limits = self.ctx.tile_limits((self.M, self.N, self.K), ("n", "c", "k"))
-        sizes = [halvings(n, u) for n, u in zip(limits, (unit.m, unit.n, unit.k))]
+        depth = unit.depth(self.operand_dtypes[0])
+        sizes = [halvings(n, u) for n, u in zip(limits, (unit.m, unit.n, depth))]
 
         keeps = (False, True) if not self.shifted else (False,)
 
@@ -199,7 +200,7 @@ class _Plan(Priced):
 
         choice = choose(sizes[2], 1, keeps)
         if choice is None:
-            least_tile = (unit.m, unit.n, unit.k)
+            least_tile = (unit.m, unit.n, depth)
             raise OutOfMemoryError(f"{self.node.name}: even a {'x'.join(map(str, least_tile))} matrix tile needs {shortfall(self.em.allocators, self._sizes(*least_tile))}")
         if len(self.units) > 1:
             choice = choose([choice[2]], len(self.units), keeps)
@@ -216,7 +217,8 @@ class _Plan(Priced):
         axes = [[(t,)] * (n // t) + ([(n % t,)] if n % t else []) for n, t in ((self.M, tm), (self.N, tn))]
         work, floor = (self._kept_work, self._kept_floor) if keep else (self._work, self._floor)
         return tiled(work, axes, self.K, tk, units, self.ctx.slots,
-                     self.out_key == "acc", math.prod(self.batch), floor, 1 if keep else None, self._stage_slots(tm, tn, tk, keep))
+                     self.out_key == "acc", math.prod(self.batch), floor, 1 if keep else None, self._stage_slots(tm, tn, tk, keep),
+                     self.once(self.left, self.right))
 
     def _stage_slots(self, tm, tn, tk, keep):
         """memory -> how many staging buffers the operands' staged hops will rotate there

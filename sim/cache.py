@@ -1,0 +1,83 @@
+"""An on-chip memory that caches ddr (a chip memory with `cache: true`, as the Ascend L2 in front
+of GM): which of a DMA transfer's ddr bytes it already holds.
+
+The cache holds lines of ddr, each one ddr burst long: a transfer already moves whole bursts
+(isa/costs.py rounds its runs up to them), so the bytes a miss reads from ddr are the
+transfer's own, and a line a neighbouring transfer brought in is one it would have moved. A transfer that reads ddr hits on the lines it holds, which the
+machine then serves at the cache memory's bandwidth rather than ddr's, and which do not count
+as ddr traffic; its other lines are read from ddr and kept. A transfer that writes ddr writes
+through (its bytes still reach ddr) and keeps its lines too, so a product one core writes and
+another reads back is read on chip. Only timing is modelled: values always live in ddr.
+
+Replacement is least recently used, by transfer: the lines one transfer touches share one
+stamp, and when the lines held exceed the capacity the transfers least recently used leave
+whole. The capacity is the memory's, less what the program places in it. A gather or scatter
+touches rows only its indices say (which timing mode does not read), so it bypasses the cache.
+"""
+
+import numpy as np
+
+from isa import dtypes
+
+
+class Cache:
+    def __init__(self, memory, line, capacity, ddr_extent, transfers):
+        """memory: the name of the memory that caches; line: ddr's burst; capacity: the bytes it
+        has for lines; ddr_extent: the ddr bytes the program uses; transfers: how many accesses
+        the run can make at most."""
+        self.memory, self.line = memory, line
+        self.lines = capacity // self.line  # lines it can hold
+        self.stamp = np.full(-(-ddr_extent // self.line) + 1, -1, np.int64)  # line -> its last access, -1: never
+        self.count = np.zeros(transfers + 1, np.int64)  # access -> lines still stamped with it
+        self.now = 0  # the next access's stamp
+        self.oldest = 0  # accesses older than this have left the cache
+        self.held = 0  # lines held
+        self.hit_bytes = 0
+        self._touched = {}
+
+    def read(self, region):
+        """The fraction (0..1) of region's lines the cache held; all of them are held after."""
+        return self._access(region)
+
+    def write(self, region):
+        self._access(region)
+
+    def _access(self, region):
+        lines = self._touched.get(region)
+        if lines is None:
+            lines = self._touched[region] = touched_lines(region, self.line)
+        if not len(lines):
+            return 0.0
+        before = self.stamp[lines]
+        held = before[before >= self.oldest]
+        if len(held):
+            stamps, n = np.unique(held, return_counts=True)
+            self.count[stamps] -= n
+            self.held -= len(held)
+        now = self.now
+        self.stamp[lines] = now
+        self.count[now] = len(lines)
+        self.held += len(lines)
+        self.now += 1
+        while self.held > self.lines:
+            self.held -= self.count[self.oldest]
+            self.oldest += 1
+        return len(held) / len(lines)
+
+
+def touched_lines(region, line):
+    """The distinct cache lines (byte address // line) a region's elements lie in, sorted."""
+    item = dtypes.itemsize(region.dtype)
+    dims = [(n, s * item) for n, s in zip(region.shape, region.strides) if s != 0 and n != 1]
+    if any(n == 0 for n in region.shape):
+        return np.zeros(0, np.int64)
+    run = item  # the innermost contiguous bytes
+    while dims and dims[-1][1] == run:
+        run *= dims.pop()[0]
+    starts = np.array([region.addr], np.int64)
+    for n, step in dims:
+        starts = (starts[:, None] + np.arange(n, dtype=np.int64) * step).reshape(-1)
+    first, last = starts // line, (starts + run - 1) // line
+    span = int((last - first).max()) + 1
+    lines = (first[:, None] + np.arange(span, dtype=np.int64)).reshape(-1)
+    return np.unique(lines[lines <= np.repeat(last, span)])

@@ -1,0 +1,134 @@
+"""The machine's cache of DDR (sim/cache.py): which lines a region touches, least-recently-used
+replacement by transfer, and what a hit changes in a run: DDR traffic, the trace, the cycles."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import chips
+import isa
+import sim
+from isa.errors import ConfigError
+from isa.instructions import Region
+from sim.cache import Cache, touched_lines
+
+
+def brute_lines(region, line):
+    """Every element's bytes, one by one."""
+    item = isa.dtypes.itemsize(region.dtype)
+    offsets = np.zeros(1, np.int64)
+    for n, s in zip(region.shape, region.strides):
+        offsets = (offsets[:, None] + np.arange(n) * s).reshape(-1)
+    if not all(region.shape):
+        return np.zeros(0, np.int64)
+    starts = region.addr + offsets * item
+    return np.unique(np.concatenate([(starts + b) // line for b in range(item)]))
+
+
+@pytest.mark.parametrize("region", [
+    Region("ddr", 0, "float16", (4, 64), (64, 1)),  # contiguous: 512 bytes
+    Region("ddr", 100, "float16", (4, 8), (1000, 1)),  # rows of 16 bytes, far apart
+    Region("ddr", 4096, "float32", (3, 5), (-7, 1)),  # walking backwards
+    Region("ddr", 64, "int8", (8, 2, 3), (0, 50, 1)),  # a broadcast dimension
+    Region("ddr", 0, "float32", (2, 0), (4, 1)),  # empty
+])
+def test_touched_lines_are_every_elements_line(region):
+    np.testing.assert_array_equal(touched_lines(region, 32), brute_lines(region, 32))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 5), st.integers(-40, 40)), min_size=1, max_size=3),
+       st.sampled_from(["int8", "float16", "float32"]), st.sampled_from([8, 32, 128]))
+def test_touched_lines_random_regions(dims, dtype, line):
+    shape, strides = zip(*dims)
+    low = -sum((n - 1) * s for n, s in dims if s < 0)
+    region = Region("ddr", low * isa.dtypes.itemsize(dtype) + 3, dtype, shape, strides)
+    np.testing.assert_array_equal(touched_lines(region, line), brute_lines(region, line))
+
+
+def dense(addr, nbytes):
+    return Region("ddr", addr, "int8", (nbytes,), (1,))
+
+
+def test_least_recently_used_transfers_leave_whole():
+    cache = Cache("l2", 32, capacity=4 * 32, ddr_extent=1024, transfers=16)
+    a, b, c = dense(0, 64), dense(64, 64), dense(128, 64)  # two lines each; four fit
+    assert cache.read(a) == 0.0
+    assert cache.read(a) == 1.0
+    assert cache.read(b) == 0.0  # a and b: four lines
+    assert cache.read(a) == 1.0  # a is now the most recent
+    assert cache.read(c) == 0.0  # six lines: b, the least recent, leaves
+    assert cache.read(a) == 1.0
+    assert cache.read(b) == 0.0
+    cache.write(dense(32, 64))  # a write keeps its lines (a's second, b's first), as the latest
+    assert cache.read(c) == 0.0  # c left when b came; now a's first line, then b's second leave
+    assert cache.read(dense(0, 96)) == pytest.approx(2 / 3)  # lines 1 and 2 (the write's) are held
+
+
+def test_a_transfer_larger_than_the_cache_keeps_nothing():
+    cache = Cache("l2", 32, capacity=2 * 32, ddr_extent=1024, transfers=4)
+    big = dense(0, 96)
+    assert cache.read(big) == 0.0
+    assert cache.read(big) == 0.0
+
+
+PROGRAM = """.program chip=ascend310b graph=t
+.input x ddr@0x0:float16[64,64;64,1]
+.engine mte2
+mte2.0 dma src=ddr@0x0:float16[64,64;64,1] dst=l1@0x0:float16[64,64;64,1]
+mte2.1 dma src=ddr@0x0:float16[32,64;64,1] dst=l1@0x2000:float16[32,64;64,1]
+mte2.2 dma src=ddr@0x1000:float16[32,64;64,1] dst=l1@0x4000:float16[32,64;64,1]
+"""
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_a_second_read_of_the_same_bytes_comes_from_the_cache(cache):
+    chip = chips.load("ascend310b", {"memories.l2.cache": cache})
+    program = isa.Program.from_text(PROGRAM)
+    x = np.arange(64 * 64, dtype=np.float16).reshape(64, 64)
+    functional = sim.execute(program, chip, {"x": x})
+    timing = sim.execute(program, chip, {"x": x}, mode="timing")
+    assert functional.cycles == timing.cycles
+    dma = [e for e in functional.trace.events if e.kind == "dma"]
+    assert [e.cached for e in dma] == ([0, 4096, 4096] if cache else [0, 0, 0])
+    assert functional.stats.ddr_read_bytes == (8192 if cache else 16384)
+    assert functional.stats.cache_hit_bytes == (8192 if cache else 0)
+    assert sum(v * (b - a) for (a, v), (b, _) in zip(timing.trace.counters["ddr.read"], timing.trace.counters["ddr.read"][1:])) \
+        == pytest.approx(functional.stats.ddr_read_bytes, rel=0.01)
+    # the hits move at the L2's bandwidth, past DDR's: the cached run is the faster
+    uncached = sim.execute(program, chips.load("ascend310b", {"memories.l2.cache": False}), mode="timing")
+    assert (timing.cycles < uncached.cycles) == cache
+
+
+def test_a_matrix_product_on_24_cores_reads_each_ddr_byte_once():
+    """On the 910B the cores share the L2: the right operand every row block reads, and the
+    left row blocks several cores read, come from DDR once; values are the product's."""
+    chip = chips.load("ascend910b")
+    rng = np.random.default_rng(5)
+    g = isa.Graph("mm")
+    with g:
+        x = g.input("x", (256, 512), "float16")
+        w = g.input("w", (512, 512), "float16")
+        g.output(isa.ops.matrix_mul(x, w), "y")
+    xv, wv = (rng.standard_normal(s).astype(np.float16) for s in ((256, 512), (512, 512)))
+    res = sim.run(g, chip, {"x": xv, "w": wv})
+    assert res.stats.ddr_read_bytes == xv.nbytes + wv.nbytes
+    assert res.stats.cache_hit_bytes > 0
+    np.testing.assert_allclose(res.outputs["y"].astype(np.float32), xv.astype(np.float32) @ wv.astype(np.float32), rtol=2e-2, atol=5e-2)
+    assert sim.run(g, chip, {"x": xv, "w": wv}, mode="timing").cycles == res.cycles
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"memories.ddr.cache": True}, "only a shared local memory"),
+    ({"memories.l1.cache": True}, "only a shared local memory"),
+])
+def test_only_a_shared_on_chip_memory_caches_ddr(override, message):
+    with pytest.raises(ConfigError, match=message):
+        chips.load("ascend910b", override)
+
+
+def test_one_memory_caches_ddr():
+    extra = {"kind": "local", "shared": True, "size": "1MiB", "bandwidth": 64, "cache": True}
+    with pytest.raises(ConfigError, match="one memory caches ddr, and l2 already does"):
+        chips.load("ascend310b", {"memories.l3": extra})
