@@ -98,8 +98,11 @@ class Machine:
                     waits[e][i] = [self.finished.setdefault(ident, env.event()) for ident in on]
                     syncs.append(Sync(e, i, on))
         self.occupancy = _Occupancy(self.program)
+        waited = {e: {} for e in self.program.streams}  # engine -> {index: the event its waiters wait on}
+        for (e, i), ev in self.finished.items():
+            waited[e][i] = ev
         for e, stream in self.program.streams.items():
-            env.process(self._engine(e, stream, waits[e]))
+            env.process(self._engine(e, stream, waits[e], waited[e]))
         env.run()
         self._check_finished()
         cycles = int(np.ceil(env.now))
@@ -109,14 +112,14 @@ class Machine:
         trace.counters["ddr.read"], trace.counters["ddr.write"] = self.arbiter.read, self.arbiter.write
         return Run(self.outputs(), cycles, trace)
 
-    def _engine(self, name, stream, waits):
+    def _engine(self, name, stream, waits, finished):
         env, record, steps = self.env, self.events.append, self.costs[name]
         timeout, transfer = env.timeout, self.arbiter.transfer
-        finished = {i: ev for (e, i), ev in self.finished.items() if e == name}
         cap, depth = self.chip.engines[name].bandwidth, self.chip.engines[name].in_flight
         occupancy, execute, memories = self.occupancy, self.functional and _EXECUTE, self.memories
         opens, closes = occupancy.opens.get(name, {}), occupancy.closes.get(name, {})
         flight = _Flight(env, depth, transfer, cap)
+        through_cache = self.cache is not None and self._through_cache
 
         def settle(i):
             """Instruction i is over: the buffers it last used close, its waiters go on."""
@@ -127,7 +130,7 @@ class Machine:
 
         def done(i, instr, start, step, note, cached=0.0):
             kind, _, _, _, fn, nbytes, src, dst, ops = step
-            record(Event(name, i, kind, fn, instr.op, start, env.now, nbytes, src, dst, note, ops, round(cached * nbytes)))
+            record(Event(name, i, kind, fn, instr.op, start, env.now, nbytes, src, dst, note, ops, round(cached * nbytes) if cached else 0))
             settle(i)
 
         for i, instr in enumerate(stream):
@@ -155,7 +158,7 @@ class Machine:
                 yield timeout(cycles)
                 done(i, instr, start, step, note)
                 continue
-            use, cached = self._through_cache(instr, use)
+            use, cached = through_cache(instr, use) if through_cache else (use, 0.0)
             if cycles:
                 yield timeout(cycles)
             if depth > 1:  # the bytes move once the transfers before have moved theirs
@@ -172,7 +175,7 @@ class Machine:
         ddr bytes the cache holds are read from the cache memory instead; what it writes to
         ddr the cache keeps too."""
         cache = self.cache
-        if cache is None or isinstance(instr, IndexedDma):
+        if isinstance(instr, IndexedDma):
             return use, 0.0
         hit = cache.read(instr.src) if instr.src.mem == "ddr" else 0.0
         if instr.dst.mem == "ddr":

@@ -132,3 +132,23 @@ def test_one_memory_caches_ddr():
     extra = {"kind": "local", "shared": True, "size": "1MiB", "bandwidth": 64, "cache": True}
     with pytest.raises(ConfigError, match="one memory caches ddr, and l2 already does"):
         chips.load("ascend310b", {"memories.l3": extra})
+
+
+@pytest.mark.parametrize("b_cap, rates", [(300, (80, 80)), (40, (240, 40))])
+def test_a_partly_cached_transfer_takes_ddr_bandwidth_for_its_misses_only(b_cap, rates):
+    """Transfer a reads a quarter of its bytes from DDR and the rest from the L2; b reads DDR
+    only. Max-min fair shares: both rise until DDR (1.25 x the rate) is full; with b capped at
+    40, a rises on until its quarter fills what b leaves of DDR: 0.25 x 240 + 40 = 100."""
+    import simpy
+
+    from sim.bandwidth import Arbiter
+
+    env = simpy.Environment()
+    arbiter = Arbiter(env, {"ddr": 100, "l2": 400, "l1": 1000})
+    a = arbiter.transfer(rates[0] * 10, 300, {"ddr": 0.25, "l2": 0.75, "l1": 1}, "ddr", "l1", cached=0.75)
+    b = arbiter.transfer(rates[1] * 10, b_cap, {"ddr": 1, "l1": 1}, "ddr", "l1")
+    assert [round(t.rate, 9) for t in arbiter.active] == list(rates)
+    env.run()
+    assert a.processed and b.processed and env.now == 10
+    # the DDR read traffic counts a's misses only
+    assert arbiter.read[-2][1] == pytest.approx(0.25 * rates[0] + rates[1])
