@@ -12,6 +12,7 @@ import sim
 from isa.errors import ConfigError
 from isa.instructions import Region
 from sim.cache import Cache, touched_lines
+from traces.summary import format_summary
 
 
 def brute_lines(region, line):
@@ -94,6 +95,8 @@ def test_a_second_read_of_the_same_bytes_comes_from_the_cache(cache):
     assert [e.cached for e in dma] == ([0, 4096, 4096] if cache else [0, 0, 0])
     assert functional.stats.ddr_read_bytes == (8192 if cache else 16384)
     assert functional.stats.cache_hit_bytes == (8192 if cache else 0)
+    assert ("ddr: read 8.0 KiB, write 0 B (and 8.0 KiB of ddr read from its cache)" if cache else "ddr: read 16.0 KiB, write 0 B") \
+        in format_summary(functional.stats).splitlines()
     assert sum(v * (b - a) for (a, v), (b, _) in zip(timing.trace.counters["ddr.read"], timing.trace.counters["ddr.read"][1:])) \
         == pytest.approx(functional.stats.ddr_read_bytes, rel=0.01)
     # the hits move at the L2's bandwidth, past DDR's: the cached run is the faster
