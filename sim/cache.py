@@ -21,18 +21,17 @@ from isa import dtypes
 
 
 class Cache:
-    def __init__(self, memory, line, capacity, ddr_extent, transfers):
+    def __init__(self, memory, line, capacity, ddr_extent, accesses):
         """memory: the name of the memory that caches; line: ddr's burst; capacity: the bytes it
-        has for lines; ddr_extent: the ddr bytes the program uses; transfers: how many accesses
-        the run can make at most."""
+        has for lines; ddr_extent: the ddr bytes the program uses; accesses: how many accesses
+        (reads and writes of ddr) the run can make at most."""
         self.memory, self.line = memory, line
         self.lines = capacity // self.line  # lines it can hold
         self.stamp = np.full(-(-ddr_extent // self.line) + 1, -1, np.int64)  # line -> its last access, -1: never
-        self.count = np.zeros(transfers + 1, np.int64)  # access -> lines still stamped with it
+        self.count = np.zeros(accesses + 1, np.int64)  # access -> lines still stamped with it
         self.now = 0  # the next access's stamp
         self.oldest = 0  # accesses older than this have left the cache
         self.held = 0  # lines held
-        self.hit_bytes = 0
         self._touched = {}
 
     def read(self, region):

@@ -53,7 +53,7 @@ def dense(addr, nbytes):
 
 
 def test_least_recently_used_transfers_leave_whole():
-    cache = Cache("l2", 32, capacity=4 * 32, ddr_extent=1024, transfers=16)
+    cache = Cache("l2", 32, capacity=4 * 32, ddr_extent=1024, accesses=16)
     a, b, c = dense(0, 64), dense(64, 64), dense(128, 64)  # two lines each; four fit
     assert cache.read(a) == 0.0
     assert cache.read(a) == 1.0
@@ -68,7 +68,7 @@ def test_least_recently_used_transfers_leave_whole():
 
 
 def test_a_transfer_larger_than_the_cache_keeps_nothing():
-    cache = Cache("l2", 32, capacity=2 * 32, ddr_extent=1024, transfers=4)
+    cache = Cache("l2", 32, capacity=2 * 32, ddr_extent=1024, accesses=4)
     big = dense(0, 96)
     assert cache.read(big) == 0.0
     assert cache.read(big) == 0.0
