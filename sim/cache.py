@@ -9,6 +9,10 @@ as ddr traffic; its other lines are read from ddr and kept. A transfer that writ
 through (its bytes still reach ddr) and keeps its lines too, so a product one core writes and
 another reads back is read on chip. Only timing is modelled: values always live in ddr.
 
+A line counts as held from the start of the transfer that brings it: a second core asking for
+it meanwhile is served at once, where a real cache would have it wait for the fill (so runs
+where many cores start on the same bytes together are a little optimistic).
+
 Replacement is least recently used, by transfer: the lines one transfer touches share one
 stamp, and when the lines held exceed the capacity the transfers least recently used leave
 whole. The capacity is the memory's, less what the program places in it. A gather or scatter
