@@ -3,6 +3,7 @@ replacement by transfer, and what a hit changes in a run: DDR traffic, the trace
 
 import numpy as np
 import pytest
+import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,6 +12,7 @@ import isa
 import sim
 from isa.errors import ConfigError
 from isa.instructions import Region
+from sim.bandwidth import Arbiter
 from sim.cache import Cache, touched_lines
 from traces.summary import format_summary
 
@@ -142,10 +144,6 @@ def test_a_partly_cached_transfer_takes_ddr_bandwidth_for_its_misses_only(b_cap,
     """Transfer a reads a quarter of its bytes from DDR and the rest from the L2; b reads DDR
     only. Max-min fair shares: both rise until DDR (1.25 x the rate) is full; with b capped at
     40, a rises on until its quarter fills what b leaves of DDR: 0.25 x 240 + 40 = 100."""
-    import simpy
-
-    from sim.bandwidth import Arbiter
-
     env = simpy.Environment()
     arbiter = Arbiter(env, {"ddr": 100, "l2": 400, "l1": 1000})
     a = arbiter.transfer(rates[0] * 10, 300, {"ddr": 0.25, "l2": 0.75, "l1": 1}, "ddr", "l1", cached=0.75)
