@@ -178,7 +178,7 @@ class Chip:
                 return self.ops[k]
         return None
 
-    @property
+    @cached_property
     def cache(self):
         """The memory that caches ddr (`cache: true`), or None."""
         return next((m for m in self.memories.values() if m.cache), None)

@@ -18,21 +18,26 @@ import math
 from . import dtypes
 
 
-def runs(region):
-    """(number of contiguous runs, bytes per run) of the distinct elements a region touches
-    (its zero-stride dimensions left out)."""
+def run_layout(region):
+    """(the dimensions [(count, element stride)] that step from one contiguous run to the next,
+    elements per run) of the distinct elements a region touches (its zero-stride dimensions left
+    out); None for an empty region."""
+    if any(n == 0 for n in region.shape):
+        return None
     dims = [(n, s) for n, s in zip(region.shape, region.strides) if s != 0 and n != 1]
-    size = 1
-    for n, _ in dims:
-        size *= n
-    if size == 0:  # an empty region touches nothing
-        return 0, 0
     run = 1
-    for n, stride in reversed(dims):
-        if stride != run:
-            break
-        run *= n
-    return size // run, run * dtypes.itemsize(region.dtype)
+    while dims and dims[-1][1] == run:
+        run *= dims.pop()[0]
+    return dims, run
+
+
+def runs(region):
+    """(number of contiguous runs, bytes per run) of the distinct elements a region touches."""
+    layout = run_layout(region)
+    if layout is None:  # an empty region touches nothing
+        return 0, 0
+    dims, run = layout
+    return math.prod(n for n, _ in dims), run * dtypes.itemsize(region.dtype)
 
 
 def side_bytes(region, burst):

@@ -3,9 +3,10 @@ of GM): which of a DMA transfer's ddr bytes it already holds.
 
 The cache holds lines of ddr, each one ddr burst long: a transfer already moves whole bursts
 (isa/costs.py rounds its runs up to them), so the bytes a miss reads from ddr are the
-transfer's own, and a line a neighbouring transfer brought in is one it would have moved. A transfer that reads ddr hits on the lines it holds, which the
-machine then serves at the cache memory's bandwidth rather than ddr's, and which do not count
-as ddr traffic; its other lines are read from ddr and kept. A transfer that writes ddr writes
+transfer's own, and a line a neighbouring transfer brought in is one it would have moved. A
+transfer that reads ddr hits on the lines it holds, which the machine then serves at the cache
+memory's bandwidth rather than ddr's, and which do not count as ddr traffic; its other lines
+are read from ddr and kept. A transfer that writes ddr writes
 through (its bytes still reach ddr) and keeps its lines too, so a product one core writes and
 another reads back is read on chip. Only timing is modelled: values always live in ddr.
 
@@ -22,6 +23,7 @@ touches rows only its indices say (which timing mode does not read), so it bypas
 import numpy as np
 
 from isa import dtypes
+from isa.costs import run_layout
 
 
 class Cache:
@@ -38,14 +40,9 @@ class Cache:
         self.held = 0  # lines held
         self._touched = {}
 
-    def read(self, region):
-        """The fraction (0..1) of region's lines the cache held; all of them are held after."""
-        return self._access(region)
-
-    def write(self, region):
-        self._access(region)
-
-    def _access(self, region):
+    def access(self, region):
+        """A transfer reads or writes region of ddr: the fraction (0..1) of its lines the cache
+        held; all of them are held after."""
         lines = self._touched.get(region)
         if lines is None:
             lines = self._touched[region] = touched_lines(region, self.line)
@@ -70,16 +67,15 @@ class Cache:
 
 def touched_lines(region, line):
     """The distinct cache lines (byte address // line) a region's elements lie in, sorted."""
-    item = dtypes.itemsize(region.dtype)
-    dims = [(n, s * item) for n, s in zip(region.shape, region.strides) if s != 0 and n != 1]
-    if any(n == 0 for n in region.shape):
+    layout = run_layout(region)
+    if layout is None:
         return np.zeros(0, np.int64)
-    run = item  # the innermost contiguous bytes
-    while dims and dims[-1][1] == run:
-        run *= dims.pop()[0]
+    dims, run = layout
+    item = dtypes.itemsize(region.dtype)
+    run *= item  # bytes
     starts = np.array([region.addr], np.int64)
-    for n, step in dims:
-        starts = (starts[:, None] + np.arange(n, dtype=np.int64) * step).reshape(-1)
+    for n, stride in dims:
+        starts = (starts[:, None] + np.arange(n, dtype=np.int64) * (stride * item)).reshape(-1)
     first, last = starts // line, (starts + run - 1) // line
     span = int((last - first).max()) + 1
     lines = (first[:, None] + np.arange(span, dtype=np.int64)).reshape(-1)

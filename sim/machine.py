@@ -177,9 +177,9 @@ class Machine:
         cache = self.cache
         if isinstance(instr, IndexedDma):
             return use, 0.0
-        hit = cache.read(instr.src) if instr.src.mem == "ddr" else 0.0
+        hit = cache.access(instr.src) if instr.src.mem == "ddr" else 0.0
         if instr.dst.mem == "ddr":
-            cache.write(instr.dst)
+            cache.access(instr.dst)
         if not hit:
             return use, 0.0
         use = dict(use)

@@ -57,23 +57,23 @@ def dense(addr, nbytes):
 def test_least_recently_used_transfers_leave_whole():
     cache = Cache("l2", 32, capacity=4 * 32, ddr_extent=1024, accesses=16)
     a, b, c = dense(0, 64), dense(64, 64), dense(128, 64)  # two lines each; four fit
-    assert cache.read(a) == 0.0
-    assert cache.read(a) == 1.0
-    assert cache.read(b) == 0.0  # a and b: four lines
-    assert cache.read(a) == 1.0  # a is now the most recent
-    assert cache.read(c) == 0.0  # six lines: b, the least recent, leaves
-    assert cache.read(a) == 1.0
-    assert cache.read(b) == 0.0
-    cache.write(dense(32, 64))  # a write keeps its lines (a's second, b's first), as the latest
-    assert cache.read(c) == 0.0  # c left when b came; now a's first line, then b's second leave
-    assert cache.read(dense(0, 96)) == pytest.approx(2 / 3)  # lines 1 and 2 (the write's) are held
+    assert cache.access(a) == 0.0
+    assert cache.access(a) == 1.0
+    assert cache.access(b) == 0.0  # a and b: four lines
+    assert cache.access(a) == 1.0  # a is now the most recent
+    assert cache.access(c) == 0.0  # six lines: b, the least recent, leaves
+    assert cache.access(a) == 1.0
+    assert cache.access(b) == 0.0
+    cache.access(dense(32, 64))  # a write keeps its lines (a's second, b's first), as the latest
+    assert cache.access(c) == 0.0  # c left when b came; now a's first line, then b's second leave
+    assert cache.access(dense(0, 96)) == pytest.approx(2 / 3)  # lines 1 and 2 (the write's) are held
 
 
 def test_a_transfer_larger_than_the_cache_keeps_nothing():
     cache = Cache("l2", 32, capacity=2 * 32, ddr_extent=1024, accesses=4)
     big = dense(0, 96)
-    assert cache.read(big) == 0.0
-    assert cache.read(big) == 0.0
+    assert cache.access(big) == 0.0
+    assert cache.access(big) == 0.0
 
 
 PROGRAM = """.program chip=ascend310b graph=t
