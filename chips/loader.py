@@ -28,7 +28,7 @@ from typing import Optional
 
 from isa import dtypes, yamlfile
 from isa.errors import ConfigError, UnsupportedError
-from isa.instructions import SCALAR_FNS, VECTOR_FNS
+from isa.instructions import SCALAR_FNS, STREAM_FNS, VECTOR_FNS
 
 from . import units
 from .schema import Chip, Engine, MatrixUnit, Memory, OpSupport, ScalarUnit, Signature, VectorUnit, core_name
@@ -212,6 +212,12 @@ def _vector_fn(value, at):
     return value
 
 
+def _stream_fn(value, at):
+    if value not in STREAM_FNS:
+        raise at.error(f"a dma converts with an element-wise function ({', '.join(STREAM_FNS)}), not {value!r}")
+    return value
+
+
 def _scalar_fn(value, at):
     if value not in SCALAR_FNS:
         raise at.error(f"unknown scalar kernel {value!r} (known: {', '.join(SCALAR_FNS)})")
@@ -371,6 +377,7 @@ _ENGINE_KIND_KEYS = {
         "bandwidth": (_bandwidth, REQUIRED),
         "latency": (_latency, OPTIONAL),
         "in_flight": (_count, OPTIONAL),
+        "converts": (_list_of(_stream_fn), OPTIONAL),
     },
     "vector": {
         "memory": (_local_memory, REQUIRED),

@@ -107,6 +107,7 @@ class Engine:
     bandwidth: float = 0.0  # dma engines: bytes per cycle
     latency: int = 0  # dma engines: fixed cycles per transfer
     in_flight: int = 1  # dma engines: transfers under way at once; from 2, a transfer's fixed latency runs while those before it move their bytes
+    converts: tuple = ()  # dma engines: the element-wise functions it applies to what it moves (a converting dma, isa/instructions.py)
     vector: Optional[VectorUnit] = None
     matrix: Optional[MatrixUnit] = None
     scalar: Optional[ScalarUnit] = None

@@ -6,6 +6,7 @@ estimate (isa/lower/estimate.py) prices the tilings it chooses between with it.
   sides, each rounding every contiguous run of bytes up to its memory's burst; latency is the
   engine's plus each endpoint memory's; bandwidth is the least of the engine's and each
   endpoint memory's, a memory used by several endpoints of one transfer shared among them.
+  A converting DMA's narrower side carries its width's share of the bytes (side_shares).
   An engine that keeps several transfers in flight (`Engine.in_flight`) runs a transfer's
   latency while the one before it moves its bytes (sim/machine.py, _Flight).
 - matrix: issue_latency + ceil(M/m) * ceil(N/n) * (ceil(K/k) * block_cycles[dtype] + fill_drain), k the
@@ -51,11 +52,20 @@ def transfer_bytes(src, dst, memories):
     return max(side_bytes(src, memories[src.mem].burst), side_bytes(dst, memories[dst.mem].burst))
 
 
-def ports(endpoints):
-    """memory -> how many of a transfer's endpoints are in it."""
+def side_shares(src, dst):
+    """The share of a transfer's bytes_moved that each side's memory carries: all of them on
+    both sides of a copy; a converting DMA's narrower side (int32 read, int8 written) its width's
+    share (1 and 0.25)."""
+    a, b = dtypes.itemsize(src.dtype), dtypes.itemsize(dst.dtype)
+    return a / max(a, b), b / max(a, b)
+
+
+def ports(endpoints, shares=None):
+    """memory -> how many of a transfer's endpoints are in it, each counting its share of the
+    bytes (default one)."""
     use = {}
-    for mem in endpoints:
-        use[mem] = use.get(mem, 0) + 1
+    for k, mem in enumerate(endpoints):
+        use[mem] = use.get(mem, 0) + (shares[k] if shares else 1)
     return use
 
 
@@ -63,9 +73,10 @@ def transfer_latency(engine, memories, endpoints):
     return engine.latency + sum(memories[mem].latency for mem in endpoints)
 
 
-def transfer_bandwidth(engine, memories, endpoints):
-    """Uncontended bytes per cycle of a transfer touching `endpoints` (memory names)."""
-    return min([engine.bandwidth] + [memories[m].bandwidth / n for m, n in ports(endpoints).items()])
+def transfer_bandwidth(engine, memories, endpoints, shares=None):
+    """Uncontended bytes per cycle of a transfer touching `endpoints` (memory names), each
+    carrying its share of the bytes (ports)."""
+    return min([engine.bandwidth] + [memories[m].bandwidth / n for m, n in ports(endpoints, shares).items()])
 
 
 def matmul_cycles(M, K, N, unit, dtype, issue_latency):

@@ -5,7 +5,10 @@ view (shape and element strides, a zero stride repeats data, which is how broadc
 expressed) of one memory starting at a byte address. Each opcode's meaning:
 
 - `dma`     copy `src` to `dst` element by element (same shape; the dtypes may differ only
-            when both are the same width, as a reinterpretation is never what is meant).
+            when both are the same width, as a reinterpretation is never what is meant). A
+            converting DMA (`fn` set, on an engine that `converts` it, as an Ascend FixPipe
+            quantizes, casts and rectifies what leaves L0C) stores fn(src, *args) instead, as
+            the vector function of that name computes it in `cdt`: the dtypes may then differ.
 - `vector`  dst = fn(*srcs) element-wise: every region source has dst's shape (zero strides
             broadcast), scalars are numbers. Sources are converted to `cdt` (the compute
             dtype), `fn` is applied, and the result is stored into dst's dtype with
@@ -88,6 +91,8 @@ SCALAR_FNS = (
 CUSTOM_PREFIX = "custom."
 # Operands read whole rather than element-wise: fn -> operand positions.
 TABLE_OPERANDS = {"lut": (1,)}
+# The functions a converting DMA may apply on the way: element-wise ones of one element each.
+STREAM_FNS = tuple(fn for fn in VECTOR_FNS if fn not in REDUCTIONS and fn not in TABLE_OPERANDS)
 
 
 class Region(NamedTuple):
@@ -138,6 +143,9 @@ class Dma:
     src: Region
     dst: Region
     op: str = ""
+    fn: str = ""  # a converting DMA's vector function (the module docstring); "" copies
+    args: tuple = ()  # its numbers after the source
+    cdt: str = ""  # its compute dtype
     kind = "dma"
 
 
@@ -239,6 +247,8 @@ def instr_text(ident, instr):
     """One line: `<engine>.<index> <opcode> key=value ...`."""
     if isinstance(instr, Dma):
         body = f"dma src={instr.src.text()} dst={instr.dst.text()}"
+        if instr.fn:
+            body += f" fn={instr.fn} cdt={instr.cdt}" + (f" args={','.join(map(repr, instr.args))}" if instr.args else "")
     elif isinstance(instr, Vector):
         srcs = ",".join(s.text() if isinstance(s, Region) else repr(s) for s in instr.srcs)
         body = f"vector fn={instr.fn} cdt={instr.cdt} dst={instr.dst.text()} src={srcs}"
@@ -351,6 +361,19 @@ def _parse_scalar(args, op, where):
     return Scalar(fn, regions_of(args.pop("dst")), regions_of(args.pop("src")), tuple((k, _parse_arg(v, where)) for k, _, v in pairs), op)
 
 
+def _parse_dma(args, op, where):
+    src, dst = parse_region(args.pop("src"), where), parse_region(args.pop("dst"), where)
+    fn = args.pop("fn", "")
+    if not fn:
+        return Dma(src, dst, op)
+    if fn not in STREAM_FNS:
+        raise ProgramError(f"{where}: a dma converts with an element-wise function ({', '.join(STREAM_FNS)}), not {fn!r}")
+    numbers = tuple(_parse_operand(a, where) for a in _split_operands(args.pop("args", "")))
+    if any(not isinstance(n, (int, float)) for n in numbers):
+        raise ProgramError(f"{where}: a converting dma's args are numbers (its only region is its source)")
+    return Dma(src, dst, op, fn, numbers, dtypes.check(args.pop("cdt"), where))
+
+
 def _parse_indexed(scatter):
     def parse(args, op, where):
         table, index, rows = (parse_region(args.pop(k), where) for k in ("table", "index", "rows"))
@@ -359,7 +382,7 @@ def _parse_indexed(scatter):
 
 
 _PARSERS = {
-    "dma": lambda a, op, w: Dma(parse_region(a.pop("src"), w), parse_region(a.pop("dst"), w), op),
+    "dma": _parse_dma,
     "gather": _parse_indexed(False),
     "scatter": _parse_indexed(True),
     "scalar": _parse_scalar,

@@ -17,12 +17,13 @@ _EPS = 1e-9
 
 
 class _Transfer:
-    __slots__ = ("left", "cap", "use", "rate", "done", "src", "dst", "uncached")
+    __slots__ = ("left", "cap", "use", "rate", "done", "src", "dst", "read", "written")
 
-    def __init__(self, nbytes, cap, use, done, src, dst, cached):
+    def __init__(self, nbytes, cap, use, done, src, dst, cached, shares):
         self.left, self.cap, self.use, self.done = float(nbytes), cap, use, done
         self.src, self.dst, self.rate = src, dst, 0.0
-        self.uncached = 1.0 - cached  # the share of its bytes read from src itself
+        self.read = shares[0] - cached  # the share of its bytes read from src itself
+        self.written = shares[1]
 
 
 class Arbiter:
@@ -36,16 +37,17 @@ class Arbiter:
         # (cycle, bytes per cycle) steps of the watched memory's read and write traffic
         self.read, self.write = [(0.0, 0.0)], [(0.0, 0.0)]
 
-    def transfer(self, nbytes, cap, use, src, dst, cached=0.0):
+    def transfer(self, nbytes, cap, use, src, dst, cached=0.0, shares=(1.0, 1.0)):
         """An event that fires when nbytes have moved; use maps memory -> endpoints in it (a
-        share of one for a source partly read from a cache, sim/cache.py), cached is the share
-        of the bytes the cache serves, which the watched memory's read traffic leaves out."""
+        share of one for a source partly read from a cache, sim/cache.py, or the narrower side
+        of a converting DMA); shares: the (read, written) shares of nbytes on each side; cached:
+        the share of them the cache serves, which the watched memory's read traffic leaves out."""
         done = self.env.event()
         if nbytes <= 0:
             done.succeed()
             return done
         self._advance()
-        self.active.append(_Transfer(nbytes, cap, use, done, src, dst, cached))
+        self.active.append(_Transfer(nbytes, cap, use, done, src, dst, cached, shares))
         self._reschedule()
         return done
 
@@ -73,9 +75,9 @@ class Arbiter:
         for t in still:
             rate = t.rate
             if t.src == watch:
-                read += rate * t.uncached
+                read += rate * t.read
             if t.dst == watch:
-                write += rate
+                write += rate * t.written
             wait = math.ceil(t.left / rate - _EPS)  # not a whole extra cycle for float rounding
             if delay is None or wait < delay:
                 delay = wait

@@ -129,7 +129,7 @@ class Machine:
                 finished[i].succeed()
 
         def done(i, instr, start, step, note, cached=0.0):
-            kind, _, _, _, fn, nbytes, src, dst, ops = step
+            kind, _, _, _, fn, nbytes, src, dst, ops = step[:9]
             record(Event(name, i, kind, fn, instr.op, start, env.now, nbytes, src, dst, note, ops, round(cached * nbytes) if cached else 0))
             settle(i)
 
@@ -158,26 +158,27 @@ class Machine:
                 yield timeout(cycles)
                 done(i, instr, start, step, note)
                 continue
-            use, cached = through_cache(instr, use) if through_cache else (use, 0.0)
+            shares = step[9]
+            use, cached = through_cache(instr, use, shares[0]) if through_cache else (use, 0.0)
             if cycles:
                 yield timeout(cycles)
             if depth > 1:  # the bytes move once the transfers before have moved theirs
-                flight.send(moved, use, step[6], step[7], cached, lambda after, i=i, instr=instr, start=start, step=step, note=note, cached=cached:
+                flight.send(moved, use, step[6], step[7], cached, shares, lambda after, i=i, instr=instr, start=start, step=step, note=note, cached=cached:
                             done(i, instr, max(start, after), step, note, cached))
                 continue
-            yield transfer(moved, cap, use, step[6], step[7], cached)
+            yield transfer(moved, cap, use, step[6], step[7], cached, shares)
             done(i, instr, start, step, note, cached)
         yield from flight.drain()
         self.pc[name] = len(stream)
 
-    def _through_cache(self, instr, use):
-        """(port use, share of the bytes the cache serves) of a DMA transfer starting now: the
-        ddr bytes the cache holds are read from the cache memory instead; what it writes to
-        ddr the cache keeps too."""
+    def _through_cache(self, instr, use, read):
+        """(port use, share of the bytes the cache serves) of a DMA transfer starting now, `read`
+        its share of the bytes read: the ddr bytes the cache holds are read from the cache memory
+        instead; what it writes to ddr the cache keeps too."""
         cache = self.cache
         if isinstance(instr, IndexedDma):
             return use, 0.0
-        hit = cache.access(instr.src) if instr.src.mem == "ddr" else 0.0
+        hit = cache.access(instr.src) * read if instr.src.mem == "ddr" else 0.0
         if instr.dst.mem == "ddr":
             cache.access(instr.dst)
         if not hit:
@@ -223,16 +224,20 @@ _EXECUTE = {"dma": dma.execute, "vector": vector.execute, "matrix": matrix.execu
 def _step(chip, engine, instr, where):
     """Check that engine can run instr and work out, once, what the engine loop needs of it:
     (kind, cycles or DMA latency, DMA bytes moved, DMA port use, trace name, trace bytes, src, dst,
-    arithmetic ops)."""
+    arithmetic ops, and for a DMA the (read, written) shares of its bytes)."""
     kind = instr.kind
     if kind not in engine.kinds:
         raise ProgramError(f"engine {engine.name} is not a {kind} engine (it is {', '.join(engine.kinds)}): {instr_text('?', instr)}")
     if kind == "dma":
         if (instr.src.mem, instr.dst.mem) not in engine.links:
             raise ProgramError(f"engine {engine.name} has no link {instr.src.mem}->{instr.dst.mem}: {instr_text('?', instr)}")
+        if getattr(instr, "fn", "") and instr.fn not in engine.converts:
+            can = f"it converts with {', '.join(engine.converts)}" if engine.converts else "it converts nothing"
+            raise ProgramError(f"engine {engine.name} does not convert with {instr.fn} ({can}): {instr_text('?', instr)}")
         moved = dma.bytes_moved(instr, chip)
-        name = ("scatter" if instr.scatter else "gather") if isinstance(instr, IndexedDma) else "dma"
-        return ("dma", dma.latency(instr, chip, engine), moved, dma.port_use(instr), name, instr.dst.nbytes, instr.src.mem, instr.dst.mem, 0)
+        name = ("scatter" if instr.scatter else "gather") if isinstance(instr, IndexedDma) else f"dma.{instr.fn}" if instr.fn else "dma"
+        return ("dma", dma.latency(instr, chip, engine), moved, dma.port_use(instr), name, instr.dst.nbytes, instr.src.mem, instr.dst.mem, 0,
+                dma.shares(instr)[:2])
     if kind == "scalar":
         nbytes = sum(r.nbytes for r in instr.dsts)
         return ("scalar", scalar.cycles(instr, engine, where), 0, None, instr.fn, nbytes, "ddr", "ddr", 0)
@@ -298,8 +303,12 @@ def _check_shapes(instr, where):
         if any(r.mem != "ddr" for r in (*instr.srcs, *instr.dsts)):
             raise ProgramError(f"{where}: a scalar kernel's operands are in ddr")
     elif instr.kind == "dma":
-        if instr.src.shape != instr.dst.shape or dtypes.itemsize(instr.src.dtype) != dtypes.itemsize(instr.dst.dtype):
+        if instr.src.shape != instr.dst.shape or not instr.fn and dtypes.itemsize(instr.src.dtype) != dtypes.itemsize(instr.dst.dtype):
             raise ProgramError(f"{where}: dma src {instr.src.text()} and dst {instr.dst.text()} differ in shape or width")
+        if instr.fn and instr.src.mem == "ddr":  # a converter sits at a unit's output; the stats count ddr reads by the destination
+            raise ProgramError(f"{where}: a converting dma reads on-chip memory, not ddr: {instr.src.text()}")
+        if instr.fn and len(instr.args) != VECTOR_FNS[instr.fn] - 1:
+            raise ProgramError(f"{where}: a dma converting with {instr.fn} takes {VECTOR_FNS[instr.fn] - 1} number(s) after its source, got {len(instr.args)}")
     elif instr.kind == "vector":
         if len(instr.srcs) != VECTOR_FNS[instr.fn]:
             raise ProgramError(f"{where}: {instr.fn} takes {VECTOR_FNS[instr.fn]} operands, got {len(instr.srcs)}")
@@ -360,7 +369,7 @@ class _Flight:
         if len(self.moving) >= self.depth:
             yield self.moving.popleft()
 
-    def send(self, nbytes, use, src, dst, cached, done):
+    def send(self, nbytes, use, src, dst, cached, shares, done):
         """Move nbytes once the previous transfer has moved its own; then done(after), after
         the cycle the previous transfer ended (an event in the trace starts no earlier, so an
         engine's events do not overlap)."""
@@ -369,7 +378,7 @@ class _Flight:
 
         def begin(_=None):
             after = self.last_end
-            moved = self.transfer(nbytes, self.cap, use, src, dst, cached)
+            moved = self.transfer(nbytes, self.cap, use, src, dst, cached, shares)
             moved.callbacks.append(lambda _: self._end(after, done, finished))
 
         if before is None or before.processed:

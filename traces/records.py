@@ -13,7 +13,7 @@ class Event(NamedTuple):
     engine: str  # engine name, as in the chip YAML
     index: int  # position of the instruction in its engine's stream
     kind: str  # "dma", "vector", "matrix", "scalar" or "wait" (a wait that blocked)
-    name: str  # what it did: "dma", "matmul", a vector function ("add", "relu", ...), "wait"
+    name: str  # what it did: "dma" ("dma.rshift": a converting one), "matmul", a vector function ("add", "relu", ...), "wait"
     op: str  # the graph op it belongs to ("" when none)
     start: float  # cycle it started
     end: float  # cycle it finished

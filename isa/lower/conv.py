@@ -8,7 +8,9 @@ elements placed by a strided DMA, isa/lower/window.py) and the matching weight b
 matrix unit multiplies them as an implicit GEMM: the input tile read as (batch, outputs...,
 channels, kernel...) through strides, the weights as (channels, kernel..., out channels), so
 no im2col copy is made. After the last block the op's epilogue (bias, requantization) and the
-tail run on the vector unit and the tile is stored.
+tail run on the vector unit and the tile is stored; without a tail, where the accumulator's way
+out converts with the epilogue (an Ascend FixPipe, isa/lower/in_flight.py), the DMA storing the
+accumulator does it.
 
 A depthwise convolution (groups == channels) has no reduction to give the matrix unit: it runs
 on the vector unit as one multiply-accumulate per kernel position over the tile.
@@ -34,6 +36,7 @@ from ..ops.elementwise import In, Step
 from .alloc import shortfall
 from .emit import Buf
 from .estimate import Priced, Work, chain, tiled
+from .in_flight import in_flight
 from .local import Tail
 from .pipeline import deal, run_units, step_budget
 from .route import copy
@@ -97,6 +100,9 @@ class _Plan(Priced, RowsTiled):
         cmem = self.vx.memory if self.mx is None else self.mx.operand_memory("c")
         self.result_key = "accv" if self.out_key == "acc" and cmem != self.vx.memory else self.out_key
         self.tail = Tail(ctx, group.nodes[1:], group.stores, self.out.shape, given={self.out.name})
+        self.flight = self._flight(self.units[0])
+        if self.flight is not None:  # the store reads the accumulator, and does the epilogue on its way
+            self.result_key = "acc"
         self.k = int(np.prod(self.kernel))
         # An input that lives where the products read it, wholly inside every window (no
         # padding, no inserted zeros), is read in place: no copy into a tile buffer.
@@ -112,6 +118,13 @@ class _Plan(Priced, RowsTiled):
         self.weight_in_place = (self.mx is not None and not self.shifted and not self.opdef.transposed
                                 and self.weight[0].mem == self.mx.operand_memory("b"))
         self.init_rows()
+
+    def _flight(self, unit):
+        """The InFlight storing unit's accumulator home with the epilogue done on the way
+        (isa/lower/in_flight.py), or None; not with a fused tail, which reads the result."""
+        if self.tail.nodes or self.tail.stores != [self.out.name]:
+            return None
+        return in_flight(self.ctx.chip, unit, self.steps, self.acc_dtype, self.ctx.home[self.out.name].mem)
 
     # ---- offline constants ------------------------------------------------------------------
 
@@ -167,6 +180,8 @@ class _Plan(Priced, RowsTiled):
             needs += [(key, vmem, nbytes("int16", (n,))) for key, n in (("izp", channels), ("kzp", toc)) if p[key] == "vector"]
         if self.asym:
             needs.append(("acc_zp", cmem, nbytes(self.acc_dtype, (slotted,))))
+        if self.flight is not None:
+            return needs
         if cmem != vmem:
             accs = [need for need in needs if need[0] in ("acc", "acc_zp")]
             needs += [("accv" + key[3:], vmem, n) for key, _, n in accs]
@@ -250,7 +265,10 @@ class _Plan(Priced, RowsTiled):
         load = self.piece(busy, "input", tn, channels, tos, tuple(c[2:] for c in kind[2:])) + self.piece(busy, "weight", toc, tic)
         fills = self.piece(busy, "bias", toc) + tail_load if first else ()
         product = self.piece(busy, "product", self._slotted(tn) * math.prod(tos), tic, toc)
-        finish, store = (self.piece(busy, "finish", extents) + tail_compute, tail_store) if last else ((), ())
+        if last and self.flight is not None:
+            finish, store = (), self.piece(busy, "flight", extents)
+        else:
+            finish, store = (self.piece(busy, "finish", extents) + tail_compute, tail_store) if last else ((), ())
         return Work(chain(load), product, chain(finish), chain(store), chain(fills))
 
     def _floor(self, busy, kind, tic, first, last):
@@ -312,12 +330,18 @@ class _Plan(Priced, RowsTiled):
         inputs = [self.acc_dtype] + ([self.bias[1]] if self.bias else []) + ([self.acc_dtype] if self.asym else [])
         return tuple(ops + price.steps(self.vx.name, self.steps, inputs, self.out.dtype, self.temps, math.prod(extents)))
 
+    def _price_flight(self, price, extents):
+        """The accumulator stored home by the DMA that does the epilogue (self.flight)."""
+        cmem = self.mx.operand_memory("c")
+        out = sub_region(self.ctx.home_region(self.out.name), (0,) * len(extents), extents)
+        return tuple(price.copy(dense(cmem, 0, self.acc_dtype, extents), out))
+
     # ---- emission ---------------------------------------------------------------------------
 
     def on(self, unit):
         """This convolution with its tiles run by unit's engines."""
         mine = shallow_copy(self)
-        mine.mx, mine.vx = unit.matrix, unit.vector
+        mine.mx, mine.vx, mine.flight = unit.matrix, unit.vector, self._flight(unit)
         return mine
 
     @property
@@ -431,12 +455,17 @@ class _Plan(Priced, RowsTiled):
                     zp = Region(zero_point.mem, zero_point.addr, self.w.dtype, (tic,) + tuple(self.kernel) + (toc,), (0,) * (len(self.kernel) + 2))
                     acc_zp = acc_bufs["acc_zp"]
                     self._matmul(x_view, x_buf, zero_point, zp, acc_zp.region(self.acc_dtype, slotted + out_extents[1:]), acc_zp, first)
-            if last:
+            if last and self.flight is None:
                 self._finish(acc_bufs, out_extents)
                 self.tail.compute(self.vx.name, tail_bufs, tail_local, out_extents, {self.out.name: acc_bufs[self.result_key]})
 
         def store():
-            if last:
+            if last and self.flight is not None:
+                acc = acc_bufs["acc"]
+                home = self.ctx.home[self.out.name]
+                dst = sub_region(self.ctx.home_region(self.out.name), out_starts, out_extents)
+                self.flight.emit(em, acc.region(self.acc_dtype, out_extents), acc, dst, home, node)
+            elif last:
                 self.tail.store(tail_bufs, out_starts, out_extents, {self.out.name: acc_bufs[self.result_key]})
 
         return load, compute, store

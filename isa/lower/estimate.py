@@ -42,7 +42,7 @@ import math
 from typing import NamedTuple
 
 from .. import dtypes
-from ..costs import matmul_cycles, ports, transfer_bandwidth, transfer_bytes, transfer_latency, vector_cycles
+from ..costs import matmul_cycles, ports, side_shares, transfer_bandwidth, transfer_bytes, transfer_latency, vector_cycles
 from ..instructions import TABLE_OPERANDS, dense
 from ..ops.elementwise import OUT, In, Tmp
 from .local import _Load, _strided
@@ -114,8 +114,9 @@ class Pricer:
             engine = self.chip.engines[name]
             moved = transfer_bytes(here, there, self.memories)
             lead = transfer_latency(engine, self.memories, (a, b))
-            cycles = lead + math.ceil(moved / transfer_bandwidth(engine, self.memories, (a, b)))
-            use = ports((a, b))
+            shares = side_shares(here, there)
+            cycles = lead + math.ceil(moved / transfer_bandwidth(engine, self.memories, (a, b), shares))
+            use = ports((a, b), shares)
             ddr = moved * use.get("ddr", 0) / self.ddr_rate
             cached = moved * use.get(self.cache, 0) / self.cache_rate
             ops.append(Op(name, cycles, lead, ddr, engine.in_flight, k, b if k < len(hops) - 1 else "", cached))

@@ -6,7 +6,9 @@ tiles of each step are loaded into the matrix engine's operand memories (two slo
 double buffering; a transposed operand is read through strides by the DMA) and multiplied into
 an accumulator tile, accumulating after the first step. The integer family first takes its zero
 points off the loaded tiles (16-bit copies). After the last step the op's epilogue (bias,
-requantization, cast) runs as vector instructions and the result tile is stored. Tile sizes are
+requantization, cast) runs as vector instructions and the result tile is stored, or, where the
+accumulator's way out converts with it (an Ascend FixPipe, isa/lower/in_flight.py), is done by the
+DMA that stores the accumulator itself. Tile sizes are
 multiples of the matrix unit's m, n, k whose buffers fit, chosen by the lowering's estimate of
 the cycles (isa/lower/estimate.py), at most the policy's limits (M is "n", N is "c", K is "k").
 
@@ -33,6 +35,7 @@ from ..instructions import Matmul, Region, Vector, dense
 from ..ops import REGISTRY
 from .alloc import shortfall
 from .estimate import Priced, Work, chain, tiled
+from .in_flight import in_flight
 from .pipeline import deal, run_units
 from .route import STAGE_SLOTS, copy
 from .staging import stages
@@ -93,7 +96,14 @@ class _Plan(Priced):
         # accumulator itself when the two share a dtype.
         self.acc_key = "acc" if self.mx.operand_memory("c") == self.vx.memory else "accv"
         self.out_key = self.acc_key if self.out.dtype == self.acc_dtype else "out"
+        self.flight = self._flight(self.units[0])
+        if self.flight is not None:  # the store reads the accumulator, and does the epilogue on its way
+            self.acc_key = self.out_key = "acc"
         self._works = {}  # the estimate's Work of a step, by kind (_work)
+
+    def _flight(self, unit):
+        """The InFlight storing unit's accumulator with the epilogue done on the way, or None."""
+        return in_flight(self.ctx.chip, unit, self.steps, self.acc_dtype, self.ctx.home[self.out.name].mem)
 
     # ---- views of the tensors where they live ----------------------------------------------
 
@@ -150,6 +160,8 @@ class _Plan(Priced):
             p = self.node.params
             needs += [("as", amem, size("int16", tm * tk)), ("bs", bmem, size("int16", tk * tn))]
             needs += [(key, vmem, size("int16", n)) for key, n in (("lzp", tk), ("rzp", tn)) if p[key] == "vector"]
+        if self.flight is not None:
+            return needs
         acc = size(self.acc_dtype, tm * tn)
         # an accumulator's copy in the vector memory, and the buffers its copy stages through
         in_vmem = lambda key: [("accv" + key[3:], vmem, acc)] + [(f"{key}.stage{k}", mem, acc) for k, mem in enumerate(stages(self.ctx.chip, cmem, vmem))]  # noqa: E731
@@ -278,13 +290,15 @@ class _Plan(Priced):
         passes = 2 if self.asym else 1
         product = [price.matmul(self.mx.name, tm, tk, tn, self.operand_dtypes[0])] * passes
         finish, store = [], []
-        if last:
+        out = sub_region(self._matrix(self.out, zero, False), (0, 0), (tm, tn))
+        if last and self.flight is not None:
+            store = price.copy(dense(cmem, 0, self.acc_dtype, (tm, tn)), out)
+        elif last:
             if self.acc_key != "acc":
                 for _ in range(passes):
                     finish += price.copy(dense(cmem, 0, self.acc_dtype, (tm, tn)), dense(vmem, 0, self.acc_dtype, (tm, tn)))
             inputs = [self.acc_dtype] + ([self.bias[1]] if self.bias else []) + ([self.acc_dtype] if self.asym else [])
             finish += price.steps(vx.name, self.steps, inputs, self.out.dtype, self.temps, tm * tn)
-            out = sub_region(self._matrix(self.out, zero, False), (0, 0), (tm, tn))
             store = price.copy(dense(vmem, 0, self.out.dtype, (tm, tn)), out)
         work = self._works[key] = Work(chain(load), chain(product), chain(finish), chain(store), chain(fills))
         return work
@@ -294,7 +308,7 @@ class _Plan(Priced):
     def on(self, unit):
         """This product with its tiles run by unit's engines."""
         mine = shallow_copy(self)
-        mine.mx, mine.vx = unit.matrix, unit.vector
+        mine.mx, mine.vx, mine.flight = unit.matrix, unit.vector, self._flight(unit)
         return mine
 
     def place(self, tm, tn, tk, keep):
@@ -358,7 +372,7 @@ class _Plan(Priced):
                 acc_zp_r = acc_zp.region(self.acc_dtype, (tm, tn))
                 em.emit(self.mx.name, Matmul(a_r, zp_r, acc_zp_r, not first, node.name),
                         reads=(a, zp) + ((acc_zp,) if not first else ()), writes=(acc_zp,))
-            if last:
+            if last and self.flight is None:
                 for key in ("acc", "acc_zp") if self.asym else ("acc",):
                     if self.acc_key != "acc":
                         here, there = bufs[key, ts], bufs["accv" + key[3:], ts]
@@ -371,7 +385,10 @@ class _Plan(Priced):
             if last:
                 result = bufs[self.out_key, ts]
                 dst = sub_region(out, (m0, n0), (tm, tn))
-                copy(em, result.region(self.out.dtype, (tm, tn)), result, dst, ctx.home[self.out.name], node.name)
+                if self.flight is not None:
+                    self.flight.emit(em, acc_r, acc, dst, ctx.home[self.out.name], node.name)
+                else:
+                    copy(em, result.region(self.out.dtype, (tm, tn)), result, dst, ctx.home[self.out.name], node.name)
 
         return load, compute, store
 

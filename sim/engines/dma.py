@@ -3,7 +3,7 @@
 cycles = latency + ceil(bytes_moved / bandwidth) (the arithmetic is isa/costs.py's, which the
 lowering's estimate shares), where
 - latency is the engine's plus each endpoint memory's;
-- bytes_moved is the larger of the two sides, each side rounding every contiguous run of
+- bytes_moved is the larger of the two sides (a converting DMA's too), each side rounding every contiguous run of
   bytes up to its memory's burst (so strided and tiny transfers cost what they cost); a
   zero-stride dimension re-reads the same bytes (a broadcast), which the engine fetches once;
   a gather or scatter moves each indexed row as its own runs and reads its indices first;
@@ -21,9 +21,12 @@ import math
 
 import numpy as np
 
-from isa.costs import ports, side_bytes, transfer_bandwidth, transfer_bytes, transfer_latency
+from isa import dtypes
+from isa.costs import ports, side_bytes, side_shares, transfer_bandwidth, transfer_bytes, transfer_latency
 from isa.errors import IndexRangeError
 from isa.instructions import IndexedDma, Region
+
+from . import vector
 
 
 def bytes_moved(instr, chip):
@@ -47,14 +50,20 @@ def latency(instr, chip, engine):
     return transfer_latency(engine, chip.memories, _endpoints(instr))
 
 
+def shares(instr):
+    """The share of bytes_moved each endpoint (_endpoints) carries: a converting DMA's narrower
+    side fewer (isa/costs.py, side_shares); a gather's or scatter's indices are read whole."""
+    return (1.0, 1.0, 1.0) if isinstance(instr, IndexedDma) else side_shares(instr.src, instr.dst)
+
+
 def port_use(instr):
-    """memory -> how many of the transfer's endpoints are in it."""
-    return ports(_endpoints(instr))
+    """memory -> how many of the transfer's endpoints are in it, each counting its share."""
+    return ports(_endpoints(instr), shares(instr))
 
 
 def bandwidth(instr, chip, engine):
     """Uncontended bytes per cycle."""
-    return transfer_bandwidth(engine, chip.memories, _endpoints(instr))
+    return transfer_bandwidth(engine, chip.memories, _endpoints(instr), shares(instr))
 
 
 def cycles(instr, chip, engine):
@@ -64,6 +73,10 @@ def cycles(instr, chip, engine):
 def execute(instr, memories):
     if isinstance(instr, IndexedDma):
         return _indexed(instr, memories)
+    if instr.fn:  # a converting DMA: the vector function of that name, applied on the way
+        cdt = dtypes.np_dtype(instr.cdt)
+        source = memories[instr.src.mem].view(instr.src).astype(cdt)
+        return vector.store(instr.fn, [source] + [cdt.type(a) for a in instr.args], instr.dst, memories)
     memories[instr.dst.mem].view(instr.dst)[...] = memories[instr.src.mem].view(instr.src)
 
 

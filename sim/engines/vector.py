@@ -86,6 +86,12 @@ def execute(instr, memories):
     ]
     if instr.fn in REDUCTIONS:  # the source's trailing dimensions are the reduced ones
         args.append(tuple(range(len(instr.dst.shape), len(instr.srcs[0].shape))))
+    store(instr.fn, args, instr.dst, memories)
+
+
+def store(fn, args, dst, memories):
+    """dst = FNS[fn](*args), its operands already in the compute dtype, saturated into dst's
+    dtype (a converting DMA stores its result so too, sim/engines/dma.py)."""
     with np.errstate(all="ignore"):
-        result = FNS[instr.fn](*args)
-    memories[instr.dst.mem].view(instr.dst)[...] = dtypes.convert(result, instr.dst.dtype)
+        result = FNS[fn](*args)
+    memories[dst.mem].view(dst)[...] = dtypes.convert(result, dst.dtype)

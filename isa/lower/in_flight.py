@@ -1,0 +1,51 @@
+"""An epilogue done on the way out of the accumulator.
+
+Where a matrix unit accumulates outside its vector memory (an Ascend cube in L0C) and one DMA
+hop leads from the accumulator to where the result lives, on an engine that converts with the
+epilogue's function (a FixPipe quantizing int32 to int8, casting float32 to float16 or
+rectifying as it writes L0C out to GM), the result tile leaves in one converting DMA
+(isa/instructions.py): no copy of the accumulator in the vector memory, no vector instruction
+and no result buffer there, so an output tile is bounded by the accumulator's memory alone.
+An epilogue of one step over the accumulator and numbers qualifies (a bias, the asymmetric
+mode's second product or a requantization in several roundings do not), and so does none at
+all (the result is the accumulator: a plain copy).
+"""
+
+from dataclasses import dataclass
+
+from ..instructions import Dma
+from ..ops.elementwise import OUT, In, step_dtype
+from .route import route
+
+
+@dataclass(frozen=True)
+class InFlight:
+    engine: str  # the DMA engine of the hop (on the unit's core)
+    fn: str  # "" copies
+    args: tuple
+    cdt: str
+
+    def emit(self, em, src, src_buf, dst, dst_buf, op):
+        em.emit(self.engine, Dma(src, dst, op, self.fn, self.args, self.cdt), reads=(src_buf,), writes=(dst_buf,))
+
+
+def in_flight(chip, unit, steps, acc_dtype, out_mem):
+    """The InFlight doing `steps` (isa.ops.elementwise.Step, In(0) the accumulator of acc_dtype)
+    from unit's accumulator to the result in out_mem, or None where it cannot be done so."""
+    if unit.matrix is None:
+        return None
+    cmem = unit.matrix.operand_memory("c")
+    if cmem == unit.vector.memory or len(steps) > 1:
+        return None  # an accumulator the epilogue reads in place saves nothing
+    hops = route(chip, cmem, out_mem, unit.matrix.core)
+    if len(hops) != 1:
+        return None
+    engine = hops[0][0]
+    if not steps:
+        return InFlight(engine, "", (), "")
+    step = steps[0]
+    first, rest = step.operands[0], step.operands[1:]
+    numbers = all(isinstance(o, (int, float)) for o in rest)
+    if step.dst != OUT or first != In(0) or not numbers or step.fn not in chip.engines[engine].converts:
+        return None
+    return InFlight(engine, step.fn, tuple(rest), step_dtype(step, [acc_dtype]))

@@ -1,0 +1,161 @@
+"""Converting DMAs (a DMA that applies an element-wise function on the way, as an Ascend FixPipe
+quantizes, casts and rectifies what leaves L0C) and the matrix templates' epilogue done by one
+(isa/lower/in_flight.py): values, exact cycles, traffic, and the errors."""
+
+import numpy as np
+import pytest
+
+import chips
+import isa
+import sim
+from isa.errors import ConfigError
+from isa.instructions import Dma, dense, instr_text, parse_instr
+from isa.ops import REGISTRY
+from sim.run import configure
+
+from conftest import TEST_CHIPS
+
+CONVERTING = """.program chip=tiny graph=hand
+.input x ddr@0x0:int32[16;1]
+.output y ddr@0x100:int8[16;1]
+.engine gdma
+gdma.0 dma src=ddr@0x0:int32[16;1] dst=lmem@0x0:int32[16;1]
+gdma.1 dma src=lmem@0x0:int32[16;1] dst=ddr@0x100:int8[16;1] fn=rshift cdt=int64 args=2,5
+"""
+
+
+def tiny(**overrides):
+    return chips.load(TEST_CHIPS / "tiny.yaml", {"engines.gdma.bandwidth": 16, **overrides})
+
+
+def test_a_converting_dma_stores_the_function_of_what_it_reads_and_its_narrow_side_moves_fewer_bytes():
+    chip = tiny(**{"engines.gdma.converts": "[rshift]"})
+    program = isa.Program.from_text(CONVERTING)
+    x = np.linspace(-1000, 1000, 16).astype(np.int32)
+    res = sim.execute(program, chip, {"x": x})
+    # ROUNDING_HALF_UP (5) of x / 4, saturated to int8
+    np.testing.assert_array_equal(res.outputs["y"], np.clip(np.floor(x / 4 + 0.5), -128, 127).astype(np.int8))
+    # the load: 64 B at DDR's 4 B/cycle, 10 + 16; the store: 64 B read from lmem, 16 written to
+    # DDR, so DDR carries a quarter of the bytes and the engine's 16 B/cycle sets the pace: 10 + 4
+    assert [(e.name, e.start, e.end, e.bytes) for e in res.trace.events] == [("dma", 0, 26, 64), ("dma.rshift", 26, 40, 16)]
+    assert res.stats.ddr_write_bytes == 16
+    series = res.trace.counters["ddr.write"]
+    assert sum(v * (b - a) for (a, v), (b, _) in zip(series, series[1:] + [(res.cycles, 0)])) == pytest.approx(16)
+    assert sim.execute(program, chip, mode="timing").cycles == res.cycles == 40
+
+
+def test_a_converting_dma_reads_as_text_and_back():
+    instr = Dma(dense("l0c", 64, "float32", (4, 8)), dense("ddr", 0, "float16", (4, 8)), "mm", "mul", (0.5,), "float32")
+    line = instr_text("fixpipe.3", instr)
+    assert line == "fixpipe.3 dma src=l0c@0x40:float32[4,8;8,1] dst=ddr@0x0:float16[4,8;8,1] fn=mul cdt=float32 args=0.5 op=mm"
+    assert parse_instr(line.split()[1:], "here") == instr
+
+
+@pytest.mark.parametrize("converts, line, message", [
+    ("[]", "gdma.1 dma src=lmem@0x0:int32[16;1] dst=ddr@0x100:int8[16;1] fn=rshift cdt=int64 args=2,5",
+     r"engine gdma does not convert with rshift \(it converts nothing\)"),
+    ("[relu]", "gdma.1 dma src=lmem@0x0:int32[16;1] dst=ddr@0x100:int8[16;1] fn=rshift cdt=int64 args=2,5",
+     r"does not convert with rshift \(it converts with relu\)"),
+    ("[rshift]", "gdma.1 dma src=lmem@0x0:int32[16;1] dst=ddr@0x100:int8[16;1] fn=rshift cdt=int64 args=2",
+     r"converting with rshift takes 2 number\(s\) after its source, got 1"),
+    ("[rshift]", "gdma.1 dma src=ddr@0x0:int32[16;1] dst=lmem@0x100:int8[16;1] fn=rshift cdt=int64 args=2,5",
+     r"a converting dma reads on-chip memory, not ddr"),
+    ("[rshift]", "gdma.1 dma src=lmem@0x0:int32[16;1] dst=ddr@0x100:int8[16;1] fn=reduce_sum cdt=int64",
+     r"a dma converts with an element-wise function .* not 'reduce_sum'"),
+    ("[rshift]", "gdma.1 dma src=lmem@0x0:int32[16;1] dst=ddr@0x100:int8[16;1] fn=add cdt=int64 args=lmem@0x0:int32[16;1]",
+     r"a converting dma's args are numbers"),
+    ("[rshift]", "gdma.1 dma src=lmem@0x0:int32[16;1] dst=ddr@0x100:int8[16;1]", r"differ in shape or width"),
+])
+def test_bad_converting_dmas_are_program_errors(converts, line, message):
+    text = CONVERTING.rsplit("\n", 2)[0] + "\n" + line + "\n"
+    with pytest.raises(isa.ProgramError, match=message):
+        sim.execute(isa.Program.from_text(text), tiny(**{"engines.gdma.converts": converts}), mode="timing")
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("engines.gdma.converts", "[reduce_max]", r"a dma converts with an element-wise function .* not 'reduce_max'"),
+    ("engines.gdma.converts", "relu", r"expected a list"),
+    ("engines.tiu.converts", "[relu]", r"'converts' belongs to dma engines"),
+])
+def test_bad_converts_keys_are_config_errors(key, value, message):
+    with pytest.raises(ConfigError, match=message):
+        chips.load(TEST_CHIPS / "tiny.yaml", {key: value})
+
+
+# ---- the epilogue on the way out of L0C -------------------------------------------------------
+
+def _ascend(name, dtype, converts=True):
+    """The chip with the op rows a product and a convolution in dtype need (as bench/roofline
+    adds them), FixPipe converting or not."""
+    point = {f"ops.{op}": {"dtypes": [dtype]} for op in ("matrix_mul", "conv")}
+    if not converts:
+        point["engines.fixpipe.converts"] = "[]"
+    return configure(name, point)[0]
+
+
+def _graphs(dtype):
+    g = isa.Graph("mm")
+    g.output(isa.ops.matrix_mul(g.input("x", (80, 160), dtype), g.input("w", (160, 48), dtype),
+                                scale=0.25 if dtype == "int8" else 1.0), "y")
+    c = isa.Graph("conv")
+    quant = {"scale": 1 / 8} if dtype == "int8" else {}
+    c.output(isa.ops.conv(c.input("x", (1, 24, 10, 12), dtype), c.input("w", (40, 24, 3, 3), dtype), pad_h_t=1, pad_h_b=1, pad_w_l=1, pad_w_r=1, **quant), "y")
+    return g, c
+
+
+def _inputs(graph, seed):
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name in ("x", "w"):
+        t = graph.tensors[name]
+        out[name] = (rng.integers(-128, 128, t.shape) if t.dtype == "int8" else rng.standard_normal(t.shape)).astype(isa.dtypes.np_dtype(t.dtype))
+    return out
+
+
+@pytest.mark.parametrize("name", ["ascend310b", "ascend910b"])
+@pytest.mark.parametrize("dtype", ["int8", "float16"])
+def test_fixpipe_does_the_epilogue_of_products_and_convolutions(name, dtype):
+    for k, graph in enumerate(_graphs(dtype)):
+        inputs = _inputs(graph, k)
+        node = graph.nodes[0]
+        want = REGISTRY[node.op].reference([inputs["x"], inputs["w"]], node.params)[0]
+        res = sim.run(graph, _ascend(name, dtype), inputs)
+        if dtype == "int8":
+            np.testing.assert_array_equal(res.outputs["y"], want)
+        else:
+            np.testing.assert_allclose(res.outputs["y"].astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-3)
+        fixpipe = [e for e in res.trace.events if e.kind == "dma" and e.engine.endswith("fixpipe")]
+        assert fixpipe and all(e.dst in ("ddr", "l2") for e in fixpipe)
+        assert {e.name for e in fixpipe} == ({"dma.rshift"} if dtype == "int8" else {"dma.copy"})
+        assert sum(e.bytes for e in fixpipe) == want.nbytes  # every result byte, written once, by FixPipe
+        assert not [e for e in res.trace.events if e.kind == "vector"]
+        assert sim.run(graph, _ascend(name, dtype), mode="timing").cycles == res.cycles
+        # without it the vector core does the epilogue: the same values, later
+        plain = sim.run(graph, _ascend(name, dtype, converts=False), inputs)
+        np.testing.assert_array_equal(plain.outputs["y"], res.outputs["y"]) if dtype == "int8" else None
+        assert [e for e in plain.trace.events if e.kind == "vector"]
+        assert res.cycles < plain.cycles
+
+
+def test_a_bias_is_still_added_on_the_vector_core():
+    chip = _ascend("ascend310b", "float16")
+    g = isa.Graph("mm")
+    b = g.constant("b", np.linspace(-1, 1, 48, dtype=np.float16).reshape(1, 48))
+    g.output(isa.ops.matrix_mul(g.input("x", (32, 64), "float16"), g.input("w", (64, 48), "float16"), bias=b), "y")
+    inputs = _inputs(g, 3)
+    res = sim.run(g, chip, inputs)
+    want = REGISTRY["matrix_mul"].reference([inputs["x"], inputs["w"], g.constants["b"]], g.nodes[0].params)[0]
+    np.testing.assert_allclose(res.outputs["y"].astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-3)
+    vector = [e.name for e in res.trace.events if e.kind == "vector"]
+    assert vector and set(vector) == {"add"}
+    assert {e.name for e in res.trace.events if e.engine == "fixpipe" and e.kind == "dma"} == {"dma"}  # L0C to UB, as it is
+
+
+def test_on_the_910b_an_int8_output_tile_is_bounded_by_l0c_not_the_ub():
+    """A 128x128 int32 accumulator is 64 KiB: two slots fill L0C (128 KiB); the UB (192 KiB)
+    held only a 64x128 tile with its copy, its int8 result and the requantization's scratch."""
+    g = isa.Graph("mm")
+    g.output(isa.ops.matrix_mul(g.input("x", (2048, 4096), "int8"), g.input("w", (4096, 2048), "int8")), "y")
+    tiling = lambda chip: next(n for n in isa.lower(g, chip).notes if n.startswith("tiling"))  # noqa: E731
+    assert "output tile 128x128" in tiling(_ascend("ascend910b", "int8"))
+    assert "output tile 128x128" not in tiling(_ascend("ascend910b", "int8", converts=False))
