@@ -6,7 +6,8 @@ estimate (isa/lower/estimate.py) prices the tilings it chooses between with it.
   sides, each rounding every contiguous run of bytes up to its memory's burst; latency is the
   engine's plus each endpoint memory's; bandwidth is the least of the engine's and each
   endpoint memory's, a memory used by several endpoints of one transfer shared among them.
-  A converting DMA's narrower side carries its width's share of the bytes (side_shares).
+  A converting DMA's narrower side carries its width's share of the bytes (side_shares), and
+  an engine's bandwidth counts the bytes it writes (an Ascend FixPipe's is the L2 write rate).
   An engine that keeps several transfers in flight (`Engine.in_flight`) runs a transfer's
   latency while the one before it moves its bytes (sim/machine.py, _Flight).
 - matrix: issue_latency + ceil(M/m) * ceil(N/n) * (ceil(K/k) * block_cycles[dtype] + fill_drain), k the
@@ -75,8 +76,14 @@ def transfer_latency(engine, memories, endpoints):
 
 def transfer_bandwidth(engine, memories, endpoints, shares=None):
     """Uncontended bytes per cycle of a transfer touching `endpoints` (memory names), each
-    carrying its share of the bytes (ports)."""
-    return min([engine.bandwidth] + [memories[m].bandwidth / n for m, n in ports(endpoints, shares).items()])
+    carrying its share of the bytes (ports; the second endpoint is the one written)."""
+    return min([engine_cap(engine.bandwidth, shares)] + [memories[m].bandwidth / n for m, n in ports(endpoints, shares).items()])
+
+
+def engine_cap(bandwidth, shares=None):
+    """bytes_moved per cycle an engine of `bandwidth` allows: it counts the bytes it writes,
+    the written side's share (shares[1]) of those moved."""
+    return bandwidth / shares[1] if shares else bandwidth
 
 
 def matmul_cycles(M, K, N, unit, dtype, issue_latency):

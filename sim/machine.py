@@ -17,6 +17,7 @@ import numpy as np
 import simpy
 
 from isa import dtypes
+from isa.costs import engine_cap
 from isa.errors import DeadlockError, InputError, ProgramError
 from isa.instructions import REDUCTIONS, TABLE_OPERANDS, VECTOR_FNS, IndexedDma, Wait, instr_text, regions
 from traces.occupancy import memory_counters
@@ -115,10 +116,10 @@ class Machine:
     def _engine(self, name, stream, waits, finished):
         env, record, steps = self.env, self.events.append, self.costs[name]
         timeout, transfer = env.timeout, self.arbiter.transfer
-        cap, depth = self.chip.engines[name].bandwidth, self.chip.engines[name].in_flight
+        depth = self.chip.engines[name].in_flight
         occupancy, execute, memories = self.occupancy, self.functional and _EXECUTE, self.memories
         opens, closes = occupancy.opens.get(name, {}), occupancy.closes.get(name, {})
-        flight = _Flight(env, depth, transfer, cap)
+        flight = _Flight(env, depth, transfer)
         through_cache = self.cache is not None and self._through_cache
 
         def settle(i):
@@ -158,15 +159,15 @@ class Machine:
                 yield timeout(cycles)
                 done(i, instr, start, step, note)
                 continue
-            shares = step[9]
+            shares, rate = step[9], step[10]
             use, cached = through_cache(instr, use, shares[0]) if through_cache else (use, 0.0)
             if cycles:
                 yield timeout(cycles)
             if depth > 1:  # the bytes move once the transfers before have moved theirs
-                flight.send(moved, use, step[6], step[7], cached, shares, lambda after, i=i, instr=instr, start=start, step=step, note=note, cached=cached:
+                flight.send(moved, rate, use, step[6], step[7], cached, shares, lambda after, i=i, instr=instr, start=start, step=step, note=note, cached=cached:
                             done(i, instr, max(start, after), step, note, cached))
                 continue
-            yield transfer(moved, cap, use, step[6], step[7], cached, shares)
+            yield transfer(moved, rate, use, step[6], step[7], cached, shares)
             done(i, instr, start, step, note, cached)
         yield from flight.drain()
         self.pc[name] = len(stream)
@@ -224,7 +225,7 @@ _EXECUTE = {"dma": dma.execute, "vector": vector.execute, "matrix": matrix.execu
 def _step(chip, engine, instr, where):
     """Check that engine can run instr and work out, once, what the engine loop needs of it:
     (kind, cycles or DMA latency, DMA bytes moved, DMA port use, trace name, trace bytes, src, dst,
-    arithmetic ops, and for a DMA the (read, written) shares of its bytes)."""
+    arithmetic ops, and for a DMA the (read, written) shares of its bytes and the rate its engine allows)."""
     kind = instr.kind
     if kind not in engine.kinds:
         raise ProgramError(f"engine {engine.name} is not a {kind} engine (it is {', '.join(engine.kinds)}): {instr_text('?', instr)}")
@@ -236,8 +237,9 @@ def _step(chip, engine, instr, where):
             raise ProgramError(f"engine {engine.name} does not convert with {instr.fn} ({can}): {instr_text('?', instr)}")
         moved = dma.bytes_moved(instr, chip)
         name = ("scatter" if instr.scatter else "gather") if isinstance(instr, IndexedDma) else f"dma.{instr.fn}" if instr.fn else "dma"
+        shares = dma.shares(instr)[:2]
         return ("dma", dma.latency(instr, chip, engine), moved, dma.port_use(instr), name, instr.dst.nbytes, instr.src.mem, instr.dst.mem, 0,
-                dma.shares(instr)[:2])
+                shares, engine_cap(engine.bandwidth, shares))
     if kind == "scalar":
         nbytes = sum(r.nbytes for r in instr.dsts)
         return ("scalar", scalar.cycles(instr, engine, where), 0, None, instr.fn, nbytes, "ddr", "ddr", 0)
@@ -357,8 +359,8 @@ class _Flight:
     each move in order, after the previous transfer's, through the shared-bandwidth arbiter;
     a new transfer starts only while fewer than `depth` are in flight."""
 
-    def __init__(self, env, depth, transfer, cap):
-        self.env, self.depth, self.transfer, self.cap = env, depth, transfer, cap
+    def __init__(self, env, depth, transfer):
+        self.env, self.depth, self.transfer = env, depth, transfer
         self.moving = collections.deque()  # completion events, oldest first
         self.last_end = 0.0  # when the latest finished transfer ended
 
@@ -369,7 +371,7 @@ class _Flight:
         if len(self.moving) >= self.depth:
             yield self.moving.popleft()
 
-    def send(self, nbytes, use, src, dst, cached, shares, done):
+    def send(self, nbytes, cap, use, src, dst, cached, shares, done):
         """Move nbytes once the previous transfer has moved its own; then done(after), after
         the cycle the previous transfer ended (an event in the trace starts no earlier, so an
         engine's events do not overlap)."""
@@ -378,7 +380,7 @@ class _Flight:
 
         def begin(_=None):
             after = self.last_end
-            moved = self.transfer(nbytes, self.cap, use, src, dst, cached, shares)
+            moved = self.transfer(nbytes, cap, use, src, dst, cached, shares)
             moved.callbacks.append(lambda _: self._end(after, done, finished))
 
         if before is None or before.processed:

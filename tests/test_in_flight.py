@@ -42,6 +42,9 @@ def test_a_converting_dma_stores_the_function_of_what_it_reads_and_its_narrow_si
     series = res.trace.counters["ddr.write"]
     assert sum(v * (b - a) for (a, v), (b, _) in zip(series, series[1:] + [(res.cycles, 0)])) == pytest.approx(16)
     assert sim.execute(program, chip, mode="timing").cycles == res.cycles == 40
+    # an engine's bandwidth counts the bytes it writes: at 2 B/cycle, the store's 16 take 8 cycles
+    slow = tiny(**{"engines.gdma.converts": "[rshift]", "engines.gdma.bandwidth": 2, "memories.ddr.bandwidth": 64})
+    assert [(e.start, e.end) for e in sim.execute(program, slow, mode="timing").trace.events] == [(0, 42), (42, 60)]
 
 
 def test_a_converting_dma_reads_as_text_and_back():
@@ -152,10 +155,17 @@ def test_a_bias_is_still_added_on_the_vector_core():
 
 
 def test_on_the_910b_an_int8_output_tile_is_bounded_by_l0c_not_the_ub():
-    """A 128x128 int32 accumulator is 64 KiB: two slots fill L0C (128 KiB); the UB (192 KiB)
-    held only a 64x128 tile with its copy, its int8 result and the requantization's scratch."""
+    """Without the UB in the way, an output tile takes L0C (128 KiB): one 128x256 int32
+    accumulator, which FixPipe empties while the next tile's operands load (or two of 128x128).
+    The UB (192 KiB) held only a 64x128 tile with its copy, its int8 result and the
+    requantization's scratch."""
     g = isa.Graph("mm")
     g.output(isa.ops.matrix_mul(g.input("x", (2048, 4096), "int8"), g.input("w", (4096, 2048), "int8")), "y")
-    tiling = lambda chip: next(n for n in isa.lower(g, chip).notes if n.startswith("tiling"))  # noqa: E731
-    assert "output tile 128x128" in tiling(_ascend("ascend910b", "int8"))
-    assert "output tile 128x128" not in tiling(_ascend("ascend910b", "int8", converts=False))
+
+    def tile(chip):
+        note = next(n for n in isa.lower(g, chip).notes if n.startswith("tiling"))
+        tm, tn = note.split("output tile ")[1].split(",")[0].split("x")
+        return int(tm) * int(tn), "one accumulator" in note
+
+    assert tile(_ascend("ascend910b", "int8")) == (128 * 256, True)
+    assert tile(_ascend("ascend910b", "int8", converts=False)) == (64 * 128, False)

@@ -16,8 +16,9 @@ with the waits the emitter infers (isa/lower/emit.py):
   i - slots), a tile's fills (the tail's operands, into the tile's slot) for the store of the
   tile `slots` before (a kept block's load waits for no later product than the step's: the
   slot it refills was last read a row before);
-- a tile's first product waits for the tile `slots` before to be finished (or stored, where
-  the store reads the accumulator); stores queue behind the loads emitted before them;
+- a tile's first product waits for the tile `acc_slots` before (the accumulators the tiles
+  rotate, `slots` unless the plan says) to be finished (or stored, where the store reads the
+  accumulator); stores queue behind the loads emitted before them;
 - DDR is one more queue: each transfer's bytes pass through it at its bandwidth (shared by the
   units at work) once the transfer's latency is over, so engines moving data at once share it;
   a transfer replayed after another but ready before it fills DDR's idle time first (_Channel);
@@ -209,9 +210,10 @@ class Estimate:
     order as (key, tile, first, last), tile numbering the unit's output tiles from 0, first
     and last whether the step is its tile's first and last."""
 
-    def __init__(self, work, counts, sequence, slots, store_reads_acc=False, floor=None, stage_slots=None, once=None):
+    def __init__(self, work, counts, sequence, slots, store_reads_acc=False, floor=None, stage_slots=None, once=None, acc_slots=None):
         self.work, self.counts, self.sequence = work, counts, sequence
         self.slots, self.store_reads_acc = slots, store_reads_acc
+        self.acc_slots = acc_slots or slots
         self.stage_slots = stage_slots or {}  # memory -> the staging buffers a hop rotates there (default STAGE_SLOTS)
         self.once = once  # where a cache keeps the inputs: (DDR cycles of their bytes each read once, ddr / cache bandwidth) (read_once)
         self._floor, self._works, self._cycles = floor, None, None
@@ -314,7 +316,7 @@ class Estimate:
             queued[engine] = (start + lead, ends)
             return end
 
-        works, slots = self.works, self.slots
+        works, slots, accs = self.works, self.slots, self.acc_slots
         seq = list(self.sequence())
         loaded, product, finished, stored = [0.0] * len(seq), [0.0] * len(seq), {}, {}
 
@@ -335,8 +337,8 @@ class Estimate:
             elif i + 1 < len(seq):
                 load(i + 1)
             ready = loaded[i]
-            if first and tile >= slots:
-                ready = max(ready, (stored if self.store_reads_acc else finished)[tile - slots])
+            if first and tile >= accs:
+                ready = max(ready, (stored if self.store_reads_acc else finished)[tile - accs])
             work = works[key]
             product[i] = run(work.product, ready)
             if last:
@@ -393,7 +395,8 @@ class _Channel:
         return self.end
 
 
-def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, repeat=1, floor=None, reuse=None, stage_slots=None, once=None):
+def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, repeat=1, floor=None, reuse=None, stage_slots=None, once=None,
+          acc_slots=None):
     """The Estimate of a tiled op's steps on the first (busiest) of `units` units, the output
     tiles dealt among them in runs of consecutive ones (isa/lower/pipeline.deal).
 
@@ -407,8 +410,8 @@ def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, rep
     reuse: an operand that depends only on the tile's position along the first `reuse` axes
     (and the repeat) is loaded whole with a tile's first block and stays while consecutive
     tiles share it (a matrix product's left row block): the steps then carry one more argument
-    for work and floor, fresh, whether they load it (a unit's first tile does). stage_slots and
-    once: Estimate's."""
+    for work and floor, fresh, whether they load it (a unit's first tile does). stage_slots,
+    once and acc_slots: Estimate's."""
     count = repeat * math.prod(len(a) for a in axes)
     # the units share DDR in proportion to their tiles: the busiest has ceil(count / units) of
     # them, and DDR moves every unit's bytes meanwhile
@@ -460,4 +463,4 @@ def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, rep
                 yield (kind,) + p + ((fresh and p[1],) if reusing else ()), t, p[1], p[2]
 
     return Estimate(lambda key: work(busy, *key), counts, sequence, slots, store_reads_acc,
-                    floor and (lambda key: floor(busy, *key)), stage_slots, once)
+                    floor and (lambda key: floor(busy, *key)), stage_slots, once, acc_slots)

@@ -45,7 +45,7 @@ from .vector_steps import emit_steps
 
 def lower_matmul(ctx, group):
     plan = _Plan(ctx, group.nodes[0])
-    tm, tn, tk, keep = plan.tiles()
+    tm, tn, tk, keep, accs = plan.tiles()
     M, K, N = plan.M, plan.K, plan.N
     tiles = [(b, m0, n0) for b in np.ndindex(*plan.batch) for m0 in range(0, M, tm) for n0 in range(0, N, tn)]
     per_unit, placed = [], []
@@ -53,14 +53,14 @@ def lower_matmul(ctx, group):
         if u and not run:
             continue
         mine = plan.on(unit)
-        bufs = mine.place(tm, tn, tk, keep)
+        bufs = mine.place(tm, tn, tk, keep, accs)
         steps, row, lefts = [], None, 0  # the row of the left block kept, and how many were loaded
         for tile, (b, m0, n0) in enumerate(run):
             for k0 in range(0, K, tk):
                 box = (m0, n0, k0, min(tm, M - m0), min(tn, N - n0), min(tk, K - k0))
                 fresh = not keep or (k0 == 0 and (b, m0) != row)
                 row, lefts = (b, m0), lefts + fresh
-                steps.append(mine.step(bufs, len(steps), (lefts - 1) % ctx.slots, fresh, keep, tile, b, box, k0 == 0, k0 + tk >= K))
+                steps.append(mine.step(bufs, len(steps), (lefts - 1) % ctx.slots, fresh, keep, tile % accs, b, box, k0 == 0, k0 + tk >= K))
         per_unit.append(steps)
         placed += bufs.values()
     run_units(ctx, [ctx.home[plan.out.name]], per_unit)
@@ -178,36 +178,45 @@ class _Plan(Priced):
         needs += [(("tmp", k), vmem, size(d, tm * tn)) for k, d in enumerate(self.temps)]
         return needs
 
-    def _sizes(self, tm, tn, tk, keep=False):
+    def _placed(self, tm, tn, tk, keep, accs):
+        """(buffer key, memory, bytes, how many) of the buffers a tiling places: one per slot,
+        but `accs` accumulators (with the epilogue done on the way out, one can do: the next
+        tile's first operands load while it empties)."""
+        return [(key, mem, n, accs if key == "acc" else self.ctx.slots) for key, mem, n in self._needs(tm, tn, tk, keep)]
+
+    def _sizes(self, tm, tn, tk, keep=False, accs=None):
         """memory -> the sizes of every slot's buffers placed there; beside a block kept apart,
         room for the right tile's stages on its way (route.stage_buffer places them per copy)."""
         per_mem = {}
-        for _, mem, n in self._needs(tm, tn, tk, keep):
-            per_mem.setdefault(mem, []).extend([n] * self.ctx.slots)
+        for _, mem, n, count in self._placed(tm, tn, tk, keep, accs or self.ctx.slots):
+            per_mem.setdefault(mem, []).extend([n] * count)
         if self._cut(keep):
             for mem in stages(self.ctx.chip, self.ctx.home[self.right.name].mem, self.mx.operand_memory("b")):
                 per_mem.setdefault(mem, []).extend([tk * tn * dtypes.itemsize(self.right.dtype)] * self.ctx.slots)
         return per_mem
 
-    def _fits(self, tm, tn, tk, keep=False):
-        return all(self.em.allocators[m].fits(sizes) for m, sizes in self._sizes(tm, tn, tk, keep).items())
+    def _fits(self, tm, tn, tk, keep, accs):
+        return all(self.em.allocators[m].fits(sizes) for m, sizes in self._sizes(tm, tn, tk, keep, accs).items())
 
     def tiles(self):
-        """(tm, tn, tk): of the candidate sizes (from the policy's limits, halved, as multiples
+        """(tm, tn, tk, keep, accumulators): of the candidate sizes (from the policy's limits, halved, as multiples
         of the matrix unit's m, n, k) whose buffers fit, the one of least estimated cycles
         (isa/lower/estimate.py): larger tiles reload less (the left tile once per column block,
         the right once per row block), smaller ones pipeline sooner and share out among the
         units. tk is chosen as for one unit, so the order of the sums does not depend on the
-        units; then, with several, tm and tn for them."""
+        units; then, with several, tm and tn for them. An epilogue done on the way out (an
+        Ascend FixPipe's) may take one accumulator twice the size of two."""
         unit = self.mx.matrix
         limits = self.ctx.tile_limits((self.M, self.N, self.K), ("n", "c", "k"))
         depth = unit.depth(self.operand_dtypes[0])
         sizes = [halvings(n, u) for n, u in zip(limits, (unit.m, unit.n, depth))]
 
         keeps = (False, True) if not self.shifted else (False,)
+        accs = (self.ctx.slots, 1) if self.flight is not None and self.ctx.slots > 1 else (self.ctx.slots,)
 
         def choose(ks, units, keeps):
-            fitting = [(tm, tn, tk, keep) for tk in ks for tm in sizes[0] for tn in sizes[1] for keep in keeps if self._fits(tm, tn, tk, keep)]
+            fitting = [(tm, tn, tk, keep, n) for tk in ks for tm in sizes[0] for tn in sizes[1] for keep in keeps for n in accs
+                       if self._fits(tm, tn, tk, keep, n)]
             return least((self._schedule(*t, units), -math.prod(t[:3]), t) for t in fitting)
 
         choice = choose(sizes[2], 1, keeps)
@@ -218,10 +227,11 @@ class _Plan(Priced):
             choice = choose([choice[2]], len(self.units), keeps)
         cycles = self._schedule(*choice, len(self.units)).cycles()
         kept = ", the left row block kept" if choice[3] else ""
-        self.em.notes.append(f"tiling {self.node.name}: output tile {choice[0]}x{choice[1]}, K {choice[2]} a step{kept}: estimated {cycles:,.0f} cycles")
+        one = ", one accumulator" if choice[4] < self.ctx.slots else ""
+        self.em.notes.append(f"tiling {self.node.name}: output tile {choice[0]}x{choice[1]}, K {choice[2]} a step{kept}{one}: estimated {cycles:,.0f} cycles")
         return choice
 
-    def _schedule(self, tm, tn, tk, keep, units=1):
+    def _schedule(self, tm, tn, tk, keep, accs, units=1):
         """The Estimate of this tiling: every output tile with its K blocks, on the busiest of
         `units` units, batch by batch. With keep, a row's left block (tm x K) is loaded once,
         with the first step of the row, and stays while the row's output tiles use it (the
@@ -229,15 +239,15 @@ class _Plan(Priced):
         axes = [[(t,)] * (n // t) + ([(n % t,)] if n % t else []) for n, t in ((self.M, tm), (self.N, tn))]
         work, floor = (self._kept_work, self._kept_floor) if keep else (self._work, self._floor)
         return tiled(work, axes, self.K, tk, units, self.ctx.slots,
-                     self.out_key == "acc", math.prod(self.batch), floor, 1 if keep else None, self._stage_slots(tm, tn, tk, keep),
-                     self.once(self.left, self.right))
+                     self.out_key == "acc", math.prod(self.batch), floor, 1 if keep else None, self._stage_slots(tm, tn, tk, keep, accs),
+                     self.once(self.left, self.right), accs)
 
-    def _stage_slots(self, tm, tn, tk, keep):
+    def _stage_slots(self, tm, tn, tk, keep, accs):
         """memory -> how many staging buffers the operands' staged hops will rotate there
         (route.stage_buffer): as many as fit beside this tiling's buffers, up to STAGE_SLOTS."""
         placed = {}
-        for _, mem, n in self._needs(tm, tn, tk, keep):
-            placed[mem] = placed.get(mem, 0) + n * self.ctx.slots
+        for _, mem, n, count in self._placed(tm, tn, tk, keep, accs):
+            placed[mem] = placed.get(mem, 0) + n * count
         staged = {}
         copies = [(self.right, self.mx.operand_memory("b"), tk * tn)]
         if not keep:
@@ -311,12 +321,12 @@ class _Plan(Priced):
         mine.mx, mine.vx, mine.flight = unit.matrix, unit.vector, self._flight(unit)
         return mine
 
-    def place(self, tm, tn, tk, keep):
+    def place(self, tm, tn, tk, keep, accs):
         name = self.node.name
         bufs = {
             (key, s): self.em.alloc(mem, n, f"{name}/{key if isinstance(key, str) else f'tmp{key[1]}'}.{s}")
-            for s in range(self.ctx.slots)
-            for key, mem, n in self._needs(tm, tn, tk, keep)
+            for key, mem, n, count in self._placed(tm, tn, tk, keep, accs)
+            for s in range(count)
         }
         if self.asym:  # one element of zp_r, read with stride 0 as a whole right tile
             mem = self.mx.operand_memory("b")
@@ -327,13 +337,14 @@ class _Plan(Priced):
             self.em.emit(self.vx.name, Vector("copy", zp, (self.node.params["right_zero_point"],), "int64", name), writes=(self.zero_point,))
         return bufs
 
-    def step(self, bufs, index, a_slot, fresh, keep, tile, batch_index, box, first, last):
+    def step(self, bufs, index, a_slot, fresh, keep, ts, batch_index, box, first, last):
         """(load, compute, store) of one K block of an output tile: the right tile goes in the
         step's slot, the left in a_slot, loaded when fresh: its tm x tk tile, or with keep the
-        row's whole tm x K block, whose columns k0:k0+tk the step multiplies."""
+        row's whole tm x K block, whose columns k0:k0+tk the step multiplies; the tile's own
+        buffers (its accumulator, ...) are those of slot ts."""
         ctx, em, node, p = self.ctx, self.em, self.node, self.node.params
         m0, n0, k0, tm, tn, tk = box
-        ab, ts = index % ctx.slots, tile % ctx.slots
+        ab = index % ctx.slots
         cut = self._cut(keep)
         a, b, acc = bufs["a", a_slot if keep and not cut else ab], bufs["b", ab], bufs["acc", ts]
         kept_buf = bufs["kept", a_slot] if cut else a
