@@ -75,7 +75,7 @@ class Point:
     peak: float  # ops per second of the matrix unit in this dtype
     bandwidth: float  # DDR bytes per second
     busiest: tuple  # (engine, busy fraction of the run) of the busiest engine
-    least_bytes: int = 0  # the graph's inputs and outputs, each once: what the shape itself must move
+    least_bytes: int = 0  # the graph's inputs, constants and outputs, each once: what the shape itself must move
 
     @property
     def shape_intensity(self):
@@ -131,7 +131,7 @@ def measure(family, shape, graph, chip, dtype, policy=None):
         peak=peak(chip, dtype),
         bandwidth=bandwidth(chip),
         busiest=max(use.items(), key=lambda item: item[1]),
-        least_bytes=sum(graph.tensors[t].nbytes for t in graph.inputs + list(graph.outputs.values())),
+        least_bytes=sum(graph.tensors[t].nbytes for t in [*graph.inputs, *graph.constants, *graph.outputs.values()]),
     )
 
 
@@ -170,29 +170,37 @@ def side(chip, dtype):
     return d
 
 
-def matmul_graph(m, k, n, dtype):
+def _weights(g, shape, dtype, constant):
+    """The weights: an input, or a constant (its values do not matter in timing mode)."""
+    return g.constant("w", np.zeros(shape, isa.dtypes.np_dtype(dtype))) if constant else g.input("w", shape, dtype)
+
+
+def matmul_graph(m, k, n, dtype, constant_weights=False):
     g = isa.Graph(f"matmul_{m}x{k}x{n}")
     x = g.input("x", (m, k), dtype)
-    w = g.input("w", (k, n), dtype)
+    w = _weights(g, (k, n), dtype, constant_weights)
     g.output(isa.ops.matrix_mul(x, w), "y")
     return g
 
 
-def conv_graph(channels, dtype):
+def conv_graph(channels, dtype, constant_weights=False):
     g = isa.Graph(f"conv3x3_c{channels}")
     x = g.input("x", (1, channels, CONV_SIDE, CONV_SIDE), dtype)
-    w = g.input("w", (channels, channels, 3, 3), dtype)
+    w = _weights(g, (channels, channels, 3, 3), dtype, constant_weights)
     quant = {"scale": 1 / 64} if dtype == "int8" else {}  # LowPrecisionSymmetric: an int8 result
     g.output(isa.ops.conv(x, w, **quant), "y")
     return g
 
 
 def shapes(chip, dtype):
-    """(family, shape label, graph) of the sweep, from memory-bound to compute-bound."""
+    """(family, shape label, graph) of the sweep, from memory-bound to compute-bound. On a chip
+    whose graph data lives in a host's memory (the TPU v1), the weights are constants, in its own
+    DDR (the weight memory), and the activations cross the host link."""
     d = side(chip, dtype)
-    found = [("batch", f"{m}x{d}x{d}", matmul_graph(m, d, d, dtype)) for m in BATCHES if m < d]
-    found += [("square", f"{s}x{s}x{s}", matmul_graph(s, s, s, dtype)) for s in (d // 4, d // 2)]
-    found += [("conv", f"c={c}", conv_graph(c, dtype)) for c in CONV_CHANNELS]
+    const = chip.data_memory != "ddr"
+    found = [("batch", f"{m}x{d}x{d}", matmul_graph(m, d, d, dtype, const)) for m in BATCHES if m < d]
+    found += [("square", f"{s}x{s}x{s}", matmul_graph(s, s, s, dtype, const)) for s in (d // 4, d // 2)]
+    found += [("conv", f"c={c}", conv_graph(c, dtype, const)) for c in CONV_CHANNELS]
     return found
 
 

@@ -309,7 +309,7 @@ def _fields(value, at, spec):
 # ---- sections --------------------------------------------------------------------------------
 
 _MEMORY = {
-    "kind": (_choice("global", "local"), REQUIRED),
+    "kind": (_choice("global", "local", "host"), REQUIRED),
     "size": (_size, REQUIRED),
     "bandwidth": (_bandwidth, REQUIRED),
     "lanes": (_count, OPTIONAL),
@@ -325,23 +325,27 @@ _MEMORY = {
 def _memory(value, at):
     fields = _fields(value, at, _MEMORY)
     shared = fields.pop("shared", False)
-    if fields["kind"] == "global" and "shared" in value:
-        raise at.child(value, "shared").error("a global memory is one memory every core shares; only local memories are per core or shared")
+    if fields["kind"] != "local" and "shared" in value:
+        raise at.child(value, "shared").error(f"a {fields['kind']} memory is one memory every core shares; only local memories are per core or shared")
     if fields.get("cache") and (fields["kind"] != "local" or not shared):
         raise at.child(value, "cache").error("only a shared local memory (an L2 every core reaches) can cache ddr")
-    return Memory(name=at.key, core=None if shared or fields["kind"] == "global" else 0, **fields)
+    return Memory(name=at.key, core=None if shared or fields["kind"] != "local" else 0, **fields)
 
 
 def _memories(value, at):
-    """Every chip has one off-chip memory, named `ddr` (so `memories.ddr.bandwidth` works everywhere)."""
+    """Every chip has one off-chip memory, named `ddr` (so `memories.ddr.bandwidth` works everywhere),
+    and may have one host memory (`kind: host`: where a graph's data lives, chips.Chip.data_memory)."""
     memories = _table(_name, _memory)(value, at)
     if "ddr" not in memories:
         raise at.error(f"no memory named 'ddr': every chip calls its off-chip memory ddr (memories: {', '.join(memories)})")
     for memory in memories.values():
         if (memory.kind == "global") != (memory.name == "ddr"):
             raise at.child(value, memory.name).child(value[memory.name], "kind").error(
-                f"{memory.name} is {memory.kind}: ddr must be the one global memory, and every other memory local"
+                f"{memory.name} is {memory.kind}: ddr must be the one global memory, and every other memory local or host"
             )
+    hosts = [m.name for m in memories.values() if m.kind == "host"]
+    if len(hosts) > 1:
+        raise at.child(value, hosts[1]).error(f"one memory is the host's, and {hosts[0]} already is")
     caches = [m.name for m in memories.values() if m.cache]
     if len(caches) > 1:
         raise at.child(value, caches[1]).error(f"one memory caches ddr, and {caches[0]} already does")

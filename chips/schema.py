@@ -28,7 +28,7 @@ def base_name(name):
 @dataclass(frozen=True)
 class Memory:
     name: str
-    kind: str  # "global" (off-chip, e.g. ddr) or "local" (on-chip SRAM)
+    kind: str  # "global" (off-chip, e.g. ddr), "local" (on-chip SRAM) or "host" (the host's, across its link)
     size: int  # bytes; per lane when lanes > 1
     bandwidth: float  # bytes per cycle through this memory's ports, shared by overlapping DMAs
     lanes: int = 1  # per-lane local memory (Sophgo NPUs): capacity = size * lanes
@@ -178,6 +178,13 @@ class Chip:
             if k in self.ops:
                 return self.ops[k]
         return None
+
+    @cached_property
+    def data_memory(self):
+        """Where a graph's inputs, outputs and the tensors passed between its layer groups live:
+        the host's memory on a chip that has one (`kind: host`: the TPU v1's, across PCIe, its
+        ddr holding the weights), else ddr."""
+        return next((m.name for m in self.memories.values() if m.kind == "host"), "ddr")
 
     @cached_property
     def cache(self):

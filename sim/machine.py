@@ -73,8 +73,9 @@ class Machine:
         """Each output's values; one a kernel filled only in part has the shape it produced."""
         if not self.functional:
             return {}
-        ddr, produced = self.memories["ddr"], self.produced
-        return {b.name: ddr.read(b.region)[: produced[b.region.addr][0]] if b.region.addr in produced else ddr.read(b.region)
+        memories, produced = self.memories, self.produced  # what a kernel produced is in ddr
+        return {b.name: memories[b.region.mem].read(b.region)[: produced[b.region.addr][0]]
+                if b.region.mem == "ddr" and b.region.addr in produced else memories[b.region.mem].read(b.region)
                 for b in self.program.bindings if b.role == "output"}
 
     # ---- running ----------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 its five CISC instructions take through npusim's ISA, the matrix unit's weight-stationary count,
 and a few int8 ops against their references, timing mode giving functional mode's cycles."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -19,19 +21,21 @@ MiB = 2**20
 
 def test_memories_and_bandwidths():
     m = CHIP.memories
-    assert {name: mem.capacity for name, mem in m.items()} == {"ddr": 8 * 2**30, "ub": 24 * MiB, "acc": 4 * MiB, "wfifo": 4 * 64 * 1024}
+    assert {name: mem.capacity for name, mem in m.items()} == {"ddr": 8 * 2**30, "host": 256 * 2**30, "ub": 24 * MiB, "acc": 4 * MiB, "wfifo": 4 * 64 * 1024}
     assert m["ddr"].bandwidth * CHIP.clock_hz == pytest.approx(34e9)  # the weight memory
     assert CHIP.engines["host"].bandwidth * CHIP.clock_hz == pytest.approx(14 * 2**30)  # PCIe Gen3 x16
+    assert m["host"].bandwidth == CHIP.engines["host"].bandwidth  # every host byte crosses it
+    assert CHIP.data_memory == "host"
 
 
 def test_the_cisc_instructions_routes():
-    assert route(CHIP, "ddr", "ub") == (("host", "ddr", "ub"),)  # Read_Host_Memory
+    assert route(CHIP, "host", "ub") == (("host", "host", "ub"),)  # Read_Host_Memory
     assert route(CHIP, "ddr", "wfifo") == (("weights", "ddr", "wfifo"),)  # Read_Weights
     mxu = CHIP.engines["mxu"]
     assert (mxu.operand_memory("a"), mxu.operand_memory("b"), mxu.operand_memory("c")) == ("ub", "wfifo", "acc")  # MatrixMultiply
     assert route(CHIP, "acc", "ub") == (("activate", "acc", "ub"),)  # Activate: the accumulators into the pipeline
     assert CHIP.engines["act"].memory == "ub"  # ... whose functions run on the unified buffer
-    assert route(CHIP, "ub", "ddr") == (("host", "ub", "ddr"),)  # Write_Host_Memory
+    assert route(CHIP, "ub", "host") == (("host", "ub", "host"),)  # Write_Host_Memory
 
 
 def run_both(graph, inputs):
@@ -105,10 +109,41 @@ def test_activations_kept_in_the_unified_buffer_reach_the_mxu_through_the_systol
     rng = np.random.default_rng(4)
     g = isa.Graph("resident")
     x = g.constant("x", ints(rng, (256, 512), -5, 5))
-    g.output(O.matrix_mul(x, g.input("w", (512, 256), "int8"), scale=1 / 64), "y")
-    inputs = {"w": ints(rng, (512, 256), -5, 5)}
-    res = sim.run(g, CHIP, inputs, policy=isa.Policy(pinned=("x",)))
-    np.testing.assert_array_equal(res.outputs["y"], evaluate(g, inputs, CHIP)["y"])
+    g.output(O.matrix_mul(x, g.constant("w", ints(rng, (512, 256), -5, 5)), scale=1 / 64), "y")
+    res = sim.run(g, CHIP, {}, policy=isa.Policy(pinned=("x",)))
+    np.testing.assert_array_equal(res.outputs["y"], evaluate(g, {}, CHIP)["y"])
     staged = [e for e in res.trace.events if e.kind == "dma" and e.engine == "setup"]
     assert staged and all((e.src, e.dst) == ("ub", "ub") for e in staged)
     assert res.stats.ddr_read_bytes == 512 * 256
+
+
+def test_the_graphs_data_crosses_pcie_from_the_host_and_the_weights_come_from_the_weight_memory():
+    """Inputs and outputs live in the host's memory (`kind: host`): Read_Host_Memory and
+    Write_Host_Memory move them at PCIe's 14 GiB/s; DDR, the weight memory, holds the weights
+    alone, and its bytes are all Result.stats counts."""
+    rng = np.random.default_rng(5)
+    g = isa.Graph("fc")
+    g.output(O.matrix_mul(g.input("x", (64, 512), "int8"), g.constant("w", ints(rng, (512, 256), -5, 5)), scale=1 / 64), "y")
+    res = run_both(g, {"x": ints(rng, (64, 512), -5, 5)})
+    assert {b.name: b.region.mem for b in res.program.bindings} == {"x": "host", "w": "ddr", "y": "host"}
+    moved = {}
+    for e in res.trace.events:
+        if e.kind == "dma":
+            moved[e.engine, e.src, e.dst] = moved.get((e.engine, e.src, e.dst), 0) + e.bytes
+    assert moved[("host", "host", "ub")] == 64 * 512 and moved[("host", "ub", "host")] == 64 * 256
+    assert moved[("weights", "ddr", "wfifo")] == 512 * 256
+    assert (res.stats.ddr_read_bytes, res.stats.ddr_write_bytes) == (512 * 256, 0)
+    # a host transfer alone: its engine's latency, then its bytes at the link's rate
+    load = next(e for e in res.trace.events if (e.engine, e.src) == ("host", "host"))
+    host = CHIP.engines["host"]
+    assert load.end - load.start == host.latency + math.ceil(load.bytes / host.bandwidth)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("memories.weights2", "{kind: host, size: 1GiB, bandwidth: 8}", r"one memory is the host's, and host already is"),
+    ("memories.host.shared", "true", r"a host memory is one memory every core shares"),
+    ("memories.host.kind", "hostess", r"hostess"),
+])
+def test_bad_host_memories_are_config_errors(key, value, message):
+    with pytest.raises(sim.ConfigError, match=message):
+        chips.load("tpu_v1", {key: value})

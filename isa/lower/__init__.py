@@ -62,7 +62,7 @@ def lower(graph, chip, policy=None):
     shares = _shared_buffers(graph, groups)
     touch = _templates_touching(groups, shares)
     _check_pins(ctx, touch)
-    aliased = _bind(ctx)
+    aliased = _bind(ctx, _in_ddr_only(groups, shares))
     ctx.bound.update(ctx.home)
     last_use = {}
     for i, g in enumerate(groups):
@@ -165,18 +165,25 @@ def _check_pins(ctx, touch):
                 raise ConfigError(f"policy.pinned: constant {name} is read by op {op} (the {template} template), whose operands must be in DDR")
 
 
-def _bind(ctx):
-    """Inputs, constants and outputs get their places first, in that order (a pinned constant in
-    on-chip memory). Returns the outputs that alias a tensor placed already, as (output name,
-    tensor name, Buf)."""
+def _in_ddr_only(groups, shares):
+    """The tensors a template whose operands must be in DDR reads or writes."""
+    return {shares.get(t, t) for g in groups if TEMPLATES[g.template].homes == "ddr" for t in (*g.loads, *g.stores)}
+
+
+def _bind(ctx, ddr_only):
+    """Inputs, constants and outputs get their places first, in that order: constants in DDR (a
+    pinned one in on-chip memory), inputs and outputs in the chip's data memory (DDR, or the
+    host's where it has one, unless a template that reads DDR only touches them). Returns the
+    outputs that alias a tensor placed already, as (output name, tensor name, Buf)."""
     g, em = ctx.graph, ctx.em
+    data = lambda name: "ddr" if name in ddr_only else ctx.chip.data_memory  # noqa: E731
     local = local_memory(ctx.chip) if ctx.policy.pinned else None
     if ctx.policy.pinned and local is None:
         raise ConfigError(f"policy.pinned: chip {ctx.chip.name} has no on-chip memory every core reaches (each of its "
                           f"{ctx.chip.cores} cores has its own), so nothing can be pinned")
     for name in g.inputs:
         t = g.tensors[name]
-        ctx.home[name] = em.bind(name, "input", t.dtype, t.shape)
+        ctx.home[name] = em.bind(name, "input", t.dtype, t.shape, mem=data(name))
     for name, array in g.constants.items():
         mem = local if name in ctx.policy.pinned else "ddr"
         ctx.home[name] = em.bind(name, "const", g.tensors[name].dtype, array.shape, array.tobytes(), mem)
@@ -184,14 +191,15 @@ def _bind(ctx):
     for out_name, tname in g.outputs.items():
         t = g.tensors[tname]
         if tname in ctx.home:  # an input, a constant or a tensor already output under another name
-            aliased.append((out_name, tname, em.bind(out_name, "output", t.dtype, t.shape)))
+            aliased.append((out_name, tname, em.bind(out_name, "output", t.dtype, t.shape, mem=data(tname))))
         else:
-            ctx.home[tname] = em.bind(out_name, "output", t.dtype, t.shape)
+            ctx.home[tname] = em.bind(out_name, "output", t.dtype, t.shape, mem=data(tname))
     return aliased
 
 
 def _place_intermediate(ctx, name, templates):
-    """The home of a tensor passed between groups: DDR, or with intermediates="local" the
+    """The home of a tensor passed between groups: the chip's data memory (DDR, or the host's
+    where it has one and every template touching it can reach it), or with intermediates="local" the
     chip's largest on-chip memory when every template touching it can reach it there and it
     takes at most half of that memory's free bytes, so the groups that run while it lives keep
     room for their tiles. A tensor that could have gone on chip but did not is noted."""
@@ -204,7 +212,7 @@ def _place_intermediate(ctx, name, templates):
         why = f"{mem} has {alloc.free_bytes()} bytes free" if alloc else "no on-chip memory every core reaches"
         em.notes.append(f"intermediate {name} ({nbytes} bytes) stays in ddr: {why}")
     try:
-        return em.alloc("ddr", nbytes, name)
+        return em.alloc(ctx.chip.data_memory if _on_chip_ok(templates) else "ddr", nbytes, name)
     except OutOfMemoryError as exc:
         raise OutOfMemoryError(f"tensor {name} made by op {ctx.graph.producer[name].name}, passed between layer groups: {exc}") from None
 

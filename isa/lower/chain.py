@@ -231,7 +231,7 @@ def _layered_cycles(ctx, chain):
     """The estimated cycles of the chain's layers lowered one by one, the tensors they
     hand on in DDR (placed for the estimate and released)."""
     for t in chain.inner:
-        ctx.home[t] = ctx.em.alloc("ddr", ctx.graph.tensors[t].nbytes, t)
+        ctx.home[t] = ctx.em.alloc(ctx.chip.data_memory, ctx.graph.tensors[t].nbytes, t)
     cycles = sum(PLANS[g.template](ctx, g).tiling()[1] for g in chain.groups)
     for t in chain.inner:
         ctx.em.release(ctx.home.pop(t))

@@ -101,7 +101,8 @@ class Emitter:
             self.buffers.append(Buffer(buf.name, buf.mem, buf.addr, buf.size, buf.first, last))
 
     def bind(self, name, role, dtype, shape, data=b"", mem="ddr"):
-        """Place a graph tensor for the whole program: in DDR, or a constant pinned in mem. Its
+        """Place a graph tensor for the whole program: in mem (DDR; the host's memory for a graph's
+        data on a chip that has one; on chip for a pinned constant). Its
         bytes are in place before the program starts, so it takes addresses no buffer has used
         (a constant a template binds midway must not sit where an earlier buffer was written).
         Binding a name again with the same contents gives the first Buf: a template planned
@@ -114,7 +115,7 @@ class Emitter:
             return self._bound[name, role][1]
         nbytes = len(data) if data else tile_nbytes(dtype, shape)
         try:
-            buf = self.alloc(mem, nbytes, f"{role} {name}" if mem == "ddr" else f"pinned {role} {name}", unused=True)
+            buf = self.alloc(mem, nbytes, f"{role} {name}" if self.chip.memories[mem].kind != "local" else f"pinned {role} {name}", unused=True)
         except OutOfMemoryError as exc:
             raise OutOfMemoryError(f"{exc} ({mem} capacity {self.chip.memories[mem].capacity} bytes)") from None
         self.bindings.append(Binding(name, role, buf.region(dtype, shape), data))
