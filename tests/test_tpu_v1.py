@@ -23,19 +23,20 @@ def test_memories_and_bandwidths():
     m = CHIP.memories
     assert {name: mem.capacity for name, mem in m.items()} == {"ddr": 8 * 2**30, "host": 256 * 2**30, "ub": 24 * MiB, "acc": 4 * MiB, "wfifo": 4 * 64 * 1024}
     assert m["ddr"].bandwidth * CHIP.clock_hz == pytest.approx(34e9)  # the weight memory
-    assert CHIP.engines["host"].bandwidth * CHIP.clock_hz == pytest.approx(14 * 2**30)  # PCIe Gen3 x16
-    assert m["host"].bandwidth == CHIP.engines["host"].bandwidth  # every host byte crosses it
+    for direction in ("host_read", "host_write"):  # PCIe Gen3 x16, each way
+        assert CHIP.engines[direction].bandwidth * CHIP.clock_hz == pytest.approx(14 * 2**30)
+    assert m["host"].bandwidth == 2 * CHIP.engines["host_read"].bandwidth  # every host byte crosses it, either way
     assert CHIP.data_memory == "host"
 
 
 def test_the_cisc_instructions_routes():
-    assert route(CHIP, "host", "ub") == (("host", "host", "ub"),)  # Read_Host_Memory
+    assert route(CHIP, "host", "ub") == (("host_read", "host", "ub"),)  # Read_Host_Memory
     assert route(CHIP, "ddr", "wfifo") == (("weights", "ddr", "wfifo"),)  # Read_Weights
     mxu = CHIP.engines["mxu"]
     assert (mxu.operand_memory("a"), mxu.operand_memory("b"), mxu.operand_memory("c")) == ("ub", "wfifo", "acc")  # MatrixMultiply
     assert route(CHIP, "acc", "ub") == (("activate", "acc", "ub"),)  # Activate: the accumulators into the pipeline
     assert CHIP.engines["act"].memory == "ub"  # ... whose functions run on the unified buffer
-    assert route(CHIP, "ub", "host") == (("host", "ub", "host"),)  # Write_Host_Memory
+    assert route(CHIP, "ub", "host") == (("host_write", "ub", "host"),)  # Write_Host_Memory
 
 
 def run_both(graph, inputs):
@@ -130,12 +131,12 @@ def test_the_graphs_data_crosses_pcie_from_the_host_and_the_weights_come_from_th
     for e in res.trace.events:
         if e.kind == "dma":
             moved[e.engine, e.src, e.dst] = moved.get((e.engine, e.src, e.dst), 0) + e.bytes
-    assert moved[("host", "host", "ub")] == 64 * 512 and moved[("host", "ub", "host")] == 64 * 256
+    assert moved[("host_read", "host", "ub")] == 64 * 512 and moved[("host_write", "ub", "host")] == 64 * 256
     assert moved[("weights", "ddr", "wfifo")] == 512 * 256
     assert (res.stats.ddr_read_bytes, res.stats.ddr_write_bytes) == (512 * 256, 0)
     # a host transfer alone: its engine's latency, then its bytes at the link's rate
-    load = next(e for e in res.trace.events if (e.engine, e.src) == ("host", "host"))
-    host = CHIP.engines["host"]
+    load = next(e for e in res.trace.events if (e.engine, e.src) == ("host_read", "host"))
+    host = CHIP.engines["host_read"]
     assert load.end - load.start == host.latency + math.ceil(load.bytes / host.bandwidth)
 
 
