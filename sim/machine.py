@@ -131,7 +131,7 @@ class Machine:
                 finished[i].succeed()
 
         def done(i, instr, start, step, note, cached=0.0):
-            kind, _, _, _, fn, nbytes, src, dst, ops = step[:9]
+            kind, _, _, _, fn, nbytes, src, dst, ops, _, _ = step
             record(Event(name, i, kind, fn, instr.op, start, env.now, nbytes, src, dst, note, ops, round(cached * nbytes) if cached else 0))
             settle(i)
 
@@ -243,16 +243,17 @@ def _step(chip, engine, instr, where):
                 shares, engine_cap(engine.bandwidth, shares))
     if kind == "scalar":
         nbytes = sum(r.nbytes for r in instr.dsts)
-        return ("scalar", scalar.cycles(instr, engine, where), 0, None, instr.fn, nbytes, "ddr", "ddr", 0)
+        return ("scalar", scalar.cycles(instr, engine, where), 0, None, instr.fn, nbytes, "ddr", "ddr", 0, None, None)
     if kind == "vector":
         dtype = vector.cost_dtype(instr)
         if dtype not in engine.vector.per_lane:
             raise ProgramError(f"engine {engine.name}: the vector unit has no throughput for dtype {dtype} (per_lane: {', '.join(engine.vector.per_lane)})")
-        return ("vector", vector.cycles(instr, engine.vector, engine.issue_latency), 0, None, instr.fn, instr.dst.nbytes, "", instr.dst.mem, vector.elements(instr))
+        return ("vector", vector.cycles(instr, engine.vector, engine.issue_latency), 0, None, instr.fn, instr.dst.nbytes, "", instr.dst.mem, vector.elements(instr),
+                None, None)
     if instr.a.dtype not in engine.matrix.block_cycles:
         raise ProgramError(f"engine {engine.name}: the matrix unit has no block_cycles for dtype {instr.a.dtype}")
     M, K, N = instr.dims()
-    return ("matrix", matrix.cycles(instr, engine.matrix, engine.issue_latency), 0, None, "matmul", instr.c.nbytes, "", instr.c.mem, 2 * M * K * N)
+    return ("matrix", matrix.cycles(instr, engine.matrix, engine.issue_latency), 0, None, "matmul", instr.c.nbytes, "", instr.c.mem, 2 * M * K * N, None, None)
 
 
 def _parse_id(ident):

@@ -199,13 +199,13 @@ class _Plan(Priced):
         return all(self.em.allocators[m].fits(sizes) for m, sizes in self._sizes(tm, tn, tk, keep, accs).items())
 
     def tiles(self):
-        """(tm, tn, tk, keep, accumulators): of the candidate sizes (from the policy's limits, halved, as multiples
-        of the matrix unit's m, n, k) whose buffers fit, the one of least estimated cycles
-        (isa/lower/estimate.py): larger tiles reload less (the left tile once per column block,
-        the right once per row block), smaller ones pipeline sooner and share out among the
-        units. tk is chosen as for one unit, so the order of the sums does not depend on the
-        units; then, with several, tm and tn for them. An epilogue done on the way out (an
-        Ascend FixPipe's) may take one accumulator twice the size of two."""
+        """(tm, tn, tk, keep, accumulators): of the candidate sizes (from the policy's limits,
+        halved, as multiples of the matrix unit's m, n, k) whose buffers fit, the one of least
+        estimated cycles (isa/lower/estimate.py): larger tiles reload less (the left tile once
+        per column block, the right once per row block), smaller ones pipeline sooner and share
+        out among the units. tk is chosen as for one unit, so the order of the sums does not
+        depend on the units; then, with several, tm and tn for them. An epilogue done on the way
+        out (an Ascend FixPipe's) may take one accumulator twice the size of two."""
         unit = self.mx.matrix
         limits = self.ctx.tile_limits((self.M, self.N, self.K), ("n", "c", "k"))
         depth = unit.depth(self.operand_dtypes[0])
