@@ -112,7 +112,7 @@ STAGED = [
 
 @pytest.mark.parametrize("name,graph", STAGED, ids=[f"{n}-{i}" for i, (n, _) in enumerate(STAGED)])
 def test_close_where_transfers_stage(name, graph):
-    """Measured: -0.9%, -4.3%, -0.2%, -1.4% (DDR shared as the transfers go in the machine,
+    """Measured: -0.2%, -2.9%, -0.2%, -0.2% (DDR shared as the transfers go in the machine,
     served in turn in the estimate; on the 910B, 24 cores at once, and the L2 caching GM: the
     estimate has the first loads miss until the inputs' bytes are read once, the machine has
     each core miss on what no core has read yet)."""
