@@ -57,6 +57,8 @@ def side_shares(src, dst):
     """The share of a transfer's bytes_moved that each side's memory carries: all of them on
     both sides of a copy; a converting DMA's narrower side (int32 read, int8 written) its width's
     share (1 and 0.25)."""
+    if src.dtype == dst.dtype:
+        return 1.0, 1.0
     a, b = dtypes.itemsize(src.dtype), dtypes.itemsize(dst.dtype)
     return a / max(a, b), b / max(a, b)
 

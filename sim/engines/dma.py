@@ -56,9 +56,10 @@ def shares(instr):
     return (1.0, 1.0, 1.0) if isinstance(instr, IndexedDma) else side_shares(instr.src, instr.dst)
 
 
-def port_use(instr):
-    """memory -> how many of the transfer's endpoints are in it, each counting its share."""
-    return ports(_endpoints(instr), shares(instr))
+def port_use(instr, endpoint_shares):
+    """memory -> how many of the transfer's endpoints are in it, each counting its share
+    (`shares`)."""
+    return ports(_endpoints(instr), endpoint_shares)
 
 
 def bandwidth(instr, chip, engine):
