@@ -4,6 +4,8 @@ quantizes, casts and rectifies what leaves L0C) and the matrix templates' epilog
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import chips
 import isa
@@ -169,3 +171,52 @@ def test_on_the_910b_an_int8_output_tile_is_bounded_by_l0c_not_the_ub():
 
     assert tile(_ascend("ascend910b", "int8")) == (128 * 256, True)
     assert tile(_ascend("ascend910b", "int8", converts=False)) == (64 * 128, False)
+
+
+# A converting DMA is the vector function of that name on the way: the same bytes as the vector
+# unit computing it in local memory and a plain DMA storing the result.
+FUNCTIONS = {  # fn -> numbers after the source, drawn for a source dtype
+    "copy": lambda d: (),
+    "relu": lambda d: (),
+    "mul": lambda d: (st.floats(-4, 4, width=32) if d == "float32" else st.integers(-9, 9),),
+    "add": lambda d: (st.floats(-100, 100, width=32) if d == "float32" else st.integers(-300, 300),),
+    "max": lambda d: (st.integers(-50, 50),),
+    "rshift": lambda d: (st.integers(0, 12), st.sampled_from(sorted(isa.dtypes.ROUNDING.values()))),
+    "clamp": lambda d: (st.integers(-200, 0), st.integers(0, 200)),
+}
+SOURCES = {"int32": ("int8", "int16", "int32"), "float32": ("float32", "int8", "int32")}
+
+
+@st.composite
+def conversions(draw):
+    src = draw(st.sampled_from(sorted(SOURCES)))
+    fn = draw(st.sampled_from(sorted(f for f in FUNCTIONS if not (f == "rshift" and src == "float32"))))
+    args = tuple(draw(s) for s in FUNCTIONS[fn](src))
+    cdt = "float32" if src == "float32" else "int64"
+    return src, draw(st.sampled_from(SOURCES[src])), fn, args, cdt, draw(st.integers(1, 40))
+
+
+@settings(max_examples=60, deadline=None)
+@given(conversions(), st.integers(0, 2**31))
+def test_a_converting_dma_stores_what_the_vector_unit_computes(case, seed):
+    src, dst, fn, args, cdt, n = case
+    chip = tiny(**{"engines.gdma.converts": f"[{fn}]", "memories.lmem.size": "4KiB"})
+    arg_text = f" args={','.join(map(repr, args))}" if args else ""
+    numbers = "".join(f",{a!r}" for a in args)
+    text = f""".program chip=tiny graph=hand
+.input x ddr@0x0:{src}[{n};1]
+.output y ddr@0x200:{dst}[{n};1]
+.output z ddr@0x400:{dst}[{n};1]
+.engine gdma
+.engine tiu
+gdma.0 dma src=ddr@0x0:{src}[{n};1] dst=lmem@0x0:{src}[{n};1]
+gdma.1 dma src=lmem@0x0:{src}[{n};1] dst=ddr@0x200:{dst}[{n};1] fn={fn} cdt={cdt}{arg_text}
+tiu.0 wait on=gdma.0
+tiu.1 vector fn={fn} cdt={cdt} dst=lmem@0x800:{dst}[{n};1] src=lmem@0x0:{src}[{n};1]{numbers}
+gdma.2 wait on=tiu.1
+gdma.3 dma src=lmem@0x800:{dst}[{n};1] dst=ddr@0x400:{dst}[{n};1]
+"""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(n) * 300).astype(np.float32) if src == "float32" else rng.integers(-70000, 70000, n).astype(np.int32)
+    res = sim.execute(isa.Program.from_text(text), chip, {"x": x})
+    np.testing.assert_array_equal(res.outputs["y"], res.outputs["z"])
