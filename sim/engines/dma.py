@@ -3,13 +3,14 @@
 cycles = latency + ceil(bytes_moved / bandwidth) (the arithmetic is isa/costs.py's, which the
 lowering's estimate shares), where
 - latency is the engine's plus each endpoint memory's;
-- bytes_moved is the larger of the two sides (a converting DMA's too), each side rounding every contiguous run of
+- bytes_moved is the larger of the two sides, each side rounding every contiguous run of
   bytes up to its memory's burst (so strided and tiny transfers cost what they cost); a
   zero-stride dimension re-reads the same bytes (a broadcast), which the engine fetches once;
-  a gather or scatter moves each indexed row as its own runs and reads its indices first;
-- bandwidth is the least of the engine's and each endpoint memory's, a memory that is both
-  source and destination counting twice. Overlapping transfers share memory bandwidth
-  (sim/bandwidth.py); this is the uncontended figure.
+  a gather or scatter moves each indexed row as its own runs and reads its indices first; a
+  converting DMA's narrower side carries its width's share of them (`shares`);
+- bandwidth is the least of the engine's (which counts the bytes it writes) and each endpoint
+  memory's, a memory that is both source and destination counting twice. Overlapping
+  transfers share memory bandwidth (sim/bandwidth.py); this is the uncontended figure.
 
 An engine runs its transfers in order; one that keeps several in flight (`in_flight` in the
 chip YAML, as a DMA queue with outstanding requests does) starts a transfer's latency while
