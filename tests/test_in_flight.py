@@ -90,9 +90,9 @@ def test_bad_converts_keys_are_config_errors(key, value, message):
 # ---- the epilogue on the way out of L0C -------------------------------------------------------
 
 def _ascend(name, dtype, converts=True):
-    """The chip with the op rows a product and a convolution in dtype need (as bench/roofline
-    adds them), FixPipe converting or not."""
-    point = {f"ops.{op}": {"dtypes": [dtype]} for op in ("matrix_mul", "conv")}
+    """The chip with the op rows a product, a convolution and an activation in dtype need (as
+    bench/roofline adds them), FixPipe converting or not."""
+    point = {f"ops.{op}": {"dtypes": [dtype]} for op in ("matrix_mul", "conv", "active")}
     if not converts:
         point["engines.fixpipe.converts"] = "[]"
     return configure(name, point)[0]
@@ -220,3 +220,23 @@ gdma.3 dma src=lmem@0x800:{dst}[{n};1] dst=ddr@0x400:{dst}[{n};1]
     x = (rng.standard_normal(n) * 300).astype(np.float32) if src == "float32" else rng.integers(-70000, 70000, n).astype(np.int32)
     res = sim.execute(isa.Program.from_text(text), chip, {"x": x})
     np.testing.assert_array_equal(res.outputs["y"], res.outputs["z"])
+
+
+@pytest.mark.parametrize("name", ["ascend310b", "ascend910b"])
+def test_fixpipe_casts_and_rectifies_a_convolution_with_its_fused_relu(name):
+    """A float16 convolution then ReLU, fused in one layer group: FixPipe stores relu(acc) as
+    float16 (ReLU before the cast gives the cast's values after it); no vector instruction."""
+    g = isa.Graph("conv_relu")
+    x = g.input("x", (1, 16, 12, 12), "float16")
+    w = g.constant("w", np.random.default_rng(7).standard_normal((24, 16, 3, 3)).astype(np.float16))
+    g.output(isa.ops.active(isa.ops.conv(x, w, pad_h_t=1, pad_h_b=1, pad_w_l=1, pad_w_r=1), "relu"), "y")
+    chip = _ascend(name, "float16")
+    xv = np.random.default_rng(8).standard_normal((1, 16, 12, 12)).astype(np.float16)
+    res = sim.run(g, chip, {"x": xv})
+    conv, relu = g.nodes
+    want = REGISTRY["active"].reference([REGISTRY["conv"].reference([xv, g.constants["w"]], conv.params)[0]], relu.params)[0]
+    np.testing.assert_allclose(res.outputs["y"].astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-3)
+    assert (res.outputs["y"] >= 0).all() and (res.outputs["y"] == 0).any()
+    assert {e.name for e in res.trace.events if e.kind == "dma" and e.engine.endswith("fixpipe")} == {"dma.relu"}
+    assert not [e for e in res.trace.events if e.kind == "vector"]
+    assert sim.run(g, chip, mode="timing").cycles == res.cycles

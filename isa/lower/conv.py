@@ -36,7 +36,7 @@ from ..ops.elementwise import In, Step
 from .alloc import shortfall
 from .emit import Buf
 from .estimate import Priced, Work, chain, tiled
-from .in_flight import in_flight
+from .in_flight import in_flight, then_relu
 from .local import Tail
 from .pipeline import deal, run_units, step_budget
 from .route import copy
@@ -121,10 +121,16 @@ class _Plan(Priced, RowsTiled):
 
     def _flight(self, unit):
         """The InFlight storing unit's accumulator home with the epilogue done on the way
-        (isa/lower/in_flight.py), or None; not with a fused tail, which reads the result."""
-        if self.tail.nodes or self.tail.stores != [self.out.name]:
+        (isa/lower/in_flight.py), or None: with no fused tail, or one ReLU after a cast (or after
+        nothing), which it does too, storing the ReLU's result (self.stored)."""
+        steps, self.stored = self.steps, self.out.name
+        if self.tail.nodes:
+            node = self.tail.nodes[0]
+            steps = then_relu(self.steps, node.steps) if len(self.tail.nodes) == 1 and tuple(node.node.inputs) == (self.out.name,) else None
+            self.stored = node.out.name
+        if steps is None or self.tail.stores != [self.stored]:
             return None
-        return in_flight(self.ctx.chip, unit, self.steps, self.acc_dtype, self.ctx.home[self.out.name].mem)
+        return in_flight(self.ctx.chip, unit, steps, self.acc_dtype, self.ctx.home[self.stored].mem)
 
     # ---- offline constants ------------------------------------------------------------------
 
@@ -333,7 +339,7 @@ class _Plan(Priced, RowsTiled):
     def _price_flight(self, price, extents):
         """The accumulator stored home by the DMA that does the epilogue (self.flight)."""
         cmem = self.mx.operand_memory("c")
-        out = sub_region(self.ctx.home_region(self.out.name), (0,) * len(extents), extents)
+        out = sub_region(self.ctx.home_region(self.stored), (0,) * len(extents), extents)
         return tuple(price.copy(dense(cmem, 0, self.acc_dtype, extents), out))
 
     # ---- emission ---------------------------------------------------------------------------
@@ -462,8 +468,8 @@ class _Plan(Priced, RowsTiled):
         def store():
             if last and self.flight is not None:
                 acc = acc_bufs["acc"]
-                home = self.ctx.home[self.out.name]
-                dst = sub_region(self.ctx.home_region(self.out.name), out_starts, out_extents)
+                home = self.ctx.home[self.stored]
+                dst = sub_region(self.ctx.home_region(self.stored), out_starts, out_extents)
                 self.flight.emit(em, acc.region(self.acc_dtype, out_extents), acc, dst, home, node)
             elif last:
                 self.tail.store(tail_bufs, out_starts, out_extents, {self.out.name: acc_bufs[self.result_key]})

@@ -8,13 +8,15 @@ rectifying as it writes L0C out to GM), the result tile leaves in one converting
 and no result buffer there, so an output tile is bounded by the accumulator's memory alone.
 An epilogue of one step over the accumulator and numbers qualifies (a bias, the asymmetric
 mode's second product or a requantization in several roundings do not), and so does none at
-all (the result is the accumulator: a plain copy).
+all (the result is the accumulator: a plain copy). A cast followed by a fused ReLU is one step,
+`relu` stored into the cast's dtype (`then_relu`): rounding keeps order and zero, so the values
+are the same either way round.
 """
 
 from dataclasses import dataclass
 
 from ..instructions import Dma
-from ..ops.elementwise import OUT, In, step_dtype
+from ..ops.elementwise import OUT, In, Step, step_dtype
 from .route import route
 
 
@@ -27,6 +29,14 @@ class InFlight:
 
     def emit(self, em, src, src_buf, dst, dst_buf, op):
         em.emit(self.engine, Dma(src, dst, op, self.fn, self.args, self.cdt), reads=(src_buf,), writes=(dst_buf,))
+
+
+def then_relu(steps, node_steps):
+    """The epilogue `steps` (none, or a cast) and a fused node's (a ReLU of their result) as
+    one step, or None."""
+    cast = not steps or (len(steps) == 1 and steps[0].fn == "copy" and steps[0].operands == (In(0),) and steps[0].dst == OUT)
+    relu = len(node_steps) == 1 and node_steps[0].fn == "relu" and node_steps[0].operands == (In(0),) and node_steps[0].dst == OUT
+    return [Step("relu", (In(0),))] if cast and relu else None
 
 
 def in_flight(chip, unit, steps, acc_dtype, out_mem):
