@@ -369,6 +369,7 @@ _MATRIX = {
     "a": (_local_memory, OPTIONAL),
     "b": (_local_memory, OPTIONAL),
     "c": (_local_memory, OPTIONAL),
+    "bias": (_local_memory, OPTIONAL),
 }
 _SCALAR = {
     "per_element": (_cycles_per, REQUIRED),
@@ -437,7 +438,7 @@ def _check_shared_reach(value, at, fields):
     """A shared engine reaches shared memories only: which core's copy would it use?"""
     refs = [("memory", fields.get("memory"))] + [("links", m) for link in fields.get("links", ()) for m in link]
     unit = fields.get("matrix")
-    refs += [("matrix", getattr(unit, role)) for role in "abc" if unit is not None]
+    refs += [("matrix", getattr(unit, role)) for role in ("a", "b", "c", "bias") if unit is not None]
     for key, name in refs:
         if name is not None and at.ctx.memories[name].core is not None:
             raise at.child(value, key).error(f"a shared engine reaches shared memories only, and {name} is a memory of each core "
@@ -547,7 +548,8 @@ def _per_core(memories, engines, cores):
 
     def engine_copy(engine, core):
         mem = lambda name: name if name is None or memories[name].core is None else core_name(name, core, cores)  # noqa: E731
-        unit = engine.matrix and dataclasses.replace(engine.matrix, a=mem(engine.matrix.a), b=mem(engine.matrix.b), c=mem(engine.matrix.c))
+        unit = engine.matrix and dataclasses.replace(engine.matrix, a=mem(engine.matrix.a), b=mem(engine.matrix.b), c=mem(engine.matrix.c),
+                                                     bias=mem(engine.matrix.bias))
         return dataclasses.replace(engine, name=core_name(engine.name, core, cores), core=core, memory=mem(engine.memory),
                                    links=tuple((mem(a), mem(b)) for a, b in engine.links), matrix=unit)
 

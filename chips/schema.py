@@ -80,6 +80,7 @@ class MatrixUnit:
     a: Optional[str] = None  # memory of the left operand (default: the engine's memory)
     b: Optional[str] = None  # memory of the right operand
     c: Optional[str] = None  # memory of the accumulator / result
+    bias: Optional[str] = None  # memory of a bias row a product may start from (an Ascend cube's BiasTable)
 
     def depth(self, dtype):
         """The K of one block in `dtype` (an Ascend cube's is 32 for int8, 16 for float16)."""

@@ -18,6 +18,8 @@ expressed) of one memory starting at a byte address. Each opcode's meaning:
             and b is K x N (its shape is a's K dimensions then c's N dimensions). So a
             convolution's input patches are a strided view of the input (implicit im2col).
             Floats accumulate in float32 (float64 operands in float64), integers exactly in int32.
+            With `bias` (a region of c's shape, zero strides repeating one row: an Ascend
+            cube's BiasTable) the product starts from it.
 - `gather`  dst[p, i, q] = table[p, index[p, i, 0..k-1], q]: a DMA whose source rows come from
             indices read from memory (see `IndexedDma`); `scatter` writes rows the same way.
 - `scalar`  run a kernel (sort, nms, where, ...) on a general-purpose core: `dsts` =
@@ -27,7 +29,7 @@ expressed) of one memory starting at a byte address. Each opcode's meaning:
 """
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 from . import dtypes
 from .errors import ProgramError
@@ -167,6 +169,7 @@ class Matmul:
     accumulate: bool
     op: str = ""
     m: int = 1  # leading dimensions of a and c that make M
+    bias: Optional[Region] = None  # added to the product (the module docstring)
     kind = "matrix"
 
     def dims(self):
@@ -235,7 +238,8 @@ def regions(instr):
     if isinstance(instr, Vector):
         return tuple(s for s in instr.srcs if isinstance(s, Region)), (instr.dst,)
     if isinstance(instr, Matmul):
-        return ((instr.a, instr.b, instr.c) if instr.accumulate else (instr.a, instr.b)), (instr.c,)
+        reads = (instr.a, instr.b) + ((instr.c,) if instr.accumulate else ()) + ((instr.bias,) if instr.bias else ())
+        return reads, (instr.c,)
     if isinstance(instr, Scalar):
         return instr.srcs, instr.dsts
     return (), ()
@@ -255,6 +259,7 @@ def instr_text(ident, instr):
     elif isinstance(instr, Matmul):
         body = f"matmul a={instr.a.text()} b={instr.b.text()} c={instr.c.text()} acc={int(instr.accumulate)}"
         body += f" m={instr.m}" if instr.m != 1 else ""
+        body += f" bias={instr.bias.text()}" if instr.bias else ""
     elif isinstance(instr, IndexedDma):
         body = f"{'scatter' if instr.scatter else 'gather'} table={instr.table.text()} index={instr.index.text()} rows={instr.rows.text()}"
         body += " wrap=1" if instr.wrap else ""
@@ -387,6 +392,7 @@ _PARSERS = {
     "scatter": _parse_indexed(True),
     "scalar": _parse_scalar,
     "vector": _parse_vector,
-    "matmul": lambda a, op, w: Matmul(*(parse_region(a.pop(k), w) for k in "abc"), a.pop("acc") == "1", op, int(a.pop("m", "1"))),
+    "matmul": lambda a, op, w: Matmul(*(parse_region(a.pop(k), w) for k in "abc"), a.pop("acc") == "1", op, int(a.pop("m", "1")),
+                                      parse_region(a.pop("bias"), w) if "bias" in a else None),
     "wait": lambda a, op, w: Wait(tuple(a.pop("on").split(",")), op),
 }

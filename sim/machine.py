@@ -327,6 +327,8 @@ def _check_shapes(instr, where):
         m = instr.m
         if instr.b.shape != instr.a.shape[m:] + instr.c.shape[m:] or instr.a.shape[:m] != instr.c.shape[:m]:
             raise ProgramError(f"{where}: matmul shapes {instr.a.shape} x {instr.b.shape} -> {instr.c.shape} do not agree (m={m})")
+        if instr.bias is not None and instr.bias.shape != instr.c.shape:
+            raise ProgramError(f"{where}: matmul bias {instr.bias.text()} does not have the result's shape {instr.c.shape}")
     for written in regions(instr)[1]:
         if written.size and any(d > 1 for d, s in zip(written.shape, written.strides) if s == 0):
             raise ProgramError(f"{where}: destination {written.text()} writes some elements more than once (zero stride)")

@@ -23,7 +23,7 @@ def test_shipped_and_listed(capsys):
     assert chips.load("Ascend310B4").name == "ascend310b"
     assert main(["chips"]) == 0
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("ascend310b")]
-    for text in ("500 MHz", "l2 4 MiB, l1 1 MiB, l0a 64 KiB, l0b 64 KiB, l0c 128 KiB, ub 248 KiB", "25.6 GB/s", "int8 8.19 TOPS", "float16 4.10 TOPS"):
+    for text in ("500 MHz", "l2 4 MiB, l1 1 MiB, l0a 64 KiB, l0b 64 KiB, l0c 128 KiB, bt 1 KiB, ub 248 KiB", "25.6 GB/s", "int8 8.19 TOPS", "float16 4.10 TOPS"):
         assert text in row
 
 
@@ -31,7 +31,7 @@ def test_memories_are_the_ini_row():
     m = CHIP.memories
     assert CHIP.clock_hz == 500e6
     assert {k: (v.capacity, v.align) for k, v in m.items() if k != "ddr"} == {
-        "l2": (4096 * KiB, 32), "l1": (1024 * KiB, 32), "l0a": (64 * KiB, 512), "l0b": (64 * KiB, 512), "l0c": (128 * KiB, 64), "ub": (253952, 32),
+        "l2": (4096 * KiB, 32), "l1": (1024 * KiB, 32), "l0a": (64 * KiB, 512), "l0b": (64 * KiB, 512), "l0c": (128 * KiB, 64), "bt": (KiB, 64), "ub": (253952, 32),
     }
     assert m["ddr"].capacity == 4 * 2**30
     assert (m["l2"].core, m["l1"].core) == (None, 0)  # the L2 is the chip's (ini l2_size), L1 the core's

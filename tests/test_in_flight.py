@@ -11,7 +11,7 @@ import chips
 import isa
 import sim
 from isa.errors import ConfigError
-from isa.instructions import Dma, dense, instr_text, parse_instr
+from isa.instructions import Dma, Matmul, Region, dense, instr_text, parse_instr
 from isa.ops import REGISTRY
 from sim.run import configure
 
@@ -142,18 +142,20 @@ def test_fixpipe_does_the_epilogue_of_products_and_convolutions(name, dtype):
         assert res.cycles < plain.cycles
 
 
-def test_a_bias_is_still_added_on_the_vector_core():
-    chip = _ascend("ascend310b", "float16")
+def test_an_integer_bias_is_still_added_on_the_vector_core():
+    """An int8 product's bias and requantization are two steps: the vector core adds the bias,
+    FixPipe only hands the accumulator over."""
+    chip = configure("ascend310b", {"ops.matrix_mul": {"signatures": ["int8, int8, int16 -> int8"]}})[0]
     g = isa.Graph("mm")
-    b = g.constant("b", np.linspace(-1, 1, 48, dtype=np.float16).reshape(1, 48))
-    g.output(isa.ops.matrix_mul(g.input("x", (32, 64), "float16"), g.input("w", (64, 48), "float16"), bias=b), "y")
+    b = g.constant("b", np.arange(-24, 24, dtype=np.int16).reshape(1, 48))
+    g.output(isa.ops.matrix_mul(g.input("x", (32, 64), "int8"), g.input("w", (64, 48), "int8"), bias=b, scale=0.25), "y")
     inputs = _inputs(g, 3)
     res = sim.run(g, chip, inputs)
     want = REGISTRY["matrix_mul"].reference([inputs["x"], inputs["w"], g.constants["b"]], g.nodes[0].params)[0]
-    np.testing.assert_allclose(res.outputs["y"].astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-3)
-    vector = [e.name for e in res.trace.events if e.kind == "vector"]
-    assert vector and set(vector) == {"add"}
+    np.testing.assert_array_equal(res.outputs["y"], want)
+    assert "add" in {e.name for e in res.trace.events if e.kind == "vector"}
     assert {e.name for e in res.trace.events if e.engine == "fixpipe" and e.kind == "dma"} == {"dma"}  # L0C to UB, as it is
+    assert not [e for e in res.trace.events if e.kind == "dma" and e.dst == "bt"]
 
 
 def test_on_the_910b_an_int8_output_tile_is_bounded_by_l0c_not_the_ub():
@@ -240,3 +242,60 @@ def test_fixpipe_casts_and_rectifies_a_convolution_with_its_fused_relu(name):
     assert {e.name for e in res.trace.events if e.kind == "dma" and e.engine.endswith("fixpipe")} == {"dma.relu"}
     assert not [e for e in res.trace.events if e.kind == "vector"]
     assert sim.run(g, chip, mode="timing").cycles == res.cycles
+
+
+@pytest.mark.parametrize("name", ["ascend310b", "ascend910b"])
+@pytest.mark.parametrize("relu", [False, True])
+def test_a_float_convolutions_bias_goes_through_the_bias_table(name, relu):
+    """MTE1 converts the float16 bias to float32 into the BiasTable, the first mmad of each
+    output tile starts from it, and FixPipe casts (and rectifies) on the way out: no vector
+    instruction, the reference's values."""
+    g = isa.Graph("conv_bias")
+    rng = np.random.default_rng(9)
+    x = g.input("x", (1, 16, 12, 12), "float16")
+    w = g.constant("w", rng.standard_normal((40, 16, 3, 3)).astype(np.float16))
+    b = g.constant("b", rng.standard_normal((1, 40, 1, 1)).astype(np.float16))
+    y = isa.ops.conv(x, w, b, pad_h_t=1, pad_h_b=1, pad_w_l=1, pad_w_r=1)
+    g.output(isa.ops.active(y, "relu") if relu else y, "y")
+    chip = _ascend(name, "float16")
+    xv = rng.standard_normal((1, 16, 12, 12)).astype(np.float16)
+    res = sim.run(g, chip, {"x": xv})
+    want = REGISTRY["conv"].reference([xv, g.constants["w"], g.constants["b"]], g.nodes[0].params)[0]
+    if relu:
+        want = np.maximum(want, 0)
+    np.testing.assert_allclose(res.outputs["y"].astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-3)
+    dmas = [e for e in res.trace.events if e.kind == "dma"]
+    into_table = [e for e in dmas if e.dst.endswith("bt")]
+    assert into_table and {e.name for e in into_table} == {"dma.copy"} and all(e.src.endswith("l1") for e in into_table)
+    assert sum(e.bytes for e in into_table) >= 40 * 4  # every channel's bias, in float32
+    assert {e.name for e in dmas if e.engine.endswith("fixpipe")} == {"dma.relu" if relu else "dma.copy"}
+    assert not [e for e in res.trace.events if e.kind == "vector"]
+    assert sim.run(g, chip, mode="timing").cycles == res.cycles
+
+
+def test_a_matmul_bias_reads_as_text_and_back_and_must_have_the_results_shape():
+    bias = Region("bt", 0, "float32", (4, 8), (0, 1))
+    instr = Matmul(dense("l0a", 0, "float16", (4, 16)), dense("l0b", 0, "float16", (16, 8)), dense("l0c", 0, "float32", (4, 8)), False, "c",
+                   bias=bias)
+    line = instr_text("cube.0", instr)
+    assert line.endswith("bias=bt@0x0:float32[4,8;0,1] op=c")
+    assert parse_instr(line.split()[1:], "here") == instr
+    chip = chips.load("ascend310b")
+    bad = instr_text("cube.0", Matmul(instr.a, instr.b, instr.c, False, "c", bias=Region("bt", 0, "float32", (8,), (1,))))
+    with pytest.raises(isa.ProgramError, match=r"bias bt@0x0:float32\[8;1\] does not have the result's shape \(4, 8\)"):
+        sim.execute(isa.Program.from_text(".program chip=ascend310b graph=hand\n.engine cube\n" + bad + "\n"), chip, mode="timing")
+
+
+@pytest.mark.parametrize("name", ["ascend310b", "ascend910b"])
+def test_a_float_products_bias_goes_through_the_bias_table(name):
+    g = isa.Graph("fc")
+    rng = np.random.default_rng(11)
+    b = g.constant("b", rng.standard_normal((1, 96)).astype(np.float16))
+    g.output(isa.ops.matrix_mul(g.input("x", (40, 64), "float16"), g.input("w", (64, 96), "float16"), bias=b), "y")
+    inputs = _inputs(g, 12)
+    res = sim.run(g, _ascend(name, "float16"), inputs)
+    want = REGISTRY["matrix_mul"].reference([inputs["x"], inputs["w"], g.constants["b"]], g.nodes[0].params)[0]
+    np.testing.assert_allclose(res.outputs["y"].astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-3)
+    assert [e for e in res.trace.events if e.kind == "dma" and e.dst.endswith("bt")]
+    assert not [e for e in res.trace.events if e.kind == "vector"]
+    assert sim.run(g, _ascend(name, "float16"), mode="timing").cycles == res.cycles

@@ -222,7 +222,7 @@ def test_ascend910b_is_the_910b2_ini_row_on_24_cores():
     assert ASCEND.cores == 24 and ASCEND.clock_hz == 1.8e9
     assert len(ASCEND.engines_of("matrix")) == 24 and len(ASCEND.engines_of("vector")) == 48  # ini: 24 AIC, 48 AIV
     core = {m.base: (m.capacity, m.align) for m in ASCEND.memories.values() if m.core == 5}
-    assert core == {"l1": (512 * KiB, 32), "l0a": (64 * KiB, 512), "l0b": (64 * KiB, 512), "l0c": (128 * KiB, 64),
+    assert core == {"l1": (512 * KiB, 32), "l0a": (64 * KiB, 512), "l0b": (64 * KiB, 512), "l0c": (128 * KiB, 64), "bt": (KiB, 64),
                     "ub0": (192 * KiB, 32), "ub1": (192 * KiB, 32)}
     l2 = ASCEND.memories["l2"]
     assert (l2.core, l2.capacity) == (None, 192 * MiB)
@@ -241,7 +241,7 @@ def test_ascend910b_peaks(dtype, peak):
 def test_npusim_chips_lists_the_cores_once(capsys):
     assert main(["chips"]) == 0
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("ascend910b")]
-    assert "24 x (l1 512 KiB, l0a 64 KiB, l0b 64 KiB, l0c 128 KiB, ub0 192 KiB, ub1 192 KiB), l2 192 MiB" in row
+    assert "24 x (l1 512 KiB, l0a 64 KiB, l0b 64 KiB, l0c 128 KiB, bt 1 KiB, ub0 192 KiB, ub1 192 KiB), l2 192 MiB" in row
     assert "int8 707.79 TOPS, float16 353.89 TOPS" in row and "24 x (mte2 (dma), mte1 (dma), fixpipe (dma), cube (matrix)" in row
 
 

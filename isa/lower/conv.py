@@ -7,10 +7,12 @@ needs (zero-filled where padding or a transposed convolution's inserted zeros fa
 elements placed by a strided DMA, isa/lower/window.py) and the matching weight block, and the
 matrix unit multiplies them as an implicit GEMM: the input tile read as (batch, outputs...,
 channels, kernel...) through strides, the weights as (channels, kernel..., out channels), so
-no im2col copy is made. After the last block the op's epilogue (bias, requantization) and the
-tail run on the vector unit and the tile is stored; without a tail, where the accumulator's way
-out converts with the epilogue (an Ascend FixPipe, isa/lower/in_flight.py), the DMA storing the
-accumulator does it.
+no im2col copy is made. A float bias goes where the matrix unit starts its products from, where
+it has such a memory (an Ascend cube's BiasTable, isa/lower/bias_table.py). After the last block
+the op's epilogue (bias, requantization) and the tail run on the vector unit and the tile is
+stored; where the accumulator's way out converts with the epilogue (an Ascend FixPipe,
+isa/lower/in_flight.py), and the tail is none or one ReLU, the DMA storing the accumulator does
+it.
 
 A depthwise convolution (groups == channels) has no reduction to give the matrix unit: it runs
 on the vector unit as one multiply-accumulate per kernel position over the tile.
@@ -33,6 +35,7 @@ from ..instructions import Matmul, Region, Vector, dense
 from ..ops import REGISTRY
 from ..ops import quantized
 from ..ops.elementwise import In, Step
+from . import bias_table
 from .alloc import shortfall
 from .emit import Buf
 from .estimate import Priced, Work, chain, tiled
@@ -87,12 +90,15 @@ class _Plan(Priced, RowsTiled):
         self.acc_dtype = self.opdef.acc_dtype(self.x.dtype, self.float_acc)
         self.weight = self._weight(g, quantized_op)
         self.bias = self._bias(g, quantized_op)
+        # a float bias the products start from, in the matrix unit's bias memory (isa/lower/bias_table.py)
+        self.bias_in_table = bias_table.bias_memory(self.units[0], self.bias, quantized_op) is not None
         self.operand_dtype = "int16" if self.shifted else None  # what the multiplies read
         if quantized_op:
             floor = self.opdef.floor_shift(p)
             self.steps, self.temps = quantized.epilogue(p, self.bias[1] if self.bias else None, self.out.dtype, self.float_acc, floor)
         else:
-            self.steps = [Step("add", (In(0), In(1)))] if self.bias else ([] if self.out.dtype == self.acc_dtype else [Step("copy", (In(0),))])
+            added = self.bias and not self.bias_in_table
+            self.steps = [Step("add", (In(0), In(1)))] if added else ([] if self.out.dtype == self.acc_dtype else [Step("copy", (In(0),))])
             self.temps = []
         self.out_key = "acc" if self.out.dtype == self.acc_dtype else "out"
         # where the result tile ends up: the accumulator itself when it shares the result's
@@ -186,13 +192,15 @@ class _Plan(Priced, RowsTiled):
             needs += [(key, vmem, nbytes("int16", (n,))) for key, n in (("izp", channels), ("kzp", toc)) if p[key] == "vector"]
         if self.asym:
             needs.append(("acc_zp", cmem, nbytes(self.acc_dtype, (slotted,))))
+        if self.bias_in_table:
+            needs += bias_table.needs(self.ctx.chip, *self.bias, self.acc_dtype, self.mx.matrix.bias, toc)
         if self.flight is not None:
             return needs
         if cmem != vmem:
             accs = [need for need in needs if need[0] in ("acc", "acc_zp")]
             needs += [("accv" + key[3:], vmem, n) for key, _, n in accs]
             needs += [(f"accv{key[3:]}.stage{k}", mem, n) for key, _, n in accs for k, mem in enumerate(stages(self.ctx.chip, cmem, vmem))]
-        if self.bias:
+        if self.bias and not self.bias_in_table:
             needs.append(("bias", vmem, nbytes(self.bias[1], (toc,))))
         if self.out_key == "out":
             needs.append(("out", vmem, nbytes(self.out.dtype, (out_elems,))))
@@ -317,7 +325,8 @@ class _Plan(Priced, RowsTiled):
     def _price_bias(self, price, toc):
         if not self.bias:
             return ()
-        return tuple(price.copy(dense(self.bias[0].mem, 0, self.bias[1], (toc,)), dense(self.vx.memory, 0, self.bias[1], (toc,))))
+        dst = dense(self.mx.matrix.bias, 0, self.acc_dtype, (toc,)) if self.bias_in_table else dense(self.vx.memory, 0, self.bias[1], (toc,))
+        return tuple(price.copy(dense(self.bias[0].mem, 0, self.bias[1], (toc,)), dst))
 
     def _price_product(self, price, m, tic, toc):
         if self.mx is None:  # depthwise: a multiply (then multiply-adds) per kernel position over the tile
@@ -333,7 +342,7 @@ class _Plan(Priced, RowsTiled):
         if cmem != vmem:
             for _ in range(2 if self.asym else 1):
                 ops += price.copy(dense(cmem, 0, self.acc_dtype, extents), dense(vmem, 0, self.acc_dtype, extents))
-        inputs = [self.acc_dtype] + ([self.bias[1]] if self.bias else []) + ([self.acc_dtype] if self.asym else [])
+        inputs = [self.acc_dtype] + ([self.bias[1]] if self.bias and not self.bias_in_table else []) + ([self.acc_dtype] if self.asym else [])
         return tuple(ops + price.steps(self.vx.name, self.steps, inputs, self.out.dtype, self.temps, math.prod(extents)))
 
     def _price_flight(self, price, extents):
@@ -436,7 +445,9 @@ class _Plan(Priced, RowsTiled):
             if self.shifted:
                 self._shift(io, x_region, reads, ch_in, oc0, toc, tic, depthwise)
             if first:
-                if self.bias:
+                if self.bias_in_table:
+                    bias_table.load(em, acc_bufs, *self.bias, self.oc, oc0, toc, self.acc_dtype, self.mx.core, node)
+                elif self.bias:
                     bias_buf, dtype = self.bias
                     src = sub_region(bias_buf.region(dtype, (self.oc,)), (oc0,), (toc,))
                     copy(em, src, bias_buf, acc_bufs["bias"].region(dtype, (toc,)), acc_bufs["bias"], node)
@@ -456,7 +467,8 @@ class _Plan(Priced, RowsTiled):
                 # batch dimension is outermost, so the real items are the tiles' leading rows)
                 x_view = x_buf.region(self.x.dtype, slotted + x_region.shape[1:]) if slotted[0] != tn else x_region
                 acc_view = acc.region(self.acc_dtype, slotted + out_extents[1:])
-                self._matmul(x_view, x_buf, w_buf, self._weight_view(w_buf, oc0, ch_in[0], tic, toc), acc_view, acc, first)
+                self._matmul(x_view, x_buf, w_buf, self._weight_view(w_buf, oc0, ch_in[0], tic, toc), acc_view, acc, first,
+                             acc_bufs["bias"] if first and self.bias_in_table else None)
                 if self.asym:  # the second partial product: the input times a weight block of zp_r
                     zp = Region(zero_point.mem, zero_point.addr, self.w.dtype, (tic,) + tuple(self.kernel) + (toc,), (0,) * (len(self.kernel) + 2))
                     acc_zp = acc_bufs["acc_zp"]
@@ -526,14 +538,15 @@ class _Plan(Priced, RowsTiled):
             dst = w_buf.region(dtype, (toc, tic) + tuple(self.kernel))
         return src, src_buf, dst, w_buf
 
-    def _matmul(self, x_region, x_buf, w_buf, b, acc_region, acc, first):
+    def _matmul(self, x_region, x_buf, w_buf, b, acc_region, acc, first, bias=None):
         """acc (+)= the window view of the input, (n, outputs..., channels, kernel...), times b,
-        (channels, kernel..., out channels), into acc read as (n, outputs..., out channels)."""
+        (channels, kernel..., out channels), into acc read as (n, outputs..., out channels); from
+        the row of out channels in the Buf `bias` where given."""
         s = len(self.axes)
         a = _permuted(window_view(x_region, self.axes, 2), (0,) + tuple(range(2, 2 + s)) + (1,) + tuple(range(2 + s, 2 + 2 * s)))
         c = _permuted(acc_region, (0,) + tuple(range(2, 2 + s)) + (1,))
-        self.em.emit(self.mx.name, Matmul(a, b, c, not first, self.node.name, m=1 + s),
-                     reads=(x_buf, w_buf) + (() if first else (acc,)), writes=(acc,))
+        self.em.emit(self.mx.name, Matmul(a, b, c, not first, self.node.name, m=1 + s, bias=bias and bias_table.row(bias, c.shape, self.acc_dtype)),
+                     reads=(x_buf, w_buf) + (() if first else (acc,)) + ((bias,) if bias else ()), writes=(acc,))
 
     def _weight_view(self, w_buf, oc0, i0, tic, toc):
         """The weight block of output channels from oc0, input channels from i0, as (in
@@ -586,7 +599,7 @@ class _Plan(Priced, RowsTiled):
             keys = tuple("accv" + key[3:] for key in keys)
         acc = bufs[keys[0]]
         inputs = [(acc.region(self.acc_dtype, extents), acc)]
-        if self.bias:
+        if self.bias and not self.bias_in_table:
             bias = bufs["bias"]
             view = bias.region(self.bias[1], (1, extents[1]) + (1,) * (len(extents) - 2))
             inputs.append((broadcast_view(view, extents), bias))

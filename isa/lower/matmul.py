@@ -5,12 +5,14 @@ For each output tile (tm x tn) the K dimension is walked in steps of tk: the lef
 tiles of each step are loaded into the matrix engine's operand memories (two slots each with
 double buffering; a transposed operand is read through strides by the DMA) and multiplied into
 an accumulator tile, accumulating after the first step. The integer family first takes its zero
-points off the loaded tiles (16-bit copies). After the last step the op's epilogue (bias,
-requantization, cast) runs as vector instructions and the result tile is stored, or, where the
-accumulator's way out converts with it (an Ascend FixPipe, isa/lower/in_flight.py), is done by the
-DMA that stores the accumulator itself. Tile sizes are
-multiples of the matrix unit's m, n, k whose buffers fit, chosen by the lowering's estimate of
-the cycles (isa/lower/estimate.py), at most the policy's limits (M is "n", N is "c", K is "k").
+points off the loaded tiles (16-bit copies). A float bias goes where the matrix unit starts its
+products from, where it has such a memory (an Ascend cube's BiasTable, isa/lower/bias_table.py).
+After the last step the op's epilogue (bias, requantization, cast) runs as vector instructions
+and the result tile is stored, or, where the accumulator's way out converts with it (an Ascend
+FixPipe, isa/lower/in_flight.py), is done by the DMA that stores the accumulator itself. Tile
+sizes are multiples of the matrix unit's m, n, k whose buffers fit, chosen by the lowering's
+estimate of the cycles (isa/lower/estimate.py), at most the policy's limits (M is "n", N is
+"c", K is "k").
 
 A tiling may also keep the left operand's row block: the whole tm x K of it is loaded with the
 first step of a row and stays (in its own slot) while the row's output tiles walk N and K, so
@@ -33,6 +35,7 @@ from .. import dtypes
 from ..errors import OutOfMemoryError, UnsupportedError
 from ..instructions import Matmul, Region, Vector, dense
 from ..ops import REGISTRY
+from . import bias_table
 from .alloc import shortfall
 from .estimate import Priced, Work, chain, tiled
 from .in_flight import in_flight
@@ -90,7 +93,10 @@ class _Plan(Priced):
             self.bias = (ctx.home[node.inputs[2]], g.tensors[node.inputs[2]].dtype)
         else:
             self.bias = None
-        self.steps, self.temps = self.opdef.epilogue(p, self.bias[1] if self.bias else None, self.out.dtype)
+        # a float bias the products start from, in the matrix unit's bias memory (isa/lower/bias_table.py)
+        self.bias_in_table = bias_table.bias_memory(self.units[0], self.bias, dtypes.is_int(self.acc_dtype)) is not None
+        added = self.bias and not self.bias_in_table
+        self.steps, self.temps = self.opdef.epilogue(p, self.bias[1] if added else None, self.out.dtype)
         # The epilogue reads the accumulator in the vector memory: a copy when the matrix
         # engine accumulates elsewhere (as an Ascend cube does in L0C). The result is the
         # accumulator itself when the two share a dtype.
@@ -160,6 +166,8 @@ class _Plan(Priced):
             p = self.node.params
             needs += [("as", amem, size("int16", tm * tk)), ("bs", bmem, size("int16", tk * tn))]
             needs += [(key, vmem, size("int16", n)) for key, n in (("lzp", tk), ("rzp", tn)) if p[key] == "vector"]
+        if self.bias_in_table:
+            needs += bias_table.needs(self.ctx.chip, *self.bias, self.acc_dtype, self.mx.matrix.bias, tn)
         if self.flight is not None:
             return needs
         acc = size(self.acc_dtype, tm * tn)
@@ -171,7 +179,7 @@ class _Plan(Priced):
             needs.append(("acc_zp", cmem, acc))
             if self.acc_key != "acc":
                 needs += in_vmem("acc_zp")
-        if self.bias is not None:
+        if self.bias is not None and not self.bias_in_table:
             needs.append(("bias", vmem, size(self.bias[1], tn)))
         if self.out_key == "out":
             needs.append(("out", vmem, size(self.out.dtype, tm * tn)))
@@ -296,7 +304,8 @@ class _Plan(Priced):
             load += price.copy(sub_region(dense(kmem, 0, self.left.dtype, (tm, self.K)), (0, 0), (tm, tk)), dense(amem, 0, self.left.dtype, (tm, tk)))
         if self.shifted:
             load += [price.vector(vx.name, tm * tk, "int16", "sub"), price.vector(vx.name, tk * tn, "int16", "sub")]
-        fills = price.copy(dense(self.bias[0].mem, 0, self.bias[1], (1, tn)), dense(vmem, 0, self.bias[1], (1, tn))) if first and self.bias else []
+        table = dense(self.mx.matrix.bias, 0, self.acc_dtype, (1, tn)) if self.bias_in_table else dense(vmem, 0, self.bias[1], (1, tn)) if self.bias else None
+        fills = price.copy(dense(self.bias[0].mem, 0, self.bias[1], (1, tn)), table) if first and self.bias else []
         passes = 2 if self.asym else 1
         product = [price.matmul(self.mx.name, tm, tk, tn, self.operand_dtypes[0])] * passes
         finish, store = [], []
@@ -307,7 +316,7 @@ class _Plan(Priced):
             if self.acc_key != "acc":
                 for _ in range(passes):
                     finish += price.copy(dense(cmem, 0, self.acc_dtype, (tm, tn)), dense(vmem, 0, self.acc_dtype, (tm, tn)))
-            inputs = [self.acc_dtype] + ([self.bias[1]] if self.bias else []) + ([self.acc_dtype] if self.asym else [])
+            inputs = [self.acc_dtype] + ([self.bias[1]] if self.bias and not self.bias_in_table else []) + ([self.acc_dtype] if self.asym else [])
             finish += price.steps(vx.name, self.steps, inputs, self.out.dtype, self.temps, tm * tn)
             store = price.copy(dense(vmem, 0, self.out.dtype, (tm, tn)), out)
         work = self._works[key] = Work(chain(load), chain(product), chain(finish), chain(store), chain(fills))
@@ -368,7 +377,10 @@ class _Plan(Priced):
                 copy(em, sub_region(kept, (0, k0), (tm, tk)), kept_buf, a_r, a, node.name)
             if self.shifted:
                 self._shift(bufs, ab, a_r, b_r, k0, n0, tm, tn, tk)
-            if first and self.bias is not None:
+            if first and self.bias_in_table:
+                tabled = {key: buf for (key, slot), buf in bufs.items() if isinstance(key, str) and key.startswith("bias") and slot == ts}
+                bias_table.load(em, tabled, *self.bias, self.N, n0, tn, self.acc_dtype, self.mx.core, node.name)
+            elif first and self.bias is not None:
                 src_buf, dtype = self.bias
                 dst = bufs["bias", ts]
                 src = sub_region(src_buf.region(dtype, (1, self.N)), (0, n0), (1, tn))
@@ -376,7 +388,9 @@ class _Plan(Priced):
 
         def compute():
             reads = (a_in, b_in, acc) if not first else (a_in, b_in)
-            em.emit(self.mx.name, Matmul(a_m, b_m, acc_r, not first, node.name), reads=reads, writes=(acc,))
+            table = bufs["bias", ts] if first and self.bias_in_table else None
+            row = table and bias_table.row(table, acc_r.shape, self.acc_dtype)
+            em.emit(self.mx.name, Matmul(a_m, b_m, acc_r, not first, node.name, bias=row), reads=reads + ((table,) if table else ()), writes=(acc,))
             if self.asym:  # the second partial product: left times a matrix of zp_r
                 zp, acc_zp = self.zero_point, bufs["acc_zp", ts]
                 zp_r = Region(zp.mem, zp.addr, self.right.dtype, (tk, tn), (0, 0))
@@ -423,7 +437,7 @@ class _Plan(Priced):
     def _epilogue(self, bufs, ts, tm, tn):
         acc = bufs[self.acc_key, ts]
         inputs = [(acc.region(self.acc_dtype, (tm, tn)), acc)]
-        if self.bias is not None:
+        if self.bias is not None and not self.bias_in_table:
             bias = bufs["bias", ts]
             inputs.append((broadcast_view(bias.region(self.bias[1], (1, tn)), (tm, tn)), bias))
         if self.asym:

@@ -1,4 +1,4 @@
-"""The matrix unit: c = a @ b, or c += a @ b.
+"""The matrix unit: c = a @ b, or c += a @ b, starting from a bias where given.
 
 cycles = issue_latency + ceil(M/m) * ceil(N/n) * (ceil(K/k) * block_cycles[dtype] + fill_drain)
 with dtype the left operand's (isa/costs.py, shared with the lowering's estimate). An R x C output-stationary systolic array is m=R, n=C, k=1,
@@ -37,4 +37,6 @@ def execute(instr, memories):
         product = (a.astype(wide) @ b.astype(wide)).reshape(c.shape)
     if instr.accumulate:
         product += c.astype(wide)
+    if instr.bias is not None:
+        product += memories[instr.bias.mem].view(instr.bias).astype(wide)
     c[...] = dtypes.convert(product, instr.c.dtype)

@@ -1,0 +1,49 @@
+"""A float bias the matrix unit starts its products from (an Ascend cube's BiasTable).
+
+Where the matrix engine names a bias memory (`matrix.bias` in the chip YAML), the matrix and
+convolution templates load each output tile's bias row into it with the tile's first step,
+converted to the accumulator's dtype by the last hop (MTE1's copy_cbuf_to_bt turns float16 into
+float32), and the tile's first product starts from it (`Matmul.bias`): the epilogue then has no
+bias to add, and is a cast that FixPipe does on the way out (isa/lower/in_flight.py).
+"""
+
+from ..instructions import Dma, Region
+from .route import copy, route
+from .staging import stages
+from .tiling import nbytes, sub_region
+
+
+def bias_memory(unit, bias, integer):
+    """The memory of unit's matrix engine a float bias goes to, or None (no bias, an integer
+    op's, a unit without one)."""
+    if bias is None or integer or unit.matrix is None:
+        return None
+    return unit.matrix.matrix.bias
+
+
+def needs(chip, home, dtype, acc_dtype, table, n):
+    """(buffer key, memory, bytes) of a tile's bias row of n in `table`, and the stages of its
+    way there from `home` (a Buf) in its own dtype."""
+    out = [("bias", table, nbytes(acc_dtype, (n,)))]
+    return out + [(f"bias.stage{k}", mem, nbytes(dtype, (n,))) for k, mem in enumerate(stages(chip, home.mem, table))]
+
+
+def load(em, bufs, home, dtype, length, start, n, acc_dtype, core, op):
+    """Emit the loads of elements start..start+n of the bias (a Buf of `length` in `dtype`)
+    into bufs["bias"], through bufs["bias.stage<k>"]."""
+    table = bufs["bias"]
+    src = sub_region(home.region(dtype, (length,)), (start,), (n,))
+    hops = route(em.chip, home.mem, table.mem, core)
+    here, here_buf = src, home
+    if len(hops) > 1:
+        here_buf = bufs[f"bias.stage{len(hops) - 2}"]
+        here = here_buf.region(dtype, (n,))
+        copy(em, src, home, here, here_buf, op, stages=[bufs[f"bias.stage{k}"] for k in range(len(hops) - 2)])
+    convert = ("copy", (), acc_dtype) if dtype != acc_dtype else ()
+    em.emit(hops[-1][0], Dma(here, table.region(acc_dtype, (n,)), op, *convert), reads=(here_buf,), writes=(table,))
+
+
+def row(table, shape, dtype):
+    """The bias row in the Buf `table` read as a product's result of `shape`: its last
+    dimension, repeated along the others."""
+    return Region(table.mem, table.addr, dtype, tuple(shape), (0,) * (len(shape) - 1) + (1,))
