@@ -109,7 +109,8 @@ class Machine:
         self._check_finished()
         cycles = int(np.ceil(env.now))
         trace = Trace(self.chip.name, self.chip.clock_hz, tuple(self.program.streams), {m.name: m.capacity for m in self.chip.memories.values()}, cycles, self.events,
-                      syncs=syncs, buffers=self.occupancy.spans(cycles), ddr_bandwidth=self.chip.memories["ddr"].bandwidth, peak_ops=peak_ops(self.chip))
+                      syncs=syncs, buffers=self.occupancy.spans(cycles), ddr_bandwidth=self.chip.memories["ddr"].bandwidth, peak_ops=peak_ops(self.chip),
+                      host_memory="" if self.chip.data_memory == "ddr" else self.chip.data_memory)
         trace.counters.update(memory_counters(trace.buffers, trace.memories))
         trace.counters["ddr.read"], trace.counters["ddr.write"] = self.arbiter.read, self.arbiter.write
         return Run(self.outputs(), cycles, trace)

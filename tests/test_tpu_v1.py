@@ -12,6 +12,8 @@ import isa
 import sim
 from isa.instructions import Matmul
 from isa.lower.route import route
+from traces.stored import from_data, to_data
+from traces.summary import format_summary
 from refeval import evaluate
 
 CHIP = chips.load("tpu_v1")
@@ -134,6 +136,9 @@ def test_the_graphs_data_crosses_pcie_from_the_host_and_the_weights_come_from_th
     assert moved[("host_read", "host", "ub")] == 64 * 512 and moved[("host_write", "ub", "host")] == 64 * 256
     assert moved[("weights", "ddr", "wfifo")] == 512 * 256
     assert (res.stats.ddr_read_bytes, res.stats.ddr_write_bytes) == (512 * 256, 0)
+    assert (res.stats.host_read_bytes, res.stats.host_write_bytes) == (64 * 512, 64 * 256)
+    assert "host: read 32.0 KiB, write 16.0 KiB" in format_summary(res.stats).splitlines()
+    assert from_data(to_data(res.trace)).host_memory == "host"  # a saved trace keeps it
     # a host transfer alone: its engine's latency, then its bytes at the link's rate
     load = next(e for e in res.trace.events if (e.engine, e.src) == ("host_read", "host"))
     host = CHIP.engines["host_read"]

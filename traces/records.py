@@ -66,6 +66,7 @@ class Trace:
     syncs: list = field(default_factory=list)  # Sync, one per wait instruction, in program order
     buffers: list = field(default_factory=list)  # BufferSpan: bound tensors, then planned buffers
     ddr_bandwidth: float = 0.0  # the chip's DDR bandwidth in bytes per cycle (0: not known)
+    host_memory: str = ""  # the chip's host memory (`kind: host`: the TPU v1's, across PCIe), if it has one
     # unit kind ("matrix", "vector") -> dtype -> the chip's peak in ops per cycle over all its
     # engines of that kind (2 per multiply-accumulate, 1 per vector element)
     peak_ops: dict = field(default_factory=dict)

@@ -27,6 +27,7 @@ def to_data(trace):
         "memories": trace.memories,
         "cycles": trace.cycles,
         "ddr_bandwidth": trace.ddr_bandwidth,
+        "host_memory": trace.host_memory,
         "peak_ops": trace.peak_ops,
         "events": _records(Event, trace.events),
         "syncs": _records(Sync, trace.syncs),
@@ -50,6 +51,7 @@ def from_data(data):
         syncs=[s._replace(on=tuple(tuple(ident) for ident in s.on)) for s in _unpack(Sync, data["syncs"])],
         buffers=_unpack(BufferSpan, data["buffers"]),
         ddr_bandwidth=data["ddr_bandwidth"],
+        host_memory=data.get("host_memory", ""),  # written since the host memory came
         peak_ops=data["peak_ops"],
     )
 

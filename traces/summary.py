@@ -53,6 +53,9 @@ class Summary:
     ddr_read_bytes: int
     ddr_write_bytes: int
     cache_hit_bytes: int  # ddr bytes DMAs read from the chip's cache of it instead (sim/cache.py)
+    host_memory: str  # the chip's host memory ("" without one) and its traffic
+    host_read_bytes: int
+    host_write_bytes: int
     peak_bytes: dict  # memory -> most bytes occupied at once
     capacity_bytes: dict  # memory -> capacity (0 when the trace does not give it)
     peak_fragmentation: dict  # memory -> highest 1 - largest free block / free bytes
@@ -81,6 +84,9 @@ def summarize(trace):
         ddr_read_bytes=sum(e.bytes - e.cached for e in dma if e.src == DDR),
         ddr_write_bytes=sum(e.bytes for e in dma if e.dst == DDR),
         cache_hit_bytes=sum(e.cached for e in dma),
+        host_memory=trace.host_memory,
+        host_read_bytes=sum(e.bytes for e in dma if trace.host_memory and e.src == trace.host_memory),
+        host_write_bytes=sum(e.bytes for e in dma if trace.host_memory and e.dst == trace.host_memory),
         peak_bytes=peaks,
         capacity_bytes={name: trace.memories.get(name, 0) for name in peaks},
         peak_fragmentation={name: _peak(trace, "fragmentation." + name) for name in peaks},
@@ -129,6 +135,8 @@ def format_summary(summary, top=5):
         lines.append(f"  {name:<{width}}  {s.utilization[name]:6.1%} busy  ({cycles:,.0f} cycles)")
     cached = f" (and {human_bytes(s.cache_hit_bytes)} of ddr read from its cache)" if s.cache_hit_bytes else ""
     lines.append(f"ddr: read {human_bytes(s.ddr_read_bytes)}, write {human_bytes(s.ddr_write_bytes)}{cached}")
+    if s.host_memory:
+        lines.append(f"{s.host_memory}: read {human_bytes(s.host_read_bytes)}, write {human_bytes(s.host_write_bytes)}")
     lines.append("memory peaks:")
     for name, peak in s.peak_bytes.items():
         capacity = s.capacity_bytes[name]
