@@ -28,17 +28,17 @@ def needs(chip, home, dtype, acc_dtype, table, n):
     return out + [(f"bias.stage{k}", mem, nbytes(dtype, (n,))) for k, mem in enumerate(stages(chip, home.mem, table))]
 
 
-def load(em, bufs, home, dtype, length, start, n, acc_dtype, core, op):
+def load(em, buf, home, dtype, length, start, n, acc_dtype, core, op):
     """Emit the loads of elements start..start+n of the bias (a Buf of `length` in `dtype`)
-    into bufs["bias"], through bufs["bias.stage<k>"]."""
-    table = bufs["bias"]
+    into buf("bias"), through buf("bias.stage<k>") (buf: a tile's Buf by its `needs` key)."""
+    table = buf("bias")
     src = sub_region(home.region(dtype, (length,)), (start,), (n,))
     hops = route(em.chip, home.mem, table.mem, core)
     here, here_buf = src, home
     if len(hops) > 1:
-        here_buf = bufs[f"bias.stage{len(hops) - 2}"]
+        here_buf = buf(f"bias.stage{len(hops) - 2}")
         here = here_buf.region(dtype, (n,))
-        copy(em, src, home, here, here_buf, op, stages=[bufs[f"bias.stage{k}"] for k in range(len(hops) - 2)])
+        copy(em, src, home, here, here_buf, op, stages=[buf(f"bias.stage{k}") for k in range(len(hops) - 2)])
     convert = ("copy", (), acc_dtype) if dtype != acc_dtype else ()
     em.emit(hops[-1][0], Dma(here, table.region(acc_dtype, (n,)), op, *convert), reads=(here_buf,), writes=(table,))
 

@@ -106,6 +106,7 @@ class _Plan(Priced, RowsTiled):
         cmem = self.vx.memory if self.mx is None else self.mx.operand_memory("c")
         self.result_key = "accv" if self.out_key == "acc" and cmem != self.vx.memory else self.out_key
         self.tail = Tail(ctx, group.nodes[1:], group.stores, self.out.shape, given={self.out.name})
+        self.stored, self.flight_steps = self._flown()
         self.flight = self._flight(self.units[0])
         if self.flight is not None:  # the store reads the accumulator, and does the epilogue on its way
             self.result_key = "acc"
@@ -125,18 +126,23 @@ class _Plan(Priced, RowsTiled):
                                 and self.weight[0].mem == self.mx.operand_memory("b"))
         self.init_rows()
 
-    def _flight(self, unit):
-        """The InFlight storing unit's accumulator home with the epilogue done on the way
-        (isa/lower/in_flight.py), or None: with no fused tail, or one ReLU after a cast (or after
-        nothing), which it does too, storing the ReLU's result (self.stored)."""
-        steps, self.stored = self.steps, self.out.name
-        if self.tail.nodes:
+    def _flown(self):
+        """(the tensor the accumulator's way out would store, the epilogue steps it would do, or
+        None): with no fused tail, the result and the epilogue; with one ReLU of the result after a
+        cast (or after nothing), the ReLU's result and one `relu` (isa/lower/in_flight.py)."""
+        if not self.tail.nodes:
+            stored, steps = self.out.name, self.steps
+        else:
             node = self.tail.nodes[0]
-            steps = then_relu(self.steps, node.steps) if len(self.tail.nodes) == 1 and tuple(node.node.inputs) == (self.out.name,) else None
-            self.stored = node.out.name
-        if steps is None or self.tail.stores != [self.stored]:
+            alone = len(self.tail.nodes) == 1 and tuple(node.node.inputs) == (self.out.name,)
+            stored, steps = node.out.name, then_relu(self.steps, node.steps) if alone else None
+        return stored, steps if self.tail.stores == [stored] else None
+
+    def _flight(self, unit):
+        """The InFlight storing unit's accumulator home with the epilogue done on the way, or None."""
+        if self.flight_steps is None:
             return None
-        return in_flight(self.ctx.chip, unit, steps, self.acc_dtype, self.ctx.home[self.stored].mem)
+        return in_flight(self.ctx.chip, unit, self.flight_steps, self.acc_dtype, self.ctx.home[self.stored].mem)
 
     # ---- offline constants ------------------------------------------------------------------
 
@@ -446,7 +452,7 @@ class _Plan(Priced, RowsTiled):
                 self._shift(io, x_region, reads, ch_in, oc0, toc, tic, depthwise)
             if first:
                 if self.bias_in_table:
-                    bias_table.load(em, acc_bufs, *self.bias, self.oc, oc0, toc, self.acc_dtype, self.mx.core, node)
+                    bias_table.load(em, acc_bufs.__getitem__, *self.bias, self.oc, oc0, toc, self.acc_dtype, self.mx.core, node)
                 elif self.bias:
                     bias_buf, dtype = self.bias
                     src = sub_region(bias_buf.region(dtype, (self.oc,)), (oc0,), (toc,))

@@ -304,8 +304,10 @@ class _Plan(Priced):
             load += price.copy(sub_region(dense(kmem, 0, self.left.dtype, (tm, self.K)), (0, 0), (tm, tk)), dense(amem, 0, self.left.dtype, (tm, tk)))
         if self.shifted:
             load += [price.vector(vx.name, tm * tk, "int16", "sub"), price.vector(vx.name, tk * tn, "int16", "sub")]
-        table = dense(self.mx.matrix.bias, 0, self.acc_dtype, (1, tn)) if self.bias_in_table else dense(vmem, 0, self.bias[1], (1, tn)) if self.bias else None
-        fills = price.copy(dense(self.bias[0].mem, 0, self.bias[1], (1, tn)), table) if first and self.bias else []
+        fills = []
+        if first and self.bias:
+            table = dense(self.mx.matrix.bias, 0, self.acc_dtype, (1, tn)) if self.bias_in_table else dense(vmem, 0, self.bias[1], (1, tn))
+            fills = price.copy(dense(self.bias[0].mem, 0, self.bias[1], (1, tn)), table)
         passes = 2 if self.asym else 1
         product = [price.matmul(self.mx.name, tm, tk, tn, self.operand_dtypes[0])] * passes
         finish, store = [], []
@@ -378,8 +380,7 @@ class _Plan(Priced):
             if self.shifted:
                 self._shift(bufs, ab, a_r, b_r, k0, n0, tm, tn, tk)
             if first and self.bias_in_table:
-                tabled = {key: buf for (key, slot), buf in bufs.items() if isinstance(key, str) and key.startswith("bias") and slot == ts}
-                bias_table.load(em, tabled, *self.bias, self.N, n0, tn, self.acc_dtype, self.mx.core, node.name)
+                bias_table.load(em, lambda key: bufs[key, ts], *self.bias, self.N, n0, tn, self.acc_dtype, self.mx.core, node.name)
             elif first and self.bias is not None:
                 src_buf, dtype = self.bias
                 dst = bufs["bias", ts]
