@@ -175,6 +175,44 @@ def test_on_the_910b_an_int8_output_tile_is_bounded_by_l0c_not_the_ub():
     assert tile(_ascend("ascend910b", "int8", converts=False)) == (64 * 128, False)
 
 
+@pytest.mark.parametrize("dtype, parts", [("int8", 2), ("float16", 4)])
+def test_fixpipe_drains_one_accumulator_in_parts_while_the_cube_goes_on(dtype, parts):
+    """With one accumulator, a tile's last product and the next tile's first run in parts of
+    rows: FixPipe drains each part while the cube does the next, and the next tile's first
+    product waits part by part only for that part's drain, so the cube never waits for FixPipe.
+    A float32 accumulator takes twice as long to drain as an int32 one written as int8 (its
+    float16 result is twice the bytes): it is cut finer, in four parts against two."""
+    chip = configure("ascend910b", {"cores": 1, "ops.matrix_mul": {"dtypes": [dtype]}})[0]
+    g = isa.Graph("mm")
+    g.output(isa.ops.matrix_mul(g.input("x", (256, 512), dtype), g.input("w", (512, 512), dtype),
+                                scale=0.25 if dtype == "int8" else 1.0), "y")
+    program = isa.lower(g, chip)
+    note = next(n for n in program.notes if n.startswith("tiling"))
+    assert "output tile 128x256" in note and "one accumulator" in note
+    inputs = _inputs(g, 5)
+    res = sim.execute(program, chip, inputs)
+    want = REGISTRY["matrix_mul"].reference([inputs["x"], inputs["w"]], g.nodes[0].params)[0]
+    if dtype == "int8":
+        np.testing.assert_array_equal(res.outputs["y"], want)
+    else:
+        np.testing.assert_allclose(res.outputs["y"].astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-3)
+    assert sim.execute(program, chip, mode="timing").cycles == res.cycles
+    # the accumulator's parts are buffers of their own in the program's memory map
+    assert sum(b.name.startswith("matrix_mul_0/acc.0[") for b in program.buffers) == parts
+    cube = [e for e in res.trace.events if e.engine == "cube" and e.kind != "wait"]
+    drains = [e for e in res.trace.events if e.engine == "fixpipe" and e.kind == "dma"]
+    # 4 tiles of 512 / tk K steps, the first and last of each in parts; each part drained on its own
+    steps = 512 // int(note.split(" K ")[1].split()[0])
+    assert len(cube) == 4 * (steps + 2 * (parts - 1)) and len(drains) == 4 * parts
+    assert {e.bytes for e in drains} == {128 // parts * 256 * want.itemsize}
+    # from its first product on, the cube is never idle: no product waits for a drain to end
+    assert all(b.start == a.end for a, b in zip(cube, cube[1:]))
+    # and each tile's drains but its last part's run beside the cube's products
+    for drain in drains:
+        if drain.end < cube[-1].end:
+            assert any(e.start < drain.end and drain.start < e.end for e in cube)
+
+
 # A converting DMA is the vector function of that name on the way: the same bytes as the vector
 # unit computing it in local memory and a plain DMA storing the result.
 FUNCTIONS = {  # fn -> numbers after the source, drawn for a source dtype

@@ -224,3 +224,28 @@ def test_binding_a_name_again_gives_the_first_buffer_or_says_it_differs():
     assert em.bind("conv.bias_v2", "output", "int32", (4,)) is not first  # another role: its own buffer
     with pytest.raises(isa.ProgramError, match=r"lowering bug: const conv.bias_v2 bound twice with different contents"):
         em.bind("conv.bias_v2", "const", "int32", (4,), np.zeros(4, np.int32).tobytes())
+
+
+def test_a_split_buffers_parts_are_tracked_apart_and_an_instruction_may_span_them():
+    """One engine writes a buffer's second part while another reads its first: only what
+    touches the same part waits. A region over both parts must name both; one past them is a
+    lowering bug."""
+    from isa.instructions import Vector
+    from isa.lower.emit import Emitter
+
+    em = Emitter(chips.load("bm1684"), "g")
+    dma, tiu = "gdma", "tiu"
+    buf = em.alloc("lmem", 2 * 64 * 128, "acc")
+    first, second = em.split(buf, (64 * 128,))
+    whole = buf.region("float32", (64, 64))
+    half = lambda part: part.region("float32", (32, 64))  # noqa: E731
+    em.emit(tiu, Vector("copy", whole, (1.0,), "float32", "fill"), writes=(first, second))
+    drain = em.emit(dma, Vector("copy", half(first), (half(first),), "float32", "drain"), reads=(first,), writes=(first,))
+    em.emit(tiu, Vector("copy", half(second), (2.0,), "float32", "go on"), writes=(second,))  # no wait for the drain
+    em.emit(tiu, Vector("copy", half(first), (3.0,), "float32", "refill"), writes=(first,))  # waits for it
+    waits = [i for i in em.streams[tiu] if i.kind == "wait"]
+    assert [w.op for w in waits] == ["refill"] and waits[0].on == (drain,)
+    with pytest.raises(isa.ProgramError, match=r"lies outside the buffers it names \(acc\[0\]"):
+        em.emit(tiu, Vector("copy", whole, (1.0,), "float32", "fill"), writes=(first,))
+    em.release(buf)
+    assert [b.name for b in em.buffers] == ["acc[0]", "acc[1]"]

@@ -488,7 +488,7 @@ class _Plan(Priced, RowsTiled):
                 acc = acc_bufs["acc"]
                 home = self.ctx.home[self.stored]
                 dst = sub_region(self.ctx.home_region(self.stored), out_starts, out_extents)
-                self.flight.emit(em, acc.region(self.acc_dtype, out_extents), acc, dst, home, node)
+                self.flight.emit(em, acc.region(self.acc_dtype, out_extents), (acc,), dst, home, node)
             elif last:
                 self.tail.store(tail_bufs, out_starts, out_extents, {self.out.name: acc_bufs[self.result_key]})
 

@@ -11,7 +11,8 @@ inherits their history, so reusing an address orders the new writes after the ol
 So double buffering is only a matter of placing two slots and emitting the next tile's loads
 before this tile's compute; the waits follow.
 
-Hazards are per buffer, not per byte. Where cores work on tiles of one output, their writes to
+Hazards are per buffer, not per byte. A buffer may be split into parts tracked apart (`split`):
+an instruction that reads or writes several of them names them all, its region spanning them. Where cores work on tiles of one output, their writes to
 it fall on different bytes: within `disjoint(bufs)` writes to those buffers by different
 engines do not wait for one another (each still waits for what came before), and afterwards a
 reader waits for every engine's last write.
@@ -32,7 +33,7 @@ from .tiling import nbytes as tile_nbytes
 class Buf:
     """A placed buffer and its access history while it is being emitted against."""
 
-    __slots__ = ("name", "mem", "addr", "size", "writes", "reads", "first", "last", "section", "window")
+    __slots__ = ("name", "mem", "addr", "size", "writes", "reads", "first", "last", "section", "window", "parts")
 
     def __init__(self, name, mem, addr, size):
         self.name, self.mem, self.addr, self.size = name, mem, addr, size
@@ -42,6 +43,7 @@ class Buf:
         self.last = {}  # engine -> index of its last access
         self.section = None  # in a disjoint section: (writes, reads) before it, and its own (writes, reads)
         self.window = None  # (axis, first, count): it holds only these indices of a tensor's axis
+        self.parts = ()  # the Bufs it was split into (Emitter.split), which hold its accesses
 
     def region(self, dtype, shape, offset=0):
         """The buffer read as a dense array of `shape`. A buffer holding a window of a tensor
@@ -92,13 +94,25 @@ class Emitter:
         self._released[mem] = keep
         return buf
 
+    def split(self, buf, at):
+        """buf as Bufs of its bytes [0, at[0]), [at[0], at[1]), ... [at[-1], size), whose
+        accesses are tracked apart from here on, so that one engine may write a part while
+        another reads the one before (a FixPipe draining an accumulator's first rows while the
+        cube finishes the rest: isa/lower/matmul.py). Release buf itself."""
+        edges = (0, *at, buf.size)
+        buf.parts = tuple(Buf(f"{buf.name}[{k}]", buf.mem, buf.addr + lo, hi - lo) for k, (lo, hi) in enumerate(zip(edges, edges[1:])))
+        for part in buf.parts:
+            part.inherit(buf)
+        return buf.parts
+
     def release(self, buf):
-        """Free buf's address range; record its lifetime if it was used."""
+        """Free buf's address range; record its lifetime (its parts') if it was used."""
         self.allocators[buf.mem].free(buf.addr)
-        self._released[buf.mem].append(buf)
-        if buf.first is not None:
-            last = tuple(f"{e}.{i}" for e, i in buf.last.items())
-            self.buffers.append(Buffer(buf.name, buf.mem, buf.addr, buf.size, buf.first, last))
+        for b in buf.parts or (buf,):
+            self._released[b.mem].append(b)
+            if b.first is not None:
+                last = tuple(f"{e}.{i}" for e, i in b.last.items())
+                self.buffers.append(Buffer(b.name, b.mem, b.addr, b.size, b.first, last))
 
     def bind(self, name, role, dtype, shape, data=b"", mem="ddr"):
         """Place a graph tensor for the whole program: in mem (DDR; the host's memory for a graph's
@@ -187,13 +201,16 @@ class Emitter:
 
 
 def _check_inside(instr, reads, writes):
-    """Every region an instruction reads lies in a buffer it says it reads (or writes), and the
-    region it writes in one it says it writes: a template that gets its sizes wrong is caught
-    here, not by wrong numbers."""
+    """Every region an instruction reads lies in the buffers it says it reads (or writes), and
+    the region it writes in those it says it writes: a template that gets its sizes wrong is
+    caught here, not by wrong numbers."""
     read_regions, written = regions(instr)
     for region, bufs in [(r, tuple(reads) + tuple(writes)) for r in read_regions] + [(w, tuple(writes)) for w in written]:
         lo, hi = region.span()
-        if not any(b.mem == region.mem and b.addr <= lo and hi <= b.addr + b.size for b in bufs):
+        for b in sorted((b for b in bufs if b.mem == region.mem), key=lambda b: b.addr):
+            if b.addr <= lo < b.addr + b.size:
+                lo = b.addr + b.size  # covered up to there (parts of a split buffer follow on)
+        if lo < hi:
             names = ", ".join(f"{b.name} {b.mem}@{b.addr:#x}+{b.size}" for b in bufs) or "none"
             raise ProgramError(f"lowering bug in {instr.op}: {region.text()} lies outside the buffers it names ({names})")
 

@@ -18,7 +18,9 @@ with the waits the emitter infers (isa/lower/emit.py):
   slot it refills was last read a row before);
 - a tile's first product waits for the tile `acc_slots` before (the accumulators the tiles
   rotate, `slots` unless the plan says) to be finished (or stored, where the store reads the
-  accumulator); stores queue behind the loads emitted before them;
+  accumulator); with the accumulator in `acc_parts` parts, each stored as the last product
+  fills it, as long as the parts' stores keep it waiting (`drain_stall`, isa/lower/matmul.py);
+  stores queue behind the loads emitted before them;
 - DDR is one more queue: each transfer's bytes pass through it at its bandwidth (shared by the
   units at work) once the transfer's latency is over, so engines moving data at once share it;
   a transfer replayed after another but ready before it fills DDR's idle time first (_Channel);
@@ -210,10 +212,11 @@ class Estimate:
     order as (key, tile, first, last), tile numbering the unit's output tiles from 0, first
     and last whether the step is its tile's first and last."""
 
-    def __init__(self, work, counts, sequence, slots, store_reads_acc=False, floor=None, stage_slots=None, once=None, acc_slots=None):
+    def __init__(self, work, counts, sequence, slots, store_reads_acc=False, floor=None, stage_slots=None, once=None, acc_slots=None,
+                 acc_parts=1):
         self.work, self.counts, self.sequence = work, counts, sequence
         self.slots, self.store_reads_acc = slots, store_reads_acc
-        self.acc_slots = acc_slots or slots
+        self.acc_slots, self.acc_parts = acc_slots or slots, acc_parts
         self.stage_slots = stage_slots or {}  # memory -> the staging buffers a hop rotates there (default STAGE_SLOTS)
         self.once = once  # where a cache keeps the inputs: (DDR cycles of their bytes each read once, ddr / cache bandwidth) (read_once)
         self._floor, self._works, self._cycles = floor, None, None
@@ -316,9 +319,9 @@ class Estimate:
             queued[engine] = (start + lead, ends)
             return end
 
-        works, slots, accs = self.works, self.slots, self.acc_slots
+        works, slots, accs, parts = self.works, self.slots, self.acc_slots, self.acc_parts
         seq = list(self.sequence())
-        loaded, product, finished, stored = [0.0] * len(seq), [0.0] * len(seq), {}, {}
+        loaded, product, stored, freed = [0.0] * len(seq), [0.0] * len(seq), {}, {}  # freed: when a tile's accumulator may be written again
 
         def load(i):
             key, tile, first, _ = seq[i]
@@ -338,14 +341,29 @@ class Estimate:
                 load(i + 1)
             ready = loaded[i]
             if first and tile >= accs:
-                ready = max(ready, (stored if self.store_reads_acc else finished)[tile - accs])
+                ready = max(ready, freed[tile - accs])
             work = works[key]
             product[i] = run(work.product, ready)
             if last:
-                finished[tile] = run(work.finish, product[i])
-                stored[tile] = run(work.store, finished[tile])
+                finished = run(work.finish, product[i])
+                stored[tile] = run(work.store, finished)
+                stall = drain_stall(sum(op.cycles for op in work.product), stored[tile] - finished, parts)
+                freed[tile] = finished + stall if self.store_reads_acc else finished
         return max((ends[-1] for _, ends in queued.values()), default=0.0)
 
+
+
+def drain_stall(product, store, parts):
+    """How long after a tile's last product ends the next tile's first product, of as many
+    cycles, must wait to start, where the accumulator both use is filled and stored in `parts`
+    equal parts of rows: part j is stored once the last product has done it and the store of
+    part j - 1 is over, and the next product may write part j once that store is over. One
+    part: the whole store."""
+    start, stored, stall = -product, -product, 0.0  # cycles from the last product's end
+    for j in range(parts):
+        stored = max(stored, start + (j + 1) * product / parts) + store / parts
+        stall = max(stall, stored - j * product / parts)
+    return stall
 
 
 def read_once(chip, tensors):
@@ -396,7 +414,7 @@ class _Channel:
 
 
 def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, repeat=1, floor=None, reuse=None, stage_slots=None, once=None,
-          acc_slots=None):
+          acc_slots=None, acc_parts=1):
     """The Estimate of a tiled op's steps on the first (busiest) of `units` units, the output
     tiles dealt among them in runs of consecutive ones (isa/lower/pipeline.deal).
 
@@ -411,7 +429,7 @@ def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, rep
     (and the repeat) is loaded whole with a tile's first block and stays while consecutive
     tiles share it (a matrix product's left row block): the steps then carry one more argument
     for work and floor, fresh, whether they load it (a unit's first tile does). stage_slots,
-    once and acc_slots: Estimate's."""
+    once, acc_slots and acc_parts: Estimate's."""
     count = repeat * math.prod(len(a) for a in axes)
     # the units share DDR in proportion to their tiles: the busiest has ceil(count / units) of
     # them, and DDR moves every unit's bytes meanwhile
@@ -463,4 +481,4 @@ def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, rep
                 yield (kind,) + p + ((fresh and p[1],) if reusing else ()), t, p[1], p[2]
 
     return Estimate(lambda key: work(busy, *key), counts, sequence, slots, store_reads_acc,
-                    floor and (lambda key: floor(busy, *key)), stage_slots, once, acc_slots)
+                    floor and (lambda key: floor(busy, *key)), stage_slots, once, acc_slots, acc_parts)

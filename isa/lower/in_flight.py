@@ -27,8 +27,8 @@ class InFlight:
     args: tuple
     cdt: str
 
-    def emit(self, em, src, src_buf, dst, dst_buf, op):
-        em.emit(self.engine, Dma(src, dst, op, self.fn, self.args, self.cdt), reads=(src_buf,), writes=(dst_buf,))
+    def emit(self, em, src, src_bufs, dst, dst_buf, op):
+        em.emit(self.engine, Dma(src, dst, op, self.fn, self.args, self.cdt), reads=src_bufs, writes=(dst_buf,))
 
 
 def then_relu(steps, node_steps):

@@ -37,7 +37,7 @@ from ..instructions import Matmul, Region, Vector, dense
 from ..ops import REGISTRY
 from . import bias_table
 from .alloc import shortfall
-from .estimate import Priced, Work, chain, tiled
+from .estimate import Priced, Work, chain, drain_stall, tiled
 from .in_flight import in_flight
 from .pipeline import deal, run_units
 from .route import STAGE_SLOTS, copy
@@ -248,7 +248,7 @@ class _Plan(Priced):
         work, floor = (self._kept_work, self._kept_floor) if keep else (self._work, self._floor)
         return tiled(work, axes, self.K, tk, units, self.ctx.slots,
                      self.out_key == "acc", math.prod(self.batch), floor, 1 if keep else None, self._stage_slots(tm, tn, tk, keep, accs),
-                     self.once(self.left, self.right), accs)
+                     self.once(self.left, self.right), accs, -(-tm // self._part_rows(tm, tn, tk, accs, units)))
 
     def _stage_slots(self, tm, tn, tk, keep, accs):
         """memory -> how many staging buffers the operands' staged hops will rotate there
@@ -339,6 +339,9 @@ class _Plan(Priced):
             for key, mem, n, count in self._placed(tm, tn, tk, keep, accs)
             for s in range(count)
         }
+        rows = self._part_rows(tm, tn, tk, accs, len(self.units))
+        for s in range(accs if rows < tm else 0):
+            self.em.split(bufs["acc", s], tuple(r * tn * dtypes.itemsize(self.acc_dtype) for r in range(rows, tm, rows)))
         if self.asym:  # one element of zp_r, read with stride 0 as a whole right tile
             mem = self.mx.operand_memory("b")
             if mem != self.vx.memory:
@@ -369,6 +372,7 @@ class _Plan(Priced):
         a_in, b_in = (bufs["as", ab], bufs["bs", ab]) if self.shifted else (a, b)
         a_m = a_in.region(self.operand_dtypes[0], (tm, tk)) if self.shifted else a_r
         b_m = b_in.region(self.operand_dtypes[1], (tk, tn))
+        parts = self._acc_parts(acc, tm, tn)
 
         def load():
             copy(em, sub_region(right, (k0, n0), (tk, tn)), ctx.home[self.right.name], b_r, b, node.name)
@@ -388,10 +392,12 @@ class _Plan(Priced):
                 copy(em, src, src_buf, dst.region(dtype, (1, tn)), dst, node.name)
 
         def compute():
-            reads = (a_in, b_in, acc) if not first else (a_in, b_in)
             table = bufs["bias", ts] if first and self.bias_in_table else None
-            row = table and bias_table.row(table, acc_r.shape, self.acc_dtype)
-            em.emit(self.mx.name, Matmul(a_m, b_m, acc_r, not first, node.name, bias=row), reads=reads + ((table,) if table else ()), writes=(acc,))
+            for r0, rows, held in parts if first or last else [(0, tm, acc.parts or (acc,))]:
+                a_p, acc_p = sub_region(a_m, (r0, 0), (rows, tk)), sub_region(acc_r, (r0, 0), (rows, tn))
+                row = table and bias_table.row(table, acc_p.shape, self.acc_dtype)
+                reads = (a_in, b_in) + (held if not first else ()) + ((table,) if table else ())
+                em.emit(self.mx.name, Matmul(a_p, b_m, acc_p, not first, node.name, bias=row), reads=reads, writes=held)
             if self.asym:  # the second partial product: left times a matrix of zp_r
                 zp, acc_zp = self.zero_point, bufs["acc_zp", ts]
                 zp_r = Region(zp.mem, zp.addr, self.right.dtype, (tk, tn), (0, 0))
@@ -412,11 +418,45 @@ class _Plan(Priced):
                 result = bufs[self.out_key, ts]
                 dst = sub_region(out, (m0, n0), (tm, tn))
                 if self.flight is not None:
-                    self.flight.emit(em, acc_r, acc, dst, ctx.home[self.out.name], node.name)
+                    for r0, rows, held in parts:
+                        self.flight.emit(em, sub_region(acc_r, (r0, 0), (rows, tn)), held, sub_region(dst, (r0, 0), (rows, tn)),
+                                         ctx.home[self.out.name], node.name)
                 else:
                     copy(em, result.region(self.out.dtype, (tm, tn)), result, dst, ctx.home[self.out.name], node.name)
 
         return load, compute, store
+
+    def _part_rows(self, tm, tn, tk, accs, units):
+        """The rows of each part one accumulator that FixPipe empties (the epilogue done on the
+        way) is filled and drained in; tm: in one. A tile's last product then runs part by part,
+        FixPipe draining each part as the cube finishes it and goes on with the next, and the
+        next tile's first product too, each part waiting only for its own rows to be drained,
+        as Ascend's unitFlag lets the cube and FixPipe do block by block (Ascend C Mmad and
+        Fixpipe). Of halvings down to the matrix unit's m rows, the one that loses the fewest
+        cycles: the wait for the drain (drain_stall) and the products' extra issues. With two
+        accumulators the next tile does not wait for the drain at all."""
+        if self.flight is None or accs > 1:
+            return tm
+        price, m = self.pricer(units), self.mx.matrix.m
+        store = sum(op.cycles for op in self._work(units, ((tm,), (tn,)), tk, False, True).store)
+        whole = price.matmul(self.mx.name, tm, tk, tn, self.operand_dtypes[0]).cycles
+
+        def lost(rows):
+            product = sum(price.matmul(self.mx.name, min(rows, tm - r), tk, tn, self.operand_dtypes[0]).cycles for r in range(0, tm, rows))
+            return drain_stall(product, store, -(-tm // rows)) + 2 * (product - whole)
+
+        return min(halvings(tm, m), key=lambda rows: (lost(rows), -rows))
+
+    def _acc_parts(self, acc, tm, tn):
+        """(first row, rows, Bufs) of the accumulator's parts that a tile of tm x tn fills, one
+        per part where the parts fall on its rows (a whole tile), else one naming them all."""
+        row = tn * dtypes.itemsize(self.acc_dtype)
+        starts = [0]
+        for part in acc.parts[:-1]:
+            starts.append(starts[-1] + part.size // row if part.size % row == 0 else tm)
+        if len(starts) == 1 or starts[-1] >= tm:
+            return [(0, tm, acc.parts or (acc,))]
+        return [(r, end - r, (part,)) for r, end, part in zip(starts, starts[1:] + [tm], acc.parts)]
 
     def _shift(self, bufs, slot, a_r, b_r, k0, n0, tm, tn, tk):
         """as = a - lzp (lzp over K), bs = b - rzp (rzp over N), in 16 bits on the vector unit."""
