@@ -82,6 +82,19 @@ def test_convolution_pool_and_activation():
     run_both(g, {"x": ints(rng, (1, 16, 14, 14), -10, 10)})
 
 
+def test_a_3x3_convolution_takes_input_channel_blocks_that_fill_the_arrays_256_weight_rows():
+    """56 channels x 9 kernel positions are 504 of two passes' 512 weight rows; a power of two
+    would leave the last pass partly empty (32 channels: 288 of 512, 64: 576 of 768)."""
+    rng = np.random.default_rng(2)
+    g = isa.Graph("conv")
+    x = g.input("x", (1, 128, 18, 18), "int8")
+    g.output(O.conv(x, g.constant("w", ints(rng, (256, 128, 3, 3), -3, 3)), scale=1 / 16), "y")
+    res = run_both(g, {"x": ints(rng, (1, 128, 18, 18), -10, 10)})
+    assert "56 input channels a step" in " ".join(res.program.notes)
+    depths = [i.dims()[1] for i in res.program.streams["mxu"] if isinstance(i, Matmul)]
+    assert sorted(set(depths)) == [16 * 9, 56 * 9] and depths.count(56 * 9) == 2 * depths.count(16 * 9)
+
+
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "max", "min"])
 def test_element_wise_int8(op):
     rng = np.random.default_rng(2)

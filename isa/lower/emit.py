@@ -11,11 +11,12 @@ inherits their history, so reusing an address orders the new writes after the ol
 So double buffering is only a matter of placing two slots and emitting the next tile's loads
 before this tile's compute; the waits follow.
 
-Hazards are per buffer, not per byte. A buffer may be split into parts tracked apart (`split`):
-an instruction that reads or writes several of them names them all, its region spanning them. Where cores work on tiles of one output, their writes to
-it fall on different bytes: within `disjoint(bufs)` writes to those buffers by different
-engines do not wait for one another (each still waits for what came before), and afterwards a
-reader waits for every engine's last write.
+Hazards are per buffer, not per byte. A buffer may be split into parts tracked apart
+(`split`): an instruction that reads or writes several of them names them all, its region
+spanning them. Where cores work on tiles of one output, their writes to it fall on different
+bytes: within `disjoint(bufs)` writes to those buffers by different engines do not wait for one
+another (each still waits for what came before), and afterwards a reader waits for every
+engine's last write.
 """
 
 from contextlib import contextmanager

@@ -102,6 +102,16 @@ def splits(n, most=8):
     return sorted(set(halvings(n, 1)) | {-(-n // k) for k in range(3, most + 1)}, reverse=True)
 
 
+def filling_blocks(limit, depth, area):
+    """Reduction blocks of whole channels, each bringing `area` kernel positions to a product
+    of the matrix unit's `depth`, that fill about 1, 2, 4, ... of its depth steps where a
+    channel count in multiples of the depth would leave the last step partly empty: with a
+    3x3 kernel and a depth of 256 (the TPU v1's), 28 channels are 252 of 256 (32 would be 288
+    of 512). Up to `limit` channels; below `area` steps only (from there on a multiple of the
+    depth in channels fills every step)."""
+    return [j * depth // area for j in (1 << i for i in range(area.bit_length())) if j < area and 0 < j * depth // area <= limit]
+
+
 def cheapest(shape, reduction, units, fits, cost, limits=None, blocks=None):
     """A (tile, reduction block) for an output of `shape` (batch, channels, spatial...) with a
     reduction of `reduction`: of the candidates that fit, the one of least cost(tile, block),
