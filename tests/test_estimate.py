@@ -132,3 +132,18 @@ def test_no_tile_limit_beats_the_choice(graph, limits):
     for limit in limits:
         _, cycles = estimate_and_cycles(graph, bm1684, policy_from_overrides({"max_tile": limit}))
         assert cycles >= chosen, limit
+
+
+@pytest.mark.parametrize("product, store, parts, stall", [
+    (520, 512, 1, 512),  # one part: the next product waits for the whole store
+    (520, 512, 2, 0),  # each half stored (256) within the next half's product (260)
+    (520, 772, 2, 252),  # stores slower than products: the second half's store holds the next product up
+    (520, 772, 4, 0),  # in quarters (193 against 130 a part) the stores keep ahead of the next product
+])
+def test_drain_stall(product, store, parts, stall):
+    """A tile's last product and the next tile's first share one accumulator in `parts` parts:
+    part j is stored once the product has done it and part j - 1's store is over; the next
+    product writes part j once its store is over."""
+    from isa.lower.estimate import drain_stall
+
+    assert drain_stall(product, store, parts) == pytest.approx(stall)
