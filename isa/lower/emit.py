@@ -208,6 +208,8 @@ def _check_inside(instr, reads, writes):
     read_regions, written = regions(instr)
     for region, bufs in [(r, tuple(reads) + tuple(writes)) for r in read_regions] + [(w, tuple(writes)) for w in written]:
         lo, hi = region.span()
+        if any(b.mem == region.mem and b.addr <= lo and hi <= b.addr + b.size for b in bufs):
+            continue
         for b in sorted((b for b in bufs if b.mem == region.mem), key=lambda b: b.addr):
             if b.addr <= lo < b.addr + b.size:
                 lo = b.addr + b.size  # covered up to there (parts of a split buffer follow on)
