@@ -45,7 +45,7 @@ from .pipeline import deal, run_units, step_budget
 from .route import copy
 from .rows import RowsTiled
 from .staging import stages
-from .tiling import broadcast_view, budgeted_tile, cheapest, filling_blocks, halvings, nbytes, sub_region
+from .tiling import broadcast_view, budgeted_tile, cheapest, nbytes, sub_region
 from .vector_steps import emit_steps
 from .window import conv_axes, deconv_axes, load_window, placed, price_window, tile_reads, window_view
 
@@ -260,8 +260,7 @@ class _Plan(Priced, RowsTiled):
             unit = self.mx.matrix
             limits += (self.ctx.policy.tile_limit("k", self.icg),)
             granules = (unit.n, unit.depth(self.operand_dtype or self.x.dtype))
-            blocks = sorted(set(halvings(limits[-1], granules[1]) + filling_blocks(limits[-1], granules[1], self.k)), reverse=True)
-            choice = cheapest(shape, self.icg, granules, self._fits, self._schedule, limits, blocks)
+            choice = cheapest(shape, self.icg, granules, self._fits, self._schedule, limits, area=self.k)
             if choice and len(self.units) > 1:  # the output tile for the units; the block (the order of the sums) as for one
                 estimate = lambda t, tic: self._schedule(t, tic, len(self.units))  # noqa: E731
                 choice = cheapest(shape, self.icg, granules, self._fits, estimate, limits, [choice[1]])

@@ -112,12 +112,13 @@ def filling_blocks(limit, depth, area):
     return [j * depth // area for j in (1 << i for i in range(area.bit_length())) if j < area and 0 < j * depth // area <= limit]
 
 
-def cheapest(shape, reduction, units, fits, cost, limits=None, blocks=None):
+def cheapest(shape, reduction, units, fits, cost, limits=None, blocks=None, area=1):
     """A (tile, reduction block) for an output of `shape` (batch, channels, spatial...) with a
     reduction of `reduction`: of the candidates that fit, the one of least cost(tile, block),
     an estimate (isa/lower/estimate.py; see `least`), ties to the larger tile.
     limits: the largest extent of each dimension and then of the reduction block (default: the
-    shape and the reduction); blocks: the reduction blocks to try (default: halvings).
+    shape and the reduction); blocks: the reduction blocks to try (default: halvings, and the
+    filling_blocks of a reduction whose every element brings `area` kernel positions).
 
     Candidates halve the batch, the channels (in multiples of units[0]) and the reduction (in
     multiples of units[1]), and cut the first spatial dimension (splits); other spatial
@@ -126,7 +127,8 @@ def cheapest(shape, reduction, units, fits, cost, limits=None, blocks=None):
     channel_unit, reduce_unit = units
     limits = tuple(shape) + (reduction,) if limits is None else limits
     found = []
-    for tic in blocks or halvings(limits[-1], reduce_unit):
+    blocks = blocks or sorted(set(halvings(limits[-1], reduce_unit) + filling_blocks(limits[-1], reduce_unit, area)), reverse=True)
+    for tic in blocks:
         for tn in halvings(limits[0], 1):
             for toc in halvings(limits[1], channel_unit):
                 fitting = False  # once a tile fits, the shorter ones do
