@@ -62,6 +62,7 @@ def np_dtype(name):
     return _TABLE[check(name)]
 
 
+@functools.cache  # asked for in every tiling's estimate
 def itemsize(name):
     return np_dtype(name).itemsize
 

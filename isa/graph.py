@@ -10,6 +10,7 @@ data (`where`, `masked_select`, `nms`) gives a tensor whose shape is an upper bo
 (`Tensor.bounded`); the machine reports the shape it produced.
 """
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -31,7 +32,7 @@ class Tensor:
 
     @property
     def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def nbytes(self):

@@ -1,8 +1,7 @@
 """Tiles: boxes of an N-d iteration space, how large they may be, and the regions they cover."""
 
 import itertools
-
-import numpy as np
+import math
 
 from .. import dtypes
 from ..instructions import Region
@@ -141,7 +140,7 @@ def cheapest(shape, reduction, units, fits, cost, limits=None, blocks=None, area
                         cut = choose_tile(shape[3:], lambda rest: fits((tn, toc, 1) + tuple(rest), tic), limits[3:-1])
                         if cut:
                             found.append(((tn, toc, 1) + tuple(cut), tic))
-    return least((cost(tile, tic), -int(np.prod(tile)) * tic, (tile, tic)) for tile, tic in found)
+    return least((cost(tile, tic), -math.prod(tile) * tic, (tile, tic)) for tile, tic in found)
 
 
 def least(candidates):
