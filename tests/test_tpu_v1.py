@@ -12,6 +12,7 @@ import isa
 import sim
 from isa.instructions import Matmul
 from isa.lower.route import route
+from sim.run import configure
 from traces.stored import from_data, to_data
 from traces.summary import format_summary
 from refeval import evaluate
@@ -82,17 +83,48 @@ def test_convolution_pool_and_activation():
     run_both(g, {"x": ints(rng, (1, 16, 14, 14), -10, 10)})
 
 
+def conv_graph(seed, cin, cout, side, kernel=3, pad=0):
+    """(graph, inputs) of one int8 convolution of a side x side image, `pad` on every side."""
+    rng = np.random.default_rng(seed)
+    g = isa.Graph("conv")
+    x = g.input("x", (1, cin, side, side), "int8")
+    w = g.constant("w", ints(rng, (cout, cin, kernel, kernel), -3, 3))
+    g.output(O.conv(x, w, scale=1 / 16, pad_h_t=pad, pad_h_b=pad, pad_w_l=pad, pad_w_r=pad), "y")
+    return g, {"x": ints(rng, (1, cin, side, side), -10, 10)}
+
+
 def test_a_3x3_convolution_takes_input_channel_blocks_that_fill_the_arrays_256_weight_rows():
     """56 channels x 9 kernel positions are 504 of two passes' 512 weight rows; a power of two
     would leave the last pass partly empty (32 channels: 288 of 512, 64: 576 of 768)."""
-    rng = np.random.default_rng(2)
-    g = isa.Graph("conv")
-    x = g.input("x", (1, 128, 18, 18), "int8")
-    g.output(O.conv(x, g.constant("w", ints(rng, (256, 128, 3, 3), -3, 3)), scale=1 / 16), "y")
-    res = run_both(g, {"x": ints(rng, (1, 128, 18, 18), -10, 10)})
+    res = run_both(*conv_graph(2, 128, 256, 18))
     assert "56 input channels a step" in " ".join(res.program.notes)
     depths = [i.dims()[1] for i in res.program.streams["mxu"] if isinstance(i, Matmul)]
     assert sorted(set(depths)) == [16 * 9, 56 * 9] and depths.count(56 * 9) == 2 * depths.count(16 * 9)
+
+
+def test_a_convolution_keeps_its_input_while_its_output_channel_blocks_walk():
+    """768 output channels are six blocks of 128; the input crosses PCIe once, not once a
+    block, in four loads of 28 channels, and the first products wait for the first load only."""
+    res = run_both(*conv_graph(3, 112, 768, 18))
+    assert "the input kept across output-channel blocks" in " ".join(res.program.notes)
+    loads = [e for e in res.trace.events if e.kind == "dma" and e.engine == "host_read"]
+    assert len(loads) == 112 // 28 and sum(e.bytes for e in loads) == 112 * 18 * 18
+    products = sorted(e.start for e in res.trace.events if e.kind == "matrix")
+    assert len(products) == 6 * 4 and products[0] < loads[-1].end
+
+
+@pytest.mark.parametrize("cin, cout, side, kernel, pad", [
+    (136, 582, 14, 1, 0), (137, 558, 20, 3, 1), (63, 305, 6, 3, 1), (156, 240, 5, 3, 0), (94, 498, 9, 3, 0), (143, 462, 21, 3, 1)])
+def test_kept_inputs_give_the_reference_values_and_equal_cycles(cin, cout, side, kernel, pad):
+    """Odd channel counts (an edge input-channel block, an edge output-channel block), padding,
+    several spatial tiles: output tiles of at most 128 channels, so the input is kept."""
+    chip, policy = configure("tpu_v1", {"policy.max_tile": "c=128"})
+    g, inputs = conv_graph(cin, cin, cout, side, kernel, pad)
+    res = sim.run(g, chip, inputs, policy=policy)
+    assert "the input kept across output-channel blocks" in " ".join(res.program.notes)
+    for name, want in evaluate(g, inputs, chip).items():
+        np.testing.assert_array_equal(res.outputs[name], want)
+    assert sim.run(g, chip, mode="timing", policy=policy).cycles == res.cycles
 
 
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "max", "min"])

@@ -120,6 +120,8 @@ class _Plan(Priced, RowsTiled):
         amem = self.vx.memory if self.mx is None else self.mx.operand_memory("a")
         self.in_place = self.batch_slots == 1 and ctx.home[self.x.name].mem == amem and not self.shifted and all(
             a.offset == 0 and a.stuff == 1 and a.extent(a.out) <= a.size for a in self.axes)
+        # an input tile that may stay while the output-channel blocks walk (_cheapest)
+        self.keepable = self.mx is not None and not self.in_place and not self.shifted and self.batch_slots == 1
         # weights that live where the matrix unit reads them (held by a layer group, or pinned)
         # are multiplied in place, block by block
         self.weight_in_place = (self.mx is not None and not self.shifted and not self.opdef.transposed
@@ -179,8 +181,9 @@ class _Plan(Priced, RowsTiled):
 
     # ---- sizes ------------------------------------------------------------------------------
 
-    def _needs(self, tile, tic):
-        """(key, memory, bytes) of one slot's buffers for an output tile (n, oc, spatial...)."""
+    def _needs(self, tile, tic, keep=False):
+        """(key, memory, bytes) of one slot's buffers for an output tile (n, oc, spatial...); with
+        keep, the input is in buffers of its own (_kept_bytes)."""
         tn, toc, tos = tile[0], tile[1], tile[2:]
         channels = toc if self.mx is None else tic  # a depthwise tile reads its own channels
         out_elems = tn * toc * int(np.prod(tos))
@@ -188,7 +191,7 @@ class _Plan(Priced, RowsTiled):
         extents = tuple(a.extent(n) for a, n in zip(self.axes, tos))
         vmem = self.vx.memory
         amem, bmem, cmem = (vmem, vmem, vmem) if self.mx is None else (self.mx.operand_memory(r) for r in "abc")
-        needs = [] if self.in_place else [("x", amem, nbytes(self.x.dtype, (self._slotted(tn), channels) + extents))]
+        needs = [] if self.in_place or keep else [("x", amem, nbytes(self.x.dtype, (self._slotted(tn), channels) + extents))]
         if not self.weight_in_place:
             needs.append(("w", bmem, nbytes(self.weight[1], (toc, tic, self.k))))
         needs.append(("acc", cmem, nbytes(self.acc_dtype, (slotted,))))
@@ -217,29 +220,38 @@ class _Plan(Priced, RowsTiled):
         """A batch tile of tn as the matrix unit multiplies it: whole groups of batch_slots."""
         return -(-tn // self.batch_slots) * self.batch_slots
 
-    def _sizes(self, tile, tic):
-        """memory -> the sizes of every buffer the tiling places there: each slot's, the tail's
-        and, in the asymmetric mode on the matrix unit, the one zp_r element."""
+    def _kept_bytes(self, tile):
+        """The bytes of a kept input tile: every input channel of the group for the output tile's
+        windows."""
+        extents = tuple(a.extent(n) for a, n in zip(self.axes, tile[2:]))
+        return nbytes(self.x.dtype, (tile[0], self.icg) + extents)
+
+    def _sizes(self, tile, tic, keep=False):
+        """memory -> the sizes of every buffer the tiling places there: each slot's, the tail's,
+        a kept input's and, in the asymmetric mode on the matrix unit, the one zp_r element."""
         per_mem = {}
-        for _, mem, n in self._needs(tile, tic):
+        for _, mem, n in self._needs(tile, tic, keep):
             per_mem.setdefault(mem, []).extend([n] * self.ctx.slots)
+        if keep:
+            per_mem.setdefault(self.mx.operand_memory("a"), []).extend([self._kept_bytes(tile)] * self.ctx.slots)
         per_mem.setdefault(self.vx.memory, []).extend(self.tail.class_bytes(tile) * self.ctx.slots)
         if self.asym and self.mx is not None:
             per_mem.setdefault(self.mx.operand_memory("b"), []).append(dtypes.itemsize(self.w.dtype))
         return per_mem
 
-    def _fits(self, tile, tic):
-        return all(self.em.allocators[m].fits(sizes) for m, sizes in self._sizes(tile, tic).items())
+    def _fits(self, tile, tic, keep=False):
+        return all(self.em.allocators[m].fits(sizes) for m, sizes in self._sizes(tile, tic, keep).items())
 
     def _moved(self, tile, tic):
         """Bytes one step loads (input tile and weight block) plus what the tail moves."""
         return sum(n for key, _, n in self._needs(tile, tic) if key in ("x", "w")) + self.tail.moved(tile)
 
     def tiles(self):
-        """(output tile, input-channel block) of the rows run, noted in the program."""
+        """(output tile, input-channel block, keep) of the rows run, noted in the program."""
         choice, cycles = self.tiling()
+        kept = ", the input kept across output-channel blocks" if choice[2] else ""
         self.em.notes.append(f"tiling {self.node.name}{self.rows_note()}: output tile {'x'.join(map(str, choice[0]))}, "
-                             f"{choice[1]} input channels a step: estimated {cycles:,.0f} cycles")
+                             f"{choice[1]} input channels a step{kept}: estimated {cycles:,.0f} cycles")
         return choice
 
     def _search(self):
@@ -255,34 +267,55 @@ class _Plan(Priced, RowsTiled):
             fits = lambda t: self._fits(t, 1)  # noqa: E731
             budget = step_budget(self.ctx, self._moved(shape, 1), vmem, len(self.units))
             tile = budgeted_tile(shape, fits, lambda t: self._moved(t, 1), budget, limits)
-            choice = (tile, 1) if tile else None
+            choice = (tile, 1, False) if tile else None
         else:
             unit = self.mx.matrix
             limits += (self.ctx.policy.tile_limit("k", self.icg),)
             granules = (unit.n, unit.depth(self.operand_dtype or self.x.dtype))
-            choice = cheapest(shape, self.icg, granules, self._fits, self._schedule, limits, area=self.k)
+            choice = self._cheapest(shape, granules, limits, None, 1)
             if choice and len(self.units) > 1:  # the output tile for the units; the block (the order of the sums) as for one
-                estimate = lambda t, tic: self._schedule(t, tic, len(self.units))  # noqa: E731
-                choice = cheapest(shape, self.icg, granules, self._fits, estimate, limits, [choice[1]])
+                choice = self._cheapest(shape, granules, limits, [choice[1]], len(self.units))
         if choice is None:
             raise OutOfMemoryError(f"{self.node.name}: even a one-element output tile needs {shortfall(self.em.allocators, self._sizes((1,) * len(shape), 1))}")
-        return choice, self._schedule(*choice, len(self.units)).cycles()
+        tile, tic, keep = choice
+        return choice, self._schedule(tile, tic, len(self.units), keep).cycles()
 
-    def _schedule(self, tile, tic, units=1):
+    def _cheapest(self, shape, granules, limits, blocks, units):
+        """(tile, input-channel block, keep) of least estimated cycles (tiling.cheapest), over
+        keeping the input or not (where the convolution may keep it)."""
+        found = []
+        for keep in ((False, True) if self.keepable else (False,)):
+            choice = cheapest(shape, self.icg, granules, lambda t, tic: self._fits(t, tic, keep),  # noqa: B023
+                              lambda t, tic: self._schedule(t, tic, units, keep), limits, blocks, area=self.k)  # noqa: B023
+            if choice:
+                found.append((self._schedule(*choice, units, keep).cycles(), keep, choice + (keep,)))
+        return min(found)[2] if found else None
+
+    def _schedule(self, tile, tic, units=1, keep=False):
         """The Estimate (isa/lower/estimate.py) of this tiling: every output tile with its
-        input-channel blocks, on the busiest of `units` units."""
+        input-channel blocks, on the busiest of `units` units. With keep the tiles walk the
+        output channels innermost, and the input tile, loaded block by block with the first of
+        them, stays for the others (estimate.tiled's reuse)."""
         # depthwise: every channel in one grid, no reduction walked (tic is 1)
         reduction, repeat = (1, 1) if self.mx is None else (self.icg, self.groups)
-        return tiled(self._work, self.axis_classes(self.span(self.tiled_channels), tile), reduction, tic, units, self.ctx.slots,
-                     self.result_key == "acc" and self.out.name in self.tail.stores, repeat, self._floor, once=self.once(self.x, self.w))
+        axes = self.axis_classes(self.span(self.tiled_channels), tile)
+        work, floor, reuse = self._work, self._floor, None
+        if keep:  # (batch, spatial..., channels): the input depends on all but the last
+            axes, reuse = [axes[0], *axes[2:], axes[1]], len(axes) - 1
+            work = lambda busy, kind, *rest: self._work(busy, _channels_second(kind), *rest)  # noqa: E731
+            floor = lambda busy, kind, *rest: self._floor(busy, _channels_second(kind), *rest)  # noqa: E731
+        return tiled(work, axes, reduction, tic, units, self.ctx.slots, self.result_key == "acc" and self.out.name in self.tail.stores,
+                     repeat, floor, reuse, once=self.once(self.x, self.w), reuse_blocks=True)
 
-    def _work(self, busy, kind, tic, first, last):
-        """The estimate.Work of one input-channel block of an output tile of class `kind`."""
+    def _work(self, busy, kind, tic, first, last, fresh=True):
+        """The estimate.Work of one input-channel block of an output tile of class `kind`;
+        fresh: whether it loads its input block (not where a kept input has it already)."""
         starts, extents = tuple(c[0] for c in kind), tuple(c[1] for c in kind)
         tn, toc, tos = extents[0], extents[1], extents[2:]
         tail_load, tail_compute, tail_store = self.piece(busy, "tail", starts, extents) if first or last else ((), (), ())
         channels = toc if self.mx is None else tic  # a depthwise tile reads its own channels
-        load = self.piece(busy, "input", tn, channels, tos, tuple(c[2:] for c in kind[2:])) + self.piece(busy, "weight", toc, tic)
+        load = self.piece(busy, "input", tn, channels, tos, tuple(c[2:] for c in kind[2:])) if fresh else ()
+        load += self.piece(busy, "weight", toc, tic)
         fills = self.piece(busy, "bias", toc) + tail_load if first else ()
         product = self.piece(busy, "product", self._slotted(tn) * math.prod(tos), tic, toc)
         if last and self.flight is not None:
@@ -291,13 +324,13 @@ class _Plan(Priced, RowsTiled):
             finish, store = (self.piece(busy, "finish", extents) + tail_compute, tail_store) if last else ((), ())
         return Work(chain(load), product, chain(finish), chain(store), chain(fills))
 
-    def _floor(self, busy, kind, tic, first, last):
-        """Estimate.floor's terms of a step: its products, and the bytes of its input window and
-        weight block where they come from DDR (bursts and the tail left out)."""
+    def _floor(self, busy, kind, tic, first, last, fresh=True):
+        """Estimate.floor's terms of a step: its products, and the bytes of its input window (if
+        it loads it) and weight block where they come from DDR (bursts and the tail left out)."""
         tn, toc = kind[0][1], kind[1][1]
         reads = [c[2] for c in kind[2:]]
         nbytes_from_ddr = 0
-        if self.ctx.home[self.x.name].mem == "ddr" and all(reads):
+        if fresh and self.ctx.home[self.x.name].mem == "ddr" and all(reads):
             nbytes_from_ddr += tn * (toc if self.mx is None else tic) * math.prod(reads) * dtypes.itemsize(self.x.dtype)
         if self.weight[0].mem == "ddr":
             nbytes_from_ddr += toc * tic * self.k * dtypes.itemsize(self.weight[1])
@@ -379,37 +412,56 @@ class _Plan(Priced, RowsTiled):
         """Emit the convolution of output rows [rows[0], rows[1]) (default: all of them)."""
         if rows is not None:
             self.rows = rows
-        tile, tic = self.tiles()
+        tile, tic, keep = self.tiles()
         tiles = [(g, starts, extents) for g in range(1 if self.mx is None else self.groups)
                  for starts, extents in self.placed_boxes(self.tiled_channels, tile)]
+        if keep:  # the output channels innermost, so consecutive tiles share their input
+            tiles.sort(key=lambda t: (t[0], t[1][0], t[1][2:], t[1][1]))
         per_unit, placed, fillers = [], [], []
         for k, (unit, run) in enumerate(zip(self.units, deal(tiles, len(self.units)))):
             if k and not run:
                 continue
             mine = self.on(unit)
             fillers.append({})  # the padding's fill values near the unit's input memory (window.load_window)
-            steps, bufs = mine._steps(run, tile, tic, fillers[-1])
+            steps, bufs = mine._steps(run, tile, tic, keep, fillers[-1])
             per_unit.append(steps)
             placed += bufs
         run_units(self.ctx, [self.ctx.home[t] for t in self.tail.stores], per_unit)
         for buf in placed + [buf for near in fillers for buf in near.values()]:
             self.em.release(buf)
 
-    def _steps(self, tiles, tile, tic, fillers):
+    def _steps(self, tiles, tile, tic, keep, fillers):
         """This unit's buffers, placed, and the pipeline steps of its output tiles."""
-        slots = [{key: self.em.alloc(mem, n, f"{self.node.name}/{_label(key)}.{s}") for key, mem, n in self._needs(tile, tic)}
+        slots = [{key: self.em.alloc(mem, n, f"{self.node.name}/{_label(key)}.{s}") for key, mem, n in self._needs(tile, tic, keep)}
                  for s in range(self.ctx.slots)]
         tails = self.tail.allocate(self.vx.memory, tile, self.node.name)
         zero_point = self._zero_point() if self.asym and self.mx is not None else None
-        steps = []
+        blocks = [(0, 1)] if self.mx is None else [(i0, min(tic, self.icg - i0)) for i0 in range(0, self.icg, tic)]
+        kept = [self._kept(tile, blocks, s) for s in range(self.ctx.slots if keep else 0)]
+        steps, at, fresh = [], None, 0  # the input position kept, and how many were loaded
         for t, (g, starts, extents) in enumerate(tiles):
-            blocks = [(0, 1)] if self.mx is None else [(i0, min(tic, self.icg - i0)) for i0 in range(0, self.icg, tic)]
+            new = not keep or (g, starts[0], starts[2:]) != at
+            at, fresh = (g, starts[0], starts[2:]), fresh + new
             tail_local = {}  # the tail's loads of this output tile, made with its first block
+            buf, whole = kept[(fresh - 1) % len(kept)] if keep else (None, None)
             for b, block in enumerate(blocks):
                 steps.append(self._step(slots[len(steps) % self.ctx.slots], slots[t % self.ctx.slots], tails[t % self.ctx.slots],
-                                        g, starts, extents, block, b == 0, b == len(blocks) - 1, zero_point, tail_local, fillers))
-        placed = [buf for bufs in slots + tails for buf in bufs.values()]
+                                        g, starts, extents, block, b == 0, b == len(blocks) - 1, zero_point, tail_local, fillers,
+                                        (buf.parts[b], whole) if keep else None, new))
+        placed = [buf for bufs in slots + tails for buf in bufs.values()] + [buf for buf, _ in kept]
         return steps, placed + ([zero_point] if zero_point is not None else [])
+
+    def _kept(self, tile, blocks, slot):
+        """(Buf, region) of a kept input tile: every input channel for the output tile's windows,
+        (batch, channels, window...) laid out channels outermost, so that each channel block is
+        one run of bytes, a part of the Buf of its own (Emitter.split): a block's product waits
+        only for its own block's load."""
+        extents = tuple(a.extent(n) for a, n in zip(self.axes, tile[2:]))
+        buf = self.em.alloc(self.mx.operand_memory("a"), self._kept_bytes(tile), f"{self.node.name}/kept_x.{slot}")
+        per_channel = tile[0] * math.prod(extents)
+        self.em.split(buf, tuple(i0 * per_channel * dtypes.itemsize(self.x.dtype) for i0, _ in blocks[1:]))
+        major = dense(buf.mem, buf.addr, self.x.dtype, (self.icg, tile[0]) + extents)
+        return buf, Region(buf.mem, buf.addr, self.x.dtype, (tile[0], self.icg) + extents, (major.strides[1], major.strides[0]) + major.strides[2:])
 
     def _zero_point(self):
         """One element of zp_r in the weight memory, read with stride 0 as a whole weight block."""
@@ -421,8 +473,10 @@ class _Plan(Priced, RowsTiled):
         self.em.emit(self.vx.name, Vector("copy", buf.region(self.w.dtype, (1,)), (zr,), "int64", self.node.name), writes=(buf,))
         return buf
 
-    def _step(self, io, acc_bufs, tail_bufs, g, starts, extents, block, first, last, zero_point, tail_local, fillers):
-        """(load, compute, store) of one input-channel block of one output tile."""
+    def _step(self, io, acc_bufs, tail_bufs, g, starts, extents, block, first, last, zero_point, tail_local, fillers, kept=None, fresh=True):
+        """(load, compute, store) of one input-channel block of one output tile; kept: the
+        (its block's part of the Buf, the whole tile's region) of a kept input, which the step
+        loads its block into when fresh."""
         em, node = self.em, self.node.name
         n0, c0, s0 = starts[0], starts[1], starts[2:]
         tn, toc, tos = extents[0], extents[1], extents[2:]
@@ -435,6 +489,9 @@ class _Plan(Priced, RowsTiled):
         if self.in_place:
             x_buf = self.ctx.home[self.x.name]
             x_region = sub_region(x_buf.region(self.x.dtype, self.x.shape), (n0, ch_in[0]) + tuple(r[0] for r in reads), (tn, ch_in[1]) + buf_ext)
+        elif kept is not None:
+            x_buf, whole = kept
+            x_region = sub_region(whole, (0, i0) + (0,) * len(buf_ext), (tn, tic) + buf_ext)
         else:
             x_buf = io["x"]
             x_region = x_buf.region(self.x.dtype, (tn, ch_in[1]) + buf_ext)
@@ -444,7 +501,7 @@ class _Plan(Priced, RowsTiled):
         slotted = (self._slotted(tn),)  # the batch the products see (batch_slots: never in place, never shifted)
 
         def load():
-            if not self.in_place:
+            if not self.in_place and fresh:
                 load_window(self.ctx, self.vx, self.x, x_region, x_buf, self.axes, reads, (n0, ch_in[0]), 0, node, fillers)
             if not self.weight_in_place:
                 self._load_weight(w_buf, oc0, ch_in, toc, tic, depthwise)
@@ -623,3 +680,9 @@ def _permuted(region, order):
 
 def _label(key):
     return key if isinstance(key, str) else f"tmp{key[1]}"
+
+
+def _channels_second(kind):
+    """A tile class ordered (batch, spatial..., channels), as a kept input's estimate walks it,
+    back in the template's order (batch, channels, spatial...)."""
+    return (kind[0], kind[-1], *kind[1:-1])

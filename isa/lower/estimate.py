@@ -414,7 +414,7 @@ class _Channel:
 
 
 def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, repeat=1, floor=None, reuse=None, stage_slots=None, once=None,
-          acc_slots=None, acc_parts=1):
+          acc_slots=None, acc_parts=1, reuse_blocks=False):
     """The Estimate of a tiled op's steps on the first (busiest) of `units` units, the output
     tiles dealt among them in runs of consecutive ones (isa/lower/pipeline.deal).
 
@@ -428,8 +428,10 @@ def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, rep
     reuse: an operand that depends only on the tile's position along the first `reuse` axes
     (and the repeat) is loaded whole with a tile's first block and stays while consecutive
     tiles share it (a matrix product's left row block): the steps then carry one more argument
-    for work and floor, fresh, whether they load it (a unit's first tile does). stage_slots,
-    once, acc_slots and acc_parts: Estimate's."""
+    for work and floor, fresh, whether they load it (a unit's first tile does); with
+    reuse_blocks, block by block with every step of the tile that loads it (a convolution's
+    input, channel block by channel block). stage_slots, once, acc_slots and acc_parts:
+    Estimate's."""
     count = repeat * math.prod(len(a) for a in axes)
     # the units share DDR in proportion to their tiles: the busiest has ceil(count / units) of
     # them, and DDR moves every unit's bytes meanwhile
@@ -472,13 +474,13 @@ def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, rep
     for (kind, fresh), n in mine.items():
         for p, m in parts.items():
             if n * m:
-                counts[(kind,) + p + ((fresh and p[1],) if reusing else ())] += n * m
+                counts[(kind,) + p + ((fresh and (p[1] or reuse_blocks),) if reusing else ())] += n * m
 
     def sequence():
         for t, (kind, fresh) in enumerate(tiles()):
             for k in range(blocks):
                 p = part(k)
-                yield (kind,) + p + ((fresh and p[1],) if reusing else ()), t, p[1], p[2]
+                yield (kind,) + p + ((fresh and (p[1] or reuse_blocks),) if reusing else ()), t, p[1], p[2]
 
     return Estimate(lambda key: work(busy, *key), counts, sequence, slots, store_reads_acc,
                     floor and (lambda key: floor(busy, *key)), stage_slots, once, acc_slots, acc_parts)
