@@ -10,7 +10,11 @@ matrix unit runs them), three families of shapes:
   batch   x (M x D) @ w (D x D), M = 1, 4, 16, ... : the weights stream from DDR once per row
           block, so the intensity grows with M, from a matrix-vector product (M = 1) up;
   square  M = N = K: the large square products;
-  conv    3x3 convolutions of a 30 x 30 image (unpadded), C input and C output channels.
+  conv    3x3 convolutions of an S x S image (unpadded), C input and C output channels; S is the
+          smallest of CONV_SIDES at which the largest convolution's own intensity is PAST_RIDGE
+          times the chip's ridge, or the largest (conv_side): compute-bound by a margin that
+          leaves its one-time costs (the first input block in, the last output tile out) a small
+          part of its run.
 D is the smallest power of two (at least 1024) whose D x D weights are 8 times the memories the
 matrix units work in (every core's), so they stream through in many steps and the one step
 nothing overlaps (the first load, the last product) is a small part of the run.
@@ -52,8 +56,13 @@ from traces.text import table
 DTYPES = ("int8", "float16", "float32")  # the dtypes vendors publish matrix peaks for
 BATCHES = (1, 4, 16, 64, 256, 1024, 4096)
 CONV_CHANNELS = (16, 64, 256, 1024)
-CONV_SIDE = 34  # unpadded (an AI core's cube reads L0A, where no padding is filled): a 32 x 32 output, 1,024 rows,
-#               a whole number of every matrix unit's row blocks (16 to 256), so the conv points measure the chip, not fold waste
+CONV_SIDES = (34, 66, 130, 258)  # unpadded (an AI core's cube reads L0A, where no padding is filled): outputs of 32 x 32
+#                                 and up, 1,024 rows and up, a whole number of every matrix unit's row blocks (16 to 256),
+#                                 so the conv points measure the chip, not fold waste
+PAST_RIDGE = 3.5  # at 3.2 x the ridge (BM1684X's 34 x 34) a 1,024-channel convolution's start and end are still 3%
+#                   of its run, 1% at 8.4 x (66 x 66). The TPU v1's tends to 3.4 x (9 x 1,024 ops per byte of input
+#                   and output) however large the image: it takes the largest side, 258 (3.2 x; 2.6 x at 130 x 130,
+#                   where its start and end across PCIe are 3% of the run, 1% at 258)
 MEMORY_END, COMPUTE_END = "memory-bound end", "compute-bound end"
 TARGET = 0.05  # the issue's: within 5% of the roof at both ends
 TILE_LIMITS = (256, 512, 1024, 2048)  # policy.max_tile candidates for a product's M ("n") and N ("c")
@@ -131,8 +140,13 @@ def measure(family, shape, graph, chip, dtype, policy=None):
         peak=peak(chip, dtype),
         bandwidth=bandwidth(chip),
         busiest=max(use.items(), key=lambda item: item[1]),
-        least_bytes=sum(graph.tensors[t].nbytes for t in [*graph.inputs, *graph.constants, *graph.outputs.values()]),
+        least_bytes=least_bytes(graph),
     )
+
+
+def least_bytes(graph):
+    """The graph's inputs, constants and outputs, each once."""
+    return sum(graph.tensors[t].nbytes for t in [*graph.inputs, *graph.constants, *graph.outputs.values()])
 
 
 def peak(chip, dtype):
@@ -183,9 +197,9 @@ def matmul_graph(m, k, n, dtype, constant_weights=False):
     return g
 
 
-def conv_graph(channels, dtype, constant_weights=False):
+def conv_graph(channels, dtype, constant_weights=False, side=CONV_SIDES[0]):
     g = isa.Graph(f"conv3x3_c{channels}")
-    x = g.input("x", (1, channels, CONV_SIDE, CONV_SIDE), dtype)
+    x = g.input("x", (1, channels, side, side), dtype)
     w = _weights(g, (channels, channels, 3, 3), dtype, constant_weights)
     quant = {"scale": 1 / 64} if dtype == "int8" else {}  # LowPrecisionSymmetric: an int8 result
     g.output(isa.ops.conv(x, w, **quant), "y")
@@ -200,8 +214,23 @@ def shapes(chip, dtype):
     const = chip.data_memory != "ddr"
     found = [("batch", f"{m}x{d}x{d}", matmul_graph(m, d, d, dtype, const)) for m in BATCHES if m < d]
     found += [("square", f"{s}x{s}x{s}", matmul_graph(s, s, s, dtype, const)) for s in (d // 4, d // 2)]
-    found += [("conv", f"c={c}", conv_graph(c, dtype, const)) for c in CONV_CHANNELS]
+    s = conv_side(chip, dtype)
+    found += [("conv", f"c={c}" + (f" {s}x{s}" if s != CONV_SIDES[0] else ""), conv_graph(c, dtype, const, s)) for c in CONV_CHANNELS]
     return found
+
+
+def conv_side(chip, dtype):
+    """The image side of the conv points: the first of CONV_SIDES at which the largest
+    convolution's shape intensity (its ops over its input, weights and output, each once) is
+    PAST_RIDGE times the ridge, or the last."""
+    ridge = peak(chip, dtype) / bandwidth(chip)
+    c = max(CONV_CHANNELS)
+    for s in CONV_SIDES:
+        g = conv_graph(c, dtype, side=s)
+        ops = 2 * 9 * c * math.prod(g.tensors[g.outputs["y"]].shape)  # a multiply-accumulate per output, kernel position and input channel
+        if ops / least_bytes(g) >= PAST_RIDGE * ridge:
+            break
+    return s
 
 
 # ---- chips ----------------------------------------------------------------------------------

@@ -66,3 +66,22 @@ def test_generic_reaches_both_roofs_within_5_percent():
     assert not compute.memory_bound
     assert memory.ratio == pytest.approx(1, abs=roofline.TARGET)
     assert compute.ratio == pytest.approx(1, abs=roofline.TARGET)
+
+
+def test_the_conv_image_grows_until_the_largest_convolution_is_past_the_ridge():
+    """A 1,024-channel 3x3 convolution on a 34 x 34 image is 3.2 times BM1684X's float16 ridge
+    (256 ops a byte): it takes 66 x 66 (8.4 times). generic's is far past at 34 x 34. The TPU
+    v1's (ridge 2,699 ops a weight-memory byte) stays under 3.5 times on every side: it takes the
+    largest."""
+    ridge = {}
+    for name, dtype in (("bm1686", "float16"), ("generic", "float32"), ("tpu_v1", "int8")):
+        chip = chips.load(name)
+        ridge[name] = roofline.peak(chip, dtype) / roofline.bandwidth(chip)
+        assert roofline.conv_side(chip, dtype) == {"bm1686": 66, "generic": 34, "tpu_v1": 258}[name]
+
+    def past(name, side, dtype):
+        g = roofline.conv_graph(1024, dtype, side=side)
+        return 2 * 9 * 1024 * 1024 * (side - 2) ** 2 / roofline.least_bytes(g) / ridge[name]
+
+    assert 3 < past("bm1686", 34, "float16") < roofline.PAST_RIDGE < past("bm1686", 66, "float16")
+    assert all(past("tpu_v1", side, "int8") < roofline.PAST_RIDGE for side in roofline.CONV_SIDES)
