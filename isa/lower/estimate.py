@@ -372,8 +372,10 @@ def read_once(chip, tensors):
     bandwidth: the units' loads together; DDR's bandwidth over the cache's); None on a chip
     without one, or where they do not fit."""
     cache = chip.cache
+    if cache is None:
+        return None
     nbytes = sum(t.nbytes for t in tensors)
-    if cache is None or nbytes > cache.capacity:
+    if nbytes > cache.capacity:
         return None
     ddr = chip.memories["ddr"].bandwidth
     return nbytes / ddr, ddr / cache.bandwidth
@@ -444,10 +446,11 @@ def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, rep
         return (edge if k == blocks - 1 else block, k == 0, k == blocks - 1)
 
     # the parts of a tile's walk: its first and last block, and those between (all whole)
-    parts = collections.Counter({part(0): 1})
-    parts[part(blocks - 1)] += blocks > 1
+    parts = {part(0): 1}
+    if blocks > 1:
+        parts[part(blocks - 1)] = 1
     if blocks > 2:
-        parts[part(1)] += blocks - 2
+        parts[part(1)] = blocks - 2
 
     def tiles():
         """(kind, fresh) of the unit's tiles in order."""
@@ -462,19 +465,20 @@ def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, rep
         mine = collections.Counter(tiles())
     else:  # the classes per dimension combined in every way, without walking every tile
         per_axis = [collections.Counter(a) for a in axes]
-        mine = collections.Counter()
+        mine = {}
         for kind in itertools.product(*per_axis):
             n = repeat * math.prod(c[k] for c, k in zip(per_axis, kind))
             # fresh: the tiles first along every axis past `reuse`
             fresh = n if not reusing else repeat * math.prod(per_axis[d][k] for d, k in enumerate(kind[:reuse])) * all(
                 k == axes[d][0] for d, k in enumerate(kind) if d >= reuse)
-            mine[kind, True] += fresh
-            mine[kind, False] += n - fresh
-    counts = collections.Counter()
+            mine[kind, True] = fresh
+            mine[kind, False] = n - fresh
+    counts = {}
     for (kind, fresh), n in mine.items():
-        for p, m in parts.items():
-            if n * m:
-                counts[(kind,) + p + ((fresh and (p[1] or reuse_blocks),) if reusing else ())] += n * m
+        if n:
+            for p, m in parts.items():
+                key = (kind,) + p + ((fresh and (p[1] or reuse_blocks),) if reusing else ())
+                counts[key] = counts.get(key, 0) + n * m
 
     def sequence():
         for t, (kind, fresh) in enumerate(tiles()):
