@@ -43,7 +43,7 @@ class Machine:
         if mode not in ("functional", "timing"):
             raise ProgramError(f"mode must be 'functional' or 'timing', got {mode!r}")
         self.chip, self.program, self.functional = chip, program, mode == "functional"
-        extents, self.costs = _check(chip, program)
+        extents, self.costs, self.waits = _check(chip, program)
         self.extents = extents
         self.memories = {name: Memory(chip.memories[name], extents.get(name, 0), self.functional) for name in chip.memories}
 
@@ -90,15 +90,12 @@ class Machine:
         self.produced = {}  # DDR address -> the shape a kernel produced there, when not its region's
         self.pc = {e: 0 for e in self.program.streams}
         self.finished = {}  # (engine, index) -> simpy event, for the instructions someone waits on
-        waits = {}  # engine -> {index of a wait: the events it waits on}
+        waits = {e: {} for e in self.program.streams}  # engine -> {index of a wait: the events it waits on}
         syncs = []
-        for e, stream in self.program.streams.items():
-            waits[e] = {}
-            for i, instr in enumerate(stream):
-                if isinstance(instr, Wait):
-                    on = tuple(_parse_id(ident) for ident in instr.on)
-                    waits[e][i] = [self.finished.setdefault(ident, env.event()) for ident in on]
-                    syncs.append(Sync(e, i, on))
+        finished = self.finished
+        for (e, i), on in self.waits.items():
+            waits[e][i] = [finished[ident] if ident in finished else finished.setdefault(ident, env.event()) for ident in on]
+            syncs.append(Sync(e, i, on))
         self.occupancy = _Occupancy(self.program)
         waited = {e: {} for e in self.program.streams}  # engine -> {index: the event its waiters wait on}
         for (e, i), ev in self.finished.items():
@@ -268,18 +265,21 @@ def _is_instruction(program, ident):
 
 
 def _check(chip, program):
-    """Static checks of a program against a chip; returns the bytes used per memory and each
-    engine's list of loop steps (see _step; None for a wait). Tiles repeat their local-memory
-    instructions, so each distinct instruction of an engine is checked and priced once."""
-    extents, costs = {}, {}
+    """Static checks of a program against a chip; returns the bytes used per memory, each
+    engine's list of loop steps (see _step; None for a wait) and {(engine, index) of a wait:
+    the (engine, index) it waits on}. Tiles repeat their local-memory instructions, so each
+    distinct instruction of an engine is checked and priced once."""
+    extents, costs, waits = {}, {}, {}
+    lengths = {e: len(stream) for e, stream in program.streams.items()}
     for e, stream in program.streams.items():
         if e not in chip.engines:
             raise ProgramError(f"program engine {e!r} is not on chip {chip.name} (engines: {', '.join(chip.engines)})")
         known, costs[e] = {}, []
         for i, instr in enumerate(stream):
             if isinstance(instr, Wait):
-                for ident in instr.on:
-                    if not _is_instruction(program, ident):
+                on = waits[e, i] = tuple(_parse_id(ident) for ident in instr.on)
+                for ident, (engine, index) in zip(instr.on, on):
+                    if not 0 <= index < lengths.get(engine, 0):
                         raise ProgramError(f"{e}.{i}: waits on {ident}, which is not an instruction of the program")
                 costs[e].append(None)
                 continue
@@ -298,7 +298,7 @@ def _check(chip, program):
         for ident in (b.first, *b.last):
             if not _is_instruction(program, ident):
                 raise ProgramError(f"buffer {b.name}: its lifetime names {ident}, which is not an instruction of the program")
-    return extents, costs
+    return extents, costs, waits
 
 
 def _check_shapes(instr, where):
