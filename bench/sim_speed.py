@@ -1,7 +1,8 @@
 """How fast the simulator runs, measured against SimPy's own floor.
 
-The machine spends at least one SimPy event per instruction, so its speed is bounded by
-roughly the rate at which SimPy hands items from one process to another. This script lowers
+The machine spends about one SimPy event per instruction (one for a run of compute
+instructions no other engine waits on), so its speed is bounded by roughly the rate at which
+SimPy hands items from one process to another. This script lowers
 a long chain of element-wise ops over a tensor cut into thousands of tiles (the generic chip
 with its local memory shrunk to 1 KiB per lane), times `sim.execute` in timing mode (best of
 3), times a bare producer/consumer handoff through a `simpy.Store` of capacity 1 (best of 3),

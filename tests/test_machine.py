@@ -165,6 +165,23 @@ def test_deadlock_is_an_error_listing_the_stuck_instructions(tiny):
         sim.execute(own_future, tiny, mode="timing")
 
 
+def test_a_run_of_compute_instructions_keeps_its_times_and_its_waiters_go_on_at_their_end(tiny):
+    """tiu.0, tiu.2 and tiu.3 are waited on by no one: the engine records them without stopping
+    SimPy. Every relu still starts where the one before ended, and the store waiting on tiu.1
+    starts at tiu.1's end."""
+    relus = "".join(f"tiu.{k} vector fn=relu cdt=float32 dst=lmem@{0x40 * (k + 2):#x}:float32[16;1] src=lmem@{0x40 * (k + 1):#x}:float32[16;1]\n"
+                    for k in range(4))
+    prog = isa.Program.from_text(".program chip=tiny graph=hand\n.engine gdma\n.engine tiu\n" + relus +
+                                 "gdma.0 wait on=tiu.1\ngdma.1 dma src=lmem@0xc0:float32[16;1] dst=ddr@0x0:float32[16;1]\n")
+    res = sim.execute(prog, tiny)
+    relu = vector.cycles(prog.streams["tiu"][0], tiny.engines["tiu"].vector, tiny.engines["tiu"].issue_latency)
+    tiu = [e for e in res.trace.events if e.engine == "tiu"]
+    assert [(e.start, e.end) for e in tiu] == [(k * relu, (k + 1) * relu) for k in range(4)]
+    [store] = [e for e in res.trace.events if e.engine == "gdma" and e.kind == "dma"]
+    assert store.start == 2 * relu and res.cycles == store.end > 4 * relu
+    assert sim.execute(prog, tiny, mode="timing").trace.events == res.trace.events
+
+
 @pytest.mark.parametrize(
     "body, message",
     [
