@@ -94,7 +94,10 @@ class Machine:
         syncs = []
         finished = self.finished
         for (e, i), on in self.waits.items():
-            waits[e][i] = [finished[ident] if ident in finished else finished.setdefault(ident, env.event()) for ident in on]
+            for ident in on:
+                if ident not in finished:
+                    finished[ident] = env.event()
+            waits[e][i] = [finished[ident] for ident in on]
             syncs.append(Sync(e, i, on))
         self.occupancy = _Occupancy(self.program)
         waited = {e: {} for e in self.program.streams}  # engine -> {index: the event its waiters wait on}
