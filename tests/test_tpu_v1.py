@@ -113,6 +113,17 @@ def test_a_convolution_keeps_its_input_while_its_output_channel_blocks_walk():
     assert len(products) == 6 * 4 and products[0] < loads[-1].end
 
 
+def test_the_estimate_of_a_kept_input_is_the_machines_cycles():
+    """A kept block's load waits for the products that last read its part of the kept buffer,
+    not for the step two back, so the next spatial tile's input crosses PCIe while this one's
+    output-channel blocks walk: in the lowering's estimate as in the machine (the estimate was
+    2.2% over before)."""
+    g, _ = conv_graph(3, 112, 768, 26)
+    res = sim.run(g, CHIP, mode="timing")
+    note = " ".join(res.program.notes)
+    assert "the input kept across output-channel blocks" in note and f"estimated {res.cycles:,} cycles" in note
+
+
 @pytest.mark.parametrize("cin, cout, side, kernel, pad", [
     (136, 582, 14, 1, 0), (137, 558, 20, 3, 1), (63, 305, 6, 3, 1), (156, 240, 5, 3, 0), (94, 498, 9, 3, 0), (143, 462, 21, 3, 1)])
 def test_kept_inputs_give_the_reference_values_and_equal_cycles(cin, cout, side, kernel, pad):

@@ -302,27 +302,28 @@ class _Plan(Priced, RowsTiled):
         work, floor, reuse = self._work, self._floor, None
         if keep:  # (batch, spatial..., channels): the input depends on all but the last
             axes, reuse = [axes[0], *axes[2:], axes[1]], len(axes) - 1
-            work = lambda busy, kind, *rest: self._work(busy, _channels_second(kind), *rest)  # noqa: E731
+            work = lambda busy, kind, *rest: self._work(busy, _channels_second(kind), *rest, kept=True)  # noqa: E731
             floor = lambda busy, kind, *rest: self._floor(busy, _channels_second(kind), *rest)  # noqa: E731
         return tiled(work, axes, reduction, tic, units, self.ctx.slots, self.result_key == "acc" and self.out.name in self.tail.stores,
                      repeat, floor, reuse, once=self.once(self.x, self.w), reuse_blocks=True)
 
-    def _work(self, busy, kind, tic, first, last, fresh=True):
+    def _work(self, busy, kind, tic, first, last, fresh=True, kept=False):
         """The estimate.Work of one input-channel block of an output tile of class `kind`;
-        fresh: whether it loads its input block (not where a kept input has it already)."""
+        fresh: whether it loads its input block (not where a kept input has it already), into
+        the kept input's part when kept."""
         starts, extents = tuple(c[0] for c in kind), tuple(c[1] for c in kind)
         tn, toc, tos = extents[0], extents[1], extents[2:]
         tail_load, tail_compute, tail_store = self.piece(busy, "tail", starts, extents) if first or last else ((), (), ())
         channels = toc if self.mx is None else tic  # a depthwise tile reads its own channels
-        load = self.piece(busy, "input", tn, channels, tos, tuple(c[2:] for c in kind[2:])) if fresh else ()
-        load += self.piece(busy, "weight", toc, tic)
+        block = self.piece(busy, "input", tn, channels, tos, tuple(c[2:] for c in kind[2:])) if fresh else ()
+        load = (() if kept else block) + self.piece(busy, "weight", toc, tic)
         fills = self.piece(busy, "bias", toc) + tail_load if first else ()
         product = self.piece(busy, "product", self._slotted(tn) * math.prod(tos), tic, toc)
         if last and self.flight is not None:
             finish, store = (), self.piece(busy, "flight", extents)
         else:
             finish, store = (self.piece(busy, "finish", extents) + tail_compute, tail_store) if last else ((), ())
-        return Work(chain(load), product, chain(finish), chain(store), chain(fills))
+        return Work(chain(load), product, chain(finish), chain(store), chain(fills), chain(block) if kept else ())
 
     def _floor(self, busy, kind, tic, first, last, fresh=True):
         """Estimate.floor's terms of a step: its products, and the bytes of its input window (if

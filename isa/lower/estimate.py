@@ -66,13 +66,17 @@ class Op(NamedTuple):
 class Work(NamedTuple):
     """A step's chains of Ops: load (into its slot), product (reads the slot), and on a tile's
     last step finish (reads the accumulator) and store; on its first, fills: the loads into the
-    tile's own buffers (a bias, a fused tail's operands), emitted after the step's loads."""
+    tile's own buffers (a bias, a fused tail's operands), emitted after the step's loads; kept:
+    the loads into a part of a kept buffer (a convolution's input block, tiled's reuse_blocks),
+    emitted before the step's loads, which wait for the products that last read that part
+    rather than for the slot."""
 
     load: tuple
     product: tuple
     finish: tuple = ()
     store: tuple = ()
     fills: tuple = ()
+    kept: tuple = ()
 
 
 def chain(ops):
@@ -324,9 +328,11 @@ class Estimate:
         loaded, product, stored, freed = [0.0] * len(seq), [0.0] * len(seq), {}, {}  # freed: when a tile's accumulator may be written again
 
         def load(i):
-            key, tile, first, _ = seq[i]
+            key, tile, first, _, after = seq[i]
             ready = product[i - slots] if i >= slots else 0.0
-            loaded[i] = run(works[key].load, ready, True)
+            if works[key].kept:
+                loaded[i] = run(works[key].kept, product[after] if after is not None else 0.0, True)
+            loaded[i] = max(loaded[i], run(works[key].load, ready, True))
             if first and works[key].fills:
                 filled = max(ready, stored[tile - slots]) if tile >= slots else ready
                 loaded[i] = max(loaded[i], run(works[key].fills, filled, True))
@@ -334,7 +340,7 @@ class Estimate:
         double = slots > 1
         if double and seq:
             load(0)
-        for i, (key, tile, first, last) in enumerate(seq):
+        for i, (key, tile, first, last, _) in enumerate(seq):
             if not double:
                 load(i)
             elif i + 1 < len(seq):
@@ -481,10 +487,18 @@ def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, rep
                 counts[key] = counts.get(key, 0) + n * m
 
     def sequence():
+        """(key, tile, first, last, after): after, for a step that loads a kept part (reuse_blocks),
+        the last step that read that part (the kept buffers rotate over `slots`, one per loaded
+        tile), else None."""
+        read, loaded = {}, 0  # (kept buffer, block) -> the last step reading it; tiles that loaded one
         for t, (kind, fresh) in enumerate(tiles()):
+            loaded += fresh
             for k in range(blocks):
                 p = part(k)
-                yield (kind,) + p + ((fresh and (p[1] or reuse_blocks),) if reusing else ()), t, p[1], p[2]
+                loads = fresh and (p[1] or reuse_blocks)
+                part_of = ((loaded - 1) % slots, k)
+                yield (kind,) + p + ((loads,) if reusing else ()), t, p[1], p[2], read.get(part_of) if reuse_blocks and loads else None
+                read[part_of] = t * blocks + k
 
     return Estimate(lambda key: work(busy, *key), counts, sequence, slots, store_reads_acc,
                     floor and (lambda key: floor(busy, *key)), stage_slots, once, acc_slots, acc_parts)
