@@ -213,8 +213,9 @@ class Estimate:
     """The makespan of a run of steps (module docstring).
 
     work(key): a step's Work; counts: key -> how many steps do it; sequence(): the steps in
-    order as (key, tile, first, last), tile numbering the unit's output tiles from 0, first
-    and last whether the step is its tile's first and last."""
+    order as (key, tile, first, last, after), tile numbering the unit's output tiles from 0,
+    first and last whether the step is its tile's first and last, after the step whose products
+    its Work.kept loads wait for (None: none)."""
 
     def __init__(self, work, counts, sequence, slots, store_reads_acc=False, floor=None, stage_slots=None, once=None, acc_slots=None,
                  acc_parts=1):
@@ -479,12 +480,17 @@ def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, rep
                 k == axes[d][0] for d, k in enumerate(kind) if d >= reuse)
             mine[kind, True] = fresh
             mine[kind, False] = n - fresh
+    def key(kind, p, fresh):
+        """A step's key: its tile's classes, its block, and where an operand is reused whether
+        the step loads it."""
+        return (kind,) + p + ((fresh and (p[1] or reuse_blocks),) if reusing else ())
+
     counts = {}
     for (kind, fresh), n in mine.items():
         if n:
             for p, m in parts.items():
-                key = (kind,) + p + ((fresh and (p[1] or reuse_blocks),) if reusing else ())
-                counts[key] = counts.get(key, 0) + n * m
+                step = key(kind, p, fresh)
+                counts[step] = counts.get(step, 0) + n * m
 
     def sequence():
         """(key, tile, first, last, after): after, for a step that loads a kept part (reuse_blocks),
@@ -494,11 +500,11 @@ def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, rep
         for t, (kind, fresh) in enumerate(tiles()):
             loaded += fresh
             for k in range(blocks):
-                p = part(k)
-                loads = fresh and (p[1] or reuse_blocks)
-                part_of = ((loaded - 1) % slots, k)
-                yield (kind,) + p + ((loads,) if reusing else ()), t, p[1], p[2], read.get(part_of) if reuse_blocks and loads else None
-                read[part_of] = t * blocks + k
+                p, part_of = part(k), ((loaded - 1) % slots, k)
+                step = key(kind, p, fresh)
+                yield step, t, p[1], p[2], read.get(part_of) if reuse_blocks and step[-1] else None
+                if reuse_blocks:
+                    read[part_of] = t * blocks + k
 
     return Estimate(lambda key: work(busy, *key), counts, sequence, slots, store_reads_acc,
                     floor and (lambda key: floor(busy, *key)), stage_slots, once, acc_slots, acc_parts)
