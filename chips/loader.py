@@ -364,6 +364,7 @@ _MATRIX = {
     "k": (_count, REQUIRED),
     "k_per_dtype": (_table(_dtype, _count), OPTIONAL),
     "block_cycles": (_table(_dtype, _count), REQUIRED),
+    "conv_block_cycles": (_table(_dtype, _count), OPTIONAL),
     "fill_drain": (_latency, OPTIONAL),
     "batch_slots": (_table(_dtype, _count), OPTIONAL),
     "a": (_local_memory, OPTIONAL),
@@ -375,11 +376,21 @@ _SCALAR = {
     "per_element": (_cycles_per, REQUIRED),
     "op_cycles": (_table(_scalar_fn, _factor), OPTIONAL),
 }
+def _matrix(value, at):
+    fields = _fields(value, at, _MATRIX)
+    for dtype in fields.get("conv_block_cycles", {}):
+        if dtype not in fields["block_cycles"]:
+            raise at.child(value, "conv_block_cycles").error(
+                f"dtype {dtype} has no block_cycles (the unit's dtypes: {', '.join(fields['block_cycles'])}): a convolution's rate needs the product's")
+    return MatrixUnit(**fields)
+
+
 # The keys each engine kind adds to an engine; an engine of several kinds takes them all.
 _ENGINE_KIND_KEYS = {
     "dma": {
         "links": (_list_of(_link, least=1), REQUIRED),
         "bandwidth": (_bandwidth, REQUIRED),
+        "link_bandwidth": (_table(_link, _bandwidth), OPTIONAL),
         "latency": (_latency, OPTIONAL),
         "in_flight": (_count, OPTIONAL),
         "converts": (_list_of(_stream_fn), OPTIONAL),
@@ -392,7 +403,7 @@ _ENGINE_KIND_KEYS = {
     "matrix": {
         "memory": (_local_memory, REQUIRED),
         "issue_latency": (_latency, OPTIONAL),
-        "matrix": (lambda value, at: MatrixUnit(**_fields(value, at, _MATRIX)), REQUIRED),
+        "matrix": (lambda value, at: _matrix(value, at), REQUIRED),
     },
     "scalar": {  # its operands are in DDR
         "issue_latency": (_latency, OPTIONAL),
@@ -428,6 +439,10 @@ def _engine(value, at):
             )
     fields = _fields(value, at, spec)
     fields["kinds"] = fields.pop("kind")
+    for src, dst in fields.get("link_bandwidth", {}):
+        if (src, dst) not in fields["links"]:
+            raise at.child(value, "link_bandwidth").error(
+                f"link {src}->{dst} is not one of the engine's links ({', '.join(f'{a}->{b}' for a, b in fields['links'])})")
     shared = fields.pop("shared", False)
     if shared:
         _check_shared_reach(value, at, fields)
@@ -551,7 +566,8 @@ def _per_core(memories, engines, cores):
         unit = engine.matrix and dataclasses.replace(engine.matrix, a=mem(engine.matrix.a), b=mem(engine.matrix.b), c=mem(engine.matrix.c),
                                                      bias=mem(engine.matrix.bias))
         return dataclasses.replace(engine, name=core_name(engine.name, core, cores), core=core, memory=mem(engine.memory),
-                                   links=tuple((mem(a), mem(b)) for a, b in engine.links), matrix=unit)
+                                   links=tuple((mem(a), mem(b)) for a, b in engine.links), matrix=unit,
+                                   link_bandwidth={(mem(a), mem(b)): bw for (a, b), bw in engine.link_bandwidth.items()})
 
     memory_copy = lambda m, core: dataclasses.replace(m, name=core_name(m.name, core, cores), core=core)  # noqa: E731
     return copies(memories, memory_copy), copies(engines, engine_copy)

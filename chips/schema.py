@@ -65,13 +65,16 @@ class VectorUnit:
 
 @dataclass(frozen=True)
 class MatrixUnit:
-    """cycles = issue_latency + ceil(M/m)*ceil(N/n) * (ceil(K/depth(dtype)) * block_cycles[dtype] + fill_drain)"""
+    """cycles = issue_latency + ceil(M/m)*ceil(N/n) * (ceil(K/depth(dtype)) * block(dtype, conv) + fill_drain)"""
 
     m: int
     n: int
     k: int
     block_cycles: Mapping[str, int]  # operand dtype -> cycles per m x n x depth(dtype) block
     fill_drain: int = 0
+    # operand dtype -> cycles per block of a convolution's product (Matmul.conv), where the unit
+    # runs convolutions at a rate of their own (BM1684X's float32); block_cycles where absent
+    conv_block_cycles: Mapping[str, int] = field(default_factory=dict)
     k_per_dtype: Mapping[str, int] = field(default_factory=dict)  # operand dtype -> its block's depth, where not k
     # operand dtype -> batch items stored side by side in one word (BM1684's int8 "4N"): the
     # unit multiplies whole groups of them, so a convolution's batch tile is computed padded
@@ -85,6 +88,10 @@ class MatrixUnit:
     def depth(self, dtype):
         """The K of one block in `dtype` (an Ascend cube's is 32 for int8, 16 for float16)."""
         return self.k_per_dtype.get(dtype, self.k)
+
+    def block(self, dtype, conv=False):
+        """Cycles per block in `dtype`: a convolution's (conv) at conv_block_cycles where given."""
+        return self.conv_block_cycles.get(dtype, self.block_cycles[dtype]) if conv else self.block_cycles[dtype]
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,7 @@ class Engine:
     memory: Optional[str] = None  # compute engines: the memory operands must sit in
     links: tuple = ()  # dma engines: (src, dst) memory-name pairs it moves data between
     bandwidth: float = 0.0  # dma engines: bytes per cycle
+    link_bandwidth: Mapping[tuple, float] = field(default_factory=dict)  # dma engines: (src, dst) -> bytes per cycle of a link with its own rate
     latency: int = 0  # dma engines: fixed cycles per transfer
     in_flight: int = 1  # dma engines: transfers under way at once; from 2, a transfer's fixed latency runs while those before it move their bytes
     converts: tuple = ()  # dma engines: the element-wise functions it applies to what it moves (a converting dma, isa/instructions.py)
@@ -117,6 +125,11 @@ class Engine:
     @property
     def base(self):
         return base_name(self.name)
+
+    def rate(self, src, dst):
+        """Bytes per cycle a dma engine moves from memory src to dst: the link's own rate where it
+        has one (BM1684X's GDMA loads faster than it stores), else the engine's bandwidth."""
+        return self.link_bandwidth.get((src, dst), self.bandwidth)
 
     def operand_memory(self, role):
         """Memory a compute operand must sit in; role is "a", "b" or "c" for matrix operands."""

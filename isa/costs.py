@@ -4,14 +4,14 @@ estimate (isa/lower/estimate.py) prices the tilings it chooses between with it.
 
 - DMA: latency + ceil(bytes_moved / bandwidth). bytes_moved is the larger of a transfer's two
   sides, each rounding every contiguous run of bytes up to its memory's burst; latency is the
-  engine's plus each endpoint memory's; bandwidth is the least of the engine's and each
-  endpoint memory's, a memory used by several endpoints of one transfer shared among them.
+  engine's plus each endpoint memory's; bandwidth is the least of the engine's (its link's,
+  where the link has a rate of its own) and each endpoint memory's, a memory used by several endpoints of one transfer shared among them.
   A converting DMA's narrower side carries its width's share of the bytes (side_shares), and
   an engine's bandwidth counts the bytes it writes (an Ascend FixPipe's is the L2 write rate).
   An engine that keeps several transfers in flight (`Engine.in_flight`) runs a transfer's
   latency while the one before it moves its bytes (sim/machine.py, _Flight).
 - matrix: issue_latency + ceil(M/m) * ceil(N/n) * (ceil(K/k) * block_cycles[dtype] + fill_drain), k the
-  unit's depth in dtype.
+  unit's depth in dtype; a convolution's product at conv_block_cycles[dtype] where the chip gives it.
 - vector: issue_latency + ceil(elements / (lanes * per_lane[dtype])) * op_cycles[fn].
 """
 
@@ -77,9 +77,9 @@ def transfer_latency(engine, memories, endpoints):
 
 
 def transfer_bandwidth(engine, memories, endpoints, shares=None):
-    """Uncontended bytes per cycle of a transfer touching `endpoints` (memory names), each
-    carrying its share of the bytes (ports; the second endpoint is the one written)."""
-    return min([engine_cap(engine.bandwidth, shares)] + [memories[m].bandwidth / n for m, n in ports(endpoints, shares).items()])
+    """Uncontended bytes per cycle of a transfer touching `endpoints` (memory names: the one read,
+    the one written, then any other), each carrying its share of the bytes (ports)."""
+    return min([engine_cap(engine.rate(*endpoints[:2]), shares)] + [memories[m].bandwidth / n for m, n in ports(endpoints, shares).items()])
 
 
 def engine_cap(bandwidth, shares=None):
@@ -88,10 +88,11 @@ def engine_cap(bandwidth, shares=None):
     return bandwidth / shares[1] if shares else bandwidth
 
 
-def matmul_cycles(M, K, N, unit, dtype, issue_latency):
-    """One M x K by K x N product on a matrix unit, its operands of `dtype`."""
+def matmul_cycles(M, K, N, unit, dtype, issue_latency, conv=False):
+    """One M x K by K x N product on a matrix unit, its operands of `dtype`; a convolution's
+    when `conv` (isa/instructions.py, Matmul.conv)."""
     folds = math.ceil(M / unit.m) * math.ceil(N / unit.n)
-    return issue_latency + folds * (math.ceil(K / unit.depth(dtype)) * unit.block_cycles[dtype] + unit.fill_drain)
+    return issue_latency + folds * (math.ceil(K / unit.depth(dtype)) * unit.block(dtype, conv) + unit.fill_drain)
 
 
 def vector_cycles(elements, dtype, fn, unit, issue_latency):

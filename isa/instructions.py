@@ -19,7 +19,10 @@ expressed) of one memory starting at a byte address. Each opcode's meaning:
             convolution's input patches are a strided view of the input (implicit im2col).
             Floats accumulate in float32 (float64 operands in float64), integers exactly in int32.
             With `bias` (a region of c's shape, zero strides repeating one row: an Ascend
-            cube's BiasTable) the product starts from it.
+            cube's BiasTable) the product starts from it. A `conv` product is a convolution's
+            (a is the window view of its input): a chip may price it at a rate of its own, as
+            Sophgo's TIU runs convolutions and matrix products as different instructions
+            (chips MatrixUnit.conv_block_cycles).
 - `gather`  dst[p, i, q] = table[p, index[p, i, 0..k-1], q]: a DMA whose source rows come from
             indices read from memory (see `IndexedDma`); `scatter` writes rows the same way.
 - `scalar`  run a kernel (sort, nms, where, ...) on a general-purpose core: `dsts` =
@@ -170,6 +173,7 @@ class Matmul:
     op: str = ""
     m: int = 1  # leading dimensions of a and c that make M
     bias: Optional[Region] = None  # added to the product (the module docstring)
+    conv: bool = False  # a convolution's product (the module docstring)
     kind = "matrix"
 
     def dims(self):
@@ -260,6 +264,7 @@ def instr_text(ident, instr):
         body = f"matmul a={instr.a.text()} b={instr.b.text()} c={instr.c.text()} acc={int(instr.accumulate)}"
         body += f" m={instr.m}" if instr.m != 1 else ""
         body += f" bias={instr.bias.text()}" if instr.bias else ""
+        body += " conv=1" if instr.conv else ""
     elif isinstance(instr, IndexedDma):
         body = f"{'scatter' if instr.scatter else 'gather'} table={instr.table.text()} index={instr.index.text()} rows={instr.rows.text()}"
         body += " wrap=1" if instr.wrap else ""
@@ -393,6 +398,6 @@ _PARSERS = {
     "scalar": _parse_scalar,
     "vector": _parse_vector,
     "matmul": lambda a, op, w: Matmul(*(parse_region(a.pop(k), w) for k in "abc"), a.pop("acc") == "1", op, int(a.pop("m", "1")),
-                                      parse_region(a.pop("bias"), w) if "bias" in a else None),
+                                      parse_region(a.pop("bias"), w) if "bias" in a else None, a.pop("conv", "0") == "1"),
     "wait": lambda a, op, w: Wait(tuple(a.pop("on").split(",")), op),
 }

@@ -254,7 +254,7 @@ def _step(chip, engine, instr, where):
         name = ("scatter" if instr.scatter else "gather") if isinstance(instr, IndexedDma) else f"dma.{instr.fn}" if instr.fn else "dma"
         shares = dma.shares(instr)
         return ("dma", dma.latency(instr, chip, engine), moved, dma.port_use(instr, shares), name, instr.dst.nbytes, instr.src.mem, instr.dst.mem, 0,
-                shares[:2], engine_cap(engine.bandwidth, shares))
+                shares[:2], engine_cap(engine.rate(instr.src.mem, instr.dst.mem), shares))
     if kind == "scalar":
         nbytes = sum(r.nbytes for r in instr.dsts)
         return ("scalar", scalar.cycles(instr, engine, where), 0, None, instr.fn, nbytes, "ddr", "ddr", 0, None, None)

@@ -68,6 +68,7 @@ ONE_HOP = [
     ("bm1684", conv((4, 128, 28, 28), 128, 3, "int8")),
     ("bm1684", conv((1, 64, 28, 28), 64, 3, "int8")),  # multiplied as 4 batch items (4N)
     ("bm1686", conv((1, 64, 56, 56), 64, 3, "float16")),
+    ("bm1686", conv((1, 128, 28, 28), 128, 3, "float32")),  # a float32 convolution's own rate (conv_block_cycles)
     ("bm1682", conv((2, 32, 20, 20), 48, 3, "float32")),
     ("generic", conv((1, 16, 32, 32), 16, 3, "float32")),
     ("bm1684", conv((1, 64, 56, 56), 64, 3, "float32", groups=64)),  # depthwise, on the vector unit
@@ -77,6 +78,7 @@ ONE_HOP = [
     ("bm1684", matmul(256, 1024, 1024, "float32")),
     ("bm1686", matmul(64, 4096, 4096, "float16")),
     ("bm1686", matmul(64, 512, 512, "float16")),  # the left row block kept across column blocks
+    ("bm1686", matmul(128, 1024, 1024, "float32")),  # loads and stores at their links' own rates
 ]
 
 

@@ -2,6 +2,7 @@
 bad programs, and the two modes agreeing."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -71,6 +72,28 @@ def test_vector_and_matrix_costs(tiny):
     mm = Matmul(dense("lmem", 0, "float32", (8, 5)), dense("lmem", 256, "float32", (5, 4)), dense("lmem", 512, "float32", (8, 4)), False)
     # a 4x4 output-stationary array: SCALE-Sim's folds * (K + R + C - 2), plus issue latency
     assert matrix.cycles(mm, unit.matrix, unit.issue_latency) == 2 + 2 * (5 + 4 + 4 - 2)
+
+
+def test_a_convolution_s_product_and_a_link_may_have_rates_of_their_own():
+    """BM1684X (bm1686): a float32 convolution's block at conv_block_cycles, a plain product's at
+    block_cycles; the GDMA's loads, stores and DDR copies at their links' rates (chips/bm1686.yaml)."""
+    chip = chips.load("bm1686")
+    tiu, gdma = chip.engines["tiu"], chip.engines["gdma"]
+    unit = tiu.matrix
+    assert (unit.block("float32"), unit.block("float32", conv=True), unit.block("float16", conv=True)) == (16, 26, 2)
+    a, b, c = dense("lmem", 0, "float32", (100, 40)), dense("lmem", 2**14, "float32", (40, 20)), dense("lmem", 2**15, "float32", (100, 20))
+    folds = 2 * 2  # ceil(100 / 64) * ceil(20 / 16); K = 40 is ceil(40 / 16) = 3 blocks deep
+    assert matrix.cycles(Matmul(a, b, c, False), unit, tiu.issue_latency) == 20 + folds * (3 * 16 + 32)
+    conv = Matmul(a, b, c, False, conv=True)
+    assert matrix.cycles(conv, unit, tiu.issue_latency) == 20 + folds * (3 * 26 + 32)
+    assert isa.instructions.instr_text("tiu.0", conv).endswith(" conv=1")
+    program = isa.Program.from_text(".program chip=bm1686 graph=hand\n.engine tiu\n" + isa.instructions.instr_text("tiu.0", conv))
+    assert program.streams["tiu"] == [conv]
+    n = 2**20
+    load, store = Dma(dense("ddr", 0, "int8", (n,)), dense("lmem", 0, "int8", (n,))), Dma(dense("lmem", 0, "int8", (n,)), dense("ddr", 0, "int8", (n,)))
+    copy = Dma(dense("ddr", 0, "int8", (n,)), dense("ddr", n, "int8", (n,)))
+    assert [dma.cycles(d, chip, gdma) for d in (load, store, copy)] == [30 + math.ceil(n / (58 * 2**30 / 1e9)), 30 + math.ceil(n / (44 * 2**30 / 1e9)),
+                                                                        30 + math.ceil(n / (28 * 2**30 / 1e9))]
 
 
 def _program(text):

@@ -372,7 +372,7 @@ class _Plan(Priced, RowsTiled):
         if self.mx is None:  # depthwise: a multiply (then multiply-adds) per kernel position over the tile
             positions = tuple(price.vector(self.vx.name, m * toc, self.acc_dtype, "mul" if j == 0 else "mul_add") for j in range(self.k))
             return positions * (2 if self.asym else 1)
-        return (price.matmul(self.mx.name, m, tic * self.k, toc, self.operand_dtype or self.x.dtype),) * (2 if self.asym else 1)
+        return (price.matmul(self.mx.name, m, tic * self.k, toc, self.operand_dtype or self.x.dtype, conv=True),) * (2 if self.asym else 1)
 
     def _price_finish(self, price, extents):
         """The accumulator's way to the vector memory and the epilogue."""
@@ -609,7 +609,7 @@ class _Plan(Priced, RowsTiled):
         s = len(self.axes)
         a = _permuted(window_view(x_region, self.axes, 2), (0,) + tuple(range(2, 2 + s)) + (1,) + tuple(range(2 + s, 2 + 2 * s)))
         c = _permuted(acc_region, (0,) + tuple(range(2, 2 + s)) + (1,))
-        self.em.emit(self.mx.name, Matmul(a, b, c, not first, self.node.name, m=1 + s, bias=bias and bias_table.row(bias, c.shape, self.acc_dtype)),
+        self.em.emit(self.mx.name, Matmul(a, b, c, not first, self.node.name, m=1 + s, bias=bias and bias_table.row(bias, c.shape, self.acc_dtype), conv=True),
                      reads=(x_buf, w_buf) + (() if first else (acc,)) + ((bias,) if bias else ()), writes=(acc,))
 
     def _weight_view(self, w_buf, oc0, i0, tic, toc):

@@ -130,9 +130,9 @@ class Pricer:
             here = there
         return ops
 
-    def matmul(self, engine, M, K, N, dtype):
+    def matmul(self, engine, M, K, N, dtype, conv=False):
         e = self.chip.engines[engine]
-        return Op(engine, matmul_cycles(M, K, N, e.matrix, dtype, e.issue_latency))
+        return Op(engine, matmul_cycles(M, K, N, e.matrix, dtype, e.issue_latency, conv))
 
     def vector(self, engine, elements, dtype, fn):
         e = self.chip.engines[engine]

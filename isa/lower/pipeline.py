@@ -71,5 +71,5 @@ def least_step(ctx, src_mem, dst_mem):
     mems = chip.memories
     e = chip.engines[engine]
     latency = e.latency + mems[src].latency + mems[dst].latency
-    bandwidth = min(e.bandwidth, mems[src].bandwidth, mems[dst].bandwidth)
+    bandwidth = min(e.rate(src, dst), mems[src].bandwidth, mems[dst].bandwidth)
     return latency * bandwidth

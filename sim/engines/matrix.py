@@ -1,7 +1,8 @@
 """The matrix unit: c = a @ b, or c += a @ b, starting from a bias where given.
 
 cycles = issue_latency + ceil(M/m) * ceil(N/n) * (ceil(K/k) * block_cycles[dtype] + fill_drain)
-with dtype the left operand's (isa/costs.py, shared with the lowering's estimate). An R x C output-stationary systolic array is m=R, n=C, k=1,
+with dtype the left operand's (isa/costs.py, shared with the lowering's estimate); a
+convolution's product (Matmul.conv) at conv_block_cycles[dtype] where the chip gives it. An R x C output-stationary systolic array is m=R, n=C, k=1,
 block_cycles=1, fill_drain=R+C-2, which is SCALE-Sim's published count
 folds * (K + R + C - 2) - 1 but for its final -1.
 
@@ -16,7 +17,7 @@ from isa.costs import matmul_cycles
 
 
 def cycles(instr, unit, issue_latency):
-    return matmul_cycles(*instr.dims(), unit, instr.a.dtype, issue_latency)
+    return matmul_cycles(*instr.dims(), unit, instr.a.dtype, issue_latency, instr.conv)
 
 
 # Integer products numpy would multiply without BLAS: the operands' largest magnitudes, for
