@@ -376,12 +376,15 @@ _SCALAR = {
     "per_element": (_cycles_per, REQUIRED),
     "op_cycles": (_table(_scalar_fn, _factor), OPTIONAL),
 }
+
+
 def _matrix(value, at):
     fields = _fields(value, at, _MATRIX)
     for dtype in fields.get("conv_block_cycles", {}):
         if dtype not in fields["block_cycles"]:
             raise at.child(value, "conv_block_cycles").error(
-                f"dtype {dtype} has no block_cycles (the unit's dtypes: {', '.join(fields['block_cycles'])}): a convolution's rate needs the product's")
+                f"dtype {dtype} has no block_cycles (the unit's dtypes: {', '.join(fields['block_cycles'])}): "
+                "a convolution's rate needs the product's")
     return MatrixUnit(**fields)
 
 
@@ -403,7 +406,7 @@ _ENGINE_KIND_KEYS = {
     "matrix": {
         "memory": (_local_memory, REQUIRED),
         "issue_latency": (_latency, OPTIONAL),
-        "matrix": (lambda value, at: _matrix(value, at), REQUIRED),
+        "matrix": (_matrix, REQUIRED),
     },
     "scalar": {  # its operands are in DDR
         "issue_latency": (_latency, OPTIONAL),

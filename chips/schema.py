@@ -113,7 +113,8 @@ class Engine:
     memory: Optional[str] = None  # compute engines: the memory operands must sit in
     links: tuple = ()  # dma engines: (src, dst) memory-name pairs it moves data between
     bandwidth: float = 0.0  # dma engines: bytes per cycle
-    link_bandwidth: Mapping[tuple, float] = field(default_factory=dict)  # dma engines: (src, dst) -> bytes per cycle of a link with its own rate
+    # dma engines: (src, dst) -> bytes per cycle of a link with a rate of its own (Engine.rate)
+    link_bandwidth: Mapping[tuple, float] = field(default_factory=dict)
     latency: int = 0  # dma engines: fixed cycles per transfer
     in_flight: int = 1  # dma engines: transfers under way at once; from 2, a transfer's fixed latency runs while those before it move their bytes
     converts: tuple = ()  # dma engines: the element-wise functions it applies to what it moves (a converting dma, isa/instructions.py)

@@ -5,7 +5,8 @@ estimate (isa/lower/estimate.py) prices the tilings it chooses between with it.
 - DMA: latency + ceil(bytes_moved / bandwidth). bytes_moved is the larger of a transfer's two
   sides, each rounding every contiguous run of bytes up to its memory's burst; latency is the
   engine's plus each endpoint memory's; bandwidth is the least of the engine's (its link's,
-  where the link has a rate of its own) and each endpoint memory's, a memory used by several endpoints of one transfer shared among them.
+  where the link has a rate of its own) and each endpoint memory's, a memory used by several
+  endpoints of one transfer shared among them.
   A converting DMA's narrower side carries its width's share of the bytes (side_shares), and
   an engine's bandwidth counts the bytes it writes (an Ascend FixPipe's is the L2 write rate).
   An engine that keeps several transfers in flight (`Engine.in_flight`) runs a transfer's

@@ -90,10 +90,10 @@ def test_a_convolution_s_product_and_a_link_may_have_rates_of_their_own():
     program = isa.Program.from_text(".program chip=bm1686 graph=hand\n.engine tiu\n" + isa.instructions.instr_text("tiu.0", conv))
     assert program.streams["tiu"] == [conv]
     n = 2**20
-    load, store = Dma(dense("ddr", 0, "int8", (n,)), dense("lmem", 0, "int8", (n,))), Dma(dense("lmem", 0, "int8", (n,)), dense("ddr", 0, "int8", (n,)))
-    copy = Dma(dense("ddr", 0, "int8", (n,)), dense("ddr", n, "int8", (n,)))
-    assert [dma.cycles(d, chip, gdma) for d in (load, store, copy)] == [30 + math.ceil(n / (58 * 2**30 / 1e9)), 30 + math.ceil(n / (44 * 2**30 / 1e9)),
-                                                                        30 + math.ceil(n / (28 * 2**30 / 1e9))]
+    ddr, lmem, ddr2 = dense("ddr", 0, "int8", (n,)), dense("lmem", 0, "int8", (n,)), dense("ddr", n, "int8", (n,))
+    load, store, copy = Dma(ddr, lmem), Dma(lmem, ddr), Dma(ddr, ddr2)
+    gib_per_s = (58, 44, 28)  # bytes per cycle at 1 GHz: GiB/s * 2**30 / 1e9
+    assert [dma.cycles(d, chip, gdma) for d in (load, store, copy)] == [30 + math.ceil(n / (g * 2**30 / 1e9)) for g in gib_per_s]
 
 
 def _program(text):

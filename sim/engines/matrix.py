@@ -2,8 +2,9 @@
 
 cycles = issue_latency + ceil(M/m) * ceil(N/n) * (ceil(K/k) * block_cycles[dtype] + fill_drain)
 with dtype the left operand's (isa/costs.py, shared with the lowering's estimate); a
-convolution's product (Matmul.conv) at conv_block_cycles[dtype] where the chip gives it. An R x C output-stationary systolic array is m=R, n=C, k=1,
-block_cycles=1, fill_drain=R+C-2, which is SCALE-Sim's published count
+convolution's product (Matmul.conv) at conv_block_cycles[dtype] where the chip gives it. An
+R x C output-stationary systolic array is m=R, n=C, k=1, block_cycles=1, fill_drain=R+C-2,
+which is SCALE-Sim's published count
 folds * (K + R + C - 2) - 1 but for its final -1.
 
 Floats multiply and accumulate in float32 (float64 when an operand is float64); integers
