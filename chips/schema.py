@@ -37,7 +37,7 @@ class Memory:
     burst: int = 1  # bytes: a DMA rounds each contiguous run it touches here up to this
     latency: int = 0  # cycles every DMA touching this memory adds
     core: Optional[int] = 0  # the core whose copy this is; None: one memory shared by every core (ddr, an L2)
-    cache: bool = False  # a shared on-chip memory that also caches ddr, in lines of ddr's burst (sim/cache.py)
+    cache: bool = False  # a shared on-chip memory that also caches ddr, in lines of ddr's burst (isa/timing/cache.py)
 
     @property
     def base(self):

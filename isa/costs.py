@@ -10,7 +10,7 @@ estimate (isa/lower/estimate.py) prices the tilings it chooses between with it.
   A converting DMA's narrower side carries its width's share of the bytes (side_shares), and
   an engine's bandwidth counts the bytes it writes (an Ascend FixPipe's is the L2 write rate).
   An engine that keeps several transfers in flight (`Engine.in_flight`) runs a transfer's
-  latency while the one before it moves its bytes (sim/machine.py, _Flight).
+  latency while the one before it moves its bytes (isa/timing/core.py, _Flight).
 - matrix: issue_latency + ceil(M/m) * ceil(N/n) * (ceil(K/k) * block_cycles[dtype] + fill_drain), k the
   unit's depth in dtype; a convolution's product at conv_block_cycles[dtype] where the chip gives it.
 - vector: issue_latency + ceil(elements / (lanes * per_lane[dtype])) * op_cycles[fn].

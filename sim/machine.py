@@ -1,33 +1,29 @@
-"""The SimPy machine: memories and engines built from a Chip, running a Program.
+"""The machine: memories and engines built from a Chip, running a Program.
 
-Each engine is a SimPy process executing its stream in order; the only order between engines
-is what `wait` instructions say. In functional mode an instruction moves or computes bytes
-when it starts (its inputs are final then: the waits guarantee it) and holds its engine for
-its cost (a DMA engine that keeps several transfers in flight moves on to the next one's
-latency while this one's bytes move); timing mode spends the same costs without touching
-bytes, so both modes give the same cycles. A run that stops with instructions left has
-deadlocked and says where. On a chip with a cache of ddr (sim/cache.py) a DMA transfer learns
-when it starts which of its ddr bytes the cache holds, and reads those on chip.
+The program is checked against the chip and each distinct instruction priced once
+(isa/timing/price.py); the engines then run their streams as SimPy processes on the shared
+timing core (isa/timing/core.py: waits, DMA transfers in flight, shared bandwidth, the cache of
+ddr), which this machine watches: in functional mode an instruction moves or computes bytes
+when it starts (its inputs are final then: the waits guarantee it); timing mode spends the same
+costs without touching bytes, so both modes give the same cycles. Every instruction becomes a
+trace event, every placed buffer a span of its memory's occupancy.
 """
 
-import collections
 from dataclasses import dataclass
 
 import numpy as np
-import simpy
 
 from isa import dtypes
-from isa.costs import engine_cap
-from isa.errors import DeadlockError, InputError, ProgramError
+from isa.errors import InputError, ProgramError
 from isa.instructions import REDUCTIONS, TABLE_OPERANDS, VECTOR_FNS, IndexedDma, Wait, instr_text, regions
+from isa.timing import Cache, Observer, Step, Timeline, price, vector_dtype
 from traces.occupancy import memory_counters
 from traces.records import BufferSpan, Event, Sync, Trace
 
-from .bandwidth import Arbiter
-from .cache import Cache
 from .engines import dma, matrix, scalar, vector
 from .memory import Memory, check_region
 from .peaks import peak_ops
+
 
 @dataclass
 class Run:
@@ -82,146 +78,26 @@ class Machine:
 
     def run(self, inputs=None):
         self.load(inputs)
-        env = self.env = simpy.Environment()
-        bw = {m.name: m.bandwidth for m in self.chip.memories.values()}
-        self.arbiter = Arbiter(env, bw)
-        self.cache = _cache(self.chip, self.program, self.extents)
-        self.events = []
         self.produced = {}  # DDR address -> the shape a kernel produced there, when not its region's
-        self.pc = {e: 0 for e in self.program.streams}
-        self.finished = {}  # (engine, index) -> simpy event, for the instructions someone waits on
-        waits = {e: {} for e in self.program.streams}  # engine -> {index of a wait: the events it waits on}
-        syncs = []
-        finished = self.finished
-        for (e, i), on in self.waits.items():
-            for ident in on:
-                if ident not in finished:
-                    finished[ident] = env.event()
-            waits[e][i] = [finished[ident] for ident in on]
-            syncs.append(Sync(e, i, on))
+        self.events = []
         self.occupancy = _Occupancy(self.program)
-        waited = {e: {} for e in self.program.streams}  # engine -> {index: the event its waiters wait on}
-        for (e, i), ev in self.finished.items():
-            waited[e][i] = ev
-        for e, stream in self.program.streams.items():
-            env.process(self._engine(e, stream, waits[e], waited[e]))
-        env.run()
-        self._check_finished()
-        cycles = int(np.ceil(env.now))
-        trace = Trace(self.chip.name, self.chip.clock_hz, tuple(self.program.streams), {m.name: m.capacity for m in self.chip.memories.values()}, cycles, self.events,
-                      syncs=syncs, buffers=self.occupancy.spans(cycles), ddr_bandwidth=self.chip.memories["ddr"].bandwidth, peak_ops=peak_ops(self.chip),
-                      host_memory="" if self.chip.data_memory == "ddr" else self.chip.data_memory)
+        timeline = Timeline(self.chip, self.costs, self.waits, _cache(self.chip, self.program, self.extents), observer=_Watch(self))
+        streams = self.program.streams
+        end = timeline.run(lambda e, i: f"{instr_text(f'{e}.{i}', streams[e][i])}")
+        cycles = int(np.ceil(end))
+        syncs = [Sync(e, i, on) for (e, i), on in self.waits.items()]
+        trace = Trace(self.chip.name, self.chip.clock_hz, tuple(streams), {m.name: m.capacity for m in self.chip.memories.values()}, cycles,
+                      self.events, syncs=syncs, buffers=self.occupancy.spans(cycles), ddr_bandwidth=self.chip.memories["ddr"].bandwidth,
+                      peak_ops=peak_ops(self.chip), host_memory="" if self.chip.data_memory == "ddr" else self.chip.data_memory)
         trace.counters.update(memory_counters(trace.buffers, trace.memories))
-        trace.counters["ddr.read"], trace.counters["ddr.write"] = self.arbiter.read, self.arbiter.write
+        trace.counters["ddr.read"], trace.counters["ddr.write"] = timeline.arbiter.read, timeline.arbiter.write
         return Run(self.outputs(), cycles, trace)
-
-    def _engine(self, name, stream, waits, finished):
-        env, record, steps = self.env, self.events.append, self.costs[name]
-        timeout, transfer = env.timeout, self.arbiter.transfer
-        depth = self.chip.engines[name].in_flight
-        occupancy, execute, memories = self.occupancy, self.functional and _EXECUTE, self.memories
-        opens, closes = occupancy.opens.get(name, {}), occupancy.closes.get(name, {})
-        flight = _Flight(env, depth, transfer)
-        through_cache = self.cache is not None and self._through_cache
-
-        def settle(i):
-            """Instruction i is over: the buffers it last used close, its waiters go on."""
-            if i in closes:
-                occupancy.close(closes[i], env.now)
-            if i in finished:
-                finished[i].succeed()
-
-        def done(i, instr, start, step, note, cached=0.0):
-            kind, _, _, _, fn, nbytes, src, dst, ops, _, _ = step
-            record(Event(name, i, kind, fn, instr.op, start, env.now, nbytes, src, dst, note, ops, round(cached * nbytes) if cached else 0))
-            settle(i)
-
-        # A compute instruction nobody waits on, followed by another, is recorded without
-        # stopping SimPy: `clock` runs ahead of env.now over such a quiet run, its times added
-        # up as SimPy would, and the run's last instruction brings env.now to its end in one
-        # timeout. Nothing can observe the run in between: no other engine waits on it, and it
-        # waits on nothing.
-        clock = None  # the quiet run's end so far
-        last = len(stream) - 1
-        for i, instr in enumerate(stream):
-            step = steps[i]
-            if step is not None and step[0] == "dma" and depth > 1:
-                yield from flight.room()
-            start = env.now if clock is None else clock
-            if i in opens:
-                occupancy.open(opens[i], start)
-            if step is None:  # a wait: only a wait can block forever, so pc is kept here
-                pending = [ev for ev in waits[i] if not ev.triggered]
-                if pending:
-                    self.pc[name] = i
-                    yield env.all_of(pending) if len(pending) > 1 else pending[0]
-                    record(Event(name, i, "wait", "wait", instr.op, start, env.now, 0, "", ""))
-                settle(i)
-                continue
-            note = ""
-            if execute:
-                partial = execute[instr.kind](instr, memories)
-                if partial:
-                    note = self._produced(partial)
-            kind, cycles, moved, use = step[:4]
-            if kind != "dma":
-                after = steps[i + 1] if i < last else None
-                if after is not None and after[0] != "dma" and i not in finished and i not in closes:
-                    clock = start + cycles
-                    record(Event(name, i, kind, step[4], instr.op, start, clock, step[5], step[6], step[7], note, step[8]))
-                    continue
-                yield timeout(cycles if clock is None else start + cycles - env.now)
-                clock = None
-                done(i, instr, start, step, note)
-                continue
-            shares, rate = step[9], step[10]
-            use, cached = through_cache(instr, use, shares[0]) if through_cache else (use, 0.0)
-            if cycles:
-                yield timeout(cycles)
-            if depth > 1:  # the bytes move once the transfers before have moved theirs
-                flight.send(moved, rate, use, step[6], step[7], cached, shares, lambda after, i=i, instr=instr, start=start, step=step, note=note, cached=cached:
-                            done(i, instr, max(start, after), step, note, cached))
-                continue
-            yield transfer(moved, rate, use, step[6], step[7], cached, shares)
-            done(i, instr, start, step, note, cached)
-        yield from flight.drain()
-        self.pc[name] = len(stream)
-
-    def _through_cache(self, instr, use, read):
-        """(port use, share of the bytes the cache serves) of a DMA transfer starting now, `read`
-        its share of the bytes read: the ddr bytes the cache holds are read from the cache memory
-        instead; what it writes to ddr the cache keeps too."""
-        cache = self.cache
-        if isinstance(instr, IndexedDma):
-            return use, 0.0
-        hit = cache.access(instr.src) * read if instr.src.mem == "ddr" else 0.0
-        if instr.dst.mem == "ddr":
-            cache.access(instr.dst)
-        if not hit:
-            return use, 0.0
-        use = dict(use)
-        use["ddr"] -= hit
-        if not use["ddr"]:
-            del use["ddr"]
-        use[cache.memory] = use.get(cache.memory, 0) + hit
-        return use, hit
 
     def _produced(self, partial):
         for region, shape in partial:
             if region.mem == "ddr":
                 self.produced[region.addr] = shape
         return "; ".join(f"produced {list(shape)} of at most {list(region.shape)}" for region, shape in partial)
-
-    def _check_finished(self):
-        stuck = []
-        for e, stream in self.program.streams.items():
-            i = self.pc[e]
-            if i < len(stream):
-                instr = stream[i]
-                waiting = [ident for ident in getattr(instr, "on", ()) if not self.finished[_parse_id(ident)].triggered]
-                stuck.append(f"{instr_text(f'{e}.{i}', instr)} (waiting for {', '.join(waiting)})")
-        if stuck:
-            raise DeadlockError(f"deadlock at cycle {int(self.env.now)}: no engine can proceed; stuck: " + "; ".join(stuck))
 
 
 def _cache(chip, program, extents):
@@ -238,9 +114,7 @@ _EXECUTE = {"dma": dma.execute, "vector": vector.execute, "matrix": matrix.execu
 
 
 def _step(chip, engine, instr, where):
-    """Check that engine can run instr and work out, once, what the engine loop needs of it:
-    (kind, cycles or DMA latency, DMA bytes moved, DMA port use, trace name, trace bytes, src, dst,
-    arithmetic ops, and for a DMA the (read, written) shares of its bytes and the rate its engine allows)."""
+    """Check that engine can run instr, and price it (isa/timing/price.py)."""
     kind = instr.kind
     if kind not in engine.kinds:
         raise ProgramError(f"engine {engine.name} is not a {kind} engine (it is {', '.join(engine.kinds)}): {instr_text('?', instr)}")
@@ -250,24 +124,15 @@ def _step(chip, engine, instr, where):
         if getattr(instr, "fn", "") and instr.fn not in engine.converts:
             can = f"it converts with {', '.join(engine.converts)}" if engine.converts else "it converts nothing"
             raise ProgramError(f"engine {engine.name} does not convert with {instr.fn} ({can}): {instr_text('?', instr)}")
-        moved = dma.bytes_moved(instr, chip)
-        name = ("scatter" if instr.scatter else "gather") if isinstance(instr, IndexedDma) else f"dma.{instr.fn}" if instr.fn else "dma"
-        shares = dma.shares(instr)
-        return ("dma", dma.latency(instr, chip, engine), moved, dma.port_use(instr, shares), name, instr.dst.nbytes, instr.src.mem, instr.dst.mem, 0,
-                shares[:2], engine_cap(engine.rate(instr.src.mem, instr.dst.mem), shares))
-    if kind == "scalar":
-        nbytes = sum(r.nbytes for r in instr.dsts)
-        return ("scalar", scalar.cycles(instr, engine, where), 0, None, instr.fn, nbytes, "ddr", "ddr", 0, None, None)
-    if kind == "vector":
-        dtype = vector.cost_dtype(instr)
+    elif kind == "scalar":
+        return Step("scalar", scalar.cycles(instr, engine, where), name=instr.fn, nbytes=sum(r.nbytes for r in instr.dsts), src="ddr", dst="ddr")
+    elif kind == "vector":
+        dtype = vector_dtype(instr)
         if dtype not in engine.vector.per_lane:
             raise ProgramError(f"engine {engine.name}: the vector unit has no throughput for dtype {dtype} (per_lane: {', '.join(engine.vector.per_lane)})")
-        return ("vector", vector.cycles(instr, engine.vector, engine.issue_latency), 0, None, instr.fn, instr.dst.nbytes, "", instr.dst.mem, vector.elements(instr),
-                None, None)
-    if instr.a.dtype not in engine.matrix.block_cycles:
+    elif instr.a.dtype not in engine.matrix.block_cycles:
         raise ProgramError(f"engine {engine.name}: the matrix unit has no block_cycles for dtype {instr.a.dtype}")
-    M, K, N = instr.dims()
-    return ("matrix", matrix.cycles(instr, engine.matrix, engine.issue_latency), 0, None, "matmul", instr.c.nbytes, "", instr.c.mem, 2 * M * K * N, None, None)
+    return price(chip, engine, instr)
 
 
 def _parse_id(ident):
@@ -374,50 +239,38 @@ def _as_input(name, value, region):
     return array.astype(want)
 
 
-class _Flight:
-    """A DMA engine's transfers in flight, when it keeps several (`Engine.in_flight`): a
-    transfer's fixed latency runs while the ones before it move their bytes; the bytes of
-    each move in order, after the previous transfer's, through the shared-bandwidth arbiter;
-    a new transfer starts only while fewer than `depth` are in flight."""
+class _Watch(Observer):
+    """The machine's view of a run: it computes each instruction as it starts (functional mode),
+    records the trace's events and keeps each placed buffer's lifetime."""
 
-    def __init__(self, env, depth, transfer):
-        self.env, self.depth, self.transfer = env, depth, transfer
-        self.moving = collections.deque()  # completion events, oldest first
-        self.last_end = 0.0  # when the latest finished transfer ended
+    def __init__(self, machine):
+        self.machine, self.streams = machine, machine.program.streams
+        self.execute = machine.functional and _EXECUTE
+        self.record, occupancy = machine.events.append, machine.occupancy
+        self.opens, self.closes = occupancy.opens, occupancy.closes
+        self.watched = {e: set(closes) for e, closes in occupancy.closes.items()}
 
-    def room(self):
-        """Wait (a generator to yield from) until another transfer may start."""
-        while self.moving and self.moving[0].processed:
-            self.moving.popleft()
-        if len(self.moving) >= self.depth:
-            yield self.moving.popleft()
+    def started(self, engine, i, now):
+        opens = self.opens.get(engine)
+        if opens and i in opens:
+            self.machine.occupancy.open(opens[i], now)
+        if self.execute:
+            instr = self.streams[engine][i]
+            partial = self.execute[instr.kind](instr, self.machine.memories)
+            if partial:
+                return self.machine._produced(partial)
+        return ""
 
-    def send(self, nbytes, cap, use, src, dst, cached, shares, done):
-        """Move nbytes once the previous transfer has moved its own; then done(after), after
-        the cycle the previous transfer ended (an event in the trace starts no earlier, so an
-        engine's events do not overlap)."""
-        finished = self.env.event()
-        before = self.moving[-1] if self.moving else None
+    def ended(self, engine, i, step, start, end, note, cached):
+        op = self.streams[engine][i].op
+        self.record(Event(engine, i, step.kind, step.name, op, start, end, step.nbytes, step.src, step.dst, note, step.ops,
+                          round(cached * step.nbytes) if cached else 0))
+        closes = self.closes.get(engine)
+        if closes and i in closes:
+            self.machine.occupancy.close(closes[i], end)
 
-        def begin(_=None):
-            after = self.last_end
-            moved = self.transfer(nbytes, cap, use, src, dst, cached, shares)
-            moved.callbacks.append(lambda _: self._end(after, done, finished))
-
-        if before is None or before.processed:
-            begin()
-        else:
-            before.callbacks.append(begin)
-        self.moving.append(finished)
-
-    def _end(self, after, done, finished):
-        self.last_end = self.env.now
-        done(after)
-        finished.succeed()
-
-    def drain(self):
-        if self.moving and not self.moving[-1].processed:
-            yield self.moving[-1]
+    def waited(self, engine, i, start, end):
+        self.record(Event(engine, i, "wait", "wait", self.streams[engine][i].op, start, end, 0, "", ""))
 
 
 class _Occupancy:

@@ -16,7 +16,7 @@ import sim
 from isa import dtypes
 from isa.ops import REGISTRY
 from refeval import evaluate
-from sim.engines.dma import side_bytes
+from isa.costs import side_bytes
 
 O = isa.ops
 CHIPS = {name: chips.load(name) for name in chips.available()}

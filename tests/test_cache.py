@@ -1,4 +1,4 @@
-"""The machine's cache of DDR (sim/cache.py): which lines a region touches, least-recently-used
+"""The machine's cache of DDR (isa/timing/cache.py): which lines a region touches, least-recently-used
 replacement by transfer, and what a hit changes in a run: DDR traffic, the trace, the cycles."""
 
 import numpy as np
@@ -12,8 +12,7 @@ import isa
 import sim
 from isa.errors import ConfigError
 from isa.instructions import Region
-from sim.bandwidth import Arbiter
-from sim.cache import Cache, touched_lines
+from isa.timing import Arbiter, Cache, touched_lines
 from traces.summary import format_summary
 
 

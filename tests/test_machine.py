@@ -12,10 +12,10 @@ import chips
 import isa
 import sim
 import traces
+from isa import timing
 from isa.costs import runs
 from isa.instructions import Dma, Matmul, Region, Vector, dense
-from sim.bandwidth import Arbiter
-from sim.engines import dma, matrix, vector
+from isa.timing import Arbiter
 from traces.records import Event
 
 SERIAL = isa.Policy(double_buffer=False)
@@ -49,29 +49,29 @@ def test_dma_cost_rounds_runs_up_to_bursts(tiny):
     gdma = tiny.engines["gdma"]
     contiguous = Dma(dense("ddr", 0, "int8", (4, 8)), dense("lmem", 0, "int8", (4, 8)))
     assert runs(contiguous.src) == (1, 32)
-    assert dma.cycles(contiguous, tiny, gdma) == 10 + 32 // 4
+    assert timing.dma_cycles(contiguous, tiny, gdma) == 10 + 32 // 4
     # 8 runs of 3 bytes (stride 8): each rounds up to a 4-byte burst in DDR
     strided = Dma(Region("ddr", 0, "int8", (8, 3), (8, 1)), dense("lmem", 0, "int8", (8, 3)))
     assert runs(strided.src) == (8, 3)
-    assert dma.bytes_moved(strided, tiny) == 32
-    assert dma.cycles(strided, tiny, gdma) == 10 + 8
+    assert timing.bytes_moved(strided, tiny) == 32
+    assert timing.dma_cycles(strided, tiny, gdma) == 10 + 8
     # DDR to DDR: the memory is both ends, so half its bandwidth
     both = Dma(dense("ddr", 0, "int8", (32,)), dense("ddr", 64, "int8", (32,)))
-    assert dma.cycles(both, tiny, gdma) == 10 + 32 // 2
+    assert timing.dma_cycles(both, tiny, gdma) == 10 + 32 // 2
 
 
 def test_vector_and_matrix_costs(tiny):
     unit = tiny.engines["tiu"]
     add = Vector("add", dense("lmem", 0, "float32", (3, 7)), (dense("lmem", 128, "float32", (3, 7)), 1.0), "float32")
-    assert vector.cycles(add, unit.vector, unit.issue_latency) == 2 + 6  # ceil(21 / 4)
+    assert timing.vector_cycles(add, unit) == 2 + 6  # ceil(21 / 4)
     tanh = Vector("tanh", dense("lmem", 0, "float32", (4, 4)), (dense("lmem", 128, "float32", (4, 4)),), "float32")
-    assert vector.cycles(tanh, unit.vector, unit.issue_latency) == 2 + 4 * 3
+    assert timing.vector_cycles(tanh, unit) == 2 + 4 * 3
     # int8 in, int32 out: the wider dtype sets the rate
     widen = Vector("copy", dense("lmem", 0, "int32", (16,)), (dense("lmem", 128, "int8", (16,)),), "int64")
-    assert vector.cycles(widen, unit.vector, unit.issue_latency) == 2 + 4
+    assert timing.vector_cycles(widen, unit) == 2 + 4
     mm = Matmul(dense("lmem", 0, "float32", (8, 5)), dense("lmem", 256, "float32", (5, 4)), dense("lmem", 512, "float32", (8, 4)), False)
     # a 4x4 output-stationary array: SCALE-Sim's folds * (K + R + C - 2), plus issue latency
-    assert matrix.cycles(mm, unit.matrix, unit.issue_latency) == 2 + 2 * (5 + 4 + 4 - 2)
+    assert timing.matrix_cycles(mm, unit) == 2 + 2 * (5 + 4 + 4 - 2)
 
 
 def test_a_convolution_s_product_and_a_link_may_have_rates_of_their_own():
@@ -83,9 +83,9 @@ def test_a_convolution_s_product_and_a_link_may_have_rates_of_their_own():
     assert (unit.block("float32"), unit.block("float32", conv=True), unit.block("float16", conv=True)) == (16, 26, 2)
     a, b, c = dense("lmem", 0, "float32", (100, 40)), dense("lmem", 2**14, "float32", (40, 20)), dense("lmem", 2**15, "float32", (100, 20))
     folds = 2 * 2  # ceil(100 / 64) * ceil(20 / 16); K = 40 is ceil(40 / 16) = 3 blocks deep
-    assert matrix.cycles(Matmul(a, b, c, False), unit, tiu.issue_latency) == 20 + folds * (3 * 16 + 32)
+    assert timing.matrix_cycles(Matmul(a, b, c, False), tiu) == 20 + folds * (3 * 16 + 32)
     conv = Matmul(a, b, c, False, conv=True)
-    assert matrix.cycles(conv, unit, tiu.issue_latency) == 20 + folds * (3 * 26 + 32)
+    assert timing.matrix_cycles(conv, tiu) == 20 + folds * (3 * 26 + 32)
     assert isa.instructions.instr_text("tiu.0", conv).endswith(" conv=1")
     program = isa.Program.from_text(".program chip=bm1686 graph=hand\n.engine tiu\n" + isa.instructions.instr_text("tiu.0", conv))
     assert program.streams["tiu"] == [conv]
@@ -93,7 +93,7 @@ def test_a_convolution_s_product_and_a_link_may_have_rates_of_their_own():
     ddr, lmem, ddr2 = dense("ddr", 0, "int8", (n,)), dense("lmem", 0, "int8", (n,)), dense("ddr", n, "int8", (n,))
     load, store, copy = Dma(ddr, lmem), Dma(lmem, ddr), Dma(ddr, ddr2)
     gib_per_s = (58, 44, 28)  # bytes per cycle at 1 GHz: GiB/s * 2**30 / 1e9
-    assert [dma.cycles(d, chip, gdma) for d in (load, store, copy)] == [30 + math.ceil(n / (g * 2**30 / 1e9)) for g in gib_per_s]
+    assert [timing.dma_cycles(d, chip, gdma) for d in (load, store, copy)] == [30 + math.ceil(n / (g * 2**30 / 1e9)) for g in gib_per_s]
 
 
 def _program(text):
@@ -197,7 +197,7 @@ def test_a_run_of_compute_instructions_keeps_its_times_and_its_waiters_go_on_at_
     prog = isa.Program.from_text(".program chip=tiny graph=hand\n.engine gdma\n.engine tiu\n" + relus +
                                  "gdma.0 wait on=tiu.1\ngdma.1 dma src=lmem@0xc0:float32[16;1] dst=ddr@0x0:float32[16;1]\n")
     res = sim.execute(prog, tiny)
-    relu = vector.cycles(prog.streams["tiu"][0], tiny.engines["tiu"].vector, tiny.engines["tiu"].issue_latency)
+    relu = timing.vector_cycles(prog.streams["tiu"][0], tiny.engines["tiu"])
     tiu = [e for e in res.trace.events if e.engine == "tiu"]
     assert [(e.start, e.end) for e in tiu] == [(k * relu, (k + 1) * relu) for k in range(4)]
     [store] = [e for e in res.trace.events if e.engine == "gdma" and e.kind == "dma"]

@@ -23,7 +23,7 @@ class Event(NamedTuple):
     note: str = ""  # what else the run learned: the shape a data-dependent op produced
     ops: int = 0  # arithmetic done: 2*M*K*N for a matmul, elements processed by a vector
     #               instruction (a reduction's source elements), 0 for dma, scalar and waits
-    cached: int = 0  # of a dma's bytes read from ddr, those the chip's cache held (sim/cache.py):
+    cached: int = 0  # of a dma's bytes read from ddr, those the chip's cache held (isa/timing/cache.py):
     #                  read on chip, not from ddr
 
 

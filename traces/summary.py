@@ -52,7 +52,7 @@ class Summary:
     utilization: dict  # engine -> busy / cycles (0 when cycles is 0)
     ddr_read_bytes: int
     ddr_write_bytes: int
-    cache_hit_bytes: int  # ddr bytes DMAs read from the chip's cache of it instead (sim/cache.py)
+    cache_hit_bytes: int  # ddr bytes DMAs read from the chip's cache of it instead (isa/timing/cache.py)
     host_memory: str  # the chip's host memory ("" without one) and its traffic
     host_read_bytes: int
     host_write_bytes: int

@@ -1,11 +1,5 @@
-"""The matrix unit: c = a @ b, or c += a @ b, starting from a bias where given.
-
-cycles = issue_latency + ceil(M/m) * ceil(N/n) * (ceil(K/k) * block_cycles[dtype] + fill_drain)
-with dtype the left operand's (isa/costs.py, shared with the lowering's estimate); a
-convolution's product (Matmul.conv) at conv_block_cycles[dtype] where the chip gives it. An
-R x C output-stationary systolic array is m=R, n=C, k=1, block_cycles=1, fill_drain=R+C-2,
-which is SCALE-Sim's published count
-folds * (K + R + C - 2) - 1 but for its final -1.
+"""The matrix unit: c = a @ b, or c += a @ b, starting from a bias where given (what it costs
+is isa/timing/price.py's).
 
 Floats multiply and accumulate in float32 (float64 when an operand is float64); integers
 exactly (in int64, or uint64 for uint64 operands), saturated to the accumulator.
@@ -14,11 +8,6 @@ exactly (in int64, or uint64 for uint64 operands), saturated to the accumulator.
 import numpy as np
 
 from isa import dtypes
-from isa.costs import matmul_cycles
-
-
-def cycles(instr, unit, issue_latency):
-    return matmul_cycles(*instr.dims(), unit, instr.a.dtype, issue_latency, instr.conv)
 
 
 # Integer products numpy would multiply without BLAS: the operands' largest magnitudes, for

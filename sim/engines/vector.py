@@ -1,8 +1,5 @@
-"""The vector unit: element-wise functions over regions of its memory.
-
-cycles = issue_latency + ceil(elements / (lanes * per_lane[dtype])) * op_cycles[fn]
-where dtype is the widest operand's (the destination's on a tie) and op_cycles defaults to 1
-(isa/costs.py, shared with the lowering's estimate).
+"""The vector unit: element-wise functions over regions of its memory (what they cost is
+isa/timing/price.py's).
 
 Each function's meaning is a row of FNS, applied to operands already converted to the
 instruction's compute dtype; the result is stored with isa.dtypes.convert (saturation).
@@ -12,8 +9,7 @@ Where IEEE gives an answer (x/0, sqrt of a negative, log 0) it is the answer, si
 import numpy as np
 
 from isa import dtypes
-from isa.costs import vector_cycles
-from isa.instructions import REDUCTIONS, TABLE_OPERANDS
+from isa.instructions import REDUCTIONS
 
 FNS = {
     "copy": lambda x: x,
@@ -61,21 +57,6 @@ FNS = {
     "reduce_min": lambda x, dims: np.min(x, axis=dims),
     "reduce_prod": lambda x, dims: np.prod(x, axis=dims),
 }
-
-
-def cost_dtype(instr):
-    tables = TABLE_OPERANDS.get(instr.fn, ())
-    regions = [instr.dst] + [s for i, s in enumerate(instr.srcs) if not isinstance(s, (int, float)) and i not in tables]
-    return max(regions, key=lambda r: dtypes.itemsize(r.dtype)).dtype
-
-
-def elements(instr):
-    """The destination's elements, or a reduction's source's (the work is over its input)."""
-    return instr.srcs[0].size if instr.fn in REDUCTIONS else instr.dst.size
-
-
-def cycles(instr, unit, issue_latency):
-    return vector_cycles(elements(instr), cost_dtype(instr), instr.fn, unit, issue_latency)
 
 
 def execute(instr, memories):

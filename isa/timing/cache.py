@@ -22,8 +22,8 @@ touches rows only its indices say (which timing mode does not read), so it bypas
 
 import numpy as np
 
-from isa import dtypes
-from isa.costs import run_layout
+from .. import dtypes
+from ..costs import run_layout
 
 
 class Cache:

@@ -39,7 +39,7 @@ class Arbiter:
 
     def transfer(self, nbytes, cap, use, src, dst, cached=0.0, shares=(1.0, 1.0)):
         """An event that fires when nbytes have moved; use maps memory -> endpoints in it (a
-        share of one for a source partly read from a cache, sim/cache.py, or the narrower side
+        share of one for a source partly read from a cache, isa/timing/cache.py, or the narrower side
         of a converting DMA); shares: the (read, written) shares of nbytes on each side; cached:
         the share of them the cache serves, which the watched memory's read traffic leaves out."""
         done = self.env.event()
