@@ -4,6 +4,7 @@ the plot, the same rows from one worker process or two or from a Dask cluster, a
 one-line errors (an unreachable scheduler among them)."""
 
 import csv
+import os
 import re
 import socket
 import sys
@@ -443,3 +444,15 @@ def test_jobs_and_a_scheduler_are_one_or_the_other(capsys):
         main(["sweep", str(MLP), "--grid", "memories.lmem.size=8KiB", "--jobs", "2", "--scheduler", "tcp://127.0.0.1:8786"])
     assert exc.value.code == 2
     assert "argument --scheduler: not allowed with argument --jobs" in capsys.readouterr().err
+
+
+def test_a_worker_that_dies_is_a_cluster_error():
+    import dask
+    from distributed import LocalCluster
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as one:
+            address = one.scheduler_address
+            with pytest.raises(ClusterError, match=f"^scheduler {re.escape(address)}: a worker died running a point: "):
+                with cluster.dask_executor(address) as executor:
+                    executor.submit(os._exit, 1).result()
