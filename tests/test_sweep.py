@@ -413,9 +413,9 @@ def test_an_unreachable_scheduler_is_one_line_naming_it(capsys, tmp_path, quick_
     ("http://127.0.0.1:8786", "unknown address scheme 'http'"),
 ])
 def test_a_malformed_scheduler_address_says_why(address, reason):
-    with pytest.raises(ClusterError, match=f"^scheduler {re.escape(address)}: cannot connect within 10 s: .*{reason}"):
-        with cluster.dask_executor(address):
-            pass
+    with pytest.raises(ClusterError, match=f"^scheduler {re.escape(address)}: cannot connect within 10 s: .*{reason}"), \
+            cluster.dask_executor(address):
+        pass
 
 
 def test_a_scheduler_without_workers_is_an_error(quick_connect):
@@ -423,10 +423,9 @@ def test_a_scheduler_without_workers_is_an_error(quick_connect):
 
     with LocalCluster(n_workers=0, dashboard_address=None) as empty:
         address = empty.scheduler_address
-        with pytest.raises(ClusterError, match=f"^scheduler {re.escape(address)}: no worker joined within 1 s; "
-                                               f"start one with `dask worker {re.escape(address)}`$"):
-            with cluster.dask_executor(address):
-                pass
+        expected_error = f"^scheduler {re.escape(address)}: no worker joined within 1 s; start one with `dask worker {re.escape(address)}`$"
+        with pytest.raises(ClusterError, match=expected_error), cluster.dask_executor(address):
+            pass
 
 
 def test_without_dask_the_cli_says_how_to_install_it(capsys, tmp_path, monkeypatch):
@@ -450,9 +449,9 @@ def test_a_worker_that_dies_is_a_cluster_error():
     import dask
     from distributed import LocalCluster
 
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as one:
-            address = one.scheduler_address
-            with pytest.raises(ClusterError, match=f"^scheduler {re.escape(address)}: a worker died running a point: "):
-                with cluster.dask_executor(address) as executor:
-                    executor.submit(os._exit, 1).result()
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as one:
+        address = one.scheduler_address
+        with pytest.raises(ClusterError, match=f"^scheduler {re.escape(address)}: a worker died running a point: "), \
+                cluster.dask_executor(address) as executor:
+            executor.submit(os._exit, 1).result()
