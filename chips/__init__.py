@@ -19,7 +19,7 @@ from .schema import Chip, Engine, MatrixUnit, Memory, OpSupport, VectorUnit
 
 __all__ = [
     "Chip", "Engine", "MatrixUnit", "Memory", "OpSupport", "VectorUnit",
-    "apply_overrides", "available", "load", "load_file",
+    "apply_overrides", "available", "is_path", "load", "load_file",
 ]
 
 SHIPPED_DIR = Path(__file__).parent
@@ -37,7 +37,7 @@ def load(name_or_path, overrides=None):
     `{"memories.ddr.bandwidth": "68GB/s", "memories.lmem.size": "1MiB"}`.
     """
     text = str(name_or_path)
-    if isinstance(name_or_path, os.PathLike) or text.endswith((".yaml", ".yml")) or os.sep in text or "/" in text:
+    if is_path(name_or_path):
         return load_file(text, overrides)
     path = _shipped_path(text)
     raw = _read_shipped(path)
@@ -46,6 +46,12 @@ def load(name_or_path, overrides=None):
         line = raw.line_of("name")
         raise ConfigError(f"{path}:{line}: name: {raw.get('name')!r} must be the file's name {path.stem!r}")
     return chip
+
+
+def is_path(name_or_path):
+    """Whether load() reads `name_or_path` as a chip YAML's path rather than a shipped chip's name."""
+    text = str(name_or_path)
+    return isinstance(name_or_path, os.PathLike) or text.endswith((".yaml", ".yml")) or os.sep in text or "/" in text
 
 
 def _shipped_path(name):

@@ -46,3 +46,8 @@ class DeadlockError(SimError):
 
 class InputError(SimError):
     """Run inputs are missing or do not match the graph's inputs."""
+
+
+class ClusterError(SimError):
+    """A sweep's Dask cluster cannot be used: the scheduler is unreachable, has no worker, or its
+    workers died; names the scheduler's address and the reason."""

@@ -1,14 +1,14 @@
 """The SimPy machine: executes lowered programs, producing numbers, cycles and traces."""
 
 from isa.errors import (
-    ConfigError, DeadlockError, GraphError, IndexRangeError, InputError, OutOfMemoryError, ProgramError, ShapeError, SimError,
-    UnsupportedError,
+    ClusterError, ConfigError, DeadlockError, GraphError, IndexRangeError, InputError, OutOfMemoryError, ProgramError, ShapeError,
+    SimError, UnsupportedError,
 )
 
 from .machine import Machine
 from .run import Result, execute, run
 
 __all__ = [
-    "ConfigError", "DeadlockError", "GraphError", "IndexRangeError", "InputError", "Machine", "OutOfMemoryError", "ProgramError",
-    "Result", "ShapeError", "SimError", "UnsupportedError", "execute", "run",
+    "ClusterError", "ConfigError", "DeadlockError", "GraphError", "IndexRangeError", "InputError", "Machine", "OutOfMemoryError",
+    "ProgramError", "Result", "ShapeError", "SimError", "UnsupportedError", "execute", "run",
 ]

@@ -7,7 +7,8 @@
                           input's shape and dtype drawn with --seed
     npusim report run.json [--csv DIR] [--top N]     summary and per-op table of a saved trace
     npusim compare A.json B.json [--top N]           two saved runs side by side
-    npusim sweep GRAPH.yaml --chip bm1684 --grid KEY=V1,V2,... [--grid ...] [--jobs N] [--mode timing|functional] [--out DIR]
+    npusim sweep GRAPH.yaml --chip bm1684 --grid KEY=V1,V2,... [--grid ...] [--jobs N | --scheduler tcp://HOST:8786]
+                            [--mode timing|functional] [--out DIR]
     npusim chips                      shipped chips with their headline figures
     npusim ops [--chip NAME]          ops and the dtypes each chip supports
 
@@ -28,6 +29,7 @@ from isa.errors import ConfigError, InputError, SimError
 from isa.graphfile import GraphFile
 from isa.lower.check import describe
 
+from .cluster import INSTALL, dask_executor
 from .peaks import peak_ops
 from .run import configure, execute
 from .sweep import parse_grid, plot_sweep, sweep, table_rows, write_csv
@@ -65,7 +67,10 @@ def _parser():
     sw.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                     help="a chip field (memories.lmem.size=128KiB,512KiB) or a policy field (policy.double_buffer=true,false; "
                          "a value with commas in brackets: policy.pinned=[w1,w2],[w3]); repeat to cross")
-    sw.add_argument("--jobs", type=int, default=1, help="points run at once, each in its own process (default: 1)")
+    where = sw.add_mutually_exclusive_group()
+    where.add_argument("--jobs", type=int, default=1, help="points run at once, each in its own process (default: 1)")
+    where.add_argument("--scheduler", metavar="tcp://HOST:8786",
+                       help=f"run the points on the Dask cluster of this scheduler (needs dask.distributed: {INSTALL})")
     sw.add_argument("--mode", choices=("timing", "functional"), default="timing", help="functional feeds the graph file's random inputs")
     sw.add_argument("--out", default="out/sweep", help="folder for sweep.csv and sweep.png (default: out/sweep)")
     sw.set_defaults(func=_sweep)
@@ -237,7 +242,12 @@ def _compare(args):
 
 
 def _sweep(args):
-    result = sweep(args.graph, args.chip, parse_grid(args.grid), args.mode, args.jobs)
+    grid = parse_grid(args.grid)
+    if args.scheduler:
+        with dask_executor(args.scheduler) as executor:
+            result = sweep(args.graph, args.chip, grid, args.mode, executor=executor)
+    else:
+        result = sweep(args.graph, args.chip, grid, args.mode, args.jobs)
     print(f"{result.graph} on {result.chip} ({result.mode} mode): {len(result.rows)} points")
     _table(table_rows(result))
     _write(str(Path(args.out) / "sweep.csv"), lambda p: write_csv(result, p))

@@ -8,10 +8,11 @@
 Keys starting with "policy." are Policy fields (isa.lower.policy.policy_from_overrides reads
 their values), every other key is a chip field (chips.load's overrides). Points run through a
 `concurrent.futures.Executor`, by default a ProcessPoolExecutor, so a distributed engine's
-executor (Dask's, Ray's) can stand in; only strings cross to the workers, which load the graph
-file and the chip themselves. Every point's configuration is checked before any point runs, so
-a bad key or value fails the sweep at once; a point whose lowering or run raises a SimError
-(a tile that cannot fit the local memory) is a row carrying the message.
+executor (Dask's: sim.cluster.dask_executor, or a Client's get_executor()) can stand in; only
+strings cross to the workers, which load the graph file and the chip themselves (a file by its
+absolute path: a worker may run in another folder). Every point's configuration is checked
+before any point runs, so a bad key or value fails the sweep at once; a point whose lowering or
+run raises a SimError (a tile that cannot fit the local memory) is a row carrying the message.
 """
 
 import csv
@@ -19,6 +20,7 @@ import itertools
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -27,6 +29,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 from tqdm import tqdm
 
+import chips
 from isa import graphfile
 from isa.errors import ConfigError, InputError, SimError
 from traces.summary import human_bytes
@@ -119,7 +122,8 @@ def run_point(graph_path, chip, point, mode):
 def sweep(graph_path, chip, grid, mode="timing", jobs=1, executor=None, progress=True):
     """Run `graph_path` (a graph file) on `chip` (a shipped chip's name or a chip YAML's path) at
     every point of `grid` ({key: [values]}), `jobs` points at a time in worker processes, or
-    through `executor` (any concurrent.futures.Executor; the caller shuts it down). Functional
+    through `executor` (any concurrent.futures.Executor, such as a Dask Client's
+    get_executor() or sim.cluster.dask_executor's; the caller shuts it down). Functional
     mode feeds the graph file's random inputs. Rows come back in the grid's order. Values may be
     given as strings, as typed on a command line, or as numbers and booleans."""
     grid = _checked(grid)
@@ -138,7 +142,9 @@ def sweep(graph_path, chip, grid, mode="timing", jobs=1, executor=None, progress
     executor = ProcessPoolExecutor(max_workers=jobs) if own else executor
     rows = [None] * len(todo)
     try:
-        futures = {executor.submit(run_point, str(graph_path), str(chip), point, mode): i for i, point in enumerate(todo)}
+        path = str(Path(graph_path).resolve())  # absolute paths: a worker may run in another folder
+        chip_arg = str(Path(chip).resolve()) if chips.is_path(chip) else str(chip)
+        futures = {executor.submit(run_point, path, chip_arg, point, mode): i for i, point in enumerate(todo)}
         with tqdm(total=len(todo), desc=f"sweep {gf.graph.name}", unit="point", disable=not progress) as bar:
             for future in as_completed(futures):
                 rows[futures[future]] = future.result()

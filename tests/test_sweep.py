@@ -1,10 +1,15 @@
 """`sim.sweep` and `npusim sweep`: the grid's cross product in order whatever order points finish,
 rows equal to sim.run's figures for the same overrides, failing points as error rows, the CSV and
-the plot, the same rows from one worker process or two, and the CLI's one-line errors."""
+the plot, the same rows from one worker process or two or from a Dask cluster, and the CLI's
+one-line errors (an unreachable scheduler among them)."""
 
 import csv
+import os
 import re
+import socket
+import sys
 import threading
+import time
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,8 +20,9 @@ from matplotlib.image import imread
 import chips
 import sim
 from isa import graphfile
-from isa.errors import ConfigError, InputError
+from isa.errors import ClusterError, ConfigError, InputError
 from isa.lower.policy import Policy, policy_from_overrides
+from sim import cluster
 from sim import sweep as sweeps
 from sim.cli import main
 from traces.summary import human_bytes
@@ -331,3 +337,121 @@ def test_the_docs_study_quotes_what_the_sweep_gives():
         if not row.error:
             assert int(line["cycles"]) == row.cycles and int(line["instructions.gdma"]) == row.engine_instructions["gdma"]
             assert int(line["ddr_read_bytes"]) == row.ddr_read_bytes and int(line["peak_bytes.lmem"]) == row.peak_bytes["lmem"]
+
+
+# ---- on a Dask cluster ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def quick_connect(monkeypatch):
+    monkeypatch.setattr(cluster, "CONNECT_TIMEOUT", 1.0)
+
+
+def free_port():
+    """A local port nothing listens on: bound, read and released."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_dask_cluster_writes_the_csv_of_one_local_job(capsys, tmp_path):
+    """Two worker processes of a LocalCluster give, byte for byte, the CSV of `--jobs 1` (its
+    columns are simulated figures, no wall time), through the CLI and through a Client's executor."""
+    from distributed import Client, LocalCluster
+
+    grid = ["--grid", "memories.lmem.size=256,8KiB", "--grid", "memories.ddr.bandwidth=16GB/s,32GB/s"]
+    assert main(["sweep", str(MLP), "--chip", CHIP, *grid, "--jobs", "1", "--out", str(tmp_path / "local")]) == 0
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as dask_cluster:
+        assert main(["sweep", str(MLP), "--chip", CHIP, *grid, "--scheduler", dask_cluster.scheduler_address,
+                     "--out", str(tmp_path / "dask")]) == 0
+        with Client(dask_cluster) as client:
+            assert len(client.scheduler_info()["workers"]) == 2
+            got = sweeps.sweep(MLP, CHIP, sweeps.parse_grid(grid[1::2]), executor=client.get_executor(), progress=False)
+    capsys.readouterr()
+    sweeps.write_csv(got, tmp_path / "client.csv")
+    local = (tmp_path / "local" / "sweep.csv").read_bytes()
+    assert local.count(b"\n") == 5 and b"OutOfMemoryError" in local  # a header, four points, two of them failed
+    assert (tmp_path / "dask" / "sweep.csv").read_bytes() == local
+    assert (tmp_path / "client.csv").read_bytes() == local
+
+
+class Recording(Synchronous):
+    """Runs each task here, keeping the arguments it was given."""
+
+    def __init__(self):
+        self.calls = []
+
+    def submit(self, fn, *args, **kwargs):
+        self.calls.append(args)
+        return super().submit(fn, *args, **kwargs)
+
+
+@pytest.mark.parametrize("chip, sent", [("bm1684", "bm1684"), ("chips/bm1684.yaml", str(ROOT / "chips" / "bm1684.yaml"))])
+def test_workers_get_files_by_absolute_path(monkeypatch, chip, sent):
+    """A worker may run in another folder (`dask worker` started anywhere): the graph file and a
+    chip YAML go by absolute path, a shipped chip by its name."""
+    monkeypatch.chdir(ROOT)
+    executor = Recording()
+    got = sweeps.sweep("examples/mlp.yaml", chip, {"memories.lmem.size": ("8KiB",)}, executor=executor, progress=False)
+    assert [call[:2] for call in executor.calls] == [(str(MLP), sent)]
+    assert got.chip == chip and got.rows[0].cycles == expected({"memories.lmem.size": "8KiB"}).cycles
+
+
+def test_an_unreachable_scheduler_is_one_line_naming_it(capsys, tmp_path, quick_connect):
+    address = f"tcp://127.0.0.1:{free_port()}"
+    start = time.monotonic()
+    rc = main(["sweep", str(MLP), "--chip", CHIP, "--grid", "memories.lmem.size=8KiB", "--scheduler", address, "--out", str(tmp_path)])
+    elapsed = time.monotonic() - start
+    err = capsys.readouterr().err
+    assert rc == 1 and elapsed < 10, (rc, elapsed)
+    assert err.startswith(f"npusim: error: ClusterError: scheduler {address}: cannot connect within 1 s: ") and err.count("\n") == 1, err
+    assert not (tmp_path / "sweep.csv").exists()
+
+
+@pytest.mark.parametrize("address, reason", [
+    ("tcp://127.0.0.1", "missing port number"),
+    ("http://127.0.0.1:8786", "unknown address scheme 'http'"),
+])
+def test_a_malformed_scheduler_address_says_why(address, reason):
+    with pytest.raises(ClusterError, match=f"^scheduler {re.escape(address)}: cannot connect within 10 s: .*{reason}"), \
+            cluster.dask_executor(address):
+        pass
+
+
+def test_a_scheduler_without_workers_is_an_error(quick_connect):
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=0, dashboard_address=None) as empty:
+        address = empty.scheduler_address
+        expected_error = f"^scheduler {re.escape(address)}: no worker joined within 1 s; start one with `dask worker {re.escape(address)}`$"
+        with pytest.raises(ClusterError, match=expected_error), cluster.dask_executor(address):
+            pass
+
+
+def test_without_dask_the_cli_says_how_to_install_it(capsys, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed raises ImportError
+    rc = main(["sweep", str(MLP), "--chip", CHIP, "--grid", "memories.lmem.size=8KiB", "--scheduler", "tcp://127.0.0.1:8786",
+               "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert err == ("npusim: error: ClusterError: scheduler tcp://127.0.0.1:8786: dask.distributed is not installed; "
+                   "pip install 'npusim[dask]'\n")
+
+
+def test_jobs_and_a_scheduler_are_one_or_the_other(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["sweep", str(MLP), "--grid", "memories.lmem.size=8KiB", "--jobs", "2", "--scheduler", "tcp://127.0.0.1:8786"])
+    assert exc.value.code == 2
+    assert "argument --scheduler: not allowed with argument --jobs" in capsys.readouterr().err
+
+
+def test_a_worker_that_dies_is_a_cluster_error():
+    import dask
+    from distributed import LocalCluster
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as one:
+        address = one.scheduler_address
+        with pytest.raises(ClusterError, match=f"^scheduler {re.escape(address)}: a worker died running a point: "), \
+                cluster.dask_executor(address) as executor:
+            executor.submit(os._exit, 1).result()
