@@ -96,6 +96,17 @@ def matmul_cycles(M, K, N, unit, dtype, issue_latency, conv=False):
     return issue_latency + folds * (math.ceil(K / unit.depth(dtype)) * unit.block(dtype, conv) + unit.fill_drain)
 
 
+def matmul_total(ms, ks, ns, unit, dtype, issue_latency, conv=False):
+    """The sum of matmul_cycles over every combination of an M, a K and an N, each list of
+    (value, how many), without enumerating the combinations (the formula separates)."""
+    depth, block = unit.depth(dtype), unit.block(dtype, conv)
+    count = sum(c for _, c in ms) * sum(c for _, c in ks) * sum(c for _, c in ns)
+    folds_m = sum(c * math.ceil(m / unit.m) for m, c in ms)
+    folds_n = sum(c * math.ceil(n / unit.n) for n, c in ns)
+    deep = sum(c * (math.ceil(k / depth) * block + unit.fill_drain) for k, c in ks)
+    return count * issue_latency + folds_m * folds_n * deep
+
+
 def vector_cycles(elements, dtype, fn, unit, issue_latency):
     """One element-wise function over `elements` elements, the widest operand of `dtype`."""
     return issue_latency + math.ceil(elements / (unit.lanes * unit.per_lane[dtype])) * unit.op_cycles.get(fn, 1)

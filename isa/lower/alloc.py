@@ -26,6 +26,10 @@ class Allocator:
     def free_bytes(self):
         return self.capacity - sum(size for size, _ in self.live.values())
 
+    def gaps(self):
+        """(address, bytes) of each free block, in address order."""
+        return self._gaps()
+
     def _gaps(self):
         cursor = 0
         for addr in sorted(self.live):

@@ -16,6 +16,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import UnsupportedError
 from .check import support_row
+from .searches import signature
 from .tiling import dim_names
 
 
@@ -28,6 +29,14 @@ class Lowering:
     home: dict  # tensor name -> Buf it lives in (DDR or on-chip)
     bound: set = field(default_factory=set)  # tensors whose home lasts the whole program (bindings)
     constants: dict = field(default_factory=dict)  # (op, value, dtype) -> its one-element DDR constant (`constant`)
+    searches: dict = field(default_factory=dict)  # a tiling search's signature -> its result (isa/lower/searches.py)
+
+    def search(self, nodes, stores, extra, work):
+        """work(), or its result for an earlier search of the same signature (isa/lower/searches.py)."""
+        key = signature(self, nodes, stores, extra)
+        if key not in self.searches:
+            self.searches[key] = work()
+        return self.searches[key]
 
     @property
     def slots(self):

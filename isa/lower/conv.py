@@ -24,30 +24,31 @@ one unit. Where the accumulator reaches the vector memory through shared memory 
 buffers are placed with the slots.
 """
 
+import collections
+import dataclasses
+import itertools
 import math
 from copy import copy as shallow_copy
 
 import numpy as np
 
-from .. import dtypes
+from .. import costs, dtypes
 from ..errors import OutOfMemoryError, UnsupportedError
 from ..instructions import Matmul, Region, Vector, dense
-from ..ops import REGISTRY
-from ..ops import quantized
+from ..ops import REGISTRY, quantized
 from ..ops.elementwise import In, Step
-from . import bias_table
+from . import bias_table, estimate
 from .alloc import shortfall
-from .emit import Buf
-from .estimate import Priced, Work, chain, tiled
+from .estimate import Priced, Work, tiled
 from .in_flight import in_flight, then_relu
 from .local import Tail
 from .pipeline import deal, run_units, step_budget
-from .route import copy
+from .route import copy, hop_floor
 from .rows import RowsTiled
 from .staging import stages
-from .tiling import broadcast_view, budgeted_tile, cheapest, nbytes, sub_region
+from .tiling import broadcast_view, budgeted_tile, candidates, least, nbytes, sub_region
 from .vector_steps import emit_steps
-from .window import conv_axes, deconv_axes, load_window, placed, price_window, tile_reads, window_view
+from .window import conv_axes, deconv_axes, load_window, placed, tile_reads, window_view
 
 
 def lower_conv(ctx, group):
@@ -69,7 +70,7 @@ def conv_node_axes(graph, node):
 
 class _Plan(Priced, RowsTiled):
     def __init__(self, ctx, group):
-        self.ctx, self.em = ctx, ctx.em
+        self.ctx, self.em, self.group = ctx, ctx.em, group
         head = self.node = group.nodes[0]
         g = ctx.graph
         self.opdef, p = REGISTRY[head.op], head.params
@@ -281,15 +282,65 @@ class _Plan(Priced, RowsTiled):
         return choice, self._schedule(tile, tic, len(self.units), keep).cycles()
 
     def _cheapest(self, shape, granules, limits, blocks, units):
-        """(tile, input-channel block, keep) of least estimated cycles (tiling.cheapest), over
+        """(tile, input-channel block, keep) of least estimated cycles (tiling.least), over
         keeping the input or not (where the convolution may keep it)."""
         found = []
         for keep in ((False, True) if self.keepable else (False,)):
-            choice = cheapest(shape, self.icg, granules, lambda t, tic: self._fits(t, tic, keep),  # noqa: B023
-                              lambda t, tic: self._schedule(t, tic, units, keep), limits, blocks, area=self.k)  # noqa: B023
-            if choice:
-                found.append((self._schedule(*choice, units, keep).cycles(), keep, choice + (keep,)))
-        return min(found)[2] if found else None
+            for tile, tic in candidates(shape, self.icg, granules, lambda t, tic: self._fits(t, tic, keep), limits, blocks,  # noqa: B023
+                                        area=self.k):
+                found.append((self._floor(tile, tic, keep, units), (-math.prod(tile) * tic, keep), self._estimate(tile, tic, keep, units),
+                              (tile, tic, keep)))
+        return least(found)
+
+    def _estimate(self, tile, tic, keep, units):
+        return lambda: self._schedule(tile, tic, units, keep)
+
+    def _floor(self, tile, tic, keep, units):
+        """A lower bound of the tiling's estimated cycles, from its shape alone: the products
+        (isa/costs.py's formula summed over every tile and block), the loads of the input
+        windows and weight blocks on their first hop's engine (route.hop_floor; with several
+        units, the busiest has at least its share of each), or with one unit the bytes of those
+        that come from DDR at DDR's bandwidth (bursts, stores and the tail left out)."""
+        shape = self.span(self.tiled_channels)
+        counted = self.axis_counts(shape, tile)
+        key = ("floor", tile[0], tile[2:], self.rows)
+        if key not in self._classes:  # the products' M per kind of tile, and the input rows the tiles read
+            spatial = list(itertools.product(*(c.items() for c in counted[2:])))
+            ms, reads = [], 0
+            for n, k in counted[0].items():
+                for combo in spatial:
+                    count = k * math.prod(c for _, c in combo)
+                    ms.append((self._slotted(n[0]) * math.prod(e[0] for e, _ in combo), count))
+                    reads += count * n[0] * math.prod(e[1] for e, _ in combo)
+            self._classes[key] = ms, reads
+        ms, reads = self._classes[key]
+        ns = [(e[0], c) for e, c in counted[1].items()]
+        blocks = self.icg // tic
+        ks = [(tic * self.k, blocks)] + ([(self.icg % tic * self.k, 1)] if self.icg % tic else [])
+        mx = self.mx
+        products = self.groups * (2 if self.asym else 1) * costs.matmul_total(ms, ks, ns, mx.matrix, self.operand_dtype or self.x.dtype,
+                                                                              mx.issue_latency, conv=True)
+        chip, home = self.ctx.chip, self.ctx.home
+        tiles_sp = sum(c for _, c in ms)  # (batch, spatial) positions
+        tiles_c = sum(counted[1].values())
+        steps = self.groups * tiles_sp * tiles_c * sum(c for _, c in ks)
+        loaded = busy = 0
+        engines = {self.mx.name: products}
+        if not self.in_place:  # the windows once per output-channel block, or once kept
+            nbytes = self.groups * reads * self.icg * dtypes.itemsize(self.x.dtype) * (1 if keep else tiles_c)
+            loaded += nbytes if home[self.x.name].mem == "ddr" else 0
+            engine, busy = hop_floor(chip, home[self.x.name].mem, self.mx.operand_memory("a"), steps // (tiles_c if keep else 1), nbytes)
+            engines[engine] = engines.get(engine, 0) + busy
+        if not self.weight_in_place:  # every weight once per spatial tile
+            nbytes = self.groups * tiles_sp * self.ocg * self.icg * self.k * dtypes.itemsize(self.weight[1])
+            loaded += nbytes if self.weight[0].mem == "ddr" else 0
+            engine, busy = hop_floor(chip, self.weight[0].mem, self.mx.operand_memory("b"), steps, nbytes)
+            engines[engine] = engines.get(engine, 0) + busy
+        if units > 1:
+            return max(engines.values()) / units
+        if chip.cache is not None:
+            loaded = min(loaded, self.once(self.x, self.w))
+        return max(max(engines.values()), loaded / chip.memories["ddr"].bandwidth)
 
     def _schedule(self, tile, tic, units=1, keep=False):
         """The Estimate (isa/lower/estimate.py) of this tiling: every output tile with its
@@ -299,97 +350,123 @@ class _Plan(Priced, RowsTiled):
         # depthwise: every channel in one grid, no reduction walked (tic is 1)
         reduction, repeat = (1, 1) if self.mx is None else (self.icg, self.groups)
         axes = self.axis_classes(self.span(self.tiled_channels), tile)
-        work, floor, reuse = self._work, self._floor, None
+        work, reuse = self._work, None
         if keep:  # (batch, spatial..., channels): the input depends on all but the last
             axes, reuse = [axes[0], *axes[2:], axes[1]], len(axes) - 1
-            work = lambda busy, kind, *rest: self._work(busy, _channels_second(kind), *rest, kept=True)  # noqa: E731
-            floor = lambda busy, kind, *rest: self._floor(busy, _channels_second(kind), *rest)  # noqa: E731
-        return tiled(work, axes, reduction, tic, units, self.ctx.slots, self.result_key == "acc" and self.out.name in self.tail.stores,
-                     repeat, floor, reuse, once=self.once(self.x, self.w), reuse_blocks=True)
+            work = lambda kind, *rest: self._work(_channels_second(kind), *rest, kept=True)  # noqa: E731
+        return tiled(self.ctx, work, axes, reduction, tic, units, self.ctx.slots, repeat, reuse, once=self.once(self.x, self.w),
+                     reuse_blocks=True, cores=self.unit_cores(units))
 
-    def _work(self, busy, kind, tic, first, last, fresh=True, kept=False):
-        """The estimate.Work of one input-channel block of an output tile of class `kind`;
-        fresh: whether it loads its input block (not where a kept input has it already), into
-        the kept input's part when kept."""
+    def _work(self, kind, tic, first, last, i0, fresh=True, kept=False):
+        """The estimate.Work of one input-channel block (from i0) of an output tile of class
+        `kind`; fresh: whether it loads its input block (not where a kept input has it already),
+        into the kept input's part when kept."""
         starts, extents = tuple(c[0] for c in kind), tuple(c[1] for c in kind)
         tn, toc, tos = extents[0], extents[1], extents[2:]
-        tail_load, tail_compute, tail_store = self.piece(busy, "tail", starts, extents) if first or last else ((), (), ())
+        oc0 = starts[1] if self.ctx.chip.cache is not None else 0  # where the weights and the bias are read: for the cache
+        tail_load, tail_compute, tail_store = self.piece("tail", starts, extents) if first or last else ((), (), ())
         channels = toc if self.mx is None else tic  # a depthwise tile reads its own channels
-        block = self.piece(busy, "input", tn, channels, tos, tuple(c[2:] for c in kind[2:])) if fresh else ()
-        load = (() if kept else block) + self.piece(busy, "weight", toc, tic)
-        fills = self.piece(busy, "bias", toc) + tail_load if first else ()
-        product = self.piece(busy, "product", self._slotted(tn) * math.prod(tos), tic, toc)
+        block = self.piece("input", tn, channels, tos, self._reads(starts[2:], tos), kept) if fresh else ()
+        load = (() if kept else block) + self.piece("weight", toc, tic, oc0, i0)
+        if self.shifted:
+            load += self.piece("shift", tn, toc, tic, tos, self._reads(starts[2:], tos))
+        fills = self.piece("bias", toc, oc0) + tail_load if first else ()
+        product = self.piece("product", tn, toc, tos, tic, first, kept)
         if last and self.flight is not None:
-            finish, store = (), self.piece(busy, "flight", extents)
+            finish, store = (), self.piece("flight", extents, starts if self.ctx.chip.cache is not None else (0,) * len(starts))
         else:
-            finish, store = (self.piece(busy, "finish", extents) + tail_compute, tail_store) if last else ((), ())
-        return Work(chain(load), product, chain(finish), chain(store), chain(fills), chain(block) if kept else ())
+            finish, store = (self.piece("finish", extents) + tail_compute, tail_store) if last else ((), ())
+        return Work(load, product, finish, store, fills, block if kept else ())
 
-    def _floor(self, busy, kind, tic, first, last, fresh=True):
-        """Estimate.floor's terms of a step: its products, and the bytes of its input window (if
-        it loads it) and weight block where they come from DDR (bursts and the tail left out)."""
-        tn, toc = kind[0][1], kind[1][1]
-        reads = [c[2] for c in kind[2:]]
-        nbytes_from_ddr = 0
-        if fresh and self.ctx.home[self.x.name].mem == "ddr" and all(reads):
-            nbytes_from_ddr += tn * (toc if self.mx is None else tic) * math.prod(reads) * dtypes.itemsize(self.x.dtype)
-        if self.weight[0].mem == "ddr":
-            nbytes_from_ddr += toc * tic * self.k * dtypes.itemsize(self.weight[1])
-        product = self.piece(busy, "product", self._slotted(tn) * math.prod(c[1] for c in kind[2:]), tic, toc)
-        return product, nbytes_from_ddr / self.pricer(busy).ddr_rate
+    def _reads(self, starts, outs):
+        """What a tile of spatial extents `outs` from `starts` reads along each axis (first
+        input, count, buffer position, gaps): all a piece's loads depend on. Where the chip caches
+        DDR the first input row is the tile's own (which lines it touches); elsewhere any."""
+        cached = self.ctx.chip.cache is not None
+        return tuple((lo if cached else 0, *rest) for (lo, *rest) in (a.reads(s, n) for a, s, n in zip(self.axes, starts, outs)))
 
-    def _price_input(self, price, tn, tic, tos, reads):
-        """An input tile's load (its window's fill where it reads padding) for an output tile of
-        spatial extents tos, reads the spatial axes' (count, buffer position, gaps)."""
+    # ---- the estimate's pieces: the emission's own code on roles (isa/lower/estimate.py) ------
+
+    def _roles(self, tile, tic, keep=False):
+        """A step's buffers as the estimate's roles: the slot's by step, the tile's own by tile."""
+        out = {}
+        for key, mem, n in self._needs(tile, tic, keep):
+            out[key] = estimate.role(estimate.STEP if key in ("x", "w", "xs", "ws", "izp", "kzp") else estimate.TILE, key, mem, n)
+        if self.asym and self.mx is not None:
+            out["zp_r"] = estimate.role("fixed", "zp_r", self.mx.operand_memory("b"), dtypes.itemsize(self.w.dtype))
+        return out
+
+    def _tile_roles(self, tile):
+        """The fused tail's buffers as roles of the tile."""
+        rec = shallow_copy(self.tail)
+        rec.ctx = dataclasses.replace(self.ctx, em=_Roles())
+        return rec.allocate(self.vx.memory, tile, self.node.name)[0]
+
+    def _price_input(self, rec, tn, channels, tos, reads, kept):
+        """An input tile's load (its window's fill where it reads padding) into the step's
+        buffer, or into its block's part of a kept input."""
         if self.in_place:
-            return ()
-        amem = self.vx.memory if self.mx is None else self.mx.operand_memory("a")
-        ops, x_region = price_window(price, self.ctx, self.x, self.axes, self.vx, amem, (tn, tic), tos, reads)
+            return
+        buf_ext = tuple(a.extent(n) for a, n in zip(self.axes, tos))
+        if kept:
+            buf = estimate.role(estimate.PART, "x", self.mx.operand_memory("a"))
+            region = self._kept_region(buf, tn, channels, buf_ext)
+        else:
+            buf = self._roles((tn, channels) + tuple(tos), channels)["x"]
+            region = buf.region(self.x.dtype, (tn, channels) + buf_ext)
+        load_window(rec.ctx, self.vx, self.x, region, buf, self.axes, reads, (0, 0), 0, self.node.name, self.fillers(self.x.dtype, 0, region.mem))
+
+    def _price_weight(self, rec, toc, tic, oc0, i0):
+        if not self.weight_in_place:
+            rec._load_weight(self._roles((1, toc, 1), tic)["w"], oc0, (oc0 if self.mx is None else i0, tic), toc, tic, self.mx is None)
+
+    def _price_shift(self, rec, tn, toc, tic, tos, reads):
+        io = self._roles((tn, toc) + tuple(tos), tic)
+        buf_ext = tuple(a.extent(n) for a, n in zip(self.axes, tos))
+        x_region = io["x"].region(self.x.dtype, (tn, toc if self.mx is None else tic) + buf_ext)
+        rec._shift(io, x_region, reads, (0, toc if self.mx is None else tic), 0, toc, tic, self.mx is None)
+
+    def _price_bias(self, rec, toc, oc0):
+        if self.bias:
+            rec._load_bias(self._roles((1, toc, 1), 1), oc0, toc)
+
+    def _price_product(self, rec, tn, toc, tos, tic, first, kept):
+        tile = (tn, toc) + tuple(tos)
+        bufs = self._roles(tile, tic)
+        buf_ext = tuple(a.extent(n) for a, n in zip(self.axes, tos))
+        channels = toc if self.mx is None else tic
         if self.shifted:
-            ops.append(price.vector(self.vx.name, x_region.size, "int16", "copy"))
-            if all(count for count, _, _ in reads):
-                ops.append(price.vector(self.vx.name, tn * tic * math.prod(r[0] for r in reads), "int16", "sub"))
-        return tuple(ops)
+            x_buf, x_region = bufs["xs"], bufs["xs"].region("int16", (tn, channels) + buf_ext)
+        elif kept:
+            x_buf = estimate.role(estimate.PART, "x", self.mx.operand_memory("a"))
+            x_region = self._kept_region(x_buf, tn, tic, buf_ext)
+        elif self.in_place:
+            x_buf = self.ctx.home[self.x.name]
+            x_region = sub_region(self.ctx.home_region(self.x.name), (0,) * len(tile), (tn, channels) + buf_ext)
+        else:
+            x_buf, x_region = bufs["x"], bufs["x"].region(self.x.dtype, (tn, channels) + buf_ext)
+        w_buf = self.weight[0] if self.weight_in_place else (bufs["ws"] if self.shifted else bufs["w"])
+        rec._product(bufs, x_buf, x_region, w_buf, bufs.get("zp_r"), 0, (0, channels), (tn,) + tuple(tos), toc, tic, first)
 
-    def _price_weight(self, price, toc, tic):
-        if self.weight_in_place:
-            return ()
-        depthwise = self.mx is None
-        w_buf = Buf("", self.vx.memory if depthwise else self.mx.operand_memory("b"), 0, nbytes(self.weight[1], (toc, tic, self.k)))
-        src, _, dst, _ = self._weight_regions(w_buf, 0, (0, tic), toc, tic, depthwise)
-        ops = price.copy(src, dst)
-        if self.shifted:
-            ops.append(price.vector(self.vx.name, toc * tic * self.k, "int16", "sub"))
-        return tuple(ops)
+    def _price_finish(self, rec, extents):
+        rec._finish(self._roles(extents, 1), extents)
 
-    def _price_bias(self, price, toc):
-        if not self.bias:
-            return ()
-        dst = dense(self.mx.matrix.bias, 0, self.acc_dtype, (toc,)) if self.bias_in_table else dense(self.vx.memory, 0, self.bias[1], (toc,))
-        return tuple(price.copy(dense(self.bias[0].mem, 0, self.bias[1], (toc,)), dst))
-
-    def _price_product(self, price, m, tic, toc):
-        if self.mx is None:  # depthwise: a multiply (then multiply-adds) per kernel position over the tile
-            positions = tuple(price.vector(self.vx.name, m * toc, self.acc_dtype, "mul" if j == 0 else "mul_add") for j in range(self.k))
-            return positions * (2 if self.asym else 1)
-        return (price.matmul(self.mx.name, m, tic * self.k, toc, self.operand_dtype or self.x.dtype, conv=True),) * (2 if self.asym else 1)
-
-    def _price_finish(self, price, extents):
-        """The accumulator's way to the vector memory and the epilogue."""
-        vmem = self.vx.memory
-        cmem = vmem if self.mx is None else self.mx.operand_memory("c")
-        ops = []
-        if cmem != vmem:
-            for _ in range(2 if self.asym else 1):
-                ops += price.copy(dense(cmem, 0, self.acc_dtype, extents), dense(vmem, 0, self.acc_dtype, extents))
-        inputs = [self.acc_dtype] + ([self.bias[1]] if self.bias and not self.bias_in_table else []) + ([self.acc_dtype] if self.asym else [])
-        return tuple(ops + price.steps(self.vx.name, self.steps, inputs, self.out.dtype, self.temps, math.prod(extents)))
-
-    def _price_flight(self, price, extents):
+    def _price_flight(self, rec, extents, starts):
         """The accumulator stored home by the DMA that does the epilogue (self.flight)."""
-        cmem = self.mx.operand_memory("c")
-        out = sub_region(self.ctx.home_region(self.stored), (0,) * len(extents), extents)
-        return tuple(price.copy(dense(cmem, 0, self.acc_dtype, extents), out))
+        acc = self._roles(extents, 1)["acc"]
+        dst = sub_region(self.ctx.home_region(self.stored), starts, extents)
+        rec.flight.emit(rec.em, acc.region(self.acc_dtype, extents), (acc,), dst, self.ctx.home[self.stored], self.node.name)
+
+    def _price_tail(self, rec, starts, extents):
+        """(loads, compute, stores) of the fused tail on a tile: its own emission on roles."""
+        bufs = self._roles(extents, 1)
+        tails = self._tile_roles(extents)
+        local = rec.tail.load(tails, starts, extents)
+        loads = rec.em.take()
+        rec.tail.compute(self.vx.name, tails, local, extents, {self.out.name: bufs[self.result_key]})
+        compute = rec.em.take()
+        rec.tail.store(tails, starts, extents, {self.out.name: bufs[self.result_key]})
+        return loads, compute, rec.em.take()
 
     # ---- emission ---------------------------------------------------------------------------
 
@@ -461,8 +538,13 @@ class _Plan(Priced, RowsTiled):
         buf = self.em.alloc(self.mx.operand_memory("a"), self._kept_bytes(tile), f"{self.node.name}/kept_x.{slot}")
         per_channel = tile[0] * math.prod(extents)
         self.em.split(buf, tuple(i0 * per_channel * dtypes.itemsize(self.x.dtype) for i0, _ in blocks[1:]))
-        major = dense(buf.mem, buf.addr, self.x.dtype, (self.icg, tile[0]) + extents)
-        return buf, Region(buf.mem, buf.addr, self.x.dtype, (tile[0], self.icg) + extents, (major.strides[1], major.strides[0]) + major.strides[2:])
+        return buf, self._kept_region(buf, tile[0], self.icg, extents)
+
+    def _kept_region(self, buf, tn, channels, extents):
+        """A kept input of `channels` in buf, read as (batch, channels, window...) though laid out
+        channels outermost."""
+        major = dense(buf.mem, buf.addr, self.x.dtype, (channels, tn) + tuple(extents))
+        return Region(buf.mem, buf.addr, self.x.dtype, (tn, channels) + tuple(extents), (major.strides[1], major.strides[0]) + major.strides[2:])
 
     def _zero_point(self):
         """One element of zp_r in the weight memory, read with stride 0 as a whole weight block."""
@@ -499,7 +581,6 @@ class _Plan(Priced, RowsTiled):
         # the multiplies read the shifted copies in the integer family
         operands = (io["xs"], io["xs"].region("int16", x_region.shape), io["ws"]) if self.shifted else (x_buf, x_region, w_buf)
         out_starts, out_extents = (n0, oc0) + tuple(s0), (tn, toc) + tuple(tos)
-        slotted = (self._slotted(tn),)  # the batch the products see (batch_slots: never in place, never shifted)
 
         def load():
             if not self.in_place and fresh:
@@ -509,34 +590,12 @@ class _Plan(Priced, RowsTiled):
             if self.shifted:
                 self._shift(io, x_region, reads, ch_in, oc0, toc, tic, depthwise)
             if first:
-                if self.bias_in_table:
-                    bias_table.load(em, acc_bufs.__getitem__, *self.bias, self.oc, oc0, toc, self.acc_dtype, self.mx.core, node)
-                elif self.bias:
-                    bias_buf, dtype = self.bias
-                    src = sub_region(bias_buf.region(dtype, (self.oc,)), (oc0,), (toc,))
-                    copy(em, src, bias_buf, acc_bufs["bias"].region(dtype, (toc,)), acc_bufs["bias"], node)
+                if self.bias:
+                    self._load_bias(acc_bufs, oc0, toc)
                 tail_local.update(self.tail.load(tail_bufs, out_starts, out_extents))
 
         def compute():
-            x_buf, x_region, w_buf = operands
-            acc = acc_bufs["acc"]
-            acc_region = acc.region(self.acc_dtype, out_extents)
-            if depthwise:
-                self._depthwise(x_region, x_buf, w_buf, acc_region, acc)
-                if self.asym:  # the second partial product: the input times zp_r
-                    acc_zp = acc_bufs["acc_zp"]
-                    self._depthwise(x_region, x_buf, None, acc_zp.region(self.acc_dtype, out_extents), acc_zp)
-            else:
-                # the input and accumulator tiles as multiplied: batch padded to whole slots (the
-                # batch dimension is outermost, so the real items are the tiles' leading rows)
-                x_view = x_buf.region(self.x.dtype, slotted + x_region.shape[1:]) if slotted[0] != tn else x_region
-                acc_view = acc.region(self.acc_dtype, slotted + out_extents[1:])
-                self._matmul(x_view, x_buf, w_buf, self._weight_view(w_buf, oc0, ch_in[0], tic, toc), acc_view, acc, first,
-                             acc_bufs["bias"] if first and self.bias_in_table else None)
-                if self.asym:  # the second partial product: the input times a weight block of zp_r
-                    zp = Region(zero_point.mem, zero_point.addr, self.w.dtype, (tic,) + tuple(self.kernel) + (toc,), (0,) * (len(self.kernel) + 2))
-                    acc_zp = acc_bufs["acc_zp"]
-                    self._matmul(x_view, x_buf, zero_point, zp, acc_zp.region(self.acc_dtype, slotted + out_extents[1:]), acc_zp, first)
+            self._product(acc_bufs, *operands, zero_point, oc0, ch_in, (tn,) + tuple(tos), toc, tic, first)
             if last and self.flight is None:
                 self._finish(acc_bufs, out_extents)
                 self.tail.compute(self.vx.name, tail_bufs, tail_local, out_extents, {self.out.name: acc_bufs[self.result_key]})
@@ -551,6 +610,39 @@ class _Plan(Priced, RowsTiled):
                 self.tail.store(tail_bufs, out_starts, out_extents, {self.out.name: acc_bufs[self.result_key]})
 
         return load, compute, store
+
+    def _load_bias(self, acc_bufs, oc0, toc):
+        """A tile's bias, from output channel oc0: into the matrix unit's bias table, or the vector memory."""
+        if self.bias_in_table:
+            bias_table.load(self.em, acc_bufs.__getitem__, *self.bias, self.oc, oc0, toc, self.acc_dtype, self.mx.core, self.node.name)
+            return
+        bias_buf, dtype = self.bias
+        src = sub_region(bias_buf.region(dtype, (self.oc,)), (oc0,), (toc,))
+        copy(self.em, src, bias_buf, acc_bufs["bias"].region(dtype, (toc,)), acc_bufs["bias"], self.node.name)
+
+    def _product(self, acc_bufs, x_buf, x_region, w_buf, zero_point, oc0, ch_in, tile, toc, tic, first):
+        """acc (+)= the input block times the weight block, for an output tile of batch and
+        spatial extents `tile` (and the asymmetric mode's second product, the input times zp_r)."""
+        depthwise = self.mx is None
+        acc = acc_bufs["acc"]
+        out_extents = (tile[0], toc) + tuple(tile[1:])
+        if depthwise:
+            self._depthwise(x_region, x_buf, w_buf, acc.region(self.acc_dtype, out_extents), acc)
+            if self.asym:
+                acc_zp = acc_bufs["acc_zp"]
+                self._depthwise(x_region, x_buf, None, acc_zp.region(self.acc_dtype, out_extents), acc_zp)
+            return
+        # the input and accumulator tiles as multiplied: batch padded to whole slots (the batch
+        # dimension is outermost, so the real items are the tiles' leading rows)
+        slotted = (self._slotted(tile[0]),)
+        x_view = x_buf.region(self.x.dtype, slotted + x_region.shape[1:]) if slotted[0] != tile[0] else x_region
+        acc_view = acc.region(self.acc_dtype, slotted + out_extents[1:])
+        self._matmul(x_view, x_buf, w_buf, self._weight_view(w_buf, oc0, ch_in[0], tic, toc), acc_view, acc, first,
+                     acc_bufs["bias"] if first and self.bias_in_table else None)
+        if self.asym:
+            zp = Region(zero_point.mem, zero_point.addr, self.w.dtype, (tic,) + tuple(self.kernel) + (toc,), (0,) * (len(self.kernel) + 2))
+            acc_zp = acc_bufs["acc_zp"]
+            self._matmul(x_view, x_buf, zero_point, zp, acc_zp.region(self.acc_dtype, slotted + out_extents[1:]), acc_zp, first)
 
     def _shift(self, io, x_region, reads, ch_in, oc0, toc, tic, depthwise):
         """xs = input - izp where real elements land, zeros elsewhere; ws = weight - kzp (INT16)."""
@@ -687,3 +779,10 @@ def _channels_second(kind):
     """A tile class ordered (batch, spatial..., channels), as a kept input's estimate walks it,
     back in the template's order (batch, channels, spatial...)."""
     return (kind[0], kind[-1], *kind[1:-1])
+
+
+class _Roles:
+    """An emitter whose buffers are the estimate's roles of a tile (a tail's, `_tile_roles`)."""
+
+    def alloc(self, mem, nbytes, name, unused=False):
+        return estimate.role(estimate.TILE, name, mem, nbytes)

@@ -1,12 +1,10 @@
 """The emitter: where lowering templates place buffers and append instructions.
 
-Templates say which buffers an instruction reads and writes; the emitter infers the sync. It
-keeps each buffer's last writer and its readers since, and before an instruction on engine E
-appends one `wait` for the latest instruction of each other engine that E must follow (a read
-after a write, or a write after reads and writes) and that E does not already know finished.
-What E knows is a vector clock (an array of the last index known finished, per engine):
-waiting on F.k teaches E everything F.k knew. A buffer placed where released buffers lay
-inherits their history, so reusing an address orders the new writes after the old accesses.
+Templates say which buffers an instruction reads and writes; the emitter infers the sync
+(isa/lower/sync.py): before an instruction it appends one `wait` for the instructions of other
+engines it must follow that its engine does not already know finished. A buffer placed where
+released buffers lay inherits their history, so reusing an address orders the new writes after
+the old accesses.
 
 So double buffering is only a matter of placing two slots and emitting the next tile's loads
 before this tile's compute; the waits follow.
@@ -21,13 +19,13 @@ engine's last write.
 
 from contextlib import contextmanager
 
-import numpy as np
-
 from ..dtypes import itemsize
 from ..errors import OutOfMemoryError, ProgramError
 from ..instructions import Region, Wait, dense, regions
 from ..program import Binding, Buffer, Program
 from .alloc import Allocator
+from .route import STAGE_SLOTS
+from .sync import Clocks, accessed
 from .tiling import nbytes as tile_nbytes
 
 
@@ -68,10 +66,7 @@ class Emitter:
     def __init__(self, chip, graph_name, allocator="first_fit"):
         self.chip, self.graph_name = chip, graph_name
         self.streams = {name: [] for name in chip.engines}
-        self._column = {name: k for k, name in enumerate(chip.engines)}
-        none = np.full(len(chip.engines), -1, np.int32)
-        self.known = dict.fromkeys(chip.engines, none)  # engine -> its vector clock (never written in place)
-        self._knowledge = {name: [] for name in chip.engines}  # per instruction: what it knew
+        self.clocks = Clocks(chip.engines)
         self.allocators = {m.name: Allocator(m.name, m.capacity, m.granule, allocator) for m in chip.memories.values()}
         self._released = {name: [] for name in chip.memories}
         self.buffers = []
@@ -115,6 +110,20 @@ class Emitter:
                 last = tuple(f"{e}.{i}" for e, i in b.last.items())
                 self.buffers.append(Buffer(b.name, b.mem, b.addr, b.size, b.first, last))
 
+    def stage_buffer(self, mem, nbytes, name, engine):
+        """A buffer of nbytes in mem for a hop by `engine` to write and the next hop to read
+        (isa/lower/route.py): of up to STAGE_SLOTS placed side by side, the one `engine` wrote
+        longest ago (or never); the others are released untouched, so the memory holds one
+        stage once the transfer is over."""
+        slots = [self.alloc(mem, nbytes, name)]
+        while len(slots) < STAGE_SLOTS and self.allocators[mem].fits([nbytes]):
+            slots.append(self.alloc(mem, nbytes, name))
+        stage = oldest(slots, engine)
+        for b in slots:
+            if b is not stage:
+                self.release(b)
+        return stage
+
     def bind(self, name, role, dtype, shape, data=b"", mem="ddr"):
         """Place a graph tensor for the whole program: in mem (DDR; the host's memory for a graph's
         data on a chip that has one; on chip for a pinned constant). Its
@@ -155,40 +164,23 @@ class Emitter:
     # ---- instructions -----------------------------------------------------------------------
 
     def emit(self, engine, instr, reads=(), writes=()):
-        """Append instr to engine's stream after the waits it needs; returns its id."""
+        """Append instr to engine's stream after the waits it needs (isa/lower/sync.py); returns its id."""
         _check_inside(instr, reads, writes)
-        deps = {}
-        for b in reads:
-            _merge(deps, b.writes if b.section is None else b.section[0])
-        for b in writes:
-            _merge(deps, b.writes if b.section is None else b.section[0])
-            _merge(deps, b.reads if b.section is None else b.section[1])
-        known, column = self.known[engine], self._column
-        need = {e: i for e, i in deps.items() if e != engine and known[column[e]] < i}
+        need = self.clocks.need(engine, reads, writes)
         if need:
             self._append(engine, Wait(tuple(f"{e}.{i}" for e, i in sorted(need.items())), instr.op))
-            learned = known.copy()
-            for e, i in need.items():
-                np.maximum(learned, self._knowledge[e][i], out=learned)
-                learned[column[e]] = max(learned[column[e]], i)
-            self.known[engine] = learned
+            self.clocks.learn(engine, need)
         index = self._append(engine, instr)
+        accessed(engine, index, reads, writes)
         ident = f"{engine}.{index}"
-        for b in reads:
-            (b.reads if b.section is None else b.section[3])[engine] = index
-            self._touch(b, engine, index, ident)
-        for b in writes:
-            if b.section is None:
-                b.writes, b.reads = {engine: index}, {}
-            else:
-                b.section[2][engine] = index
+        for b in (*reads, *writes):
             self._touch(b, engine, index, ident)
         return ident
 
     def _append(self, engine, instr):
         stream = self.streams[engine]
         stream.append(instr)
-        self._knowledge[engine].append(self.known[engine])
+        self.clocks.appended(engine)
         return len(stream) - 1
 
     @staticmethod
@@ -218,8 +210,7 @@ def _check_inside(instr, reads, writes):
             raise ProgramError(f"lowering bug in {instr.op}: {region.text()} lies outside the buffers it names ({names})")
 
 
-def _merge(into, other):
-    for e, i in other.items():
-        if into.get(e, -1) < i:
-            into[e] = i
 
+def oldest(bufs, engine):
+    """Of buffers to stage in, the one `engine` wrote longest ago (or never)."""
+    return min(bufs, key=lambda b: b.writes.get(engine, -1))

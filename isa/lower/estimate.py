@@ -1,75 +1,115 @@
 """The lowering's estimate of a tiled op's cycles, to choose its tiling by (isa/lower/conv.py,
-isa/lower/matmul.py).
+isa/lower/matmul.py, isa/lower/pool.py): the machine's own timing run on the candidate's own
+instructions.
 
-A tiling is a run of pipeline steps (isa/lower/pipeline.py). A step loads its operands into a
-buffer slot and multiplies them; the last step of an output tile then finishes it (epilogue,
-fused tail) and stores it. Each part is a chain of operations (`Op`) on the chip's engines,
-priced as the machine prices them (`Pricer`, with isa/costs.py's arithmetic): a DMA transfer
-hop by hop along its route, its bytes rounded up to the bursts of its runs, its latency and the
-least bandwidth on the way; matrix and vector instructions by DESIGN.md's formulas with their
-issue latency.
+A tiling is a run of pipeline steps (isa/lower/pipeline.py). A step loads its operands into its
+slot's buffers and multiplies them; the last step of an output tile then finishes it (epilogue,
+fused tail) and stores it. The template records each part of a step once per kind of step
+(`Priced.piece`), by its own emission code run against a `Recorder`: an emitter that places
+nothing, prices each instruction as the machine does (isa/timing/price.py) and keeps the
+buffers it reads and writes as roles (`role`): the step's slot buffers, its tile's, a part of a
+kept input, a staging buffer on a route, a tensor's home.
 
-`Estimate` replays the steps in the order the pipeline emits them on in-order engine queues,
-with the waits the emitter infers (isa/lower/emit.py):
-- with double buffering step i+1's loads are emitted before step i's product, so the DMA
-  fetches ahead; a step's loads wait for the product that last read their slot (step
-  i - slots), a tile's fills (the tail's operands, into the tile's slot) for the store of the
-  tile `slots` before (a kept block's load waits for no later product than the step's: the
-  slot it refills was last read a row before);
-- a tile's first product waits for the tile `acc_slots` before (the accumulators the tiles
-  rotate, `slots` unless the plan says) to be finished (or stored, where the store reads the
-  accumulator); with the accumulator in `acc_parts` parts, each stored as the last product
-  fills it, as long as the parts' stores keep it waiting (`drain_stall`, isa/lower/matmul.py);
-  stores queue behind the loads emitted before them;
-- DDR is one more queue: each transfer's bytes pass through it at its bandwidth (shared by the
-  units at work) once the transfer's latency is over, so engines moving data at once share it;
-  a transfer replayed after another but ready before it fills DDR's idle time first (_Channel);
-- on a chip whose cache of DDR holds the op's DDR inputs whole (sim/cache.py), the loads take
-  DDR bandwidth for each byte once, the first loads replayed, and the later ones the cache's
-  bandwidth (`read_once`); a hop through the cache memory takes its bandwidth too;
-- within a chain, a copy's hop waits for the hop before it, a copy's first hop for the
-  computing before it (not for other copies' hops), and only a hop into the step's buffers
-  for the chain to be ready: one into a staging buffer runs ahead, as far as the buffers a
-  memory rotates allow (route.stage_buffer; the plan says how many fit); a DMA engine that
-  keeps several transfers in flight starts one's latency while those before it move their
-  bytes, as the machine's queue does (sim/machine.py, _Flight).
-The estimate is the makespan; `bound` is a lower bound of it (the busiest engine's or DDR's
-total) and `floor` a cheaper lower bound of that (the products and the operands' bytes), so a
-search (isa/lower/tiling.py, `least`) prices and replays only the candidates that can still
-win. The machine's cycles are what count: tests/test_estimate.py holds the estimate to them.
+`Estimate.cycles` lays the steps out in the order the pipeline emits them, gives each role the
+buffer the template places for it (slot buffers rotating by step, a tile's by tile, a kept
+input's by the tiles that load it, staging buffers as Emitter.stage_buffer picks them), infers
+the waits by the emitter's rule (isa/lower/sync.py) and runs the streams on the machine's
+timing core (isa/timing/core.py): engine queues, DMA transfers in flight, the bandwidth
+overlapping transfers share, the cache of DDR. With several units (isa/lower/context.py) it
+runs the busiest unit's tiles, the memories the units share (DDR, an L2) at that unit's share
+of their bandwidth.
+
+Steady state is priced once: where more than `repeats` consecutive positions of a loop (tiles
+along an axis, the middle reduction blocks of a tile, the batch) do the same work, the first
+`repeats` of them run and each one left out costs the time between the ends of the two before
+the last one run (which drains into what follows the loop). That time is taken only once it
+has settled, the same between the two positions before: otherwise more positions run (REPEATS,
+then twice as many, up to all).
+
+`bound` is a lower bound of the cycles (the busiest engine's total, or DDR's), so a search
+(isa/lower/tiling.py, `least`) replays only the candidates that can still win; the templates
+bound them more cheaply still, from their shapes alone, before any is recorded.
 """
 
 import collections
+import dataclasses
 import itertools
 import math
+from copy import copy as shallow_copy
 from typing import NamedTuple
 
-from .. import dtypes
-from ..costs import matmul_cycles, ports, side_shares, transfer_bandwidth, transfer_bytes, transfer_latency, vector_cycles
-from ..instructions import TABLE_OPERANDS, dense
-from ..ops.elementwise import OUT, In, Tmp
-from .local import _Load, _strided
-from .route import STAGE_SLOTS, route
+from ..timing import Cache, Observer, Step, Timeline, price
+from .emit import Buf, oldest
+from .route import STAGE_SLOTS
+from .sync import Clocks, accessed
+from .window import filler
+
+REPEATS = 4  # the least positions of a loop that run before the rest are priced (module docstring)
+
+STEP, TILE, KEPT, PART, STAGE = "step", "tile", "kept", "part", "stage"  # role scopes (`role`)
 
 
-class Op(NamedTuple):
+def role(scope: str, name, mem: str, size: int = 0) -> Buf:
+    """A placeholder buffer naming what a step's instruction reads or writes, for a Recorder:
+    scope STEP (a slot buffer: the step's own), TILE (the output tile's own: its accumulator,
+    epilogue and tail buffers), KEPT (a kept operand, loaded by a tile and kept by the next
+    ones), PART (a part of a kept operand, one per reduction block); any other scope names a
+    buffer that does not rotate (a tensor's home, a fill value)."""
+    return Buf((scope, name), mem, 0, size)
+
+
+class Timed(NamedTuple):
+    """An instruction of a candidate tiling: its engine, its Step as the machine prices it, and
+    the roles (Buf names) of what it reads and writes."""
+
     engine: str
-    cycles: float  # the engine's time for it alone
-    lead: float = 0  # a transfer's latency, before its bytes reach DDR
-    ddr: float = 0  # cycles of DDR bandwidth its bytes take
-    in_flight: int = 1  # a DMA engine's transfers under way at once (chips.Engine.in_flight)
-    hop: int = -1  # a transfer's hop along its copy's route (0: the first); -1: not a transfer
-    via: str = ""  # a hop into a staging buffer (not the copy's last): the memory of that buffer
-    cache: float = 0  # cycles of the bandwidth of the chip's cache of DDR its bytes take (a staging hop's, a hit's)
+    step: Step
+    reads: tuple = ()
+    writes: tuple = ()
+
+
+class Recorder:
+    """The emitter's interface, as the emission helpers use it (emit, stage_buffer, alloc,
+    release, bind, allocators), placing nothing: each instruction is kept as a Timed."""
+
+    def __init__(self, chip, allocators):
+        self.chip, self.allocators = chip, allocators
+        self.notes = []
+        self._timed = []
+        self._steps = {}  # (engine, instruction) -> its Step
+
+    def emit(self, engine, instr, reads=(), writes=()):
+        key = (engine, instr)
+        step = self._steps.get(key)
+        if step is None:
+            step = self._steps[key] = price(self.chip, self.chip.engines[engine], instr)
+        self._timed.append(Timed(engine, step, tuple(b.name for b in reads), tuple(b.name for b in writes)))
+
+    def stage_buffer(self, mem, nbytes, name, engine):
+        return role(STAGE, mem, mem, nbytes)
+
+    def alloc(self, mem, nbytes, name, unused=False):
+        return role("fixed", name, mem, nbytes)
+
+    def bind(self, name, role_, dtype, shape, data=b"", mem="ddr"):
+        return Buf(("fixed", name), mem, 0, len(data))
+
+    def release(self, buf):
+        pass
+
+    def take(self) -> tuple:
+        """What was recorded since the last take."""
+        out = tuple(self._timed)
+        self._timed.clear()
+        return out
 
 
 class Work(NamedTuple):
-    """A step's chains of Ops: load (into its slot), product (reads the slot), and on a tile's
-    last step finish (reads the accumulator) and store; on its first, fills: the loads into the
-    tile's own buffers (a bias, a fused tail's operands), emitted after the step's loads; kept:
-    the loads into a part of a kept buffer (a convolution's input block, tiled's reuse_blocks),
-    emitted before the step's loads, which wait for the products that last read that part
-    rather than for the slot."""
+    """A step's instructions (Timed), in the order the template emits them: load (into its
+    slot), product, and on a tile's last step finish (reads the accumulator) and store; fills:
+    on a tile's first step, the loads into the tile's own buffers (a bias, a fused tail's
+    operands), emitted after the step's loads; kept: the loads into a part of a kept operand,
+    emitted before them."""
 
     load: tuple
     product: tuple
@@ -79,190 +119,148 @@ class Work(NamedTuple):
     kept: tuple = ()
 
 
-def chain(ops):
-    """ops as a tuple, consecutive ones on one engine merged (they run back to back anyway),
-    except an engine's that overlaps its transfers."""
-    out = []
-    for op in ops:
-        if out and out[-1].engine == op.engine and op.in_flight == 1:
-            last = out[-1]
-            lead = last.lead if last.ddr or last.cache else last.cycles + op.lead
-            out[-1] = Op(op.engine, last.cycles + op.cycles, lead, last.ddr + op.ddr, 1, last.hop, last.via, last.cache + op.cache)
-        else:
-            out.append(op)
-    return tuple(out)
-
-
-class Pricer:
-    """Ops of instructions on a chip, DDR shared by `busy` units working at once. A search
-    prices the same transfers for many candidates, so copies are remembered by what their cost
-    depends on (not the addresses)."""
-
-    def __init__(self, chip, busy=1):
-        self.chip, self.memories = chip, chip.memories
-        self.ddr_rate = chip.memories["ddr"].bandwidth / busy
-        cache = chip.cache
-        self.cache, self.cache_rate = (cache.name, cache.bandwidth / busy) if cache else (None, 1)
-        self._copies = {}
-
-    def copy(self, src, dst):
-        """The Ops of a copy from region src to region dst along its route: the first hop
-        reads src, the last writes dst, those between stage through dense buffers."""
-        key = (src.mem, src.dtype, src.shape, src.strides, dst.mem, dst.dtype, dst.shape, dst.strides)
-        if key not in self._copies:
-            self._copies[key] = self._copy(src, dst)
-        return list(self._copies[key])
-
-    def _copy(self, src, dst):
-        ops, here = [], src
-        hops = route(self.chip, src.mem, dst.mem)
-        for k, (name, a, b) in enumerate(hops):
-            there = dst if k == len(hops) - 1 else dense(b, 0, here.dtype, here.shape)
-            engine = self.chip.engines[name]
-            moved = transfer_bytes(here, there, self.memories)
-            lead = transfer_latency(engine, self.memories, (a, b))
-            shares = side_shares(here, there)
-            cycles = lead + math.ceil(moved / transfer_bandwidth(engine, self.memories, (a, b), shares))
-            use = ports((a, b), shares)
-            ddr = moved * use.get("ddr", 0) / self.ddr_rate
-            cached = moved * use.get(self.cache, 0) / self.cache_rate
-            ops.append(Op(name, cycles, lead, ddr, engine.in_flight, k, b if k < len(hops) - 1 else "", cached))
-            here = there
-        return ops
-
-    def matmul(self, engine, M, K, N, dtype, conv=False):
-        e = self.chip.engines[engine]
-        return Op(engine, matmul_cycles(M, K, N, e.matrix, dtype, e.issue_latency, conv))
-
-    def vector(self, engine, elements, dtype, fn):
-        e = self.chip.engines[engine]
-        return Op(engine, vector_cycles(elements, dtype, fn, e.vector, e.issue_latency))
-
-    def steps(self, engine, steps, inputs, out, temps, elements):
-        """The Ops of emit_steps (isa/lower/vector_steps.py) on tiles of `elements`: inputs,
-        out and temps the dtypes of In(i), OUT and Tmp(k); each instruction is priced in its
-        widest region operand's dtype, as the machine does."""
-        ops = []
-        for step in steps:
-            widths = [out if step.dst == OUT else temps[step.dst.index]]
-            tables = TABLE_OPERANDS.get(step.fn, ())
-            for i, o in enumerate(step.operands):
-                if i not in tables and isinstance(o, (In, Tmp)):
-                    widths.append(inputs[o.index] if isinstance(o, In) else temps[o.index])
-            ops.append(self.vector(engine, elements, max(widths, key=dtypes.itemsize), step.fn))
-        return ops
-
-    def tail(self, tail, engine, starts, extents):
-        """(loads, compute, stores) Ops of a layer group's Tail (isa/lower/local.py) on one
-        output tile: its operands' loads from their homes, its nodes' vector steps, its stores
-        (none for what lives in the vector memory: the tail reads and writes it in place)."""
-        graph, home = tail.graph, tail.ctx.home
-        loads, compute, stores = [], [], []
-        for key in tail.loads:
-            if home[key.tensor].mem == engine.memory:
-                continue  # read where it lives
-            s, e, steps = key.node.box(key.index, starts, extents)
-            tensor = graph.tensors[key.tensor]
-            src = _strided(home[key.tensor], tensor, key.node.operand_shape(key.index), s, e, steps)
-            loads += self.copy(src, dense(engine.memory, 0, tensor.dtype, e))
-        elements = math.prod(extents)
-        for k, n in enumerate(tail.nodes):
-            source = [tail.source[k, i] for i in range(len(n.node.inputs))]
-            inputs = [graph.tensors[src.tensor if isinstance(src, _Load) else src].dtype for src in source]
-            compute += self.steps(engine.name, n.steps, inputs, n.out.dtype, n.temps, elements)
-        in_place = tail.stored_in_place(engine.memory)
-        for t in tail.stores:
-            if t in in_place:
-                continue  # computed there
-            tensor = graph.tensors[t]
-            dst = _strided(home[t], tensor, tail.shape, starts, extents, (1,) * len(extents))
-            stores += self.copy(dense(engine.memory, 0, tensor.dtype, extents), dst)
-        return loads, compute, stores
-
-
 class Priced:
-    """A template's plan that prices its candidate tilings' steps (a mixin): `piece` remembers
-    the Ops of a part of a step by the extents it depends on, since a search meets the same
-    input tile, weight block or epilogue in many candidates. Pieces are methods named
-    `_price_<name>(pricer, *args)`."""
+    """A template's plan that prices its candidate tilings (a mixin). `piece(name, *args)`
+    records `_price_<name>(plan, *args)` once: plan is this plan with its emitter (and the
+    context's, and its tail's) a Recorder, so the method emits through the template's own code;
+    it returns the Timed recorded, or what the method returns (parts it took as it went)."""
 
-    def pricer(self, busy):
-        """The Pricer for `busy` units at work (one per plan, so it remembers its copies)."""
-        pricers = self.__dict__.setdefault("_pricers", {})
-        if busy not in pricers:
-            pricers[busy] = Pricer(self.ctx.chip, busy)
-        return pricers[busy]
+    def unit_cores(self, units):
+        """The core each of the first `units` units runs on, where each has a core of its own
+        (estimate.tiled runs every unit's tiles then); else None."""
+        cores = [u.matrix.core if u.matrix is not None else None for u in self.units[:units]]
+        return cores if units > 1 and None not in cores and len(set(cores)) == units else None
+
+    def recording(self):
+        """This plan emitting into a Recorder (made once per plan)."""
+        rec = self.__dict__.get("_recording")
+        if rec is None:
+            recorder = Recorder(self.ctx.chip, self.ctx.em.allocators)
+            rec = shallow_copy(self)
+            rec.em, rec.ctx = recorder, dataclasses.replace(self.ctx, em=recorder, constants={})
+            if getattr(self, "tail", None) is not None:
+                rec.tail = shallow_copy(self.tail)
+                rec.tail.ctx = rec.ctx
+            self._recording = rec
+        return rec
+
+    def piece(self, name, *args) -> tuple:
+        pieces = self.__dict__.setdefault("_pieces", {})
+        key = (name,) + args
+        if key not in pieces:
+            rec = self.recording()
+            parts = getattr(self, "_price_" + name)(rec, *args)  # several parts, each taken as it was recorded
+            recorded = rec.em.take()
+            pieces[key] = recorded if parts is None else parts
+        return pieces[key]
+
+    def fillers(self, dtype, value, mem):
+        """The fill values a window load reads (isa/lower/window.py), placed once, outside the
+        steps: a plan's first loads place them, once per op and unit, which no step repeats."""
+        rec = self.recording()
+        fillers = rec.__dict__.setdefault("_fillers", {})
+        filler(rec.ctx, fillers, dtype, value, mem, self.node.name)
+        rec.em.take()
+        return fillers
 
     def once(self, *tensors):
-        """Estimate's `once` (read_once) for those of the op's inputs `tensors` that live in DDR."""
-        return read_once(self.ctx.chip, [t for t in tensors if self.ctx.home[t.name].mem == "ddr"])
+        """The bytes of those of the op's inputs `tensors` that live in DDR (Estimate's `once`)."""
+        return sum(t.nbytes for t in tensors if self.ctx.home[t.name].mem == "ddr")
 
-    def piece(self, busy, name, *args):
-        cache = self.__dict__.setdefault("_pieces", {})
-        key = (busy, name) + args
-        if key not in cache:
-            cache[key] = getattr(self, "_price_" + name)(self.pricer(busy), *args)
-        return cache[key]
 
-    def _price_tail(self, price, starts, extents):
-        """(loads, compute, stores) of the plan's fused Tail (self.tail on self.vx) on a tile."""
-        return tuple(tuple(ops) for ops in price.tail(self.tail, self.vx, starts, extents))
+class _Loop(NamedTuple):
+    bodies: tuple  # the nodes (_Step or _Loop) of its first REPEATS positions
+    count: int  # its positions
+
+
+class _Step(NamedTuple):
+    key: tuple  # what its Work is (Estimate.work's argument)
+    block: int  # its reduction block, 0 first
+    first: bool  # its tile's first step
+    last: bool
+    fresh: bool  # its tile loads the kept operand
 
 
 class Estimate:
-    """The makespan of a run of steps (module docstring).
+    """The cycles of a run of steps (module docstring).
 
-    work(key): a step's Work; counts: key -> how many steps do it; sequence(): the steps in
-    order as (key, tile, first, last, after), tile numbering the unit's output tiles from 0,
-    first and last whether the step is its tile's first and last, after the step whose products
-    its Work.kept loads wait for (None: none)."""
+    work(key) -> Work of a step; counts: key -> how many steps do it (for the bounds); runs():
+    per unit run, its tiles in order, each (signature, steps: [_Step]), with `periods` the
+    number of tiles each position takes at each loop level, outermost first (like positions
+    are found among them); slots: the slot buffers steps rotate; tile_slots: those tiles
+    rotate; stage_slots: memory -> the staging buffers a route rotates there; ctx: the
+    lowering (chip, allocators); busy: units at work at once; once: the bytes of the op's DDR
+    inputs (a cache of DDR serves any byte read again); ends: the keys of the first and the last
+    step; cores: each unit's core, where runs() has every unit's run (tiled)."""
 
-    def __init__(self, work, counts, sequence, slots, store_reads_acc=False, floor=None, stage_slots=None, once=None, acc_slots=None,
-                 acc_parts=1):
-        self.work, self.counts, self.sequence = work, counts, sequence
-        self.slots, self.store_reads_acc = slots, store_reads_acc
-        self.acc_slots, self.acc_parts = acc_slots or slots, acc_parts
-        self.stage_slots = stage_slots or {}  # memory -> the staging buffers a hop rotates there (default STAGE_SLOTS)
-        self.once = once  # where a cache keeps the inputs: (DDR cycles of their bytes each read once, ddr / cache bandwidth) (read_once)
-        self._floor, self._works, self._cycles = floor, None, None
+    def __init__(self, ctx, work, counts, runs, periods, slots, tile_slots=None, stage_slots=None, busy=1, once=None, ends=None, cores=None):
+        self.ctx, self.work, self.counts, self.runs, self.periods, self.ends, self.cores = ctx, work, counts, runs, periods, ends, cores
+        self.slots, self.tile_slots = slots, tile_slots or slots
+        self.stage_slots = stage_slots or {}
+        self.busy, self.once = busy, once
+        self._works, self._cycles = {}, None
+        chip = ctx.chip
+        # the memories the units share (ddr, an L2, a host) give each its share of their bandwidth
+        self.bandwidths = {m.name: m.bandwidth / (busy if m.core is None or m.name == "ddr" else 1) for m in chip.memories.values()}
+        # a replay of every unit shares them as the machine does
+        self.replayed = self.bandwidths if cores is None else {m.name: m.bandwidth for m in chip.memories.values()}
 
-    @property
-    def works(self):
-        if self._works is None:
-            self._works = {key: self.work(key) for key in self.counts}
-        return self._works
+    def work_of(self, key):
+        """The Work of a step of `key`, worked out once."""
+        work = self._works.get(key)
+        if work is None:
+            work = self._works[key] = self.work(key)
+        return work
 
-    def floor(self):
-        """A lower bound of `bound`, cheaper to work out: from floor(key), some of a step's
-        Ops (exact) and a lower bound of its DDR cycles; without one, `bound` itself."""
-        if self._floor is None:
-            return self.bound()
-        busy = {"ddr": 0.0}
-        for key, n in self.counts.items():
-            ops, ddr = self._floor(key)
-            for op in ops:
-                busy[op.engine] = busy.get(op.engine, 0.0) + n * op.cycles
-            busy["ddr"] += n * ddr
-        if self.once is not None:
-            busy["ddr"] = min(busy["ddr"], self.once[0])
-        return max(busy.values())
+    # ---- bounds -----------------------------------------------------------------------------
 
     def bound(self):
-        """A lower bound of the makespan: the busiest engine's total, or DDR's."""
-        busy = {"ddr": 0.0, "cache": 0.0}
-        reads = 0.0  # the loads' DDR cycles
+        """A lower bound of the cycles: the busiest engine's total, or a shared memory's (each
+        transfer's bytes at the least bandwidth on its way; a cache of DDR may serve a load's
+        bytes after the first read of them)."""
+        chip, bw = self.ctx.chip, self.bandwidths
+        busy, reads = {}, 0.0
         for key, n in self.counts.items():
-            work = self.works[key]
-            for op in (op for part in work for op in part):
-                own = op.cycles - op.lead if op.in_flight > 1 else op.cycles  # an overlapped latency may cost nothing
-                busy[op.engine] = busy.get(op.engine, 0.0) + n * own
-                busy["ddr"] += n * op.ddr
-                busy["cache"] += n * op.cache
-            reads += n * sum(op.ddr for op in (*work.load, *work.fills))
-        if self.once is not None and reads > self.once[0]:  # the rest hit
-            busy["ddr"] -= reads - self.once[0]
-            busy["cache"] += (reads - self.once[0]) * self.once[1]
-        return max(busy.values())
+            for t in (t for part in self.work_of(key) for t in part):
+                step = t.step
+                if step.kind != "dma":
+                    busy[t.engine] = busy.get(t.engine, 0.0) + n * step.cycles
+                    continue
+                rate = min([step.rate] + [bw[m] / k for m, k in step.use.items()])
+                overlap = chip.engines[t.engine].in_flight > 1  # its latency may hide behind the transfer before
+                busy[t.engine] = busy.get(t.engine, 0.0) + n * (step.moved / rate + (0 if overlap else step.cycles))
+                for m, k in step.use.items():
+                    busy[m] = busy.get(m, 0.0) + n * step.moved * k / bw[m]
+                if step.read is not None:
+                    reads += n * step.moved * step.shares[0]
+        cache = chip.cache
+        if cache is not None and self.once is not None and reads > self.once:  # bytes read again may hit
+            busy["ddr"] = busy.get("ddr", 0.0) - (reads - self.once) / bw["ddr"]
+        return max(max(busy.values(), default=0.0), self._products_path())
+
+    def _products_path(self):
+        """A lower bound of the cycles by the matrix engine's path: its products wait for the
+        first step's loads, follow one another, and the last tile's finish and store follow the
+        last of them."""
+        first, last = (self.work_of(key) for key in self.ends)
+        engines = {t.engine for t in first.product if t.step.kind == "matrix"}
+        if len(engines) != 1:
+            return 0.0
+        (engine,) = engines
+        products = sum(n * t.step.cycles for key, n in self.counts.items() for t in self.work_of(key).product if t.engine == engine)
+        lead = max((self._alone(t) for t in (*first.kept, *first.load) if t.engine != engine), default=0.0)
+        finish = sum(t.step.cycles for t in last.finish if t.engine == engine and t.step.kind != "dma")
+        store = max((self._alone(t) for t in last.store if t.engine != engine), default=0.0)
+        return lead + products + finish + store
+
+    def _alone(self, t):
+        """The least time a Timed takes: a transfer's latency and bytes at the least bandwidth on its way."""
+        step = t.step
+        if step.kind != "dma":
+            return step.cycles
+        return step.cycles + step.moved / min([step.rate] + [self.bandwidths[m] / k for m, k in step.use.items()])
+
+    # ---- the replay -------------------------------------------------------------------------
 
     def cycles(self):
         if self._cycles is None:
@@ -270,241 +268,316 @@ class Estimate:
         return self._cycles
 
     def _replay(self):
-        ddr, cache = _Channel(), _Channel()
-        readers = {}  # memory -> the ends of the hops that read its staging buffers, latest last
-        queued = {}  # engine -> (when its next Op's latency may start, the ends of its latest in_flight Ops)
-        misses, ratio = self.once or (math.inf, 0.0)  # the loads' DDR cycles still to miss; DDR over cache bandwidth
+        runs, repeats = self.runs(), REPEATS
+        distinct = self.ctx.chip.cache is not None
+        cores = self.cores or [None]
+        while True:
+            run, laid = _Run(self), []
+            for unit, tiles in enumerate(runs):
+                if tiles:
+                    steps, loops = [], []
+                    _expand(_nest(tiles, self.periods, distinct, repeats), steps, loops, 1)
+                    laid.append((run.emit(steps, unit, cores[unit]), loops))
+            run.run()
+            total, settled = 0.0, True
+            for marks, loops in laid:
+                extra = 0.0
+                for left, mult, ends in loops:
+                    times = [run.ends(marks[i]) for i in ends[:-1]]  # the last position drains into what follows
+                    period, before = times[-1] - times[-2], times[-2] - times[-3]
+                    settled = settled and abs(period - before) <= max(1.0, 0.002 * period)
+                    extra += left * mult * max(period, 0.0)
+                total = max(total, max(run.ends(m) for m in marks) + extra)
+            if settled or not any(loops for _, loops in laid):
+                return total
+            repeats *= 2
 
-        def run(ops, ready, reads=False):
-            """Run a chain ready at `ready`; its end. An Op starts once its engine is free and
-            the Op before it has ended, but a copy's first hop once the computing before it in
-            the chain is done (not other copies' hops: its engine's queue orders it behind
-            those on the same engine); only what writes the step's buffers waits for `ready`.
-            Loads (reads) miss the cache until the inputs' bytes have each been read once."""
-            nonlocal misses
-            t = last = ready
-            computed = 0.0  # the end of the computing in the chain so far
-            staged = ""  # the memory the hop before staged into
-            for engine, cycles, lead, need, in_flight, hop, via, cached in ops:
-                if reads:
-                    hit = max(0.0, need - misses)
-                    need, cached, misses = need - hit, cached + hit * ratio, misses - (need - hit)
-                if hop == 0:
-                    t = computed
-                if via:  # it waits for its staging buffer's last reader
-                    read = readers.setdefault(via, collections.deque(maxlen=self.stage_slots.get(via, STAGE_SLOTS)))
-                    if len(read) == read.maxlen:
-                        t = max(t, read[0])
-                else:
-                    t = max(t, ready)
-                t = queue(engine, cycles, lead, need, in_flight, cached, t)
-                if hop < 0:
-                    computed = t
-                if staged and hop > 0:
-                    readers[staged].append(t)
-                staged = via
-                if t > last:
-                    last = t
-            return last
 
-        def queue(engine, cycles, lead, need, in_flight, cached, t):
-            """An Op ready at t on its engine's in-order queue; its end. As the machine's DMA
-            queue (sim/machine.py, _Flight): a transfer's latency starts after the previous
-            one's and once fewer than in_flight transfers are under way, its bytes move after
-            the previous transfer's (with in_flight 1: the Op starts when the last has ended)."""
-            next_lead, ends = queued.get(engine) or queued.setdefault(engine, (0.0, collections.deque(maxlen=in_flight)))
-            start = max(t, next_lead, ends[0] if len(ends) == in_flight else 0.0)
-            begin = max(start + lead, ends[-1] if ends else 0.0)
-            end = begin + cycles - lead
-            if need:
-                end = max(end, ddr.take(begin, need))
-            if cached:
-                end = max(end, cache.take(begin, cached))
-            ends.append(end)
-            queued[engine] = (start + lead, ends)
-            return end
+def _nest(tiles, periods, distinct, repeats):
+    """The tiles (each (signature, its steps)) as nodes (_Step, _Loop): at each loop level,
+    more than `repeats` consecutive positions (chunks of periods[0] tiles) that do the same
+    work are a loop of the first `repeats` of them; within a tile, more than `repeats` middle
+    reduction blocks are. distinct: whether like steps differ by where they are (their keys
+    carry their positions), so that each is laid out with its own."""
+    p = periods[0]
+    chunks = [tiles[i:i + p] for i in range(0, len(tiles), p)]
+    out = []
+    for _, group in itertools.groupby(chunks, key=lambda chunk: tuple(sig for sig, _ in chunk)):
+        group = list(group)
+        nest = (lambda chunk: _nest(chunk, periods[1:], distinct, repeats)) if len(periods) > 1 else (lambda chunk: _blocks(chunk[0][1], repeats))
+        kept = group[:repeats] if len(group) > repeats else group
+        bodies = [nest(chunk) for chunk in kept] if distinct else [nest(group[0])] * len(kept)
+        if len(group) > repeats:
+            out.append(_Loop(tuple(tuple(b) for b in bodies), len(group)))
+        else:
+            out.extend(node for body in bodies for node in body)
+    return out
 
-        works, slots, accs, parts = self.works, self.slots, self.acc_slots, self.acc_parts
-        seq = list(self.sequence())
-        loaded, product, stored, freed = [0.0] * len(seq), [0.0] * len(seq), {}, {}  # freed: when a tile's accumulator may be written again
 
+def _blocks(steps, repeats):
+    """A tile's steps, more than `repeats` like middle ones as a loop of the first `repeats`."""
+    if len(steps) > repeats + 2:
+        return [steps[0], _Loop(tuple((s,) for s in steps[1:1 + repeats]), len(steps) - 2), steps[-1]]
+    return list(steps)
+
+
+def _expand(nodes, out, loops, mult):
+    """Lay nodes out as steps in `out`, each loop's positions run; for the first instance of
+    each loop, (positions left out, times it recurs, the index of each position's last step) in
+    `loops` (None: not the first instance)."""
+    for node in nodes:
+        if isinstance(node, _Loop):
+            ends = []
+            for c, body in enumerate(node.bodies):
+                _expand(body, out, loops if c == 0 else None, mult * node.count)
+                ends.append(len(out) - 1)
+            if loops is not None:
+                loops.append((node.count - len(node.bodies), mult, ends))
+        else:
+            out.append(node)
+
+
+class _Run(Observer):
+    """Steps laid out in the pipeline's order as per-engine streams of Steps, with the waits
+    the emitter would infer, run on the timing core."""
+
+    def __init__(self, estimate):
+        self.estimate, chip = estimate, estimate.ctx.chip
+        self.chip = chip
+        self.streams, self.waits = {}, {}
+        self.clocks = Clocks(chip.engines)
+        self.buffers = {}
+        self.stages = {}  # memory -> its staging buffers
+        self.current = {}  # memory -> the staging buffer the copy under way uses
+        self.end = {}  # (engine, index) -> when it ended
+        self.watched = {}
+        self.moved = estimate.__dict__.setdefault("_moved", {})  # (Timed, core) -> it on that core (_on_core)
+
+    def emit(self, steps, unit=0, core=None):
+        """Emit a unit's steps (the pipeline's order: with double buffering, step i + 1's loads
+        before step i's product), on `core`'s engines and memories where given; returns per
+        step the (engine, index) of its instructions."""
+        est = self.estimate
+        self.unit, self.core = unit, core
+        double = est.slots > 1
+        marks = [[] for _ in steps]
+        where = []  # per step: (step index, tile, kept slot)
+        tile = fresh = -1
+        for i, s in enumerate(steps):
+            tile += s.first
+            fresh += s.first and s.fresh
+            where.append((i, tile, fresh))
+
+        work = est.work_of
         def load(i):
-            key, tile, first, _, after = seq[i]
-            ready = product[i - slots] if i >= slots else 0.0
-            if works[key].kept:
-                loaded[i] = run(works[key].kept, product[after] if after is not None else 0.0, True)
-            loaded[i] = max(loaded[i], run(works[key].load, ready, True))
-            if first and works[key].fills:
-                filled = max(ready, stored[tile - slots]) if tile >= slots else ready
-                loaded[i] = max(loaded[i], run(works[key].fills, filled, True))
+            s, at = steps[i], where[i]
+            w = work(s.key)
+            self._part(w.kept, at, s, marks[i])
+            self._part(w.load, at, s, marks[i])
+            if s.first:
+                self._part(w.fills, at, s, marks[i])
 
-        double = slots > 1
-        if double and seq:
+        if double and steps:
             load(0)
-        for i, (key, tile, first, last, _) in enumerate(seq):
+        for i, s in enumerate(steps):
             if not double:
                 load(i)
-            elif i + 1 < len(seq):
+            elif i + 1 < len(steps):
                 load(i + 1)
-            ready = loaded[i]
-            if first and tile >= accs:
-                ready = max(ready, freed[tile - accs])
-            work = works[key]
-            product[i] = run(work.product, ready)
-            if last:
-                finished = run(work.finish, product[i])
-                stored[tile] = run(work.store, finished)
-                stall = drain_stall(sum(op.cycles for op in work.product), stored[tile] - finished, parts)
-                freed[tile] = finished + stall if self.store_reads_acc else finished
-        return max((ends[-1] for _, ends in queued.values()), default=0.0)
+            w = work(s.key)
+            self._part(w.product, where[i], s, marks[i])
+            if s.last:
+                self._part(w.finish, where[i], s, marks[i])
+                self._part(w.store, where[i], s, marks[i])
+        return marks
+
+    def _part(self, timed, at, s, marks):
+        for t in timed:
+            if self.core is not None:
+                t = self._on_core(t)
+            reads = [self._buffer(name, at, s, False) for name in t.reads]
+            writes = [self._buffer(name, at, s, True, t.engine) for name in t.writes]
+            stream = self.streams.setdefault(t.engine, [])
+            need = self.clocks.need(t.engine, reads, writes)
+            if need:
+                self.waits[t.engine, len(stream)] = tuple(sorted(need.items()))
+                stream.append(None)
+                self.clocks.appended(t.engine)
+                self.clocks.learn(t.engine, need)
+            index = len(stream)
+            stream.append(t.step)
+            self.clocks.appended(t.engine)
+            accessed(t.engine, index, reads, writes)
+            marks.append((t.engine, index))
+
+    def _buffer(self, name, at, s, written, engine=None):
+        """The buffer a role names for step s (at: its index, tile and kept-operand load)."""
+        scope, what = name if isinstance(name, tuple) and len(name) == 2 else ("fixed", name)
+        i, tile, fresh = at
+        est = self.estimate
+        if scope == STAGE:
+            if written:
+                pool = self.stages.get((self.unit, what))
+                if pool is None:
+                    pool = self.stages[self.unit, what] = [_Buffer() for _ in range(est.stage_slots.get(what, STAGE_SLOTS))]
+                self.current[what] = oldest(pool, engine)
+            return self.current[what]
+        key = {STEP: (i % est.slots,), TILE: (tile % est.tile_slots,), KEPT: (fresh % est.slots,),
+               PART: (fresh % est.slots, s.block)}.get(scope, ())
+        key = (self.unit, scope, what) + key  # units write disjoint parts of what they share: no order between them
+        buf = self.buffers.get(key)
+        if buf is None:
+            buf = self.buffers[key] = _Buffer()
+        return buf
+
+    def run(self):
+        est, chip = self.estimate, self.chip
+        cache = None
+        if chip.cache is not None:
+            allocators = est.ctx.em.allocators
+            accesses = 2 * sum(len(s) for s in self.streams.values())
+            cache = Cache(chip.cache.name, chip.memories["ddr"].burst, allocators[chip.cache.name].free_bytes(), allocators["ddr"].peak + 1,
+                          accesses)
+        timeline = Timeline(chip, self.streams, self.waits, cache, est.replayed, observer=self)
+        return timeline.run()
+
+    def _on_core(self, t):
+        """Unit 0's Timed on this unit's core: its engine and its core's memories renamed."""
+        key = (id(t), self.core)
+        moved = self.moved.get(key)
+        if moved is None:
+            here = self.estimate.cores[0]
+            rename = (lambda name: f"c{self.core}.{name[len(f'c{here}.'):]}" if name.startswith(f"c{here}.") else name)
+            step = t.step
+            if step.use is not None:
+                step = step._replace(use={rename(m): k for m, k in step.use.items()}, src=rename(step.src), dst=rename(step.dst))
+            else:
+                step = step._replace(dst=rename(step.dst))
+            moved = self.moved[key] = Timed(rename(t.engine), step, t.reads, t.writes)
+        return moved
+
+    def ends(self, marks):
+        return max((self.end.get(m, 0.0) for m in marks), default=0.0)
+
+    def ended(self, engine, i, step, start, end, note, cached):
+        self.end[engine, i] = end
 
 
+class _Buffer:
+    """A buffer of the replay, for the sync rule: its last writer and its readers since."""
 
-def drain_stall(product, store, parts):
-    """How long after a tile's last product ends the next tile's first product, of as many
-    cycles, must wait to start, where the accumulator both use is filled and stored in `parts`
-    equal parts of rows: part j is stored once the last product has done it and the store of
-    part j - 1 is over, and the next product may write part j once that store is over. One
-    part: the whole store."""
-    start, stored, stall = -product, -product, 0.0  # cycles from the last product's end
-    for j in range(parts):
-        stored = max(stored, start + (j + 1) * product / parts) + store / parts
-        stall = max(stall, stored - j * product / parts)
-    return stall
-
-
-def read_once(chip, tensors):
-    """Estimate's `once` for an op whose DDR inputs are `tensors`: on a chip whose cache of DDR
-    can hold them whole, (the DDR cycles reading each of their bytes once takes, at the whole DDR
-    bandwidth: the units' loads together; DDR's bandwidth over the cache's); None on a chip
-    without one, or where they do not fit."""
-    cache = chip.cache
-    if cache is None:
-        return None
-    nbytes = sum(t.nbytes for t in tensors)
-    if nbytes > cache.capacity:
-        return None
-    ddr = chip.memories["ddr"].bandwidth
-    return nbytes / ddr, ddr / cache.bandwidth
-
-
-class _Channel:
-    """DDR as the estimate sees it: transfers take its bandwidth one after another, in the order
-    they are replayed, but one replayed later whose bytes could begin earlier first fills the
-    time DDR stood idle before (as transfers that overlap in the machine share the bandwidth and
-    both progress). Only the latest GAPS idle spans are kept."""
-
-    GAPS = 16
+    __slots__ = ("writes", "reads", "section")
 
     def __init__(self):
-        self.end = 0.0  # when the bandwidth taken so far is done
-        self.gaps = []  # idle (start, end) spans before self.end, in order
-
-    def take(self, begin, need):
-        """When `need` cycles of bandwidth, taken from cycle `begin` on, are done."""
-        kept = []
-        for a, b in self.gaps:
-            start = max(a, begin)
-            if need and start < b:
-                use = min(b - start, need)
-                need -= use
-                done = start + use
-                kept += [g for g in ((a, start), (done, b)) if g[1] > g[0]]
-            else:
-                kept.append((a, b))
-        if not need:
-            self.gaps = kept
-            return done
-        if begin > self.end:
-            kept.append((self.end, begin))
-        self.gaps = kept[-self.GAPS:]
-        self.end = max(self.end, begin) + need
-        return self.end
+        self.writes, self.reads, self.section = {}, {}, None
 
 
-def tiled(work, axes, reduction, block, units, slots, store_reads_acc=False, repeat=1, floor=None, reuse=None, stage_slots=None, once=None,
-          acc_slots=None, acc_parts=1, reuse_blocks=False):
+def tiled(ctx, work, axes, reduction, block, units, slots, repeat=1, reuse=None, stage_slots=None, once=None, tile_slots=None,
+          reuse_blocks=False, cores=None):
     """The Estimate of a tiled op's steps on the first (busiest) of `units` units, the output
     tiles dealt among them in runs of consecutive ones (isa/lower/pipeline.deal).
 
-    axes: per dimension of the output, a class per tile position in order (tiles of one class
-    in every dimension do the same work); repeat: how many times the whole grid of tiles is
-    walked (groups, batch), outermost; each tile walks a reduction of `reduction` in blocks of
-    `block`; work(busy, kind, block, first, last): the Work of one step, kind the tuple of the
-    tile's classes, busy the units at work (they share DDR); floor(busy, kind, block, first,
-    last): the step's Estimate.floor terms, or None.
+    axes: per dimension of the output, a class per tile position in order, (start, ...): tiles
+    whose classes but for their starts are alike in every dimension do the same work; repeat:
+    how many times the whole grid of tiles is walked (groups, batch), outermost; each tile
+    walks a reduction of `reduction` in blocks of `block`; work(kind, size, first, last, start):
+    the Work of one step, kind the tuple of the tile's classes, size and start its block's. On
+    a chip that caches DDR,
+    where a step reads decides what hits: each position is then its own class (the caller's
+    axes say so) and each block passes its start; elsewhere the start is 0.
 
     reuse: an operand that depends only on the tile's position along the first `reuse` axes
     (and the repeat) is loaded whole with a tile's first block and stays while consecutive
     tiles share it (a matrix product's left row block): the steps then carry one more argument
     for work and floor, fresh, whether they load it (a unit's first tile does); with
     reuse_blocks, block by block with every step of the tile that loads it (a convolution's
-    input, channel block by channel block). stage_slots, once, acc_slots and acc_parts:
-    Estimate's."""
+    input, channel block by channel block). stage_slots, once and tile_slots: Estimate's.
+
+    cores: the core each unit runs on, where each unit has a core of its own: every unit's
+    tiles then run, on its core's engines and memories, sharing DDR and the chip's cache of it
+    as they do in the machine; without, the busiest unit's alone, with its share of the
+    memories the units share."""
     count = repeat * math.prod(len(a) for a in axes)
     # the units share DDR in proportion to their tiles: the busiest has ceil(count / units) of
     # them, and DDR moves every unit's bytes meanwhile
-    busy = count / -(-count // units)
+    mine = -(-count // units)
+    busy = count / mine
     blocks = -(-reduction // block)
     edge = reduction - (blocks - 1) * block
     reusing = reuse is not None
+    positions = ctx.chip.cache is not None
 
     def part(k):
-        return (edge if k == blocks - 1 else block, k == 0, k == blocks - 1)
+        return (edge if k == blocks - 1 else block, k == 0, k == blocks - 1, k * block if positions else 0)
 
-    # the parts of a tile's walk: its first and last block, and those between (all whole)
-    parts = {part(0): 1}
-    if blocks > 1:
-        parts[part(blocks - 1)] = 1
-    if blocks > 2:
-        parts[part(1)] = blocks - 2
-
-    def tiles():
-        """(kind, fresh) of the unit's tiles in order."""
-        positions = itertools.product(range(repeat), *(range(len(a)) for a in axes))
-        before = None
-        for at in itertools.islice(positions, -(-count // units)):
-            shared = at[:1 + reuse] if reusing else None
-            yield tuple(a[i] for a, i in zip(axes, at[1:])), shared is None or shared != before
-            before = shared
-
-    if units > 1:
-        mine = collections.Counter(tiles())
-    else:  # the classes per dimension combined in every way, without walking every tile
-        per_axis = [collections.Counter(a) for a in axes]
-        mine = {}
-        for kind in itertools.product(*per_axis):
-            n = repeat * math.prod(c[k] for c, k in zip(per_axis, kind))
-            # fresh: the tiles first along every axis past `reuse`
-            fresh = n if not reusing else repeat * math.prod(per_axis[d][k] for d, k in enumerate(kind[:reuse])) * all(
-                k == axes[d][0] for d, k in enumerate(kind) if d >= reuse)
-            mine[kind, True] = fresh
-            mine[kind, False] = n - fresh
     def key(kind, p, fresh):
         """A step's key: its tile's classes, its block, and where an operand is reused whether
         the step loads it."""
         return (kind,) + p + ((fresh and (p[1] or reuse_blocks),) if reusing else ())
 
+    def tiles(lo=0, hi=mine):
+        """(kind, fresh) of the tiles at positions lo..hi - 1 of a unit's run (default: the busiest's)."""
+        before = None
+        for at in itertools.islice(itertools.product(range(repeat), *(range(len(a)) for a in axes)), lo, hi):
+            shared = at[:1 + reuse] if reusing else None
+            yield tuple(a[i] for a, i in zip(axes, at[1:])), shared is None or shared != before
+            before = shared
+
+    def steps(kind, fresh):
+        return [_Step(key(kind, part(k), fresh), k, k == 0, k == blocks - 1, fresh) for k in range(blocks)]
+
+    # the bounds count steps by what they do, each kind of tile at its first position (where it
+    # is matters only to a replay's cache)
+    reps = [{} for _ in axes]
+    canon = [[reps[d].setdefault(c[1:], c) for c in a] for d, a in enumerate(axes)]
+    if units > 1:
+        kinds = collections.Counter((tuple(reps[d][c[1:]] for d, c in enumerate(kind)), fresh) for kind, fresh in tiles())
+    else:  # the classes per dimension combined in every way, without walking every tile
+        per_axis = [collections.Counter(a) for a in canon]
+        kinds = {}
+        for kind in itertools.product(*per_axis):
+            n = repeat * math.prod(c[k] for c, k in zip(per_axis, kind))
+            # fresh: the tiles first along every axis past `reuse`
+            fresh = n if not reusing else repeat * math.prod(per_axis[d][k] for d, k in enumerate(kind[:reuse])) * all(
+                k == canon[d][0] for d, k in enumerate(kind) if d >= reuse)
+            kinds[kind, True] = fresh
+            kinds[kind, False] = n - fresh
     counts = {}
-    for (kind, fresh), n in mine.items():
-        if n:
-            for p, m in parts.items():
-                step = key(kind, p, fresh)
-                counts[step] = counts.get(step, 0) + n * m
+    for (kind, fresh), n in kinds.items():
+        for k in {0, min(1, blocks - 1), blocks - 1}:
+            repeats = blocks - 2 if 0 < k < blocks - 1 else 1
+            if n and repeats:
+                step = key(kind, part(k)[:3] + (0,), fresh)
+                counts[step] = counts.get(step, 0) + n * repeats
+    sizes = [repeat] + [len(a) for a in axes]
+    periods = [math.prod(sizes[d + 1:]) for d in range(len(sizes))]
 
-    def sequence():
-        """(key, tile, first, last, after): after, for a step that loads a kept part (reuse_blocks),
-        the last step that read that part (the kept buffers rotate over `slots`, one per loaded
-        tile), else None."""
-        read, loaded = {}, 0  # (kept buffer, block) -> the last step reading it; tiles that loaded one
-        for t, (kind, fresh) in enumerate(tiles()):
-            loaded += fresh
-            for k in range(blocks):
-                p, part_of = part(k), ((loaded - 1) % slots, k)
-                step = key(kind, p, fresh)
-                yield step, t, p[1], p[2], read.get(part_of) if reuse_blocks and step[-1] else None
-                if reuse_blocks:
-                    read[part_of] = t * blocks + k
+    def at(i):
+        """The tile of the unit's i-th position: (kind, fresh)."""
+        here = [i // p % n for p, n in zip(periods, sizes)]
+        before = [(i - 1) // p % n for p, n in zip(periods, sizes)] if i else None
+        fresh = not reusing or before is None or here[:1 + reuse] != before[:1 + reuse]
+        return tuple(a[j] for a, j in zip(axes, here[1:])), fresh
 
-    return Estimate(lambda key: work(busy, *key), counts, sequence, slots, store_reads_acc,
-                    floor and (lambda key: floor(busy, *key)), stage_slots, once, acc_slots, acc_parts)
+    ends = (steps(*at(0))[0].key, steps(*at(mine - 1))[-1].key)
+
+    def runs():
+        """Each unit's tiles, (signature, steps) in order: the busiest unit's alone, or every
+        unit's where `cores` names the core each runs on."""
+        bounds = [(0, mine)] if cores is None else [(sum(r), sum(r) + n) for r, n in _dealt(count, units)]
+        return [[((_signature(kind), fresh), steps(kind, fresh)) for kind, fresh in tiles(lo, hi)] for lo, hi in bounds]
+
+    return Estimate(ctx, lambda k: work(*k), counts, runs, periods, slots, tile_slots, stage_slots, busy, once, ends, cores)
+
+
+def _dealt(count, units):
+    """(the sizes of the runs before, this run's size) of `count` tiles dealt among `units`
+    units in runs of consecutive ones, as pipeline.deal deals them."""
+    size, extra = divmod(count, units)
+    sizes = [size + (k < extra) for k in range(units)]
+    return [(sizes[:k], n) for k, n in enumerate(sizes)]
+
+
+def _signature(kind):
+    """What a tile of classes `kind` does, wherever it is: its classes but for their starts."""
+    return tuple(c[1:] for c in kind)

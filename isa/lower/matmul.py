@@ -31,13 +31,13 @@ from copy import copy as shallow_copy
 
 import numpy as np
 
-from .. import dtypes
+from .. import costs, dtypes
 from ..errors import OutOfMemoryError, UnsupportedError
-from ..instructions import Matmul, Region, Vector, dense
+from ..instructions import Matmul, Region, Vector
 from ..ops import REGISTRY
-from . import bias_table
+from . import bias_table, estimate
 from .alloc import shortfall
-from .estimate import Priced, Work, chain, drain_stall, tiled
+from .estimate import Priced, Work, tiled
 from .in_flight import in_flight
 from .pipeline import deal, run_units
 from .route import STAGE_SLOTS, copy
@@ -48,7 +48,7 @@ from .vector_steps import emit_steps
 
 def lower_matmul(ctx, group):
     plan = _Plan(ctx, group.nodes[0])
-    tm, tn, tk, keep, accs = plan.tiles()
+    tm, tn, tk, keep, accs, rows = plan.tiles()
     M, K, N = plan.M, plan.K, plan.N
     tiles = [(b, m0, n0) for b in np.ndindex(*plan.batch) for m0 in range(0, M, tm) for n0 in range(0, N, tn)]
     per_unit, placed = [], []
@@ -56,7 +56,7 @@ def lower_matmul(ctx, group):
         if u and not run:
             continue
         mine = plan.on(unit)
-        bufs = mine.place(tm, tn, tk, keep, accs)
+        bufs = mine.place(tm, tn, tk, keep, accs, rows)
         steps, row, lefts = [], None, 0  # the row of the left block kept, and how many were loaded
         for tile, (b, m0, n0) in enumerate(run):
             for k0 in range(0, K, tk):
@@ -105,7 +105,6 @@ class _Plan(Priced):
         self.flight = self._flight(self.units[0])
         if self.flight is not None:  # the store reads the accumulator, and does the epilogue on its way
             self.acc_key = self.out_key = "acc"
-        self._works = {}  # the estimate's Work of a step, by kind (_work)
 
     def _flight(self, unit):
         """The InFlight storing unit's accumulator with the epilogue done on the way, or None."""
@@ -194,7 +193,7 @@ class _Plan(Priced):
 
     def _sizes(self, tm, tn, tk, keep=False, accs=None):
         """memory -> the sizes of every slot's buffers placed there; beside a block kept apart,
-        room for the right tile's stages on its way (route.stage_buffer places them per copy)."""
+        room for the right tile's stages on its way (Emitter.stage_buffer places them per copy)."""
         per_mem = {}
         for _, mem, n, count in self._placed(tm, tn, tk, keep, accs or self.ctx.slots):
             per_mem.setdefault(mem, []).extend([n] * count)
@@ -207,13 +206,14 @@ class _Plan(Priced):
         return all(self.em.allocators[m].fits(sizes) for m, sizes in self._sizes(tm, tn, tk, keep, accs).items())
 
     def tiles(self):
-        """(tm, tn, tk, keep, accumulators): of the candidate sizes (from the policy's limits,
-        halved, as multiples of the matrix unit's m, n, k) whose buffers fit, the one of least
-        estimated cycles (isa/lower/estimate.py): larger tiles reload less (the left tile once
-        per column block, the right once per row block), smaller ones pipeline sooner and share
-        out among the units. tk is chosen as for one unit, so the order of the sums does not
+        """(tm, tn, tk, keep, accumulators, part rows): of the candidate sizes (from the policy's
+        limits, halved, as multiples of the matrix unit's m, n, k) whose buffers fit, the one of
+        least estimated cycles (isa/lower/estimate.py): larger tiles reload less (the left tile
+        once per column block, the right once per row block), smaller ones pipeline sooner and
+        share out among the units. tk is chosen as for one unit, so the order of the sums does not
         depend on the units; then, with several, tm and tn for them. An epilogue done on the way
-        out (an Ascend FixPipe's) may take one accumulator twice the size of two."""
+        out (an Ascend FixPipe's) may take one accumulator twice the size of two, filled and
+        drained in parts of rows (_parts)."""
         unit = self.mx.matrix
         limits = self.ctx.tile_limits((self.M, self.N, self.K), ("n", "c", "k"))
         depth = unit.depth(self.operand_dtypes[0])
@@ -223,36 +223,60 @@ class _Plan(Priced):
         accs = (self.ctx.slots, 1) if self.flight is not None and self.ctx.slots > 1 else (self.ctx.slots,)
 
         def choose(ks, units, keeps):
-            fitting = [(tm, tn, tk, keep, n) for tk in ks for tm in sizes[0] for tn in sizes[1] for keep in keeps for n in accs
-                       if self._fits(tm, tn, tk, keep, n)]
-            return least((self._schedule(*t, units), -math.prod(t[:3]), t) for t in fitting)
+            fitting = [(tm, tn, tk, keep, n, rows) for tk in ks for tm in sizes[0] for tn in sizes[1] for keep in keeps for n in accs
+                       if self._fits(tm, tn, tk, keep, n) for rows in self._part_choices(tm, n)]
+            return least((self._floor(*t, units), (-math.prod(t[:3]), -t[5]), self._estimate(t, units), t) for t in fitting)
 
-        choice = choose(sizes[2], 1, keeps)
-        if choice is None:
-            least_tile = (unit.m, unit.n, depth)
-            raise OutOfMemoryError(f"{self.node.name}: even a {'x'.join(map(str, least_tile))} matrix tile needs {shortfall(self.em.allocators, self._sizes(*least_tile))}")
-        if len(self.units) > 1:
-            choice = choose([choice[2]], len(self.units), keeps)
-        cycles = self._schedule(*choice, len(self.units)).cycles()
+        def search():
+            choice = choose(sizes[2], 1, keeps)
+            if choice is None:
+                least_tile = (unit.m, unit.n, depth)
+                raise OutOfMemoryError(f"{self.node.name}: even a {'x'.join(map(str, least_tile))} matrix tile needs "
+                                       f"{shortfall(self.em.allocators, self._sizes(*least_tile))}")
+            if len(self.units) > 1:
+                choice = choose([choice[2]], len(self.units), keeps)
+            return choice, self._schedule(*choice, len(self.units)).cycles()
+
+        choice, cycles = self.ctx.search([self.node], [self.out.name], (), search)
         kept = ", the left row block kept" if choice[3] else ""
         one = ", one accumulator" if choice[4] < self.ctx.slots else ""
-        self.em.notes.append(f"tiling {self.node.name}: output tile {choice[0]}x{choice[1]}, K {choice[2]} a step{kept}{one}: estimated {cycles:,.0f} cycles")
+        parts = f" in parts of {choice[5]} rows" if choice[5] < choice[0] else ""
+        self.em.notes.append(f"tiling {self.node.name}: output tile {choice[0]}x{choice[1]}, K {choice[2]} a step{kept}{one}{parts}: "
+                             f"estimated {cycles:,.0f} cycles")
         return choice
 
-    def _schedule(self, tm, tn, tk, keep, accs, units=1):
+    def _part_choices(self, tm, accs):
+        """The rows of each part an accumulator may be filled and drained in: where FixPipe
+        empties one accumulator (the epilogue done on the way), a tile's last product may run
+        part by part, FixPipe draining each part as the cube finishes it, and the next tile's
+        first product too, each part waiting only for its own rows, as Ascend's unitFlag lets
+        the cube and FixPipe do block by block (Ascend C Mmad and Fixpipe): halvings of tm down to
+        the matrix unit's m rows. Otherwise the whole tile in one."""
+        if self.flight is None or accs > 1:
+            return [tm]
+        m = self.mx.matrix.m
+        return [rows for rows in halvings(tm, m) if rows % m == 0 or rows == tm]
+
+    def _schedule(self, tm, tn, tk, keep, accs, rows, units=1):
         """The Estimate of this tiling: every output tile with its K blocks, on the busiest of
         `units` units, batch by batch. With keep, a row's left block (tm x K) is loaded once,
         with the first step of the row, and stays while the row's output tiles use it (the
         integer family, which shifts its copies per step, never keeps it)."""
-        axes = [[(t,)] * (n // t) + ([(n % t,)] if n % t else []) for n, t in ((self.M, tm), (self.N, tn))]
-        work, floor = (self._kept_work, self._kept_floor) if keep else (self._work, self._floor)
-        return tiled(work, axes, self.K, tk, units, self.ctx.slots,
-                     self.out_key == "acc", math.prod(self.batch), floor, 1 if keep else None, self._stage_slots(tm, tn, tk, keep, accs),
-                     self.once(self.left, self.right), accs, -(-tm // self._part_rows(tm, tn, tk, accs, units)))
+        cached = self.ctx.chip.cache is not None  # where a tile is decides what hits: each position its own class
+        axes = [[(s if cached or n - s < t else 0, min(t, n - s)) for s in range(0, n, t)] for n, t in ((self.M, tm), (self.N, tn))]
+        cut = self._cut(keep)
+        if keep:
+            def work(kind, tk_, first, last, k0, fresh):
+                return self._work(kind, tk_, first, last, k0, rows, tm, self.K if fresh else 0, True, cut)
+        else:
+            def work(kind, tk_, first, last, k0):
+                return self._work(kind, tk_, first, last, k0, rows, tm)
+        return tiled(self.ctx, work, axes, self.K, tk, units, self.ctx.slots, math.prod(self.batch), 1 if keep else None,
+                     self._stage_slots(tm, tn, tk, keep, accs), self.once(self.left, self.right), accs, cores=self.unit_cores(units))
 
     def _stage_slots(self, tm, tn, tk, keep, accs):
         """memory -> how many staging buffers the operands' staged hops will rotate there
-        (route.stage_buffer): as many as fit beside this tiling's buffers, up to STAGE_SLOTS."""
+        (Emitter.stage_buffer): as many as fit beside this tiling's buffers, up to STAGE_SLOTS."""
         placed = {}
         for _, mem, n, count in self._placed(tm, tn, tk, keep, accs):
             placed[mem] = placed.get(mem, 0) + n * count
@@ -265,64 +289,116 @@ class _Plan(Priced):
                 staged[via] = max(staged.get(via, 0), n * dtypes.itemsize(t.dtype))
         return {via: max(1, min(STAGE_SLOTS, (self.em.allocators[via].free_bytes() - placed.get(via, 0)) // n)) for via, n in staged.items()}
 
-    def _kept_work(self, busy, kind, tk, first, last, fresh):
-        return self._work(busy, kind, tk, first, last, self.K if fresh else 0, self._cut(True))
+    def _estimate(self, choice, units):
+        return lambda: self._schedule(*choice, units)
 
-    def _kept_floor(self, busy, kind, tk, first, last, fresh):
-        return self._floor(busy, kind, tk, first, last, self.K if fresh else 0)
+    def _floor(self, tm, tn, tk, keep, accs, rows, units):
+        """A lower bound of the tiling's estimated cycles, from its shape alone: the products
+        (isa/costs.py's formula summed over every tile and block; with several units, the
+        busiest has at least its share), or with one unit the bytes of the operand tiles that
+        come from DDR at DDR's bandwidth (bursts left out)."""
+        def sizes(n, t):
+            return [(t, n // t)] + ([(n % t, 1)] if n % t else [])
 
-    def _floor(self, busy, kind, tk, first, last, left_k=None):
-        """Estimate.floor's terms of a step: its products, and the bytes of its operand tiles
-        where they come from DDR (bursts left out); left_k: the columns of the left block it
-        loads (default tk)."""
-        (tm,), (tn,) = kind
-        operands = ((self.left, tm * (tk if left_k is None else left_k)), (self.right, tk * tn))
-        nbytes_from_ddr = sum(n * dtypes.itemsize(t.dtype) for t, n in operands if self.ctx.home[t.name].mem == "ddr")
-        price = self.pricer(busy)
-        return [price.matmul(self.mx.name, tm, tk, tn, self.operand_dtypes[0])] * (2 if self.asym else 1), nbytes_from_ddr / price.ddr_rate
+        ms, ns, ks = sizes(self.M, tm), sizes(self.N, tn), sizes(self.K, tk)
+        batch = math.prod(self.batch)
+        products = batch * (2 if self.asym else 1) * costs.matmul_total(ms, ks, ns, self.mx.matrix, self.operand_dtypes[0],
+                                                                        self.mx.issue_latency)
+        if units > 1:
+            return products / units
+        home = self.ctx.home
+        loaded = 0
+        if home[self.right.name].mem == "ddr":  # once per row block
+            loaded += sum(c for _, c in ms) * self.K * self.N * dtypes.itemsize(self.right.dtype)
+        if home[self.left.name].mem == "ddr":  # once per column block, or once kept
+            loaded += (1 if keep else sum(c for _, c in ns)) * self.M * self.K * dtypes.itemsize(self.left.dtype)
+        loaded *= batch
+        if self.ctx.chip.cache is not None:
+            loaded = min(loaded, self.once(self.left, self.right))
+        return max(products, loaded / self.ctx.chip.memories["ddr"].bandwidth)
 
-    def _work(self, busy, kind, tk, first, last, left_k=None, cut=False):
-        """The estimate.Work of one K block of an output tile of kind ((tm,), (tn,)); left_k:
-        the columns of the left block it loads (default tk; a kept block's K or none); cut:
-        whether it cuts its left tile from a block kept apart (_cut)."""
+    def _work(self, kind, tk, first, last, k0, rows, full_tm, left_k=None, keep=False, cut=False):
+        """The estimate.Work of the K block from k0 of an output tile of kind ((m0, tm), (n0,
+        tn)); rows: the rows of the accumulator's parts (of a full tile of full_tm rows); left_k:
+        the columns of the left block it loads (default tk; a kept block's K or none); keep: the
+        left block is kept (in its own buffer, or cut from a block kept apart)."""
+        (m0, tm), (n0, tn) = kind
         left_k = tk if left_k is None else left_k
-        key = (busy, kind, tk, first, last, left_k, cut)
-        if key in self._works:
-            return self._works[key]
-        price = self.pricer(busy)
-        (tm,), (tn,) = kind
-        p, vx = self.node.params, self.vx
-        amem, bmem, cmem, vmem = (*(self.mx.operand_memory(r) for r in "abc"), vx.memory)
-        zero = (0,) * len(self.batch)
-        left = sub_region(self._matrix(self.left, zero, p.get("left_trans", False)), (0, 0), (tm, left_k))
-        right = sub_region(self._matrix(self.right, zero, p.get("right_trans", False)), (0, 0), (tk, tn))
-        load = price.copy(right, dense(bmem, 0, self.right.dtype, (tk, tn)))
-        kmem = self._kept_mem() if cut else amem
+        load = self.piece("right", tk, tn, k0, n0)
         if left_k:  # after the right tile: its slot's last reader is no later than the right's
-            load += price.copy(left, dense(kmem, 0, self.left.dtype, (tm, left_k)))
+            load += self.piece("left", tm, left_k, keep, cut, m0, 0 if keep else k0)
         if cut:
-            load += price.copy(sub_region(dense(kmem, 0, self.left.dtype, (tm, self.K)), (0, 0), (tm, tk)), dense(amem, 0, self.left.dtype, (tm, tk)))
+            load += self.piece("cut", tm, tk)
         if self.shifted:
-            load += [price.vector(vx.name, tm * tk, "int16", "sub"), price.vector(vx.name, tk * tn, "int16", "sub")]
-        fills = []
-        if first and self.bias:
-            table = dense(self.mx.matrix.bias, 0, self.acc_dtype, (1, tn)) if self.bias_in_table else dense(vmem, 0, self.bias[1], (1, tn))
-            fills = price.copy(dense(self.bias[0].mem, 0, self.bias[1], (1, tn)), table)
-        passes = 2 if self.asym else 1
-        product = [price.matmul(self.mx.name, tm, tk, tn, self.operand_dtypes[0])] * passes
-        finish, store = [], []
-        out = sub_region(self._matrix(self.out, zero, False), (0, 0), (tm, tn))
-        if last and self.flight is not None:
-            store = price.copy(dense(cmem, 0, self.acc_dtype, (tm, tn)), out)
-        elif last:
-            if self.acc_key != "acc":
-                for _ in range(passes):
-                    finish += price.copy(dense(cmem, 0, self.acc_dtype, (tm, tn)), dense(vmem, 0, self.acc_dtype, (tm, tn)))
-            inputs = [self.acc_dtype] + ([self.bias[1]] if self.bias and not self.bias_in_table else []) + ([self.acc_dtype] if self.asym else [])
-            finish += price.steps(vx.name, self.steps, inputs, self.out.dtype, self.temps, tm * tn)
-            store = price.copy(dense(vmem, 0, self.out.dtype, (tm, tn)), out)
-        work = self._works[key] = Work(chain(load), chain(product), chain(finish), chain(store), chain(fills))
-        return work
+            load += self.piece("shift", tm, tn, tk)
+        fills = self.piece("bias", tn, n0) if first and self.bias is not None else ()
+        product = self.piece("product", tm, tn, tk, first, last, rows, full_tm, keep and not cut)
+        finish = store = ()
+        if last:
+            finish = self.piece("finish", tm, tn) if self.flight is None else ()
+            store = self.piece("store", tm, tn, rows, full_tm, m0, n0)
+        return Work(load, product, finish, store, fills)
+
+    # ---- the estimate's pieces: the emission's own code on roles (isa/lower/estimate.py) ------
+
+    def _roles(self, tn, full_tm, rows=None, keep=False):
+        """A tile's buffers as the estimate's roles, by their `place` keys: slot buffers by step,
+        the tile's own by tile (its accumulator in parts of `rows` rows of a full tile of full_tm),
+        a kept left block by the tiles that load it."""
+        out = {}
+        kept_a = keep and not self._cut(keep)
+        for key, mem, n, _ in self._placed(full_tm, tn, 1, keep, 1):
+            scope = estimate.STEP if key in ("a", "b", "as", "bs", "lzp", "rzp") else estimate.TILE
+            if key == "kept" or (key == "a" and kept_a):
+                scope = estimate.KEPT
+            out[key] = estimate.role(scope, key, mem, n)
+        acc = out["acc"]
+        if rows is not None and rows < full_tm:
+            row = tn * dtypes.itemsize(self.acc_dtype)
+            acc.parts = tuple(estimate.role(estimate.TILE, ("acc", j), acc.mem, min(rows, full_tm - r) * row)
+                              for j, r in enumerate(range(0, full_tm, rows)))
+        if self.asym:
+            out["zp"] = estimate.role("fixed", "zp_r", self.mx.operand_memory("b"), dtypes.itemsize(self.right.dtype))
+        return out
+
+    def _price_right(self, rec, tk, tn, k0, n0):
+        b = self._roles(tn, 1)["b"]
+        right = sub_region(rec._matrix(self.right, (0,) * len(self.batch), self.node.params.get("right_trans", False)), (k0, n0), (tk, tn))
+        copy(rec.em, right, self.ctx.home[self.right.name], b.region(self.right.dtype, (tk, tn)), b, self.node.name)
+
+    def _price_left(self, rec, tm, k, keep, cut, m0, k0):
+        bufs = self._roles(1, tm, keep=keep)
+        dst = bufs["kept"] if cut else bufs["a"]
+        left = sub_region(rec._matrix(self.left, (0,) * len(self.batch), self.node.params.get("left_trans", False)), (m0, k0), (tm, k))
+        copy(rec.em, left, self.ctx.home[self.left.name], dst.region(self.left.dtype, (tm, k)), dst, self.node.name)
+
+    def _price_cut(self, rec, tm, tk):
+        bufs = self._roles(1, tm, keep=True)
+        kept = bufs["kept"].region(self.left.dtype, (tm, self.K))
+        copy(rec.em, sub_region(kept, (0, 0), (tm, tk)), bufs["kept"], bufs["a"].region(self.left.dtype, (tm, tk)), bufs["a"], self.node.name)
+
+    def _price_shift(self, rec, tm, tn, tk):
+        bufs = self._roles(tn, tm)
+        slot = {(key, 0): buf for key, buf in bufs.items()}
+        rec._shift(slot, 0, bufs["a"].region(self.left.dtype, (tm, tk)), bufs["b"].region(self.right.dtype, (tk, tn)), 0, 0, tm, tn, tk)
+
+    def _price_bias(self, rec, tn, n0):
+        rec._load_bias(self._roles(tn, 1), n0, tn)
+
+    def _price_product(self, rec, tm, tn, tk, first, last, rows, full_tm, kept_a):
+        bufs = self._roles(tn, full_tm, rows, kept_a)
+        a = bufs["a"]
+        a_r = sub_region(a.region(self.left.dtype, (tm, self.K)), (0, 0), (tm, tk)) if kept_a else a.region(self.left.dtype, (tm, tk))
+        rec.zero_point = bufs.get("zp")
+        rec._products(bufs, a, a_r, tm, tn, tk, first, last)
+
+    def _price_finish(self, rec, tm, tn):
+        rec._finish(self._roles(tn, tm), tm, tn)
+
+    def _price_store(self, rec, tm, tn, rows, full_tm, m0, n0):
+        bufs = self._roles(tn, full_tm, rows)
+        out = sub_region(rec._matrix(self.out, (0,) * len(self.batch), False), (m0, n0), (tm, tn))
+        rec._store(bufs, out, tm, tn)
 
     # ---- emission ---------------------------------------------------------------------------
 
@@ -332,14 +408,13 @@ class _Plan(Priced):
         mine.mx, mine.vx, mine.flight = unit.matrix, unit.vector, self._flight(unit)
         return mine
 
-    def place(self, tm, tn, tk, keep, accs):
+    def place(self, tm, tn, tk, keep, accs, rows):
         name = self.node.name
         bufs = {
             (key, s): self.em.alloc(mem, n, f"{name}/{key if isinstance(key, str) else f'tmp{key[1]}'}.{s}")
             for key, mem, n, count in self._placed(tm, tn, tk, keep, accs)
             for s in range(count)
         }
-        rows = self._part_rows(tm, tn, tk, accs, len(self.units))
         for s in range(accs if rows < tm else 0):
             self.em.split(bufs["acc", s], tuple(r * tn * dtypes.itemsize(self.acc_dtype) for r in range(rows, tm, rows)))
         if self.asym:  # one element of zp_r, read with stride 0 as a whole right tile
@@ -360,19 +435,16 @@ class _Plan(Priced):
         m0, n0, k0, tm, tn, tk = box
         ab = index % ctx.slots
         cut = self._cut(keep)
-        a, b, acc = bufs["a", a_slot if keep and not cut else ab], bufs["b", ab], bufs["acc", ts]
+        a, b = bufs["a", a_slot if keep and not cut else ab], bufs["b", ab]
         kept_buf = bufs["kept", a_slot] if cut else a
         kept = kept_buf.region(self.left.dtype, (tm, self.K)) if keep else None
         a_r = sub_region(kept, (0, k0), (tm, tk)) if keep and not cut else a.region(self.left.dtype, (tm, tk))
         b_r = b.region(self.right.dtype, (tk, tn))
-        acc_r = acc.region(self.acc_dtype, (tm, tn))
         left = self._matrix(self.left, batch_index, p.get("left_trans", False))
         right = self._matrix(self.right, batch_index, p.get("right_trans", False))
         out = self._matrix(self.out, batch_index, False)
-        a_in, b_in = (bufs["as", ab], bufs["bs", ab]) if self.shifted else (a, b)
-        a_m = a_in.region(self.operand_dtypes[0], (tm, tk)) if self.shifted else a_r
-        b_m = b_in.region(self.operand_dtypes[1], (tk, tn))
-        parts = self._acc_parts(acc, tm, tn)
+        tile = {key: buf for (key, s), buf in bufs.items() if s == ts}
+        tile.update({"a": a, "b": b, "as": bufs.get(("as", ab)), "bs": bufs.get(("bs", ab))})
 
         def load():
             copy(em, sub_region(right, (k0, n0), (tk, tn)), ctx.home[self.right.name], b_r, b, node.name)
@@ -383,69 +455,75 @@ class _Plan(Priced):
                 copy(em, sub_region(kept, (0, k0), (tm, tk)), kept_buf, a_r, a, node.name)
             if self.shifted:
                 self._shift(bufs, ab, a_r, b_r, k0, n0, tm, tn, tk)
-            if first and self.bias_in_table:
-                bias_table.load(em, lambda key: bufs[key, ts], *self.bias, self.N, n0, tn, self.acc_dtype, self.mx.core, node.name)
-            elif first and self.bias is not None:
-                src_buf, dtype = self.bias
-                dst = bufs["bias", ts]
-                src = sub_region(src_buf.region(dtype, (1, self.N)), (0, n0), (1, tn))
-                copy(em, src, src_buf, dst.region(dtype, (1, tn)), dst, node.name)
+            if first and self.bias is not None:
+                self._load_bias(tile, n0, tn)
 
         def compute():
-            table = bufs["bias", ts] if first and self.bias_in_table else None
-            for r0, rows, held in parts if first or last else [(0, tm, acc.parts or (acc,))]:
-                a_p, acc_p = sub_region(a_m, (r0, 0), (rows, tk)), sub_region(acc_r, (r0, 0), (rows, tn))
-                row = table and bias_table.row(table, acc_p.shape, self.acc_dtype)
-                reads = (a_in, b_in) + (held if not first else ()) + ((table,) if table else ())
-                em.emit(self.mx.name, Matmul(a_p, b_m, acc_p, not first, node.name, bias=row), reads=reads, writes=held)
-            if self.asym:  # the second partial product: left times a matrix of zp_r
-                zp, acc_zp = self.zero_point, bufs["acc_zp", ts]
-                zp_r = Region(zp.mem, zp.addr, self.right.dtype, (tk, tn), (0, 0))
-                acc_zp_r = acc_zp.region(self.acc_dtype, (tm, tn))
-                em.emit(self.mx.name, Matmul(a_r, zp_r, acc_zp_r, not first, node.name),
-                        reads=(a, zp) + ((acc_zp,) if not first else ()), writes=(acc_zp,))
+            self._products(tile, a, a_r, tm, tn, tk, first, last)
             if last and self.flight is None:
-                for key in ("acc", "acc_zp") if self.asym else ("acc",):
-                    if self.acc_key != "acc":
-                        here, there = bufs[key, ts], bufs["accv" + key[3:], ts]
-                        staged = [bufs[f"{key}.stage{k}", ts] for k in range(len(stages(ctx.chip, here.mem, there.mem)))]
-                        copy(em, here.region(self.acc_dtype, (tm, tn)), here, there.region(self.acc_dtype, (tm, tn)), there, node.name,
-                             stages=staged)
-                self._epilogue(bufs, ts, tm, tn)
+                self._finish(tile, tm, tn)
 
         def store():
             if last:
-                result = bufs[self.out_key, ts]
-                dst = sub_region(out, (m0, n0), (tm, tn))
-                if self.flight is not None:
-                    for r0, rows, held in parts:
-                        self.flight.emit(em, sub_region(acc_r, (r0, 0), (rows, tn)), held, sub_region(dst, (r0, 0), (rows, tn)),
-                                         ctx.home[self.out.name], node.name)
-                else:
-                    copy(em, result.region(self.out.dtype, (tm, tn)), result, dst, ctx.home[self.out.name], node.name)
+                self._store(tile, sub_region(out, (m0, n0), (tm, tn)), tm, tn)
 
         return load, compute, store
 
-    def _part_rows(self, tm, tn, tk, accs, units):
-        """The rows of each part one accumulator that FixPipe empties (the epilogue done on the
-        way) is filled and drained in; tm: in one. A tile's last product then runs part by part,
-        FixPipe draining each part as the cube finishes it and goes on with the next, and the
-        next tile's first product too, each part waiting only for its own rows to be drained,
-        as Ascend's unitFlag lets the cube and FixPipe do block by block (Ascend C Mmad and
-        Fixpipe). Of halvings down to the matrix unit's m rows, the one that loses the fewest
-        cycles: the wait for the drain (drain_stall) and the products' extra issues. With two
-        accumulators the next tile does not wait for the drain at all."""
-        if self.flight is None or accs > 1:
-            return tm
-        price, m = self.pricer(units), self.mx.matrix.m
-        store = sum(op.cycles for op in self._work(units, ((tm,), (tn,)), tk, False, True).store)
-        whole = price.matmul(self.mx.name, tm, tk, tn, self.operand_dtypes[0]).cycles
+    def _load_bias(self, tile, n0, tn):
+        """A tile's bias row, from column n0: into the matrix unit's bias table, or the vector memory."""
+        name = self.node.name
+        if self.bias_in_table:
+            bias_table.load(self.em, tile.__getitem__, *self.bias, self.N, n0, tn, self.acc_dtype, self.mx.core, name)
+            return
+        src_buf, dtype = self.bias
+        dst = tile["bias"]
+        src = sub_region(src_buf.region(dtype, (1, self.N)), (0, n0), (1, tn))
+        copy(self.em, src, src_buf, dst.region(dtype, (1, tn)), dst, name)
 
-        def lost(rows):
-            product = sum(price.matmul(self.mx.name, min(rows, tm - r), tk, tn, self.operand_dtypes[0]).cycles for r in range(0, tm, rows))
-            return drain_stall(product, store, -(-tm // rows)) + 2 * (product - whole)
+    def _products(self, tile, a, a_r, tm, tn, tk, first, last):
+        """The step's products into the tile's accumulator: part by part on a tile's first and
+        last step where the accumulator is in parts, else whole; the asymmetric mode's second
+        product (the left tile times a matrix of zp_r)."""
+        em, name = self.em, self.node.name
+        a_in, b_in = (tile["as"], tile["bs"]) if self.shifted else (a, tile["b"])
+        a_m = a_in.region(self.operand_dtypes[0], (tm, tk)) if self.shifted else a_r
+        b_m = b_in.region(self.operand_dtypes[1], (tk, tn))
+        acc = tile["acc"]
+        acc_r = acc.region(self.acc_dtype, (tm, tn))
+        table = tile["bias"] if first and self.bias_in_table else None
+        for r0, rows, held in self._acc_parts(acc, tm, tn) if first or last else [(0, tm, acc.parts or (acc,))]:
+            a_p, acc_p = sub_region(a_m, (r0, 0), (rows, tk)), sub_region(acc_r, (r0, 0), (rows, tn))
+            row = table and bias_table.row(table, acc_p.shape, self.acc_dtype)
+            reads = (a_in, b_in) + (held if not first else ()) + ((table,) if table else ())
+            em.emit(self.mx.name, Matmul(a_p, b_m, acc_p, not first, name, bias=row), reads=reads, writes=held)
+        if self.asym:
+            zp, acc_zp = self.zero_point, tile["acc_zp"]
+            zp_r = Region(zp.mem, zp.addr, self.right.dtype, (tk, tn), (0, 0))
+            em.emit(self.mx.name, Matmul(a_r, zp_r, acc_zp.region(self.acc_dtype, (tm, tn)), not first, name),
+                    reads=(a, zp) + ((acc_zp,) if not first else ()), writes=(acc_zp,))
 
-        return min(halvings(tm, m), key=lambda rows: (lost(rows), -rows))
+    def _finish(self, tile, tm, tn):
+        """The accumulators to the vector memory where they live elsewhere, then the epilogue."""
+        for key in ("acc", "acc_zp") if self.asym else ("acc",):
+            if self.acc_key != "acc":
+                here, there = tile[key], tile["accv" + key[3:]]
+                staged = [tile[f"{key}.stage{k}"] for k in range(len(stages(self.ctx.chip, here.mem, there.mem)))]
+                copy(self.em, here.region(self.acc_dtype, (tm, tn)), here, there.region(self.acc_dtype, (tm, tn)), there, self.node.name,
+                     stages=staged)
+        self._epilogue(tile, tm, tn)
+
+    def _store(self, tile, dst, tm, tn):
+        """The result tile to `dst`: by the accumulator's way out, part by part, with the epilogue
+        done on the way; or copied from the vector memory."""
+        home = self.ctx.home[self.out.name]
+        if self.flight is not None:
+            acc = tile["acc"]
+            acc_r = acc.region(self.acc_dtype, (tm, tn))
+            for r0, rows, held in self._acc_parts(acc, tm, tn):
+                self.flight.emit(self.em, sub_region(acc_r, (r0, 0), (rows, tn)), held, sub_region(dst, (r0, 0), (rows, tn)), home, self.node.name)
+            return
+        result = tile[self.out_key]
+        copy(self.em, result.region(self.out.dtype, (tm, tn)), result, dst, home, self.node.name)
 
     def _acc_parts(self, acc, tm, tn):
         """(first row, rows, Bufs) of the accumulator's parts that a tile of tm x tn fills, one
@@ -475,15 +553,15 @@ class _Plan(Priced):
             em.emit(self.vx.name, Vector("sub", dst.region("int16", src.shape), (src, zero), "int64", name),
                     reads=(src_buf,) + reads, writes=(dst,))
 
-    def _epilogue(self, bufs, ts, tm, tn):
-        acc = bufs[self.acc_key, ts]
+    def _epilogue(self, tile, tm, tn):
+        acc = tile[self.acc_key]
         inputs = [(acc.region(self.acc_dtype, (tm, tn)), acc)]
         if self.bias is not None and not self.bias_in_table:
-            bias = bufs["bias", ts]
+            bias = tile["bias"]
             inputs.append((broadcast_view(bias.region(self.bias[1], (1, tn)), (tm, tn)), bias))
         if self.asym:
-            acc_zp = bufs[self.acc_key + "_zp", ts]
+            acc_zp = tile[self.acc_key + "_zp"]
             inputs.append((acc_zp.region(self.acc_dtype, (tm, tn)), acc_zp))
-        out = bufs[self.out_key, ts]
-        temps = [(bufs[("tmp", k), ts].region(d, (tm, tn)), bufs[("tmp", k), ts]) for k, d in enumerate(self.temps)]
+        out = tile[self.out_key]
+        temps = [(tile["tmp", k].region(d, (tm, tn)), tile["tmp", k]) for k, d in enumerate(self.temps)]
         emit_steps(self.em, self.vx.name, self.node.name, self.steps, inputs, (out.region(self.out.dtype, (tm, tn)), out), temps)

@@ -11,6 +11,7 @@ do not wait for one another (`run_units`, Emitter.disjoint). A tile that reduces
 convolution's input channels) stays on one unit.
 """
 
+from ..costs import transfer_bandwidth, transfer_latency
 from .route import route
 
 
@@ -64,12 +65,8 @@ def step_budget(ctx, total_bytes, dst_mem, units=1):
 
 
 def least_step(ctx, src_mem, dst_mem):
-    """The bytes the first DMA hop from src_mem to dst_mem moves during its own fixed latency:
-    below that, latency dominates a transfer."""
+    """The bytes the first DMA hop from src_mem to dst_mem moves during its own fixed latency,
+    at its uncontended bandwidth (isa/costs.py): below that, latency dominates a transfer."""
     engine, src, dst = route(ctx.chip, src_mem, dst_mem)[0]
-    chip = ctx.chip
-    mems = chip.memories
-    e = chip.engines[engine]
-    latency = e.latency + mems[src].latency + mems[dst].latency
-    bandwidth = min(e.rate(src, dst), mems[src].bandwidth, mems[dst].bandwidth)
-    return latency * bandwidth
+    e, mems = ctx.chip.engines[engine], ctx.chip.memories
+    return transfer_latency(e, mems, (src, dst)) * transfer_bandwidth(e, mems, (src, dst))

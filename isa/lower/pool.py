@@ -12,6 +12,7 @@ A max pooling can run over a run of its output's rows (a layer group's slice,
 isa/lower/chain.py) and its tilings are priced by the lowering's estimate (isa/lower/estimate.py).
 """
 
+import dataclasses
 from copy import copy as shallow_copy
 
 import numpy as np
@@ -20,13 +21,14 @@ from .. import dtypes
 from ..errors import OutOfMemoryError
 from ..instructions import Region, Vector
 from ..ops import REGISTRY
+from . import estimate
 from .context import vector_memories
-from .estimate import Priced, Work, chain, tiled
+from .estimate import Priced, Work, tiled
 from .local import Tail
 from .pipeline import deal, run_units, step_budget
 from .rows import RowsTiled
 from .tiling import budgeted_tile, nbytes
-from .window import conv_axes, load_window, placed, price_window, tile_reads, window_view
+from .window import conv_axes, load_window, placed, tile_reads, window_view
 
 
 def lower_pool(ctx, group):
@@ -45,7 +47,7 @@ def pool_axes(graph, node):
 
 class _Pool(Priced, RowsTiled):
     def __init__(self, ctx, group):
-        self.ctx, self.em = ctx, ctx.em
+        self.ctx, self.em, self.group = ctx, ctx.em, group
         node = self.node = group.nodes[0]
         self.params = node.params
         self.opdef = REGISTRY[node.op]
@@ -103,21 +105,26 @@ class _Pool(Priced, RowsTiled):
 
     def _schedule(self, tile):
         """The Estimate of a max pooling's tiling: each tile one step on the busiest unit."""
-        return tiled(self._work, self.axis_classes(self.span(self.out.shape[1]), tile), 1, 1, len(self.units), self.ctx.slots,
-                     self.out.name in self.tail.stores)
+        return tiled(self.ctx, self._work, self.axis_classes(self.span(self.out.shape[1]), tile), 1, 1, len(self.units), self.ctx.slots)
 
-    def _work(self, busy, kind, block, first, last):
+    def _work(self, kind, block, first, last, start):
         starts, extents = tuple(c[0] for c in kind), tuple(c[1] for c in kind)
-        tail_load, tail_compute, tail_store = self.piece(busy, "tail", starts, extents)
-        load = self.piece(busy, "window", extents[:2], extents[2:], tuple(c[2:] for c in kind[2:]))
-        return Work(chain(load), self.piece(busy, "reduce", extents), chain(tail_compute), chain(tail_store), chain(tail_load))
+        return Work(*self.piece("step", starts, extents))
 
-    def _price_window(self, price, lead, outs, reads):
-        return tuple(price_window(price, self.ctx, self.x, self.axes, self.vx, self.vx.memory, lead, outs, reads)[0])
-
-    def _price_reduce(self, price, extents):
-        """The max over every window of the tile: one reduction reading tile x kernel elements."""
-        return (price.vector(self.vx.name, int(np.prod(extents)) * int(np.prod(self.params["kernel"])), self.x.dtype, "reduce_max"),)
+    def _price_step(self, rec, starts, extents):
+        """A tile's step, by the emission's own code on the estimate's roles: (load, compute,
+        store, tail loads)."""
+        bufs = {key: estimate.role(estimate.STEP, key, self.vx.memory, n) for key, n in self._needs(extents)}
+        tails = shallow_copy(self.tail)
+        tails.ctx = dataclasses.replace(self.ctx, em=_Roles())
+        tail_bufs = tails.allocate(self.vx.memory, extents, self.node.name)[0]
+        load, compute, store = rec._step(bufs, tail_bufs, starts, extents)
+        load()
+        loads = rec.em.take()
+        compute()
+        computed = rec.em.take()
+        store()
+        return loads, computed, (), rec.em.take()
 
     def run(self, rows=None):
         """Emit the pooling of output rows [rows[0], rows[1]) (default: all of them)."""
@@ -222,3 +229,10 @@ class _Pool(Priced, RowsTiled):
             for a, o0, (pb, pa), ext in zip(self.axes, out_starts, self.params["pads"], ones.shape)
         )
         return Region(ones.mem, ones.addr, ones.dtype, shape, ones.strides)
+
+
+class _Roles:
+    """An emitter whose buffers are the estimate's roles of a tile (the tail's)."""
+
+    def alloc(self, mem, nbytes, name, unused=False):
+        return estimate.role(estimate.STEP, name, mem, nbytes)

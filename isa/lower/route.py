@@ -24,6 +24,7 @@ the engines of `core` and the shared ones, on any core's when `core` is None.
 """
 
 from ..errors import UnsupportedError
+from ..costs import transfer_bandwidth, transfer_latency
 from ..instructions import Dma, dense
 
 
@@ -43,6 +44,21 @@ def _hops(chip_links, src, dst):
                 nxt.append((b, path + ((engine, a, b),)))
         frontier = nxt
     return None
+
+
+def hop_floor(chip, src, dst, transfers, nbytes, core=None):
+    """(engine, cycles): a lower bound of the time `transfers` copies of `nbytes` bytes in all
+    from src to dst keep the first hop's engine busy: each transfer's latency (unless the engine
+    overlaps its transfers' latencies) and the bytes at the hop's uncontended bandwidth
+    (isa/costs.py), bursts left out."""
+    key = ("hop_floor", src, dst, core)
+    if key not in chip.memo:
+        engine, a, b = route(chip, src, dst, core)[0]
+        e = chip.engines[engine]
+        latency = 0 if e.in_flight > 1 else transfer_latency(e, chip.memories, (a, b))
+        chip.memo[key] = engine, latency, transfer_bandwidth(e, chip.memories, (a, b))
+    engine, latency, bandwidth = chip.memo[key]
+    return engine, transfers * latency + nbytes / bandwidth
 
 
 def route(chip, src, dst, core=None):
@@ -65,28 +81,14 @@ def _route(chip, src, dst, core):
 STAGE_SLOTS = 4
 
 
-def stage_buffer(em, mem, nbytes, name, engine):
-    """A buffer of nbytes in mem for a hop by `engine` to write and the next hop to read: of up
-    to STAGE_SLOTS placed side by side, the one `engine` wrote longest ago (or never); the
-    others are released untouched, so the memory holds one stage once the transfer is over."""
-    slots = [em.alloc(mem, nbytes, name)]
-    while len(slots) < STAGE_SLOTS and em.allocators[mem].fits([nbytes]):
-        slots.append(em.alloc(mem, nbytes, name))
-    stage = min(slots, key=lambda b: b.writes.get(engine, -1))
-    for b in slots:
-        if b is not stage:
-            em.release(b)
-    return stage
-
-
 def copy(em, src, src_buf, dst, dst_buf, op, core=None, stages=None):
     """Emit the DMA(s) moving region src (in src_buf) to region dst (in dst_buf): through a
-    staging buffer per intermediate hop, placed here (stage_buffer) or given in `stages` (one
-    per hop)."""
+    staging buffer per intermediate hop, placed here (Emitter.stage_buffer) or given in
+    `stages` (one per hop)."""
     hops = route(em.chip, src.mem, dst.mem, core)
     here, here_buf = src, src_buf
     for k, (engine, _, to) in enumerate(hops[:-1]):
-        stage = stages[k] if stages else stage_buffer(em, to, here.nbytes, f"{op}/stage.{to}", engine)
+        stage = stages[k] if stages else em.stage_buffer(to, here.nbytes, f"{op}/stage.{to}", engine)
         there = dense(to, stage.addr, here.dtype, here.shape)
         em.emit(engine, Dma(here, there, op), reads=(here_buf,), writes=(stage,))
         if here_buf is not src_buf and not stages:

@@ -3,9 +3,12 @@ group (isa/lower/chain.py) runs it slice by slice. A mixin: the output box a til
 classes of tile positions the lowering's estimate prices (isa/lower/estimate.tiled), and each
 tiling worked out once per kind of run.
 
-A template using it has `out` (the graph tensor it makes), `axes` (the window axes of its
-spatial dimensions, isa/lower/window.py), calls init_rows() and has `_search()`: the (tiling,
-estimated cycles) of the run in self.rows."""
+A template using it has `ctx`, `group`, `out` (the graph tensor it makes), `axes` (the window
+axes of its spatial dimensions, isa/lower/window.py), calls init_rows() and has `_search()`:
+the (tiling, estimated cycles) of the run in self.rows, worked out once per lowering for its
+signature (isa/lower/searches.py)."""
+
+import collections
 
 from .tiling import boxes
 
@@ -35,13 +38,21 @@ class RowsTiled:
         n = None if self.rows is None else self.rows[1] - self.rows[0]
         key = None if n is None else (n,) + self.axes[0].reads(self.rows[0], n)[1:]
         if key not in self._tilings:
-            self._tilings[key] = self._search()
+            self._tilings[key] = self.ctx.search(self.group.nodes, self.group.stores, ("rows", key), self._search)
         return self._tilings[key]
 
     def rows_note(self):
         """" (output rows a-b)" when the run is not every row, for the program's notes."""
         whole = self.rows is None or self.rows == (0, self.out.shape[2])
         return "" if whole else f" (output rows {self.rows[0]}-{self.rows[1] - 1})"
+
+    def axis_counts(self, shape, tile):
+        """Per dimension of the box `shape`, how many tile positions of each class but for its
+        start there are (axis_classes')."""
+        key = ("counts", tuple(shape), tuple(tile), self.rows)
+        if key not in self._classes:
+            self._classes[key] = [collections.Counter(c[1:] for c in a) for a in self.axis_classes(shape, tile)]
+        return self._classes[key]
 
     def axis_classes(self, shape, tile):
         """Per dimension of the box `shape`, a class per tile position in order: (start,
@@ -55,6 +66,8 @@ class RowsTiled:
                 if d >= 2:
                     row = [(s, e) + self.axes[d - 2].reads(s, e)[1:] for s, e in row]
                 kinds = {}
-                self._classes[d, t, self.rows] = [kinds.setdefault(c[1:], c) for c in row]  # one start per class
+                # one start per class; on a chip that caches DDR each position its own (estimate.tiled)
+                cached = self.ctx.chip.cache is not None
+                self._classes[d, t, self.rows] = row if cached else [kinds.setdefault(c[1:], c) for c in row]
             out.append(self._classes[d, t, self.rows])
         return out

@@ -1,7 +1,6 @@
 """Tiles: boxes of an N-d iteration space, how large they may be, and the regions they cover."""
 
 import itertools
-import math
 
 from .. import dtypes
 from ..instructions import Region
@@ -111,13 +110,13 @@ def filling_blocks(limit, depth, area):
     return [j * depth // area for j in (1 << i for i in range(area.bit_length())) if j < area and 0 < j * depth // area <= limit]
 
 
-def cheapest(shape, reduction, units, fits, cost, limits=None, blocks=None, area=1):
-    """A (tile, reduction block) for an output of `shape` (batch, channels, spatial...) with a
-    reduction of `reduction`: of the candidates that fit, the one of least cost(tile, block),
-    an estimate (isa/lower/estimate.py; see `least`), ties to the larger tile.
-    limits: the largest extent of each dimension and then of the reduction block (default: the
-    shape and the reduction); blocks: the reduction blocks to try (default: halvings, and the
-    filling_blocks of a reduction whose every element brings `area` kernel positions).
+def candidates(shape, reduction, units, fits, limits=None, blocks=None, area=1):
+    """The (tile, reduction block) candidates that fit for an output of `shape` (batch,
+    channels, spatial...) with a reduction of `reduction`, for a search of the least estimate
+    (`least`). limits: the largest extent of each dimension and then of the reduction block
+    (default: the shape and the reduction); blocks: the reduction blocks to try (default:
+    halvings, and the filling_blocks of a reduction whose every element brings `area` kernel
+    positions).
 
     Candidates halve the batch, the channels (in multiples of units[0]) and the reduction (in
     multiples of units[1]), and cut the first spatial dimension (splits); other spatial
@@ -140,20 +139,23 @@ def cheapest(shape, reduction, units, fits, cost, limits=None, blocks=None, area
                         cut = choose_tile(shape[3:], lambda rest: fits((tn, toc, 1) + tuple(rest), tic), limits[3:-1])
                         if cut:
                             found.append(((tn, toc, 1) + tuple(cut), tic))
-    return least((cost(tile, tic), -math.prod(tile) * tic, (tile, tic)) for tile, tic in found)
+    return found
 
 
 def least(candidates):
-    """The choice of least estimate among (estimate, tie, choice), ties to the least `tie`; None
-    when there are none. An estimate has cycles() and lower bounds of them, floor() <= bound():
-    only the candidates whose bounds are below the best estimate found so far are worked out."""
+    """The choice of least estimate among (floor, tie, estimate, choice), ties to the least
+    `tie`; None when there are none. floor is a lower bound of the estimate's cycles, worked
+    out without it; estimate() makes the Estimate (isa/lower/estimate.py), whose bound() is a
+    tighter lower bound and cycles() the estimate: only the candidates whose bounds are below
+    the best estimate found so far are made and replayed."""
     best = None
-    for floor, tie, estimate, choice in sorted(((e.floor(), tie, e, c) for e, tie, c in candidates), key=lambda x: x[:2]):
+    for floor, tie, estimate, choice in sorted(candidates, key=lambda x: x[:2]):
         if best is not None and floor >= best[0]:
             break
-        if best is not None and estimate.bound() >= best[0]:
+        e = estimate()
+        if best is not None and e.bound() >= best[0]:
             continue
-        found = (estimate.cycles(), tie, choice)
+        found = (e.cycles(), tie, choice)
         if best is None or found[:2] < best[:2]:
             best = found
     return None if best is None else best[2]

@@ -13,7 +13,7 @@ placed by a strided DMA.
 from dataclasses import dataclass
 
 from .. import dtypes
-from ..instructions import Region, Vector, dense
+from ..instructions import Region, Vector
 from .route import copy, route
 from .tiling import sub_region
 
@@ -114,7 +114,7 @@ def load_window(ctx, engine, x, region, buf, axes, reads, lead_starts, fill, op,
         if region.mem == engine.memory:
             ctx.em.emit(engine.name, Vector("copy", region, (fill,), "float32" if isinstance(fill, float) else "int64", op), writes=(buf,))
         else:
-            src = _filler(ctx, fillers, x.dtype, fill, region.mem, op)
+            src = filler(ctx, fillers, x.dtype, fill, region.mem, op)
             copy(ctx.em, Region(src.mem, src.addr, x.dtype, region.shape, (0,) * len(region.shape)), src, region, buf, op)
     if all(count for _, count, _, _ in reads):
         lead = len(lead_starts)
@@ -125,25 +125,7 @@ def load_window(ctx, engine, x, region, buf, axes, reads, lead_starts, fill, op,
         copy(ctx.em, sub_region(full, starts, extents), home, placed(region, axes, reads, lead), buf, op)
 
 
-def price_window(price, ctx, x, axes, engine, mem, lead, outs, reads):
-    """(Ops, buffer region) of load_window for a tile buffer in `mem` of `lead` (batch,
-    channels) and the windows of `outs` outputs per spatial axis, reads the axes' (count,
-    buffer position, gaps): the fill where it reads padding, then the real elements' DMA."""
-    region = dense(mem, 0, x.dtype, tuple(lead) + tuple(a.extent(n) for a, n in zip(axes, outs)))
-    ops = []
-    if any(gaps for _, _, gaps in reads):
-        if mem == engine.memory:
-            ops.append(price.vector(engine.name, region.size, x.dtype, "copy"))
-        else:
-            near = route(ctx.chip, "ddr", mem)[-1][1]
-            ops += price.copy(Region(near, 0, x.dtype, region.shape, (0,) * len(region.shape)), region)
-    if all(count for count, _, _ in reads):
-        src = sub_region(ctx.home_region(x.name), (0,) * len(region.shape), tuple(lead) + tuple(r[0] for r in reads))
-        ops += price.copy(src, placed(region, axes, [(0,) + r for r in reads], len(lead)))
-    return ops, region
-
-
-def _filler(ctx, fillers, dtype, value, mem, op):
+def filler(ctx, fillers, dtype, value, mem, op):
     """The Buf of one element of value that a DMA fills a region of mem from (see load_window)."""
     const = ctx.constant(op, value, dtype)
     near = route(ctx.chip, "ddr", mem)[-1][1]

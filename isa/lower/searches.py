@@ -1,0 +1,38 @@
+"""Tiling searches worked out once per lowering for everything they depend on.
+
+A network repeats its layers (ResNet-50's blocks, a transformer's layers), and a layer group is
+planned more than once (isa/lower/chain.py prices a chain's layers in slices and one by one).
+A search's result depends only on its ops (their kinds, parameters, operand shapes and dtypes,
+and which operands are the same tensor), on where those tensors live (their memories, and on a
+chip that caches DDR their addresses, which decide what hits), on which of them the group
+stores, on what is free in each on-chip memory (which tilings fit), and on what the caller adds (the
+rows it runs): `signature` is all of it, and `Lowering.searches` keeps each result by it.
+"""
+
+import numpy as np
+
+
+def signature(ctx, nodes, stores, extra=()) -> tuple:
+    """What a search over the group of `nodes` (storing `stores`) depends on, with `extra`."""
+    local = {}
+    cached = ctx.chip.cache is not None
+
+    def tensor(name):
+        t, home = ctx.graph.tensors[name], ctx.home.get(name)
+        where = None if home is None else (home.mem, home.addr if cached else None, home.window)
+        return local.setdefault(name, len(local)), t.shape, t.dtype, where
+
+    ops = tuple((n.op, _frozen(n.params), tuple(tensor(t) for t in n.inputs), tuple(tensor(t) for t in n.outputs)) for n in nodes)
+    free = tuple((m, tuple(a.gaps())) for m, a in ctx.em.allocators.items() if ctx.chip.memories[m].kind == "local")
+    return ops, tuple(local.get(t) for t in stores), free, extra
+
+
+def _frozen(value):
+    """A parameter as a hashable value."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, np.ndarray):
+        return value.dtype.str, value.shape, value.tobytes()
+    return value

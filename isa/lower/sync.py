@@ -1,0 +1,65 @@
+"""Which waits an instruction needs, from the buffers it reads and writes: the one rule both
+the emitter (isa/lower/emit.py) and the lowering's estimate (isa/lower/estimate.py) sync by.
+
+Each buffer keeps its last writer and its readers since, per engine. Before an instruction on
+engine E, it needs the latest instruction of each other engine that E must follow (a read
+after a write, or a write after reads and writes) and that E does not already know finished.
+What E knows is a vector clock (the last index known finished, per engine): waiting on F.k
+teaches E everything F.k knew, so the waits stay minimal.
+
+A buffer is any object with `writes` and `reads` dicts (engine -> index) and a `section`
+(None, or what `Emitter.disjoint` keeps while engines write disjoint bytes of it).
+"""
+
+import numpy as np
+
+
+class Clocks:
+    """The engines' vector clocks and what each instruction knew when it was appended."""
+
+    def __init__(self, engines):
+        self._column = {name: k for k, name in enumerate(engines)}
+        none = np.full(len(self._column), -1, np.int32)
+        self.known = dict.fromkeys(engines, none)  # engine -> its vector clock (never written in place)
+        self._knowledge = {name: [] for name in engines}  # per instruction: what it knew
+
+    def need(self, engine: str, reads, writes) -> dict:
+        """{other engine: index} the next instruction of `engine` must wait for."""
+        deps = {}
+        for b in reads:
+            _merge(deps, b.writes if b.section is None else b.section[0])
+        for b in writes:
+            _merge(deps, b.writes if b.section is None else b.section[0])
+            _merge(deps, b.reads if b.section is None else b.section[1])
+        known, column = self.known[engine], self._column
+        return {e: i for e, i in deps.items() if e != engine and known[column[e]] < i}
+
+    def learn(self, engine: str, need: dict) -> None:
+        """`engine` waited for `need`: it now knows what those instructions knew."""
+        learned = self.known[engine].copy()
+        column = self._column
+        for e, i in need.items():
+            np.maximum(learned, self._knowledge[e][i], out=learned)
+            learned[column[e]] = max(learned[column[e]], i)
+        self.known[engine] = learned
+
+    def appended(self, engine: str) -> None:
+        """An instruction was appended to engine's stream: it knows what its engine knows."""
+        self._knowledge[engine].append(self.known[engine])
+
+
+def accessed(engine: str, index: int, reads, writes) -> None:
+    """Instruction `index` of `engine` read `reads` and wrote `writes`."""
+    for b in reads:
+        (b.reads if b.section is None else b.section[3])[engine] = index
+    for b in writes:
+        if b.section is None:
+            b.writes, b.reads = {engine: index}, {}
+        else:
+            b.section[2][engine] = index
+
+
+def _merge(into, other):
+    for e, i in other.items():
+        if into.get(e, -1) < i:
+            into[e] = i
