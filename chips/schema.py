@@ -208,8 +208,22 @@ class Chip:
 
     def engines_of(self, kind, core=None):
         """Engines of a kind, in chip order: every core's, or those core `core` runs (its own
-        and the shared ones)."""
-        return [e for e in self.engines.values() if kind in e.kinds and (core is None or e.core in (core, None))]
+        and the shared ones, which come first in chip order)."""
+        index = self._engines_by_kind
+        if core is None:
+            return list(index.get((kind, "all"), ()))
+        return [*index.get((kind, None), ()), *index.get((kind, core), ())]
+
+    @cached_property
+    def _engines_by_kind(self):
+        """(kind, core) -> that core's engines of the kind ((kind, None) the shared ones, (kind,
+        "all") every one): asked for per core, so looked up rather than scanned over every core's."""
+        index = {}
+        for e in self.engines.values():
+            for kind in e.kinds:
+                index.setdefault((kind, "all"), []).append(e)
+                index.setdefault((kind, e.core), []).append(e)
+        return index
 
     def seconds(self, cycles):
         return cycles / self.clock_hz
