@@ -51,12 +51,12 @@ class _Reader:
 
     def __init__(self, path, max_bytes, limit):
         self.path = Path(path)
-        self.left, self.limit = max_bytes, limit  # bytes the tensors still drawn or read may take, and what bounds them
+        self.left, self.limit = max_bytes, f"what is left of {limit}"  # bytes the tensors still drawn or read may take
 
     def reserve(self, line, where, shape, dtype):
         """Count a tensor about to be made against the byte limit, before it is allocated."""
         try:
-            self.left -= limits.check_shape(shape, dtype, where, self.left, f"what is left of {self.limit}")
+            self.left -= limits.check_shape(shape, dtype, where, self.left, self.limit)
         except SimError as exc:
             raise self.error(line, str(exc)) from None
 
@@ -113,7 +113,7 @@ class _Reader:
 def load(path, max_bytes: int = limits.HOST_MEMORY, limit: str = "the host-memory cap") -> GraphFile:
     """Read a graph file into a Graph and its default input values; the tensors it draws or
     reads take at most `max_bytes` together (`limit` says what that bound is, for messages)."""
-    r = _Reader(path, max_bytes, f"{limit} ({max_bytes} bytes)")
+    r = _Reader(path, max_bytes, limit)
     top = r.mapping(yamlfile.read(path), 1, "graph file", ("name", "ops", "outputs"), ("inputs", "constants", "description"))
     g = _located(r, top, "name", lambda: Graph(top["name"]))
     defaults = {}
@@ -228,7 +228,7 @@ def _random(r, spec, where, shape, dtype, line):
     rng = np.random.default_rng(seed)
     if kind == "normal":
         mean, scale = r.number(spec, "mean", where, 0.0), r.number(spec, "scale", where, 1.0, minimum=0)
-        r.reserve(line, where, shape, "float64")
+        r.reserve(line, f"{where} (drawn in float64)", shape, "float64")
         values = rng.normal(mean, scale, shape)
     elif kind == "uniform":
         integer = dtypes.is_int(dtype)
@@ -238,7 +238,7 @@ def _random(r, spec, where, shape, dtype, line):
         if not (lo <= low and high <= hi) or not integer and not math.isfinite(high - low):
             raise r.error(spec.line_of("low" if not lo <= low else "high"),
                           f"{where}: random uniform in [{low}, {high}] goes beyond {dtype}'s range [{lo}, {hi}]")
-        r.reserve(line, where, shape, "float64")
+        r.reserve(line, f"{where} (drawn in 64 bits)", shape, "float64")
         wide = np.uint64 if dtype == "uint64" else np.int64
         values = rng.integers(low, high, shape, dtype=wide, endpoint=True) if integer else rng.uniform(low, high, shape)
     else:
@@ -300,7 +300,7 @@ def _file(r, spec, where, dtype):
         raise r.error(line, f"{where}.file: {name!r} is outside the graph file's folder {folder}; "
                             "a file is read only from beneath it (no absolute path, no '..', no link out)")
     try:
-        array = npyfile.read_npy(file, r.left, f"what is left of {r.limit}")
+        array = npyfile.read_npy(file, r.left, r.limit)
     except SimError as exc:
         raise r.error(line, f"{where}.file: {exc}") from None
     r.left -= array.nbytes

@@ -22,6 +22,7 @@ NUMBER_EXPONENT = 30  # the decimal exponent a written number may carry: 1e30, 1
 QUANTITY_MAX = 10**18  # a chip quantity in its unit (bytes, Hz, cycles, bytes per cycle), and 1/QUANTITY_MAX the smallest
 CORES = 1024  # cores of one chip
 HOST_MEMORY = 8 << 30  # bytes the host gives the values of one run's tensors (a graph file's, an .npz's, a memory's)
+INSTRUCTION_WORK = 1 << 33  # elements one instruction of a functional run computes over (a matmul: multiply-adds)
 RANK = 16  # dimensions of a tensor or a region
 
 
@@ -33,7 +34,7 @@ def check_shape(shape, dtype, where, limit=HOST_MEMORY, what="the host-memory ca
         raise ShapeError(f"{where}: {len(shape)} dimensions, more than the limit of {RANK}")
     nbytes = math.prod(shape) * dtypes.itemsize(dtype)
     if nbytes > limit:
-        raise OutOfMemoryError(f"{where}: {dtype}{list(shape)} takes {nbytes} bytes, more than {what} ({limit} bytes)")
+        raise OutOfMemoryError(f"{where}: {list(shape)} of {dtype} takes {nbytes} bytes, more than {what} ({limit} bytes)")
     return nbytes
 
 

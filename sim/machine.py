@@ -24,6 +24,7 @@ from traces.occupancy import memory_counters
 from traces.records import BufferSpan, Event, Sync, Trace
 
 from .bandwidth import Arbiter
+from .bounds import check_run
 from .cache import Cache
 from .engines import dma, matrix, scalar, vector
 from .feeds import as_input
@@ -45,6 +46,7 @@ class Machine:
             raise ProgramError(f"mode must be 'functional' or 'timing', got {mode!r}")
         self.chip, self.program, self.functional = chip, program, mode == "functional"
         extents, self.costs, self.waits = _check(chip, program)
+        check_run(chip, program, extents, self.functional)
         self.extents = extents
         self.memories = {name: Memory(chip.memories[name], extents.get(name, 0), self.functional) for name in chip.memories}
 
