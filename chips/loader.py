@@ -326,7 +326,8 @@ def _memory(value, at):
     fields = _fields(value, at, _MEMORY)
     shared = fields.pop("shared", False)
     if fields["kind"] != "local" and "shared" in value:
-        raise at.child(value, "shared").error(f"a {fields['kind']} memory is one memory every core shares; only local memories are per core or shared")
+        raise at.child(value, "shared").error(f"a {fields['kind']} memory is one memory every core shares; "
+                                              "only local memories are per core or shared")
     if fields.get("cache") and (fields["kind"] != "local" or not shared):
         raise at.child(value, "cache").error("only a shared local memory (an L2 every core reaches) can cache ddr")
     return Memory(name=at.key, core=None if shared or fields["kind"] != "local" else 0, **fields)

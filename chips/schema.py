@@ -116,7 +116,8 @@ class Engine:
     # dma engines: (src, dst) -> bytes per cycle of a link with a rate of its own (Engine.rate)
     link_bandwidth: Mapping[tuple, float] = field(default_factory=dict)
     latency: int = 0  # dma engines: fixed cycles per transfer
-    in_flight: int = 1  # dma engines: transfers under way at once; from 2, a transfer's fixed latency runs while those before it move their bytes
+    # dma engines: transfers under way at once; from 2, a transfer's fixed latency runs while those before it move their bytes
+    in_flight: int = 1
     converts: tuple = ()  # dma engines: the element-wise functions it applies to what it moves (a converting dma, isa/instructions.py)
     vector: Optional[VectorUnit] = None
     matrix: Optional[MatrixUnit] = None

@@ -53,9 +53,12 @@ class _Reader:
         self.path = Path(path)
         self.left, self.limit = max_bytes, f"what is left of {limit}"  # bytes the tensors still drawn or read may take
 
-    def reserve(self, line, where, shape, dtype):
-        """Count a tensor about to be made against the byte limit, before it is allocated."""
+    def reserve(self, line, where, shape, dtype, draw=None):
+        """Count a tensor about to be made against the byte limit, before it is allocated: its
+        own bytes stay counted, and the wider array it is first drawn in (`draw`) must fit too."""
         try:
+            if draw is not None:
+                limits.check_shape(shape, draw, f"{where} (drawn in {draw})", self.left, self.limit)
             self.left -= limits.check_shape(shape, dtype, where, self.left, self.limit)
         except SimError as exc:
             raise self.error(line, str(exc)) from None
@@ -215,7 +218,8 @@ def _outputs(r, g, top):
     elif isinstance(outputs, list):
         entries = [(v, v, outputs, i) for i, v in enumerate(outputs)]
     else:
-        raise r.error(top.line_of("outputs"), f"outputs: expected a list of tensor names or a mapping of output name to tensor, got {_kind(outputs)}")
+        raise r.error(top.line_of("outputs"),
+                      f"outputs: expected a list of tensor names or a mapping of output name to tensor, got {_kind(outputs)}")
     for out_name, tname, parent, key in entries:
         if not isinstance(tname, str) or tname not in g.tensors:
             raise r.error(parent.line_of(key), f"outputs: unknown tensor {tname!r}")
@@ -228,19 +232,20 @@ def _random(r, spec, where, shape, dtype, line):
     rng = np.random.default_rng(seed)
     if kind == "normal":
         mean, scale = r.number(spec, "mean", where, 0.0), r.number(spec, "scale", where, 1.0, minimum=0)
-        r.reserve(line, f"{where} (drawn in float64)", shape, "float64")
+        r.reserve(line, where, shape, dtype, "float64")
         values = rng.normal(mean, scale, shape)
     elif kind == "uniform":
         integer = dtypes.is_int(dtype)
         low = r.number(spec, "low", where, 0, integer=integer)
         high = r.number(spec, "high", where, 1, integer=integer, minimum=low)
-        lo, hi = dtypes.int_range(dtype) if integer else (-dtypes.float_max(dtype), dtypes.float_max(dtype)) if dtypes.is_float(dtype) else (0, 1)
+        top = dtypes.float_max(dtype) if dtypes.is_float(dtype) else 1
+        lo, hi = dtypes.int_range(dtype) if integer else (-top if dtypes.is_float(dtype) else 0, top)
         if not (lo <= low and high <= hi) or not integer and not math.isfinite(high - low):
             raise r.error(spec.line_of("low" if not lo <= low else "high"),
                           f"{where}: random uniform in [{low}, {high}] goes beyond {dtype}'s range [{lo}, {hi}]")
-        r.reserve(line, f"{where} (drawn in 64 bits)", shape, "float64")
-        wide = np.uint64 if dtype == "uint64" else np.int64
-        values = rng.integers(low, high, shape, dtype=wide, endpoint=True) if integer else rng.uniform(low, high, shape)
+        wide = "uint64" if dtype == "uint64" else "int64" if integer else "float64"
+        r.reserve(line, where, shape, dtype, wide)
+        values = rng.integers(low, high, shape, dtype=dtypes.np_dtype(wide), endpoint=True) if integer else rng.uniform(low, high, shape)
     else:
         raise r.error(spec.line_of("random"), f"{where}.random: {kind!r} is not 'normal' or 'uniform'")
     return dtypes.convert(values, dtype)

@@ -8,7 +8,6 @@ Pickled (object) arrays are never read. Errors are InputErrors naming the file a
 """
 
 import zipfile
-from pathlib import Path
 
 import numpy as np
 from numpy.lib import format as npy
@@ -33,9 +32,13 @@ def read_npz(path: str, limit: int = limits.HOST_MEMORY, what: str = "the host-m
     `limit` bytes."""
     try:
         archive = zipfile.ZipFile(path)
-    except (OSError, zipfile.BadZipFile, ValueError) as exc:
-        kind = "not an .npz (zip) file" + (": a .npy holds one array; save inputs with np.savez" if Path(path).suffix == ".npy" else "")
-        raise InputError(f"{path}: {kind} ({exc.strerror if isinstance(exc, OSError) and exc.strerror else exc})") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except (zipfile.BadZipFile, ValueError) as exc:
+        with open(path, "rb") as f:
+            one_array = f.read(len(npy.MAGIC_PREFIX)) == npy.MAGIC_PREFIX
+        hint = ": a .npy holds one array; save inputs with np.savez" if one_array else ""
+        raise InputError(f"{path}: not an .npz (zip) file{hint} ({exc})") from None
     arrays, total = {}, 0
     with archive:
         for info in archive.infolist():

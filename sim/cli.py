@@ -155,8 +155,8 @@ def _inputs(args, gf, chip):
             return None
         missing = [n for n in gf.graph.inputs if n not in gf.defaults]
         if missing:
-            raise InputError(f"no value for input(s) {', '.join(missing)}: pass --inputs FILE.npz, give them a random: spec in the graph file, "
-                             "or use --mode timing")
+            raise InputError(f"no value for input(s) {', '.join(missing)}: pass --inputs FILE.npz, give them a random: spec "
+                             "in the graph file, or use --mode timing")
         return gf.defaults
     given = _read_npz(args.inputs, *_data_limit(chip))
     return gf.rename(given) if hasattr(gf, "rename") else given
