@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Mapping, Optional
 
+from isa.errors import UnsupportedError
+
 
 def core_name(name, core, cores):
     """The name of core `core`'s copy of a per-core memory or engine: "c3.l1" on a chip of
@@ -90,7 +92,11 @@ class MatrixUnit:
         return self.k_per_dtype.get(dtype, self.k)
 
     def block(self, dtype, conv=False):
-        """Cycles per block in `dtype`: a convolution's (conv) at conv_block_cycles where given."""
+        """Cycles per block in `dtype`: a convolution's (conv) at conv_block_cycles where given.
+        A dtype the unit has no rate for is an UnsupportedError (a chip whose op table allows
+        more than its unit multiplies)."""
+        if dtype not in self.block_cycles:
+            raise UnsupportedError(f"the matrix unit has no block_cycles for {dtype} (its dtypes: {', '.join(self.block_cycles) or 'none'})")
         return self.conv_block_cycles.get(dtype, self.block_cycles[dtype]) if conv else self.block_cycles[dtype]
 
 

@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass
 from numbers import Integral, Real
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -107,16 +108,19 @@ class _Reader:
 
     def dtype(self, spec, where):
         name = spec.get("dtype", "float32")
+        if not isinstance(name, str):
+            raise self.error(spec.line_of("dtype"), f"{where}.dtype: expected a dtype name such as float32, got {_kind(name)}")
         try:
             return dtypes.check(name, f"{where}.dtype")
         except SimError as exc:
             raise self.error(spec.line_of("dtype"), str(exc)) from None
 
 
-def load(path, max_bytes: int = limits.HOST_MEMORY, limit: str = "the host-memory cap") -> GraphFile:
+def load(path, max_bytes: Optional[int] = None, limit: str = "the host-memory cap") -> GraphFile:
     """Read a graph file into a Graph and its default input values; the tensors it draws or
-    reads take at most `max_bytes` together (`limit` says what that bound is, for messages)."""
-    r = _Reader(path, max_bytes, limit)
+    reads take at most `max_bytes` together (by default the host-memory cap; `limit` says what
+    the bound is, for messages)."""
+    r = _Reader(path, limits.HOST_MEMORY if max_bytes is None else max_bytes, limit)
     top = r.mapping(yamlfile.read(path), 1, "graph file", ("name", "ops", "outputs"), ("inputs", "constants", "description"))
     g = _located(r, top, "name", lambda: Graph(top["name"]))
     defaults = {}
@@ -178,11 +182,14 @@ def _apply(r, g, spec, where):
         raise ConfigError(f"op {name}: unknown input tensor(s) {', '.join(map(repr, missing))}")
     params = _params(r, spec, name, fn, where)
     node_name = r.text(spec, "name", f"{where}.name") if "name" in spec else None
+    tensors = [g.tensors[t] for t in inputs]
     try:
-        tensors = [g.tensors[t] for t in inputs]
         return fn(tensors, **params, name=node_name) if ops.REGISTRY[name].list_input else fn(*tensors, **params, name=node_name)
-    except (TypeError, ValueError, OverflowError) as exc:  # a parameter of a value the op cannot take
-        raise ConfigError(f"op {name} (params {_kind(dict(params))}): {exc}") from None
+    except (TypeError, ValueError, OverflowError, IndexError, KeyError, ZeroDivisionError) as exc:
+        # operands or parameters the op's own checks let through: still the file's mistake, named with what it gave
+        operands = ", ".join(f"{t.name}{list(t.shape)}" for t in tensors)
+        raise ConfigError(f"op {name} cannot take operands {operands} with params {_kind(dict(params))} "
+                          f"({type(exc).__name__}: {exc})") from None
 
 
 # A parameter whose default is of one of these types takes only values of it: (check, what it takes).

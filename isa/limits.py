@@ -14,7 +14,7 @@ from typing import Optional
 from . import dtypes
 from .errors import OutOfMemoryError, ShapeError
 
-YAML_BYTES = 64 << 20  # a YAML file's size: larger data belongs in .npy files (a graph file's `file:`)
+YAML_BYTES = 16 << 20  # a YAML file's size (some 40 s to read at most): larger data belongs in .npy files (a graph file's `file:`)
 YAML_DEPTH = 40  # collections nested in a YAML document (a chip's deepest is 5; an inline 8-d constant is 12)
 YAML_ALIAS_NODES = 100_000  # values an alias may repeat in one YAML document, counted as they expand
 NUMBER_DIGITS = 40  # digits a written number has (mantissa and exponent); more is no measurement
@@ -26,13 +26,14 @@ INSTRUCTION_WORK = 1 << 33  # elements one instruction of a functional run compu
 RANK = 16  # dimensions of a tensor or a region
 
 
-def check_shape(shape, dtype, where, limit=HOST_MEMORY, what="the host-memory cap"):
+def check_shape(shape, dtype, where, limit=None, what="the host-memory cap"):
     """The bytes of a tensor of `shape` and `dtype`, once its rank and size are known to be in
     bounds: at most RANK dimensions and `limit` bytes (by default the host's cap; a caller that
     knows the chip passes its memory's capacity and names it in `what`)."""
     if len(shape) > RANK:
         raise ShapeError(f"{where}: {len(shape)} dimensions, more than the limit of {RANK}")
     nbytes = math.prod(shape) * dtypes.itemsize(dtype)
+    limit = HOST_MEMORY if limit is None else limit
     if nbytes > limit:
         raise OutOfMemoryError(f"{where}: {list(shape)} of {dtype} takes {nbytes} bytes, more than {what} ({limit} bytes)")
     return nbytes

@@ -8,6 +8,7 @@ Pickled (object) arrays are never read. Errors are InputErrors naming the file a
 """
 
 import zipfile
+from typing import Optional
 
 import numpy as np
 from numpy.lib import format as npy
@@ -18,18 +19,20 @@ from .errors import InputError, SimError
 NPY_HEADER_BYTES = 10_000  # numpy's own default bound on a .npy header
 
 
-def read_npy(path: str, limit: int = limits.HOST_MEMORY, what: str = "the host-memory cap") -> np.ndarray:
-    """The array saved in the .npy file at `path`, of at most `limit` bytes (`what` names the limit)."""
+def read_npy(path: str, limit: Optional[int] = None, what: str = "the host-memory cap") -> np.ndarray:
+    """The array saved in the .npy file at `path`, of at most `limit` bytes (by default the
+    host-memory cap; `what` names the limit)."""
     try:
         with open(path, "rb") as f:
-            return _array(f, str(path), limit, what)
+            return _array(f, str(path), limits.HOST_MEMORY if limit is None else limit, what)
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-def read_npz(path: str, limit: int = limits.HOST_MEMORY, what: str = "the host-memory cap") -> dict:
+def read_npz(path: str, limit: Optional[int] = None, what: str = "the host-memory cap") -> dict:
     """{name: array} of the .npz file at `path`: each array, and all of them together, at most
-    `limit` bytes."""
+    `limit` bytes (by default the host-memory cap)."""
+    limit = limits.HOST_MEMORY if limit is None else limit
     try:
         archive = zipfile.ZipFile(path)
     except OSError as exc:

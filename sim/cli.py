@@ -171,7 +171,7 @@ def _data_limit(chip):
     return limits.HOST_MEMORY, "the host-memory cap"
 
 
-def _read_npz(path, limit=limits.HOST_MEMORY, what="the host-memory cap"):
+def _read_npz(path, limit=None, what="the host-memory cap"):
     """The arrays of an .npz (isa/npyfile.py: each size checked before it is read)."""
     try:
         return npyfile.read_npz(path, limit, what)
