@@ -7,7 +7,10 @@ SimError naming the limit and the value. The bounds sit far above what any real 
 needs, so they only ever stop input that would otherwise hang the run or fill the host.
 """
 
+import fcntl
 import math
+import os
+import stat
 from pathlib import Path
 from typing import Optional
 
@@ -50,3 +53,20 @@ def beneath(folder: Path, name: str) -> Optional[Path]:
     except (OSError, RuntimeError):  # a loop of links
         return None
     return target if target.is_relative_to(folder) else None
+
+
+def open_input(path, regular: bool = False):
+    """`path` opened for reading in binary, without the wait for a writer that opening a FIFO
+    makes (one with no writer then reads as empty); with `regular`, a FileNotFoundError-like
+    OSError unless it is a regular file (a device or a FIFO named where a data file belongs).
+    Raises OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if regular and not stat.S_ISREG(mode):
+            raise OSError(0, "not a regular file")
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise

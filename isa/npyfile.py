@@ -23,7 +23,7 @@ def read_npy(path: str, limit: Optional[int] = None, what: str = "the host-memor
     """The array saved in the .npy file at `path`, of at most `limit` bytes (by default the
     host-memory cap; `what` names the limit)."""
     try:
-        with open(path, "rb") as f:
+        with limits.open_input(path, regular=True) as f:
             return _array(f, str(path), limits.HOST_MEMORY if limit is None else limit, what)
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
@@ -34,11 +34,11 @@ def read_npz(path: str, limit: Optional[int] = None, what: str = "the host-memor
     `limit` bytes (by default the host-memory cap)."""
     limit = limits.HOST_MEMORY if limit is None else limit
     try:
-        archive = zipfile.ZipFile(path)
+        archive = zipfile.ZipFile(limits.open_input(path, regular=True))
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except (zipfile.BadZipFile, ValueError) as exc:
-        with open(path, "rb") as f:
+        with limits.open_input(path) as f:
             one_array = f.read(len(npy.MAGIC_PREFIX)) == npy.MAGIC_PREFIX
         hint = ": a .npy holds one array; save inputs with np.savez" if one_array else ""
         raise InputError(f"{path}: not an .npz (zip) file{hint} ({exc})") from None

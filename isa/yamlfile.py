@@ -56,7 +56,7 @@ class YamlList(list):
 def read(path):
     """Parse the YAML file at `path` (see `parse`)."""
     try:
-        with open(path, "rb") as f:
+        with limits.open_input(path) as f:
             data = f.read(limits.YAML_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
@@ -133,7 +133,7 @@ class _Builder:
         if any(node is n for n in self.open):
             raise self.error(node, "an alias refers to a collection that contains it")
         if len(self.open) >= limits.YAML_DEPTH:
-            raise self.error(node, f"collections nested more than {limits.YAML_DEPTH} deep (with the aliases expanded)")
+            raise self.error(node, f"collections nested more than {limits.YAML_DEPTH} deep (an alias counts as the collection it repeats)")
         if node.tag not in (_MAP_TAG, _SEQ_TAG):
             raise self.error(node, f"unsupported tag {node.tag!r}")
         self.open.append(node)

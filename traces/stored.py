@@ -13,7 +13,10 @@ ZeroDivisionError in a summary.
 
 import json
 import math
+import os
 from numbers import Real
+
+from isa.limits import open_input
 
 from .records import BufferSpan, Event, Sync, Trace
 
@@ -75,11 +78,12 @@ def from_data(data):
 def load(path):
     """The Trace saved in a trace JSON that `write_chrome` wrote."""
     try:
-        with open(path, "rb") as f:
-            text = f.read(TRACE_BYTES + 1)
+        with open_input(path, regular=True) as f:
+            size = os.fstat(f.fileno()).st_size
+            text = f.read() if size <= TRACE_BYTES else None  # refused by its size, before it is read
     except OSError as exc:
         raise TraceFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if len(text) > TRACE_BYTES:
+    if text is None or len(text) > TRACE_BYTES:
         raise TraceFileError(f"{path}: larger than the limit of {TRACE_BYTES} bytes for a trace file")
     try:
         document = json.loads(text.decode("utf-8"))
