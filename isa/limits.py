@@ -25,7 +25,7 @@ NUMBER_EXPONENT = 30  # the decimal exponent a written number may carry: 1e30, 1
 QUANTITY_MAX = 10**18  # a chip quantity in its unit (bytes, Hz, cycles, bytes per cycle), and 1/QUANTITY_MAX the smallest
 CORES = 1024  # cores of one chip
 HOST_MEMORY = 8 << 30  # bytes the host gives the values of one run's tensors (a graph file's, an .npz's, a memory's)
-INSTRUCTION_WORK = 1 << 33  # elements one instruction of a functional run computes over (a matmul: multiply-adds)
+INSTRUCTION_WORK = 1 << 28  # elements one instruction of a functional run computes over (a matmul: multiply-adds): 2 GiB in float64
 RANK = 16  # dimensions of a tensor or a region
 
 
