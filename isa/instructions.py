@@ -93,8 +93,9 @@ REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
 @dataclass(frozen=True)
 class KernelSpec:
     """What a scalar kernel takes: the numbers of sources it may read, the destinations it
-    writes, the arguments it needs (name -> kind, see _ARG_KINDS), those it may take, and those
-    it needs when it reads no sources (a Fill's two parameters, as numbers, or else as tensors)."""
+    writes, the arguments it needs (name -> kind, as _check_arg reads them), those it may take,
+    and those it needs when it reads no sources (a Fill's two parameters, as numbers, or else
+    as tensors)."""
 
     srcs: tuple
     dsts: int
@@ -324,7 +325,7 @@ def _parse_arg(text, where):
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")  # a memory or engine: "lmem", "c3.l1"
 
 
-def name(text, what, where):
+def parse_name(text, what, where):
     """`text`, once it is a name such as a chip YAML gives memories and engines (a core's copy:
     "c3.l1")."""
     if not _NAME.fullmatch(text):
@@ -332,7 +333,7 @@ def name(text, what, where):
     return text
 
 
-def number(text, what, where, low=None, high=limits.QUANTITY_MAX):
+def parse_int(text, what, where, low=None, high=limits.QUANTITY_MAX):
     """The integer `text` writes (decimal, or 0x.. as addresses are), within [low, high]."""
     try:
         value = int(text, 0) if len(text) <= limits.NUMBER_DIGITS else None
@@ -344,12 +345,12 @@ def number(text, what, where, low=None, high=limits.QUANTITY_MAX):
     return value
 
 
-def instr_id(text, where):
+def parse_id(text, where):
     """(engine, index) of an instruction id "engine.index" ("c3.cube.12": core 3's cube)."""
     engine, dot, index = text.rpartition(".")
     if not dot:
         raise ProgramError(f"{where}: bad instruction id {text[:40]!r}: expected engine.index, such as tiu.3")
-    return name(engine, "engine of instruction id", where), number(index, f"index of instruction id {text[:40]!r}", where, 0)
+    return parse_name(engine, "engine of instruction id", where), parse_int(index, f"index of instruction id {text[:40]!r}", where, 0)
 
 
 def parse_region(text, where):
@@ -366,8 +367,8 @@ def parse_region(text, where):
         dtype = dtypes.check(dtype, f"region {text[:80]!r}")
     except SimError as exc:
         raise ProgramError(f"{where}: {exc}") from None
-    ints = lambda s, what, low: tuple(number(v, what, where, low) for v in s.split(",")) if s else ()  # noqa: E731
-    region = Region(name(mem, "memory", where), number(addr, "address", where, 0), dtype,
+    ints = lambda s, what, low: tuple(parse_int(v, what, where, low) for v in s.split(",")) if s else ()  # noqa: E731
+    region = Region(parse_name(mem, "memory", where), parse_int(addr, "address", where, 0), dtype,
                     ints(shape, "dimension", 0), ints(strides, "stride", None))
     if len(region.shape) != len(region.strides):
         raise ProgramError(f"{where}: region {text!r} has {len(region.shape)} dims but {len(region.strides)} strides")
@@ -381,7 +382,7 @@ def _parse_operand(text, where):
     if "@" in text:
         return parse_region(text, where)
     try:
-        return number(text, "number", where, -(2**63), 2**64 - 1)
+        return parse_int(text, "number", where, -(2**63), 2**64 - 1)
     except ProgramError:
         try:
             return float(text)
@@ -486,7 +487,7 @@ def _parse_matmul(args, op, where):
     accumulate = args.pop("acc")
     if accumulate not in ("0", "1"):
         raise ProgramError(f"{where}: acc= is 0 or 1, got {accumulate[:40]!r}")
-    m = number(args.pop("m", "1"), "m (leading dimensions of M)", where, 1, max(1, min(len(a.shape), len(c.shape))))
+    m = parse_int(args.pop("m", "1"), "m (leading dimensions of M)", where, 1, max(1, min(len(a.shape), len(c.shape))))
     bias = parse_region(args.pop("bias"), where) if "bias" in args else None
     return Matmul(a, b, c, accumulate == "1", op, m, bias, _flag(args, "conv", where))
 
@@ -495,7 +496,7 @@ def _parse_wait(args, op, where):
     on = args.pop("on")
     ids = on.split(",")
     for ident in ids:
-        instr_id(ident, where)
+        parse_id(ident, where)
     return Wait(tuple(ids), op)
 
 

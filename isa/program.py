@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from . import limits
 from .errors import ProgramError
-from .instructions import instr_id, instr_text, name, number, parse_instr, parse_region
+from .instructions import instr_text, parse_id, parse_instr, parse_int, parse_name, parse_region
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class Program:
     @classmethod
     def from_text(cls, text: str) -> "Program":
         prog = cls("", "", {}, [], [])
-        names = set()  # of the bindings
+        names = set()  # (role, name) of the bindings
         for lineno, line in enumerate(text.splitlines(), 1):
             words = line.split()
             if words and not line.startswith("#"):
@@ -97,19 +97,19 @@ def _parse_line(prog, words, where, names):
         if prog.chip:
             raise ProgramError(f"{where}: a second .program line")
         fields = _fields(words[1:], ("chip", "graph"), where)
-        prog.chip, prog.graph = name(fields["chip"], "chip name", where), fields["graph"]
+        prog.chip, prog.graph = parse_name(fields["chip"], "chip name", where), fields["graph"]
     elif head == ".engine":
         _count(words, 2, "`.engine NAME`", where)
-        engine = name(words[1], "engine name", where)
+        engine = parse_name(words[1], "engine name", where)
         if engine in prog.streams:
             raise ProgramError(f"{where}: engine {engine} declared twice")
         prog.streams[engine] = []
     elif head in (".input", ".output", ".const"):
         role = head[1:]
         _count(words, 4 if role == "const" else 3, f"`{head} NAME REGION" + (" DATA`" if role == "const" else "`"), where)
-        if words[1] in names:
-            raise ProgramError(f"{where}: tensor {words[1]!r} is bound twice")
-        names.add(words[1])
+        if (role, words[1]) in names:  # a constant may also be an output, but not two constants
+            raise ProgramError(f"{where}: {role} {words[1]!r} is bound twice")
+        names.add((role, words[1]))
         region = parse_region(words[2], where)
         data = _const_data(words[1], region, words[3], where) if role == "const" else b""
         prog.bindings.append(Binding(words[1], role, region, data))
@@ -122,13 +122,13 @@ def _parse_line(prog, words, where, names):
         f = _fields(words[2:], ("size", "name", "first", "last"), where)
         first, last = f["first"], tuple(f["last"].split(","))
         for ident in (first, *last):
-            instr_id(ident, f"{where}: buffer {f['name']!r}'s lifetime")
-        prog.buffers.append(Buffer(f["name"], name(mem, "memory", where), number(addr, "address", where, 0),
-                                   number(f["size"], "size", where, 0), first, last))
+            parse_id(ident, f"{where}: buffer {f['name']!r}'s lifetime")
+        prog.buffers.append(Buffer(f["name"], parse_name(mem, "memory", where), parse_int(addr, "address", where, 0),
+                                   parse_int(f["size"], "size", where, 0), first, last))
     elif head.startswith("."):
         raise ProgramError(f"{where}: unknown directive {head[:40]!r} (known: .program, .engine, .input, .output, .const, .buffer, .note)")
     else:
-        engine, index = instr_id(head, where)
+        engine, index = parse_id(head, where)
         stream = prog.streams.get(engine)
         if stream is None:
             raise ProgramError(f"{where}: instruction for undeclared engine {engine!r}")

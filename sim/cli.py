@@ -46,7 +46,9 @@ def main(argv=None) -> int:
     debug = "--debug" in argv
     try:
         args = _parser().parse_args([a for a in argv if a != "--debug"])
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
+        return status
     except SimError as exc:
         print(f"npusim: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
         return 1
