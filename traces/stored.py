@@ -123,8 +123,8 @@ def _texts(v):
     return isinstance(v, list) and all(map(_text, v))
 
 
-def _ids(v):
-    return isinstance(v, list) and all(isinstance(i, list) and len(i) == 2 and _text(i[0]) and _count(i[1]) for i in v)
+def _ids(v):  # lists once read from JSON; tuples when to_data's own output is read back
+    return isinstance(v, (list, tuple)) and all(isinstance(i, (list, tuple)) and len(i) == 2 and _text(i[0]) and _count(i[1]) for i in v)
 
 
 def _mapping_of(check):
@@ -132,7 +132,7 @@ def _mapping_of(check):
 
 
 def _points(v):
-    return isinstance(v, list) and all(isinstance(p, list) and len(p) == 2 and _amount(p[0]) and _amount(p[1]) for p in v)
+    return isinstance(v, list) and all(isinstance(p, (list, tuple)) and len(p) == 2 and _amount(p[0]) and _amount(p[1]) for p in v)
 
 
 def _block(v):
