@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test fuzz bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+# The fuzz tests with many more inputs of each kind than `make test` tries (tests/test_fuzz.py).
+FUZZ_EXAMPLES ?= 2000
+fuzz: $(STAMP)
+	NPUSIM_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/test_fuzz.py --hypothesis-show-statistics
 
 bench: $(STAMP)
 	$(PY) bench/sim_speed.py

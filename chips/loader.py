@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from isa import dtypes, yamlfile
+from isa import dtypes, limits, yamlfile
 from isa.errors import ConfigError, UnsupportedError
 from isa.instructions import SCALAR_FNS, STREAM_FNS, VECTOR_FNS
 
@@ -326,7 +326,8 @@ def _memory(value, at):
     fields = _fields(value, at, _MEMORY)
     shared = fields.pop("shared", False)
     if fields["kind"] != "local" and "shared" in value:
-        raise at.child(value, "shared").error(f"a {fields['kind']} memory is one memory every core shares; only local memories are per core or shared")
+        raise at.child(value, "shared").error(f"a {fields['kind']} memory is one memory every core shares; "
+                                              "only local memories are per core or shared")
     if fields.get("cache") and (fields["kind"] != "local" or not shared):
         raise at.child(value, "cache").error("only a shared local memory (an L2 every core reaches) can cache ddr")
     return Memory(name=at.key, core=None if shared or fields["kind"] != "local" else 0, **fields)
@@ -520,12 +521,19 @@ def _clock(value, at):
     return at.ctx.clock_hz
 
 
+def _cores(value, at):
+    cores = _count(value, at)
+    if cores > limits.CORES:
+        raise at.error(f"{cores} cores, more than the limit of {limits.CORES}")
+    return cores
+
+
 # In this order: the clock before anything in cycles, memories before the engines naming them.
 _CHIP = {
     "name": (_name, REQUIRED),
     "description": (_text, REQUIRED),
     "clock": (_clock, REQUIRED),
-    "cores": (_count, OPTIONAL),
+    "cores": (_cores, OPTIONAL),
     "aliases": (_list_of(_name), OPTIONAL),
     "memories": (_memories, REQUIRED),
     "engines": (_table(_name, _engine), REQUIRED),

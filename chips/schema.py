@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Mapping, Optional
 
+from isa.errors import UnsupportedError
+
 
 def core_name(name, core, cores):
     """The name of core `core`'s copy of a per-core memory or engine: "c3.l1" on a chip of
@@ -90,7 +92,11 @@ class MatrixUnit:
         return self.k_per_dtype.get(dtype, self.k)
 
     def block(self, dtype, conv=False):
-        """Cycles per block in `dtype`: a convolution's (conv) at conv_block_cycles where given."""
+        """Cycles per block in `dtype`: a convolution's (conv) at conv_block_cycles where given.
+        A dtype the unit has no rate for is an UnsupportedError (a chip whose op table allows
+        more than its unit multiplies)."""
+        if dtype not in self.block_cycles:
+            raise UnsupportedError(f"the matrix unit has no block_cycles for {dtype} (its dtypes: {', '.join(self.block_cycles) or 'none'})")
         return self.conv_block_cycles.get(dtype, self.block_cycles[dtype]) if conv else self.block_cycles[dtype]
 
 
@@ -116,7 +122,8 @@ class Engine:
     # dma engines: (src, dst) -> bytes per cycle of a link with a rate of its own (Engine.rate)
     link_bandwidth: Mapping[tuple, float] = field(default_factory=dict)
     latency: int = 0  # dma engines: fixed cycles per transfer
-    in_flight: int = 1  # dma engines: transfers under way at once; from 2, a transfer's fixed latency runs while those before it move their bytes
+    # dma engines: transfers under way at once; from 2, a transfer's fixed latency runs while those before it move their bytes
+    in_flight: int = 1
     converts: tuple = ()  # dma engines: the element-wise functions it applies to what it moves (a converting dma, isa/instructions.py)
     vector: Optional[VectorUnit] = None
     matrix: Optional[MatrixUnit] = None
@@ -208,8 +215,22 @@ class Chip:
 
     def engines_of(self, kind, core=None):
         """Engines of a kind, in chip order: every core's, or those core `core` runs (its own
-        and the shared ones)."""
-        return [e for e in self.engines.values() if kind in e.kinds and (core is None or e.core in (core, None))]
+        and the shared ones, which come first in chip order)."""
+        index = self._engines_by_kind
+        if core is None:
+            return list(index.get((kind, "all"), ()))
+        return [*index.get((kind, None), ()), *index.get((kind, core), ())]
+
+    @cached_property
+    def _engines_by_kind(self):
+        """(kind, core) -> that core's engines of the kind ((kind, None) the shared ones, (kind,
+        "all") every one): asked for per core, so looked up rather than scanned over every core's."""
+        index = {}
+        for e in self.engines.values():
+            for kind in e.kinds:
+                index.setdefault((kind, "all"), []).append(e)
+                index.setdefault((kind, e.core), []).append(e)
+        return index
 
     def seconds(self, cycles):
         return cycles / self.clock_hz

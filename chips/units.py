@@ -5,6 +5,11 @@ the number npusim uses: bytes, hertz, bytes per cycle or cycles. Arithmetic is e
 so "80ns" at 550MHz is 44 cycles, not 45. Bad input raises ValueError saying what was expected;
 the chip loader adds the file and the key.
 
+A written number has at most NUMBER_DIGITS digits and a decimal exponent within
++-NUMBER_EXPONENT (isa/limits.py), so reading it is quick ("1e999999999" would take Fraction
+minutes), and every result lies within [1/QUANTITY_MAX, QUANTITY_MAX] of its unit, so it is
+finite as a float and exact as an integer.
+
 PyYAML reads `1410e6` (no dot) as a string and `on`/`yes` as True: numeric strings are numbers,
 booleans are always errors.
 """
@@ -12,6 +17,8 @@ booleans are always errors.
 import math
 import re
 from fractions import Fraction
+
+from isa.limits import NUMBER_DIGITS, NUMBER_EXPONENT, QUANTITY_MAX
 
 SIZE_UNITS = {
     "B": 1,
@@ -24,7 +31,7 @@ PER_SECOND_UNITS = {f"{unit}/s": factor for unit, factor in SIZE_UNITS.items()}
 PER_CYCLE = "B/cycle"
 CYCLES = "cycles"
 
-_QUANTITY = re.compile(r"\s*([-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)\s*(\S*)\s*")
+_QUANTITY = re.compile(r"\s*([-+]?[0-9.]+(?:[eE]([-+]?[0-9]+))?)\s*(\S*)\s*")
 
 
 def size(value):
@@ -94,15 +101,22 @@ def _quantity(value, what):
     if isinstance(value, bool):
         raise ValueError(f"expected {what}, got {value} (YAML reads on/off/yes/no/true/false as booleans)")
     if isinstance(value, (int, float)):
-        if not math.isfinite(value):
-            raise ValueError(f"expected {what}, got {value}")
+        if not abs(value) <= QUANTITY_MAX:  # also NaN
+            raise ValueError(f"expected {what} of at most {QUANTITY_MAX:.0e}, got {value}")
         return _exact(value), ""
     if not isinstance(value, str):
         raise ValueError(f"expected {what}, got {describe(value)}")
     match = _QUANTITY.fullmatch(value)
+    if match is None:
+        raise ValueError(f"expected {what}, got {value!r}")
+    digits, exponent, unit = match.groups()
+    if sum(c.isdigit() for c in digits) > NUMBER_DIGITS:
+        raise ValueError(f"{value[:60]!r} has more digits than the limit of {NUMBER_DIGITS}; expected {what}")
+    if exponent is not None and abs(int(exponent)) > NUMBER_EXPONENT:
+        raise ValueError(f"{value[:60]!r}: exponent {exponent[:20]} is beyond the limit of +-{NUMBER_EXPONENT}; expected {what}")
     try:
-        return Fraction(match.group(1)), match.group(2)
-    except (AttributeError, ValueError):  # no match, or digits Fraction rejects ("1.2.3")
+        return Fraction(digits), unit
+    except ValueError:  # digits Fraction rejects ("1.2.3")
         raise ValueError(f"expected {what}, got {value!r}") from None
 
 
@@ -122,7 +136,7 @@ def _factor(unit, units, value, what):
 def _positive(number, value, what):
     if number <= 0:
         raise ValueError(f"{value!r} must be > 0; expected {what}")
-    return number
+    return _bounded(number, value, what)
 
 
 def _whole(number, minimum, value, what):
@@ -130,7 +144,15 @@ def _whole(number, minimum, value, what):
         raise ValueError(f"{value!r} is not a whole number; expected {what}")
     if number < minimum:
         raise ValueError(f"{value!r} must be >= {minimum}; expected {what}")
-    return int(number)
+    return int(_bounded(number, value, what))
+
+
+def _bounded(number, value, what):
+    """number, once it is 0 or within [1/QUANTITY_MAX, QUANTITY_MAX] in magnitude."""
+    if number and not Fraction(1, QUANTITY_MAX) <= abs(number) <= QUANTITY_MAX:
+        raise ValueError(f"{value!r} comes to {float(number):.3g} (bytes, Hz, cycles or bytes per cycle), outside the limits "
+                         f"[1/{QUANTITY_MAX:.0e}, {QUANTITY_MAX:.0e}]; expected {what}")
+    return number
 
 
 def describe(value):

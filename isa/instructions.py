@@ -31,11 +31,12 @@ expressed) of one memory starting at a byte address. Each opcode's meaning:
 - `wait`    block this engine until every named instruction ("engine.index") has finished.
 """
 
-from dataclasses import dataclass
-from typing import NamedTuple, Optional
+import re
+from dataclasses import dataclass, field
+from typing import Mapping, NamedTuple, Optional
 
-from . import dtypes
-from .errors import ProgramError
+from . import dtypes, limits
+from .errors import ProgramError, SimError
 
 # Vector functions: name -> number of operands (regions or numbers). The machine gives them
 # their meaning (sim/engines/vector.py); a chip's `op_cycles` may price each one. A shift or
@@ -87,12 +88,42 @@ VECTOR_FNS = {
     "reduce_prod": 1,
 }
 REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """What a scalar kernel takes: the numbers of sources it may read, the destinations it
+    writes, the arguments it needs (name -> kind, as _check_arg reads them), those it may take,
+    and those it needs when it reads no sources (a Fill's two parameters, as numbers, or else
+    as tensors)."""
+
+    srcs: tuple
+    dsts: int
+    args: Mapping[str, str] = field(default_factory=dict)
+    optional: Mapping[str, str] = field(default_factory=dict)
+    sourceless: Mapping[str, str] = field(default_factory=dict)
+
+
+_SORT_ARGS = {"axis": "axis", "stable": "flag", "descending": "flag"}
 # Scalar-engine kernels (sim/kernels/ gives them their meaning and their work); a chip's
 # `op_cycles` may price each one. "custom.<name>" runs a user-registered op (isa.ops.custom).
-SCALAR_FNS = (
-    "arg", "topk", "sort", "argsort", "masked_select", "index_select", "where", "nms",
-    "sequence", "linspace", "random_uniform", "random_normal", "non_max_suppression",
-)
+SCALAR_KERNELS = {
+    "arg": KernelSpec((1,), 1, {"axis": "axis", "method": "max|min"}),
+    "topk": KernelSpec((1,), 2, {"axis": "axis", "k": "k", "descending": "flag"}),
+    "sort": KernelSpec((1,), 2, _SORT_ARGS),
+    "argsort": KernelSpec((1,), 1, _SORT_ARGS),
+    "masked_select": KernelSpec((2,), 1),
+    "index_select": KernelSpec((2,), 1, {"dim": "axis"}),
+    "where": KernelSpec((1,), 1),
+    "nms": KernelSpec((2,), 1, {"iou_threshold": "number", "max_output_size": "count", "stable": "flag"}, {"score_threshold": "number"}),
+    "sequence": KernelSpec((1,), 1),
+    "linspace": KernelSpec((0, 2), 1, {"shape": "shape"}, {}, {"alpha": "number", "beta": "numbers"}),
+    "random_uniform": KernelSpec((0, 2), 1, {"shape": "shape", "seed": "seed"}, {}, {"low": "number", "high": "number"}),
+    "random_normal": KernelSpec((0, 2), 1, {"shape": "shape", "seed": "seed"}, {}, {"mean": "number", "scale": "number"}),
+    "non_max_suppression": KernelSpec((2,), 1, {"max_output_boxes_per_class": "count", "iou_threshold": "number",
+                                                "center_point_box": "flag"}, {"score_threshold": "number"}),
+}
+SCALAR_FNS = tuple(SCALAR_KERNELS)
 CUSTOM_PREFIX = "custom."
 # Operands read whole rather than element-wise: fn -> operand positions.
 TABLE_OPERANDS = {"lut": (1,)}
@@ -283,7 +314,7 @@ def _arg_text(value):
 
 
 def _parse_arg(text, where):
-    if text.startswith("["):
+    if text.startswith("[") and text.endswith("]"):
         return tuple(_parse_operand(v, where) for v in text[1:-1].split("|") if v)
     try:
         return _parse_operand(text, where)
@@ -291,31 +322,72 @@ def _parse_arg(text, where):
         return text
 
 
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")  # a memory or engine: "lmem", "c3.l1"
+
+
+def parse_name(text, what, where):
+    """`text`, once it is a name such as a chip YAML gives memories and engines (a core's copy:
+    "c3.l1")."""
+    if not _NAME.fullmatch(text):
+        raise ProgramError(f"{where}: bad {what} {text[:40]!r} (letters, digits, '_', '-' and '.', starting with a letter)")
+    return text
+
+
+def parse_int(text, what, where, low=None, high=limits.QUANTITY_MAX):
+    """The integer `text` writes (decimal, or 0x.. as addresses are), within [low, high]."""
+    try:
+        value = int(text, 0) if len(text) <= limits.NUMBER_DIGITS else None
+    except ValueError:
+        value = None
+    if value is None or low is not None and value < low or abs(value) > high:
+        bounds = f"an integer in [{low}, {high}]" if low is not None else f"an integer of magnitude at most {high}"
+        raise ProgramError(f"{where}: bad {what} {text[:40]!r}: expected {bounds}")
+    return value
+
+
+def parse_id(text, where):
+    """(engine, index) of an instruction id "engine.index" ("c3.cube.12": core 3's cube)."""
+    engine, dot, index = text.rpartition(".")
+    if not dot:
+        raise ProgramError(f"{where}: bad instruction id {text[:40]!r}: expected engine.index, such as tiu.3")
+    return parse_name(engine, "engine of instruction id", where), parse_int(index, f"index of instruction id {text[:40]!r}", where, 0)
+
+
 def parse_region(text, where):
     try:
         head, rest = text.split(":", 1)
         mem, addr = head.split("@")
         dtype, dims = rest.split("[")
-        shape, strides = dims.rstrip("]").split(";")
-        ints = lambda s: tuple(int(v) for v in s.split(",")) if s else ()  # noqa: E731
-        region = Region(mem, int(addr, 0), dtypes.check(dtype, where), ints(shape), ints(strides))
-    except (ValueError, TypeError) as exc:
-        raise ProgramError(f"{where}: bad region {text!r} ({exc})") from None
+        if not dims.endswith("]"):
+            raise ValueError("no closing ]")
+        shape, strides = dims[:-1].split(";")
+    except ValueError as exc:
+        raise ProgramError(f"{where}: bad region {text[:80]!r} ({exc}); expected mem@addr:dtype[shape;strides]") from None
+    try:
+        dtype = dtypes.check(dtype, f"region {text[:80]!r}")
+    except SimError as exc:
+        raise ProgramError(f"{where}: {exc}") from None
+    ints = lambda s, what, low: tuple(parse_int(v, what, where, low) for v in s.split(",")) if s else ()  # noqa: E731
+    region = Region(parse_name(mem, "memory", where), parse_int(addr, "address", where, 0), dtype,
+                    ints(shape, "dimension", 0), ints(strides, "stride", None))
     if len(region.shape) != len(region.strides):
         raise ProgramError(f"{where}: region {text!r} has {len(region.shape)} dims but {len(region.strides)} strides")
+    if len(region.shape) > limits.RANK:
+        raise ProgramError(f"{where}: region {text[:80]!r} has {len(region.shape)} dimensions, more than the limit of {limits.RANK}")
     return region
 
 
 def _parse_operand(text, where):
+    """A region, or a number: an integer within 64 bits (signed or not), or a float."""
     if "@" in text:
         return parse_region(text, where)
     try:
-        return int(text)
-    except ValueError:
+        return parse_int(text, "number", where, -(2**63), 2**64 - 1)
+    except ProgramError:
         try:
             return float(text)
         except ValueError:
-            raise ProgramError(f"{where}: bad operand {text!r}") from None
+            raise ProgramError(f"{where}: bad operand {text[:40]!r}") from None
 
 
 def _split_operands(text):
@@ -333,15 +405,17 @@ def _split_operands(text):
 
 
 def parse_instr(fields, where):
-    """Parse the words after the instruction id."""
+    """Parse the words after the instruction id, and check what it reads and writes (check)."""
     opcode, args = fields[0], {}
     for word in fields[1:]:
         key, sep, value = word.partition("=")
         if not sep:
-            raise ProgramError(f"{where}: expected key=value, got {word!r}")
+            raise ProgramError(f"{where}: expected key=value, got {word[:40]!r}")
+        if key in args:
+            raise ProgramError(f"{where}: field {key}= given twice")
         args[key] = value
     if opcode not in _PARSERS:
-        raise ProgramError(f"{where}: unknown opcode {opcode!r}")
+        raise ProgramError(f"{where}: unknown opcode {opcode[:40]!r} (known: {', '.join(_PARSERS)})")
     op = args.pop("op", "")
     try:
         instr = _PARSERS[opcode](args, op, where)
@@ -349,26 +423,43 @@ def parse_instr(fields, where):
         raise ProgramError(f"{where}: {opcode} needs {exc.args[0]}=") from None
     if args:
         raise ProgramError(f"{where}: unknown field(s) {', '.join(sorted(args))} for {opcode}")
+    check(instr, where)
     return instr
+
+
+def _flag(args, key, where):
+    value = args.pop(key, "0")
+    if value not in ("0", "1"):
+        raise ProgramError(f"{where}: {key}= is 0 or 1, got {value[:40]!r}")
+    return value == "1"
 
 
 def _parse_vector(args, op, where):
     fn = args.pop("fn")
     if fn not in VECTOR_FNS:
-        raise ProgramError(f"{where}: unknown vector function {fn!r}")
+        raise ProgramError(f"{where}: unknown vector function {fn[:40]!r}")
     srcs = tuple(_parse_operand(s, where) for s in _split_operands(args.pop("src")))
     if len(srcs) != VECTOR_FNS[fn]:
         raise ProgramError(f"{where}: vector {fn} takes {VECTOR_FNS[fn]} operand(s), got {len(srcs)}")
-    return Vector(fn, parse_region(args.pop("dst"), where), srcs, dtypes.check(args.pop("cdt"), where), op)
+    return Vector(fn, parse_region(args.pop("dst"), where), srcs, _dtype(args.pop("cdt"), where), op)
+
+
+def _dtype(text, where):
+    try:
+        return dtypes.check(text, f"{where}: compute dtype")
+    except SimError as exc:
+        raise ProgramError(str(exc)) from None
 
 
 def _parse_scalar(args, op, where):
     fn = args.pop("fn")
     if fn not in SCALAR_FNS and not fn.startswith(CUSTOM_PREFIX):
-        raise ProgramError(f"{where}: unknown scalar kernel {fn!r}")
+        raise ProgramError(f"{where}: unknown scalar kernel {fn[:40]!r}")
     regions_of = lambda text: tuple(parse_region(r, where) for r in _split_operands(text))  # noqa: E731
-    pairs = (item.partition(":") for item in args.pop("args", "").split(";") if item)
-    return Scalar(fn, regions_of(args.pop("dst")), regions_of(args.pop("src")), tuple((k, _parse_arg(v, where)) for k, _, v in pairs), op)
+    items = [item.partition(":") for item in args.pop("args", "").split(";") if item]
+    if any(not sep or not key for key, sep, _ in items) or len({key for key, _, _ in items}) != len(items):
+        raise ProgramError(f"{where}: a scalar kernel's args= are distinct name:value pairs joined by ';'")
+    return Scalar(fn, regions_of(args.pop("dst")), regions_of(args.pop("src")), tuple((k, _parse_arg(v, where)) for k, _, v in items), op)
 
 
 def _parse_dma(args, op, where):
@@ -377,18 +468,36 @@ def _parse_dma(args, op, where):
     if not fn:
         return Dma(src, dst, op)
     if fn not in STREAM_FNS:
-        raise ProgramError(f"{where}: a dma converts with an element-wise function ({', '.join(STREAM_FNS)}), not {fn!r}")
+        raise ProgramError(f"{where}: a dma converts with an element-wise function ({', '.join(STREAM_FNS)}), not {fn[:40]!r}")
     numbers = tuple(_parse_operand(a, where) for a in _split_operands(args.pop("args", "")))
     if any(not isinstance(n, (int, float)) for n in numbers):
         raise ProgramError(f"{where}: a converting dma's args are numbers (its only region is its source)")
-    return Dma(src, dst, op, fn, numbers, dtypes.check(args.pop("cdt"), where))
+    return Dma(src, dst, op, fn, numbers, _dtype(args.pop("cdt"), where))
 
 
 def _parse_indexed(scatter):
     def parse(args, op, where):
         table, index, rows = (parse_region(args.pop(k), where) for k in ("table", "index", "rows"))
-        return IndexedDma(table, index, rows, scatter, args.pop("wrap", "0") == "1", op)
+        return IndexedDma(table, index, rows, scatter, _flag(args, "wrap", where), op)
     return parse
+
+
+def _parse_matmul(args, op, where):
+    a, b, c = (parse_region(args.pop(k), where) for k in "abc")
+    accumulate = args.pop("acc")
+    if accumulate not in ("0", "1"):
+        raise ProgramError(f"{where}: acc= is 0 or 1, got {accumulate[:40]!r}")
+    m = parse_int(args.pop("m", "1"), "m (leading dimensions of M)", where, 1, max(1, min(len(a.shape), len(c.shape))))
+    bias = parse_region(args.pop("bias"), where) if "bias" in args else None
+    return Matmul(a, b, c, accumulate == "1", op, m, bias, _flag(args, "conv", where))
+
+
+def _parse_wait(args, op, where):
+    on = args.pop("on")
+    ids = on.split(",")
+    for ident in ids:
+        parse_id(ident, where)
+    return Wait(tuple(ids), op)
 
 
 _PARSERS = {
@@ -397,7 +506,108 @@ _PARSERS = {
     "scatter": _parse_indexed(True),
     "scalar": _parse_scalar,
     "vector": _parse_vector,
-    "matmul": lambda a, op, w: Matmul(*(parse_region(a.pop(k), w) for k in "abc"), a.pop("acc") == "1", op, int(a.pop("m", "1")),
-                                      parse_region(a.pop("bias"), w) if "bias" in a else None, a.pop("conv", "0") == "1"),
-    "wait": lambda a, op, w: Wait(tuple(a.pop("on").split(",")), op),
+    "matmul": _parse_matmul,
+    "wait": _parse_wait,
 }
+
+
+# ---- what an instruction's operands may be --------------------------------------------------
+
+def check(instr, where):
+    """Raise a ProgramError unless the instruction's dtypes and operands are ones its unit
+    computes with: a matmul multiplies floats by floats or integers by integers, a vector
+    function's numbers fit its compute dtype, a LUT has a table of 256 entries, a scalar kernel
+    gets the sources, destinations and arguments it reads. Shapes against one another are
+    checked by the machine when it loads the program."""
+    if isinstance(instr, Matmul):
+        kinds = {_kind(r.dtype) for r in (instr.a, instr.b)}
+        if len(kinds) != 1 or "bool" in kinds:
+            raise ProgramError(f"{where}: matmul of {instr.a.dtype} by {instr.b.dtype}: the unit multiplies floats by floats or "
+                               "integers by integers")
+    elif isinstance(instr, Vector):
+        _check_fn(instr.fn, instr.srcs, instr.cdt, where)
+    elif isinstance(instr, Dma) and instr.fn:
+        _check_fn(instr.fn, (instr.src,) + instr.args, instr.cdt, where)
+    elif isinstance(instr, Scalar) and not instr.fn.startswith(CUSTOM_PREFIX):
+        _check_kernel(instr, SCALAR_KERNELS[instr.fn], where)
+
+
+def _kind(dtype):
+    return "float" if dtypes.is_float(dtype) else "int" if dtypes.is_int(dtype) else dtype
+
+
+_INTEGER_FNS = ("and", "or", "xor")  # bitwise: on integers (or bool) only
+_BOOL_CANNOT = ("sub", "sigmoid", "round")  # numpy has no bool form of these
+_MODE_FNS = ("lshift", "rshift", "mul_rshift")  # the last operand is a RoundingMode value
+
+
+def _check_fn(fn, operands, cdt, where):
+    if fn in _INTEGER_FNS and _kind(cdt) == "float" or cdt == "bool" and fn in _BOOL_CANNOT:
+        raise ProgramError(f"{where}: {fn} does not compute in {cdt}")
+    if fn in REDUCTIONS and not isinstance(operands[0], Region):
+        raise ProgramError(f"{where}: {fn} reduces a region, not the number {operands[0]!r}")
+    if fn in _MODE_FNS and operands[-1] not in dtypes.ROUNDING.values():
+        raise ProgramError(f"{where}: {fn}'s last operand is a rounding mode ({', '.join(map(str, dtypes.ROUNDING.values()))}), "
+                           f"got {operands[-1]!r}")
+    for i in TABLE_OPERANDS.get(fn, ()):
+        table = operands[i]
+        if not isinstance(table, Region) or table.size < 256:
+            got = f"{table.size} entries" if isinstance(table, Region) else repr(table)
+            raise ProgramError(f"{where}: {fn}'s table is a region of 256 entries (one per value of a byte), got {got}")
+    for value in operands:
+        if isinstance(value, (int, float)) and not _fits(value, cdt):
+            raise ProgramError(f"{where}: the number {value!r} does not fit {fn}'s compute dtype {cdt}")
+
+
+def _fits(value, cdt):
+    """Whether a number operand is one of cdt's values (an integer in range for an integer dtype)."""
+    if dtypes.is_int(cdt) or cdt == "bool":
+        lo, hi = (0, 1) if cdt == "bool" else dtypes.int_range(cdt)
+        return float(value).is_integer() and lo <= value <= hi
+    return True  # a float compute dtype rounds a number as it rounds the regions' values
+
+
+def _check_kernel(instr, spec, where):
+    fn, srcs, args = instr.fn, instr.srcs, dict(instr.args)
+    if len(srcs) not in spec.srcs or len(instr.dsts) != spec.dsts:
+        want = " or ".join(map(str, spec.srcs))
+        raise ProgramError(f"{where}: kernel {fn} reads {want} source(s) and writes {spec.dsts} destination(s), "
+                           f"got {len(srcs)} and {len(instr.dsts)}")
+    empty = next((r for r in srcs if r.size == 0), None)
+    if empty is not None:
+        raise ProgramError(f"{where}: kernel {fn} reads the empty region {empty.text()}")
+    needed = {**spec.args, **(spec.sourceless if not srcs else {})}
+    known = {**needed, **spec.optional, **spec.sourceless}
+    missing = [k for k in needed if k not in args]
+    unknown = [k for k in args if k not in known]
+    if missing or unknown:
+        raise ProgramError(f"{where}: kernel {fn} takes the args {', '.join(known) or 'none'} ({', '.join(needed) or 'none'} needed); "
+                           f"missing {', '.join(missing) or 'none'}, unknown {', '.join(unknown) or 'none'}")
+    for key, value in args.items():
+        _check_arg(instr, key, value, known[key], where)
+
+
+def _check_arg(instr, key, value, kind, where):
+    """One kernel argument against its kind."""
+    rank = len(instr.srcs[0].shape) if instr.srcs else 0
+    integer = isinstance(value, int) and not isinstance(value, bool)
+    ok = {
+        "axis": integer and -rank <= value < rank,
+        "flag": value in (0, 1),
+        "count": integer and value >= 0,
+        "seed": integer and 0 <= value < 2**64,
+        "number": isinstance(value, (int, float)),
+        "numbers": isinstance(value, tuple) and all(isinstance(v, (int, float)) for v in value),
+        "shape": isinstance(value, tuple) and value == instr.dsts[0].shape,
+        "max|min": value in ("max", "min"),
+    }.get(kind)
+    if kind == "k":
+        axis = dict(instr.args).get("axis")
+        n = instr.srcs[0].shape[axis] if isinstance(axis, int) and -rank <= axis < rank else 0
+        ok = integer and 1 <= value <= n
+    if not ok:
+        want = {"axis": f"an axis of the source (of rank {rank})", "flag": "0 or 1", "count": "an integer >= 0",
+                "seed": "an integer in [0, 2^64)", "number": "a number", "numbers": "a list of numbers [a|b|...]",
+                "shape": f"the destination's shape {list(instr.dsts[0].shape)}", "max|min": "max or min",
+                "k": "an integer from 1 to the length of the source along the axis"}[kind]
+        raise ProgramError(f"{where}: kernel {instr.fn}'s arg {key} is {want}, got {value!r}")

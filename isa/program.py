@@ -3,7 +3,8 @@ bound for the whole run (inputs, outputs and constants in DDR, constants pinned 
 memory; a constant's bytes travel with the program), the buffers the memory planner placed,
 each with the instructions that open and close its lifetime, and notes on placement choices.
 
-Its text form has one item per line, so a program can be read, diffed, edited and run again:
+Its text form has one item per line, so a program can be read, diffed, edited and run again
+(`Program.from_text` checks every field it reads, each error a ProgramError naming the line):
 
     .program chip=bm1684 graph=mlp
     .engine gdma
@@ -17,11 +18,13 @@ Its text form has one item per line, so a program can be read, diffed, edited an
 """
 
 import base64
+import binascii
 import zlib
 from dataclasses import dataclass, field
 
+from . import limits
 from .errors import ProgramError
-from .instructions import instr_text, parse_instr, parse_region
+from .instructions import instr_text, parse_id, parse_instr, parse_int, parse_name, parse_region
 
 
 @dataclass(frozen=True)
@@ -74,40 +77,97 @@ class Program:
         return "\n".join(lines) + "\n"
 
     @classmethod
-    def from_text(cls, text):
+    def from_text(cls, text: str) -> "Program":
         prog = cls("", "", {}, [], [])
+        names = set()  # (role, name) of the bindings
         for lineno, line in enumerate(text.splitlines(), 1):
             words = line.split()
             if words and not line.startswith("#"):
-                _parse_line(prog, words, f"program line {lineno}")
+                _parse_line(prog, words, f"program line {lineno}", names)
+        if not prog.chip:
+            raise ProgramError("a program's first line is `.program chip=NAME graph=NAME`, and this one has none")
         return prog
 
 
-def _parse_line(prog, words, where):
+def _parse_line(prog, words, where, names):
     head = words[0]
+    if head != ".program" and not prog.chip:
+        raise ProgramError(f"{where}: a program's first line is `.program chip=NAME graph=NAME`, not {head[:40]!r}")
+    if head == ".program":
+        if prog.chip:
+            raise ProgramError(f"{where}: a second .program line")
+        fields = _fields(words[1:], ("chip", "graph"), where)
+        prog.chip, prog.graph = parse_name(fields["chip"], "chip name", where), fields["graph"]
+    elif head == ".engine":
+        _count(words, 2, "`.engine NAME`", where)
+        engine = parse_name(words[1], "engine name", where)
+        if engine in prog.streams:
+            raise ProgramError(f"{where}: engine {engine} declared twice")
+        prog.streams[engine] = []
+    elif head in (".input", ".output", ".const"):
+        role = head[1:]
+        _count(words, 4 if role == "const" else 3, f"`{head} NAME REGION" + (" DATA`" if role == "const" else "`"), where)
+        if (role, words[1]) in names:  # a constant may also be an output, but not two constants
+            raise ProgramError(f"{where}: {role} {words[1]!r} is bound twice")
+        names.add((role, words[1]))
+        region = parse_region(words[2], where)
+        data = _const_data(words[1], region, words[3], where) if role == "const" else b""
+        prog.bindings.append(Binding(words[1], role, region, data))
+    elif head == ".note":
+        prog.notes.append(" ".join(words[1:]))
+    elif head == ".buffer":
+        mem, at, addr = words[1].partition("@") if len(words) > 1 else ("", "", "")
+        if not at:
+            raise ProgramError(f"{where}: expected `.buffer MEM@ADDR size=N name=NAME first=ID last=ID,...`")
+        f = _fields(words[2:], ("size", "name", "first", "last"), where)
+        first, last = f["first"], tuple(f["last"].split(","))
+        for ident in (first, *last):
+            parse_id(ident, f"{where}: buffer {f['name']!r}'s lifetime")
+        prog.buffers.append(Buffer(f["name"], parse_name(mem, "memory", where), parse_int(addr, "address", where, 0),
+                                   parse_int(f["size"], "size", where, 0), first, last))
+    elif head.startswith("."):
+        raise ProgramError(f"{where}: unknown directive {head[:40]!r} (known: .program, .engine, .input, .output, .const, .buffer, .note)")
+    else:
+        engine, index = parse_id(head, where)
+        stream = prog.streams.get(engine)
+        if stream is None:
+            raise ProgramError(f"{where}: instruction for undeclared engine {engine!r}")
+        if index != len(stream):
+            raise ProgramError(f"{where}: {head} out of order, expected {engine}.{len(stream)}")
+        if len(words) < 2:
+            raise ProgramError(f"{where}: {head} has no opcode")
+        stream.append(parse_instr(words[1:], where))
+
+
+def _count(words, n, form, where):
+    if len(words) != n:
+        raise ProgramError(f"{where}: expected {form}, got {len(words)} words")
+
+
+def _fields(words, keys, where):
+    """{key: value} of `key=value` words: each of `keys` exactly once, no other."""
+    fields = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or key not in keys or key in fields or not value:
+            raise ProgramError(f"{where}: bad field {word[:40]!r}: expected each of {', '.join(k + '=' for k in keys)} once, with a value")
+        fields[key] = value
+    missing = [k for k in keys if k not in fields]
+    if missing:
+        raise ProgramError(f"{where}: missing {', '.join(k + '=' for k in missing)}")
+    return fields
+
+
+def _const_data(tensor, region, text, where):
+    """A constant's bytes: base64 of zlib-compressed data, exactly as many bytes as its region
+    holds. The region's size is checked before anything is inflated, so no text inflates beyond it."""
+    nbytes = limits.check_shape(region.shape, region.dtype, f"{where}: constant {tensor!r}")
     try:
-        if head == ".program":
-            fields = dict(w.split("=", 1) for w in words[1:])
-            prog.chip, prog.graph = fields["chip"], fields["graph"]
-        elif head == ".engine":
-            prog.streams[words[1]] = []
-        elif head in (".input", ".output", ".const"):
-            role = head[1:]
-            data = zlib.decompress(base64.b64decode(words[3])) if role == "const" else b""
-            prog.bindings.append(Binding(words[1], role, parse_region(words[2], where), data))
-        elif head == ".note":
-            prog.notes.append(" ".join(words[1:]))
-        elif head == ".buffer":
-            mem, addr = words[1].split("@")
-            f = dict(w.split("=", 1) for w in words[2:])
-            prog.buffers.append(Buffer(f["name"], mem, int(addr, 0), int(f["size"]), f["first"], tuple(f["last"].split(","))))
-        else:
-            engine, _, index = head.rpartition(".")
-            stream = prog.streams.get(engine)
-            if stream is None:
-                raise ProgramError(f"{where}: instruction for undeclared engine {engine!r}")
-            if int(index) != len(stream):
-                raise ProgramError(f"{where}: {head} out of order, expected {engine}.{len(stream)}")
-            stream.append(parse_instr(words[1:], where))
-    except (KeyError, IndexError, ValueError, zlib.error) as exc:
-        raise ProgramError(f"{where}: cannot parse {' '.join(words)[:80]!r} ({type(exc).__name__}: {exc})") from None
+        inflate = zlib.decompressobj()
+        data = inflate.decompress(base64.b64decode(text, validate=True), nbytes + 1)
+    except (binascii.Error, ValueError, zlib.error) as exc:
+        raise ProgramError(f"{where}: constant {tensor!r}: its data is not base64 of zlib-compressed bytes ({exc})") from None
+    if len(data) != nbytes or not inflate.eof:
+        got = f"{len(data)} bytes" if len(data) <= nbytes else f"more than {nbytes} bytes"
+        raise ProgramError(f"{where}: constant {tensor!r} holds {got} of data, and its region {region.text()} takes {nbytes}")
+    return data

@@ -12,10 +12,14 @@
     npusim chips                      shipped chips with their headline figures
     npusim ops [--chip NAME]          ops and the dtypes each chip supports
 
-A SimError prints as one line on stderr and the exit status is 1.
+A mistake in what the user gave (a SimError, or a command line argparse refuses) prints as one
+line on stderr and the exit status is 1. Anything else is a defect of npusim: one line saying
+so, the exit status 2, and the traceback with --debug. A reader that closes the pipe early
+(`npusim ops | head`) ends the output quietly, with the status 141 a shell gives SIGPIPE.
 """
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -24,7 +28,7 @@ import numpy as np
 import chips
 import isa
 import traces
-from isa import graphfile
+from isa import graphfile, limits, npyfile
 from isa.errors import ConfigError, InputError, SimError
 from isa.graphfile import GraphFile
 from isa.lower.check import describe
@@ -35,17 +39,68 @@ from .run import configure, execute
 from .sweep import parse_grid, plot_sweep, sweep, table_rows, write_csv
 
 
-def main(argv=None):
-    args = _parser().parse_args(argv)
+BUG = 2  # exit status of a defect of npusim
+PIPE_CLOSED = 128 + 13  # a shell's status for a process SIGPIPE ends
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv
     try:
-        return args.func(args)
+        args = _parser().parse_args([a for a in argv if a != "--debug"])
+        status = args.func(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
+        return status
     except SimError as exc:
-        print(f"npusim: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"npusim: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        _quiet_stdout()
+        return PIPE_CLOSED
+    except KeyboardInterrupt:
+        print("npusim: interrupted", file=sys.stderr)
+        return 128 + 2
+    except Exception as exc:  # a defect of npusim, not of what the user gave
+        if debug:
+            raise
+        print(f"npusim: internal error (a bug in npusim; please report it with the command that shows it, "
+              f"and run it again with --debug for the traceback): {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+        return BUG
+
+
+def _one_line(exc):
+    return " ".join(str(exc).split())[:2000]
+
+
+def _quiet_stdout():
+    """Point stdout at /dev/null, so the interpreter's final flush does not fail on the closed pipe."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a captured stdout)
+        pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are ConfigErrors: one line, exit status 1, as every
+    other mistake of the user's."""
+
+    def error(self, message):
+        raise ConfigError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def _seed(text):
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = -1
+    if not 0 <= seed < 2**64:
+        raise argparse.ArgumentTypeError(f"expected a whole number in [0, 2^64), got {text!r}")
+    return seed
 
 
 def _parser():
-    p = argparse.ArgumentParser(prog="npusim", description="Cycle-approximate NPU/TPU simulator: exact numbers, cycles and traces.")
+    p = _Parser(prog="npusim", description="Cycle-approximate NPU/TPU simulator: exact numbers, cycles and traces. "
+                                           "--debug anywhere shows the traceback of an internal error.")
     sub = p.add_subparsers(required=True, metavar="COMMAND")
     run = sub.add_parser("run", help="simulate a graph file or an ONNX model on a chip")
     run.add_argument("graph", help="graph YAML file (see examples/) or ONNX model (.onnx)")
@@ -53,7 +108,7 @@ def _parser():
     run.add_argument("--mode", choices=("functional", "timing"), default="functional")
     run.add_argument("--inputs", help=".npz with one array per graph input (default: the graph file's random inputs; "
                                       "for an ONNX model, random inputs drawn with --seed)")
-    run.add_argument("--seed", type=int, default=0, help="seed of an ONNX model's random inputs (default: 0)")
+    run.add_argument("--seed", type=_seed, default=0, help="seed of an ONNX model's random inputs (default: 0)")
     run.add_argument("--outputs", help="write the outputs to this .npz")
     run.add_argument("--trace", help="write a Chrome/Perfetto trace JSON here")
     run.add_argument("--plots", help="write timeline.png, memory.png, bandwidth.png and roofline.png into this folder")
@@ -101,24 +156,34 @@ def _overrides(pairs):
     return out
 
 
-def _inputs(args, gf):
+def _inputs(args, gf, chip):
     if not args.inputs:
         if args.mode == "timing":
             return None
         missing = [n for n in gf.graph.inputs if n not in gf.defaults]
         if missing:
-            raise InputError(f"no value for input(s) {', '.join(missing)}: pass --inputs FILE.npz, give them a random: spec in the graph file, or use --mode timing")
+            raise InputError(f"no value for input(s) {', '.join(missing)}: pass --inputs FILE.npz, give them a random: spec "
+                             "in the graph file, or use --mode timing")
         return gf.defaults
-    given = _read_npz(args.inputs)
+    given = _read_npz(args.inputs, *_data_limit(chip))
     return gf.rename(given) if hasattr(gf, "rename") else given
 
 
-def _read_npz(path):
+def _data_limit(chip):
+    """(bytes, what they are) a run's data may take on the host: the host-memory cap, or the
+    chip's data memory (ddr, or the host's) where that is smaller."""
+    memory = chip.memories[chip.data_memory]
+    if memory.capacity < limits.HOST_MEMORY:
+        return memory.capacity, f"{chip.name}'s {memory.name} capacity"
+    return limits.HOST_MEMORY, "the host-memory cap"
+
+
+def _read_npz(path, limit=None, what="the host-memory cap"):
+    """The arrays of an .npz (isa/npyfile.py: each size checked before it is read)."""
     try:
-        with np.load(path) as data:
-            return {k: data[k] for k in data.files}
-    except (OSError, ValueError) as exc:
-        raise InputError(f"--inputs {path}: cannot read ({exc})") from None
+        return npyfile.read_npz(path, limit, what)
+    except InputError as exc:
+        raise InputError(f"--inputs {exc}") from None
 
 
 class OnnxGraph(GraphFile):
@@ -167,21 +232,21 @@ def _random(rng, shape, dtype):
     return rng.standard_normal(shape).astype(np_dtype)
 
 
-def _load(args):
+def _load(args, chip):
     if Path(args.graph).suffix.lower() == ".onnx":
         return OnnxGraph(args)
-    return graphfile.load(args.graph)
+    return graphfile.load(args.graph, *_data_limit(chip))
 
 
 def _run(args):
     chip, policy = configure(args.chip, _overrides(args.set))  # policy.KEY=VALUE sets a placement knob, any other key a chip field
-    gf = _load(args)
+    gf = _load(args, chip)
     program = isa.lower(gf.graph, chip, policy)
     if args.program:
         _write(args.program, lambda p: Path(p).write_text(program.to_text()))
     if args.outputs and args.mode == "timing":
         raise ConfigError("--outputs needs functional mode: timing mode computes no values")
-    result = execute(program, chip, _inputs(args, gf), args.mode)
+    result = execute(program, chip, _inputs(args, gf, chip), args.mode)
     waits = sum(1 for s in program.streams.values() for i in s if i.kind == "wait")
     print(f"{gf.graph.name} on {chip.name} ({args.mode} mode): lowered to {len(program) - waits} instructions and {waits} waits")
     groups = [n.removeprefix("layer group ") for n in program.notes if n.startswith("layer group") and "lowered layer by layer" not in n]

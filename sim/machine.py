@@ -20,7 +20,9 @@ from isa.timing import Cache, Observer, Step, Timeline, price, vector_dtype
 from traces.occupancy import memory_counters
 from traces.records import BufferSpan, Event, Sync, Trace
 
+from .bounds import check_run
 from .engines import dma, matrix, scalar, vector
+from .feeds import as_input
 from .memory import Memory, check_region
 from .peaks import peak_ops
 
@@ -40,6 +42,7 @@ class Machine:
             raise ProgramError(f"mode must be 'functional' or 'timing', got {mode!r}")
         self.chip, self.program, self.functional = chip, program, mode == "functional"
         extents, self.costs, self.waits = _check(chip, program)
+        check_run(chip, program, extents, self.functional)
         self.extents = extents
         self.memories = {name: Memory(chip.memories[name], extents.get(name, 0), self.functional) for name in chip.memories}
 
@@ -58,7 +61,7 @@ class Machine:
             elif b.role == "input" and (given or self.functional):
                 if b.name not in inputs:
                     raise InputError(f"input {b.name!r} ({b.region.dtype}{list(b.region.shape)}) was not given")
-                value = _as_input(b.name, inputs.pop(b.name), b.region)
+                value = as_input(b.name, inputs.pop(b.name), b.region)
                 if self.functional:
                     memory.write(b.region, value)
         if inputs:
@@ -227,16 +230,6 @@ def _check_indexed(instr, where):
         raise ProgramError(f"{where}: table {table}, indices {index} and rows {rows} do not agree")
     if dtypes.itemsize(instr.table.dtype) != dtypes.itemsize(instr.rows.dtype):
         raise ProgramError(f"{where}: table and rows differ in width")
-
-
-def _as_input(name, value, region):
-    array = np.asarray(value)
-    if array.shape != region.shape:
-        raise InputError(f"input {name!r}: expected shape {region.shape}, got {array.shape}")
-    want = dtypes.np_dtype(region.dtype)
-    if array.dtype != want and not np.can_cast(array.dtype, want, casting="same_kind"):
-        raise InputError(f"input {name!r}: expected {region.dtype}, got {array.dtype} (not a same-kind cast)")
-    return array.astype(want)
 
 
 class _Watch(Observer):

@@ -287,10 +287,10 @@ def test_inputs_that_do_not_match_the_graph(tmp_path, capsys, arrays, fragments)
     assert_one_line_error(rc, out, err, "InputError", *fragments)
 
 
-def test_inputs_of_the_wrong_kind_of_dtype(tmp_path, capsys):
-    np.savez(tmp_path / "in.npz", x=np.zeros((64, 512), np.float32))
+def test_inputs_of_another_dtype_that_do_not_convert_exactly(tmp_path, capsys):
+    np.savez(tmp_path / "in.npz", x=np.full((64, 512), 0.5, np.float32))
     rc, out, err = cli(capsys, "run", MLP_INT8, "--chip", "bm1684", "--inputs", tmp_path / "in.npz")
-    assert_one_line_error(rc, out, err, "InputError", "'x'", "int8", "float32")
+    assert_one_line_error(rc, out, err, "InputError", "'x'", "int8", "float32 values in [0.5, 0.5]")
 
 
 GRAPH_WITHOUT_DEFAULTS = """\

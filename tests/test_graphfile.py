@@ -546,7 +546,7 @@ def test_yaml_syntax_error(tmp_path):
           - op: active: relu
         outputs: [x]
         """)
-    load_error(path, ConfigError, 5, "mapping values are not allowed here")
+    load_error(path, ConfigError, 5, "mapping values are not allowed")
 
 
 def test_yaml_syntax_error_unclosed_flow_mapping(tmp_path):

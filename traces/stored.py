@@ -4,14 +4,25 @@ so a run can be reported on and compared without running it again.
 
 Records are stored as a list of field names and one list of values per record, so a file stays
 compact and a field added later takes its default when an older file is read.
+
+A saved trace is input like any other: `load` reads at most TRACE_BYTES and checks the type and
+range of every field it reads (a clock > 0, times finite and >= 0, counts whole), so a damaged
+or hostile file is a TraceFileError naming the file, the field and the value, never a
+ZeroDivisionError in a summary.
 """
 
 import json
+import math
+import os
+from numbers import Real
+
+from isa.limits import open_input
 
 from .records import BufferSpan, Event, Sync, Trace
 
 KEY = "npusim"
 FORMAT = 1
+TRACE_BYTES = 1 << 30  # a trace file npusim reads: a run of some ten million instructions
 
 
 class TraceFileError(ValueError):
@@ -37,9 +48,17 @@ def to_data(trace):
 
 
 def from_data(data):
-    """The Trace `to_data` was given (KeyError, TypeError or ValueError when data is not one)."""
+    """The Trace `to_data` was given; a ValueError naming the field and value when data is not one."""
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a mapping of fields, got {_show(data)}")
     if data.get("format") != FORMAT:
-        raise ValueError(f"format {data.get('format')!r}, this version reads format {FORMAT}")
+        raise ValueError(f"format {_show(data.get('format'))}, this version reads format {FORMAT}")
+    missing = [k for k in _TOP if k not in data and k != "host_memory"]
+    if missing:
+        raise ValueError(f"missing field(s) {', '.join(missing)}")
+    for key, check in _TOP.items():
+        if key in data and not check(data[key]):
+            raise ValueError(f"{key}: {_show(data[key])} is not {_WHAT[check]}")
     return Trace(
         chip=data["chip"],
         clock_hz=float(data["clock_hz"]),
@@ -59,18 +78,82 @@ def from_data(data):
 def load(path):
     """The Trace saved in a trace JSON that `write_chrome` wrote."""
     try:
-        with open(path, encoding="utf-8") as f:
-            document = json.load(f)
+        with open_input(path, regular=True) as f:
+            size = os.fstat(f.fileno()).st_size
+            text = f.read() if size <= TRACE_BYTES else None  # refused by its size, before it is read
     except OSError as exc:
         raise TraceFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TraceFileError(f"{path}: not a JSON file ({exc})") from None
+    if text is None or len(text) > TRACE_BYTES:
+        raise TraceFileError(f"{path}: larger than the limit of {TRACE_BYTES} bytes for a trace file")
+    try:
+        document = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise TraceFileError(f"{path}: not a JSON file ({type(exc).__name__}: {str(exc)[:200]})") from None
     if not isinstance(document, dict) or KEY not in document:
         raise TraceFileError(f"{path}: not an npusim trace (no {KEY!r} key; write it with npusim run --trace)")
     try:
         return from_data(document[KEY])
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:
-        raise TraceFileError(f"{path}: a damaged npusim trace ({type(exc).__name__}: {exc})") from None
+    except ValueError as exc:
+        raise TraceFileError(f"{path}: a damaged npusim trace ({exc})") from None
+
+
+def _show(value):
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _text(v):
+    return isinstance(v, str)
+
+
+def _count(v):
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _amount(v):
+    """A number >= 0 and finite: a time in cycles, a rate."""
+    return isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+
+
+def _clock(v):
+    return _amount(v) and v > 0
+
+
+def _texts(v):
+    return isinstance(v, list) and all(map(_text, v))
+
+
+def _ids(v):  # lists once read from JSON; tuples when to_data's own output is read back
+    return isinstance(v, (list, tuple)) and all(isinstance(i, (list, tuple)) and len(i) == 2 and _text(i[0]) and _count(i[1]) for i in v)
+
+
+def _mapping_of(check):
+    return lambda v: isinstance(v, dict) and all(_text(k) and check(x) for k, x in v.items())
+
+
+def _points(v):
+    return isinstance(v, list) and all(isinstance(p, (list, tuple)) and len(p) == 2 and _amount(p[0]) and _amount(p[1]) for p in v)
+
+
+def _block(v):
+    return isinstance(v, dict) and _texts(v.get("fields")) and isinstance(v.get("rows"), list)
+
+
+_peaks = _mapping_of(_mapping_of(_amount))
+_counters = _mapping_of(_points)
+_sizes = _mapping_of(_count)
+_TOP = {"chip": _text, "clock_hz": _clock, "engines": _texts, "memories": _sizes, "cycles": _count, "events": _block,
+        "syncs": _block, "buffers": _block, "counters": _counters, "ddr_bandwidth": _amount, "host_memory": _text, "peak_ops": _peaks}
+_WHAT = {_text: "a string", _clock: "a finite number > 0", _texts: "a list of strings", _sizes: "a mapping of name to whole number",
+         _count: "a whole number >= 0", _block: "a block of {fields, rows}", _counters: "a mapping of name to [cycle, value] points",
+         _amount: "a finite number >= 0", _peaks: "a mapping of unit to dtype to number", _ids: "a list of [engine, index] pairs"}
+# Each record's fields and what each holds.
+_FIELDS = {
+    Event: {"engine": _text, "index": _count, "kind": _text, "name": _text, "op": _text, "start": _amount, "end": _amount,
+            "bytes": _count, "src": _text, "dst": _text, "note": _text, "ops": _count, "cached": _count},
+    Sync: {"engine": _text, "index": _count, "on": _ids},
+    BufferSpan: {"name": _text, "mem": _text, "addr": _count, "size": _count, "start": _amount, "end": _amount},
+}
 
 
 def _records(kind, items):
@@ -82,4 +165,19 @@ def _unpack(kind, block):
     unknown = set(fields) - set(kind._fields)
     if unknown:
         raise ValueError(f"unknown {kind.__name__} field(s) {', '.join(sorted(unknown))}")
-    return [kind(**dict(zip(fields, row))) for row in block["rows"]]
+    required = [f for f in kind._fields if f not in kind._field_defaults and f not in fields]
+    if required or len(set(fields)) != len(fields):
+        raise ValueError(f"{kind.__name__} fields {fields} repeat one or lack {', '.join(required)}")
+    checks = [_FIELDS[kind][f] for f in fields]
+    records = []
+    for i, row in enumerate(block["rows"]):
+        if not isinstance(row, list) or len(row) != len(fields):
+            raise ValueError(f"{kind.__name__} {i}: {_show(row)} is not a list of its {len(fields)} fields")
+        for field, check, value in zip(fields, checks, row):
+            if not check(value):
+                raise ValueError(f"{kind.__name__} {i}: {field} {_show(value)} is not {_WHAT[check]}")
+        record = kind(**dict(zip(fields, row)))
+        if "start" in fields and record.end < record.start:
+            raise ValueError(f"{kind.__name__} {i}: it ends (cycle {record.end}) before it starts ({record.start})")
+        records.append(record)
+    return records

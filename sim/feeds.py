@@ -1,0 +1,74 @@
+"""Values fed to a program's inputs: checked against the input's shape and converted to its dtype
+only where no number changes beyond a float's rounding.
+
+An array of another dtype is converted as isa.dtypes.convert stores values. Floats fed to a float
+input round to the nearest value of its dtype, as any store of a float does (float64 0.1 into
+float32); every other conversion that would change a number (int16 200 into int8 saturates to
+127, 1e6 into float16 overflows, 2.5 into an integer input, 2**24 + 1 into float32) is refused,
+naming the values' range. int16 100 into int8 converts exactly and is accepted.
+"""
+
+import numpy as np
+
+from isa import dtypes
+from isa.errors import InputError, SimError
+
+
+def as_input(name: str, value, region) -> np.ndarray:
+    """`value` as the array input `name` (bound at `region`) is written from."""
+    array = np.asarray(value)
+    if array.shape != region.shape:
+        raise InputError(f"input {name!r}: expected shape {region.shape}, got {array.shape}")
+    want = region.dtype
+    try:
+        have = dtypes.of_array(array)
+    except SimError:
+        raise InputError(f"input {name!r}: expected {want}, got {array.dtype}, which is no npusim dtype") from None
+    if have == want:
+        return array.astype(dtypes.np_dtype(want), copy=False)  # the same dtype of another byte order
+    converted = dtypes.convert(array, want)
+    if not _exact(array, have, converted, want):
+        raise InputError(f"input {name!r}: {have} values in {_span(array, have)} do not all convert exactly to {want} "
+                         f"({_range(want)}); convert them first if the change is meant")
+    return converted
+
+
+def _exact(array, have, converted, want):
+    """Whether converting `array` (of dtype `have`) to `want` gave `converted` without changing a value."""
+    if array.size == 0:
+        return True
+    if not dtypes.is_float(want):  # an integer or bool: the values are whole and in range
+        lo, hi = (0, 1) if want == "bool" else dtypes.int_range(want)
+        if dtypes.is_float(have):
+            wide = dtypes.convert(array, "float64")
+            if not np.all(np.isfinite(wide)) or np.any(wide != np.trunc(wide)):
+                return False
+            return lo <= wide.min() and wide.max() <= hi
+        return lo <= int(array.min()) and int(array.max()) <= hi
+    back = dtypes.convert(converted, have)
+    if dtypes.is_float(have):  # rounding to the nearest is a float's store; overflow to infinity is not
+        wide, after = dtypes.convert(array, "float64"), dtypes.convert(converted, "float64")
+        return bool(np.all(np.isfinite(after) | ~np.isfinite(wide)))
+    lo, hi = (0, 1) if have == "bool" else dtypes.int_range(have)
+    wide = dtypes.convert(converted, "float64")  # beyond the integer range, converting back saturates: not exact
+    return bool(np.all(back == array) and np.all(np.isfinite(wide)) and lo <= wide.min() and wide.max() < hi + 1)
+
+
+def _span(array, have):
+    if array.size == 0:
+        return "[]"
+    if dtypes.is_float(have):
+        wide = dtypes.convert(array, "float64")
+        finite = wide[np.isfinite(wide)]
+        extra = ", with NaN or infinities" if finite.size < wide.size else ""
+        return f"[{finite.min():.9g}, {finite.max():.9g}]{extra}" if finite.size else "[NaN or infinities only]"
+    return f"[{int(array.min())}, {int(array.max())}]"
+
+
+def _range(want):
+    if want == "bool":
+        return "0 or 1"
+    if dtypes.is_int(want):
+        lo, hi = dtypes.int_range(want)
+        return f"whole numbers in [{lo}, {hi}]"
+    return f"finite values up to {dtypes.float_max(want):.9g} in magnitude"
