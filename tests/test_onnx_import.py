@@ -100,21 +100,28 @@ def test_shape_inference_gives_intermediate_shapes_and_checks_ours():
     assert g.tensors[g.outputs["y"]].shape == (2, 12)
 
 
-def test_a_shape_input_must_be_known_and_can_be_given_as_a_value():
+def test_a_shape_input_is_found_and_given_as_a_value_or_by_the_feeds():
     m = model_of([helper.make_node("Reshape", ["x", "shape"], ["y"])],
                  [("x", TensorProto.FLOAT, [2, 6]), ("shape", TensorProto.INT64, [2])], [("y", TensorProto.FLOAT, None)])
     assert static_inputs(m) == ["shape"]
-    with pytest.raises(isa.UnsupportedError, match=r"node y \(Reshape\): input 1 \(shape, 'shape'\) must be known .* values="):
-        isa.from_onnx(m)
-    g = isa.from_onnx(m, values={"shape": np.array([3, 4])})
-    assert g.inputs == ["x"] and g.tensors[g.outputs["y"]].shape == (3, 4)
+    g = isa.from_onnx(m)
+    assert g.static == ["shape"]
+    with pytest.raises(isa.GraphError, match=r"input 'shape' decides shapes in the model, so its value is needed.*sim.run"):
+        isa.lower(g, GENERIC)
+    built = isa.from_onnx(m, values={"shape": np.array([3, 4])})
+    assert built.inputs == ["x"] and built.tensors[built.outputs["y"]].shape == (3, 4)
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    res = sim.run(g, GENERIC, inputs={"x": x, "shape": np.array([4, 3])})
+    np.testing.assert_array_equal(res.outputs["y"], x.reshape(4, 3))
 
 
-def test_symbolic_dimensions_need_shapes():
+def test_symbolic_dimensions_are_fixed_by_shapes_or_by_the_feeds():
     m = model_of([helper.make_node("Relu", ["x"], ["y"])], [("x", TensorProto.FLOAT, ["N", 4])], [("y", TensorProto.FLOAT, ["N", 4])])
-    with pytest.raises(isa.InputError, match=r"input 'x' has symbolic dimension 0 \('N'\)"):
-        isa.from_onnx(m)
+    with pytest.raises(isa.GraphError, match=r"input 'x' has dynamic dimensions \('\?', 4\)"):
+        isa.lower(isa.from_onnx(m), GENERIC)
     assert isa.from_onnx(m, shapes={"x": (5, 4)}).tensors["x"].shape == (5, 4)
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(sim.run(isa.from_onnx(m), GENERIC, inputs={"x": x}).outputs["y"], np.maximum(x, 0))
 
 
 def test_a_type_npusim_lacks_is_named():
@@ -136,7 +143,7 @@ def test_unsupported_ops_are_listed_with_counts_before_anything_is_built(monkeyp
     m = model_of(nodes, [("x", TensorProto.FLOAT, [3])], [("y", TensorProto.FLOAT, [3])])
     m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     built = []
-    monkeypatch.setattr(isa.onnx.importer, "ImportGraph", lambda *a: built.append(a))
+    monkeypatch.setattr(isa.onnx.model, "build", lambda *a: built.append(a))
     with pytest.raises(isa.UnsupportedError) as info:
         isa.from_onnx(m)
     assert "4 node(s) of 3 op type(s) npusim does not map: Loop x1, Unique x2, com.microsoft.FusedConv x1" in str(info.value)
@@ -437,7 +444,8 @@ SINGLE = [
      {"s": np.array([0.1, 0.2, 0.3], np.float32), "z": np.array([-3, 0, 5], np.int8)}, 21),
     ("ConvTranspose", {"x": _f(1, 4, 3, 3)}, {"strides": [2, 2], "output_padding": [1, 0], "pads": [0, 1, 1, 0], "dilations": [1, 2]},
      {"w": _f(4, 3, 3, 3)}, 17),
-    ("Conv", {"x": _f(1, 4, 7)}, {"group": 2, "dilations": [2], "auto_pad": "SAME_UPPER", "strides": [2]}, {"w": _f(6, 2, 3), "b": _f(6)}, 17),
+    ("Conv", {"x": _f(1, 4, 7)}, {"group": 2, "dilations": [2], "auto_pad": "SAME_UPPER", "strides": [2]},
+     {"w": _f(6, 2, 3), "b": _f(6)}, 17),
     ("Conv", {"x": _f(1, 2, 5, 6, 7)}, {"pads": [1, 0, 2, 0, 1, 1], "strides": [1, 2, 1]}, {"w": _f(3, 2, 3, 3, 2)}, 17),
     ("AveragePool", {"x": _f(1, 2, 5, 6)}, {"kernel_shape": [3, 3], "pads": [1, 1, 2, 0], "strides": [2, 2], "ceil_mode": 1,
                                            "count_include_pad": 1}, {}, 17),
