@@ -117,6 +117,7 @@ class Builder:
         self.tensors = {}  # ONNX value name -> Tensor
         self.values = values  # ONNX value name -> numpy array known at import time (a Known)
         self.rank0 = set()  # names of ONNX scalars held by tensors of shape (1,)
+        self.reshaped = {}  # (constant name, shape) -> the constant in that shape
         self.node = None
         self.index = 0
 
@@ -247,8 +248,20 @@ class Builder:
     # ---- helpers the mappings share ---------------------------------------------------------
 
     def reshape(self, t, shape):
+        """t in another shape: a view, or for a constant the constant itself in that shape (its
+        bytes shared), so no view op sits between an op and the element-wise ops after it that
+        read the constant (which would cut their layer group, isa/lower/fusion.py)."""
         shape = tuple(int(d) for d in shape) or (1,)
-        return t if t.shape == shape else ops.reshape(t, shape)
+        if t.shape == shape:
+            return t
+        if t.name in self.g.constants:
+            key = (t.name, shape)
+            if key not in self.reshaped:
+                value = self.g.constants[t.name].reshape(shape)
+                value.flags.writeable = False
+                self.reshaped[key] = self.g.constant(self.unique(f"{t.name}.{'x'.join(map(str, shape))}"), value, t.dtype)
+            return self.reshaped[key]
+        return ops.reshape(t, shape)
 
     def bcast(self, *ts):
         """Tensors brought to one rank (numpy's rule: leading 1s), as the element-wise ops need."""
