@@ -52,7 +52,7 @@ PATTERNS = [
 
 def recognise(source, g):
     """Replace every matching chain of the source (g: its passes.Graph) by its op; the note."""
-    counts = {}
+    made = []
     for root in list(g.nodes):
         if not g.alive(root) or root.domain not in ("", "ai.onnx"):
             continue
@@ -62,8 +62,12 @@ def recognise(source, g):
                 nodes, x, captured = found
                 new = helper.make_node(op, [x], [root.output[0]], name=root.name or root.output[0], **attrs(captured))
                 g.replace(nodes, [new])
-                counts[op] = counts.get(op, 0) + 1
+                made.append(new)
                 break
+    counts = {}
+    for node in made:  # a HardSigmoid the pass made may have become part of a HardSwish
+        if g.alive(node):
+            counts[node.op_type] = counts.get(node.op_type, 0) + 1
     g.commit()
     found = ", ".join(f"{n} {op}" for op, n in counts.items())
     return f"recognised {found}" if found else "no decomposed activation found"
