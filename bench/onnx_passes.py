@@ -37,7 +37,8 @@ def main(argv=None):
     for name in args.chip or ("bm1684", "bm1686", "generic"):
         chip = chips.load(name)
         base = cycles(twin, chip)
-        rows = [("twin (op by op)", base), ("paddle-style, every pass", cycles(paddle, chip)), ("paddle-style, no pass", cycles(paddle, chip, ()))]
+        rows = [("twin (op by op)", base), ("paddle-style, every pass", cycles(paddle, chip)),
+                ("paddle-style, no pass", cycles(paddle, chip, ()))]
         rows += [(f"paddle-style, without {off}", cycles(paddle, chip, [q for q in PASSES if q != off])) for off in PASSES]
         print(f"pp_lcnet {args.batch}x3x{args.size}x{args.size} on {chip.name} (timing mode):")
         for label, n in rows:

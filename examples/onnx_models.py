@@ -467,8 +467,8 @@ def pp_lcnet(style="paddle", batch=1, size=64, stem=16, classes=4, dtype="float3
     x = net.node("Flatten", [net.node("GlobalAveragePool", [x], "avgpool", (n, c, 1, 1))], "flatten", (n, c), axis=1)
     weight, bias = net.normal((c, classes), 0.02), net.normal(classes, 0.02)
     if style == "paddle":
-        x = net.binary("Add", net.node("MatMul", [x, net.const("fc.weight", weight)], "fc.matmul", (n, classes)), net.const("fc.bias", bias),
-                       "fc")
+        product = net.node("MatMul", [x, net.const("fc.weight", weight)], "fc.matmul", (n, classes))
+        x = net.binary("Add", product, net.const("fc.bias", bias), "fc")
     else:
         x = net.node("Gemm", [x, net.const("fc.weight", weight), net.const("fc.bias", bias)], "fc", (n, classes))
     net.output(net.node("Softmax", [x], "softmax", (n, classes), axis=-1), "y")

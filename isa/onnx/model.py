@@ -83,8 +83,8 @@ class OnnxGraph(ImportGraph):
         if attr not in _GRAPH_FIELDS or not self.__dict__.get("missing"):
             raise AttributeError(attr)
         raise GraphError(f"{self.source.where}: the graph is not built yet: {'; '.join(self.missing)}. Give them to "
-                         "isa.from_onnx(..., shapes=..., values=...), or run it with sim.run(graph, chip, inputs=feeds), "
-                         "which builds it for the feeds")
+                         "isa.from_onnx(..., shapes=..., values=...) (on the command line: --inputs with arrays of those shapes "
+                         "and values), or run it with sim.run(graph, chip, inputs=feeds), which builds it for the feeds")
 
     def __repr__(self):
         if self.missing:
