@@ -37,7 +37,7 @@ class NpusimRep(BackendRep):
         self.outputs = [o.name for o in graph.source.model.graph.output]
         self.results = []  # the sim.Result of each run
 
-    def run(self, inputs, **kwargs):
+    def run(self, inputs, **kwargs) -> tuple:
         import sim
 
         if isinstance(inputs, dict):
@@ -58,18 +58,18 @@ class NpusimBackend(Backend):
     """onnx.backend.base.Backend on npusim (see the module's docstring)."""
 
     @classmethod
-    def prepare(cls, model, device="CPU", chip="generic", mode="functional", policy=None, **kwargs):
+    def prepare(cls, model, device: str = "CPU", chip="generic", mode: str = "functional", policy=None, **kwargs) -> NpusimRep:
         if not cls.supports_device(device):
             raise UnsupportedError(f"npusim runs on the host's CPU; device {device!r} is not supported")
         chip = chips.load(chip) if isinstance(chip, str) else chip
         return NpusimRep(from_onnx(model), chip, mode, policy)
 
     @classmethod
-    def run_model(cls, model, inputs, device="CPU", **kwargs):
+    def run_model(cls, model, inputs, device: str = "CPU", **kwargs) -> tuple:
         return cls.prepare(model, device, **kwargs).run(inputs)
 
     @classmethod
-    def run_node(cls, node, inputs, device="CPU", outputs_info=None, **kwargs):
+    def run_node(cls, node, inputs, device: str = "CPU", outputs_info=None, **kwargs) -> tuple:
         """One node run on its own: a model of it, its inputs typed after the arrays given (a
         list in the node's input order, or a dict by name), at opset `opset_version`
         (default: the newest the onnx package knows)."""
@@ -83,7 +83,7 @@ class NpusimBackend(Backend):
         return cls.run_model(model, {n: feeds[n] for n in names}, device, **kwargs)
 
     @classmethod
-    def supports_device(cls, device):
+    def supports_device(cls, device: str) -> bool:
         try:
             return Device(device).type == DeviceType.CPU
         except (AttributeError, ValueError):
