@@ -1,10 +1,12 @@
-"""The ONNX backend node tests of every op the importer maps, run on npusim: a table per op
-(cases passed, failed, total) and the closing line `conformance: P passed, F failed of N`.
+"""The ONNX backend node tests of every op the importer maps, run on npusim's ONNX backend
+(isa.onnx.backend): a table per op (cases passed, failed, total) and the closing line
+`conformance: P passed, F failed of N`.
 
 A case is of a mapped op when every node of its model has a mapping (isa.onnx.OPS); it runs in
-functional mode (the `generic` chip by default: every op, every dtype) and passes when every
-output equals the expected one as the ONNX backend runner judges it (tests/onnx_cases.py). A
-case npusim refuses (a dtype it lacks, an attribute it cannot express) counts as failed.
+functional mode (the `generic` chip by default: every op, every dtype) through the backend's
+prepare and run, and passes when every output equals the expected one as onnx's backend test
+runner judges it (tests/onnx_cases.py). A case npusim refuses (a dtype it lacks, an attribute
+it cannot express) counts as failed.
 
     python bench/conformance.py                  # the table and the closing line
     python bench/conformance.py --failures       # and every failed case with its reason
@@ -21,7 +23,7 @@ import chips  # first: tests/chips (test chip files) must not stand for the pack
 from isa import SimError
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
-import onnx_cases  # noqa: E402  (the cases and their runner, shared with tests/test_onnx_conformance.py)
+import onnx_cases  # noqa: E402  (the cases in scope, shared with tests/test_onnx_backend.py)
 
 
 def main(argv=None):
@@ -31,14 +33,14 @@ def main(argv=None):
     p.add_argument("--failures", action="store_true", help="list every failed case and why")
     args = p.parse_args(argv)
     chip = chips.load(args.chip)
-    start = time.perf_counter()
+    start = time.process_time()
     rows = defaultdict(lambda: [0, 0])
     failures = []
     for case, op in onnx_cases.mapped_cases():
         if args.op and op != args.op:
             continue
         try:
-            onnx_cases.run(case, chip)
+            onnx_cases.check(case, chip)
             rows[op][0] += 1
         except (AssertionError, SimError) as exc:
             rows[op][1] += 1
@@ -53,8 +55,8 @@ def main(argv=None):
         for name, op, reason in failures:
             print(f"{name} [{op}]: {reason[:300]}")
     passed, failed = sum(r[0] for r in rows.values()), sum(r[1] for r in rows.values())
-    print(f"({len(rows)} ops on {chip.name}, {time.perf_counter() - start:.1f} s)")
-    print(f"conformance: {passed} passed, {failed} failed of {passed + failed}")
+    print(f"({len(rows)} ops on {chip.name}, {time.process_time() - start:.1f} CPU-s)")
+    print(f"conformance: {passed} passed, {failed} failed of {passed + failed} ({100 * passed / max(passed + failed, 1):.1f}%)")
     return 0
 
 

@@ -51,7 +51,8 @@ class Net:
     Each layer method adds its nodes under a node name (the value it produces has the same name)
     and returns that value's name."""
 
-    def __init__(self, name, dtype, seed):
+    def __init__(self, name, dtype, seed, constant_nodes=False):
+        self.constant_nodes = constant_nodes  # weights as Constant nodes (Paddle2ONNX), not initializers
         if str(dtype) not in DTYPES:
             raise ValueError(f"dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
         self.name = name
@@ -80,9 +81,12 @@ class Net:
         return name
 
     def const(self, name, array, dtype=None):
-        """An initializer: `array` in the net's dtype (or `dtype`)."""
+        """An initializer (or a Constant node): `array` in the net's dtype (or `dtype`)."""
         array = np.asarray(array, dtype=dtype or self.dtype)
-        self.initializers.append(numpy_helper.from_array(array, name))
+        if self.constant_nodes:
+            self.nodes.append(helper.make_node("Constant", [], [name], value=numpy_helper.from_array(array, name)))
+        else:
+            self.initializers.append(numpy_helper.from_array(array, name))
         self.shapes[name] = array.shape
         return name
 
@@ -428,6 +432,71 @@ def _gelu(net, x, name):
     e = net.unary("Erf", net.binary("Div", x, net.scalar(f"{name}.sqrt2", math.sqrt(2)), f"{name}.div"), f"{name}.erf")
     y = net.binary("Mul", x, net.binary("Add", e, net.scalar(f"{name}.one", 1), f"{name}.add"), f"{name}.mul")
     return net.binary("Mul", y, net.scalar(f"{name}.half", 0.5), name)
+
+
+# --- a PP-LCNet-style classifier, exported two ways ---
+
+PP_LCNET_BLOCKS = ((1, 3, 1, 2), (2, 3, 2, 2), (2, 3, 1, 4), (4, 5, 2, 4), (4, 5, 1, 8))  # (expansion, kernel, stride, out / stem)
+
+
+def pp_lcnet(style="paddle", batch=1, size=64, stem=16, classes=4, dtype="float32", seed=0):
+    """A PP-LCNet-style classifier (Cui et al., "PP-LCNet: A Lightweight CPU Convolutional Neural
+    Network", 2021, as PaddleOCR's direction classifiers use it): a 3x3/2 stem, depthwise
+    separable blocks, each convolution followed by BatchNormalization, a learnable scalar affine
+    (Mul, Add: PaddleOCR v4's `mobile_one_block` and `whswish` scales) and hardswish, then global
+    average pooling and a fully connected layer with Softmax. Input "x" (batch, 3, size, size),
+    output "y" (batch, classes).
+
+    The same weights in two exports: style "paddle" as Paddle2ONNX writes them (every weight and
+    scalar a Constant node, BatchNormalization nodes, hardswish as Add -> Clip -> Mul -> Div, the
+    fully connected layer as MatMul + Add), style "twin" as the network built op by op (initializers,
+    each BatchNormalization folded into its convolution's weight and bias in float64, HardSwish
+    nodes, Gemm)."""
+    if style not in ("paddle", "twin"):
+        raise ValueError(f"style {style!r}: expected 'paddle' or 'twin'")
+    net = Net("pp_lcnet", dtype, seed, constant_nodes=style == "paddle")
+    x = net.input("x", (batch, 3, size, size))
+    x = _conv_bn_hswish(net, style, x, stem, 3, 2, 1, "stem")
+    for i, (expand, k, stride, out) in enumerate(PP_LCNET_BLOCKS):
+        c = net.shapes[x][1]
+        x = _conv_bn_hswish(net, style, x, c * expand, k, stride, c, f"blocks.{i}.dw") if expand == 1 else \
+            _conv_bn_hswish(net, style, _conv_bn_hswish(net, style, x, c * expand, 1, 1, 1, f"blocks.{i}.expand"), c * expand, k, stride,
+                            c * expand, f"blocks.{i}.dw")
+        x = _conv_bn_hswish(net, style, x, out * stem, 1, 1, 1, f"blocks.{i}.pw")
+    n, c = net.shapes[x][:2]
+    x = net.node("Flatten", [net.node("GlobalAveragePool", [x], "avgpool", (n, c, 1, 1))], "flatten", (n, c), axis=1)
+    weight, bias = net.normal((c, classes), 0.02), net.normal(classes, 0.02)
+    if style == "paddle":
+        product = net.node("MatMul", [x, net.const("fc.weight", weight)], "fc.matmul", (n, classes))
+        x = net.binary("Add", product, net.const("fc.bias", bias), "fc")
+    else:
+        x = net.node("Gemm", [x, net.const("fc.weight", weight), net.const("fc.bias", bias)], "fc", (n, classes))
+    net.output(net.node("Softmax", [x], "softmax", (n, classes), axis=-1), "y")
+    return net.model(f"PP-LCNet-style classifier, {style} export, random weights (seed {seed})")
+
+
+def _conv_bn_hswish(net, style, x, out, k, stride, group, name):
+    """Conv -> BatchNormalization -> x * a + b (learnable scalars) -> hardswish, in one style."""
+    n, c, h, w = net.shapes[x]
+    weight = net.normal((out, c // group, k, k), math.sqrt(2 / (c // group * k * k)))
+    scale, shift, mean, var = net.rng.uniform(0.5, 1.0, out), net.normal(out, 0.05), net.normal(out, 0.05), net.rng.uniform(0.5, 1.5, out)
+    a, b = net.rng.uniform(0.8, 1.2), net.normal((), 0.05)
+    pad, shape = k // 2, (n, out, (h + 2 * (k // 2) - k) // stride + 1, (w + 2 * (k // 2) - k) // stride + 1)
+    attrs = {"kernel_shape": [k, k], "strides": [stride, stride], "pads": [pad] * 4, "group": group, "dilations": [1, 1]}
+    if style == "twin":  # BatchNormalization folded (W' = W s, b' = (0 - mean) s + shift), as a compiler does offline
+        s = scale / np.sqrt(var + 1e-5)
+        inputs = [x, net.const(f"{name}.weight", weight * s[:, None, None, None]), net.const(f"{name}.bias", shift - mean * s)]
+        y = net.node("Conv", inputs, name, shape, **attrs)
+    else:
+        y = net.node("Conv", [x, net.const(f"{name}.weight", weight)], name, shape, **attrs)
+        params = [net.const(f"{name}.bn.{p}", v) for p, v in zip(("scale", "offset", "mean", "variance"), (scale, shift, mean, var))]
+        y = net.node("BatchNormalization", [y, *params], f"{name}.bn", shape, epsilon=1e-5)
+    y = net.binary("Add", net.binary("Mul", net.scalar(f"{name}.a", a), y, f"{name}.mul"), net.scalar(f"{name}.b", b), f"{name}.affine")
+    if style == "twin":
+        return net.unary("HardSwish", y, f"{name}.hardswish")
+    clipped = net.node("Clip", [net.binary("Add", y, net.scalar(f"{name}.three", 3.0), f"{name}.add3"), net.scalar(f"{name}.zero", 0.0),
+                                net.scalar(f"{name}.six", 6.0)], f"{name}.clip", shape)
+    return net.binary("Div", net.binary("Mul", y, clipped, f"{name}.hswish_mul"), net.scalar(f"{name}.six_", 6.0), f"{name}.hardswish")
 
 
 MODELS = {"resnet50": resnet50, "mobilenet_v2": mobilenet_v2, "yolov5s": yolov5s, "bert_encoder_layer": bert_encoder_layer}

@@ -10,12 +10,13 @@ from .lower import Policy, lower
 from .program import Binding, Buffer, Program
 
 
-def from_onnx(model, values=None, shapes=None, name=None, fold=True):
-    """An ONNX model (a path or an onnx.ModelProto) as a Graph; see isa/onnx/importer.py.
-    (Imported on first use: the onnx package takes a moment to load.)"""
+def from_onnx(model, values=None, shapes=None, name=None, passes=None):
+    """An ONNX model (a path or an onnx.ModelProto) as a Graph that specialises itself from the
+    feeds `sim.run` gives it; see isa/onnx/model.py. (Imported on first use: the onnx package
+    takes a moment to load.)"""
     from .onnx import from_onnx as load
 
-    return load(model, values=values, shapes=shapes, name=name, fold=fold)
+    return load(model, values=values, shapes=shapes, name=name, passes=passes)
 
 
 __all__ = [

@@ -82,6 +82,7 @@ class Graph:
         self.values = {}  # tensor name -> numpy array, for tensors whose values the graph knows
         self._node_names = set()
         self._counts = {}  # op -> next suffix for fresh node names
+        self.notes = []  # lines of text on how the graph was made (an importer's passes); the lowering copies them to the program
 
     @staticmethod
     def _check_name(name, what):
@@ -104,10 +105,12 @@ class Graph:
 
     def constant(self, name, array, dtype=None):
         """A COEFF tensor: its bytes are preloaded in DDR before the run. An empty constant (a
-        dimension of 0: no bytes) can be a graph output, never an op's operand."""
+        dimension of 0: no bytes) can be a graph output, never an op's operand. The graph keeps a
+        copy of a writable array, and a read-only one of the dtype as it is."""
         array = np.asarray(array)
         dtype = dtypes.check(dtype, f"constant {name}") if dtype else dtypes.of_array(array, f"constant {name}")
-        array = np.ascontiguousarray(array.astype(dtypes.np_dtype(dtype)))
+        # a read-only array of the dtype (an importer's weights) is kept as it is, not copied
+        array = np.ascontiguousarray(array.astype(dtypes.np_dtype(dtype), copy=array.flags.writeable))
         t = self._new_tensor(name, _check_shape(array.shape or (1,), f"constant {name}", empty=True), dtype)
         self.constants[name] = self.values[name] = array.reshape(t.shape)
         return t

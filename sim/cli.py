@@ -21,6 +21,7 @@ so, the exit status 2, and the traceback with --debug. A reader that closes the 
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -209,9 +210,7 @@ class OnnxGraph(GraphFile):
         shapes = {n: a.shape for n, a in given.items() if n not in needed and a.ndim}
         graph = from_onnx(model, values={n: given[n] for n in needed}, shapes=shapes)
         self.names = {n: tensor_name(n) for n in names if n not in needed}
-        rng = np.random.default_rng(args.seed)
-        defaults = {name: _random(rng, graph.tensors[name].shape, graph.tensors[name].dtype) for name in graph.inputs}
-        super().__init__(graph, defaults)
+        super().__init__(graph, _RandomInputs(graph, args.seed))
 
     def rename(self, given):
         """--inputs arrays by the graph's input names (an ONNX scalar as its (1,) tensor)."""
@@ -221,6 +220,30 @@ class OnnxGraph(GraphFile):
             if name in self.graph.inputs:
                 out[name] = array.reshape(self.graph.tensors[name].shape) if array.ndim == 0 else array
         return out
+
+
+class _RandomInputs(Mapping):
+    """Random values for a graph's inputs, drawn in input order when first read: after the
+    lowering has placed the inputs (so one too large for the chip is refused before any byte is
+    drawn), and never in timing mode, which reads none."""
+
+    def __init__(self, graph, seed):
+        self.graph, self.seed, self.drawn = graph, seed, None
+
+    def __getitem__(self, name):
+        if self.drawn is None:
+            rng = np.random.default_rng(self.seed)
+            self.drawn = {n: _random(rng, self.graph.tensors[n].shape, self.graph.tensors[n].dtype) for n in self.graph.inputs}
+        return self.drawn[name]
+
+    def __contains__(self, name):
+        return name in self.graph.inputs
+
+    def __iter__(self):
+        return iter(self.graph.inputs)
+
+    def __len__(self):
+        return len(self.graph.inputs)
 
 
 def _random(rng, shape, dtype):

@@ -1,5 +1,6 @@
 """sim.run = isa.lower + sim.execute, and the Result both return."""
 
+import dataclasses
 import gc
 from dataclasses import dataclass
 
@@ -55,6 +56,13 @@ def execute(program, chip, inputs=None, mode="functional"):
 
 
 def run(graph, chip, inputs=None, mode="functional", policy=None):
-    """Lower a graph for a chip and execute it: exact outputs, cycles, stats and a trace."""
+    """Lower a graph for a chip and execute it: exact outputs, cycles, stats and a trace.
+    A graph that specialises itself from its feeds (an imported ONNX model, isa.onnx.OnnxGraph)
+    takes them by its model's input names and gives its outputs by its model's output names."""
     chip = _chip(chip)
-    return execute(isa.lower(graph, chip, policy), chip, inputs, mode)
+    specialise = getattr(graph, "specialise", None)
+    if specialise is None:
+        return execute(isa.lower(graph, chip, policy), chip, inputs, mode)
+    bound = specialise(inputs)
+    result = execute(isa.lower(bound.graph, chip, policy), chip, bound.inputs, mode)
+    return dataclasses.replace(result, outputs=bound.outputs(result.outputs))

@@ -1,6 +1,6 @@
 """Folding inference BatchNormalization into the Conv, ConvTranspose or Gemm before it at import
-(isa/onnx/bn_fold.py): folded, unfolded and onnx.reference.ReferenceEvaluator agree; what does
-not fold keeps its BatchNormalization; the model given is not changed."""
+(the bn_fold pass, isa/onnx/bn_fold.py): folded, unfolded and onnx.reference.ReferenceEvaluator
+agree; what does not fold keeps its BatchNormalization; the model given is not changed."""
 
 import numpy as np
 import onnx
@@ -11,12 +11,19 @@ from onnx.reference import ReferenceEvaluator
 import chips
 import isa
 import sim
-from isa.onnx.bn_fold import fold_batch_norms
+from isa.onnx import PASSES
+from isa.onnx.importer import prepare
 
 OPSET = 17
 GENERIC = chips.load("generic")
 BM1684 = chips.load("bm1684")
 F = TensorProto.FLOAT
+NO_FOLD = tuple(p for p in PASSES if p != "bn_fold")
+
+
+def fold_batch_norms(model):
+    """The model after the bn_fold pass alone, as a ModelProto."""
+    return prepare(model, ["bn_fold"]).to_model()
 
 
 def bn_params(rng, name, c, dtype=np.float32):
@@ -99,9 +106,12 @@ def test_folded_weights_are_the_batch_norm_algebra_in_float64():
     np.testing.assert_array_equal(folded["conv2.bias_bn_folded"], ((init["b2"] - p["mean"]) * s + p["bias"]).astype(np.float32))
 
 
-def test_a_model_without_anything_to_fold_is_returned_as_is():
+def test_the_pass_says_what_it_folded():
+    assert isa.from_onnx(residual_block()).notes[1] == "onnx pass bn_fold: 3 BatchNormalization(s) folded into the convolution " \
+                                                       "or Gemm before them"
     m = model_of([helper.make_node("Relu", ["x"], ["y"])], [("x", F, [2])], [("y", F, [2])], {})
-    assert fold_batch_norms(m) is m
+    assert "onnx pass bn_fold: 0 BatchNormalization(s)" in isa.from_onnx(m).notes[1]
+    assert not any("bn_fold" in n for n in isa.from_onnx(m, passes=NO_FOLD).notes)
 
 
 # ---- simulated: folded, unfolded and the reference agree -------------------------------------------
@@ -110,7 +120,7 @@ def test_a_model_without_anything_to_fold_is_returned_as_is():
 def test_folded_unfolded_and_reference_agree_on_a_residual_block(chip):
     m = residual_block()
     x = x_of((2, 4, 8, 8))
-    folded, unfolded = isa.from_onnx(m), isa.from_onnx(m, fold=False)
+    folded, unfolded = isa.from_onnx(m), isa.from_onnx(m, passes=NO_FOLD)
     assert "batch_norm" not in {n.op for n in folded.nodes}
     assert [n.op for n in folded.nodes if n.op not in ("reshape",)] == ["conv", "active", "conv", "conv", "add", "active"]
     assert "rdivs" in {n.op for n in unfolded.nodes}  # the unfolded BN computes s on the machine
@@ -132,7 +142,7 @@ def test_the_folded_block_is_two_layer_groups_with_add_and_relu_in_the_second():
 
     m = residual_block()
     assert heads(isa.from_onnx(m)) == [["conv", "active"], ["conv"], ["conv", "add", "active"]]
-    assert len(heads(isa.from_onnx(m, fold=False))) > 3
+    assert len(heads(isa.from_onnx(m, passes=NO_FOLD))) > 3
 
 
 def test_float16_folds_in_float16_and_runs_without_float32():
@@ -228,7 +238,7 @@ def test_conv_transpose_with_groups_folds_per_output_channel(group):
     assert op_types(fold_batch_norms(m)) == ["ConvTranspose"]
     x = x_of((1, 4, 5, 5))
     want = reference(m, {"x": x}) if group == 1 else _grouped_reference(m, x, group)
-    np.testing.assert_allclose(sim.run(isa.from_onnx(m, fold=False), GENERIC, inputs={"x": x}).outputs["y"], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(sim.run(isa.from_onnx(m, passes=NO_FOLD), GENERIC, inputs={"x": x}).outputs["y"], want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(sim.run(isa.from_onnx(m), GENERIC, inputs={"x": x}).outputs["y"], want, rtol=1e-5, atol=1e-5)
 
 

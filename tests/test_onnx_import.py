@@ -100,21 +100,28 @@ def test_shape_inference_gives_intermediate_shapes_and_checks_ours():
     assert g.tensors[g.outputs["y"]].shape == (2, 12)
 
 
-def test_a_shape_input_must_be_known_and_can_be_given_as_a_value():
+def test_a_shape_input_is_found_and_given_as_a_value_or_by_the_feeds():
     m = model_of([helper.make_node("Reshape", ["x", "shape"], ["y"])],
                  [("x", TensorProto.FLOAT, [2, 6]), ("shape", TensorProto.INT64, [2])], [("y", TensorProto.FLOAT, None)])
     assert static_inputs(m) == ["shape"]
-    with pytest.raises(isa.UnsupportedError, match=r"node y \(Reshape\): input 1 \(shape, 'shape'\) must be known .* values="):
-        isa.from_onnx(m)
-    g = isa.from_onnx(m, values={"shape": np.array([3, 4])})
-    assert g.inputs == ["x"] and g.tensors[g.outputs["y"]].shape == (3, 4)
+    g = isa.from_onnx(m)
+    assert g.static == ["shape"]
+    with pytest.raises(isa.GraphError, match=r"input 'shape' decides shapes in the model, so its value is needed.*sim.run"):
+        isa.lower(g, GENERIC)
+    built = isa.from_onnx(m, values={"shape": np.array([3, 4])})
+    assert built.inputs == ["x"] and built.tensors[built.outputs["y"]].shape == (3, 4)
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    res = sim.run(g, GENERIC, inputs={"x": x, "shape": np.array([4, 3])})
+    np.testing.assert_array_equal(res.outputs["y"], x.reshape(4, 3))
 
 
-def test_symbolic_dimensions_need_shapes():
+def test_symbolic_dimensions_are_fixed_by_shapes_or_by_the_feeds():
     m = model_of([helper.make_node("Relu", ["x"], ["y"])], [("x", TensorProto.FLOAT, ["N", 4])], [("y", TensorProto.FLOAT, ["N", 4])])
-    with pytest.raises(isa.InputError, match=r"input 'x' has symbolic dimension 0 \('N'\)"):
-        isa.from_onnx(m)
+    with pytest.raises(isa.GraphError, match=r"input 'x' has dynamic dimensions \('\?', 4\)"):
+        isa.lower(isa.from_onnx(m), GENERIC)
     assert isa.from_onnx(m, shapes={"x": (5, 4)}).tensors["x"].shape == (5, 4)
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(sim.run(isa.from_onnx(m), GENERIC, inputs={"x": x}).outputs["y"], np.maximum(x, 0))
 
 
 def test_a_type_npusim_lacks_is_named():
@@ -136,7 +143,7 @@ def test_unsupported_ops_are_listed_with_counts_before_anything_is_built(monkeyp
     m = model_of(nodes, [("x", TensorProto.FLOAT, [3])], [("y", TensorProto.FLOAT, [3])])
     m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     built = []
-    monkeypatch.setattr(isa.onnx.importer, "ImportGraph", lambda *a: built.append(a))
+    monkeypatch.setattr(isa.onnx.model, "build", lambda *a: built.append(a))
     with pytest.raises(isa.UnsupportedError) as info:
         isa.from_onnx(m)
     assert "4 node(s) of 3 op type(s) npusim does not map: Loop x1, Unique x2, com.microsoft.FusedConv x1" in str(info.value)
@@ -307,6 +314,172 @@ def test_resnet_style_block_on_bm1684_in_timing_mode():
     assert res.cycles > 0 and res.outputs == {}
 
 
+# ---- dynamic dimensions, scalars and the one call -----------------------------------------------------
+
+def _dims(*dims):
+    """A TensorShapeProto's dims as exporters write them: an int (dim_value, -1 as Paddle2ONNX
+    writes), a str (dim_param) or None (absent)."""
+    shape = onnx.TensorShapeProto()
+    for d in dims:
+        dim = shape.dim.add()
+        if isinstance(d, int):
+            dim.dim_value = d
+        elif isinstance(d, str):
+            dim.dim_param = d
+    return shape
+
+
+def dynamic_model(dims, out_dims=None, value_info_dims=None):
+    """Relu -> Add 1: input x and output y of the given dims, an intermediate declared too."""
+    m = model_of([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "one"], ["y"])],
+                 [("x", TensorProto.FLOAT, None)], [("y", TensorProto.FLOAT, None)], {"one": np.array(1.0, np.float32)})
+    m.graph.input[0].type.tensor_type.shape.CopyFrom(_dims(*dims))
+    m.graph.output[0].type.tensor_type.shape.CopyFrom(_dims(*(out_dims or dims)))
+    vi = helper.make_tensor_value_info("r", TensorProto.FLOAT, None)
+    vi.type.tensor_type.shape.CopyFrom(_dims(*(value_info_dims or dims)))
+    m.graph.value_info.append(vi)
+    return m
+
+
+@pytest.mark.parametrize("dims", [(-1, 3, -1), ("N", 3, "W"), (None, 3, None), (0, 3, 0), (-1, 3, "W")],
+                         ids=["minus-one", "dim_param", "absent", "zero", "mixed"])
+def test_a_dynamic_dimension_is_fixed_by_shapes_or_the_feeds_and_declared_shapes_are_checked_where_known(dims):
+    m = dynamic_model(dims)
+    x = np.linspace(-2, 2, 2 * 3 * 5, dtype=np.float32).reshape(2, 3, 5)
+    g = isa.from_onnx(m)
+    assert not g.declared["x"].known()
+    np.testing.assert_array_equal(sim.run(g, GENERIC, inputs={"x": x}).outputs["y"], np.maximum(x, 0) + 1)
+    fixed = isa.from_onnx(m, shapes={"x": (2, 3, 5)})
+    assert fixed.tensors["x"].shape == (2, 3, 5) and sim.run(fixed, BM1684, mode="timing").cycles > 0
+    with pytest.raises(isa.InputError, match=r"input 'x' has dimension 1 of 3 .*; shapes= gives 4"):
+        isa.from_onnx(m, shapes={"x": (2, 4, 5)})
+    with pytest.raises(isa.InputError, match=r"input 'x' has rank 3 .*; the feeds gives the shape \(2, 3\)"):
+        sim.run(g, GENERIC, inputs={"x": x[:, :, 0]})
+
+
+def test_a_declared_output_or_intermediate_that_disagrees_where_known_is_an_error():
+    with pytest.raises(isa.ShapeError, match=r"output 'y': npusim's mapping gives shape \(2, 3, 5\), ONNX shape inference"):
+        isa.from_onnx(dynamic_model((2, 3, 5), out_dims=(2, 3, 6)))
+    isa.from_onnx(dynamic_model((2, 3, 5), out_dims=(-1, 3, -1), value_info_dims=(-1, -1, 5)))
+
+
+def test_a_second_run_with_the_same_shapes_does_not_import_again(monkeypatch):
+    m = dynamic_model(("N", 3, 5))
+    g = isa.from_onnx(m)
+    built = []
+    real_build = isa.onnx.model.build
+    monkeypatch.setattr(isa.onnx.model, "build", lambda *a: built.append(a) or real_build(*a))
+    x = np.ones((2, 3, 5), np.float32)
+    sim.run(g, GENERIC, inputs={"x": x})
+    sim.run(g, GENERIC, inputs={"x": x * 2})
+    assert len(built) == 1
+    sim.run(g, GENERIC, inputs={"x": np.ones((4, 3, 5), np.float32)})
+    assert len(built) == 2
+
+
+def test_scalars_are_rank_0_in_the_feeds_and_the_outputs():
+    """An input, a constant and an output of rank 0, and a scalar reduced from a tensor."""
+    nodes = [helper.make_node("Mul", ["s", "two"], ["s2"]), helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+             helper.make_node("Add", ["total", "s2"], ["y"]), helper.make_node("Mul", ["x", "s"], ["z"])]
+    m = model_of(nodes, [("x", TensorProto.FLOAT, [2, 3]), ("s", TensorProto.FLOAT, [])],
+                 [("y", TensorProto.FLOAT, []), ("z", TensorProto.FLOAT, [2, 3])], {"two": np.array(2.0, np.float32)})
+    x, s = np.arange(6, dtype=np.float32).reshape(2, 3), np.array(1.5, np.float32)
+    res = sim.run(isa.from_onnx(m), GENERIC, inputs={"x": x, "s": s})
+    assert res.outputs["y"].shape == () and res.outputs["y"].dtype == np.float32 and res.outputs["y"] == 18.0
+    np.testing.assert_array_equal(res.outputs["z"], x * 1.5)
+    with pytest.raises(isa.InputError, match=r"input 's' has rank 0 \(\); the feeds gives the shape \(1,\)"):
+        sim.run(isa.from_onnx(m), GENERIC, inputs={"x": x, "s": s.reshape(1)})
+
+
+def test_the_one_call_takes_and_gives_the_models_own_names():
+    """Names a graph may not hold (spaces, a leading digit) stay ONNX's in the feeds and the outputs."""
+    nodes = [helper.make_node("Reshape", ["0", "new shape"], ["r"]), helper.make_node("Relu", ["r"], ["out put"])]
+    m = model_of(nodes, [("0", TensorProto.FLOAT, ["n"]), ("new shape", TensorProto.INT64, [2])], [("out put", TensorProto.FLOAT, None)])
+    g = isa.from_onnx(m)
+    assert g.static == ["new shape"]
+    x = np.arange(-3, 3, dtype=np.float32)
+    res = sim.run(g, GENERIC, inputs={"0": x, "new shape": np.array([2, 3])})
+    assert list(res.outputs) == ["out put"]
+    np.testing.assert_array_equal(res.outputs["out put"], np.maximum(x, 0).reshape(2, 3))
+    with pytest.raises(isa.InputError, match=r"the feeds names 'x', which is not an input of the model \(inputs: 0, new shape\)"):
+        sim.run(g, GENERIC, inputs={"x": x})
+    with pytest.raises(isa.InputError, match=r"input 'new shape' decides shapes in the model, so its value is needed: feed it"):
+        sim.run(g, GENERIC, inputs={"0": x})
+    with pytest.raises(isa.InputError, match=r"gives input 'new shape' a float64 value that does not convert exactly to the input's int64"):
+        sim.run(g, GENERIC, inputs={"0": x, "new shape": np.array([2.5, 3.0])})
+
+
+# ---- malformed models and their data ---------------------------------------------------------------------
+
+def _set_location(path, **fields):
+    m = onnx.load(str(path), load_external_data=False)
+    for t in m.graph.initializer:
+        for e in t.external_data:
+            if e.key in fields:
+                e.value = str(fields[e.key])
+    onnx.save_model(m, path)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"location": "missing.bin"}, r"tensor '\w+' keeps its data in 'missing.bin', which does not exist"),
+    ({"location": "sub"}, r"tensor '\w+' keeps its data in 'sub', which is not a file"),
+    ({"location": "w\0.bin"}, r"tensor '\w+' keeps its data at 'w\\x00.bin', a location holding a NUL byte"),
+    ({"length": 3}, r"tensor 'w': its external data is 3 bytes long; its shape \(4, 3, 3, 3\) of FLOAT takes 432"),
+    ({"offset": 10**6}, r"tensor '\w+': its external data needs bytes 1000000\.\.\d+ of 'w.bin', which holds \d+"),
+    ({"offset": "x"}, r"external data offset 'x' is not an integer"),
+], ids=["missing", "directory", "nul", "length", "too-short", "offset"])
+def test_bad_external_data_is_an_input_error_naming_the_tensor_and_the_file(tmp_path, change, message):
+    (tmp_path / "sub").mkdir()
+    path = _save_external(small_cnn(), tmp_path, "w.bin")
+    _set_location(path, **change)
+    with pytest.raises(isa.InputError, match=message) as info:
+        isa.from_onnx(path)
+    assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("cut", [1, 100])
+def test_raw_data_of_the_wrong_length_is_an_input_error(tmp_path, cut):
+    m = small_cnn()
+    t = next(t for t in m.graph.initializer if t.name == "cb")
+    t.raw_data = t.raw_data[:-cut] if cut < len(t.raw_data) else b"\0"
+    with pytest.raises(isa.InputError, match=r"tensor 'cb' has \d+ bytes of raw data; its shape \(4,\) of FLOAT takes 16"):
+        isa.from_onnx(m)
+
+
+def test_raw_data_running_past_the_end_of_the_file_is_an_input_error(tmp_path):
+    path = tmp_path / "cut.onnx"
+    onnx.save(small_cnn(), path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(isa.InputError, match=r"cut.onnx: not an ONNX model \(a field of \d+ bytes at byte \d+ runs past the end"):
+        isa.from_onnx(path)
+
+
+def test_large_tensors_in_the_file_are_read_once_from_their_place(tmp_path):
+    """A weight inside the .onnx file (not external data) is read into its array straight from
+    the file: equal to the model's, read-only, and the graph keeps it without a copy."""
+    path = tmp_path / "cnn.onnx"
+    onnx.save(small_cnn(), path)
+    g = isa.from_onnx(path)
+    proto = onnx.load(str(path), load_external_data=False)
+    assert not next(t for t in proto.graph.initializer if t.name == "fw").HasField("data_location")  # inside the file
+    want = numpy_helper.to_array(next(t for t in small_cnn().graph.initializer if t.name == "fw"))
+    (fw,) = [a for a in g.constants.values() if a.shape == (256, 10)]  # stored transposed for Gemm's transB
+    np.testing.assert_array_equal(fw, want.T)
+    np.testing.assert_array_equal(g.source.weights["fw"], want)
+    assert not g.source.weights["fw"].flags.writeable
+    assert np.shares_memory(g.constants["w"], g.source.weights["w"])  # the graph's constant is the weight, not a copy
+
+
+def test_a_path_that_is_not_a_model_file_is_an_input_error(tmp_path):
+    for bad, message in ((tmp_path, "not a file"), (tmp_path / "none.onnx", "no such file"), ("a\0b.onnx", "holds a NUL byte")):
+        with pytest.raises(isa.InputError, match=message):
+            isa.from_onnx(bad)
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    with pytest.raises(isa.InputError, match="the file is empty"):
+        isa.from_onnx(tmp_path / "empty.onnx")
+
+
 # ---- NonMaxSuppression, the op ONNX import added -----------------------------------------------------
 
 @pytest.mark.parametrize("center", [0, 1])
@@ -437,7 +610,8 @@ SINGLE = [
      {"s": np.array([0.1, 0.2, 0.3], np.float32), "z": np.array([-3, 0, 5], np.int8)}, 21),
     ("ConvTranspose", {"x": _f(1, 4, 3, 3)}, {"strides": [2, 2], "output_padding": [1, 0], "pads": [0, 1, 1, 0], "dilations": [1, 2]},
      {"w": _f(4, 3, 3, 3)}, 17),
-    ("Conv", {"x": _f(1, 4, 7)}, {"group": 2, "dilations": [2], "auto_pad": "SAME_UPPER", "strides": [2]}, {"w": _f(6, 2, 3), "b": _f(6)}, 17),
+    ("Conv", {"x": _f(1, 4, 7)}, {"group": 2, "dilations": [2], "auto_pad": "SAME_UPPER", "strides": [2]},
+     {"w": _f(6, 2, 3), "b": _f(6)}, 17),
     ("Conv", {"x": _f(1, 2, 5, 6, 7)}, {"pads": [1, 0, 2, 0, 1, 1], "strides": [1, 2, 1]}, {"w": _f(3, 2, 3, 3, 2)}, 17),
     ("AveragePool", {"x": _f(1, 2, 5, 6)}, {"kernel_shape": [3, 3], "pads": [1, 1, 2, 0], "strides": [2, 2], "ceil_mode": 1,
                                            "count_include_pad": 1}, {}, 17),
@@ -481,7 +655,7 @@ def test_single_ops_equal_the_onnx_reference(op, inputs, attrs, consts, opset):
     m = single_op(op, inputs, attrs, consts, opset, outputs=2 if op == "TopK" else 1)
     want = ReferenceEvaluator(m).run(None, inputs)
     g = isa.from_onnx(m)
-    res = sim.run(g, GENERIC, inputs={tensor_name(k): v for k, v in inputs.items()})
+    res = sim.run(g, GENERIC, inputs=inputs)
     for i, w in enumerate(want):
         got = res.outputs[f"y{i}"]
         assert got.shape == w.shape and got.dtype == w.dtype

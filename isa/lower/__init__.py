@@ -57,6 +57,7 @@ def lower(graph, chip, policy=None):
     check_graph(graph, chip)
     groups = make_groups(graph, chip, policy)
     em = Emitter(chip, graph.name, policy.allocator)
+    em.notes.extend(graph.notes)
     ctx = Lowering(graph, chip, policy, em, {})
     _reserve(ctx)
     shares = _shared_buffers(graph, groups)

@@ -10,14 +10,16 @@ that the builder remembers as rank 0, so ONNX shapes (`shape`) stay exact for th
 care (Gather with a scalar index, Unsqueeze, MatMul of vectors).
 """
 
+import math
 import re
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from .. import dtypes, ops
-from ..errors import GraphError, ShapeError, UnsupportedError
+from ..errors import GraphError, OutOfMemoryError, ShapeError, UnsupportedError
 from ..graph import Graph
+from .store import to_array
 
 _BY_ONNX_NAME = {
     "FLOAT": "float32", "FLOAT16": "float16", "BFLOAT16": "bfloat16", "DOUBLE": "float64",
@@ -32,6 +34,7 @@ DTYPES = {getattr(TensorProto, k): v for k, v in _BY_ONNX_NAME.items() if hasatt
 ONNX_TYPES = {v: k for k, v in DTYPES.items()}
 
 CEIL_POOLS = ("MaxPool", "AveragePool", "LpPool")
+HOST_BYTES = 8 << 30  # the most bytes one value computed when the graph is built may take (8 GiB of host memory)
 _BAD = re.compile(r"[^A-Za-z0-9_.:/-]")
 
 
@@ -41,6 +44,14 @@ def dtype_of(elem_type, what):
         name = TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else str(elem_type)
         raise UnsupportedError(f"{what}: ONNX type {name} has no npusim dtype (npusim has {', '.join(dtypes.NAMES)})")
     return DTYPES[elem_type]
+
+
+def node_attr(node, name, default=None):
+    """A node's attribute value as onnx.helper gives it, or `default` when the node has none."""
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
 
 
 def tensor_name(onnx_name):
@@ -77,14 +88,36 @@ class ImportGraph(Graph):
         return name
 
 
+class Known(dict):
+    """ONNX value name -> numpy array known at import time: the values computed while importing,
+    the inputs bound to values, and the model's constants, read from its Weights when first asked
+    for (an unused weight is never read)."""
+
+    def __init__(self, weights, values):
+        super().__init__(values)
+        self.weights = weights
+
+    def __contains__(self, name):
+        return dict.__contains__(self, name) or name in self.weights
+
+    def __missing__(self, name):
+        if name in self.weights:
+            return self.weights[name]
+        raise KeyError(name)
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+
 class Builder:
-    def __init__(self, graph, opset, inferred):
+    def __init__(self, graph, opset, inferred, values):
         self.g = graph
         self.opset = opset
         self.inferred = inferred  # ONNX value name -> (shape tuple or None, elem type or None)
         self.tensors = {}  # ONNX value name -> Tensor
-        self.values = {}  # ONNX value name -> numpy array known at import time
+        self.values = values  # ONNX value name -> numpy array known at import time (a Known)
         self.rank0 = set()  # names of ONNX scalars held by tensors of shape (1,)
+        self.reshaped = {}  # (constant name, shape) -> the constant in that shape
         self.node = None
         self.index = 0
 
@@ -109,7 +142,7 @@ class Builder:
                 if isinstance(value, bytes):
                     return value.decode()
                 if a.type == a.TENSOR:
-                    return numpy_helper.to_array(value)
+                    return to_array(value, self.values.weights.folder, self.values.weights.where)
                 return value
         return default
 
@@ -192,6 +225,14 @@ class Builder:
             return dtypes.of_array(self.values[name], name) if self.values[name].dtype.kind != "O" else "object"
         return self.tensor(name).dtype
 
+    def check_size(self, shape, dtype, what):
+        """Refuse, before allocating it, a value computed at import time beyond HOST_BYTES."""
+        nbytes = math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize
+        if nbytes > HOST_BYTES:
+            raise self.error(f"{what} of shape {tuple(int(d) for d in shape)} would take {nbytes} bytes when the graph is built; "
+                             f"the limit is {HOST_BYTES} bytes", OutOfMemoryError)
+        return shape
+
     def unique(self, base):
         name, k = base, 0
         while name in self.g.tensors:
@@ -207,8 +248,20 @@ class Builder:
     # ---- helpers the mappings share ---------------------------------------------------------
 
     def reshape(self, t, shape):
+        """t in another shape: a view, or for a constant the constant itself in that shape (its
+        bytes shared), so no view op sits between an op and the element-wise ops after it that
+        read the constant (which would cut their layer group, isa/lower/fusion.py)."""
         shape = tuple(int(d) for d in shape) or (1,)
-        return t if t.shape == shape else ops.reshape(t, shape)
+        if t.shape == shape:
+            return t
+        if t.name in self.g.constants:
+            key = (t.name, shape)
+            if key not in self.reshaped:
+                value = self.g.constants[t.name].reshape(shape)
+                value.flags.writeable = False
+                self.reshaped[key] = self.g.constant(self.unique(f"{t.name}.{'x'.join(map(str, shape))}"), value, t.dtype)
+            return self.reshaped[key]
+        return ops.reshape(t, shape)
 
     def bcast(self, *ts):
         """Tensors brought to one rank (numpy's rule: leading 1s), as the element-wise ops need."""

@@ -255,7 +255,8 @@ def pool_views(b, x, method, kernel, strides, dilations, pads, ceil, count_pad, 
         raise b.error(f"the window {kernel} (dilations {dilations}) is larger than the padded input {sizes}")
     ends = [max((o - 1) * s + d * (k - 1) + 1 - n - pb, 0) for n, o, k, s, d, (pb, _) in zip(sizes, out, kernel, strides, dilations, pads)]
     if method == "MAX":
-        fill = -math.inf if x.dtype in ("float32", "float16", "bfloat16") else dtype_np(x.dtype).type(np.iinfo(dtype_np(x.dtype)).min).item()
+        np_dtype = dtype_np(x.dtype)
+        fill = -math.inf if x.dtype in ("float32", "float16", "bfloat16") else np_dtype.type(np.iinfo(np_dtype).min).item()
     else:
         fill = 0.0
     padded = ops.pad(x, fill, [0, 0, 0, 0] + [v for (pb, _), e in zip(pads, ends) for v in (pb, e)])

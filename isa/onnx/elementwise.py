@@ -8,11 +8,11 @@ broadcast: leading 1s), which runs no instruction.
 
 Where npusim's semantics differ from ONNX's, the importer composes ONNX's, so the machine gives
 ONNX's numbers: integer Div truncates and integer Mod takes the divisor's sign (exact integer
-steps), Round rounds halves to even, Cast truncates a float to an integer. Two differences
-remain, documented rather than hidden: integer results saturate where ONNX's wrap around (an
-int8 100 + 100 is 127, not -56; a left BitShift past the top bit; a Cast to a narrower
-integer), and Erf is a polynomial (Abramowitz and Stegun 7.1.26 above |x| = 0.5, its Taylor
-series below: within 2e-7 of erf in float32).
+steps), Round rounds halves to even, Cast truncates a float to an integer and keeps the low bits of an
+integer out of a narrower type's range, a left BitShift drops the bits shifted out. Two
+differences remain, documented rather than hidden: integer arithmetic saturates where ONNX's
+wraps around (an int8 100 + 100 is 127, not -56), and Erf is a polynomial (Abramowitz and
+Stegun 7.1.26 above |x| = 0.5, its Taylor series below: within 2e-7 of erf in float32).
 """
 
 import math
@@ -116,13 +116,19 @@ def mod(b, node):
 def bitshift(b, node):
     """Shifts by counts in [0, bits); a count outside gives what the sign alone does (ONNX,
     opset 28): -1 for a right shift of a negative value, else 0. A right shift of a signed value
-    is arithmetic. A left shift saturates where ONNX's drops the bits shifted out."""
+    is arithmetic. A left shift drops the bits shifted out (the kept ones masked first, shifted in
+    int64 and wrapped back); of a 64-bit value it saturates."""
     x, n = b.bcast(b.tensor(0), b.tensor(1))
     direction = b.attr("direction")
     if direction not in ("LEFT", "RIGHT"):
         raise b.reject("direction", direction)
-    y = (ops.arith_lshift if direction == "LEFT" else ops.arith_rshift)(x, n)
     bits = 8 * dtypes.itemsize(x.dtype)
+    if direction == "LEFT" and bits < 64:
+        count = ops.clamp(narrow(n, "int64"), 0, bits - 1)
+        kept = ops.arith_rshift(b.full((1 << bits) - 1, "int64", len(x.shape)), count)
+        y = wrap(ops.arith_lshift(ops.bit_and(*b.bcast(narrow(x, "int64"), kept)), count), x.dtype)
+    else:
+        y = (ops.arith_lshift if direction == "LEFT" else ops.arith_rshift)(x, n)
     inside = ops.mul(ops.ges(n, 0, out_dtype="bool"), ops.lts(n, bits, out_dtype="bool"))
     outside = ops.muls(ops.lts(x, 0), -1) if direction == "RIGHT" and not x.dtype.startswith("u") else b.full(0, x.dtype, len(x.shape))
     return [result(b, ops.condition_select(inside, y, outside))]
@@ -400,12 +406,48 @@ def where(b, node):
 @onnx_op("Cast")
 def cast(b, node):
     to = dtype_of(b.attr("to"), f"{b.where()}: attribute to")
-    return [result(b, b.cast(b.tensor(0), to, bool(b.attr("saturate", 1)), b.attr("round_mode", "up")))]
+    return [result(b, onnx_cast(b, b.tensor(0), to))]
 
 
 @onnx_op("CastLike")
 def cast_like(b, node):
-    return [result(b, b.cast(b.tensor(0), b.dtype(1), bool(b.attr("saturate", 1)), b.attr("round_mode", "up")), 1)]
+    return [result(b, onnx_cast(b, b.tensor(0), b.dtype(1)), 1)]
+
+
+def onnx_cast(b, t, to):
+    """ONNX's Cast: into an integer type narrower than 64 bits that cannot hold every value of
+    t's type, an integer keeps its low bits (two's complement: int16 200 -> int8 -56), as ONNX
+    defines it, and a float is truncated toward zero and then does the same, as onnxruntime and
+    the reference do (ONNX leaves a float out of range undefined). Else Builder.cast."""
+    if t.dtype == to or not dtypes.is_int(to) or to in ("int64", "uint64") or not _narrows(t.dtype, to):
+        return b.cast(t, to, bool(b.attr("saturate", 1)), b.attr("round_mode", "up"))
+    if t.dtype == "uint64":  # the low bits first, within int64's range
+        t = ops.bit_ands(t, (1 << int_bits(to)) - 1)
+    return wrap(b.cast(t, "int64") if dtypes.is_float(t.dtype) else narrow(t, "int64"), to)
+
+
+def int_bits(dtype):
+    lo, hi = dtypes.int_range(dtype)
+    return (hi - lo).bit_length()
+
+
+def wrap(v, to):
+    """An int64 tensor's low bits as the integer dtype `to` (narrower than 64 bits), read as
+    two's complement when `to` is signed."""
+    bits = int_bits(to)
+    low = ops.bit_ands(v, (1 << bits) - 1)
+    if dtypes.int_range(to)[0] < 0:  # the top bit is the sign
+        low = ops.sub(low, ops.muls(ops.ges(low, 1 << (bits - 1)), 1 << bits))
+    return ops.cast(low, out_dtype=to)
+
+
+def _narrows(source, target):
+    """Whether a value of dtype `source` may lie outside the integer dtype `target`."""
+    if not dtypes.is_int(source):
+        return source != "bool"
+    lo, hi = dtypes.int_range(source)
+    tlo, thi = dtypes.int_range(target)
+    return lo < tlo or hi > thi
 
 
 @onnx_op("Identity")

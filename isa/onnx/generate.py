@@ -8,28 +8,21 @@ ONNX leaves the generator to the implementation, so the numbers are npusim's own
 import math
 
 import numpy as np
-from onnx import numpy_helper
 
 from .. import dtypes, ops
 from .builder import dtype_of
 from .registry import onnx_op
+from .store import constant_value
 
 
 @onnx_op("Constant")
 def constant(b, node):
-    for a in node.attribute:
-        if a.name == "value":
-            return [numpy_helper.to_array(a.t)]
-        if a.name == "value_float":
-            return [np.array(a.f, np.float32)]
-        if a.name == "value_floats":
-            return [np.array(list(a.floats), np.float32)]
-        if a.name == "value_int":
-            return [np.array(a.i, np.int64)]
-        if a.name == "value_ints":
-            return [np.array(list(a.ints), np.int64)]
-        raise b.reject(a.name, "...", "npusim has no string or sparse tensors")
-    raise b.error("Constant has no value attribute")
+    if not node.attribute:
+        raise b.error("Constant has no value attribute")
+    value = constant_value(node, b.values.weights.folder, b.values.weights.where)
+    if value is None:
+        raise b.reject(node.attribute[0].name, "...", "npusim has no string or sparse tensors")
+    return [value]
 
 
 @onnx_op("ConstantOfShape", static=(0,))
@@ -37,7 +30,7 @@ def constant_of_shape(b, node):
     shape = tuple(int(d) for d in b.static(0, "shape").reshape(-1))
     value = b.attr("value")
     value = np.zeros(1, np.float32) if value is None else value
-    return [np.full(shape, value.reshape(-1)[0], value.dtype)]
+    return [np.full(b.check_size(shape, value.dtype, "the result"), value.reshape(-1)[0], value.dtype)]
 
 
 @onnx_op("Range", static=(0, 1, 2))
@@ -47,6 +40,7 @@ def range_op(b, node):
         raise b.error("delta is 0")
     n = max(math.ceil((float(limit) - float(start)) / float(delta)), 0)
     dtype = start.dtype
+    b.check_size((n,), np.float64, "the range")
     if dtype.kind in "iu":
         return [(np.arange(n, dtype=np.int64) * int(delta) + int(start)).astype(dtype)]
     return [(start + np.arange(n, dtype=np.float64).astype(dtype) * delta).astype(dtype)]
@@ -58,6 +52,7 @@ def eye_like(b, node):
     if len(shape) != 2:
         raise b.error(f"EyeLike takes a 2-D input, got shape {shape}")
     dtype = dtype_of(b.attr("dtype"), f"{b.where()}: attribute dtype") if b.attr("dtype") is not None else b.dtype(0)
+    b.check_size(shape, dtypes.np_dtype(dtype), "the result")
     return [np.eye(shape[0], shape[1], b.attr("k", 0), dtypes.np_dtype(dtype))]
 
 

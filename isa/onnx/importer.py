@@ -1,36 +1,41 @@
-"""isa.from_onnx: an ONNX model as an isa.Graph.
+"""The import of an ONNX model into an isa.Graph, in two stages.
 
-    g = isa.from_onnx("resnet50.onnx")                      # a path or an onnx.ModelProto
-    g = isa.from_onnx(model, values={"shape": np.array([1, -1])}, shapes={"x": (1, 3, 224, 224)})
+`prepare(model, passes)` runs once per model (isa.from_onnx):
+1. load: a path is read with its tensors' bytes located, not loaded (store.py): data inside the
+   file and external data (which must lie beneath the model's own folder) are read once, when a
+   constant is first needed;
+2. opset: the default domain's opset must be between 11 and the newest the onnx package knows
+   (onnx.defs.onnx_opset_version()); a model of opset 7 to 10 (or older, where the converter
+   has adapters) is first converted to opset 11 by onnx.version_converter;
+3. the import passes (passes.py: Constant nodes and constant subgraphs folded, BatchNormalization
+   folded, decomposed activations recognised, Identity and no-op pairs removed);
+4. unsupported ops: every node whose op type has no mapping (registry.OPS) is counted, and one
+   UnsupportedError lists them all ("If x2, Loop x1").
 
-What happens, in order, before any op is added:
-1. load: a path is read with its external data, which must lie beneath the model's own folder
-   (a location that is absolute, or that `..` or a link takes outside it, is refused);
-2. opset: the default domain's opset must be between 11 and the newest the onnx package
-   knows (onnx.defs.onnx_opset_version()); a model of opset 7 to 10 (or older, where the
-   converter has adapters) is first converted to opset 11 by onnx.version_converter;
-3. unsupported ops: every node whose op type has no mapping (isa/onnx/registry.OPS) is
-   counted, and one UnsupportedError lists them all ("If x2, Loop x1");
-4. graph inputs given in `values` become constants (a shape tensor fed as an input), `shapes`
-   fixes symbolic dimensions, and ONNX shape inference (with data propagation) runs.
-Then every node maps onto npusim ops in order: initializers and Constant nodes are constants,
-graph inputs are inputs, and values computed from shapes alone are folded (`_map`, by each op's `fold` rule). Every
-output is checked against shape inference's shape and type. Graph outputs keep their ONNX
-names (made valid npusim names by builder.tensor_name).
+`build(graph, source, shapes, values)` runs once per binding of the model's dynamic dimensions
+(`shapes`) and of the inputs a shape depends on (`values`, which become constants): ONNX shape
+inference (with data propagation) on the graph without its large constants, then every node
+maps onto npusim ops in order, by the table in registry.py; values computed from shapes and
+constants alone fold (`_map`, by each op's `fold` rule). Every output is checked against shape
+inference's shape and type where inference knows them.
+
+A dimension is dynamic when it is a `dim_param`, absent, or a `dim_value` of 0 or less
+(Paddle2ONNX writes -1); an input whose type has no shape has a dynamic rank.
 """
 
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import external_data_helper, numpy_helper, shape_inference, version_converter
+from onnx import external_data_helper, shape_inference, version_converter
 
-from ..errors import ConfigError, GraphError, InputError, ShapeError, SimError, UnsupportedError
+from ..errors import GraphError, InputError, ShapeError, SimError, UnsupportedError
 from . import conv, elementwise, generate, index, matmul, quant, reduce, resize, shape  # noqa: F401 (they register their mappings)
-from .bn_fold import fold_batch_norms
-from .builder import DTYPES, Builder, ImportGraph, dtype_of, tensor_name
+from .builder import DTYPES, Builder, Known, dtype_of, tensor_name
 from .registry import OPS
+from .store import Weights, external_info, read_model, to_array
 
 MIN_OPSET = 11
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -40,76 +45,103 @@ def max_opset():
     return onnx.defs.onnx_opset_version()
 
 
-def from_onnx(model, values=None, shapes=None, name=None, fold=True):
-    """An ONNX model (a path or an onnx.ModelProto) as an isa.Graph.
+@dataclass
+class Source:
+    """A model ready to import: its graph without initializers (`model`), its constants by name
+    (`weights`, read when first needed), a description for messages, its opset and the notes of
+    the passes that ran."""
 
-    values: graph input name -> array; those inputs become constants (their values known when
-            the graph is built, as a Reshape's shape or a Slice's starts must be).
-    shapes: graph input name -> shape, for inputs with symbolic dimensions.
-    fold: fold inference BatchNormalization into the Conv, ConvTranspose or Gemm before it (bn_fold.py).
-    """
-    model, where = load(model)
+    model: onnx.ModelProto
+    weights: Weights
+    where: str
+    opset: int
+    notes: list = field(default_factory=list)
+
+    def inputs(self):
+        """The graph inputs that are not constants, as ValueInfoProtos in the model's order."""
+        return [i for i in self.model.graph.input if i.name not in self.weights]
+
+    def to_model(self) -> onnx.ModelProto:
+        """The model as the passes left it, its constants initializers again (a copy: to save it
+        or to run it elsewhere)."""
+        model = onnx.ModelProto()
+        model.CopyFrom(self.model)
+        model.graph.initializer.extend(onnx.numpy_helper.from_array(np.asarray(self.weights[n]), n) for n in self.weights.names())
+        return model
+
+
+@dataclass(frozen=True)
+class Input:
+    """A graph input as declared: its npusim dtype and its dimensions (None where dynamic; `dims`
+    is None when even the rank is unknown)."""
+
+    name: str
+    dtype: str
+    elem_type: int
+    dims: tuple | None
+
+    def known(self):
+        return self.dims is not None and all(d is not None for d in self.dims)
+
+    def describe(self):
+        return "(unknown rank)" if self.dims is None else str(tuple("?" if d is None else d for d in self.dims))
+
+
+def prepare(model, passes) -> Source:
+    """Load, convert, check and run the passes (see the module's docstring)."""
+    from .passes import run_passes
+
+    model, folder, where = _read(model)
     model = upgrade(model, where)
     opset = check_opset(model, where)
-    check_ops(model, where)
-    model = _bind(model, dict(values or {}), dict(shapes or {}), where)
-    if fold:
-        model = fold_batch_norms(model)
-    inferred = _infer(model, where)
-    g = ImportGraph(tensor_name(name or model.graph.name or "onnx"))
-    b = Builder(g, opset, inferred)
-    _inputs(b, model, where)
-    for i, node in enumerate(model.graph.node):
-        b.node, b.index = node, i
-        g.prefix = tensor_name(node.name or (node.output[0] if node.output else f"node{i}"))
-        _map(b, node)
-    g.prefix = None
-    for out in model.graph.output:
-        b.node = onnx.helper.make_node("Identity", [out.name], [out.name], name=f"graph output {out.name}")
-        name, k = tensor_name(out.name), 0
-        while name in g.outputs:
-            k += 1
-            name = f"{tensor_name(out.name)}_{k}"
-        g.output(b.output_tensor(out.name), name)
-    return g
+    source = _split(model, folder, where, opset)
+    run_passes(source, passes)
+    check_ops(source.model, where)
+    for inp in source.inputs():
+        declared(inp, where)
+    return source
 
 
 # ---- loading and checks ------------------------------------------------------------------------
 
-def load(model):
-    """(ModelProto with its external data, a description for messages)."""
+def _read(model):
+    """(ModelProto, its folder or None, a description for messages)."""
     if isinstance(model, onnx.ModelProto):
-        external = [t.name for t in _tensors(model.graph) if external_data_helper.uses_external_data(t)
-                    and not t.raw_data]
+        where = f"ONNX model {model.graph.name!r}"
+        external = [t.name for t in _tensors(model.graph) if external_data_helper.uses_external_data(t) and not t.raw_data]
         if external:
-            raise InputError(f"ONNX model: tensor(s) {', '.join(external[:5])} keep their data in external files; "
+            raise InputError(f"{where}: tensor(s) {', '.join(external[:5])} keep their data in external files; "
                              "give the model's path so the data can be read from beneath its folder")
-        return model, f"ONNX model {model.graph.name!r}"
+        return model, None, where
+    if not isinstance(model, (str, Path)):
+        raise InputError(f"isa.from_onnx takes an onnx.ModelProto or a path, got {type(model).__name__}")
+    if isinstance(model, str) and "\0" in model:
+        raise InputError(f"ONNX model path {model!r} holds a NUL byte")
     path = Path(model)
-    try:
-        proto = onnx.load(str(path), load_external_data=False)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: cannot read an ONNX model ({exc})") from None
-    except Exception as exc:  # protobuf's DecodeError and friends
-        raise InputError(f"{path}: not an ONNX model ({type(exc).__name__}: {exc})") from None
-    folder = path.resolve().parent
-    for t in _tensors(proto.graph):
+    if not path.exists():
+        raise InputError(f"{path}: cannot read an ONNX model (no such file)")
+    if not path.is_file():
+        raise InputError(f"{path}: cannot read an ONNX model (not a file)")
+    real = path.resolve()
+    proto = read_model(real)
+    for t in _tensors(proto.graph):  # every reference checked before anything is built
         if external_data_helper.uses_external_data(t):
-            _check_location(t, folder, path)
-    try:
-        external_data_helper.load_external_data_for_model(proto, str(folder))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: cannot read the model's external data ({exc})") from None
-    return proto, str(path)
+            external_info(t, real.parent, str(path))
+    return proto, real.parent, str(path)
 
 
-def _check_location(tensor, folder, path):
-    info = {e.key: e.value for e in tensor.external_data}
-    location = info.get("location", "")
-    target = (folder / location).resolve()
-    if not location or Path(location).is_absolute() or not target.is_relative_to(folder):
-        raise InputError(f"{path}: tensor {tensor.name!r} keeps its data at {location!r}, outside the model's folder {folder}; "
-                         "external data is read only from beneath the model's own folder")
+def load(model):
+    """(ModelProto with all its data read, a description for messages): for callers that want
+    the whole proto (the command line's input check). isa.from_onnx reads through `prepare`."""
+    proto, folder, where = _read(model)
+    if folder is not None:
+        for t in _tensors(proto.graph):
+            if external_data_helper.uses_external_data(t):
+                array = to_array(t, folder, where)
+                t.raw_data = onnx.numpy_helper.from_array(np.asarray(array)).raw_data
+                del t.external_data[:]
+                t.data_location = onnx.TensorProto.DEFAULT
+    return proto, where
 
 
 def _tensors(graph):
@@ -126,6 +158,37 @@ def _tensors(graph):
             elif a.type == onnx.AttributeProto.GRAPHS:
                 for sub in a.graphs:
                     yield from _tensors(sub)
+
+
+def _split(model, folder, where, opset):
+    """The Source: a copy of the model without its initializers, which go to Weights."""
+    if len(model.graph.sparse_initializer):
+        raise UnsupportedError(f"{where}: sparse initializer {model.graph.sparse_initializer[0].values.name!r}: "
+                               "npusim reads dense tensors only")
+    weights = Weights(folder, where)
+    for t in model.graph.initializer:
+        weights.add_proto(t.name, t)
+    return Source(_copy_except(model, "initializer"), weights, where, opset)
+
+
+def _copy_except(model, skipped):
+    """A copy of the model whose graph lacks the field `skipped` (no copy of its data)."""
+    copy = onnx.ModelProto()
+    _copy_fields(model, copy, {"graph"})
+    _copy_fields(model.graph, copy.graph, {skipped})
+    return copy
+
+
+def _copy_fields(source, target, skipped):
+    for desc, value in source.ListFields():
+        if desc.name in skipped:
+            continue
+        if hasattr(value, "extend"):  # a repeated field
+            getattr(target, desc.name).extend(value)
+        elif desc.message_type is not None:
+            getattr(target, desc.name).CopyFrom(value)
+        else:
+            setattr(target, desc.name, value)
 
 
 def check_opset(model, where):
@@ -174,13 +237,27 @@ def check_ops(model, where):
         raise UnsupportedError(f"{where}: {sum(found.values())} node(s) of {len(found)} op type(s) npusim does not map: {listed}")
 
 
+def declared(inp, where) -> Input:
+    """A graph input's declared type: a tensor of an npusim dtype, its dynamic dimensions None."""
+    if not inp.type.HasField("tensor_type"):
+        raise UnsupportedError(f"{where}: input {inp.name!r} is a {inp.type.WhichOneof('value')}; npusim takes tensors only")
+    tt = inp.type.tensor_type
+    dtype = dtype_of(tt.elem_type, f"{where}: input {inp.name!r}")
+    if not tt.HasField("shape"):
+        return Input(inp.name, dtype, tt.elem_type, None)
+    dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tt.shape.dim)
+    return Input(inp.name, dtype, tt.elem_type, dims)
+
+
 def static_inputs(model):
     """Names of graph inputs whose values the graph needs when it is built: those a node reads
     where a shape or an index must be known (a Reshape's shape), directly or through shape
-    arithmetic the importer folds. Give them to from_onnx(values=...)."""
-    graph = model.graph
-    inits = {t.name for t in graph.initializer}
-    inputs = {i.name for i in graph.input} - inits
+    arithmetic the importer folds. (A ModelProto or a Source.)"""
+    if isinstance(model, Source):
+        graph, constants = model.model.graph, set(model.weights.names())
+    else:
+        graph, constants = model.graph, {t.name for t in model.graph.initializer}
+    inputs = {i.name for i in graph.input} - constants
     producer = {out: node for node in graph.node for out in node.output}
     stack = [node.input[i] for node in graph.node if node.op_type in OPS
              for i in OPS[node.op_type].static if i < len(node.input) and node.input[i]]
@@ -194,52 +271,77 @@ def static_inputs(model):
             need.append(name)
         elif name in producer and producer[name].op_type in OPS and OPS[producer[name].op_type].fold:
             stack.extend(i for i in producer[name].input if i)
-    return sorted(need)
+    order = [i.name for i in graph.input]
+    return sorted(need, key=order.index)
 
 
-def _bind(model, values, shapes, where):
-    """A copy of the model with the inputs in `values` turned into initializers and the shapes
-    in `shapes` written into the inputs' types."""
-    names = {i.name: i for i in model.graph.input}
-    for key in list(values) + list(shapes):
-        if key not in names:
-            raise InputError(f"{where}: no graph input named {key!r} (inputs: {', '.join(names)})")
-    if not values and not shapes:
-        return model
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+# ---- building --------------------------------------------------------------------------------------
+
+def build(g, source, shapes, values):
+    """Map every node of the source onto npusim ops in graph `g` (an ImportGraph), for the
+    given shapes of dynamic inputs and values of the inputs that become constants. Returns
+    the Builder (its `rank0` names the ONNX scalars)."""
+    inferred = infer(source, shapes, values)
+    b = Builder(g, source.opset, inferred, Known(source.weights, values))
+    _inputs(b, source, shapes)
+    for i, node in enumerate(source.model.graph.node):
+        b.node, b.index = node, i
+        g.prefix = tensor_name(node.name or (node.output[0] if node.output else f"node{i}"))
+        _map(b, node)
+    g.prefix = None
+    for out in source.model.graph.output:
+        b.node = onnx.helper.make_node("Identity", [out.name], [out.name], name=f"graph output {out.name}")
+        name, k = tensor_name(out.name), 0
+        while name in g.outputs:
+            k += 1
+            name = f"{tensor_name(out.name)}_{k}"
+        g.output(b.output_tensor(out.name), name)
+    return b
+
+
+ACTIVATIONS = ("HardSwish", "HardSigmoid", "Gelu", "Mish", "Swish")  # shape-preserving: inferred as Identity where the opset lacks them
+
+
+def infer(source, shapes, values):
+    """ONNX value name -> (shape or None, elem type or None) from shape inference, run on the
+    graph with its small constants (whose values shapes may depend on) and its large ones as
+    typed inputs without data, the given shapes and values bound and dynamic dimensions
+    (declared <= 0) left unknown."""
+    model = onnx.ModelProto()
+    model.CopyFrom(source.model)
+    model.ir_version = max(model.ir_version, 4)  # initializers need not be inputs
     graph = model.graph
-    for name, given in shapes.items():
-        dims = names[name].type.tensor_type.shape.dim
-        given = tuple(int(d) for d in given)
-        if len(dims) != len(given):
-            raise InputError(f"{where}: input {name!r} has rank {len(dims)}, shapes= gives {given}")
-        target = next(i for i in graph.input if i.name == name).type.tensor_type.shape.dim
-        for d, n in zip(target, given):
-            if d.HasField("dim_value") and d.dim_value != n:
-                raise InputError(f"{where}: input {name!r} has dimension {d.dim_value}, shapes= gives {n}")
-            d.dim_value = n
+    weights = source.weights
+    listed = {i.name for i in graph.input}
+    for name in weights.names():
+        if weights.small(name):
+            graph.initializer.append(weights.proto(name))
+        elif name not in listed:
+            dims, elem = weights.type(name)
+            graph.input.append(onnx.helper.make_tensor_value_info(name, elem, dims))
     for name, value in values.items():
-        elem = names[name].type.tensor_type.elem_type
-        want = onnx.helper.tensor_dtype_to_np_dtype(elem)
-        array = np.asarray(value)
-        if array.dtype != want:
-            converted = array.astype(want)
-            if not np.array_equal(converted, array):
-                raise InputError(f"{where}: values[{name!r}] is {array.dtype} and does not convert exactly to the input's {want}")
-            array = converted
-        graph.initializer.append(numpy_helper.from_array(array, name))
-        keep = [i for i in graph.input if i.name != name]
-        del graph.input[:]
-        graph.input.extend(keep)
-    return model
-
-
-def _infer(model, where):
-    """ONNX value name -> (shape or None, elem type or None) from shape inference."""
+        graph.initializer.append(onnx.numpy_helper.from_array(np.asarray(value), name))
+    keep = [i for i in graph.input if i.name not in values]
+    del graph.input[:]
+    graph.input.extend(keep)
+    for v in list(graph.input) + list(graph.output) + list(graph.value_info):
+        tt = v.type.tensor_type
+        if v.name in shapes:
+            tt.shape.Clear()
+            for n in shapes[v.name]:
+                tt.shape.dim.add().dim_value = n
+            continue
+        for d in tt.shape.dim:
+            if d.HasField("dim_value") and d.dim_value <= 0:
+                d.Clear()
+    for node in graph.node:
+        if node.op_type in ACTIVATIONS and node.domain in DEFAULT_DOMAINS and not _defined(node.op_type, source.opset):
+            node.op_type = "Identity"
+            del node.attribute[:]
     try:
         inferred = shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
     except Exception as exc:  # onnx raises its own InferenceError (or a ValueError for a model over 2 GB)
-        raise ShapeError(f"{where}: ONNX shape inference failed: {exc}") from None
+        raise ShapeError(f"{source.where}: ONNX shape inference failed: {exc}") from None
     out = {}
     for v in list(inferred.graph.value_info) + list(inferred.graph.output) + list(inferred.graph.input):
         if not v.type.HasField("tensor_type"):
@@ -247,35 +349,32 @@ def _infer(model, where):
         tt = v.type.tensor_type
         dims = None
         if tt.HasField("shape"):
-            dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim)
+            dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or "?") for d in tt.shape.dim)
         out[v.name] = (dims, tt.elem_type or None)
     return out
 
 
-def _inputs(b, model, where):
-    graph = model.graph
-    for init in graph.initializer:
-        b.values[init.name] = numpy_helper.to_array(init)
-    for inp in graph.input:
-        if inp.name in b.values:  # an initializer listed as an input (IR < 4): a constant
+def _defined(op_type, opset):
+    try:
+        onnx.defs.get_schema(op_type, opset)
+        return True
+    except onnx.defs.SchemaError:
+        return False
+
+
+def _inputs(b, source, shapes):
+    for inp in source.inputs():
+        if inp.name in b.values:  # a graph input given a value: a constant
             continue
-        if not inp.type.HasField("tensor_type"):
-            raise UnsupportedError(f"{where}: input {inp.name!r} is a {inp.type.WhichOneof('value')}; npusim takes tensors only")
-        tt = inp.type.tensor_type
-        dtype = dtype_of(tt.elem_type, f"{where}: input {inp.name!r}")
-        dims = []
-        for k, d in enumerate(tt.shape.dim):
-            if d.HasField("dim_value"):
-                dims.append(d.dim_value)
-            else:
-                raise InputError(f"{where}: input {inp.name!r} has symbolic dimension {k} ({d.dim_param or '?'!r}); "
-                                 f"fix it with shapes={{{inp.name!r}: (...)}} (or --inputs with an array of the shape)")
-        if not tt.HasField("shape"):
-            raise InputError(f"{where}: input {inp.name!r} has no shape; give it with shapes=")
+        info = declared(inp, source.where)
+        dims = shapes.get(inp.name, info.dims)
+        if dims is None or any(d is None for d in dims):
+            raise InputError(f"{source.where}: input {inp.name!r} has dynamic dimensions {info.describe()}; fix them with "
+                             f"shapes={{{inp.name!r}: (...)}} or feed it to sim.run (or --inputs with an array of the shape)")
         if 0 in dims:  # no element to wait for: an empty tensor is known (an op that reads it is refused)
-            b.values[inp.name] = np.empty(dims, onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
+            b.values[inp.name] = np.empty(dims, onnx.helper.tensor_dtype_to_np_dtype(info.elem_type))
             continue
-        t = b.g.input(b.unique(tensor_name(inp.name)), tuple(dims) or (1,), dtype)
+        t = b.g.input(b.unique(tensor_name(inp.name)), tuple(dims) or (1,), info.dtype)
         b.tensors[inp.name] = t
         if not dims:
             b.rank0.add(inp.name)
@@ -313,4 +412,4 @@ def _map(b, node):
                          "(onnx.checker.check_model)?") from exc
 
 
-__all__ = ["DTYPES", "ConfigError", "GraphError", "from_onnx", "load", "max_opset", "static_inputs", "unsupported_ops"]
+__all__ = ["MIN_OPSET", "Input", "Source", "build", "declared", "load", "max_opset", "prepare", "static_inputs", "unsupported_ops"]

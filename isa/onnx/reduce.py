@@ -69,7 +69,7 @@ def reduce_op(b, node):
         out = [1 if i in axes else d for i, d in enumerate(shape) if keep or i not in axes]
         dtype = b.known(0).dtype
         identity = EMPTY[kind] if dtype != np.bool_ else kind == "min"  # any() of nothing is False, all() True
-        return [np.full(out, identity, dtype)]
+        return [np.full(b.check_size(out, dtype, "the reduction of an empty tensor"), identity, dtype)]
     x = b.tensor(0)
     if axes is None:
         return [x]

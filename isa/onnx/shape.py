@@ -137,6 +137,7 @@ def tile(b, node):
         raise b.error(f"repeats {reps} must be >= 1 (npusim tensors are not empty)")
     x = source(b)
     if isinstance(x, np.ndarray):
+        b.check_size([d * r for d, r in zip((1,) * (len(reps) - x.ndim) + x.shape, reps)], x.dtype, "the tiled value")
         return [np.tile(x, reps)]
     return [ops.tile(x, reps) if any(r != 1 for r in reps) else x]
 
@@ -164,7 +165,7 @@ def expand(b, node):
     out = tuple(max(x, y) if min(x, y) > 0 else 0 for x, y in zip(a, c))
     x = source(b)
     if isinstance(x, np.ndarray):
-        return [np.broadcast_to(x, out).copy()]
+        return [np.broadcast_to(x, b.check_size(out, x.dtype, "the expanded value")).copy()]
     if 0 in out:
         raise b.error(f"the result {out} is empty; npusim tensors are not empty")
     y = expand_to(b, x, out)
