@@ -16,7 +16,7 @@ import re
 import numpy as np
 from onnx import TensorProto, helper
 
-from .. import dtypes, ops
+from .. import dtypes, limits, ops
 from ..errors import GraphError, OutOfMemoryError, ShapeError, UnsupportedError
 from ..graph import Graph
 from .store import to_array
@@ -34,7 +34,7 @@ DTYPES = {getattr(TensorProto, k): v for k, v in _BY_ONNX_NAME.items() if hasatt
 ONNX_TYPES = {v: k for k, v in DTYPES.items()}
 
 CEIL_POOLS = ("MaxPool", "AveragePool", "LpPool")
-HOST_BYTES = 8 << 30  # the most bytes one value computed when the graph is built may take (8 GiB of host memory)
+HOST_BYTES = limits.HOST_MEMORY  # the most bytes one value computed when the graph is built may take
 _BAD = re.compile(r"[^A-Za-z0-9_.:/-]")
 
 

@@ -23,6 +23,7 @@ import numpy as np
 import onnx
 from onnx import external_data_helper, helper, numpy_helper
 
+from .. import limits
 from ..errors import InputError, UnsupportedError
 
 INLINE_LIMIT = 1024  # bytes: raw data below this stays in the message (shapes, scalars)
@@ -243,11 +244,8 @@ def external_info(tensor, folder, where):
         raise InputError(f"{label} keeps its data externally but names no location")
     if "\0" in location:
         raise InputError(f"{label} keeps its data at {location!r}, a location holding a NUL byte")
-    try:
-        target = (folder / location).resolve()
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{label} keeps its data at {location!r}, which cannot be resolved ({exc})") from None
-    if Path(location).is_absolute() or not target.is_relative_to(folder):
+    target = limits.beneath(folder, location)
+    if target is None:
         raise InputError(f"{label} keeps its data at {location!r}, outside the model's folder {folder}; "
                          "external data is read only from beneath the model's own folder")
     if not target.exists():
