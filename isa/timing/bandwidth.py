@@ -1,39 +1,95 @@
 """Shared memory bandwidth: overlapping DMA transfers share each memory they move data through.
 
 A fluid model with one SimPy event per change of contention. The active transfers share each
-memory's bandwidth max-min fairly (progressive filling, `_shares`): all rates rise together
-until a transfer reaches its engine's bandwidth or a memory it touches is saturated (a transfer
-with both endpoints in one memory using it twice), and the rest go on rising, so bandwidth one
-transfer cannot use goes to the others. Whenever a transfer starts or ends, the bytes left of
-every other are brought up to date and the next completion is scheduled; completions fall on
-whole cycles (rounded up), so a lone transfer takes exactly ceil(bytes / bandwidth).
+memory's bandwidth max-min fairly (progressive filling, `_fill`): all rates rise together until
+a transfer reaches its engine's bandwidth or a memory it touches is saturated (a transfer with
+both endpoints in one memory using it twice), and the rest go on rising, so bandwidth one
+transfer cannot use goes to the others. Completions fall on whole cycles (rounded up), so a lone
+transfer takes exactly ceil(bytes / bandwidth).
+
+The work per start or end does not grow with the number of transfers that share a rate. Only a
+contended memory can hold a transfer below its cap, once the cap is lowered to what each memory
+could give the transfer alone: a memory is contended when two or more transfers use it and
+their caps could together exceed its bandwidth. Max-min shares are unique, so transfers that
+the model cannot tell apart run at one rate and form one `_Group`:
+- transfers with one cap and one use of the shared memories, and no contended memory of a
+  core (a per-core copy such as "c3.l1", chips.schema.base_name), whichever core they are on;
+- and, across cores, transfers whose cores' contended memories are used alike: a `cluster`
+  (the transfers joined through contended per-core memories) that differs from another only
+  in its core is a copy of it, and a member of one has the rate of its counterpart in the other.
+Progressive filling runs over groups (one copy of each cluster's memories standing for all),
+only after a change to a group that uses a contended memory or a change of contention. Each
+group keeps its members' ends in a heap, as bytes of the group's progress (what each member has
+moved since the group began), so time advances group by group.
 """
 
+import heapq
 import math
 
+from chips.schema import base_name
+
 # A transfer with less than this fraction of a cycle's worth of bytes left is done (float
-# rounding of shared progress must not cost a whole extra cycle).
+# rounding of shared progress must not cost a whole extra cycle); also the relative margin by
+# which a rate reaches its cap, a memory is full or a traffic rate is unchanged.
 _EPS = 1e-9
+# A group's progress past this many bytes is subtracted from its members' ends, so their bytes
+# left keep the precision of their own size.
+_REBASE = float(1 << 20)
 
 
 class _Transfer:
-    __slots__ = ("left", "cap", "use", "rate", "done", "src", "dst", "read", "written")
+    __slots__ = ("active", "cap", "done", "dst", "entry", "group", "nbytes", "read", "seq", "shared", "src", "use", "written")
 
-    def __init__(self, nbytes, cap, use, done, src, dst, cached, shares):
-        self.left, self.cap, self.use, self.done = float(nbytes), cap, use, done
-        self.src, self.dst, self.rate = src, dst, 0.0
+    def __init__(self, seq, nbytes, form, done, src, dst, cached, shares):
+        self.seq, self.nbytes, self.done, self.src, self.dst = seq, nbytes, done, src, dst
+        self.cap, self.use, self.shared = form
         self.read = shares[0] - cached  # the share of its bytes read from src itself
         self.written = shares[1]
+        self.active = True
+        self.group = None
+        self.entry = None  # its (end, seq, transfer) in its group's heap; other entries of it are stale
+
+
+class _Group:
+    """Active transfers the model cannot tell apart: one rate. key: ((cap, shared memories'
+    use, contended per-core memories' use), its cluster's signature or None)."""
+
+    __slots__ = ("cap", "copy", "count", "heap", "key", "local", "names", "progress", "rate", "read", "reads", "shared", "writes", "written")
+
+    def __init__(self, key, bandwidths):
+        self.key = key
+        desc, signature = key
+        self.cap, self.shared, local = desc  # shared: ((memory, endpoints), ...)
+        self.names = frozenset(m for m, _ in self.shared)
+        self.copy = signature.count(desc) if signature else 1  # members in each copy of the cluster
+        # (one copy's memory: (signature, its name in the cluster), endpoints, bandwidth)
+        self.local = tuple(((signature, name), n, name[1] if isinstance(name, tuple) else bandwidths[name]) for name, n in local)
+        self.count = 0
+        self.rate = self.cap  # an uncontended group runs at its cap; others are filled
+        self.progress = 0.0
+        self.heap = []
+        self.reads, self.writes = {}, {}  # share -> members reading (writing) that share of their bytes in the watched memory
+        self.read = self.written = 0.0  # the sums of those shares
 
 
 class Arbiter:
     def __init__(self, env, bandwidths, watch="ddr"):
         self.env = env
         self.bandwidths = bandwidths  # memory -> bytes per cycle
-        self.active = []
-        self.since = 0.0
-        self.timer = None  # the one completion timer that counts; earlier ones are stale
         self.watch = watch
+        # a core's copy of a memory -> its role in a cluster: (YAML name, bandwidth)
+        self.local = {m: (base_name(m), bw) for m, bw in bandwidths.items() if base_name(m) != m}
+        self.forms = {}  # (cap, use items) as given -> (cap, use, shared use) of a transfer (see _form)
+        self.groups = {}  # _Group.key -> _Group
+        self.users = {m: set() for m in bandwidths}  # memory -> the active transfers using it
+        self.demand = dict.fromkeys(bandwidths, 0.0)  # memory -> sum of its users' caps x endpoints
+        self.contended = set()
+        self.moved = set()  # transfers whose group may have changed since they were last grouped
+        self.stale = False  # whether a group using a contended memory changed since the last filling
+        self.seq = 0
+        self.since = 0.0
+        self.due = None  # when the next transfer ends, as last scheduled
+        self.timer = None  # the one completion timer that counts; earlier ones are stale
         # (cycle, bytes per cycle) steps of the watched memory's read and write traffic
         self.read, self.write = [(0.0, 0.0)], [(0.0, 0.0)]
 
@@ -47,105 +103,283 @@ class Arbiter:
             done.succeed()
             return done
         self._advance()
-        self.active.append(_Transfer(nbytes, cap, use, done, src, dst, cached, shares))
+        if self.due is not None and self.env.now >= self.due - 1:  # earlier, nothing can end (see _reschedule)
+            self._finish()
+        given = cap, tuple(use.items())
+        form = self.forms.get(given)
+        if form is None:
+            form = self.forms[given] = _form(cap, use, self.bandwidths, self.local)
+        cap, use, shared = form
+        t = _Transfer(self.seq, float(nbytes), form, done, src, dst, cached, shares)
+        self.seq += 1
+        users, demand, touch, moved = self.users, self.demand, self._touch, self.moved
+        for m, n in use:
+            users[m].add(t)
+            demand[m] += cap * n
+            touch(m)
+        if moved:
+            moved.add(t)
+            self._regroup()
+        else:  # nothing else changes group, and t uses no contended memory of a core
+            self._place(t, ((cap, shared, ()), None), t.nbytes)
         self._reschedule()
         return done
 
     def _advance(self):
         elapsed = self.env.now - self.since
         if elapsed:
-            for t in self.active:
-                t.left -= t.rate * elapsed
+            for g in self.groups.values():
+                g.progress += g.rate * elapsed
         self.since = self.env.now
 
-    def _reschedule(self):
-        """Finish the transfers that are done, share bandwidth among the rest, record the
-        watched memory's traffic and schedule the next completion: one pass over the active."""
-        still = []
-        for t in self.active:
-            if t.left <= t.rate * _EPS:
-                t.done.succeed()
+    def _finish(self):
+        """Complete the transfers with (next to) nothing left, in the order they started."""
+        ended = []
+        for g in self.groups.values():
+            heap, progress, least = g.heap, g.progress, g.rate * _EPS
+            while heap:
+                entry = heap[0]
+                if entry[2].entry is entry and entry[0] - progress > least:
+                    break
+                heapq.heappop(heap)
+                if entry[2].entry is entry:
+                    ended.append(entry[2])
+        if not ended:
+            return
+        ended.sort(key=lambda t: t.seq)
+        users, demand, touch, moved = self.users, self.demand, self._touch, self.moved
+        for t in ended:
+            t.active = False
+            self._unplace(t)
+            for m, n in t.use:
+                mine = users[m]
+                mine.discard(t)
+                demand[m] = demand[m] - t.cap * n if mine else 0.0
+                touch(m)
+            t.done.succeed()
+        if moved:
+            self._regroup()
+
+    def _touch(self, m):
+        """Memory m's users changed: update whether it is contended (which changes rates). When
+        m is a core's memory, contended now or before, the clusters through it change: its users
+        (and with them, in _regroup, the rest of their clusters) may change group."""
+        users = self.users[m]
+        now = len(users) > 1 and self.demand[m] > self.bandwidths[m] * (1 - _EPS)
+        contended = self.contended
+        if now != (m in contended):
+            if now:
+                contended.add(m)
             else:
-                still.append(t)
-        self.active = still
-        _shares(still, self.bandwidths)
-        watch = self.watch
-        read = write = 0
+                contended.discard(m)
+            self.stale = True
+        elif not now:
+            return
+        if m not in self.local:
+            return
+        self.moved.update(users)
+
+    def _regroup(self):
+        """Move each transfer in `moved` (and the rest of its cluster) to its group, after
+        transfers started or ended."""
+        moved, self.moved = self.moved, set()
+        done = set()
+        for t in sorted(moved, key=lambda t: t.seq) if len(moved) > 1 else moved:
+            if t in done or not t.active:
+                continue
+            cluster = self._cluster(t)
+            for u, key in self._keys(cluster):
+                done.add(u)
+                g = u.group
+                if g is None:
+                    self._place(u, key, u.nbytes)
+                elif key != g.key:
+                    left = u.entry[0] - g.progress
+                    self._unplace(u)
+                    self._place(u, key, left)
+
+    def _cluster(self, t):
+        """t and the transfers joined to it through contended per-core memories, in the order
+        they started."""
+        contended, local, users = self.contended, self.local, self.users
+        if not any(m in contended and m in local for m, _ in t.use):
+            return [t]
+        cluster, todo = {t}, [t]
+        while todo:
+            for m, _ in todo.pop().use:
+                if m in local and m in contended:
+                    for u in users[m]:
+                        if u not in cluster:
+                            cluster.add(u)
+                            todo.append(u)
+        return sorted(cluster, key=lambda u: u.seq)
+
+    def _keys(self, cluster):
+        """(transfer, its group's key) for each of a cluster's transfers. A cluster names its
+        per-core memories by role (YAML name and bandwidth) when no two share one, so that
+        clusters on different cores that use their memories alike have one signature."""
+        contended, local = self.contended, self.local
+        if len(cluster) == 1:
+            (t,) = cluster
+            return [(t, ((t.cap, t.shared, ()), None))]
+        roles = {}
+        for t in cluster:
+            for m, _ in t.use:
+                if m in local and m in contended:
+                    roles.setdefault(local[m], set()).add(m)
+        alike = all(len(ms) == 1 for ms in roles.values())
+        descs = []
+        for t in cluster:
+            mine = tuple(sorted((local[m] if alike else m, n) for m, n in t.use if m in local and m in contended))
+            descs.append((t.cap, t.shared, mine))
+        signature = tuple(sorted(descs))
+        return [(t, (desc, signature)) for t, desc in zip(cluster, descs)]
+
+    def _place(self, t, key, left):
+        g = self.groups.get(key)
+        if g is None:
+            g = self.groups[key] = _Group(key, self.bandwidths)
+        elif g.progress > _REBASE:
+            _rebase(g)
+        t.group, t.entry = g, (left + g.progress, t.seq, t)
+        heapq.heappush(g.heap, t.entry)
+        g.count += 1
+        if t.src == self.watch and t.read:
+            g.read = _tally(g.reads, t.read, 1)
+        if t.dst == self.watch and t.written:
+            g.written = _tally(g.writes, t.written, 1)
+        if g.local or not self.contended.isdisjoint(g.names):
+            self.stale = True
+
+    def _unplace(self, t):
+        g = t.group
+        t.group = t.entry = None
+        g.count -= 1
+        if not g.count:
+            del self.groups[g.key]
+        else:
+            if t.src == self.watch and t.read:
+                g.read = _tally(g.reads, t.read, -1)
+            if t.dst == self.watch and t.written:
+                g.written = _tally(g.writes, t.written, -1)
+        if g.local or not self.contended.isdisjoint(g.names):
+            self.stale = True
+
+    def _reschedule(self):
+        """Share bandwidth among the groups if a contended one changed, record the watched
+        memory's traffic and schedule the next completion: one pass over the groups. The next
+        completion is `due`: no transfer ends a whole cycle or more before it, as long as no
+        rate changes (each change reschedules)."""
+        groups = self.groups
+        if self.stale:
+            filled, contended = [], self.contended
+            for g in groups.values():
+                if g.local or not contended.isdisjoint(g.names):
+                    filled.append(g)
+                else:
+                    g.rate = g.cap
+            _fill(filled, self.bandwidths, self.contended)
+            self.stale = False
+        read = write = 0.0
         delay = None
-        for t in still:
-            rate = t.rate
-            if t.src == watch:
-                read += rate * t.read
-            if t.dst == watch:
-                write += rate * t.written
-            wait = math.ceil(t.left / rate - _EPS)  # not a whole extra cycle for float rounding
+        for g in groups.values():
+            rate, heap = g.rate, g.heap
+            read += rate * g.read
+            write += rate * g.written
+            while heap[0][2].entry is not heap[0]:
+                heapq.heappop(heap)
+            wait = math.ceil((heap[0][0] - g.progress) / rate - _EPS)  # not a whole extra cycle for float rounding
             if delay is None or wait < delay:
                 delay = wait
         now = self.env.now
-        for series, rate in ((self.read, read), (self.write, write)):
-            if series[-1][1] != rate:
-                if series[-1][0] == now:
-                    series[-1] = (now, rate)
-                else:
-                    series.append((now, rate))
-        self.timer = None
-        if still:
-            self.timer = self.env.timeout(max(delay, 1))
+        _step(self.read, read, now)
+        _step(self.write, write, now)
+        self.timer = self.due = None
+        if groups:
+            delay = max(delay, 1)
+            self.due = now + delay
+            self.timer = self.env.timeout(delay)
             self.timer.callbacks.append(self._tick)
 
     def _tick(self, timer):
         if timer is self.timer:  # otherwise a later change already rescheduled
             self._advance()
+            self._finish()
             self._reschedule()
 
 
-def _shares(transfers, bandwidths):
-    """Set each transfer's rate: max-min fair shares of the memories' bandwidths, each at most
-    its cap. Equal shares (a memory's bandwidth over its endpoints) are that already unless a
-    memory has bandwidth left that a transfer it limits could take; then progressive filling."""
-    endpoints = {}
-    for t in transfers:
-        for mem, n in t.use.items():
-            endpoints[mem] = endpoints.get(mem, 0) + n
-    for t in transfers:
-        rate = t.cap
-        for mem in t.use:
-            share = bandwidths[mem] / endpoints[mem]
-            if share < rate:
-                rate = share
-        t.rate = rate
-    if len(transfers) > 1 and _slack(transfers, bandwidths, endpoints):
-        _fill(transfers, bandwidths)
+def _form(cap, use, bandwidths, local):
+    """(cap, use, shared use) of a transfer: its cap lowered to what each memory could give it
+    alone, its use as sorted (memory, endpoints) pairs, and those of them in shared memories."""
+    use = tuple(sorted((m, n) for m, n in use.items() if n > 0))
+    for m, n in use:
+        share = bandwidths[m] / n
+        cap = min(cap, share)
+    return cap, use, tuple(u for u in use if u[0] not in local)
 
 
-def _slack(transfers, bandwidths, endpoints):
-    """Whether some transfer held to a memory's equal share could have more of it."""
-    used = {}
-    for t in transfers:
-        for mem, n in t.use.items():
-            used[mem] = used.get(mem, 0.0) + t.rate * n
-    return any(used[m] < bandwidths[m] * (1 - _EPS) and t.rate >= bandwidths[m] / endpoints[m] * (1 - _EPS)
-               for t in transfers for m in t.use)
+def _step(series, rate, now):
+    """Record the traffic `rate` from cycle `now` on, unless it is the rate already (a
+    difference of float rounding is none); a second change at one cycle replaces the first."""
+    if _same(rate, series[-1][1]):
+        return
+    if series[-1][0] != now:
+        series.append((now, rate))
+    elif len(series) > 1 and _same(rate, series[-2][1]):
+        series.pop()
+    else:
+        series[-1] = (now, rate)
 
 
-def _fill(transfers, bandwidths):
-    """Progressive filling: every rate rises together until a transfer reaches its cap or a
-    memory it touches is saturated; those stop, the others go on."""
-    left = {}  # memory -> bandwidth not yet given out
-    for t in transfers:
-        t.rate = 0.0
-        for mem in t.use:
-            left[mem] = bandwidths[mem]
-    rising = list(transfers)
+def _same(a, b):
+    return abs(a - b) <= _EPS * (a + b)
+
+
+def _tally(counts, share, change):
+    """Count one more (change 1) or one fewer (-1) member with this share; their sum."""
+    n = counts.get(share, 0) + change
+    if n:
+        counts[share] = n
+    else:
+        del counts[share]
+    return sum(s * k for s, k in counts.items())
+
+
+def _rebase(g):
+    """Count g's ends from its progress now."""
+    progress = g.progress
+    heap = []
+    for entry in g.heap:
+        t = entry[2]
+        if t.entry is entry:
+            t.entry = (entry[0] - progress, entry[1], t)
+            heap.append(t.entry)
+    heapq.heapify(heap)
+    g.heap, g.progress = heap, 0.0
+
+
+def _fill(groups, bandwidths, contended):
+    """Progressive filling: every group's rate rises together until it reaches its cap or a
+    contended memory it touches is saturated; those stop, the others go on. A shared memory
+    carries all of a group's members; a cluster's memory, one copy's."""
+    left, size, ports = {}, {}, {}  # memory -> bandwidth not yet given out, its bandwidth; group -> (memory, endpoints)
+    for g in groups:
+        g.rate = 0.0
+        ports[g] = [(m, g.count * n) for m, n in g.shared if m in contended] + [(m, g.copy * n) for m, n, _ in g.local]
+        for m, _ in g.shared:
+            left[m] = size[m] = bandwidths[m]
+        for m, _, bw in g.local:
+            left[m] = size[m] = bw
+    rising = groups
     while rising:
         load = {}  # memory -> endpoints of the rising transfers in it
-        for t in rising:
-            for mem, n in t.use.items():
-                load[mem] = load.get(mem, 0) + n
-        step = min(min(t.cap - t.rate for t in rising), min(left[m] / n for m, n in load.items()))
-        for t in rising:
-            t.rate += step
-        for mem, n in load.items():
-            left[mem] -= step * n
-        full = {m for m in load if left[m] <= bandwidths[m] * _EPS}
-        rising = [t for t in rising if t.cap - t.rate > t.cap * _EPS and not full.intersection(t.use)]
+        for g in rising:
+            for m, n in ports[g]:
+                load[m] = load.get(m, 0) + n
+        step = min(min(g.cap - g.rate for g in rising), min(left[m] / n for m, n in load.items()))
+        for g in rising:
+            g.rate += step
+        for m, n in load.items():
+            left[m] -= step * n
+        full = {m for m in load if left[m] <= size[m] * _EPS}
+        rising = [g for g in rising if g.cap - g.rate > g.cap * _EPS and not any(m in full for m, _ in ports[g])]

@@ -51,8 +51,7 @@ class Cache:
         before = self.stamp[lines]
         held = before[before >= self.oldest]
         if len(held):
-            stamps, n = np.unique(held, return_counts=True)
-            self.count[stamps] -= n
+            np.subtract.at(self.count, held, 1)  # each held line leaves its last access's count
             self.held -= len(held)
         now = self.now
         self.stamp[lines] = now
@@ -79,4 +78,8 @@ def touched_lines(region, line):
     first, last = starts // line, (starts + run - 1) // line
     span = int((last - first).max()) + 1
     lines = (first[:, None] + np.arange(span, dtype=np.int64)).reshape(-1)
-    return np.unique(lines[lines <= np.repeat(last, span)])
+    lines = lines[lines <= np.repeat(last, span)]
+    step = np.diff(lines)
+    if (step >= 0).all():  # runs in address order (the usual layout): sorted already, neighbours may share a line
+        return lines[np.concatenate(([True], step > 0))]
+    return np.unique(lines)
