@@ -16,7 +16,7 @@ from isa import limits
 from isa.errors import OutOfMemoryError, ProgramError
 from isa.instructions import Matmul, Wait, regions
 
-CACHE_WORD = 8  # bytes sim/cache.py keeps per line of ddr: the access that last touched it
+CACHE_WORD = 8  # bytes isa/timing/cache.py keeps per line of ddr: the access that last touched it
 
 
 def check_run(chip, program, extents: dict, functional: bool) -> None:

@@ -1,4 +1,4 @@
-"""The shared-bandwidth arbiter (sim/bandwidth.py): its completion cycles against a plain
+"""The shared-bandwidth arbiter (isa/timing/bandwidth.py): its completion cycles against a plain
 max-min progressive filling over every transfer, and its work per start or end against the
 number of transfers it cannot tell apart."""
 
@@ -9,8 +9,8 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim import bandwidth
-from sim.bandwidth import Arbiter
+from isa.timing import bandwidth
+from isa.timing.bandwidth import Arbiter
 
 EPS = 1e-9
 
