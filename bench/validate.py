@@ -236,7 +236,8 @@ def summary(outcomes):
     done = sorted((o for o in outcomes if o.ms is not None), key=lambda o: -abs(o.error))
     if done:
         lines.append(f"worst rows ({min(WORST, len(done))} of {len(done)}):")
-        lines += [f"  {o.error:+7.1f}%  {o.row.network} {o.row.chip} {o.row.precision} b{o.row.batch} ({o.row.split})" for o in done[:WORST]]
+        lines += [f"  {o.error:+7.1f}%  {o.row.network} {o.row.chip} {o.row.precision} b{o.row.batch} ({o.row.split})"
+                  for o in done[:WORST]]
     skipped = {}
     for o in outcomes:
         if o.ms is None:

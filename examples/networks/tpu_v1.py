@@ -15,7 +15,6 @@ import numpy as np
 
 import isa
 
-O = isa.ops
 MLPS = {"mlp0": (5, 2000), "mlp1": (4, 1118)}  # layers, width
 
 
@@ -29,7 +28,7 @@ def tpu_mlp(batch=200, dtype="int8", layers=5, width=2000, name="mlp0", seed=0):
     for i in range(layers):
         w = g.constant(f"fc{i}.weight", rng.integers(-8, 8, (width, width), endpoint=True).astype(np.int8))
         b = g.constant(f"fc{i}.bias", rng.integers(-64, 64, (1, width)).astype(np.int16))
-        x = O.active(O.matrix_mul(x, w, b, scale=1 / 128, name=f"fc{i}"), "relu", name=f"fc{i}.relu")
+        x = isa.ops.active(isa.ops.matrix_mul(x, w, b, scale=1 / 128, name=f"fc{i}"), "relu", name=f"fc{i}.relu")
     g.output(x, "y")
     return g
 

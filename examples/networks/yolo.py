@@ -31,7 +31,7 @@ from onnx_models import Net, c3, make_divisible, sppf, yolo_conv
 YOLO_STRIDES = (8, 16, 32)
 
 
-def _square(size, multiple=32):
+def _check_size(size, multiple=32):
     if size % multiple:
         raise ValueError(f"size {size}: these detectors need a multiple of {multiple}")
 
@@ -41,7 +41,7 @@ def _square(size, multiple=32):
 def yolov8s(batch=1, dtype="float32", size=640, task="detect", classes=None, width=0.50, depth=0.33, seed=0):
     """YOLOv8s: input "images" (batch, 3, size, size). task "detect" (80 classes), "segment"
     (80 classes, 32 masks) or "pose" (one class, 17 keypoints); outputs as the module says."""
-    _square(size)
+    _check_size(size)
     if task not in ("detect", "segment", "pose"):
         raise ValueError(f"task {task!r}: expected detect, segment or pose")
     classes = classes or (1 if task == "pose" else 80)
@@ -177,7 +177,7 @@ def _v8_keypoints(net, feats, kpt_shape, name):
 def yolox_s(batch=1, dtype="float32", size=640, classes=80, depth=0.33, width=0.50, seed=0):
     """YOLOX-s: input "images" (batch, 3, size, size), output "output" (batch, anchors, 5 + classes):
     box (raw), objectness and class scores (sigmoid) per anchor, the three levels joined."""
-    _square(size)
+    _check_size(size)
     net = Net("yolox_s", dtype, seed)
     base, base_depth = int(width * 64), max(round(depth * 3), 1)
     x = net.input("images", (batch, 3, size, size))
@@ -232,7 +232,7 @@ def _spp(net, x, out, kernels, name):
 def yolov7(batch=1, dtype="float32", size=640, classes=80, seed=0):
     """YOLOv7 (deploy): input "images" (batch, 3, size, size), outputs "p3", "p4", "p5": (batch, 3,
     size/s, size/s, classes + 5), raw (export without --grid)."""
-    _square(size)
+    _check_size(size)
     net = Net("yolov7", dtype, seed)
     conv = lambda x, c, k, s, i: yolo_conv(net, x, c, k, s, name=f"model.{i}")  # noqa: E731
     x = net.input("images", (batch, 3, size, size))
@@ -316,15 +316,16 @@ def _cbl(net, x, out, k, name, stride=1):
 def yolov3(batch=1, dtype="float32", size=608, classes=80, seed=0):
     """YOLOv3 (Darknet-53): input "images" (batch, 3, size, size), outputs "out0", "out1", "out2":
     the head convolutions (batch, 3 x (classes + 5), size/s, size/s), strides 32, 16, 8."""
-    _square(size)
+    _check_size(size)
     net = Net("yolov3", dtype, seed)
     x = _cbl(net, net.input("images", (batch, 3, size, size)), 32, 3, "backbone.conv1")
     stages = []
     for i, (planes, blocks) in enumerate(zip(((32, 64), (64, 128), (128, 256), (256, 512), (512, 1024)), (1, 2, 8, 8, 4)), 1):
         x = _cbl(net, x, planes[1], 3, f"backbone.layer{i}.ds", stride=2)
         for j in range(blocks):
-            y = _cbl(net, _cbl(net, x, planes[0], 1, f"backbone.layer{i}.residual_{j}.1"), planes[1], 3, f"backbone.layer{i}.residual_{j}.2")
-            x = net.binary("Add", y, x, f"backbone.layer{i}.residual_{j}.add")
+            name = f"backbone.layer{i}.residual_{j}"
+            y = _cbl(net, _cbl(net, x, planes[0], 1, f"{name}.1"), planes[1], 3, f"{name}.2")
+            x = net.binary("Add", y, x, f"{name}.add")
         stages.append(x)
     x2, x1, x0 = stages[2:]
     no = 3 * (classes + 5)
@@ -349,7 +350,7 @@ def _last_layers(net, x, filters, out, name):
 def yolov4(batch=1, dtype="float32", size=416, classes=80, seed=0):
     """YOLOv4 (CSPDarknet-53, Mish; SPP, PANet): input "images" (batch, 3, size, size), outputs
     "p3", "p4", "p5": (batch, 3, size/s, size/s, classes + 5), strides 8, 16, 32."""
-    _square(size)
+    _check_size(size)
     net = Net("yolov4", dtype, seed)
     x = _cbm(net, net.input("images", (batch, 3, size, size)), 32, 3, "backbone.conv1")
     stages = []
