@@ -54,7 +54,7 @@ class Net:
     def __init__(self, name, dtype, seed, constant_nodes=False):
         self.constant_nodes = constant_nodes  # weights as Constant nodes (Paddle2ONNX), not initializers
         if str(dtype) not in DTYPES:
-            raise ValueError(f"dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
+            raise ValueError(f"dtype {dtype!r}: expected one of {', '.join(DTYPES)} (these builders write float models)")
         self.name = name
         self.dtype = np.dtype(dtype)
         self.elem = helper.np_dtype_to_tensor_dtype(self.dtype)
@@ -107,15 +107,27 @@ class Net:
     # --- layers ---
 
     def conv(self, x, out, k, stride=1, pad=None, group=1, bias=False, name="conv"):
-        n, c, h, w = self.shapes[x]
-        pad = k // 2 if pad is None else pad
-        fan_in = c // group * k * k
-        inputs = [x, self.const(f"{name}.weight", self.normal((out, c // group, k, k), math.sqrt(2 / fan_in)))]
+        """A 2-D or 3-D convolution (the input's rank decides). k, stride and pad are one number
+        for every spatial axis or one per axis; pad defaults to k // 2."""
+        n, c, *sizes = self.shapes[x]
+        k, stride = per_axis(k, len(sizes)), per_axis(stride, len(sizes))
+        pad = [kk // 2 for kk in k] if pad is None else per_axis(pad, len(sizes))
+        fan_in = c // group * math.prod(k)
+        inputs = [x, self.const(f"{name}.weight", self.normal((out, c // group, *k), math.sqrt(2 / fan_in)))]
         if bias:
             inputs.append(self.const(f"{name}.bias", self.normal(out, 0.02)))
-        oh, ow = ((d + 2 * pad - k) // stride + 1 for d in (h, w))
-        return self.node("Conv", inputs, name, (n, out, oh, ow), kernel_shape=[k, k], strides=[stride, stride],
-                         pads=[pad] * 4, group=group, dilations=[1, 1])
+        spatial = [(d + 2 * p - kk) // s + 1 for d, p, kk, s in zip(sizes, pad, k, stride)]
+        return self.node("Conv", inputs, name, (n, out, *spatial), kernel_shape=k, strides=stride, pads=pad * 2, group=group,
+                         dilations=[1] * len(sizes))
+
+    def conv_transpose(self, x, out, k, stride, pad=0, bias=True, name="deconv"):
+        """nn.ConvTranspose2d(c, out, k, stride, pad): the weight is (in, out, k, k)."""
+        n, c, h, w = self.shapes[x]
+        inputs = [x, self.const(f"{name}.weight", self.normal((c, out, k, k), math.sqrt(2 / (c * k * k))))]
+        if bias:
+            inputs.append(self.const(f"{name}.bias", self.normal(out, 0.02)))
+        oh, ow = ((d - 1) * stride - 2 * pad + k for d in (h, w))
+        return self.node("ConvTranspose", inputs, name, (n, out, oh, ow), kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4)
 
     def batch_norm(self, x, name, eps=1e-5):
         c = self.shapes[x][1]
@@ -139,10 +151,57 @@ class Net:
     def silu(self, x, name):
         return self.binary("Mul", x, self.unary("Sigmoid", x, f"{name}.sigmoid"), name)
 
-    def max_pool(self, x, k, stride, pad, name):
-        n, c, h, w = self.shapes[x]
-        oh, ow = ((d + 2 * pad - k) // stride + 1 for d in (h, w))
-        return self.node("MaxPool", [x], name, (n, c, oh, ow), kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4)
+    def leaky_relu(self, x, alpha, name):
+        return self.unary("LeakyRelu", x, name, alpha=float(alpha))
+
+    def mish(self, x, name):
+        """Mish as x * tanh(softplus(x)), the form torch exports before opset 18 has a Mish op."""
+        return self.binary("Mul", x, self.unary("Tanh", self.unary("Softplus", x, f"{name}.softplus"), f"{name}.tanh"), name)
+
+    def softmax(self, x, axis, name):
+        return self.unary("Softmax", x, name, axis=axis)
+
+    def slice(self, x, starts, ends, axes, name, steps=None):
+        """Slice with its starts, ends, axes (and steps) as int64 initializers."""
+        shape = list(self.shapes[x])
+        steps = list(steps or [1] * len(axes))
+        for start, end, axis, step in zip(starts, ends, axes, steps):
+            shape[axis] = len(range(*slice(start, end, step).indices(shape[axis])))
+        inputs = [x] + [self.const(f"{name}.{what}", v, np.int64) for what, v in
+                        (("starts", starts), ("ends", ends), ("axes", axes), ("steps", steps))]
+        return self.node("Slice", inputs, name, shape)
+
+    def split(self, x, sizes, axis, name):
+        """torch's chunk / split along `axis`: one Split node, its outputs `name`.0, `name`.1, ..."""
+        outs = [f"{name}.{i}" for i in range(len(sizes))]
+        self.nodes.append(helper.make_node("Split", [x, self.const(f"{name}.split", sizes, np.int64)], outs, name=name, axis=axis))
+        for out, size in zip(outs, sizes):
+            shape = list(self.shapes[x])
+            shape[axis] = size
+            self.shapes[out] = tuple(shape)
+        return outs
+
+    def reduce(self, op, x, axes, name, keepdims=True):
+        """A reduction over `axes` with the axes as an attribute (opset 17's ReduceMean, ReduceL2...)."""
+        shape = [1 if i in axes else d for i, d in enumerate(self.shapes[x]) if keepdims or i not in axes]
+        return self.node(op, [x], name, shape, axes=list(axes), keepdims=int(keepdims))
+
+    def max_pool(self, x, k, stride, pad, name, ceil=False):
+        return self._pool("MaxPool", x, k, stride, pad, name, ceil)
+
+    def avg_pool(self, x, k, stride, pad, name, ceil=False):
+        """nn.AvgPool2d with count_include_pad=True (torch's default), as torch exports it."""
+        return self._pool("AveragePool", x, k, stride, pad, name, ceil, count_include_pad=1)
+
+    def _pool(self, op, x, k, stride, pad, name, ceil, **attrs):
+        """A 2-D or 3-D pooling; k, stride and pad one number or one per spatial axis."""
+        n, c, *sizes = self.shapes[x]
+        k, stride, pad = (per_axis(v, len(sizes)) for v in (k, stride, pad))
+        rounding = math.ceil if ceil else math.floor
+        spatial = [rounding((d + 2 * p - kk) / s) + 1 for d, p, kk, s in zip(sizes, pad, k, stride)]
+        if ceil:
+            attrs["ceil_mode"] = 1
+        return self.node(op, [x], name, (n, c, *spatial), kernel_shape=k, strides=stride, pads=pad * 2, **attrs)
 
     def classifier(self, x, classes, name):
         """torchvision's head: GlobalAveragePool, Flatten, Gemm with the weight (classes, features)."""
@@ -176,6 +235,11 @@ class Net:
         *lead, k = self.shapes[x]
         y = self.node("MatMul", [x, self.const(f"{name}.weight", self.normal((k, out), 0.02))], f"{name}.matmul", (*lead, out))
         return self.binary("Add", y, self.const(f"{name}.bias", self.normal(out, 0.02)), name)
+
+
+def per_axis(value, n):
+    """A number for every one of n axes, or a list of n numbers, as a list."""
+    return [value] * n if isinstance(value, int) else list(value)
 
 
 def make_divisible(v, divisor=8):
@@ -260,12 +324,14 @@ YOLO_ANCHORS = ((10, 13, 16, 30, 33, 23), (30, 61, 62, 45, 59, 119), (116, 90, 1
 YOLO_STRIDES = (8, 16, 32)
 
 
-def yolov5s(batch=1, dtype="float32", size=640, width=0.50, depth=0.33, classes=80, decode=False, seed=0):
+def yolov5s(batch=1, dtype="float32", size=640, width=0.50, depth=0.33, classes=80, decode=False, sigmoid=True, seed=0):
     """A YOLOv5s detector (ultralytics yolov5s.yaml, v6.0 on): input "images" (batch, 3, size,
     size), size a multiple of 32. Outputs: "p3", "p4", "p5", each (batch, 3, size/stride,
     size/stride, classes + 5) after the Sigmoid, strides 8, 16, 32; with `decode`, one "output0"
     (batch, 3 * (the three levels' cells), classes + 5) of decoded boxes as ultralytics exports it.
-    `width` and `depth` are yolov5.yaml's width_multiple and depth_multiple (0.50, 0.33: "s")."""
+    `sigmoid=False` leaves the three heads raw, as the 3-output export of sophon-demo's YOLOv5 sample
+    (docs/YOLOv5_Export_Guide.md) writes them. `width` and `depth` are yolov5.yaml's width_multiple
+    and depth_multiple (0.50, 0.33: "s")."""
     if size % 32:
         raise ValueError(f"size {size}: YOLOv5 needs a multiple of 32")
     net = Net("yolov5s", dtype, seed)
@@ -275,38 +341,38 @@ def yolov5s(batch=1, dtype="float32", size=640, width=0.50, depth=0.33, classes=
     layers = []
     # backbone
     for i, (op, args) in enumerate((
-        (_yconv, (ch(64), 6, 2, 2)),                    # 0-P1/2
-        (_yconv, (ch(128), 3, 2)),                      # 1-P2/4
-        (_c3, (ch(128), n(3))),                         # 2
-        (_yconv, (ch(256), 3, 2)),                      # 3-P3/8
-        (_c3, (ch(256), n(6))),                         # 4
-        (_yconv, (ch(512), 3, 2)),                      # 5-P4/16
-        (_c3, (ch(512), n(9))),                         # 6
-        (_yconv, (ch(1024), 3, 2)),                     # 7-P5/32
-        (_c3, (ch(1024), n(3))),                        # 8
-        (_sppf, (ch(1024), 5)),                         # 9
+        (yolo_conv, (ch(64), 6, 2, 2)),                    # 0-P1/2
+        (yolo_conv, (ch(128), 3, 2)),                      # 1-P2/4
+        (c3, (ch(128), n(3))),                         # 2
+        (yolo_conv, (ch(256), 3, 2)),                      # 3-P3/8
+        (c3, (ch(256), n(6))),                         # 4
+        (yolo_conv, (ch(512), 3, 2)),                      # 5-P4/16
+        (c3, (ch(512), n(9))),                         # 6
+        (yolo_conv, (ch(1024), 3, 2)),                     # 7-P5/32
+        (c3, (ch(1024), n(3))),                        # 8
+        (sppf, (ch(1024), 5)),                         # 9
     )):
         x = op(net, x, *args, name=f"model.{i}")
         layers.append(x)
     # neck (PANet)
-    x = _yconv(net, x, ch(512), 1, 1, name="model.10")
+    x = yolo_conv(net, x, ch(512), 1, 1, name="model.10")
     layers.append(x)
     x = net.upsample2(x, "model.11")
     layers.append(x)
     x = net.concat([x, layers[6]], 1, "model.12")
     layers.append(x)
-    layers.append(_c3(net, x, ch(512), n(3), shortcut=False, name="model.13"))
-    layers.append(_yconv(net, layers[13], ch(256), 1, 1, name="model.14"))
+    layers.append(c3(net, x, ch(512), n(3), shortcut=False, name="model.13"))
+    layers.append(yolo_conv(net, layers[13], ch(256), 1, 1, name="model.14"))
     layers.append(net.upsample2(layers[14], "model.15"))
     layers.append(net.concat([layers[15], layers[4]], 1, "model.16"))
-    layers.append(_c3(net, layers[16], ch(256), n(3), shortcut=False, name="model.17"))  # P3/8 small
-    layers.append(_yconv(net, layers[17], ch(256), 3, 2, name="model.18"))
+    layers.append(c3(net, layers[16], ch(256), n(3), shortcut=False, name="model.17"))  # P3/8 small
+    layers.append(yolo_conv(net, layers[17], ch(256), 3, 2, name="model.18"))
     layers.append(net.concat([layers[18], layers[14]], 1, "model.19"))
-    layers.append(_c3(net, layers[19], ch(512), n(3), shortcut=False, name="model.20"))  # P4/16 medium
-    layers.append(_yconv(net, layers[20], ch(512), 3, 2, name="model.21"))
+    layers.append(c3(net, layers[19], ch(512), n(3), shortcut=False, name="model.20"))  # P4/16 medium
+    layers.append(yolo_conv(net, layers[20], ch(512), 3, 2, name="model.21"))
     layers.append(net.concat([layers[21], layers[10]], 1, "model.22"))
-    layers.append(_c3(net, layers[22], ch(1024), n(3), shortcut=False, name="model.23"))  # P5/32 large
-    heads = [_detect(net, layers[i], level, classes, decode) for level, i in enumerate((17, 20, 23))]
+    layers.append(c3(net, layers[22], ch(1024), n(3), shortcut=False, name="model.23"))  # P5/32 large
+    heads = [_detect(net, layers[i], level, classes, decode, sigmoid) for level, i in enumerate((17, 20, 23))]
     if decode:
         no = classes + 5
         flat = [net.reshape(h, (batch, math.prod(net.shapes[h][1:4]), no), f"model.24.view{i}") for i, h in enumerate(heads)]
@@ -318,39 +384,42 @@ def yolov5s(batch=1, dtype="float32", size=640, width=0.50, depth=0.33, classes=
                      f"{'decoded' if decode else 'three raw heads'}, random weights (seed {seed})")
 
 
-def _yconv(net, x, out, k, stride=1, pad=None, name="conv"):
+def yolo_conv(net, x, out, k, stride=1, pad=None, name="conv"):
     """ultralytics Conv: convolution without bias, BatchNorm (eps 0.001), SiLU."""
     y = net.batch_norm(net.conv(x, out, k, stride, pad, name=f"{name}.conv"), f"{name}.bn", eps=1e-3)
     return net.silu(y, f"{name}.act")
 
 
-def _c3(net, x, out, blocks, shortcut=True, name="c3"):
+def c3(net, x, out, blocks, shortcut=True, name="c3"):
     """CSP bottleneck with three convolutions: cv3(Concat(m(cv1(x)), cv2(x)))."""
     hidden = out // 2
-    y = _yconv(net, x, hidden, 1, name=f"{name}.cv1")
+    y = yolo_conv(net, x, hidden, 1, name=f"{name}.cv1")
     for i in range(blocks):
-        z = _yconv(net, y, hidden, 1, name=f"{name}.m.{i}.cv1")
-        z = _yconv(net, z, hidden, 3, name=f"{name}.m.{i}.cv2")
+        z = yolo_conv(net, y, hidden, 1, name=f"{name}.m.{i}.cv1")
+        z = yolo_conv(net, z, hidden, 3, name=f"{name}.m.{i}.cv2")
         y = net.binary("Add", y, z, f"{name}.m.{i}.add") if shortcut else z
-    return _yconv(net, net.concat([y, _yconv(net, x, hidden, 1, name=f"{name}.cv2")], 1, f"{name}.cat"), out, 1, name=f"{name}.cv3")
+    return yolo_conv(net, net.concat([y, yolo_conv(net, x, hidden, 1, name=f"{name}.cv2")], 1, f"{name}.cat"), out, 1, name=f"{name}.cv3")
 
 
-def _sppf(net, x, out, k, name="sppf"):
+def sppf(net, x, out, k, name="sppf"):
     """Spatial pyramid pooling, fast: three chained k x k stride-1 max pools, concatenated."""
-    y = _yconv(net, x, net.shapes[x][1] // 2, 1, name=f"{name}.cv1")
+    y = yolo_conv(net, x, net.shapes[x][1] // 2, 1, name=f"{name}.cv1")
     pools = [y]
     for i in range(3):
         pools.append(net.max_pool(pools[-1], k, 1, k // 2, f"{name}.m{i}"))
-    return _yconv(net, net.concat(pools, 1, f"{name}.cat"), out, 1, name=f"{name}.cv2")
+    return yolo_conv(net, net.concat(pools, 1, f"{name}.cat"), out, 1, name=f"{name}.cv2")
 
 
-def _detect(net, x, level, classes, decode):
-    """One Detect level: 1x1 conv to 3 * (classes + 5), (N, 3, no, ny, nx) -> (N, 3, ny, nx, no), Sigmoid."""
+def _detect(net, x, level, classes, decode, sigmoid=True):
+    """One Detect level: 1x1 conv to 3 * (classes + 5), (N, 3, no, ny, nx) -> (N, 3, ny, nx, no), Sigmoid
+    (unless neither `decode` nor `sigmoid`)."""
     n, _, ny, nx = net.shapes[x]
     no, name = classes + 5, f"model.24.m.{level}"
     y = net.conv(x, 3 * no, 1, bias=True, name=name)
-    y = net.reshape(y, (n, 3, no, ny, nx), f"{name}.view")
-    y = net.unary("Sigmoid", net.transpose(y, (0, 1, 3, 4, 2), f"{name}.permute"), f"{name}.sigmoid")
+    y = net.transpose(net.reshape(y, (n, 3, no, ny, nx), f"{name}.view"), (0, 1, 3, 4, 2), f"{name}.permute")
+    if not (decode or sigmoid):
+        return y
+    y = net.unary("Sigmoid", y, f"{name}.sigmoid")
     if not decode:
         return y
     # xy = (xy * 2 + grid) * stride, wh = (wh * 2) ** 2 * anchor_grid, with grid the cell's corner - 0.5

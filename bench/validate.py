@@ -1,0 +1,311 @@
+"""Every row of the published-times dataset (docs/data/published.csv) simulated: per row the
+simulated and the published time of one item (image, clip or example) and the signed error; then
+the mean absolute error of the training and of the validation rows and the worst rows.
+
+A row names its network's builder (`path:function` under the repository, with keyword arguments),
+which is called with the row's batch and dtype (FP32 float32, FP16 float16, INT8 int8): an ONNX
+model is imported with isa.from_onnx, an isa graph is used as it is. The graph is lowered for the
+row's chip with the default placement policy and run in timing mode; the simulated time of one
+item is the program's time divided by the batch, as the published bmrt_test times are. A row that
+cannot be simulated (a builder without that dtype, an op the chip's table lacks) is listed with
+the reason and left out of the means. The split of each row is the dataset's; `--split` prints the
+rule that drew it (docs/accuracy.md, "The dataset").
+
+    python bench/validate.py                                   # every row (tens of CPU-minutes)
+    python bench/validate.py --network yolov5s --chip bm1684   # a subset
+    python bench/validate.py --csv out/validate.csv            # also write the table
+    python bench/validate.py --split                           # the split rule, family by family
+"""
+
+import argparse
+import csv
+import hashlib
+import importlib
+import math
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import chips
+import isa
+import sim
+from isa.errors import ConfigError
+from sim.run import configure
+
+ROOT = Path(__file__).resolve().parent.parent
+DATASET = ROOT / "docs" / "data" / "published.csv"
+COLUMNS = ("network", "family", "variant", "vendor_chip", "chip", "precision", "batch", "input_shape", "published_ms", "measures",
+           "source", "source_path", "source_commit", "model_file", "builder", "builder_args", "split")
+DTYPES = {"FP32": "float32", "FP16": "float16", "INT8": "int8"}
+SPLITS = ("train", "validation")
+SPLIT_SEED = "21"  # the issue's number, fixed before any row was simulated
+CALIBRATED = ("resnet50",)  # families already used for calibration (docs/accuracy.md): training whatever the draw says
+BUILDER_ROOTS = ("examples", "bench")  # a builder's module lives under one of these, imported by its dotted path there
+WORST = 8
+
+
+@dataclass(frozen=True)
+class Row:
+    """One published figure, as the dataset gives it."""
+
+    line: int  # in the CSV, for messages
+    network: str
+    family: str
+    chip: str  # npusim's chip name
+    precision: str  # a key of DTYPES
+    batch: int
+    input_shape: tuple  # without the batch
+    published_ms: float  # one item
+    split: str
+    builder: str  # path:function
+    builder_args: dict
+    fields: dict = field(repr=False, compare=False)  # every column, as text
+
+
+def load(path=DATASET):
+    """The dataset's rows, each checked: every column present, a known chip and precision, a
+    positive batch and time, a split of `train` or `validation`, a source, a builder path:function.
+    Errors are ConfigError naming the file, line and column."""
+    path = Path(path)
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
+            if missing:
+                raise ConfigError(f"{path}: columns {', '.join(missing)} missing (has {', '.join(reader.fieldnames or ())})")
+            return [_row(path, i, fields) for i, fields in enumerate(reader, 2)]
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the dataset ({exc.strerror or exc})") from None
+
+
+def _row(path, line, fields):
+    def bad(column, what):
+        return ConfigError(f"{path} line {line}, column {column}: {what}, got {fields.get(column)!r}")
+
+    for column in COLUMNS:
+        if not (fields.get(column) or "").strip() and column != "builder_args":
+            raise bad(column, "empty")
+    if fields["chip"] not in chips.available():
+        raise bad("chip", f"not a shipped chip ({', '.join(chips.available())})")
+    if fields["precision"] not in DTYPES:
+        raise bad("precision", f"expected one of {', '.join(DTYPES)}")
+    if fields["split"] not in SPLITS:
+        raise bad("split", f"expected one of {', '.join(SPLITS)}")
+    if not re.fullmatch(r"[\w/.-]+\.py:\w+", fields["builder"]):
+        raise bad("builder", "expected path/to/module.py:function")
+    try:
+        batch, ms = int(fields["batch"]), float(fields["published_ms"])
+        shape = tuple(int(d) for d in fields["input_shape"].split("x"))
+    except ValueError:
+        raise bad("batch, published_ms or input_shape", "expected an integer, a number and dimensions joined by x") from None
+    if batch < 1 or not ms > 0 or not math.isfinite(ms) or min(shape) < 1:
+        raise bad("batch, published_ms or input_shape", "must be positive")
+    try:
+        args = dict(_arg(kv) for kv in fields["builder_args"].split(";") if kv.strip())
+    except ValueError:
+        raise bad("builder_args", "expected key=value pairs joined by ;") from None
+    return Row(line, fields["network"], fields["family"], fields["chip"], fields["precision"], batch, shape, ms, fields["split"],
+               fields["builder"], args, dict(fields))
+
+
+def _arg(pair):
+    key, value = (s.strip() for s in pair.split("=", 1))
+    for convert in (int, float):
+        try:
+            return key, convert(value)
+        except ValueError:
+            pass
+    return key, {"True": True, "False": False}.get(value, value)
+
+
+def draw(family):
+    """The split rule: a family is validation when the first 8 bytes of sha256("21:<family>"),
+    read as a fraction of 2^64, are below 1/3, else training; a calibrated family (ResNet-50) is
+    training. Every network of a family (YOLOv8s detect, seg and pose share one backbone) falls on
+    the same side, and adding a family moves no other."""
+    if family in CALIBRATED:
+        return "train"
+    return "validation" if draw_value(family) < 1 / 3 else "train"
+
+
+def draw_value(family):
+    return int.from_bytes(hashlib.sha256(f"{SPLIT_SEED}:{family}".encode()).digest()[:8], "big") / 2**64
+
+
+def builder(spec):
+    """The function a `path/to/module.py:function` names, its module imported from examples/ or bench/."""
+    path, name = spec.split(":")
+    parts = Path(path).with_suffix("").parts
+    if parts[0] not in BUILDER_ROOTS:
+        raise ConfigError(f"builder {spec}: the module must be under {' or '.join(BUILDER_ROOTS)}/")
+    examples, bench = (str(ROOT / root) for root in BUILDER_ROOTS)
+    if sys.path[0] != examples:  # first: bench/ has an onnx_models.py too, and the builders import examples' one
+        sys.path[:] = [examples] + [p for p in sys.path if p != examples]
+    if bench not in sys.path:
+        sys.path.append(bench)
+    try:
+        fn = getattr(importlib.import_module(".".join(parts[1:])), name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"builder {spec}: {exc}") from None
+    return fn
+
+
+def graph(row):
+    """The row's network as an isa graph: its builder at the row's batch and dtype (an ONNX model
+    imported), checked against the row's input shape."""
+    model = builder(row.builder)(batch=row.batch, dtype=DTYPES[row.precision], **row.builder_args)
+    g = model if isinstance(model, isa.Graph) else isa.from_onnx(model)
+    shapes = [g.tensors[name].shape for name in g.inputs]
+    want = (row.batch, *row.input_shape)
+    if shapes[:1] != [want]:
+        raise ConfigError(f"line {row.line} ({row.network}): the builder's input is {shapes}, the dataset says {want}")
+    return g
+
+
+@dataclass
+class Outcome:
+    row: Row
+    ms: float = None  # simulated, one item
+    reason: str = ""  # why it was not simulated
+    cpu_s: float = 0.0
+
+    @property
+    def error(self):
+        """(simulated - published) / published, in percent."""
+        return (self.ms - self.row.published_ms) / self.row.published_ms * 100
+
+
+def simulate(rows, overrides=None, progress=None):
+    """An Outcome per row, in the rows' order. The rows that share network, precision and batch run
+    one after the other on one graph, built once."""
+    def key(row):
+        return row.builder, tuple(sorted(row.builder_args.items())), row.batch, row.precision
+
+    order = sorted(range(len(rows)), key=lambda i: (key(rows[i]), i))
+    outcomes, built = [None] * len(rows), {}
+    for i in order:
+        row, start = rows[i], time.process_time()
+        out = Outcome(row)
+        try:
+            if key(row) not in built:
+                built.clear()  # one network in memory at a time
+                built[key(row)] = graph(row)
+            chip, policy = configure(row.chip, overrides or {})
+            res = sim.execute(isa.lower(built[key(row)], chip, policy), chip, mode="timing")
+            out.ms = res.seconds * 1e3 / row.batch
+        except Exception as exc:  # noqa: BLE001 - a row that cannot run is reported, the others go on
+            out.reason = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        out.cpu_s = time.process_time() - start
+        outcomes[i] = out
+        if progress:
+            progress(out)
+    return outcomes
+
+
+HEADER = ("network", "chip", "precision", "batch", "split", "simulated ms", "published ms", "error %", "note")
+
+
+def cells(out):
+    r = out.row
+    if out.ms is None:
+        return (r.network, r.chip, r.precision, str(r.batch), r.split, "-", f"{r.published_ms:.4g}", "-", out.reason)
+    return (r.network, r.chip, r.precision, str(r.batch), r.split, f"{out.ms:.4g}", f"{r.published_ms:.4g}", f"{out.error:+.1f}", "")
+
+
+def table(outcomes):
+    lines = [HEADER] + [cells(o) for o in outcomes]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(HEADER) - 1)]
+    numeric = range(3, 8)
+    return "\n".join("  ".join([c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths))] + [line[-1]])
+                     for line in lines)
+
+
+def summary(outcomes):
+    """Per split: rows simulated of all, networks, mean absolute error; then the worst rows."""
+    lines = []
+    for split in SPLITS:
+        mine = [o for o in outcomes if o.row.split == split]
+        done = [o for o in mine if o.ms is not None]
+        if not mine:
+            continue
+        nets = len({o.row.network for o in done})
+        mae = f"mean absolute error {sum(abs(o.error) for o in done) / len(done):.1f}%" if done else "no row simulated"
+        lines.append(f"{split}: {len(done)} of {len(mine)} rows simulated ({nets} networks), {mae}")
+    done = sorted((o for o in outcomes if o.ms is not None), key=lambda o: -abs(o.error))
+    if done:
+        lines.append(f"worst rows ({min(WORST, len(done))} of {len(done)}):")
+        lines += [f"  {o.error:+7.1f}%  {o.row.network} {o.row.chip} {o.row.precision} b{o.row.batch} ({o.row.split})"
+                  for o in done[:WORST]]
+    skipped = {}
+    for o in outcomes:
+        if o.ms is None:
+            skipped.setdefault(o.reason.split(":")[0] + ": " + _gist(o.reason), []).append(o)
+    if skipped:
+        lines.append("not simulated:")
+        lines += [f"  {len(v):3d} rows  {reason}" for reason, v in sorted(skipped.items(), key=lambda kv: -len(kv[1]))]
+    return "\n".join(lines)
+
+
+def _gist(reason):
+    """A reason without the op and tensor names that differ from row to row, to group the rows."""
+    text = reason.split(":", 1)[1] if ":" in reason else reason
+    return re.sub(r"op \S+: ", "", text).strip()[:160]
+
+
+def write_csv(outcomes, path):
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(HEADER)
+        out.writerows(cells(o) for o in outcomes)
+
+
+def print_split(rows):
+    families = sorted({r.family for r in rows})
+    print("split rule: sha256('21:<family>') / 2^64 < 1/3 -> validation; calibrated families (resnet50) -> train")
+    for family in sorted(families, key=draw_value):
+        nets = sorted({r.network for r in rows if r.family == family})
+        recorded = sorted({r.split for r in rows if r.family == family})
+        print(f"  {draw_value(family):.3f}  {family:<12} {draw(family):<10} recorded {'/'.join(recorded):<10} {', '.join(nets)}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", default=str(DATASET), help="the CSV (default: docs/data/published.csv)")
+    parser.add_argument("--network", action="append", help="only this network's rows (repeatable)")
+    parser.add_argument("--chip", action="append", help="only this chip's rows (repeatable)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a chip or policy override, as npusim run --set")
+    parser.add_argument("--csv", help="write the per-row table as CSV here")
+    parser.add_argument("--split", action="store_true", help="print the split rule's draw per family and stop")
+    args = parser.parse_args(argv)
+    try:
+        rows = load(args.dataset)
+        if args.split:
+            print_split(rows)
+            return 0
+        overrides = dict(kv.split("=", 1) for kv in args.set if "=" in kv)
+        if len(overrides) != len(args.set):
+            raise ConfigError(f"--set {next(kv for kv in args.set if '=' not in kv)!r}: expected KEY=VALUE")
+        for name, wanted, known in (("--network", args.network, {r.network for r in rows}), ("--chip", args.chip, {r.chip for r in rows})):
+            unknown = set(wanted or ()) - known
+            if unknown:
+                raise ConfigError(f"{name} {', '.join(sorted(unknown))}: no such rows (the dataset has {', '.join(sorted(known))})")
+        rows = [r for r in rows if (not args.network or r.network in args.network) and (not args.chip or r.chip in args.chip)]
+    except isa.SimError as exc:
+        print(f"bench/validate.py: {exc}", file=sys.stderr)
+        return 2
+    print(f"{len(rows)} rows of {args.dataset}", flush=True)
+    outcomes = simulate(rows, overrides, progress=lambda o: print(f"  {'  '.join(cells(o))}  ({o.cpu_s:.0f} CPU-s)", flush=True))
+    print()
+    print(table(outcomes))
+    print()
+    print(summary(outcomes))
+    if args.csv:
+        write_csv(outcomes, args.csv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
