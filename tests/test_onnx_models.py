@@ -110,8 +110,6 @@ def test_cli_writes_the_models(tmp_path, capsys):
 
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_small_models_simulate_like_the_reference_evaluator(name):
-    if not hasattr(isa, "from_onnx"):
-        pytest.skip("isa.from_onnx (the ONNX importer) is not there yet")
     model = small(name)
     inputs = M.random_inputs(model)
     want = dict(zip([o.name for o in model.graph.output], ReferenceEvaluator(model).run(None, inputs)))

@@ -92,11 +92,8 @@ def test_every_published_peak_is_the_models_within_2_percent(name):
         assert peak_ops(chip)["matrix"][dtype] * chip.clock_hz == pytest.approx(peak)  # what the traces carry
 
 
-@pytest.mark.parametrize("name", chips.available())
+@pytest.mark.parametrize("name", [name for name, figure in DDR.items() if figure is not None])
 def test_ddr_bandwidth_is_the_published_figure(name):
-    published(name)
-    if DDR[name] is None:
-        pytest.skip(f"{name}: no published DDR bandwidth")
     figure, source = DDR[name]
     chip = chips.load(name)
     assert chip.memories["ddr"].bandwidth * chip.clock_hz == pytest.approx(figure), source
