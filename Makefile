@@ -15,7 +15,7 @@ demo: $(STAMP)
 	$(VENV)/bin/npusim run examples/mlp.yaml --chip bm1684 --trace out/run.json --plots out
 
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto
 
 # The fuzz tests with many more inputs of each kind than `make test` tries (tests/test_fuzz.py).
 FUZZ_EXAMPLES ?= 2000

@@ -98,13 +98,26 @@ def matmul_cycles(M, K, N, unit, dtype, issue_latency, conv=False):
 
 def matmul_total(ms, ks, ns, unit, dtype, issue_latency, conv=False):
     """The sum of matmul_cycles over every combination of an M, a K and an N, each list of
-    (value, how many), without enumerating the combinations (the formula separates)."""
+    (value, how many), without enumerating the combinations (the formula separates into
+    matmul_rows(ms), matmul_rows(ns) and matmul_depths(ks))."""
+    return matmul_combined(matmul_rows(ms, unit.m), matmul_depths(ks, unit, dtype, conv), matmul_rows(ns, unit.n), issue_latency)
+
+
+def matmul_rows(sizes, per):
+    """(how many, folds) of a product's M (per = unit.m) or N (per = unit.n) sizes, a list of
+    (value, how many)."""
+    return sum(c for _, c in sizes), sum(c * math.ceil(v / per) for v, c in sizes)
+
+
+def matmul_depths(ks, unit, dtype, conv=False):
+    """(how many, cycles of one fold over each) of a product's K sizes, a list of (value, how many)."""
     depth, block = unit.depth(dtype), unit.block(dtype, conv)
-    count = sum(c for _, c in ms) * sum(c for _, c in ks) * sum(c for _, c in ns)
-    folds_m = sum(c * math.ceil(m / unit.m) for m, c in ms)
-    folds_n = sum(c * math.ceil(n / unit.n) for n, c in ns)
-    deep = sum(c * (math.ceil(k / depth) * block + unit.fill_drain) for k, c in ks)
-    return count * issue_latency + folds_m * folds_n * deep
+    return sum(c for _, c in ks), sum(c * (math.ceil(k / depth) * block + unit.fill_drain) for k, c in ks)
+
+
+def matmul_combined(m, k, n, issue_latency):
+    """matmul_total from its three factors."""
+    return m[0] * k[0] * n[0] * issue_latency + m[1] * n[1] * k[1]
 
 
 def vector_cycles(elements, dtype, fn, unit, issue_latency):

@@ -158,7 +158,7 @@ def _check(chip, program):
     for e, stream in program.streams.items():
         if e not in chip.engines:
             raise ProgramError(f"program engine {e!r} is not on chip {chip.name} (engines: {', '.join(chip.engines)})")
-        known, costs[e] = {}, []
+        known, shaped, costs[e] = {}, {}, []
         for i, instr in enumerate(stream):
             if isinstance(instr, Wait):
                 on = waits[e, i] = tuple(_parse_id(ident) for ident in instr.on)
@@ -173,8 +173,7 @@ def _check(chip, program):
                 reads, written = regions(instr)
                 for r in (*reads, *written):
                     extents[r.mem] = max(extents.get(r.mem, 0), check_region(r, chip.memories, where))
-                _check_shapes(instr, where)
-                cost = known[instr] = _step(chip, chip.engines[e], instr, where)
+                cost = known[instr] = _priced(chip, chip.engines[e], instr, where, shaped)
             costs[e].append(cost)
     for b in program.bindings:
         extents[b.region.mem] = max(extents.get(b.region.mem, 0), check_region(b.region, chip.memories, f"binding {b.name}"))
@@ -183,6 +182,22 @@ def _check(chip, program):
             if not _is_instruction(program, ident):
                 raise ProgramError(f"buffer {b.name}: its lifetime names {ident}, which is not an instruction of the program")
     return extents, costs, waits
+
+
+def _priced(chip, engine, instr, where, shaped):
+    """_step of instr, checked: a copy costs the same at any address (its runs and bursts are
+    those of its shapes and strides), so copies that differ only in addresses are checked and
+    priced once (`shaped`: the engine's copies so far), then given their own ddr regions."""
+    if instr.kind != "dma" or isinstance(instr, IndexedDma):
+        _check_shapes(instr, where)
+        return _step(chip, engine, instr, where)
+    src, dst = instr.src, instr.dst
+    key = (src.mem, src.dtype, src.shape, src.strides, dst.mem, dst.dtype, dst.shape, dst.strides, instr.fn, instr.args, instr.cdt)
+    step = shaped.get(key)
+    if step is None:
+        _check_shapes(instr, where)
+        step = shaped[key] = _step(chip, engine, instr, where)
+    return step._replace(read=src if step.read is not None else None, write=dst if step.write is not None else None)
 
 
 def _check_shapes(instr, where):

@@ -181,14 +181,54 @@ def _moved(ctx, chain):
 
 def lower_chain(ctx, chain):
     """Emit the chain slice by slice; False (nothing emitted) when its windows do not fit or
-    the lowering's estimate says layer by layer is faster."""
+    the lowering's estimate says layer by layer is faster. Layer by layer is searched only
+    where its lower bound (each layer's floor, isa/lower/conv.py) does not already exceed the
+    sliced estimate."""
     plan = _slices(ctx, chain)
     if plan is None:
         ctx.em.notes.append(f"layer group {_names(chain)}: one-row slices do not fit in {chain.mem}; lowered layer by layer")
         return False
+    slices = plan[0]
+    em = ctx.em
+    floor = _layered_cycles(ctx, chain, lambda p: p.floor())
+    placed = _place_slices(ctx, chain, plan)
+    if placed is None:
+        return False
+    sliced = placed[-1]
+    layered, against = floor, f"at least {floor:,.0f}"
+    if sliced > floor:  # the bound does not decide: search layer by layer, where its layers would be placed
+        _release_slices(ctx, chain, placed)
+        layered = _layered_cycles(ctx, chain, lambda p: p.tiling()[1])
+        against = f"{layered:,.0f}"
+        if sliced > layered:
+            em.notes.append(f"layer group {_names(chain)}: estimated {sliced:,.0f} cycles in {len(slices)} slice(s) against {against} "
+                            f"layer by layer; lowered layer by layer")
+            return False
+        placed = _place_slices(ctx, chain, plan)  # its searches are found again (ctx.search)
+    windows, held, plans, _ = placed
+    graph = ctx.graph
+    for w, (home, buf) in held.items():
+        t = graph.tensors[w]
+        copy(em, home.region(t.dtype, t.shape), home, buf.region(t.dtype, t.shape), buf, f"{w}.hold")
+    em.notes.append(f"layer group {_names(chain)}: {len(chain.groups)} layers in {len(slices)} slice(s) of output rows, "
+                    f"intermediates in {chain.mem}, weights {'held' if held else 'loaded every slice'}: estimated {sliced:,.0f} cycles "
+                    f"against {against} layer by layer")
+    for s, ranges in enumerate(slices):
+        for t, k in chain.inner.items():
+            buf = windows[t][s % ctx.slots]
+            buf.window = (2, ranges[k][0], plan[1][t])
+            ctx.home[t] = buf
+        for p, r in zip(plans, ranges):
+            p.run(r)
+    _release_slices(ctx, chain, placed)
+    return True
+
+
+def _place_slices(ctx, chain, plan):
+    """(windows, held weights, plans, estimated cycles) of the chain run slice by slice, its
+    windows and held weights placed; None (nothing placed) when a layer has no room for a tile."""
     slices, rows, hold = plan
     em, graph = ctx.em, ctx.graph
-    layered = _layered_cycles(ctx, chain)
     windows = {t: [em.alloc(chain.mem, _window_bytes(graph, t, rows[t]), f"{t}.rows{k}") for k in range(ctx.slots)]
                for t in chain.inner}
     for t in chain.inner:
@@ -201,41 +241,27 @@ def lower_chain(ctx, chain):
     if not all(p.feasible() for p in plans):
         _release(ctx, chain, windows)
         ctx.em.notes.append(f"layer group {_names(chain)}: its windows leave a layer no room for a tile; lowered layer by layer")
-        return False
+        return None
     sliced = sum(p.tiling(r)[1] for ranges in slices for p, r in zip(plans, ranges))
-    if sliced > layered:
-        _unhold(ctx, held)
-        _release(ctx, chain, windows)
-        em.notes.append(f"layer group {_names(chain)}: estimated {sliced:,.0f} cycles in {len(slices)} slice(s) against {layered:,.0f} "
-                        f"layer by layer; lowered layer by layer")
-        return False
-    for w, (home, buf) in held.items():
-        t = graph.tensors[w]
-        copy(em, home.region(t.dtype, t.shape), home, buf.region(t.dtype, t.shape), buf, f"{w}.hold")
-    em.notes.append(f"layer group {_names(chain)}: {len(chain.groups)} layers in {len(slices)} slice(s) of output rows, "
-                    f"intermediates in {chain.mem}, weights {'held' if held else 'loaded every slice'}: estimated {sliced:,.0f} cycles "
-                    f"against {layered:,.0f} layer by layer")
-    for s, ranges in enumerate(slices):
-        for t, k in chain.inner.items():
-            buf = windows[t][s % ctx.slots]
-            buf.window = (2, ranges[k][0], rows[t])
-            ctx.home[t] = buf
-        for p, r in zip(plans, ranges):
-            p.run(r)
+    return windows, held, plans, sliced
+
+
+def _release_slices(ctx, chain, placed):
+    windows, held, _, _ = placed
     _release(ctx, chain, windows)
     _unhold(ctx, held)
-    return True
 
 
-def _layered_cycles(ctx, chain):
-    """The estimated cycles of the chain's layers lowered one by one, the tensors they
-    hand on in DDR (placed for the estimate and released)."""
+def _layered_cycles(ctx, chain, cycles):
+    """The sum of cycles(plan) over the chain's layers lowered one by one (their tiling()'s
+    estimate, or its floor), the tensors they hand on in DDR (placed for the estimate and
+    released)."""
     for t in chain.inner:
         ctx.home[t] = ctx.em.alloc(ctx.chip.data_memory, ctx.graph.tensors[t].nbytes, t)
-    cycles = sum(PLANS[g.template](ctx, g).tiling()[1] for g in chain.groups)
+    total = sum(cycles(PLANS[g.template](ctx, g)) for g in chain.groups)
     for t in chain.inner:
         ctx.em.release(ctx.home.pop(t))
-    return cycles
+    return total
 
 
 def _names(chain):

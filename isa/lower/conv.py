@@ -292,38 +292,30 @@ class _Plan(Priced, RowsTiled):
                               (tile, tic, keep)))
         return least(found)
 
+    def floor(self):
+        """A lower bound of tiling()'s cycles without a search: _floor of the whole output as one
+        tile (its products, loads and DDR bytes only shrink as the tile grows); none (0) where the
+        vector unit convolves."""
+        if self.mx is None:
+            return 0
+        return self._floor(self.span(self.tiled_channels), self.icg, False, len(self.units))
+
     def _estimate(self, tile, tic, keep, units):
         return lambda: self._schedule(tile, tic, units, keep)
 
     def _floor(self, tile, tic, keep, units):
         """A lower bound of the tiling's estimated cycles, from its shape alone: the products
         (isa/costs.py's formula summed over every tile and block), the loads of the input
-        windows and weight blocks on their first hop's engine (route.hop_floor; with several
-        units, the busiest has at least its share of each), or with one unit the bytes of those
-        that come from DDR at DDR's bandwidth (bursts, stores and the tail left out)."""
-        shape = self.span(self.tiled_channels)
-        counted = self.axis_counts(shape, tile)
-        key = ("floor", tile[0], tile[2:], self.rows)
-        if key not in self._classes:  # the products' M per kind of tile, and the input rows the tiles read
-            spatial = list(itertools.product(*(c.items() for c in counted[2:])))
-            ms, reads = [], 0
-            for n, k in counted[0].items():
-                for combo in spatial:
-                    count = k * math.prod(c for _, c in combo)
-                    ms.append((self._slotted(n[0]) * math.prod(e[0] for e, _ in combo), count))
-                    reads += count * n[0] * math.prod(e[1] for e, _ in combo)
-            self._classes[key] = ms, reads
-        ms, reads = self._classes[key]
-        ns = [(e[0], c) for e, c in counted[1].items()]
-        blocks = self.icg // tic
-        ks = [(tic * self.k, blocks)] + ([(self.icg % tic * self.k, 1)] if self.icg % tic else [])
+        windows and weight blocks and the tail's loads and stores on their first hop's engine
+        (route.hop_floor; with several units, the busiest has at least its share of each), or
+        with one unit the bytes of those that go through DDR at DDR's bandwidth (bursts left
+        out)."""
+        m, reads, n, k = self._floor_factors(tile, tic)
         mx = self.mx
-        products = self.groups * (2 if self.asym else 1) * costs.matmul_total(ms, ks, ns, mx.matrix, self.operand_dtype or self.x.dtype,
-                                                                              mx.issue_latency, conv=True)
+        products = self.groups * (2 if self.asym else 1) * costs.matmul_combined(m, k, n, mx.issue_latency)
         chip, home = self.ctx.chip, self.ctx.home
-        tiles_sp = sum(c for _, c in ms)  # (batch, spatial) positions
-        tiles_c = sum(counted[1].values())
-        steps = self.groups * tiles_sp * tiles_c * sum(c for _, c in ks)
+        tiles_sp, tiles_c = m[0], n[0]  # (batch, spatial) positions; channel blocks
+        steps = self.groups * tiles_sp * tiles_c * k[0]
         loaded = busy = 0
         engines = {self.mx.name: products}
         if not self.in_place:  # the windows once per output-channel block, or once kept
@@ -336,11 +328,54 @@ class _Plan(Priced, RowsTiled):
             loaded += nbytes if self.weight[0].mem == "ddr" else 0
             engine, busy = hop_floor(chip, self.weight[0].mem, self.mx.operand_memory("b"), steps, nbytes)
             engines[engine] = engines.get(engine, 0) + busy
+        stored = 0  # the tail's loads and stores, the output box as one tile (Tail.least_transfers)
+        for src, dst, nbytes in self._tail_transfers():
+            if src == "ddr" and chip.cache is not None:  # a cache of DDR may serve it faster
+                continue
+            engine, busy = hop_floor(chip, src, dst, self.groups * tiles_sp * tiles_c, nbytes)
+            engines[engine] = engines.get(engine, 0) + busy
+            stored += nbytes * ((src == "ddr") + (dst == "ddr"))
         if units > 1:
             return max(engines.values()) / units
         if chip.cache is not None:
             loaded = min(loaded, self.once(self.x, self.w))
-        return max(max(engines.values()), loaded / chip.memories["ddr"].bandwidth)
+        return max(max(engines.values()), (loaded + stored) / chip.memories["ddr"].bandwidth)
+
+    def _floor_factors(self, tile, tic):
+        """_floor's products in factors (isa/costs.py, matmul_rows and matmul_depths): the M
+        and the input rows read of the (batch, spatial) tiles, the N of the channel blocks and
+        the K of the reduction blocks, each worked out once per extent."""
+        key = ("floor", tile, tic, self.rows)
+        found = self._classes.get(key)
+        if found is not None:
+            return found
+        unit, dtype = self.mx.matrix, self.operand_dtype or self.x.dtype
+        sp = ("floor m", tile[0], tile[2:], self.rows)
+        if sp not in self._classes:  # the products' M per kind of tile, and the input rows the tiles read
+            counted = self.axis_counts(self.span(self.tiled_channels), tile)
+            ms, reads = [], 0
+            for n, k in counted[0].items():
+                for combo in itertools.product(*(c.items() for c in counted[2:])):
+                    count = k * math.prod(c for _, c in combo)
+                    ms.append((self._slotted(n[0]) * math.prod(e[0] for e, _ in combo), count))
+                    reads += count * n[0] * math.prod(e[1] for e, _ in combo)
+            self._classes[sp] = costs.matmul_rows(ms, unit.m), reads
+        ch = ("floor n", tile[1], self.rows)
+        if ch not in self._classes:
+            counted = self.axis_counts(self.span(self.tiled_channels), tile)
+            self._classes[ch] = costs.matmul_rows([(e[0], c) for e, c in counted[1].items()], unit.n)
+        red = ("floor k", tic)
+        if red not in self._classes:
+            ks = [(tic * self.k, self.icg // tic)] + ([(self.icg % tic * self.k, 1)] if self.icg % tic else [])
+            self._classes[red] = costs.matmul_depths(ks, unit, dtype, conv=True)
+        found = self._classes[key] = (*self._classes[sp], self._classes[ch], self._classes[red])
+        return found
+
+    def _tail_transfers(self):
+        key = ("tail", self.rows)
+        if key not in self._classes:
+            self._classes[key] = self.tail.least_transfers(self.span(self.out.shape[1]), self.vx.memory)
+        return self._classes[key]
 
     def _schedule(self, tile, tic, units=1, keep=False):
         """The Estimate (isa/lower/estimate.py) of this tiling: every output tile with its

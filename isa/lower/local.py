@@ -86,6 +86,19 @@ class Tail:
         """Bytes a tile loads and stores."""
         return sum(self._bytes(k, tile) for k in self.loads) + sum(nbytes(self.graph.tensors[t].dtype, tile) for t in self.stores)
 
+    def least_transfers(self, box, mem):
+        """(source memory, destination memory, bytes) of what the tiles of an output box load
+        into `mem` and store from it, at least: the box as one tile (a broadcast operand loaded
+        once); loads and stores where the tensor lives in `mem` are none."""
+        home, out = self.ctx.home, []
+        for key in self.loads:
+            if home[key.tensor].mem != mem:
+                out.append((home[key.tensor].mem, mem, self._bytes(key, box)))
+        for t in self.stores:
+            if home[t].mem != mem:
+                out.append((mem, home[t].mem, nbytes(self.graph.tensors[t].dtype, box)))
+        return out
+
     def allocate(self, mem, tile, label):
         """One dict of buffers (class -> Buf) per slot."""
         em = self.ctx.em

@@ -90,6 +90,10 @@ class _Pool(Priced, RowsTiled):
         """Whether a one-element tile's buffers fit in what is free now."""
         return self._fits((1,) * len(self.out.shape))
 
+    def floor(self):
+        """A lower bound of tiling()'s cycles without a search: none (0); the search is one tile."""
+        return 0
+
     def _search(self):
         """The largest tile that fits (and keeps the pipeline's steps in budget), and for a max
         pooling its estimated cycles (None for an average: its division is not priced)."""
