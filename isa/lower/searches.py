@@ -4,7 +4,8 @@ A network repeats its layers (ResNet-50's blocks, a transformer's layers), and a
 planned more than once (isa/lower/chain.py prices a chain's layers in slices and one by one).
 A search's result depends only on its ops (their kinds, parameters, operand shapes and dtypes,
 and which operands are the same tensor), on where those tensors live (their memories, and on a
-chip that caches DDR their addresses, which decide what hits), on which of them the group
+chip that caches DDR their offsets in its lines, or their addresses where they share one,
+which decide what hits), on which of them the group
 stores, on what is free in each on-chip memory (which tilings fit), and on what the caller adds (the
 rows it runs): `signature` is all of it, and `Lowering.searches` keeps each result by it.
 """
@@ -15,16 +16,30 @@ import numpy as np
 def signature(ctx, nodes, stores, extra=()) -> tuple:
     """What a search over the group of `nodes` (storing `stores`) depends on, with `extra`."""
     local = {}
-    cached = ctx.chip.cache is not None
+    place = _placement(ctx, nodes)
 
     def tensor(name):
         t, home = ctx.graph.tensors[name], ctx.home.get(name)
-        where = None if home is None else (home.mem, home.addr if cached else None, home.window)
+        where = None if home is None else (home.mem, place(home), home.window)
         return local.setdefault(name, len(local)), t.shape, t.dtype, where
 
     ops = tuple((n.op, _frozen(n.params), tuple(tensor(t) for t in n.inputs), tuple(tensor(t) for t in n.outputs)) for n in nodes)
     free = tuple((m, tuple(a.gaps())) for m, a in ctx.em.allocators.items() if ctx.chip.memories[m].kind == "local")
     return ops, tuple(local.get(t) for t in stores), free, extra
+
+
+def _placement(ctx, nodes):
+    """home -> what of its address a search depends on. None without a cache of DDR. With one,
+    the estimate replays an op on a cold cache that holds whole lines (isa/timing/cache.py), so
+    what hits depends on each tensor's offset in its line, unless two of the group's tensors
+    share a line of DDR: then on their addresses."""
+    if ctx.chip.cache is None:
+        return lambda home: None
+    line = ctx.chip.memories["ddr"].burst
+    homes = {t: home for n in nodes for t in (*n.inputs, *n.outputs) if (home := ctx.home.get(t)) is not None and home.mem == "ddr"}
+    spans = sorted((home.addr // line, -(-(home.addr + home.size) // line)) for home in homes.values())
+    shared = any(b[0] < a[1] for a, b in zip(spans, spans[1:]))
+    return lambda home: home.addr if shared else home.addr % line
 
 
 def _frozen(value):
