@@ -49,8 +49,11 @@ class Allocator:
         return fitting[0]
 
     def fits(self, sizes):
-        """Whether buffers of these sizes could all be allocated now, in order."""
+        """Whether buffers of these sizes could all be allocated now, in order (in one free
+        block, whether their sum fits it)."""
         gaps = [list(g) for g in self._gaps()]
+        if len(gaps) <= 1:
+            return sum(align_up(max(size, 1), self.granule) for size in sizes) <= (gaps[0][1] if gaps else 0)
         for size in sizes:
             size = align_up(max(size, 1), self.granule)
             i = self._pick(gaps, size)

@@ -187,8 +187,8 @@ class _Plan(Priced, RowsTiled):
         keep, the input is in buffers of its own (_kept_bytes)."""
         tn, toc, tos = tile[0], tile[1], tile[2:]
         channels = toc if self.mx is None else tic  # a depthwise tile reads its own channels
-        out_elems = tn * toc * int(np.prod(tos))
-        slotted = self._slotted(tn) * toc * int(np.prod(tos))  # the accumulator's, batch padded
+        out_elems = tn * toc * math.prod(tos)
+        slotted = self._slotted(tn) * toc * math.prod(tos)  # the accumulator's, batch padded
         extents = tuple(a.extent(n) for a, n in zip(self.axes, tos))
         vmem = self.vx.memory
         amem, bmem, cmem = (vmem, vmem, vmem) if self.mx is None else (self.mx.operand_memory(r) for r in "abc")
@@ -284,92 +284,90 @@ class _Plan(Priced, RowsTiled):
     def _cheapest(self, shape, granules, limits, blocks, units):
         """(tile, input-channel block, keep) of least estimated cycles (tiling.least), over
         keeping the input or not (where the convolution may keep it)."""
-        found = []
+        choices, floors = [], []
         for keep in ((False, True) if self.keepable else (False,)):
-            for tile, tic in candidates(shape, self.icg, granules, lambda t, tic: self._fits(t, tic, keep), limits, blocks,  # noqa: B023
-                                        area=self.k):
-                found.append((self._floor(tile, tic, keep, units), (-math.prod(tile) * tic, keep), self._estimate(tile, tic, keep, units),
-                              (tile, tic, keep)))
-        return least(found)
+            found = candidates(shape, self.icg, granules, lambda t, tic: self._fits(t, tic, keep), limits, blocks, area=self.k)  # noqa: B023
+            floors.append(self._floors(found, keep, units))
+            choices += [(tile, tic, keep) for tile, tic in found]
+        ties = (np.array([-math.prod(tile) * tic for tile, tic, _ in choices]), np.array([keep for *_, keep in choices]))
+        return least(np.concatenate(floors), ties, lambda i: self._schedule(*choices[i][:2], units, choices[i][2]), choices)
 
     def floor(self):
-        """A lower bound of tiling()'s cycles without a search: _floor of the whole output as one
-        tile (its products, loads and DDR bytes only shrink as the tile grows); none (0) where the
-        vector unit convolves."""
+        """A lower bound of tiling()'s cycles without a search: _floors of the whole output as
+        one tile (its products, loads and DDR bytes only shrink as the tile grows); none (0)
+        where the vector unit convolves."""
         if self.mx is None:
             return 0
-        return self._floor(self.span(self.tiled_channels), self.icg, False, len(self.units))
+        return float(self._floors([(self.span(self.tiled_channels), self.icg)], False, len(self.units))[0])
 
-    def _estimate(self, tile, tic, keep, units):
-        return lambda: self._schedule(tile, tic, units, keep)
+    def _floors(self, found, keep, units):
+        """Lower bounds of the estimated cycles of tilings (tile, input-channel block), from
+        their shapes alone, as an array: the products (isa/costs.py's formula summed over every
+        tile and block), the loads of the input windows and weight blocks and the tail's loads
+        and stores on their first hop's engine (route.hop_floor; with several units, the
+        busiest has at least its share of each), or with one unit the bytes of those that go
+        through DDR at DDR's bandwidth (bursts left out)."""
+        m0, m1, reads, n0, n1, k0, k1 = self._floor_factors(found).T
+        mx, chip, home = self.mx, self.ctx.chip, self.ctx.home
+        products = self.groups * (2 if self.asym else 1) * (m0 * k0 * n0 * mx.issue_latency + m1 * n1 * k1)
+        tiles = self.groups * m0 * n0  # (batch, spatial) positions by channel blocks
+        engines = {mx.name: products.astype(float)}
+        loaded = stored = 0
 
-    def _floor(self, tile, tic, keep, units):
-        """A lower bound of the tiling's estimated cycles, from its shape alone: the products
-        (isa/costs.py's formula summed over every tile and block), the loads of the input
-        windows and weight blocks and the tail's loads and stores on their first hop's engine
-        (route.hop_floor; with several units, the busiest has at least its share of each), or
-        with one unit the bytes of those that go through DDR at DDR's bandwidth (bursts left
-        out)."""
-        m, reads, n, k = self._floor_factors(tile, tic)
-        mx = self.mx
-        products = self.groups * (2 if self.asym else 1) * costs.matmul_combined(m, k, n, mx.issue_latency)
-        chip, home = self.ctx.chip, self.ctx.home
-        tiles_sp, tiles_c = m[0], n[0]  # (batch, spatial) positions; channel blocks
-        steps = self.groups * tiles_sp * tiles_c * k[0]
-        loaded = busy = 0
-        engines = {self.mx.name: products}
+        def busy(src, dst, transfers, nbytes):
+            engine, cycles = hop_floor(chip, src, dst, transfers, nbytes)
+            engines[engine] = engines.get(engine, 0) + cycles
+
         if not self.in_place:  # the windows once per output-channel block, or once kept
-            nbytes = self.groups * reads * self.icg * dtypes.itemsize(self.x.dtype) * (1 if keep else tiles_c)
+            nbytes = self.groups * reads * self.icg * dtypes.itemsize(self.x.dtype) * (1 if keep else n0)
             loaded += nbytes if home[self.x.name].mem == "ddr" else 0
-            engine, busy = hop_floor(chip, home[self.x.name].mem, self.mx.operand_memory("a"), steps // (tiles_c if keep else 1), nbytes)
-            engines[engine] = engines.get(engine, 0) + busy
+            busy(home[self.x.name].mem, mx.operand_memory("a"), tiles * k0 // (n0 if keep else 1), nbytes)
         if not self.weight_in_place:  # every weight once per spatial tile
-            nbytes = self.groups * tiles_sp * self.ocg * self.icg * self.k * dtypes.itemsize(self.weight[1])
+            nbytes = self.groups * m0 * self.ocg * self.icg * self.k * dtypes.itemsize(self.weight[1])
             loaded += nbytes if self.weight[0].mem == "ddr" else 0
-            engine, busy = hop_floor(chip, self.weight[0].mem, self.mx.operand_memory("b"), steps, nbytes)
-            engines[engine] = engines.get(engine, 0) + busy
-        stored = 0  # the tail's loads and stores, the output box as one tile (Tail.least_transfers)
-        for src, dst, nbytes in self._tail_transfers():
+            busy(self.weight[0].mem, mx.operand_memory("b"), tiles * k0, nbytes)
+        for src, dst, nbytes in self._tail_transfers():  # the output box as one tile (Tail.least_transfers)
             if src == "ddr" and chip.cache is not None:  # a cache of DDR may serve it faster
                 continue
-            engine, busy = hop_floor(chip, src, dst, self.groups * tiles_sp * tiles_c, nbytes)
-            engines[engine] = engines.get(engine, 0) + busy
+            busy(src, dst, tiles, nbytes)
             stored += nbytes * ((src == "ddr") + (dst == "ddr"))
+        most = np.maximum.reduce(np.broadcast_arrays(*engines.values()))
         if units > 1:
-            return max(engines.values()) / units
+            return most / units
         if chip.cache is not None:
-            loaded = min(loaded, self.once(self.x, self.w))
-        return max(max(engines.values()), (loaded + stored) / chip.memories["ddr"].bandwidth)
+            loaded = np.minimum(loaded, self.once(self.x, self.w))
+        return np.maximum(most, (loaded + stored) / chip.memories["ddr"].bandwidth)
 
-    def _floor_factors(self, tile, tic):
-        """_floor's products in factors (isa/costs.py, matmul_rows and matmul_depths): the M
-        and the input rows read of the (batch, spatial) tiles, the N of the channel blocks and
-        the K of the reduction blocks, each worked out once per extent."""
-        key = ("floor", tile, tic, self.rows)
-        found = self._classes.get(key)
-        if found is not None:
-            return found
-        unit, dtype = self.mx.matrix, self.operand_dtype or self.x.dtype
-        sp = ("floor m", tile[0], tile[2:], self.rows)
-        if sp not in self._classes:  # the products' M per kind of tile, and the input rows the tiles read
-            counted = self.axis_counts(self.span(self.tiled_channels), tile)
-            ms, reads = [], 0
-            for n, k in counted[0].items():
-                for combo in itertools.product(*(c.items() for c in counted[2:])):
-                    count = k * math.prod(c for _, c in combo)
-                    ms.append((self._slotted(n[0]) * math.prod(e[0] for e, _ in combo), count))
-                    reads += count * n[0] * math.prod(e[1] for e, _ in combo)
-            self._classes[sp] = costs.matmul_rows(ms, unit.m), reads
-        ch = ("floor n", tile[1], self.rows)
-        if ch not in self._classes:
-            counted = self.axis_counts(self.span(self.tiled_channels), tile)
-            self._classes[ch] = costs.matmul_rows([(e[0], c) for e, c in counted[1].items()], unit.n)
-        red = ("floor k", tic)
-        if red not in self._classes:
-            ks = [(tic * self.k, self.icg // tic)] + ([(self.icg % tic * self.k, 1)] if self.icg % tic else [])
-            self._classes[red] = costs.matmul_depths(ks, unit, dtype, conv=True)
-        found = self._classes[key] = (*self._classes[sp], self._classes[ch], self._classes[red])
-        return found
+    def _floor_factors(self, found):
+        """_floors' products in factors (isa/costs.py, matmul_rows and matmul_depths) for each
+        (tile, input-channel block) in found, as rows of an array: the M (count, folds) and the
+        input rows read of the (batch, spatial) tiles, the N (count, folds) of the channel
+        blocks and the K (count, cycles) of the reduction blocks, each worked out once per
+        extent."""
+        classes, rows = self._classes, self.rows
+        out = []
+        for tile, tic in found:
+            sp, ch, red = ("floor m", tile[0], tile[2:], rows), ("floor n", tile[1], rows), ("floor k", tic)
+            if sp not in classes or ch not in classes:
+                self._count_factors(tile)
+            if red not in classes:
+                ks = [(tic * self.k, self.icg // tic)] + ([(self.icg % tic * self.k, 1)] if self.icg % tic else [])
+                classes[red] = costs.matmul_depths(ks, self.mx.matrix, self.operand_dtype or self.x.dtype, conv=True)
+            out.append((*classes[sp], *classes[ch], *classes[red]))
+        return np.array(out, np.int64).reshape(-1, 7)
+
+    def _count_factors(self, tile):
+        """_floor_factors' M and input rows of tile's (batch, spatial) extents, and N of its channels."""
+        unit = self.mx.matrix
+        counted = self.axis_counts(self.span(self.tiled_channels), tile)
+        ms, reads = [], 0
+        for n, k in counted[0].items():
+            for combo in itertools.product(*(c.items() for c in counted[2:])):
+                count = k * math.prod(c for _, c in combo)
+                ms.append((self._slotted(n[0]) * math.prod(e[0] for e, _ in combo), count))
+                reads += count * n[0] * math.prod(e[1] for e, _ in combo)
+        self._classes["floor m", tile[0], tile[2:], self.rows] = (*costs.matmul_rows(ms, unit.m), reads)
+        self._classes["floor n", tile[1], self.rows] = costs.matmul_rows([(e[0], c) for e, c in counted[1].items()], unit.n)
 
     def _tail_transfers(self):
         key = ("tail", self.rows)

@@ -225,7 +225,9 @@ class _Plan(Priced):
         def choose(ks, units, keeps):
             fitting = [(tm, tn, tk, keep, n, rows) for tk in ks for tm in sizes[0] for tn in sizes[1] for keep in keeps for n in accs
                        if self._fits(tm, tn, tk, keep, n) for rows in self._part_choices(tm, n)]
-            return least((self._floor(*t, units), (-math.prod(t[:3]), -t[5]), self._estimate(t, units), t) for t in fitting)
+            floors = np.array([self._floor(*t, units) for t in fitting], float)
+            ties = (np.array([-math.prod(t[:3]) for t in fitting]), np.array([-t[5] for t in fitting]))
+            return least(floors, ties, lambda i: self._schedule(*fitting[i], units), fitting)
 
         def search():
             choice = choose(sizes[2], 1, keeps)
@@ -288,9 +290,6 @@ class _Plan(Priced):
             for via in stages(self.ctx.chip, self.ctx.home[t.name].mem, mem):
                 staged[via] = max(staged.get(via, 0), n * dtypes.itemsize(t.dtype))
         return {via: max(1, min(STAGE_SLOTS, (self.em.allocators[via].free_bytes() - placed.get(via, 0)) // n)) for via, n in staged.items()}
-
-    def _estimate(self, choice, units):
-        return lambda: self._schedule(*choice, units)
 
     def _floor(self, tm, tn, tk, keep, accs, rows, units):
         """A lower bound of the tiling's estimated cycles, from its shape alone: the products

@@ -2,6 +2,8 @@
 
 import itertools
 
+import numpy as np
+
 from .. import dtypes
 from ..instructions import Region
 
@@ -142,20 +144,23 @@ def candidates(shape, reduction, units, fits, limits=None, blocks=None, area=1):
     return found
 
 
-def least(candidates):
-    """The choice of least estimate among (floor, tie, estimate, choice), ties to the least
-    `tie`; None when there are none. floor is a lower bound of the estimate's cycles, worked
-    out without it; estimate() makes the Estimate (isa/lower/estimate.py), whose bound() is a
-    tighter lower bound and cycles() the estimate: only the candidates whose bounds are below
-    the best estimate found so far are made and replayed."""
+def least(floors, ties, make, choices):
+    """The choice of least estimate among `choices`, ties to the least `ties` (arrays, the first
+    compared first); None when there are none. floors[i] is a lower bound of choice i's
+    estimated cycles worked out without it (an array over the candidates, in closed form);
+    make(i) makes its Estimate (isa/lower/estimate.py), whose bound() is a tighter lower bound
+    and cycles() the estimate: only the candidates whose bounds are below the best estimate
+    found so far are made and replayed, in order of their floors."""
+    if not len(choices):
+        return None
     best = None
-    for floor, tie, estimate, choice in sorted(candidates, key=lambda x: x[:2]):
-        if best is not None and floor >= best[0]:
+    for i in np.lexsort((*reversed(ties), floors)):
+        if best is not None and floors[i] >= best[0]:
             break
-        e = estimate()
+        e = make(i)
         if best is not None and e.bound() >= best[0]:
             continue
-        found = (e.cycles(), tie, choice)
+        found = (e.cycles(), tuple(t[i] for t in ties), i)
         if best is None or found[:2] < best[:2]:
             best = found
-    return None if best is None else best[2]
+    return None if best is None else choices[best[2]]
