@@ -20,6 +20,8 @@ whole. The capacity is the memory's, less what the program places in it. A gathe
 touches rows only its indices say (which timing mode does not read), so it bypasses the cache.
 """
 
+import functools
+
 import numpy as np
 
 from .. import dtypes
@@ -38,14 +40,11 @@ class Cache:
         self.now = 0  # the next access's stamp
         self.oldest = 0  # accesses older than this have left the cache
         self.held = 0  # lines held
-        self._touched = {}
 
     def access(self, region):
         """A transfer reads or writes region of ddr: the fraction (0..1) of its lines the cache
         held; all of them are held after."""
-        lines = self._touched.get(region)
-        if lines is None:
-            lines = self._touched[region] = touched_lines(region, self.line)
+        lines = _lines(region, self.line)
         if not len(lines):
             return 0.0
         before = self.stamp[lines]
@@ -62,6 +61,13 @@ class Cache:
             self.held -= self.count[self.oldest]
             self.oldest += 1
         return len(held) / len(lines)
+
+
+@functools.lru_cache(maxsize=4096)
+def _lines(region, line):
+    """touched_lines, kept for the regions used lately: the lowering's estimate replays the
+    same tiles' transfers on a new Cache for every candidate it prices."""
+    return touched_lines(region, line)
 
 
 def touched_lines(region, line):
