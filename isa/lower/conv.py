@@ -290,7 +290,8 @@ class _Plan(Priced, RowsTiled):
             floors.append(self._floors(found, keep, units))
             choices += [(tile, tic, keep) for tile, tic in found]
         ties = (np.array([-math.prod(tile) * tic for tile, tic, _ in choices]), np.array([keep for *_, keep in choices]))
-        return least(np.concatenate(floors), ties, lambda i: self._schedule(*choices[i][:2], units, choices[i][2]), choices)
+        return least(np.concatenate(floors), ties, lambda i: self._schedule(*choices[i][:2], units, choices[i][2]), choices,
+                     estimate.bounds_hold(self.ctx.chip, units))
 
     def floor(self):
         """A lower bound of tiling()'s cycles without a search: _floors of the whole output as

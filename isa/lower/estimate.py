@@ -181,6 +181,14 @@ class _Step(NamedTuple):
     fresh: bool  # its tile loads the kept operand
 
 
+def bounds_hold(chip, units) -> bool:
+    """Whether Estimate.bound() is a lower bound of the replay's cycles for `units` units on
+    chip: on one unit without a cache of DDR. A cache may serve a load faster than DDR, and
+    several units replayed together share DDR otherwise than the fixed share the bound gives
+    each; there the bound is a guide to the search, not a proof."""
+    return units == 1 and chip.cache is None
+
+
 class Estimate:
     """The cycles of a run of steps (module docstring).
 

@@ -227,7 +227,7 @@ class _Plan(Priced):
                        if self._fits(tm, tn, tk, keep, n) for rows in self._part_choices(tm, n)]
             floors = np.array([self._floor(*t, units) for t in fitting], float)
             ties = (np.array([-math.prod(t[:3]) for t in fitting]), np.array([-t[5] for t in fitting]))
-            return least(floors, ties, lambda i: self._schedule(*fitting[i], units), fitting)
+            return least(floors, ties, lambda i: self._schedule(*fitting[i], units), fitting, estimate.bounds_hold(self.ctx.chip, units))
 
         def search():
             choice = choose(sizes[2], 1, keeps)

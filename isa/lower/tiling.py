@@ -1,5 +1,6 @@
 """Tiles: boxes of an N-d iteration space, how large they may be, and the regions they cover."""
 
+import heapq
 import itertools
 
 import numpy as np
@@ -144,23 +145,33 @@ def candidates(shape, reduction, units, fits, limits=None, blocks=None, area=1):
     return found
 
 
-def least(floors, ties, make, choices):
+def least(floors, ties, make, choices, bounds_hold=True):
     """The choice of least estimate among `choices`, ties to the least `ties` (arrays, the first
     compared first); None when there are none. floors[i] is a lower bound of choice i's
     estimated cycles worked out without it (an array over the candidates, in closed form);
     make(i) makes its Estimate (isa/lower/estimate.py), whose bound() is a tighter lower bound
-    and cycles() the estimate: only the candidates whose bounds are below the best estimate
-    found so far are made and replayed, in order of their floors."""
+    and cycles() the estimate. Candidates are made in order of their floors, and only those
+    whose bounds are below the best estimate found so far are replayed. Where the bounds hold
+    (bounds_hold), best first: a made candidate waits its turn by its bound, so the replays go
+    to the likeliest first; where they are only a guide (several units replayed together share
+    memories the bound gives each a fixed share of), each is replayed as soon as it is made."""
     if not len(choices):
         return None
+    heap = [(floors[i], tuple(t[i] for t in ties), int(i), None) for i in np.lexsort((*reversed(ties), floors))]
     best = None
-    for i in np.lexsort((*reversed(ties), floors)):
-        if best is not None and floors[i] >= best[0]:
+    while heap:
+        low, tie, i, made = heapq.heappop(heap)
+        if best is not None and low >= best[0]:
             break
-        e = make(i)
-        if best is not None and e.bound() >= best[0]:
-            continue
-        found = (e.cycles(), tuple(t[i] for t in ties), i)
+        if made is None:
+            made = make(i)
+            bound = made.bound()
+            if best is not None and bound >= best[0]:
+                continue
+            if bounds_hold:
+                heapq.heappush(heap, (max(low, bound), tie, i, made))
+                continue
+        found = (made.cycles(), tie, i)
         if best is None or found[:2] < best[:2]:
             best = found
     return None if best is None else choices[best[2]]
