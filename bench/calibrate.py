@@ -2,8 +2,8 @@
 and batch, with the error of each row.
 
 The published figure is sophon-demo's `bmrt_test` "calculate time" of torchvision's ResNet-50
-compiled by TPU-MLIR, divided by the batch (sample/ResNet/README.md, section 7.1, as recorded in
-../shared/hardware-facts.md section 2.5). The simulated figure is the whole lowered program's
+compiled by TPU-MLIR, divided by the batch (sample/ResNet/README.md, section 7.1,
+docs/sources.md#sophgo-published-times). The simulated figure is the whole lowered program's
 time on the chip (bench/resnet50.py's graph, timing mode, the default placement policy) divided
 by the batch. The DDR floor is the least time the lowering's layer groups can take at the DDR
 peak: every group loads what it reads from outside (weights included) once and stores what it
@@ -25,7 +25,7 @@ from isa.lower.fusion import groups
 from resnet50 import resnet50
 from sim.run import configure
 
-SOURCE = "sophgo/sophon-demo sample/ResNet/README.md @ 04d1ec7f, section 7.1 (hardware-facts.md 2.5)"
+SOURCE = "sophgo/sophon-demo sample/ResNet/README.md @ 04d1ec7f, section 7.1"
 PRECISIONS = {"FP32": "float32", "FP16": "float16", "INT8": "int8"}
 
 

@@ -3,7 +3,7 @@
     chip = chips.load("bm1684")
     chip = chips.load("my_npu.yaml", overrides={"memories.ddr.bandwidth": "68GB/s"})
 
-The YAML format is described in DESIGN.md ("Chips"); units in `chips.units`; validation and
+The YAML format is described in docs/chips.md; units in `chips.units`; validation and
 overrides in `chips.loader`; the typed result in `chips.schema`.
 """
 

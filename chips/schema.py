@@ -2,7 +2,7 @@
 
 Every size is in bytes, every bandwidth in bytes per cycle of `Chip.clock_hz`, every latency in
 cycles; `chips.loader` converts the units people write (`512KiB`, `34GB/s`, `550MHz`, `80ns`).
-The cost formulas that read these fields are in DESIGN.md and in `sim/engines/`.
+The cost formulas that read these fields are in docs/cost-model.md, isa/costs.py and isa/timing/price.py.
 
 A chip of several cores holds every core's copy of its per-core memories and engines, named
 by `core_name` and marked with their `core`; engines' links and operand memories name the

@@ -1,4 +1,4 @@
-"""The machine's cost arithmetic (DESIGN.md, "Cost formulas"), in one place for the two that
+"""The machine's cost arithmetic (docs/cost-model.md), in one place for the two that
 need it: the simulator's engines (sim/engines) charge instructions with it, and the lowering's
 estimate (isa/lower/estimate.py) prices the tilings it chooses between with it.
 

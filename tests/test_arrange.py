@@ -1,6 +1,6 @@
 """The data-arrangement ops (isa/ops/movement.py, pad.py, axis_shift.py, fill.py) on the arrange
-template (isa/lower/arrange.py): every seed example with its hand values (the README's
-corrections for pad PAD_SYMMETRIC and space_to_batch), random shapes and dtypes on every chip
+template (isa/lower/arrange.py): every seed example with its hand values (the
+corrections for pad PAD_SYMMETRIC and space_to_batch in docs/sources.md#known-slips), random shapes and dtypes on every chip
 that has the op, DMA transfers only, pieces that write every output element exactly once,
 staging through on-chip memory, the fill's one-burst read, and every documented constraint's
 error."""
@@ -114,7 +114,7 @@ PADDED = {  # the seed's example, paddings [2, 1, 1, 2], pad_val 0
                      [0, 0, 0, 0, 0, 0]],
     "PAD_REFLECT": [[8, 7, 8, 9, 8, 7], [5, 4, 5, 6, 5, 4], [2, 1, 2, 3, 2, 1], [5, 4, 5, 6, 5, 4], [8, 7, 8, 9, 8, 7],
                     [5, 4, 5, 6, 5, 4]],
-    # the seed prints the second row [1,1,2,3,3,0]; symmetric padding gives [1,1,2,3,3,2] (README's slips)
+    # the seed prints the second row [1,1,2,3,3,0]; symmetric padding gives [1,1,2,3,3,2] (docs/sources.md#known-slips)
     "PAD_SYMMETRIC": [[4, 4, 5, 6, 6, 5], [1, 1, 2, 3, 3, 2], [1, 1, 2, 3, 3, 2], [4, 4, 5, 6, 6, 5], [7, 7, 8, 9, 9, 8],
                       [7, 7, 8, 9, 9, 8]],
     "PAD_EDGE": [[1, 1, 2, 3, 3, 3], [1, 1, 2, 3, 3, 3], [1, 1, 2, 3, 3, 3], [4, 4, 5, 6, 6, 6], [7, 7, 8, 9, 9, 9],

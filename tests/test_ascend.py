@@ -1,4 +1,4 @@
-"""The Ascend 310B chip (chips/ascend310b.yaml) against hardware-facts.md section 3 (the 310B4
+"""The Ascend 310B chip (chips/ascend310b.yaml) against docs/sources.md#huawei-ascend (the 310B4
 .ini row and the Atlas 200I DK A2 figures): sizes, alignments, peaks, the data movers' routes,
 instruction costs worked by hand from the YAML's figures, and its op table (the ATB seeds')."""
 
@@ -42,7 +42,7 @@ def test_memories_are_the_ini_row():
 def test_cube_peaks_are_the_dk_figures(dtype, macs, peak):
     cube = CHIP.engines["cube"].matrix
     assert (cube.a, cube.b, cube.c) == ("l0a", "l0b", "l0c")
-    assert cube.m * cube.n * cube.depth(dtype) / cube.block_cycles[dtype] == macs  # hardware-facts.md 3.1
+    assert cube.m * cube.n * cube.depth(dtype) / cube.block_cycles[dtype] == macs  # docs/sources.md#ascend-ai-core
     assert macs * 2 * CHIP.clock_hz == pytest.approx(peak, rel=0.05)  # 4 TFLOPS FP16 / 8 TOPS INT8
 
 

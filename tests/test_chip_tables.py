@@ -1,6 +1,6 @@
 """The Sophgo chips' op tables (chips/bm1682.yaml, bm1684.yaml, bm1686.yaml) against the BMLang
-seed's per-chip lines (/work/shared/seeds/002_a2c3f2ff96a7beaf.txt; line numbers below), and their
-hardware figures against the vendor peaks (/work/shared/hardware-facts.md section 2).
+seed's per-chip lines (seed 002, the BMLang operator reference, docs/sources.md#op-set-documents; line numbers
+below), and their hardware figures against the vendor peaks (docs/sources.md#sophgo).
 
 Acceptance is checked the way a user meets it: a tiny graph lowered with isa.lower, which raises
 isa.UnsupportedError naming the op, the dtypes and the chip when the chip's row says no."""

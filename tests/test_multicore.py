@@ -1,7 +1,7 @@
 """Chips of several cores: the YAML scheme (`cores`, `shared`) and its errors, the per-core names
 and the program text, every tiled template dealing its tiles over the cores with the same
 outputs as on one core, the trace's tracks per core, and the Ascend 910B (24 cube cores, 48
-vector cores) against hardware-facts.md section 3 and against itself on one core."""
+vector cores) against docs/sources.md#huawei-ascend and against itself on one core."""
 
 import json
 import re
@@ -233,7 +233,7 @@ def test_ascend910b_is_the_910b2_ini_row_on_24_cores():
     assert chips.load("Ascend910B2").name == "ascend910b"
 
 
-@pytest.mark.parametrize("dtype, peak", [("float16", 354e12), ("int8", 708e12)])  # hardware-facts.md 3.3 [D]
+@pytest.mark.parametrize("dtype, peak", [("float16", 354e12), ("int8", 708e12)])  # docs/sources.md#ascend-peaks [D]
 def test_ascend910b_peaks(dtype, peak):
     assert peak_ops(ASCEND)["matrix"][dtype] * ASCEND.clock_hz == pytest.approx(peak, rel=0.02)
 

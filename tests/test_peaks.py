@@ -1,5 +1,5 @@
 """Every shipped chip's matrix peak and DDR bandwidth against its published figures
-(/work/shared/hardware-facts.md), within the issue's 2%.
+(docs/sources.md), within the issue's 2%.
 
 The peak is read off the YAML (m * n * k / block_cycles[dtype] multiply-accumulates a cycle per
 matrix engine, 2 ops each, at the clock, over every core's engine) and must agree with
@@ -11,8 +11,8 @@ their figures is the hardware's exactly, and read as 10^12 each is 2.4% low:
            64 lanes x 32 fp32 MAC x 2 x 550 MHz  =  2,253 GFLOPS = 2.2 x 1024  (2.2 TFLOPS)
   BM1684X  16384 int8 MAC x 2 x 1 GHz = 32,768 GOPS = 32 x 1024; fp16 16 x 1024; fp32 2 x 1024
   310B4    8192 int8 MAC x 2 x 500 MHz = 8,192 GOPS = 8 x 1024; fp16 4 x 1024
-  910A     32 cores x 4096 fp16 MAC x 2 x 1 GHz = 262,144 GFLOPS, published as 256 TFLOPS (hardware-
-           facts.md 3.3): the same unit, from the .ini figures alone.
+  910A     32 cores x 4096 fp16 MAC x 2 x 1 GHz = 262,144 GFLOPS, published as 256 TFLOPS
+           (docs/sources.md#ascend-peaks): the same unit, from the .ini figures alone.
 Google's TPU v1 figure is decimal (65,536 MAC x 2 x 700 MHz = 91.75 x 10^12, "92 TeraOps/s").
 """
 
@@ -29,27 +29,27 @@ TOLERANCE = 0.02  # the issue's
 # chip -> dtype -> (figure, unit, source). A figure a source derived rather than read is marked so.
 PEAKS = {
     "bm1684": {
-        "int8": (17.6, T_1024, "sophgo/tpu-perf run.py peak table (hardware-facts.md 2.5); sophon-demo FAQ 6.4"),
-        "float32": (2.2, T_1024, "sophgo/tpu-perf run.py peak table (hardware-facts.md 2.5)"),
+        "int8": (17.6, T_1024, "sophgo/tpu-perf run.py peak table (docs/sources.md#sophgo-published-times); sophon-demo FAQ 6.4"),
+        "float32": (2.2, T_1024, "sophgo/tpu-perf run.py peak table (docs/sources.md#sophgo-published-times)"),
     },
     "bm1686": {
-        "int8": (32, T_1024, "sophgo/tpu-perf run.py peak table, BM1684X (hardware-facts.md 2.5)"),
+        "int8": (32, T_1024, "sophgo/tpu-perf run.py peak table, BM1684X (docs/sources.md#sophgo-published-times)"),
         "float16": (16, T_1024, "sophgo/tpu-perf run.py peak table, BM1684X FP16/BF16"),
         "float32": (2, T_1024, "sophgo/tpu-perf run.py peak table, BM1684X"),
     },
     "ascend310b": {
-        "int8": (8, T_1024, "Atlas 200I DK A2 product page pd_0004 (hardware-facts.md 3.3)"),
+        "int8": (8, T_1024, "Atlas 200I DK A2 product page pd_0004 (docs/sources.md#ascend-ai-core)"),
         "float16": (4, T_1024, "Atlas 200I DK A2 product page pd_0004"),
     },
-    "ascend910b": {  # no published figure was retrieved: hardware-facts.md 3.3 derives these from the 910B2 .ini
-        "int8": (708, T, "derived: 24 cores x 8192 MAC x 2 x 1.8 GHz (hardware-facts.md 3.3 [D])"),
-        "float16": (354, T, "derived: 24 cores x 4096 MAC x 2 x 1.8 GHz (hardware-facts.md 3.3 [D])"),
+    "ascend910b": {  # no published figure was found: docs/sources.md#ascend-peaks derives these from the 910B2 .ini
+        "int8": (708, T, "derived: 24 cores x 8192 MAC x 2 x 1.8 GHz (docs/sources.md#ascend-peaks [D])"),
+        "float16": (354, T, "derived: 24 cores x 4096 MAC x 2 x 1.8 GHz (docs/sources.md#ascend-peaks [D])"),
     },
     "tpu_v1": {
-        "int8": (92, T, "Jouppi et al. ISCA 2017, abstract: 92 TeraOps/second (hardware-facts.md 1.1)"),
+        "int8": (92, T, "Jouppi et al. ISCA 2017, abstract: 92 TeraOps/second (docs/sources.md#google-tpu-v1)"),
     },
     "bm1682": {  # no Sophgo source: a third-party table's figure, which the YAML's clock was chosen to give
-        "float32": (3, T, "third-party comparison table, '3TFLOPS@FP32' on the SE3 (hardware-facts.md 2.1 [U])"),
+        "float32": (3, T, "third-party comparison table, '3TFLOPS@FP32' on the SE3 (docs/sources.md#sophgo-naming [U])"),
     },
     "generic": {  # not a real chip: the design its YAML states, a 32 x 32 array of 2-MAC cells at 1 GHz
         "int8": (4.096, T, "chips/generic.yaml: 32 x 32 cells x 2 MAC x 2 ops x 1 GHz"),
@@ -60,11 +60,11 @@ PEAKS = {
 
 # chip -> (DDR bytes per second, source); None where no figure is published
 DDR = {
-    "bm1684": (32 * GB, "sophgo/tpu-perf run.py peak table (hardware-facts.md 2.5)"),
+    "bm1684": (32 * GB, "sophgo/tpu-perf run.py peak table (docs/sources.md#sophgo-published-times)"),
     "bm1686": (64 * GB, "sophgo/tpu-perf run.py peak table, BM1684X"),
-    "ascend310b": (25.6 * GB, "Atlas 200I DK A2: LPDDR4X 3200 Mbps x 64 bit (hardware-facts.md 3.3 [D])"),
-    "ascend910b": None,  # the HBM bandwidth was not found (hardware-facts.md 3.4 and 5)
-    "tpu_v1": (34 * GB, "paper Table 2 via S1 (hardware-facts.md 1.1)"),
+    "ascend310b": (25.6 * GB, "Atlas 200I DK A2: LPDDR4X 3200 Mbps x 64 bit (docs/sources.md#ascend-ai-core [D])"),
+    "ascend910b": None,  # the HBM bandwidth was not found (docs/sources.md#gaps)
+    "tpu_v1": (34 * GB, "paper Table 2 via S1 (docs/sources.md#google-tpu-v1)"),
     "bm1682": None,  # no BM1682 figure (chips/bm1682.yaml takes BM1684's 32 GB/s)
     "generic": (64 * GB, "chips/generic.yaml"),
 }

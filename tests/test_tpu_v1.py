@@ -1,4 +1,4 @@
-"""The TPU v1 (chips/tpu_v1.yaml) against hardware-facts.md section 1: its memories, the routes
+"""The TPU v1 (chips/tpu_v1.yaml) against docs/sources.md#google-tpu-v1: its memories, the routes
 its five CISC instructions take through npusim's ISA, the matrix unit's weight-stationary count,
 and a few int8 ops against their references, timing mode giving functional mode's cycles."""
 

@@ -29,7 +29,7 @@ Then each chain is lowered only if the lowering's estimate of its cycles
 So a smaller local memory means shorter chains, more slices, weights reloaded and halo rows
 recomputed: the extra DDR traffic Sophgo gives as the reason some FP32 models run slower on
 BM1684X (half BM1684's local memory) than on BM1684 (sophon-demo docs/FAQ.md 6.1,
-../shared/hardware-facts.md 2.6).
+docs/sources.md#sophgo-faq).
 
 Chains form where the local memory is the one the convolutions' engines compute in (a Sophgo
 lane's, generic's), as in the compilers that fuse layers this way. Depthwise convolutions

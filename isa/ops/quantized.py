@@ -18,7 +18,7 @@ In the asymmetric mode acc = x (*) w and acc_zp = x (*) zp_r (the seed's two par
 and bias_v2 = bias - zp_l * sum(w - zp_r) over each output's reduction, folded offline. The
 seed's pseudo-code adds part2 and the folded term and drops zp_o; its formula
 Round{[(x - zp_l) (*) (w - zp_r) + bias] * scale} + zp_o needs them subtracted and zp_o added,
-and the formula wins (seeds/README.md). Inputs are padded with raw zeros, so a padded position
+and the formula wins (docs/sources.md#known-slips). Inputs are padded with raw zeros, so a padded position
 counts as (0 - zp_l).
 """
 

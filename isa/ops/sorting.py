@@ -16,7 +16,7 @@ direction; an unstable sort and topk (unstable, the seed says) put ties in an or
 same run after run but not specified (the seed: (3,3,3) may give (0,1,2) or (1,0,2)).
 
 The seed's text says sort's and argsort's descending=true sorts ascending; the parameter is
-taken at its word (a known slip, see the seeds' README): true is descending, as topk's text says.
+taken at its word (a known slip, docs/sources.md#known-slips): true is descending, as topk's text says.
 
 BM1684 sorts only with stable=false (lines 1077, 1087): `stable` is a variant ("sort.stable",
 "sort.unstable") so a chip's table can lack the stable one.
