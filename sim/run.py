@@ -9,6 +9,7 @@ import isa
 from isa.lower.policy import policy_from_overrides
 from traces.summary import summarize
 
+from .bounds import check_chip
 from .machine import Machine
 
 POLICY_PREFIX = "policy."
@@ -45,6 +46,7 @@ def _unbracket(value):
 def execute(program, chip, inputs=None, mode="functional"):
     """Run a lowered program on a chip (a Chip or a shipped chip's name)."""
     chip = _chip(chip)
+    check_chip(chip, program)  # before the machine checks the program's engines and memories against the chip
     enabled = gc.isenabled()
     gc.disable()  # a run allocates many long-lived objects and frees none: collections find nothing
     try:

@@ -214,6 +214,143 @@ def test_timing_mode_of_the_int8_example(capsys):
     assert cycles_of(out_f) == sim.run(gf.graph, "bm1684", mode="timing").cycles
 
 
+# ---- lower and exec -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mlp_inputs(tmp_path_factory, mlp):
+    """The demo graph's inputs as an .npz, so run and exec read the same values."""
+    path = tmp_path_factory.mktemp("cli_inputs") / "x.npz"
+    with open(path, "wb") as f:
+        np.savez(f, **mlp[0].defaults)
+    return path
+
+
+def test_lower_writes_the_program_run_lowers(tmp_path, capsys, mlp):
+    gf, chip, _ = mlp
+    rc, out, err = cli(capsys, "lower", MLP, "--chip", "bm1684", "-o", tmp_path / "p" / "prog.txt")
+    assert rc == 0 and err == "", err
+    expected = isa.lower(gf.graph, chip)
+    assert (tmp_path / "p" / "prog.txt").read_text() == expected.to_text()
+    waits = sum(1 for stream in expected.streams.values() for i in stream if i.kind == "wait")
+    assert out.splitlines() == [f"wrote {tmp_path / 'p' / 'prog.txt'}",
+                                f"mlp on bm1684: lowered to {len(expected) - waits} instructions and {waits} waits"]
+
+
+def test_lower_then_exec_gives_the_outputs_and_cycles_of_run(tmp_path, capsys, mlp_inputs):
+    rc, run_out, _ = cli(capsys, "run", MLP, "--chip", "bm1684", "--inputs", mlp_inputs, "--outputs", tmp_path / "run.npz")
+    assert rc == 0
+    rc, _, _ = cli(capsys, "lower", MLP, "--chip", "bm1684", "-o", tmp_path / "prog.txt")
+    assert rc == 0
+    rc, out, err = cli(capsys, "exec", tmp_path / "prog.txt", "--chip", "bm1684", "--inputs", mlp_inputs,
+                       "--outputs", tmp_path / "exec.npz", "--trace", tmp_path / "exec.json")
+    assert rc == 0 and err == "", err
+    assert out.splitlines()[0].startswith(f"mlp on bm1684 (functional mode): {tmp_path / 'prog.txt'} holds ")
+    assert cycles_line(out) == cycles_line(run_out)
+    assert cycles_of(out) > 0
+    with np.load(tmp_path / "run.npz") as a, np.load(tmp_path / "exec.npz") as b:
+        assert a.files == b.files == ["y"]
+        np.testing.assert_array_equal(a["y"], b["y"])
+        assert np.abs(a["y"]).max() > 0
+    assert json.loads((tmp_path / "exec.json").read_text())["otherData"]["cycles"] == cycles_of(out)
+
+
+def test_exec_in_timing_mode_of_a_layer_group_program(tmp_path, capsys):
+    bottleneck = EXAMPLES / "bottleneck.yaml"
+    rc, run_out, _ = cli(capsys, "run", bottleneck, "--chip", "bm1684", "--mode", "timing")
+    assert rc == 0
+    rc, lower_out, _ = cli(capsys, "lower", bottleneck, "--chip", "bm1684", "-o", tmp_path / "prog.txt")
+    assert rc == 0 and "layer groups:\n  res2b_a..res2b_c: 3 layers" in lower_out
+    rc, out, err = cli(capsys, "exec", tmp_path / "prog.txt", "--mode", "timing")  # the chip the program names
+    assert rc == 0 and err == "", err
+    assert cycles_line(out) == cycles_line(run_out)
+
+
+def test_an_edited_dma_runs_and_changes_the_cycles(tmp_path, capsys, mlp_inputs):
+    """The program loads x (64 x 512 float32, row-major) with one DMA; read column by column
+    instead, the same bytes come in many short bursts: slower, and the values arrive transposed."""
+    rc, _, _ = cli(capsys, "lower", MLP, "--chip", "bm1684", "-o", tmp_path / "prog.txt")
+    text = (tmp_path / "prog.txt").read_text()
+    row_major = "src=ddr@0x0:float32[64,512;512,1]"
+    assert text.count(row_major) == 1
+    (tmp_path / "edited.txt").write_text(text.replace(row_major, "src=ddr@0x0:float32[64,512;1,64]"))
+    runs = {}
+    for name in ("prog", "edited"):
+        rc, out, err = cli(capsys, "exec", tmp_path / f"{name}.txt", "--chip", "bm1684", "--inputs", mlp_inputs,
+                           "--outputs", tmp_path / f"{name}.npz")
+        assert rc == 0 and err == "", err
+        with np.load(tmp_path / f"{name}.npz") as data:
+            runs[name] = cycles_of(out), data["y"]
+    assert runs["edited"][0] > runs["prog"][0] * 1.2
+    assert not np.array_equal(runs["edited"][1], runs["prog"][1])
+
+
+def test_exec_draws_random_inputs_with_the_seed(tmp_path, capsys):
+    rc, _, _ = cli(capsys, "lower", MLP, "--chip", "bm1684", "-o", tmp_path / "prog.txt")
+    outputs = []
+    for seed in (1, 1, 2):
+        rc, out, err = cli(capsys, "exec", tmp_path / "prog.txt", "--seed", seed, "--outputs", tmp_path / "o.npz")
+        assert rc == 0, err
+        with np.load(tmp_path / "o.npz") as data:
+            outputs.append(data["y"])
+    program = isa.program.read_program(tmp_path / "prog.txt")
+    x = np.random.default_rng(1).standard_normal((64, 512)).astype(np.float32)
+    np.testing.assert_array_equal(outputs[0], sim.execute(program, "bm1684", {"x": x}).outputs["y"])
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    assert not np.array_equal(outputs[0], outputs[2])
+
+
+@pytest.mark.parametrize("argv, fragments", [
+    (["--chip", "generic"], ("ProgramError", "lowered for chip 'bm1684', not 'generic'")),
+    (["--set", "policy.fuse=false"], ("ConfigError", "--set policy.fuse", "npusim lower")),
+    (["--set", "memories.ddr.bandwith=1GB/s"], ("ConfigError", "'bandwith'")),
+    (["--mode", "timing", "--outputs", "o.npz"], ("ConfigError", "--outputs needs functional mode")),
+])
+def test_exec_refuses_with_one_line(tmp_path, capsys, argv, fragments):
+    rc, _, _ = cli(capsys, "lower", MLP, "--chip", "bm1684", "-o", tmp_path / "prog.txt")
+    rc, out, err = cli(capsys, "exec", tmp_path / "prog.txt", *argv)
+    assert_one_line_error(rc, out, err, *fragments)
+
+
+@pytest.mark.parametrize("content, fragments", [
+    (None, ("ProgramError", "cannot read", "No such file")),
+    (b"\xff\xfe binary", ("ProgramError", "not UTF-8 text")),
+    (b"gdma.0 dma\n", ("ProgramError", "prog.txt: program line 1", "first line is `.program chip=NAME graph=NAME`")),
+    (b".program chip=bm1684 graph=g\n.engine gdma\ngdma.0 dma src=ddr@0x0:float32[4;1]\n", ("ProgramError", "program line 3")),
+])
+def test_exec_of_a_bad_program_file_is_a_one_line_error(tmp_path, capsys, content, fragments):
+    path = tmp_path / "prog.txt"
+    if content is not None:
+        path.write_bytes(content)
+    rc, out, err = cli(capsys, "exec", path)
+    assert_one_line_error(rc, out, err, *fragments)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_lowering_shows_progress_on_a_terminal_only(tmp_path, capsys, monkeypatch):
+    """A progress bar over the ops on stderr when it is a terminal; none in a pipe (every other
+    test here: stderr stays empty)."""
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    rc = main(["lower", str(EXAMPLES / "bottleneck.yaml"), "--chip", "bm1684", "-o", str(tmp_path / "prog.txt")])
+    assert rc == 0
+    ops = len(graphfile.load(EXAMPLES / "bottleneck.yaml").graph.nodes)
+    assert "lowering res2b" in terminal.getvalue()
+    assert f"{ops}/{ops} [" in terminal.getvalue()  # tqdm's last count: every op lowered
+    monkeypatch.undo()
+    rc, out, err = cli(capsys, "lower", EXAMPLES / "bottleneck.yaml", "--chip", "bm1684", "-o", tmp_path / "prog.txt")
+    assert rc == 0 and err == ""
+
+
+def test_lower_needs_an_output_path(capsys):
+    rc, out, err = cli(capsys, "lower", MLP, "--chip", "bm1684")
+    assert_one_line_error(rc, out, err, "ConfigError", "-o/--output")
+
+
 # ---- run: --set ---------------------------------------------------------------------------------
 
 
