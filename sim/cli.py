@@ -16,8 +16,8 @@
     npusim chips [--wide]             shipped chips with their headline figures
     npusim ops [--chip NAME] [--wide] ops and the dtypes each chip supports
 
-Tables fit the terminal's width (cells wrap within their columns; columns that do not fit go
-to a further block); --wide prints each row on one line, as a pipe or a file always gets them.
+On a terminal, tables fit its width (cells wrap within their columns; columns that do not fit
+go to a further block); --wide prints each row on one line, as a pipe or a file always gets them.
 
 A mistake in what the user gave (a SimError, or a command line argparse refuses) prints as one
 line on stderr and the exit status is 1. Anything else is a defect of npusim: one line saying
@@ -27,6 +27,7 @@ so, the exit status 2, and the traceback with --debug. A reader that closes the 
 
 import argparse
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,6 +43,7 @@ from isa.errors import ConfigError, InputError, SimError
 from isa.graphfile import GraphFile
 from isa.lower.check import describe
 from isa.program import read_program
+from traces import text
 
 from .cluster import INSTALL, dask_executor
 from .peaks import peak_ops
@@ -154,6 +156,7 @@ def _parser():
                        help=f"run the points on the Dask cluster of this scheduler (needs dask.distributed: {INSTALL})")
     sw.add_argument("--mode", choices=("timing", "functional"), default="timing", help="functional feeds the graph file's random inputs")
     sw.add_argument("--out", default="out/sweep", help="folder for sweep.csv and sweep.png (default: out/sweep)")
+    _wide(sw)
     sw.set_defaults(func=_sweep)
     report = sub.add_parser("report", help="summary and per-op table of a trace saved by run --trace")
     report.add_argument("trace", help="trace JSON written by npusim run --trace")
@@ -438,7 +441,7 @@ def _sweep(args):
     else:
         result = sweep(args.graph, args.chip, grid, args.mode, args.jobs)
     print(f"{result.graph} on {result.chip} ({result.mode} mode): {len(result.rows)} points")
-    _table(table_rows(result))
+    _table(table_rows(result), args.wide)
     _write(str(Path(args.out) / "sweep.csv"), lambda p: write_csv(result, p))
     _write(str(Path(args.out) / "sweep.png"), lambda p: plot_sweep(result, p))
     return 0
@@ -476,7 +479,7 @@ def _chips(args):
             f"{peaks['vector'].get('float32', 0):g} float32/cycle" if "vector" in peaks else "",
             _per_core(chip, chip.engines.values(), lambda e: f"{e.base} ({'+'.join(e.kinds)})"),
         ))
-    _table(rows)
+    _table(rows, args.wide)
     return 0
 
 
@@ -496,7 +499,7 @@ def _ops(args):
     for name, opdef in sorted(isa.ops.REGISTRY.items()):
         for key in [name] + [f"{name}.{v}" for v in opdef.variants]:
             rows.append((key,) + tuple(_support_text(c.support(key)) for c in loaded))
-    _table(rows)
+    _table(rows, args.wide)
     return 0
 
 
@@ -512,10 +515,16 @@ def _size(n):
     return f"{n} B"
 
 
-def _table(rows):
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
+def _table(rows, wide=False):
+    """Print rows left-aligned, fitted to the terminal's width (traces.text.table wraps the
+    cells) unless `wide`."""
+    print("\n".join(text.table(rows, indent="", left=range(len(rows[0])), width=None if wide else _terminal_width())))
+
+
+def _terminal_width():
+    """The columns a table fits in: the terminal's (COLUMNS where it is set) when stdout is a
+    terminal, else None: whole rows in a pipe or a file, for grep and scripts."""
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
 if __name__ == "__main__":

@@ -14,12 +14,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import chips
 import isa
 import sim
 from isa import graphfile
 from sim.cli import main
+from traces import text
 from traces.summary import human_bytes
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -590,6 +593,84 @@ def test_ops_for_an_unknown_chip(capsys):
     rc, out, err = cli(capsys, "ops", "--chip", "nochip")
     assert_one_line_error(rc, out, err, "ConfigError", "'nochip'")
     assert out == ""
+
+
+# ---- tables fit the terminal ---------------------------------------------------------------------
+
+
+def on_terminal(monkeypatch, capsys, columns, *argv):
+    """The command's stdout as a terminal of `columns` columns shows it (COLUMNS sets the size
+    shutil.get_terminal_size reports)."""
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    monkeypatch.setenv("COLUMNS", str(columns))
+    rc = main([str(a) for a in argv])
+    monkeypatch.undo()
+    assert rc == 0, capsys.readouterr().err
+    return terminal.getvalue()
+
+
+@pytest.mark.parametrize("columns", [60, 80, 132])
+def test_chips_fit_the_terminal_and_wide_prints_whole_rows(monkeypatch, capsys, columns):
+    _, piped, _ = cli(capsys, "chips")
+    assert max(map(len, piped.splitlines())) > 300  # the whole rows, in a pipe
+    out = on_terminal(monkeypatch, capsys, columns, "chips")
+    assert max(map(len, out.splitlines())) <= columns
+    blocks = out.split("\n\n")
+    first = ["chip", *chips.available()]
+    for block in blocks:
+        assert [line.split()[0] for line in block.splitlines() if line[:1].strip()] == first
+    assert sorted("".join(out.split())) == sorted("".join(piped.split() + first * (len(blocks) - 1)))  # nothing lost
+    if columns >= 132:  # room enough that no word is broken
+        assert sorted(out.split()) == sorted(piped.split() + first * (len(blocks) - 1))
+    assert on_terminal(monkeypatch, capsys, columns, "chips", "--wide") == piped
+
+
+def test_ops_fit_the_terminal_in_blocks_of_chips(monkeypatch, capsys):
+    _, piped, _ = cli(capsys, "ops")
+    assert max(map(len, piped.splitlines())) > 1500
+    out = on_terminal(monkeypatch, capsys, 80, "ops")
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= 80
+    blocks = out.split("\n\n")
+    assert len(blocks) >= 2
+    headers = [block.splitlines()[0].split() for block in blocks]
+    assert all(h[0] == "op" for h in headers)
+    assert [name for h in headers for name in h[1:]] == chips.available()  # every chip once, in order
+    keys = [r[0] for r in table(piped)[1:]]
+    for block in blocks:  # each block names every op, in order, at the start of its first line
+        assert [line.split()[0] for line in block.splitlines()[1:] if line[:1].strip()] == keys
+    assert on_terminal(monkeypatch, capsys, 80, "ops", "--wide") == piped
+
+
+TOKEN = st.integers(0, 9)
+
+
+@st.composite
+def token_tables(draw):
+    """Rows of cells made of tokens unique to their cell ("r3c1w0"), each at most 6 characters;
+    the header and every row's name (the first cell) are not empty."""
+    n_rows, n_cols = draw(st.integers(1, 6)), draw(st.integers(1, 8))
+    return [[" ".join(f"r{r}c{c}w{k}" for k in range(draw(st.integers(0 if r and c else 1, 7)))) for c in range(n_cols)]
+            for r in range(n_rows)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=token_tables(), width=st.integers(text.MIN_COLUMN * 2 + 2, 160), indent=st.sampled_from(["", "  "]))
+def test_a_fitted_table_keeps_every_word_in_order_within_the_width(rows, width, indent):
+    lines = text.table(rows, indent=indent, left=range(len(rows[0])), width=width + len(indent))
+    whole = text.table(rows, indent=indent, left=range(len(rows[0])))
+    if max(map(len, whole)) <= width + len(indent):
+        assert lines == whole
+        return
+    assert max(map(len, lines)) <= width + len(indent)
+    words = " ".join(lines).split()
+    blocks = 1 + sum(1 for line in lines if not line)
+    for r, row in enumerate(rows):
+        for c, cell in enumerate(row):
+            found = [words.index(w) for w in cell.split()] if c else []
+            assert all(words.count(w) == (blocks if c == 0 else 1) for w in cell.split()), (cell, lines)
+            assert found == sorted(found)
 
 
 # ---- the installed entry point ------------------------------------------------------------------
