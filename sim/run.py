@@ -11,6 +11,7 @@ from traces.summary import summarize
 
 from .bounds import check_chip
 from .machine import Machine
+from .peaks import op_dtypes
 
 POLICY_PREFIX = "policy."
 
@@ -51,7 +52,8 @@ def execute(program, chip, inputs=None, mode="functional"):
     gc.disable()  # a run allocates many long-lived objects and frees none: collections find nothing
     try:
         run = Machine(chip, program, mode).run(inputs)
-        return Result(run.outputs, run.cycles, chip.seconds(run.cycles), summarize(run.trace), run.trace, program)
+        trace = dataclasses.replace(run.trace, op_dtypes=op_dtypes(program))  # the roofline's roof of each op
+        return Result(run.outputs, run.cycles, chip.seconds(run.cycles), summarize(trace), trace, program)
     finally:
         if enabled:
             gc.enable()

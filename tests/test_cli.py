@@ -172,6 +172,8 @@ def test_run_writes_events_and_ops_csv(full_run, mlp):
     assert list(ops) == list(res.stats.ops)
     assert int(ops["fc2"]["ops"]) == 2 * 64 * 512 * 256
     assert int(ops["fc2"]["span cycles"]) == res.stats.ops["fc2"].span
+    assert float(ops["fc2"]["cycles"]) == res.stats.ops["fc2"].cycles
+    assert sum(float(row["cycles"]) for row in ops.values()) == pytest.approx(res.cycles)  # the time counted once
 
 
 def test_run_writes_the_outputs_the_python_api_gives(full_run, mlp):
