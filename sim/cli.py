@@ -166,7 +166,7 @@ def _parser():
     compare = sub.add_parser("compare", help="two runs' saved traces side by side")
     compare.add_argument("a", help="trace JSON of run A")
     compare.add_argument("b", help="trace JSON of run B")
-    compare.add_argument("--top", type=int, default=10, help="ops whose span changed most to list (default: 10)")
+    compare.add_argument("--top", type=int, default=10, help="ops whose time changed most to list (default: 10)")
     compare.set_defaults(func=_compare)
     chip_list = sub.add_parser("chips", help="list the shipped chips")
     _wide(chip_list)
