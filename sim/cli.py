@@ -9,14 +9,14 @@
                           the lowered program as text (a progress bar on a terminal)
     npusim exec prog.txt [--chip NAME] [--mode timing] [--inputs in.npz] [--seed N] [--set KEY=VALUE ...] ...
                           run a saved or hand-edited program (the outputs of run: --outputs, --trace, ...)
-    npusim report run.json [--csv DIR] [--top N]     summary and per-op table of a saved trace
-    npusim compare A.json B.json [--top N]           two saved runs side by side
+    npusim report run.json [--csv DIR] [--top N] [--wide]   summary and per-op table of a saved trace
+    npusim compare A.json B.json [--top N] [--wide]         two saved runs side by side
     npusim sweep GRAPH.yaml --chip bm1684 --grid KEY=V1,V2,... [--grid ...] [--jobs N | --scheduler tcp://HOST:8786]
                             [--mode timing|functional] [--out DIR]
     npusim chips [--wide]             shipped chips with their headline figures
     npusim ops [--chip NAME] [--wide] ops and the dtypes each chip supports
 
-On a terminal, tables fit its width (cells wrap within their columns; columns that do not fit
+On a terminal, tables (chips, ops, sweep, report, compare) fit its width (cells wrap within their columns; columns that do not fit
 go to a further block); --wide prints each row on one line, as a pipe or a file always gets them.
 
 A mistake in what the user gave (a SimError, or a command line argparse refuses) prints as one
@@ -162,11 +162,13 @@ def _parser():
     report.add_argument("trace", help="trace JSON written by npusim run --trace")
     report.add_argument("--csv", help="write events.csv and ops.csv into this folder")
     report.add_argument("--top", type=int, default=20, help="ops in the table, longest first (default: 20)")
+    _wide(report)
     report.set_defaults(func=_report)
     compare = sub.add_parser("compare", help="two runs' saved traces side by side")
     compare.add_argument("a", help="trace JSON of run A")
     compare.add_argument("b", help="trace JSON of run B")
     compare.add_argument("--top", type=int, default=10, help="ops whose time changed most to list (default: 10)")
+    _wide(compare)
     compare.set_defaults(func=_compare)
     chip_list = sub.add_parser("chips", help="list the shipped chips")
     _wide(chip_list)
@@ -419,7 +421,7 @@ def _report(args):
     trace = _load_trace(args.trace)
     summary = traces.summarize(trace)
     print(traces.format_summary(summary, top=0))
-    print(traces.format_ops(summary, top))
+    print(traces.format_ops(summary, top, None if args.wide else _terminal_width()))
     if args.csv:
         _write_csv(args.csv, trace, summary)
     return 0
@@ -429,7 +431,7 @@ def _compare(args):
     top = _top(args.top)
     a, b = (traces.summarize(_load_trace(path)) for path in (args.a, args.b))
     print(f"A = {args.a}\nB = {args.b}")
-    print(traces.format_comparison(a, b, top=top))
+    print(traces.format_comparison(a, b, top=top, width=None if args.wide else _terminal_width()))
     return 0
 
 

@@ -2,7 +2,10 @@
 summary, the per-op table and the side-by-side comparison, write the CSV files, and fail in one
 line on a file that is not an npusim trace."""
 
+import io
 import re
+import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -147,3 +150,33 @@ def test_negative_top_is_a_config_error(capsys, runs):
     _, paths, _ = runs
     rc, out, err = cli(capsys, "report", paths["a"], "--top", "-1")
     assert_one_line_error(rc, out, err, "ConfigError", "--top -1")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_the_tables_fit_the_terminal_and_wide_prints_whole_rows(capsys, monkeypatch, runs, command):
+    _, paths, _ = runs
+    argv = [command, str(paths["a"])] + ([str(paths["b"])] if command == "compare" else [])
+    rc, piped, _ = cli(capsys, *argv)
+    assert rc == 0 and max(map(len, piped.splitlines())) > 60
+    for wide in ([], ["--wide"]):
+        terminal = _Terminal()
+        monkeypatch.setattr(sys, "stdout", terminal)
+        monkeypatch.setenv("COLUMNS", "60")
+        rc = main(argv + wide)
+        monkeypatch.undo()
+        assert rc == 0
+        out = terminal.getvalue()
+        if wide:
+            assert out == piped
+            continue
+        head = "ops by time" if command == "report" else "ops whose time changed most"
+        tables = out.splitlines()[[line.startswith(head) for line in out.splitlines()].index(True) + 1:]
+        if command == "compare":
+            tables += out.split("\n\n")[0].splitlines()[2:]  # and the side-by-side table, after the A = and B = lines
+        assert max(map(len, tables)) <= 60
+        assert not Counter("".join(piped.split())) - Counter("".join(out.split()))  # nothing lost (a further block repeats the names)

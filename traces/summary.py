@@ -194,10 +194,11 @@ def format_summary(summary, top=5):
     return "\n".join(lines)
 
 
-def format_ops(summary, top=20):
+def format_ops(summary, top=20, width=None):
     """The `top` ops by their share of the time as a table: that share in cycles and of the run,
     the span from first start to last end, busiest engine, DDR traffic, arithmetic, operational
-    intensity (ops per DDR byte) and achieved rate over the share."""
+    intensity (ops per DDR byte) and achieved rate over the share; fitted to `width` columns
+    where given (traces.text.table)."""
     s = summary
     slowest = s.slowest(top)
     if not slowest:
@@ -215,4 +216,4 @@ def format_ops(summary, top=20):
             "-" if op.intensity is None else f"{op.intensity:,.2f}",
             "-" if op.achieved is None else f"{op.achieved / 1e9:,.2f}",
         ])
-    return "\n".join([f"ops by time ({len(slowest)} of {len(s.ops)}):", *table(rows, left=(0, 4))])
+    return "\n".join([f"ops by time ({len(slowest)} of {len(s.ops)}):", *table(rows, left=(0, 4), width=width)])

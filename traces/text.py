@@ -34,16 +34,17 @@ def table(rows, indent="  ", left=(0,), width=None):
     if not rows:
         return []
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    room = None if width is None else width - len(indent)
-    if room is None or sum(widths) + 2 * (len(widths) - 1) <= room:
-        return [_line(indent, row, widths, left) for row in rows]
-    least = [min(w, max(MIN_COLUMN, *map(len, head.split()))) for w, head in zip(widths, rows[0])]
+    whole = [_line(indent, row, widths, left) for row in rows]
+    if width is None or max(map(len, whole)) <= width:
+        return whole
+    room = width - len(indent)
+    least = [min(w, max([MIN_COLUMN, *map(len, head.split())])) for w, head in zip(widths, rows[0])]
     lines = []
     for columns, fitted in table_columns(widths, least, room):
         lines += [""] * bool(lines)  # a blank line between blocks
         aligned = [j for j, i in enumerate(columns) if i in left]
         for row in rows:
-            cells = [textwrap.wrap(row[i], w, break_on_hyphens=False) or [""] for i, w in zip(columns, fitted)]
+            cells = [textwrap.wrap(row[i], max(w, 1), break_on_hyphens=False) or [""] for i, w in zip(columns, fitted)]
             for k in range(max(map(len, cells))):
                 lines.append(_line(indent, [c[k] if k < len(c) else "" for c in cells], fitted, aligned))
     return lines
