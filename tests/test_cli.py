@@ -351,6 +351,16 @@ def test_lowering_shows_progress_on_a_terminal_only(tmp_path, capsys, monkeypatc
     assert rc == 0 and err == ""
 
 
+def test_lowering_reports_the_ops_lowered_after_each_layer_group():
+    graph = graphfile.load(EXAMPLES / "bottleneck.yaml").graph
+    calls = []
+    program = isa.lower(graph, chips.load("bm1684"), progress=lambda done, total: calls.append((done, total)))
+    assert program.to_text() == isa.lower(graph, chips.load("bm1684")).to_text()
+    done = [d for d, _ in calls]
+    assert done == sorted(set(done)) and calls[-1] == (len(graph.nodes), len(graph.nodes))
+    assert len(calls) < len(graph.nodes)  # the three convolutions' chain is one step
+
+
 def test_lower_needs_an_output_path(capsys):
     rc, out, err = cli(capsys, "lower", MLP, "--chip", "bm1684")
     assert_one_line_error(rc, out, err, "ConfigError", "-o/--output")
