@@ -13,6 +13,10 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(VENV)/bin/npusim run examples/mlp.yaml --chip bm1684 --trace out/run.json --plots out
+	@echo
+	@echo "npusim is installed in $(VENV). To run it yourself:"
+	@echo "  source $(VENV)/bin/activate     # then: npusim --help, npusim chips, npusim run GRAPH --chip NAME"
+	@echo "  $(VENV)/bin/npusim --help       # or call it by its path, without activating"
 
 test: $(STAMP)
 	$(PY) -m pytest -n auto

@@ -50,7 +50,7 @@ class Run:
     cycles: int = 0
     instructions: int = 0
     cpu: dict = field(default_factory=dict)  # stage -> CPU seconds: build, import, lower, simulate
-    top: list = field(default_factory=list)  # (op name, span cycles, share of the run)
+    top: list = field(default_factory=list)  # (op name, its share of the time in cycles, of the run)
 
 
 def supports(chip, op, dtype):
@@ -103,7 +103,7 @@ def simulate(model, chip, run, shapes=None):
         run.failed = f"{stage}: {type(exc).__name__}: {_one_line(exc)}"
         return run
     run.ms, run.cycles, run.instructions = res.seconds * 1e3, res.cycles, res.stats.instructions
-    run.top = [(op.name, op.span, op.span / res.cycles if res.cycles else 0.0) for op in res.stats.slowest(TOP)]
+    run.top = [(op.name, op.cycles, op.cycles / res.cycles if res.cycles else 0.0) for op in res.stats.slowest(TOP)]
     return run
 
 
@@ -121,13 +121,13 @@ def report(run):
         return f"{head}: FAILED at {run.failed}"
     cpu = ", ".join(f"{k} {v:.2f} s" for k, v in run.cpu.items())
     lines = [f"{head}: {run.ms:.3f} ms simulated ({run.cycles:,} cycles, {run.instructions:,} instructions); CPU: {cpu}"]
-    lines += [f"    {name:<40} {span:>14,.0f} cycles {share:7.1%}" for name, span, share in run.top]
+    lines += [f"    {name:<40} {cycles:>14,.0f} cycles {share:7.1%}" for name, cycles, share in run.top]
     return "\n".join(lines)
 
 
 def table(runs):
     header = ("model", "chip", "dtype", "simulated ms", "import CPU-s", "lower CPU-s", "simulate CPU-s", "total CPU-s",
-              f"top {TOP} ops by simulated span")
+              f"top {TOP} ops by their share of the simulated time")
     rows = [header]
     for r in runs:
         if r.skipped or r.failed:

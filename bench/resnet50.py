@@ -138,7 +138,7 @@ def main():
         print(f"  engines busy: {busy}; DDR read {res.stats.ddr_read_bytes / 2**20:.1f} MiB, written {res.stats.ddr_write_bytes / 2**20:.1f} MiB")
         print(f"  slowest layers (of {len(res.stats.ops)}):")
         for op in res.stats.slowest(args.top):
-            print(f"    {op.name:<16} {op.span:>12,} cycles  {op.span / res.cycles:6.1%}")
+            print(f"    {op.name:<16} {op.cycles:>12,.0f} cycles  {op.cycles / res.cycles:6.1%}")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ CORES = 1024  # cores of one chip
 HOST_MEMORY = 8 << 30  # bytes the host gives the values of one run's tensors (a graph file's, an .npz's, a memory's)
 INSTRUCTION_WORK = 1 << 28  # elements one instruction of a functional run computes over (a matmul: multiply-adds): 2 GiB in float64
 RANK = 16  # dimensions of a tensor or a region
+PROGRAM_BYTES = 1 << 30  # a program text file `npusim exec` reads: some ten million instructions, or 700 MB of constants
 
 
 def check_shape(shape, dtype, where, limit=None, what="the host-memory cap"):

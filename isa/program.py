@@ -79,17 +79,45 @@ class Program:
     @classmethod
     def from_text(cls, text: str) -> "Program":
         prog = cls("", "", {}, [], [])
-        names = set()  # (role, name) of the bindings
+        seen = _Seen()
         for lineno, line in enumerate(text.splitlines(), 1):
             words = line.split()
             if words and not line.startswith("#"):
-                _parse_line(prog, words, f"program line {lineno}", names)
+                _parse_line(prog, words, f"program line {lineno}", seen)
         if not prog.chip:
             raise ProgramError("a program's first line is `.program chip=NAME graph=NAME`, and this one has none")
         return prog
 
 
-def _parse_line(prog, words, where, names):
+def read_program(path) -> Program:
+    """The Program in a text file (`npusim lower -o`, `run --program`, or one edited by hand), read
+    up to PROGRAM_BYTES (isa/limits.py) and parsed by Program.from_text."""
+    try:
+        with limits.open_input(path, regular=True) as f:
+            data = f.read(limits.PROGRAM_BYTES + 1)
+    except OSError as exc:
+        raise ProgramError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > limits.PROGRAM_BYTES:
+        raise ProgramError(f"{path}: larger than the limit of {limits.PROGRAM_BYTES} bytes for a program file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProgramError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        return Program.from_text(text)
+    except ProgramError as exc:
+        raise ProgramError(f"{path}: {exc}") from None
+
+
+class _Seen:
+    """What the lines read so far bound: (role, name) of the bindings, and the host bytes the
+    constants may still take (all of them together at most the host-memory cap)."""
+
+    def __init__(self):
+        self.names, self.left = set(), limits.HOST_MEMORY
+
+
+def _parse_line(prog, words, where, seen):
     head = words[0]
     if head != ".program" and not prog.chip:
         raise ProgramError(f"{where}: a program's first line is `.program chip=NAME graph=NAME`, not {head[:40]!r}")
@@ -107,11 +135,11 @@ def _parse_line(prog, words, where, names):
     elif head in (".input", ".output", ".const"):
         role = head[1:]
         _count(words, 4 if role == "const" else 3, f"`{head} NAME REGION" + (" DATA`" if role == "const" else "`"), where)
-        if (role, words[1]) in names:  # a constant may also be an output, but not two constants
+        if (role, words[1]) in seen.names:  # a constant may also be an output, but not two constants
             raise ProgramError(f"{where}: {role} {words[1]!r} is bound twice")
-        names.add((role, words[1]))
+        seen.names.add((role, words[1]))
         region = parse_region(words[2], where)
-        data = _const_data(words[1], region, words[3], where) if role == "const" else b""
+        data = _const_data(words[1], region, words[3], where, seen) if role == "const" else b""
         prog.bindings.append(Binding(words[1], role, region, data))
     elif head == ".note":
         prog.notes.append(" ".join(words[1:]))
@@ -158,10 +186,13 @@ def _fields(words, keys, where):
     return fields
 
 
-def _const_data(tensor, region, text, where):
+def _const_data(tensor, region, text, where, seen):
     """A constant's bytes: base64 of zlib-compressed data, exactly as many bytes as its region
-    holds. The region's size is checked before anything is inflated, so no text inflates beyond it."""
-    nbytes = limits.check_shape(region.shape, region.dtype, f"{where}: constant {tensor!r}")
+    holds. The region's size is checked before anything is inflated, against what the constants
+    before it left of the host-memory cap, so no text inflates beyond it."""
+    nbytes = limits.check_shape(region.shape, region.dtype, f"{where}: constant {tensor!r}", seen.left,
+                                "what the program's constants may take together (the host-memory cap)")
+    seen.left -= nbytes
     try:
         inflate = zlib.decompressobj()
         data = inflate.decompress(base64.b64decode(text, validate=True), nbytes + 1)

@@ -19,12 +19,17 @@ from isa.instructions import Matmul, Wait, regions
 CACHE_WORD = 8  # bytes isa/timing/cache.py keeps per line of ddr: the access that last touched it
 
 
-def check_run(chip, program, extents: dict, functional: bool) -> None:
-    """Raise unless `program` was lowered for `chip` and a run of it in this mode fits the host;
-    `extents` are the bytes the program uses of each memory (what a functional run backs)."""
+def check_chip(chip, program) -> None:
+    """Raise unless `program` was lowered for `chip` (its .program line names the chip)."""
     if program.chip != chip.name:
         raise ProgramError(f"the program was lowered for chip {program.chip!r}, not {chip.name!r} (its .program line names it): "
                            f"lower the graph for {chip.name} to run it there")
+
+
+def check_run(chip, program, extents: dict, functional: bool) -> None:
+    """Raise unless `program` was lowered for `chip` and a run of it in this mode fits the host;
+    `extents` are the bytes the program uses of each memory (what a functional run backs)."""
+    check_chip(chip, program)
     if chip.cache is not None:
         lines = math.ceil(extents.get("ddr", 0) / chip.memories["ddr"].burst) * CACHE_WORD
         if lines > limits.HOST_MEMORY:

@@ -5,12 +5,19 @@
     npusim run MODEL.onnx --chip bm1684 [--inputs in.npz] [--seed N] ...
                           an ONNX model (isa.from_onnx); without --inputs, random inputs of each
                           input's shape and dtype drawn with --seed
-    npusim report run.json [--csv DIR] [--top N]     summary and per-op table of a saved trace
-    npusim compare A.json B.json [--top N]           two saved runs side by side
+    npusim lower GRAPH --chip bm1684 [--inputs in.npz] [--set KEY=VALUE ...] -o prog.txt
+                          the lowered program as text (a progress bar on a terminal)
+    npusim exec prog.txt [--chip NAME] [--mode timing] [--inputs in.npz] [--seed N] [--set KEY=VALUE ...] ...
+                          run a saved or hand-edited program (the outputs of run: --outputs, --trace, ...)
+    npusim report run.json [--csv DIR] [--top N] [--wide]   summary and per-op table of a saved trace
+    npusim compare A.json B.json [--top N] [--wide]         two saved runs side by side
     npusim sweep GRAPH.yaml --chip bm1684 --grid KEY=V1,V2,... [--grid ...] [--jobs N | --scheduler tcp://HOST:8786]
                             [--mode timing|functional] [--out DIR]
-    npusim chips                      shipped chips with their headline figures
-    npusim ops [--chip NAME]          ops and the dtypes each chip supports
+    npusim chips [--wide]             shipped chips with their headline figures
+    npusim ops [--chip NAME] [--wide] ops and the dtypes each chip supports
+
+On a terminal, tables (chips, ops, sweep, report, compare) fit its width (cells wrap within their columns; columns that do not fit
+go to a further block); --wide prints each row on one line, as a pipe or a file always gets them.
 
 A mistake in what the user gave (a SimError, or a command line argparse refuses) prints as one
 line on stderr and the exit status is 1. Anything else is a defect of npusim: one line saying
@@ -20,11 +27,13 @@ so, the exit status 2, and the traceback with --debug. A reader that closes the 
 
 import argparse
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 import chips
 import isa
@@ -33,10 +42,12 @@ from isa import graphfile, limits, npyfile
 from isa.errors import ConfigError, InputError, SimError
 from isa.graphfile import GraphFile
 from isa.lower.check import describe
+from isa.program import read_program
+from traces import text
 
 from .cluster import INSTALL, dask_executor
 from .peaks import peak_ops
-from .run import configure, execute
+from .run import POLICY_PREFIX, configure, execute
 from .sweep import parse_grid, plot_sweep, sweep, table_rows, write_csv
 
 
@@ -110,13 +121,29 @@ def _parser():
     run.add_argument("--inputs", help=".npz with one array per graph input (default: the graph file's random inputs; "
                                       "for an ONNX model, random inputs drawn with --seed)")
     run.add_argument("--seed", type=_seed, default=0, help="seed of an ONNX model's random inputs (default: 0)")
-    run.add_argument("--outputs", help="write the outputs to this .npz")
-    run.add_argument("--trace", help="write a Chrome/Perfetto trace JSON here")
-    run.add_argument("--plots", help="write timeline.png, memory.png, bandwidth.png and roofline.png into this folder")
-    run.add_argument("--csv", help="write events.csv and ops.csv into this folder")
+    _result_files(run)
     run.add_argument("--program", help="write the lowered program's text here")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a chip field (memories.ddr.bandwidth=68GB/s) or a policy field (policy.fuse=false, policy.max_tile=h=4,w=8)")
     run.set_defaults(func=_run)
+    low = sub.add_parser("lower", help="lower a graph file or an ONNX model for a chip and write the program as text")
+    low.add_argument("graph", help="graph YAML file (see examples/) or ONNX model (.onnx)")
+    low.add_argument("--chip", default="generic", help="shipped chip name or chip YAML path (default: generic)")
+    low.add_argument("--inputs", help="for an ONNX model: .npz with the values of the inputs shapes depend on, and other "
+                                      "inputs whose shapes are to be fixed (as run reads it)")
+    low.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a chip or policy field, as run takes it")
+    low.add_argument("-o", "--output", required=True, metavar="PROGRAM", help="write the program's text here")
+    low.set_defaults(func=_lower, seed=0)
+    ex = sub.add_parser("exec", help="run a program text written by lower or run --program, saved or edited by hand")
+    ex.add_argument("program", help="program text file (npusim lower -o)")
+    ex.add_argument("--chip", help="shipped chip name or chip YAML path (default: the chip the program's .program line names); "
+                                   "a program runs only on the chip it was lowered for")
+    ex.add_argument("--mode", choices=("functional", "timing"), default="functional")
+    ex.add_argument("--inputs", help=".npz with one array per program input (default: random inputs drawn with --seed)")
+    ex.add_argument("--seed", type=_seed, default=0, help="seed of the random inputs (default: 0)")
+    ex.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a chip field (memories.ddr.bandwidth=16GB/s); policy fields change the lowering, not a program")
+    _result_files(ex)
+    ex.set_defaults(func=_exec)
     sw = sub.add_parser("sweep", help="run a graph over the cross product of chip and policy overrides")
     sw.add_argument("graph", help="graph YAML file (see examples/)")
     sw.add_argument("--chip", default="generic", help="shipped chip name or chip YAML path (default: generic)")
@@ -129,22 +156,40 @@ def _parser():
                        help=f"run the points on the Dask cluster of this scheduler (needs dask.distributed: {INSTALL})")
     sw.add_argument("--mode", choices=("timing", "functional"), default="timing", help="functional feeds the graph file's random inputs")
     sw.add_argument("--out", default="out/sweep", help="folder for sweep.csv and sweep.png (default: out/sweep)")
+    _wide(sw)
     sw.set_defaults(func=_sweep)
     report = sub.add_parser("report", help="summary and per-op table of a trace saved by run --trace")
     report.add_argument("trace", help="trace JSON written by npusim run --trace")
     report.add_argument("--csv", help="write events.csv and ops.csv into this folder")
     report.add_argument("--top", type=int, default=20, help="ops in the table, longest first (default: 20)")
+    _wide(report)
     report.set_defaults(func=_report)
     compare = sub.add_parser("compare", help="two runs' saved traces side by side")
     compare.add_argument("a", help="trace JSON of run A")
     compare.add_argument("b", help="trace JSON of run B")
-    compare.add_argument("--top", type=int, default=10, help="ops whose span changed most to list (default: 10)")
+    compare.add_argument("--top", type=int, default=10, help="ops whose time changed most to list (default: 10)")
+    _wide(compare)
     compare.set_defaults(func=_compare)
-    sub.add_parser("chips", help="list the shipped chips").set_defaults(func=_chips)
+    chip_list = sub.add_parser("chips", help="list the shipped chips")
+    _wide(chip_list)
+    chip_list.set_defaults(func=_chips)
     ops = sub.add_parser("ops", help="list ops and the dtypes each chip supports")
     ops.add_argument("--chip", help="only this chip")
+    _wide(ops)
     ops.set_defaults(func=_ops)
     return p
+
+
+def _wide(parser):
+    parser.add_argument("--wide", action="store_true", help="print each row of the table on one line, whatever the terminal's width")
+
+
+def _result_files(parser):
+    """The files a run writes, as run and exec take them."""
+    parser.add_argument("--outputs", help="write the outputs to this .npz")
+    parser.add_argument("--trace", help="write a Chrome/Perfetto trace JSON here")
+    parser.add_argument("--plots", help="write timeline.png, memory.png, bandwidth.png and roofline.png into this folder")
+    parser.add_argument("--csv", help="write events.csv and ops.csv into this folder")
 
 
 def _overrides(pairs):
@@ -210,7 +255,7 @@ class OnnxGraph(GraphFile):
         shapes = {n: a.shape for n, a in given.items() if n not in needed and a.ndim}
         graph = from_onnx(model, values={n: given[n] for n in needed}, shapes=shapes)
         self.names = {n: tensor_name(n) for n in names if n not in needed}
-        super().__init__(graph, _RandomInputs(graph, args.seed))
+        super().__init__(graph, _RandomInputs({n: (graph.tensors[n].shape, graph.tensors[n].dtype) for n in graph.inputs}, args.seed))
 
     def rename(self, given):
         """--inputs arrays by the graph's input names (an ONNX scalar as its (1,) tensor)."""
@@ -223,27 +268,28 @@ class OnnxGraph(GraphFile):
 
 
 class _RandomInputs(Mapping):
-    """Random values for a graph's inputs, drawn in input order when first read: after the
-    lowering has placed the inputs (so one too large for the chip is refused before any byte is
-    drawn), and never in timing mode, which reads none."""
+    """Random values for a graph's or a program's inputs, drawn in input order when first read:
+    after the lowering has placed the inputs and the machine has checked the program's memories
+    against the host (so one too large is refused before any byte is drawn), and never in timing
+    mode, which reads none."""
 
-    def __init__(self, graph, seed):
-        self.graph, self.seed, self.drawn = graph, seed, None
+    def __init__(self, specs, seed):
+        self.specs, self.seed, self.drawn = specs, seed, None  # specs: input name -> (shape, dtype), in input order
 
     def __getitem__(self, name):
         if self.drawn is None:
             rng = np.random.default_rng(self.seed)
-            self.drawn = {n: _random(rng, self.graph.tensors[n].shape, self.graph.tensors[n].dtype) for n in self.graph.inputs}
+            self.drawn = {n: _random(rng, shape, dtype) for n, (shape, dtype) in self.specs.items()}
         return self.drawn[name]
 
     def __contains__(self, name):
-        return name in self.graph.inputs
+        return name in self.specs
 
     def __iter__(self):
-        return iter(self.graph.inputs)
+        return iter(self.specs)
 
     def __len__(self):
-        return len(self.graph.inputs)
+        return len(self.specs)
 
 
 def _random(rng, shape, dtype):
@@ -264,17 +310,78 @@ def _load(args, chip):
 def _run(args):
     chip, policy = configure(args.chip, _overrides(args.set))  # policy.KEY=VALUE sets a placement knob, any other key a chip field
     gf = _load(args, chip)
-    program = isa.lower(gf.graph, chip, policy)
+    program = _lowered(gf.graph, chip, policy)
     if args.program:
         _write(args.program, lambda p: Path(p).write_text(program.to_text()))
-    if args.outputs and args.mode == "timing":
-        raise ConfigError("--outputs needs functional mode: timing mode computes no values")
+    _check_result_files(args)
     result = execute(program, chip, _inputs(args, gf, chip), args.mode)
+    _report_result(args, program, result, f"lowered to {_counts(program)}")
+    return 0
+
+
+def _lower(args):
+    chip, policy = configure(args.chip, _overrides(args.set))
+    gf = _load(args, chip)
+    program = _lowered(gf.graph, chip, policy)
+    _write(args.output, lambda p: Path(p).write_text(program.to_text()))
+    print(f"{program.graph} on {chip.name}: lowered to {_counts(program)}")
+    _print_layer_groups(program)
+    return 0
+
+
+def _exec(args):
+    program = read_program(args.program)
+    point = _overrides(args.set)
+    policy = [key for key in point if key.startswith(POLICY_PREFIX)]
+    if policy:
+        raise ConfigError(f"--set {policy[0]}: a policy field changes how a graph is lowered, and exec runs a program as it is "
+                          "(give it to npusim lower)")
+    chip = chips.load(args.chip or program.chip, point)
+    _check_result_files(args)
+    if args.inputs:
+        inputs = _read_npz(args.inputs, *_data_limit(chip))
+    elif args.mode == "functional":
+        inputs = _RandomInputs({b.name: (b.region.shape, b.region.dtype) for b in program.bindings if b.role == "input"}, args.seed)
+    else:
+        inputs = None
+    result = execute(program, chip, inputs, args.mode)
+    _report_result(args, program, result, f"{args.program} holds {_counts(program)}")
+    return 0
+
+
+def _lowered(graph, chip, policy):
+    """isa.lower, with a progress bar over the ops on stderr when stderr is a terminal (never in
+    a pipe, a file or a test): a large model takes seconds to lower."""
+    if not sys.stderr.isatty():
+        return isa.lower(graph, chip, policy)
+    with tqdm(total=len(graph.nodes), desc=f"lowering {graph.name}", unit="op", leave=False, file=sys.stderr) as bar:
+        def progress(done, total):
+            bar.total = total
+            bar.update(done - bar.n)
+
+        return isa.lower(graph, chip, policy, progress)
+
+
+def _counts(program):
     waits = sum(1 for s in program.streams.values() for i in s if i.kind == "wait")
-    print(f"{gf.graph.name} on {chip.name} ({args.mode} mode): lowered to {len(program) - waits} instructions and {waits} waits")
+    return f"{len(program) - waits} instructions and {waits} waits"
+
+
+def _print_layer_groups(program):
     groups = [n.removeprefix("layer group ") for n in program.notes if n.startswith("layer group") and "lowered layer by layer" not in n]
     if groups:  # isa/lower/chain.py's multi-layer groups, as the program notes them
         print("layer groups:\n" + "\n".join(f"  {g}" for g in groups))
+
+
+def _check_result_files(args):
+    if args.outputs and args.mode == "timing":
+        raise ConfigError("--outputs needs functional mode: timing mode computes no values")
+
+
+def _report_result(args, program, result, what):
+    """The summary of a run (of run or exec) and the files asked for."""
+    print(f"{program.graph} on {program.chip} ({args.mode} mode): {what}")
+    _print_layer_groups(program)
     print(traces.format_summary(result.stats))
     if args.outputs:
         _write(args.outputs, lambda p: _savez(p, result.outputs))
@@ -285,7 +392,6 @@ def _run(args):
             _write(str(Path(args.plots) / f"{name}.png"), lambda p, plot=plot: plot(result.trace, p))
     if args.csv:
         _write_csv(args.csv, result.trace, result.stats)
-    return 0
 
 
 _PLOTS = {"timeline": traces.plot_timeline, "memory": traces.plot_memory, "bandwidth": traces.plot_bandwidth,
@@ -315,7 +421,7 @@ def _report(args):
     trace = _load_trace(args.trace)
     summary = traces.summarize(trace)
     print(traces.format_summary(summary, top=0))
-    print(traces.format_ops(summary, top))
+    print(traces.format_ops(summary, top, None if args.wide else _terminal_width()))
     if args.csv:
         _write_csv(args.csv, trace, summary)
     return 0
@@ -325,7 +431,7 @@ def _compare(args):
     top = _top(args.top)
     a, b = (traces.summarize(_load_trace(path)) for path in (args.a, args.b))
     print(f"A = {args.a}\nB = {args.b}")
-    print(traces.format_comparison(a, b, top=top))
+    print(traces.format_comparison(a, b, top=top, width=None if args.wide else _terminal_width()))
     return 0
 
 
@@ -337,7 +443,7 @@ def _sweep(args):
     else:
         result = sweep(args.graph, args.chip, grid, args.mode, args.jobs)
     print(f"{result.graph} on {result.chip} ({result.mode} mode): {len(result.rows)} points")
-    _table(table_rows(result))
+    _table(table_rows(result), args.wide)
     _write(str(Path(args.out) / "sweep.csv"), lambda p: write_csv(result, p))
     _write(str(Path(args.out) / "sweep.png"), lambda p: plot_sweep(result, p))
     return 0
@@ -375,7 +481,7 @@ def _chips(args):
             f"{peaks['vector'].get('float32', 0):g} float32/cycle" if "vector" in peaks else "",
             _per_core(chip, chip.engines.values(), lambda e: f"{e.base} ({'+'.join(e.kinds)})"),
         ))
-    _table(rows)
+    _table(rows, args.wide)
     return 0
 
 
@@ -395,7 +501,7 @@ def _ops(args):
     for name, opdef in sorted(isa.ops.REGISTRY.items()):
         for key in [name] + [f"{name}.{v}" for v in opdef.variants]:
             rows.append((key,) + tuple(_support_text(c.support(key)) for c in loaded))
-    _table(rows)
+    _table(rows, args.wide)
     return 0
 
 
@@ -411,10 +517,16 @@ def _size(n):
     return f"{n} B"
 
 
-def _table(rows):
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
+def _table(rows, wide=False):
+    """Print rows left-aligned, fitted to the terminal's width (traces.text.table wraps the
+    cells) unless `wide`."""
+    print("\n".join(text.table(rows, indent="", left=range(len(rows[0])), width=None if wide else _terminal_width())))
+
+
+def _terminal_width():
+    """The columns a table fits in: the terminal's (COLUMNS where it is set) when stdout is a
+    terminal, else None: whole rows in a pipe or a file, for grep and scripts."""
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
 """A chip's peak arithmetic throughput, the roof of a roofline: 2 ops per multiply-accumulate
 of the matrix unit (m * n * k MACs every block_cycles[dtype] cycles, k its depth in dtype), 1 op per element of the
-vector unit (lanes * per_lane[dtype] elements per cycle), summed over the engines of a kind."""
+vector unit (lanes * per_lane[dtype] elements per cycle), summed over the engines of a kind; and
+the dtype each op of a program runs in, whose peak is that op's roof."""
+
+from isa.timing import vector_dtype, vector_elements
 
 
 def matrix_ops_per_cycle(unit):
@@ -23,3 +26,22 @@ def peak_ops(chip):
             for dtype, ops in per_unit(getattr(engine, kind)).items():
                 total[dtype] = total.get(dtype, 0) + ops
     return peaks
+
+
+def op_dtypes(program) -> dict:
+    """op -> unit kind ("matrix", "vector") -> the dtype its instructions of that kind are priced
+    in (isa/timing/price.py: a vector instruction in its widest operand's, a product in its a
+    operand's), the one with the most arithmetic where they differ."""
+    work = {}
+    for stream in program.streams.values():
+        for instr in stream:
+            if not instr.op or instr.kind not in ("matrix", "vector"):
+                continue
+            if instr.kind == "vector":
+                dtype, ops = vector_dtype(instr), vector_elements(instr)
+            else:
+                m, k, n = instr.dims()
+                dtype, ops = instr.a.dtype, 2 * m * k * n
+            tally = work.setdefault(instr.op, {}).setdefault(instr.kind, {})
+            tally[dtype] = tally.get(dtype, 0) + ops
+    return {op: {unit: max(tally, key=tally.get) for unit, tally in units.items()} for op, units in work.items()}

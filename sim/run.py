@@ -9,7 +9,9 @@ import isa
 from isa.lower.policy import policy_from_overrides
 from traces.summary import summarize
 
+from .bounds import check_chip
 from .machine import Machine
+from .peaks import op_dtypes
 
 POLICY_PREFIX = "policy."
 
@@ -45,11 +47,13 @@ def _unbracket(value):
 def execute(program, chip, inputs=None, mode="functional"):
     """Run a lowered program on a chip (a Chip or a shipped chip's name)."""
     chip = _chip(chip)
+    check_chip(chip, program)  # before the machine checks the program's engines and memories against the chip
     enabled = gc.isenabled()
     gc.disable()  # a run allocates many long-lived objects and frees none: collections find nothing
     try:
         run = Machine(chip, program, mode).run(inputs)
-        return Result(run.outputs, run.cycles, chip.seconds(run.cycles), summarize(run.trace), run.trace, program)
+        trace = dataclasses.replace(run.trace, op_dtypes=op_dtypes(program))  # the roofline's roof of each op
+        return Result(run.outputs, run.cycles, chip.seconds(run.cycles), summarize(trace), trace, program)
     finally:
         if enabled:
             gc.enable()

@@ -180,7 +180,7 @@ ABSENT_ON_BM1682 = {  # the seed's BM1682 line says 不支持, or there is no BM
     "arith_lshift", "arith_lshifts", "arith_rshift", "arith_rshifts", "round_rshift", "round_rshifts",
     "bit_and", "bit_ands", "bit_or", "bit_ors", "bit_xor", "bit_xors",
     "requant_fp32_to_int.mode0", "requant_fp32_to_int.mode1", "requant_int32.mode0", "requant_int32.mode1",
-    "requant_int32.mode2", "dequant_int_to_fp32.mode0",
+    "requant_int32.mode2", "dequant_int_to_fp32.mode0", "dequant_int_to_fp32.mode1",
     "arithmetic_shift", "arithmetic_pc_shift", "logical_shift", "logical_pc_shift",
     "lshift", "rshift", "clshift", "crshift", "sequence_gen",
 }
@@ -188,7 +188,7 @@ BM1686_ONLY = {  # seed lines 131-230, 987, 1009, 1027-1053, 1136-1176, 1223-123
     "pool_int", "pool3d_int", "conv_v2", "conv3d_v2", "deconv_v2", "deconv3d_v2", "matrix_mul_v2", "fc_int",
     "softmax_int", "hw_mul", "hw_avg.mode0", "hw_avg.mode1", "hw_avg.mode2", "interpolate",
     "requant_fp32_to_int.mode0", "requant_fp32_to_int.mode1", "requant_int32.mode0", "requant_int32.mode1",
-    "requant_int32.mode2", "dequant_int_to_fp32.mode0",
+    "requant_int32.mode2", "dequant_int_to_fp32.mode0", "dequant_int_to_fp32.mode1",
     "arithmetic_shift", "arithmetic_pc_shift", "logical_shift", "logical_pc_shift",
     "sort.stable", "argsort.stable",  # lines 1077 and 1087: "BM1684仅支持stable为false"
 }

@@ -14,12 +14,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import chips
 import isa
 import sim
 from isa import graphfile
 from sim.cli import main
+from traces import text
 from traces.summary import human_bytes
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -169,6 +172,8 @@ def test_run_writes_events_and_ops_csv(full_run, mlp):
     assert list(ops) == list(res.stats.ops)
     assert int(ops["fc2"]["ops"]) == 2 * 64 * 512 * 256
     assert int(ops["fc2"]["span cycles"]) == res.stats.ops["fc2"].span
+    assert float(ops["fc2"]["cycles"]) == res.stats.ops["fc2"].cycles
+    assert sum(float(row["cycles"]) for row in ops.values()) == pytest.approx(res.cycles)  # the time counted once
 
 
 def test_run_writes_the_outputs_the_python_api_gives(full_run, mlp):
@@ -212,6 +217,153 @@ def test_timing_mode_of_the_int8_example(capsys):
     assert cycles_line(out_f) == cycles_line(out_t)
     gf = graphfile.load(MLP_INT8)
     assert cycles_of(out_f) == sim.run(gf.graph, "bm1684", mode="timing").cycles
+
+
+# ---- lower and exec -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mlp_inputs(tmp_path_factory, mlp):
+    """The demo graph's inputs as an .npz, so run and exec read the same values."""
+    path = tmp_path_factory.mktemp("cli_inputs") / "x.npz"
+    with open(path, "wb") as f:
+        np.savez(f, **mlp[0].defaults)
+    return path
+
+
+def test_lower_writes_the_program_run_lowers(tmp_path, capsys, mlp):
+    gf, chip, _ = mlp
+    rc, out, err = cli(capsys, "lower", MLP, "--chip", "bm1684", "-o", tmp_path / "p" / "prog.txt")
+    assert rc == 0 and err == "", err
+    expected = isa.lower(gf.graph, chip)
+    assert (tmp_path / "p" / "prog.txt").read_text() == expected.to_text()
+    waits = sum(1 for stream in expected.streams.values() for i in stream if i.kind == "wait")
+    assert out.splitlines() == [f"wrote {tmp_path / 'p' / 'prog.txt'}",
+                                f"mlp on bm1684: lowered to {len(expected) - waits} instructions and {waits} waits"]
+
+
+def test_lower_then_exec_gives_the_outputs_and_cycles_of_run(tmp_path, capsys, mlp_inputs):
+    rc, run_out, _ = cli(capsys, "run", MLP, "--chip", "bm1684", "--inputs", mlp_inputs, "--outputs", tmp_path / "run.npz")
+    assert rc == 0
+    rc, _, _ = cli(capsys, "lower", MLP, "--chip", "bm1684", "-o", tmp_path / "prog.txt")
+    assert rc == 0
+    rc, out, err = cli(capsys, "exec", tmp_path / "prog.txt", "--chip", "bm1684", "--inputs", mlp_inputs,
+                       "--outputs", tmp_path / "exec.npz", "--trace", tmp_path / "exec.json")
+    assert rc == 0 and err == "", err
+    assert out.splitlines()[0].startswith(f"mlp on bm1684 (functional mode): {tmp_path / 'prog.txt'} holds ")
+    assert cycles_line(out) == cycles_line(run_out)
+    assert cycles_of(out) > 0
+    with np.load(tmp_path / "run.npz") as a, np.load(tmp_path / "exec.npz") as b:
+        assert a.files == b.files == ["y"]
+        np.testing.assert_array_equal(a["y"], b["y"])
+        assert np.abs(a["y"]).max() > 0
+    assert json.loads((tmp_path / "exec.json").read_text())["otherData"]["cycles"] == cycles_of(out)
+
+
+def test_exec_in_timing_mode_of_a_layer_group_program(tmp_path, capsys):
+    bottleneck = EXAMPLES / "bottleneck.yaml"
+    rc, run_out, _ = cli(capsys, "run", bottleneck, "--chip", "bm1684", "--mode", "timing")
+    assert rc == 0
+    rc, lower_out, _ = cli(capsys, "lower", bottleneck, "--chip", "bm1684", "-o", tmp_path / "prog.txt")
+    assert rc == 0 and "layer groups:\n  res2b_a..res2b_c: 3 layers" in lower_out
+    rc, out, err = cli(capsys, "exec", tmp_path / "prog.txt", "--mode", "timing")  # the chip the program names
+    assert rc == 0 and err == "", err
+    assert cycles_line(out) == cycles_line(run_out)
+
+
+def test_an_edited_dma_runs_and_changes_the_cycles(tmp_path, capsys, mlp_inputs):
+    """The program loads x (64 x 512 float32, row-major) with one DMA; read column by column
+    instead, the same bytes come in many short bursts: slower, and the values arrive transposed."""
+    rc, _, _ = cli(capsys, "lower", MLP, "--chip", "bm1684", "-o", tmp_path / "prog.txt")
+    text = (tmp_path / "prog.txt").read_text()
+    row_major = "src=ddr@0x0:float32[64,512;512,1]"
+    assert text.count(row_major) == 1
+    (tmp_path / "edited.txt").write_text(text.replace(row_major, "src=ddr@0x0:float32[64,512;1,64]"))
+    runs = {}
+    for name in ("prog", "edited"):
+        rc, out, err = cli(capsys, "exec", tmp_path / f"{name}.txt", "--chip", "bm1684", "--inputs", mlp_inputs,
+                           "--outputs", tmp_path / f"{name}.npz")
+        assert rc == 0 and err == "", err
+        with np.load(tmp_path / f"{name}.npz") as data:
+            runs[name] = cycles_of(out), data["y"]
+    assert runs["edited"][0] > runs["prog"][0] * 1.2
+    assert not np.array_equal(runs["edited"][1], runs["prog"][1])
+
+
+def test_exec_draws_random_inputs_with_the_seed(tmp_path, capsys):
+    rc, _, _ = cli(capsys, "lower", MLP, "--chip", "bm1684", "-o", tmp_path / "prog.txt")
+    outputs = []
+    for seed in (1, 1, 2):
+        rc, out, err = cli(capsys, "exec", tmp_path / "prog.txt", "--seed", seed, "--outputs", tmp_path / "o.npz")
+        assert rc == 0, err
+        with np.load(tmp_path / "o.npz") as data:
+            outputs.append(data["y"])
+    program = isa.program.read_program(tmp_path / "prog.txt")
+    x = np.random.default_rng(1).standard_normal((64, 512)).astype(np.float32)
+    np.testing.assert_array_equal(outputs[0], sim.execute(program, "bm1684", {"x": x}).outputs["y"])
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    assert not np.array_equal(outputs[0], outputs[2])
+
+
+@pytest.mark.parametrize("argv, fragments", [
+    (["--chip", "generic"], ("ProgramError", "lowered for chip 'bm1684', not 'generic'")),
+    (["--set", "policy.fuse=false"], ("ConfigError", "--set policy.fuse", "npusim lower")),
+    (["--set", "memories.ddr.bandwith=1GB/s"], ("ConfigError", "'bandwith'")),
+    (["--mode", "timing", "--outputs", "o.npz"], ("ConfigError", "--outputs needs functional mode")),
+])
+def test_exec_refuses_with_one_line(tmp_path, capsys, argv, fragments):
+    rc, _, _ = cli(capsys, "lower", MLP, "--chip", "bm1684", "-o", tmp_path / "prog.txt")
+    rc, out, err = cli(capsys, "exec", tmp_path / "prog.txt", *argv)
+    assert_one_line_error(rc, out, err, *fragments)
+
+
+@pytest.mark.parametrize("content, fragments", [
+    (None, ("ProgramError", "cannot read", "No such file")),
+    (b"\xff\xfe binary", ("ProgramError", "not UTF-8 text")),
+    (b"gdma.0 dma\n", ("ProgramError", "prog.txt: program line 1", "first line is `.program chip=NAME graph=NAME`")),
+    (b".program chip=bm1684 graph=g\n.engine gdma\ngdma.0 dma src=ddr@0x0:float32[4;1]\n", ("ProgramError", "program line 3")),
+])
+def test_exec_of_a_bad_program_file_is_a_one_line_error(tmp_path, capsys, content, fragments):
+    path = tmp_path / "prog.txt"
+    if content is not None:
+        path.write_bytes(content)
+    rc, out, err = cli(capsys, "exec", path)
+    assert_one_line_error(rc, out, err, *fragments)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_lowering_shows_progress_on_a_terminal_only(tmp_path, capsys, monkeypatch):
+    """A progress bar over the ops on stderr when it is a terminal; none in a pipe (every other
+    test here: stderr stays empty)."""
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    rc = main(["lower", str(EXAMPLES / "bottleneck.yaml"), "--chip", "bm1684", "-o", str(tmp_path / "prog.txt")])
+    assert rc == 0
+    ops = len(graphfile.load(EXAMPLES / "bottleneck.yaml").graph.nodes)
+    assert "lowering res2b" in terminal.getvalue()
+    assert f"{ops}/{ops} [" in terminal.getvalue()  # tqdm's last count: every op lowered
+    monkeypatch.undo()
+    rc, out, err = cli(capsys, "lower", EXAMPLES / "bottleneck.yaml", "--chip", "bm1684", "-o", tmp_path / "prog.txt")
+    assert rc == 0 and err == ""
+
+
+def test_lowering_reports_the_ops_lowered_after_each_layer_group():
+    graph = graphfile.load(EXAMPLES / "bottleneck.yaml").graph
+    calls = []
+    program = isa.lower(graph, chips.load("bm1684"), progress=lambda done, total: calls.append((done, total)))
+    assert program.to_text() == isa.lower(graph, chips.load("bm1684")).to_text()
+    done = [d for d, _ in calls]
+    assert done == sorted(set(done)) and calls[-1] == (len(graph.nodes), len(graph.nodes))
+    assert len(calls) < len(graph.nodes)  # the three convolutions' chain is one step
+
+
+def test_lower_needs_an_output_path(capsys):
+    rc, out, err = cli(capsys, "lower", MLP, "--chip", "bm1684")
+    assert_one_line_error(rc, out, err, "ConfigError", "-o/--output")
 
 
 # ---- run: --set ---------------------------------------------------------------------------------
@@ -453,6 +605,84 @@ def test_ops_for_an_unknown_chip(capsys):
     rc, out, err = cli(capsys, "ops", "--chip", "nochip")
     assert_one_line_error(rc, out, err, "ConfigError", "'nochip'")
     assert out == ""
+
+
+# ---- tables fit the terminal ---------------------------------------------------------------------
+
+
+def on_terminal(monkeypatch, capsys, columns, *argv):
+    """The command's stdout as a terminal of `columns` columns shows it (COLUMNS sets the size
+    shutil.get_terminal_size reports)."""
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    monkeypatch.setenv("COLUMNS", str(columns))
+    rc = main([str(a) for a in argv])
+    monkeypatch.undo()
+    assert rc == 0, capsys.readouterr().err
+    return terminal.getvalue()
+
+
+@pytest.mark.parametrize("columns", [60, 80, 132])
+def test_chips_fit_the_terminal_and_wide_prints_whole_rows(monkeypatch, capsys, columns):
+    _, piped, _ = cli(capsys, "chips")
+    assert max(map(len, piped.splitlines())) > 300  # the whole rows, in a pipe
+    out = on_terminal(monkeypatch, capsys, columns, "chips")
+    assert max(map(len, out.splitlines())) <= columns
+    blocks = out.split("\n\n")
+    first = ["chip", *chips.available()]
+    for block in blocks:
+        assert [line.split()[0] for line in block.splitlines() if line[:1].strip()] == first
+    assert sorted("".join(out.split())) == sorted("".join(piped.split() + first * (len(blocks) - 1)))  # nothing lost
+    if columns >= 132:  # room enough that no word is broken
+        assert sorted(out.split()) == sorted(piped.split() + first * (len(blocks) - 1))
+    assert on_terminal(monkeypatch, capsys, columns, "chips", "--wide") == piped
+
+
+def test_ops_fit_the_terminal_in_blocks_of_chips(monkeypatch, capsys):
+    _, piped, _ = cli(capsys, "ops")
+    assert max(map(len, piped.splitlines())) > 1500
+    out = on_terminal(monkeypatch, capsys, 80, "ops")
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= 80
+    blocks = out.split("\n\n")
+    assert len(blocks) >= 2
+    headers = [block.splitlines()[0].split() for block in blocks]
+    assert all(h[0] == "op" for h in headers)
+    assert [name for h in headers for name in h[1:]] == chips.available()  # every chip once, in order
+    keys = [r[0] for r in table(piped)[1:]]
+    for block in blocks:  # each block names every op, in order, at the start of its first line
+        assert [line.split()[0] for line in block.splitlines()[1:] if line[:1].strip()] == keys
+    assert on_terminal(monkeypatch, capsys, 80, "ops", "--wide") == piped
+
+
+TOKEN = st.integers(0, 9)
+
+
+@st.composite
+def token_tables(draw):
+    """Rows of cells made of tokens unique to their cell ("r3c1w0"), each at most 6 characters;
+    every row's name (the first cell) is not empty, any other cell may be."""
+    n_rows, n_cols = draw(st.integers(1, 6)), draw(st.integers(1, 8))
+    return [[" ".join(f"r{r}c{c}w{k}" for k in range(draw(st.integers(0 if c else 1, 7)))) for c in range(n_cols)]
+            for r in range(n_rows)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=token_tables(), width=st.integers(text.MIN_COLUMN * 2 + 2, 160), indent=st.sampled_from(["", "  "]))
+def test_a_fitted_table_keeps_every_word_in_order_within_the_width(rows, width, indent):
+    lines = text.table(rows, indent=indent, left=range(len(rows[0])), width=width + len(indent))
+    whole = text.table(rows, indent=indent, left=range(len(rows[0])))
+    if max(map(len, whole)) <= width + len(indent):
+        assert lines == whole
+        return
+    assert max(map(len, lines)) <= width + len(indent)
+    words = " ".join(lines).split()
+    blocks = 1 + sum(1 for line in lines if not line)
+    for r, row in enumerate(rows):
+        for c, cell in enumerate(row):
+            found = [words.index(w) for w in cell.split()] if c else []
+            assert all(words.count(w) == (blocks if c == 0 else 1) for w in cell.split()), (cell, lines)
+            assert found == sorted(found)
 
 
 # ---- the installed entry point ------------------------------------------------------------------

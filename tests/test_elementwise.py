@@ -337,16 +337,30 @@ def test_requant_int32(chip, data, mode, pc, out):
 
 @pytest.mark.parametrize("chip", having("dequant_int_to_fp32"))
 @SETTINGS
-@given(data=st.data(), pc=st.booleans(), src=st.sampled_from(SMALL_INTS))
-def test_dequant(chip, data, pc, src):
+@given(data=st.data(), mode=st.sampled_from([0, 1]), pc=st.booleans(), src=st.sampled_from(SMALL_INTS))
+def test_dequant(chip, data, mode, pc, src):
     (shape,) = data.draw(shapes(rank=data.draw(st.integers(2, 4))))
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     c = shape[1]
-    kwargs = ({"is_scale_pc": True, "scale_vec": list(rng.uniform(0, 1, c)), "is_offset_pc": True, "offset_vec": [int(v) for v in rng.integers(-9, 9, c)]}
-              if pc else {"scale_val": 0.125, "offset_val": 3})
+    kwargs = {"mode": mode}
+    if pc:
+        kwargs.update(is_scale_pc=True, scale_vec=list(rng.uniform(0, 1, c)), is_offset_pc=True)
+        kwargs["offset_vec" if mode == 0 else "offset_fp_vec"] = [int(v) for v in rng.integers(-9, 9, c)] if mode == 0 else list(rng.uniform(-9, 9, c))
+    else:
+        kwargs.update(scale_val=0.125, offset_val=3, offset_fp_val=2.75)
     g = isa.Graph("t")
     g.output(O.dequant_int_to_fp32(g.input("x", shape, src), **kwargs), "y")
     check(g, CHIPS[chip], {"x": values(rng, shape, src)})
+
+
+def test_dequant_mode_picks_the_integer_or_the_float_offset_of_the_shared_struct():
+    """(x - offset) * scale: mode 0 subtracts offset_val, mode 1 offset_fp_val (the seed's struct
+    carries both, as requant_fp32_to_int's does), worked out by hand."""
+    x = np.array([[-4, 0, 7, 100]], np.int8)
+    build = lambda mode: lambda g: O.dequant_int_to_fp32(g.input("x", x.shape, "int8"), scale_val=0.5, offset_val=3,  # noqa: E731
+                                                         offset_fp_val=1.5, mode=mode)
+    np.testing.assert_array_equal(run1(build(0), {"x": x}), np.array([[-3.5, -1.5, 2.0, 48.5]], np.float32))
+    np.testing.assert_array_equal(run1(build(1), {"x": x}), np.array([[-2.75, -0.75, 2.75, 49.25]], np.float32))
 
 
 # ---- the seed's semantics on numbers worked out by hand --------------------------------------

@@ -339,6 +339,24 @@ def test_a_program_runs_only_on_the_chip_its_header_names():
     raises(ProgramError, lambda: sim.execute(program, chips.load(TINY), mode="timing"), "lowered for chip 'bm1684', not 'tiny'")
 
 
+def test_constants_together_beyond_the_host_cap_are_refused_before_they_inflate(monkeypatch):
+    """Each constant fits the cap, the two together do not: the second is refused by its region's
+    size, before its data is inflated."""
+    monkeypatch.setattr(limits, "HOST_MEMORY", 400)
+    text = PROGRAM.format(table=table()).replace(".output y", f".const u ddr@0x200:int8[256;1] {table()}\n.output y")
+    raises(OutOfMemoryError, lambda: isa.Program.from_text(text), "program line 6", "constant 'u'", "takes 256 bytes",
+           "the program's constants may take together", "(144 bytes)")
+
+
+def test_a_program_file_beyond_its_size_limit_is_refused_unread(tmp_path, monkeypatch):
+    path = tmp_path / "prog.txt"
+    path.write_text(PROGRAM.format(table=table()))
+    assert isa.program.read_program(path).chip == "tiny"
+    monkeypatch.setattr(limits, "PROGRAM_BYTES", 100)
+    raises(ProgramError, lambda: isa.program.read_program(path), str(path), "larger than the limit of 100 bytes")
+    raises(ProgramError, lambda: isa.program.read_program(tmp_path), str(tmp_path), "cannot read", "not a regular file")
+
+
 def test_a_functional_run_beyond_the_host_cap_is_refused_before_memory_is_backed(tiny):
     huge = chips.load(TINY, {"memories.ddr.size": "64GiB"})
     text = PROGRAM.format(table=table()).replace(".output y ddr@0x40:", ".output y ddr@0x400000000:").replace(

@@ -2,7 +2,10 @@
 summary, the per-op table and the side-by-side comparison, write the CSV files, and fail in one
 line on a file that is not an npusim trace."""
 
+import io
 import re
+import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -70,10 +73,10 @@ def test_report_op_table_lists_the_top_ops(capsys, runs):
     rc, out, _ = cli(capsys, "report", paths["a"], "--top", "3")
     assert rc == 0
     s = results["a"].stats
-    table = out.splitlines()[out.splitlines().index(f"ops by span (3 of {len(s.ops)}):") + 2:]
+    table = out.splitlines()[out.splitlines().index(f"ops by time (3 of {len(s.ops)}):") + 2:]
     assert [row.split()[0] for row in table] == [op.name for op in s.slowest(3)]
     fc1 = s.ops["fc1"]
-    assert table[0].split()[:2] == ["fc1", f"{fc1.span:,.0f}"]
+    assert table[0].split()[:4] == ["fc1", f"{fc1.cycles:,.0f}", f"{fc1.cycles / s.cycles:.1%}", f"{fc1.span:,.0f}"]
     assert table[0].split()[-2:] == [f"{fc1.intensity:,.2f}", f"{fc1.achieved / 1e9:,.2f}"]
     assert fc1.ops == 2 * 64 * 512 * 512  # the demo's first layer: x (64 x 512) @ w1 (512 x 512)
 
@@ -103,12 +106,12 @@ def test_compare_shows_the_two_runs_and_the_cycle_ratio(capsys, runs):
     assert rows["busy tiu"][2] == "1.00x"  # the compute did not change
     assert rows["ddr read"] == [human_bytes(a.ddr_read_bytes)] * 2 + ["1.00x"]
     assert rows["peak lmem"] == [human_bytes(a.peak_bytes["lmem"])] * 2 + ["1.00x"]
-    changed = out.splitlines()[out.splitlines().index(f"ops whose span changed most (4 of {len(a.ops)}):") + 2:]
-    growth = sorted(a.ops, key=lambda name: -(b.ops[name].span - a.ops[name].span))[:4]
+    changed = out.splitlines()[out.splitlines().index(f"ops whose time changed most (4 of {len(a.ops)}):") + 2:]
+    growth = sorted(a.ops, key=lambda name: -abs(b.ops[name].cycles - a.ops[name].cycles))[:4]
     assert [line.split()[0] for line in changed] == growth
     first = a.ops[growth[0]], b.ops[growth[0]]
-    assert changed[0].split()[1:] == [f"{first[0].span:,.0f}", f"{first[1].span:,.0f}",
-                                      f"{first[1].span / first[0].span:.2f}x", f"{first[1].span - first[0].span:+,.0f}"]
+    assert changed[0].split()[1:] == [f"{first[0].cycles:,.0f}", f"{first[1].cycles:,.0f}",
+                                      f"{first[1].cycles / first[0].cycles:.2f}x", f"{first[1].cycles - first[0].cycles:+,.0f}"]
 
 
 def test_compare_of_runs_on_different_chips(capsys, tmp_path, runs):
@@ -147,3 +150,33 @@ def test_negative_top_is_a_config_error(capsys, runs):
     _, paths, _ = runs
     rc, out, err = cli(capsys, "report", paths["a"], "--top", "-1")
     assert_one_line_error(rc, out, err, "ConfigError", "--top -1")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_the_tables_fit_the_terminal_and_wide_prints_whole_rows(capsys, monkeypatch, runs, command):
+    _, paths, _ = runs
+    argv = [command, str(paths["a"])] + ([str(paths["b"])] if command == "compare" else [])
+    rc, piped, _ = cli(capsys, *argv)
+    assert rc == 0 and max(map(len, piped.splitlines())) > 60
+    for wide in ([], ["--wide"]):
+        terminal = _Terminal()
+        monkeypatch.setattr(sys, "stdout", terminal)
+        monkeypatch.setenv("COLUMNS", "60")
+        rc = main(argv + wide)
+        monkeypatch.undo()
+        assert rc == 0
+        out = terminal.getvalue()
+        if wide:
+            assert out == piped
+            continue
+        head = "ops by time" if command == "report" else "ops whose time changed most"
+        tables = out.splitlines()[[line.startswith(head) for line in out.splitlines()].index(True) + 1:]
+        if command == "compare":
+            tables += out.split("\n\n")[0].splitlines()[2:]  # and the side-by-side table, after the A = and B = lines
+        assert max(map(len, tables)) <= 60
+        assert not Counter("".join(piped.split())) - Counter("".join(out.split()))  # nothing lost (a further block repeats the names)

@@ -1,5 +1,6 @@
 import csv
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -7,9 +8,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from matplotlib import image
 
+import chips
 import isa
 import sim
 import traces
+from isa import graphfile
+from sim.peaks import peak_ops
 from traces.occupancy import fragmentation, memory_counters
 from traces.plots.bandwidth import ddr_traffic
 from traces.plots.memory import peak_buffers, used_memories
@@ -353,6 +357,78 @@ def hand(tiny):
     return sim.execute(isa.Program.from_text(HAND), tiny, mode="timing").trace
 
 
+# The hand program's ops overlap from cycle 366 to 440: mm stores c (gdma, 366-440) while rs
+# reduces it (tiu, 366-384), so cycles 366-384 split evenly. Before, mm runs alone; after, rs.
+MM_CYCLES = 366 + 9 + 56
+RS_CYCLES = 9 + 18
+
+
+def test_time_shares_of_the_hand_program(hand):
+    ops = traces.summarize(hand).ops
+    assert (ops["mm"].cycles, ops["rs"].cycles) == (pytest.approx(MM_CYCLES), pytest.approx(RS_CYCLES))
+    assert ops["mm"].cycles + ops["rs"].cycles == pytest.approx(hand.cycles)
+
+
+def group_trace():
+    """A layer group of three ops, each spanning cycles 0-100 (conv's loads, then its product;
+    bias and relu on the vector unit as the product's tiles come), and then an op alone."""
+    events = [
+        dma("dma0", 0, "conv", 0, 40, 256, "ddr", "lmem"),
+        compute("mxu", 0, "matrix", "matmul", "conv", 40, 80),
+        compute("vec", 0, "vector", "add", "bias", 0, 10),  # bias and relu start with the group (a first tile)
+        compute("vec", 1, "vector", "relu", "relu", 10, 20),
+        compute("vec", 2, "vector", "add", "bias", 80, 90),
+        compute("vec", 3, "vector", "relu", "relu", 90, 100),
+        dma("dma0", 1, "conv", 80, 100, 64, "lmem", "ddr"),
+        wait("dma0", 2, "fc", 100, 110),
+        compute("mxu", 1, "matrix", "matmul", "fc", 120, 150),
+    ]
+    return traces.Trace("tiny", 1e9, ("dma0", "vec", "mxu"), {"ddr": 1 << 30, "lmem": 1024}, cycles=150, events=events)
+
+
+def test_a_layer_groups_time_is_split_among_its_ops_by_their_work():
+    ops = traces.summarize(group_trace()).ops
+    assert [ops[name].span for name in ("conv", "bias", "relu")] == [100, 90, 90]
+    # 0-10: conv's dma and bias's add; 10-20: conv's dma and relu; 20-80: conv alone; 80-90: conv's dma and
+    # bias; 90-100: conv's dma and relu -> conv 5 + 5 + 60 + 5 + 5, bias 5 + 5, relu 5 + 5
+    assert (ops["conv"].cycles, ops["bias"].cycles, ops["relu"].cycles) == (80, 10, 10)
+    assert sum(ops[name].cycles for name in ("conv", "bias", "relu")) == 100  # the group's span, counted once
+    assert ops["fc"].cycles == 30 and ops["fc"].span == 30  # its wait is not its time
+    s = traces.summarize(group_trace())
+    assert [op.name for op in s.slowest(4)] == ["conv", "fc", "bias", "relu"]
+
+
+def test_ops_that_all_wait_share_that_time_by_their_work():
+    trace = traces.Trace("t", 1e9, ("a", "b"), {}, cycles=40, events=[
+        compute("a", 0, "vector", "add", "x", 0, 30),  # x runs 0-10 and 20-30, y 0-10 and 30-40: 10-20 neither
+        compute("b", 0, "vector", "add", "y", 0, 10),
+        compute("b", 1, "vector", "add", "y", 30, 40),
+    ])
+    trace.events[0] = trace.events[0]._replace(end=10)
+    trace.events.append(compute("a", 1, "vector", "add", "x", 20, 30))
+    ops = traces.summarize(trace).ops
+    # 0-10 split 10 : 10; 10-20 both wait, by their work (20 : 20); 20-30 x; 30-40 y
+    assert (ops["x"].cycles, ops["y"].cycles) == (20, 20)
+    trace.events.append(compute("a", 2, "vector", "add", "x", 20, 30))  # x's work doubles in 20-30 (two engines' worth)
+    ops = traces.summarize(trace).ops
+    assert ops["x"].cycles == pytest.approx(5 + 10 * 30 / 50 + 10)
+
+
+def test_the_shares_of_a_real_run_add_up_to_its_time():
+    """The bottleneck on the BM1684: a convolution's bias and activation run with its tiles, the
+    residual sum and its activation with the last convolution's, so the ops' spans overlap and
+    together count the run's time a third more than once; their shares count it once."""
+    root = Path(__file__).resolve().parents[1]
+    res = sim.run(graphfile.load(root / "examples" / "bottleneck.yaml").graph, "bm1684", mode="timing")
+    ops = res.stats.ops.values()
+    assert sum(op.span for op in ops) > 1.3 * res.cycles
+    assert sum(op.cycles for op in ops) == pytest.approx(res.cycles)  # some op runs at every moment
+    assert all(0 <= op.cycles <= op.span + 1e-9 for op in ops)
+    c, add, relu = (res.stats.ops[name] for name in ("res2b_c", "res2b_sum", "res2b_relu"))
+    assert c.start < add.start < c.end < add.end and add.start < relu.start < add.end
+    assert c.cycles < 0.5 * c.span and add.cycles < 0.7 * add.span  # each gets its part of the time they share
+
+
 def event(trace, engine, index):
     return next(e for e in trace.events if (e.engine, e.index) == (engine, index))
 
@@ -591,10 +667,11 @@ def test_ddr_traffic_holds_the_bytes_moved(hand):
 
 
 def test_roofline_points_of_the_hand_program(hand):
+    mm, rs = MM_CYCLES, RS_CYCLES  # their shares of the time (test_time_shares_of_the_hand_program)
     assert roofline_points(hand) == [
-        # mm: 2048 ops over a + b read and c written (1280 DDR bytes), cycles 0-440 at 1 GHz
-        RooflinePoint("mm", "matrix", 2048 / 1280, pytest.approx(2048 / 440e-9), 440 / 458),
-        RooflinePoint("rs", "vector", 64 / 32, pytest.approx(64 / 92e-9), 92 / 458),
+        # mm: 2048 ops over a + b read and c written (1280 DDR bytes), at 1 GHz
+        RooflinePoint("mm", "matrix", 2048 / 1280, pytest.approx(2048 / (mm * 1e-9)), pytest.approx(mm / 458), "float32"),
+        RooflinePoint("rs", "vector", 64 / 32, pytest.approx(64 / (rs * 1e-9)), pytest.approx(rs / 458), "float32"),
     ]
 
 
@@ -613,6 +690,25 @@ def test_ceilings_group_dtypes_of_one_peak_highest_first(hand):
         ("vector", ("int16",), 8e9),
         ("vector", ("float32", "int32", "int64"), 4e9),
     ]
+    # the ops run in float32: their roofs are the float32 peaks of the units they use
+    assert ceilings(hand, roofline_points(hand)) == [("matrix", ("float32",), 32e9), ("vector", ("float32",), 4e9)]
+
+
+@pytest.mark.parametrize("example, dtype", [("mlp.yaml", "float32"), ("mlp_int8.yaml", "int8")])
+def test_the_roof_is_the_peak_of_the_dtype_the_model_runs_in(tmp_path, example, dtype):
+    """On the BM1684 the int8 matrix peak is 8 times the float32 one: a float32 model's roof is
+    the float32 peak, an int8 model's the int8 one; a saved trace keeps the ops' dtypes."""
+    root = Path(__file__).resolve().parents[1]
+    res = sim.run(graphfile.load(root / "examples" / example).graph, "bm1684", mode="timing")
+    points = roofline_points(res.trace)
+    assert {p.dtype for p in points} == {dtype}
+    bm = chips.load("bm1684")
+    roof = ceilings(res.trace, points)[0]
+    assert roof == ("matrix", (dtype,), peak_ops(bm)["matrix"][dtype] * bm.clock_hz)
+    assert (peak_ops(bm)["matrix"]["float32"], peak_ops(bm)["matrix"]["int8"]) == (4096, 32768)
+    traces.write_chrome(res.trace, tmp_path / "run.json")
+    assert traces.load(tmp_path / "run.json").op_dtypes == res.trace.op_dtypes
+    assert res.trace.op_dtypes["fc1"]["matrix"] == dtype
 
 
 # ---- per-op figures, the op table and CSV
@@ -620,8 +716,9 @@ def test_ceilings_group_dtypes_of_one_peak_highest_first(hand):
 
 def test_op_stats_count_arithmetic_and_ddr_bytes(hand):
     mm, rs = traces.summarize(hand).ops.values()
-    assert (mm.ops, mm.ddr_bytes, mm.dma_bytes, mm.span, mm.seconds) == (2048, 1280, 1280, 440, pytest.approx(440e-9))
-    assert mm.intensity == 1.6 and mm.achieved == pytest.approx(2048 / 440e-9)
+    assert (mm.ops, mm.ddr_bytes, mm.dma_bytes, mm.span) == (2048, 1280, 1280, 440)
+    assert (mm.cycles, mm.seconds) == (pytest.approx(MM_CYCLES), pytest.approx(MM_CYCLES * 1e-9))
+    assert mm.intensity == 1.6 and mm.achieved == pytest.approx(2048 / (MM_CYCLES * 1e-9))
     assert (rs.ops, rs.ddr_bytes, rs.intensity) == (64, 32, 2.0)
     both_ways = traces.Trace("t", 1e9, ("d",), {}, cycles=10, events=[dma("d", 0, "copy", 0, 10, 100, "ddr", "ddr")])
     (copy,) = traces.summarize(both_ways).ops.values()
@@ -630,10 +727,10 @@ def test_op_stats_count_arithmetic_and_ddr_bytes(hand):
 
 def test_format_ops(hand):
     lines = traces.format_ops(traces.summarize(hand)).splitlines()
-    assert lines[0] == "ops by span (2 of 2):"
-    assert lines[1].split() == ["op", "span", "cycles", "%", "total", "busiest", "DDR", "bytes", "ops", "ops/B", "GOP/s"]
-    assert lines[2].split() == ["mm", "440", "96.1%", "gdma", "1.2", "KiB", "2.0k", "1.60", "4.65"]
-    assert lines[3].split() == ["rs", "92", "20.1%", "tiu", "32", "B", "64", "2.00", "0.70"]
+    assert lines[0] == "ops by time (2 of 2):"
+    assert lines[1].split() == ["op", "cycles", "%", "total", "span", "busiest", "DDR", "bytes", "ops", "ops/B", "GOP/s"]
+    assert lines[2].split() == ["mm", "431", "94.1%", "440", "gdma", "1.2", "KiB", "2.0k", "1.60", "4.75"]
+    assert lines[3].split() == ["rs", "27", "5.9%", "92", "tiu", "32", "B", "64", "2.00", "2.37"]
     assert traces.format_ops(traces.summarize(empty_trace())) == "no ops"
 
 
@@ -659,13 +756,14 @@ def test_ops_csv(tmp_path, hand):
     path = tmp_path / "ops.csv"
     traces.write_ops_csv(traces.summarize(hand), path)
     rows = read_csv(path)
-    assert list(rows[0]) == ["op", "start", "end", "span cycles", "span seconds", "busy gdma cycles", "busy tiu cycles",
+    assert list(rows[0]) == ["op", "start", "end", "span cycles", "cycles", "seconds", "busy gdma cycles", "busy tiu cycles",
                              "ddr bytes", "ops", "intensity ops/byte", "achieved ops/s"]
     mm, rs = rows
     assert (mm["op"], mm["start"], mm["end"], mm["span cycles"]) == ("mm", "0", "440", "440")
-    assert float(mm["span seconds"]) == pytest.approx(440e-9)
+    assert float(mm["cycles"]) == pytest.approx(MM_CYCLES) and float(rs["cycles"]) == pytest.approx(RS_CYCLES)
+    assert float(mm["seconds"]) == pytest.approx(MM_CYCLES * 1e-9)
     assert (mm["busy gdma cycles"], mm["busy tiu cycles"], mm["ddr bytes"], mm["ops"]) == ("350", "90", "1280", "2048")
-    assert float(mm["intensity ops/byte"]) == 1.6 and float(mm["achieved ops/s"]) == pytest.approx(2048 / 440e-9)
+    assert float(mm["intensity ops/byte"]) == 1.6 and float(mm["achieved ops/s"]) == pytest.approx(2048 / (MM_CYCLES * 1e-9))
     assert (rs["busy gdma cycles"], rs["busy tiu cycles"], rs["ops"]) == ("18", "18", "64")
 
 

@@ -1,13 +1,14 @@
 """Two runs side by side, from their summaries: totals, engines, DDR traffic, memory, and the
-ops whose time changed most."""
+ops whose time (their share of the run, traces/summary.py) changed most."""
 
 from .occupancy import NEGLIGIBLE_FRAGMENTATION
 from .text import human_bytes, table
 
 
-def format_comparison(a, b, labels=("A", "B"), top=10):
+def format_comparison(a, b, labels=("A", "B"), top=10, width=None):
     """Text of two Summaries side by side with B/A ratios (differences for shares), then the
-    `top` ops (matched by name) whose span changed most in cycles."""
+    `top` ops (matched by name) whose share of the time changed most in cycles; the tables fit
+    `width` columns where given (traces.text.table)."""
     rows = [["", *labels, "B/A"],
             ["chip", a.chip, b.chip, ""],
             ["cycles", f"{a.cycles:,}", f"{b.cycles:,}", _ratio(a.cycles, b.cycles)],
@@ -25,27 +26,27 @@ def format_comparison(a, b, labels=("A", "B"), top=10):
         if max(fa or 0, fb or 0) >= NEGLIGIBLE_FRAGMENTATION:
             diff = f"{(fb - fa) * 100:+.1f} pts" if fa is not None and fb is not None else ""
             rows.append([f"fragmentation {mem}", _share(fa), _share(fb), diff])
-    lines = table(rows, indent="")
+    lines = table(rows, indent="", width=width)
     changed = _changed_ops(a, b, top)
     if changed:
-        lines += ["", f"ops whose span changed most ({len(changed)} of {len(_union(a.ops, b.ops))}):"]
+        lines += ["", f"ops whose time changed most ({len(changed)} of {len(_union(a.ops, b.ops))}):"]
         op_rows = [["op", f"{labels[0]} cycles", f"{labels[1]} cycles", "B/A", "B-A cycles"]]
         for name, sa, sb in changed:
             op_rows.append([name, _cycles(sa), _cycles(sb), _ratio(sa, sb), f"{(sb or 0) - (sa or 0):+,.0f}"])
-        lines += table(op_rows)
+        lines += table(op_rows, width=width)
     return "\n".join(lines)
 
 
 def _changed_ops(a, b, top):
-    """(name, span in a or None, span in b or None), biggest change first (ties: name)."""
-    spans = [(name, _span(a, name), _span(b, name)) for name in _union(a.ops, b.ops)]
-    spans.sort(key=lambda row: (-abs((row[2] or 0) - (row[1] or 0)), row[0]))
-    return spans[:top]
+    """(name, cycles in a or None, cycles in b or None), biggest change first (ties: name)."""
+    times = [(name, _cycles_of(a, name), _cycles_of(b, name)) for name in _union(a.ops, b.ops)]
+    times.sort(key=lambda row: (-abs((row[2] or 0) - (row[1] or 0)), row[0]))
+    return times[:top]
 
 
-def _span(summary, name):
+def _cycles_of(summary, name):
     op = summary.ops.get(name)
-    return op.span if op else None
+    return op.cycles if op else None
 
 
 def _union(first, second):

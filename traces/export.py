@@ -17,16 +17,18 @@ def write_events_csv(trace, path):
 
 
 def op_columns(summary):
-    return ("op", "start", "end", "span cycles", "span seconds",
+    return ("op", "start", "end", "span cycles", "cycles", "seconds",
             *(f"busy {engine} cycles" for engine in summary.busy),
             "ddr bytes", "ops", "intensity ops/byte", "achieved ops/s")
 
 
 def write_ops_csv(summary, path):
-    """ops.csv: one row per op in order of first start. Intensity is empty for an op that moved
-    no DDR bytes, achieved for an op that took no time."""
+    """ops.csv: one row per op in order of first start: its span (first start to last end), its
+    share of the time in cycles and seconds (traces/summary.py: the ops of a layer group split
+    its time), busy cycles per engine, DDR bytes, ops, intensity (empty for an op that moved no
+    DDR bytes) and the rate achieved over its share (empty for an op that took no time)."""
     _write(path, op_columns(summary), (
-        [op.name, op.start, op.end, op.span, op.seconds, *(op.busy.get(engine, 0) for engine in summary.busy),
+        [op.name, op.start, op.end, op.span, op.cycles, op.seconds, *(op.busy.get(engine, 0) for engine in summary.busy),
          op.ddr_bytes, op.ops, _blank(op.intensity), _blank(op.achieved)]
         for op in summary.ops.values()
     ))

@@ -70,6 +70,9 @@ class Trace:
     # unit kind ("matrix", "vector") -> dtype -> the chip's peak in ops per cycle over all its
     # engines of that kind (2 per multiply-accumulate, 1 per vector element)
     peak_ops: dict = field(default_factory=dict)
+    # op -> unit kind -> the dtype its instructions of that kind run in (sim/peaks.py: op_dtypes),
+    # whose peak is the op's roof on the roofline ({} when not known)
+    op_dtypes: dict = field(default_factory=dict)
 
     def seconds(self, cycles):
         return cycles / self.clock_hz

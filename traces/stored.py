@@ -40,6 +40,7 @@ def to_data(trace):
         "ddr_bandwidth": trace.ddr_bandwidth,
         "host_memory": trace.host_memory,
         "peak_ops": trace.peak_ops,
+        "op_dtypes": trace.op_dtypes,
         "events": _records(Event, trace.events),
         "syncs": _records(Sync, trace.syncs),
         "buffers": _records(BufferSpan, trace.buffers),
@@ -53,7 +54,7 @@ def from_data(data):
         raise ValueError(f"expected a mapping of fields, got {_show(data)}")
     if data.get("format") != FORMAT:
         raise ValueError(f"format {_show(data.get('format'))}, this version reads format {FORMAT}")
-    missing = [k for k in _TOP if k not in data and k != "host_memory"]
+    missing = [k for k in _TOP if k not in data and k not in _LATER]
     if missing:
         raise ValueError(f"missing field(s) {', '.join(missing)}")
     for key, check in _TOP.items():
@@ -70,8 +71,9 @@ def from_data(data):
         syncs=[s._replace(on=tuple(tuple(ident) for ident in s.on)) for s in _unpack(Sync, data["syncs"])],
         buffers=_unpack(BufferSpan, data["buffers"]),
         ddr_bandwidth=data["ddr_bandwidth"],
-        host_memory=data.get("host_memory", ""),  # written since the host memory came
+        host_memory=data.get("host_memory", ""),
         peak_ops=data["peak_ops"],
+        op_dtypes=data.get("op_dtypes", {}),
     )
 
 
@@ -140,13 +142,17 @@ def _block(v):
 
 
 _peaks = _mapping_of(_mapping_of(_amount))
+_dtypes = _mapping_of(_mapping_of(_text))
 _counters = _mapping_of(_points)
 _sizes = _mapping_of(_count)
 _TOP = {"chip": _text, "clock_hz": _clock, "engines": _texts, "memories": _sizes, "cycles": _count, "events": _block,
-        "syncs": _block, "buffers": _block, "counters": _counters, "ddr_bandwidth": _amount, "host_memory": _text, "peak_ops": _peaks}
+        "syncs": _block, "buffers": _block, "counters": _counters, "ddr_bandwidth": _amount, "host_memory": _text, "peak_ops": _peaks,
+        "op_dtypes": _dtypes}
+_LATER = ("host_memory", "op_dtypes")  # optional: a file without them reads with their defaults
 _WHAT = {_text: "a string", _clock: "a finite number > 0", _texts: "a list of strings", _sizes: "a mapping of name to whole number",
          _count: "a whole number >= 0", _block: "a block of {fields, rows}", _counters: "a mapping of name to [cycle, value] points",
-         _amount: "a finite number >= 0", _peaks: "a mapping of unit to dtype to number", _ids: "a list of [engine, index] pairs"}
+         _amount: "a finite number >= 0", _peaks: "a mapping of unit to dtype to number", _ids: "a list of [engine, index] pairs",
+         _dtypes: "a mapping of op to unit to dtype"}
 # Each record's fields and what each holds.
 _FIELDS = {
     Event: {"engine": _text, "index": _count, "kind": _text, "name": _text, "op": _text, "start": _amount, "end": _amount,

@@ -1,5 +1,11 @@
 """Summary of a run, computed from its Trace alone: totals, per-engine busy time, DDR traffic,
-memory peaks and a per-op breakdown, plus a compact text form of it."""
+memory peaks and a per-op breakdown, plus a compact text form of it.
+
+An op's time is its share of the run, not its span: the ops of a layer group run at once (a
+convolution, its bias and activation, the next layer of a chain) and each spans the whole group,
+so at each moment the time is split among the ops running then (from the start of an op's first
+instruction to the end of its last) in proportion to their work in it, the engine cycles their
+instructions spend there. The shares of all ops add up to the time some op was running."""
 
 from dataclasses import dataclass
 
@@ -20,7 +26,8 @@ class OpStats:
     dma_bytes: int  # bytes moved by its DMA instructions
     ddr_bytes: int  # bytes its DMA instructions read from and wrote to DDR (ddr->ddr counts twice)
     ops: int  # arithmetic it did (Event.ops)
-    seconds: float  # its span in seconds
+    cycles: float  # its share of the run's time (the module docstring): at most its span
+    seconds: float  # that share in seconds
 
     @property
     def span(self):
@@ -33,7 +40,7 @@ class OpStats:
 
     @property
     def achieved(self):
-        """Ops per second over its span (None for an op that took no time)."""
+        """Ops per second over its share of the time (None for an op that took no time)."""
         return self.ops / self.seconds if self.seconds else None
 
     @property
@@ -62,8 +69,8 @@ class Summary:
     ops: dict  # op name -> OpStats, in order of first start
 
     def slowest(self, n):
-        """The n ops with the longest span, longest first (ties: earliest start first)."""
-        return sorted(self.ops.values(), key=lambda op: op.span, reverse=True)[:n]
+        """The n ops with the largest share of the time, largest first (ties: earliest start first)."""
+        return sorted(self.ops.values(), key=lambda op: op.cycles, reverse=True)[:n]
 
 
 def summarize(trace):
@@ -117,9 +124,41 @@ def _op_table(trace, work):
             dma += e.bytes
             ddr += e.bytes * ((e.src == DDR) + (e.dst == DDR)) - e.cached
         totals[e.op] = (dma, ddr, ops + e.ops)
+    shares = time_shares(spans, work)
     return {
-        op: OpStats(op, start, end, busy[op], *totals[op], trace.seconds(end - start)) for op, (start, end) in spans.items()
+        op: OpStats(op, start, end, busy[op], *totals[op], shares[op], trace.seconds(shares[op])) for op, (start, end) in spans.items()
     }
+
+
+def time_shares(spans, events):
+    """op -> its share of the time (the module docstring): at each moment the time goes to the
+    ops whose instructions run then, in proportion to the engines each keeps busy; a moment when
+    the ops whose spans cover it all wait goes to them in proportion to their work over the run
+    (equally if none did any)."""
+    changes, total = [], dict.fromkeys(spans, 0)  # (cycle, which count, op, +1 or -1)
+    for e in events:
+        if e.op and e.end > e.start:
+            total[e.op] += e.end - e.start
+            changes += [(e.start, 0, e.op, 1), (e.end, 0, e.op, -1)]
+    for op, (start, end) in spans.items():
+        if end > start:
+            changes += [(start, 1, op, 1), (end, 1, op, -1)]
+    changes.sort(key=lambda c: c[0])
+    shares, counts = dict.fromkeys(spans, 0.0), ({}, {})  # engines busy with each op; spans covering the moment
+    for k, (cycle, which, op, step) in enumerate(changes):
+        count = counts[which]
+        count[op] = count.get(op, 0) + step
+        if not count[op]:
+            del count[op]
+        if k + 1 == len(changes) or changes[k + 1][0] == cycle:
+            continue  # the moment's other changes first
+        length, busy = changes[k + 1][0] - cycle, counts[0]
+        if not busy:
+            busy = {op: total[op] for op in counts[1]} if any(total[op] for op in counts[1]) else dict.fromkeys(counts[1], 1)
+        whole = sum(busy.values())
+        for name, weight in busy.items():
+            shares[name] += length * weight / whole
+    return shares
 
 
 def format_summary(summary, top=5):
@@ -148,30 +187,33 @@ def format_summary(summary, top=5):
     if slowest:
         op_width = max(len("op"), *(len(op.name) for op in slowest))
         lines.append("slowest ops:")
-        lines.append(f"  {'op':<{op_width}}  {'span cycles':>12}  {'% total':>7}  busiest engine")
+        lines.append(f"  {'op':<{op_width}}  {'cycles':>12}  {'% total':>7}  busiest engine")
         for op in slowest:
-            share = op.span / s.cycles if s.cycles else 0.0
-            lines.append(f"  {op.name:<{op_width}}  {op.span:>12,.0f}  {share:>7.1%}  {op.busiest_engine}")
+            share = op.cycles / s.cycles if s.cycles else 0.0
+            lines.append(f"  {op.name:<{op_width}}  {op.cycles:>12,.0f}  {share:>7.1%}  {op.busiest_engine}")
     return "\n".join(lines)
 
 
-def format_ops(summary, top=20):
-    """The `top` ops by span as a table: span, share of the run, busiest engine, DDR traffic,
-    arithmetic, operational intensity (ops per DDR byte) and achieved rate."""
+def format_ops(summary, top=20, width=None):
+    """The `top` ops by their share of the time as a table: that share in cycles and of the run,
+    the span from first start to last end, busiest engine, DDR traffic, arithmetic, operational
+    intensity (ops per DDR byte) and achieved rate over the share; fitted to `width` columns
+    where given (traces.text.table)."""
     s = summary
     slowest = s.slowest(top)
     if not slowest:
         return "no ops"
-    rows = [["op", "span cycles", "% total", "busiest", "DDR bytes", "ops", "ops/B", "GOP/s"]]
+    rows = [["op", "cycles", "% total", "span", "busiest", "DDR bytes", "ops", "ops/B", "GOP/s"]]
     for op in slowest:
         rows.append([
             op.name,
+            f"{op.cycles:,.0f}",
+            f"{op.cycles / s.cycles:.1%}" if s.cycles else "-",
             f"{op.span:,.0f}",
-            f"{op.span / s.cycles:.1%}" if s.cycles else "-",
             op.busiest_engine,
             human_bytes(op.ddr_bytes),
             si(op.ops),
             "-" if op.intensity is None else f"{op.intensity:,.2f}",
             "-" if op.achieved is None else f"{op.achieved / 1e9:,.2f}",
         ])
-    return "\n".join([f"ops by span ({len(slowest)} of {len(s.ops)}):", *table(rows, left=(0, 3))])
+    return "\n".join([f"ops by time ({len(slowest)} of {len(s.ops)}):", *table(rows, left=(0, 4), width=width)])

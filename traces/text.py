@@ -1,5 +1,7 @@
 """Numbers and tables as text, for the summaries and comparisons the CLI prints."""
 
+import textwrap
+
 
 def human_bytes(n):
     """1536 -> '1.5 KiB'; below 1 KiB, plain bytes."""
@@ -19,12 +21,64 @@ def si(n):
     return f"{n:.3g}"
 
 
-def table(rows, indent="  ", left=(0,)):
+MIN_COLUMN = 8  # the narrowest a column is wrapped to where a table is wider than its room
+
+
+def table(rows, indent="  ", left=(0,), width=None):
     """Lines of `rows` (lists of cells) in aligned columns two spaces apart: the columns in
-    `left` left-aligned, the others (numbers) right-aligned."""
+    `left` left-aligned, the others (numbers) right-aligned. With a `width` the whole rows do
+    not fit in, the cells wrap within narrower columns (table_columns), so no line is longer
+    than `width` (one of at least 2 * MIN_COLUMN + 2 + len(indent) characters, with headers
+    of words no longer than MIN_COLUMN)."""
     rows = [[str(cell) for cell in row] for row in rows]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))] if rows else []
-    return [
-        indent + "  ".join(cell.ljust(w) if i in left else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
-        for row in rows
-    ]
+    if not rows:
+        return []
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    whole = [_line(indent, row, widths, left) for row in rows]
+    if width is None or max(map(len, whole)) <= width:
+        return whole
+    room = width - len(indent)
+    least = [min(w, max([MIN_COLUMN, *map(len, head.split())])) for w, head in zip(widths, rows[0])]
+    lines = []
+    for columns, fitted in table_columns(widths, least, room):
+        lines += [""] * bool(lines)  # a blank line between blocks
+        aligned = [j for j, i in enumerate(columns) if i in left]
+        for row in rows:
+            cells = [textwrap.wrap(row[i], max(w, 1), break_on_hyphens=False) or [""] for i, w in zip(columns, fitted)]
+            for k in range(max(map(len, cells))):
+                lines.append(_line(indent, [c[k] if k < len(c) else "" for c in cells], fitted, aligned))
+    return lines
+
+
+def table_columns(widths, least, room):
+    """How a table whose rows are wider than `room` is printed: blocks of (column indices,
+    their widths), each block led by the first column (the rows' names) and followed by as many
+    others as fit at their `least` widths (the header's longest word, at least MIN_COLUMN, or
+    the column's own width if less); within a block the room left is shared out (_shares)."""
+    room = max(room, 2 * MIN_COLUMN + 2)
+    key = min(widths[0], room if len(widths) == 1 else max(least[0], room // 3))
+    blocks, block = [], []
+    for i in range(1, len(widths)):
+        if block and sum(least[j] + 2 for j in [*block, i]) > room - key:
+            blocks.append(block)
+            block = []
+        block.append(i)
+    blocks.append(block)
+    return [([0, *block], [key, *_shares([widths[i] for i in block], [least[i] for i in block], room - key - 2 * len(block))])
+            for block in blocks]
+
+
+def _shares(widths, least, room):
+    """Widths for columns of natural `widths` in `room` characters (at least the sum of `least`):
+    the highest level such that each column takes its width or the level, whichever is less,
+    but never less than its `least`. Narrow columns keep their width; the wide ones share the rest equally."""
+    fitted = lambda level: [min(w, max(floor, level)) for w, floor in zip(widths, least)]  # noqa: E731
+    low, high = 0, max(widths, default=0)
+    while low < high:
+        level = (low + high + 1) // 2
+        low, high = (level, high) if sum(fitted(level)) <= room else (low, level - 1)
+    return fitted(low)
+
+
+def _line(indent, cells, widths, left):
+    return indent + "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()

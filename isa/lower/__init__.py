@@ -52,7 +52,9 @@ TEMPLATES = {
 __all__ = ["TEMPLATES", "Policy", "lower", "policy_from_overrides"]
 
 
-def lower(graph, chip, policy=None):
+def lower(graph, chip, policy=None, progress: Callable[[int, int], None] | None = None):
+    """The Program of `graph` on `chip`. `progress`, when given, is called as progress(ops lowered,
+    ops in all) after each layer group is emitted: a long lowering can show how far it is."""
     policy = policy or Policy()
     check_graph(graph, chip)
     groups = make_groups(graph, chip, policy)
@@ -75,7 +77,7 @@ def lower(graph, chip, policy=None):
         ctx.home[t] = _place_intermediate(ctx, t, {*touch.get(t, {}), template})
         placed.add(t)
 
-    i = 0
+    i, done, total = 0, 0, sum(len(g.nodes) for g in groups)
     while i < len(groups):
         chain = chains.at.get(i)
         span = chain.groups if chain else [groups[i]]
@@ -92,6 +94,9 @@ def lower(graph, chip, policy=None):
                 if last_use[t] == k and t in placed:
                     em.release(ctx.home[t])
         i += len(span)
+        if progress:
+            done += sum(len(g.nodes) for g in span)
+            progress(done, total)
     _copy_aliased_outputs(ctx, aliased)
     return em.program()
 

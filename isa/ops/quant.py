@@ -11,7 +11,12 @@ requant_int32         mode 0: v = shift > 0 ? input << shift : input
                               saturate((v >> -shift) + offset)                  half away from zero
                       mode 2: v = input * multiplier, then v << shift or v >> -shift (half up)
                               saturate(v + offset)
-dequant_int_to_fp32:  (input - offset) * scale
+dequant_int_to_fp32   mode 0: (input - offset) * scale, the integer offset subtracted exactly
+                      mode 1: (float(input) - offset_fp) * scale, in float32
+
+dequant_int_to_fp32 takes requant_fp32_to_int's parameter struct (the seed gives both one), so its
+`mode` picks the integer offset (offset_val, offset_vec) or the float one (offset_fp_val, offset_fp_vec)
+as it does for requant_fp32_to_int.
 
 round() is C's (halves away from zero); float arithmetic is float32. The seed's text writes
 mode 1 of requant_int32 as `output >> -shift + offset`; the shift is meant to come first. Mode
@@ -216,31 +221,40 @@ def requant_int32(tensor_i, is_mul_shift_pc=False, multiplier_val=1, scale_val=0
 
 class Dequant(Quant):
     def __init__(self):
-        super().__init__("dequant_int_to_fp32", (0,))
+        super().__init__("dequant_int_to_fp32", (0, 1))
 
     def temps(self, params, ins, out):
-        return [I32]
+        return [I32] if params["mode"] == 0 else [F32]
 
     def steps(self, params, ins, out):
-        return [Step("sub", (In(0), self.operand(params, "offset")), Tmp(0), cdt="int64"),
+        cdt = "int64" if params["mode"] == 0 else F32  # mode 0's integer offset is subtracted exactly
+        return [Step("sub", (In(0), self.operand(params, "offset")), Tmp(0), cdt=cdt),
                 Step("mul", (Tmp(0), self.operand(params, "scale")), cdt=F32)]
 
     def reference(self, arrays, params, compute=None):
         x = arrays[0]
-        shifted = dtypes.convert(x.astype(np.int64) - np.asarray(self.per_channel(x, params, "offset"), np.int64), I32)
-        return [dtypes.convert(shifted.astype(np.float32) * np.float32(self.per_channel(x, params, "scale")), params["out_dtype"])]
+        offset = self.per_channel(x, params, "offset")
+        if params["mode"] == 0:
+            shifted = dtypes.convert(x.astype(np.int64) - np.asarray(offset, np.int64), I32).astype(np.float32)
+        else:
+            shifted = x.astype(np.float32) - np.float32(offset)
+        return [dtypes.convert(shifted * np.float32(self.per_channel(x, params, "scale")), params["out_dtype"])]
 
 
 DEQUANT = register(Dequant())
 
 
 def dequant_int_to_fp32(tensor_i, is_scale_pc=False, scale_val=1.0, scale_vec=None, is_offset_pc=False, offset_val=0,
-                        offset_vec=None, out_dtype="float32", name=None):
-    """Dequantize: (input - offset) * scale, per tensor or per channel."""
+                        offset_vec=None, offset_fp_val=0.0, offset_fp_vec=None, mode=0, out_dtype="float32", name=None):
+    """Dequantize, per tensor or per channel: mode 0 (input - offset) * scale with the integer
+    offset, mode 1 (float(input) - offset_fp) * scale with the float one; the parameters are
+    requant_fp32_to_int's (the seed gives both ops one struct)."""
+    integer_offset = mode == 0
     params = {
-        "mode": 0, "out_dtype": out_dtype, "vectors": [],
+        "mode": mode, "out_dtype": out_dtype, "vectors": [],
         "scale": _pick(is_scale_pc, float(scale_val), scale_vec, "dequant_int_to_fp32 scale"),
-        "offset": _pick(is_offset_pc, int(offset_val), offset_vec, "dequant_int_to_fp32 offset"),
+        "offset": _pick(is_offset_pc, int(offset_val) if integer_offset else float(offset_fp_val),
+                        offset_vec if integer_offset else offset_fp_vec, "dequant_int_to_fp32 offset"),
     }
-    derived = {"offset": (params["offset"], I32), "scale": (params["scale"], F32)}
+    derived = {"offset": (params["offset"], I32 if integer_offset else F32), "scale": (params["scale"], F32)}
     return apply(DEQUANT, [tensor_i] + _vector_inputs(tensor_i, params, derived), params, name)

@@ -1,5 +1,8 @@
 """The roofline: each op's achieved arithmetic rate against its operational intensity, under the
-chip's peaks (the trace carries them: `Trace.peak_ops` and `Trace.ddr_bandwidth`)."""
+chip's peaks (the trace carries them: `Trace.peak_ops` and `Trace.ddr_bandwidth`) in the dtypes
+the ops run in (`Trace.op_dtypes`): a float32 model's roof is the float32 peak, not the int8 one.
+An op's rate is over its share of the time (traces/summary.py), so the ops of a layer group are
+not each given the whole group's span."""
 
 from typing import NamedTuple
 
@@ -16,8 +19,9 @@ class RooflinePoint(NamedTuple):
     op: str
     unit: str  # the compute unit kind that was busy longest for the op: "matrix", "vector", "scalar"
     intensity: float  # ops per byte it moved to or from DDR
-    achieved: float  # ops per second over its span
-    share: float  # its span over the run's cycles
+    achieved: float  # ops per second over its share of the time
+    share: float  # its share of the time over the run's cycles
+    dtype: str = ""  # the dtype it runs in on that unit, whose peak is its roof ("" when the trace does not say)
 
 
 class Ceiling(NamedTuple):
@@ -34,21 +38,25 @@ def roofline_points(trace):
         if e.op and e.kind in _COMPUTE:
             units = busy.setdefault(e.op, {})
             units[e.kind] = units.get(e.kind, 0) + (e.end - e.start)
-    return [
-        RooflinePoint(op.name, max(busy[op.name], key=busy[op.name].get), op.intensity, op.achieved,
-                      op.span / trace.cycles if trace.cycles else 0.0)
-        for op in summary.ops.values()
-        if op.intensity and op.achieved
-    ]
+    points = []
+    for op in summary.ops.values():
+        if op.intensity and op.achieved:
+            unit = max(busy[op.name], key=busy[op.name].get)
+            points.append(RooflinePoint(op.name, unit, op.intensity, op.achieved, op.cycles / trace.cycles if trace.cycles else 0.0,
+                                        trace.op_dtypes.get(op.name, {}).get(unit, "")))
+    return points
 
 
-def ceilings(trace):
-    """The compute peaks in ops per second, highest first: one per distinct peak of each unit."""
+def ceilings(trace, points=None):
+    """The compute peaks in ops per second, highest first: one per distinct peak of each unit;
+    given `points` that know their dtypes, only the peaks of the units and dtypes they run in."""
+    used = {(p.unit, p.dtype) for p in points or () if p.dtype}
     found = []
     for unit, peaks in trace.peak_ops.items():
         by_value = {}
         for dtype, ops_per_cycle in peaks.items():
-            by_value.setdefault(ops_per_cycle, []).append(dtype)
+            if not used or (unit, dtype) in used:
+                by_value.setdefault(ops_per_cycle, []).append(dtype)
         found += [Ceiling(unit, tuple(dtypes), value * trace.clock_hz) for value, dtypes in by_value.items()]
     return sorted(found, key=lambda c: -c.ops_per_second)
 
@@ -56,10 +64,11 @@ def ceilings(trace):
 def plot_roofline(trace, path, labels=8):
     """The roofline as a PNG, log-log: a point per op (colour: the unit it used most; area: its
     share of the run), the `labels` longest ops named; the roof is the DDR bandwidth slope up to
-    the matrix unit's best peak, with a dashed ceiling for each lower peak (other dtypes, the
-    vector unit). Ops with no arithmetic or no DDR traffic have no point; the plot counts them."""
+    the highest peak of the units and dtypes the ops run in, with a dashed ceiling for each lower
+    one (another dtype, the vector unit). Ops with no arithmetic or no DDR traffic have no
+    point; the plot counts them."""
     points = roofline_points(trace)
-    roofs = ceilings(trace)
+    roofs = ceilings(trace, points)
     bandwidth = trace.ddr_bandwidth * trace.clock_hz  # bytes per second
     fig = new_figure(6.5)
     ax = fig.add_subplot()
