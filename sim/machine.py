@@ -15,7 +15,7 @@ import numpy as np
 
 from isa import dtypes
 from isa.errors import InputError, ProgramError
-from isa.instructions import REDUCTIONS, TABLE_OPERANDS, VECTOR_FNS, IndexedDma, Wait, instr_text, regions
+from isa.instructions import REDUCTIONS, TABLE_OPERANDS, VECTOR_FNS, Dma, IndexedDma, Wait, instr_text, regions
 from isa.timing import Cache, Observer, Step, Timeline, price, vector_dtype
 from traces.occupancy import memory_counters
 from traces.records import BufferSpan, Event, Sync, Trace
@@ -167,13 +167,16 @@ def _check(chip, program):
                         raise ProgramError(f"{e}.{i}: waits on {ident}, which is not an instruction of the program")
                 costs[e].append(None)
                 continue
-            cost = known.get(instr)
+            copy = type(instr) is Dma  # copies rarely repeat: _priced keys them by their shapes
+            cost = None if copy else known.get(instr)
             if cost is None:
                 where = f"{e}.{i}"
                 reads, written = regions(instr)
                 for r in (*reads, *written):
                     extents[r.mem] = max(extents.get(r.mem, 0), check_region(r, chip.memories, where))
-                cost = known[instr] = _priced(chip, chip.engines[e], instr, where, shaped)
+                cost = _priced(chip, chip.engines[e], instr, where, shaped)
+                if not copy:
+                    known[instr] = cost
             costs[e].append(cost)
     for b in program.bindings:
         extents[b.region.mem] = max(extents.get(b.region.mem, 0), check_region(b.region, chip.memories, f"binding {b.name}"))
