@@ -3,7 +3,6 @@ of the matrix unit (m * n * k MACs every block_cycles[dtype] cycles, k its depth
 vector unit (lanes * per_lane[dtype] elements per cycle), summed over the engines of a kind; and
 the dtype each op of a program runs in, whose peak is that op's roof."""
 
-from isa.timing import vector_dtype, vector_elements
 
 
 def matrix_ops_per_cycle(unit):
@@ -28,20 +27,16 @@ def peak_ops(chip):
     return peaks
 
 
-def op_dtypes(program) -> dict:
+def op_dtypes(program, steps) -> dict:
     """op -> unit kind ("matrix", "vector") -> the dtype its instructions of that kind are priced
     in (isa/timing/price.py: a vector instruction in its widest operand's, a product in its a
-    operand's), the one with the most arithmetic where they differ."""
+    operand's), the one with the most arithmetic where they differ. steps: each engine's priced
+    Steps, as the machine ran them."""
     work = {}
-    for stream in program.streams.values():
-        for instr in stream:
-            if not instr.op or instr.kind not in ("matrix", "vector"):
+    for engine, stream in program.streams.items():
+        for instr, step in zip(stream, steps[engine]):
+            if step is None or not instr.op or step.kind not in ("matrix", "vector"):
                 continue
-            if instr.kind == "vector":
-                dtype, ops = vector_dtype(instr), vector_elements(instr)
-            else:
-                m, k, n = instr.dims()
-                dtype, ops = instr.a.dtype, 2 * m * k * n
-            tally = work.setdefault(instr.op, {}).setdefault(instr.kind, {})
-            tally[dtype] = tally.get(dtype, 0) + ops
+            tally = work.setdefault(instr.op, {}).setdefault(step.kind, {})
+            tally[step.dtype] = tally.get(step.dtype, 0) + step.ops
     return {op: {unit: max(tally, key=tally.get) for unit, tally in units.items()} for op, units in work.items()}

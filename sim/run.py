@@ -51,8 +51,9 @@ def execute(program, chip, inputs=None, mode="functional"):
     enabled = gc.isenabled()
     gc.disable()  # a run allocates many long-lived objects and frees none: collections find nothing
     try:
-        run = Machine(chip, program, mode).run(inputs)
-        trace = dataclasses.replace(run.trace, op_dtypes=op_dtypes(program))  # the roofline's roof of each op
+        machine = Machine(chip, program, mode)
+        run = machine.run(inputs)
+        trace = dataclasses.replace(run.trace, op_dtypes=op_dtypes(program, machine.costs))  # the roofline's roof of each op
         return Result(run.outputs, run.cycles, chip.seconds(run.cycles), summarize(trace), trace, program)
     finally:
         if enabled:

@@ -9,6 +9,8 @@ instructions spend there. The shares of all ops add up to the time some op was r
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .occupancy import NEGLIGIBLE_FRAGMENTATION, memory_names
 from .text import human_bytes, si, table
 
@@ -134,31 +136,40 @@ def time_shares(spans, events):
     """op -> its share of the time (the module docstring): at each moment the time goes to the
     ops whose instructions run then, in proportion to the engines each keeps busy; a moment when
     the ops whose spans cover it all wait goes to them in proportion to their work over the run
-    (equally if none did any)."""
-    changes, total = [], dict.fromkeys(spans, 0)  # (cycle, which count, op, +1 or -1)
-    for e in events:
-        if e.op and e.end > e.start:
-            total[e.op] += e.end - e.start
-            changes += [(e.start, 0, e.op, 1), (e.end, 0, e.op, -1)]
-    for op, (start, end) in spans.items():
-        if end > start:
-            changes += [(start, 1, op, 1), (end, 1, op, -1)]
-    changes.sort(key=lambda c: c[0])
-    shares, counts = dict.fromkeys(spans, 0.0), ({}, {})  # engines busy with each op; spans covering the moment
-    for k, (cycle, which, op, step) in enumerate(changes):
-        count = counts[which]
-        count[op] = count.get(op, 0) + step
-        if not count[op]:
-            del count[op]
-        if k + 1 == len(changes) or changes[k + 1][0] == cycle:
-            continue  # the moment's other changes first
-        length, busy = changes[k + 1][0] - cycle, counts[0]
-        if not busy:
-            busy = {op: total[op] for op in counts[1]} if any(total[op] for op in counts[1]) else dict.fromkeys(counts[1], 1)
-        whole = sum(busy.values())
-        for name, weight in busy.items():
-            shares[name] += length * weight / whole
-    return shares
+    (equally if none did any). So an event earns the integral over its time of one over the
+    engines busy then, and an op's span, over the moments nothing runs, its work over the work
+    of the spans covering them: integrals of step functions over the run's change points."""
+    names = list(spans)
+    index = {op: k for k, op in enumerate(names)}
+    busy = [(e.start, e.end, index[e.op]) for e in events if e.op and e.end > e.start]
+    starts = np.array([b[0] for b in busy], float)
+    ends = np.array([b[1] for b in busy], float)
+    ops = np.array([b[2] for b in busy], np.int64)
+    first = np.array([spans[op][0] for op in names], float)
+    last = np.array([spans[op][1] for op in names], float)
+    work = np.bincount(ops, weights=ends - starts, minlength=len(names))
+    points = np.unique(np.concatenate((starts, ends, first, last, [0.0])))
+
+    def level(lo, hi, weights):  # the weights of the intervals covering each step [points[k], points[k + 1])
+        delta = np.zeros(len(points))
+        np.add.at(delta, np.searchsorted(points, lo), weights)
+        np.add.at(delta, np.searchsorted(points, hi), -weights)
+        return np.cumsum(delta)
+
+    def integral(rate, lo, hi):  # of a step function over [lo, hi) of each interval
+        cumulative = np.concatenate(([0.0], np.cumsum(rate[:-1] * np.diff(points))))
+        return cumulative[np.searchsorted(points, hi)] - cumulative[np.searchsorted(points, lo)]
+
+    engines = level(starts, ends, np.ones(len(starts)))  # counts: whole numbers, compared at a half
+    worked = level(first, last, (work > 0).astype(float))
+    unworked = level(first, last, (work == 0).astype(float))
+    by_work = level(first, last, work)
+    shares = np.zeros(len(names))
+    np.add.at(shares, ops, integral(np.where(engines > 0.5, 1 / np.maximum(engines, 1), 0.0), starts, ends))
+    waiting = engines < 0.5
+    shares += work * integral(np.where(waiting & (worked > 0.5), 1 / np.where(worked > 0.5, by_work, 1), 0.0), first, last)
+    shares += (work == 0) * integral(np.where(waiting & (worked < 0.5) & (unworked > 0.5), 1 / np.maximum(unworked, 1), 0.0), first, last)
+    return dict(zip(names, shares.tolist()))
 
 
 def format_summary(summary, top=5):

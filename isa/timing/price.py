@@ -43,6 +43,7 @@ class Step(NamedTuple):
     rate: float = 0.0  # the most bytes_moved per cycle its engine allows
     read: Region | None = None  # the ddr region a transfer reads, for the cache of ddr (None: none, or bypassing it)
     write: Region | None = None  # the ddr region it writes, likewise
+    dtype: str = ""  # the dtype a vector or matrix instruction is priced in
 
 
 def price(chip, engine, instr) -> Step:
@@ -51,9 +52,11 @@ def price(chip, engine, instr) -> Step:
     if kind == "dma":
         return _dma(chip, engine, instr)
     if kind == "vector":
-        return Step("vector", vector_cycles(instr, engine), name=instr.fn, nbytes=instr.dst.nbytes, dst=instr.dst.mem, ops=vector_elements(instr))
+        return Step("vector", vector_cycles(instr, engine), name=instr.fn, nbytes=instr.dst.nbytes, dst=instr.dst.mem, ops=vector_elements(instr),
+                    dtype=vector_dtype(instr))
     M, K, N = instr.dims()
-    return Step("matrix", matrix_cycles(instr, engine), name="matmul", nbytes=instr.c.nbytes, dst=instr.c.mem, ops=2 * M * K * N)
+    return Step("matrix", matrix_cycles(instr, engine), name="matmul", nbytes=instr.c.nbytes, dst=instr.c.mem, ops=2 * M * K * N,
+                dtype=instr.a.dtype)
 
 
 def _dma(chip, engine, instr):
