@@ -40,6 +40,7 @@ from .rebuild import Rebuild
 
 F32, I8, I16, I32 = "float32", "int8", "int16", "int32"
 QMAX = 127
+SHIFTED_BITS = 8  # an int8 times 2^8 still fits int16
 KEEP_SCALE = {"pool", "reshape", "reshape_v2", "permute", "extract", "split", "upsample", "squeeze", "expand_dims", "copy", "tile",
               "broadcast", "concat"}
 KEEP_SCALE_KEYS = {"active.relu", "active_param.leaky_relu"}
@@ -65,12 +66,31 @@ class Int8:
     # ---- scales and representations -------------------------------------------------------
 
     def threshold(self, name):
-        """A source tensor's threshold: a lone ReLU reader's, for a product's output."""
+        """A source tensor's threshold, or that of its lone reader when that reader keeps the scale
+        and the tensor is not a graph output: a ReLU's (the negative half would be cut anyway) or
+        a concat's (its inputs then need no requantization)."""
         readers = self.src.consumers(name)
-        if (len(readers) == 1 and name not in self.src.outputs.values() and readers[0].op == "active"
-                and readers[0].params["active_type"] == "relu" and self.src.producer[name].op in PRODUCTS):
-            return self.table.threshold(readers[0].outputs[0])
+        if len(readers) == 1 and name not in self.src.outputs.values():
+            r = readers[0]
+            if (r.op == "active" and r.params["active_type"] == "relu") or r.op == "concat":
+                return self.threshold(r.outputs[0])
         return self.table.threshold(name)
+
+    def out_scale(self, name):
+        """The scale a node making source tensor `name` gives its int8 result: threshold / 127,
+        widened to 2^j times the other operand's scale when its lone reader is an add or sub whose
+        other operand is int8 already, so that the add needs no requantization of that operand
+        (which would be an op outside the producer's layer group)."""
+        scale = self.threshold(name) / QMAX
+        readers = self.src.consumers(name)
+        if len(readers) != 1 or name in self.src.outputs.values() or readers[0].op not in ("add", "sub"):
+            return scale
+        others = [n for n in readers[0].inputs if n != name]
+        if len(others) != 1 or others[0] not in self.rb.map or self.rb.map[others[0]].dtype != I8:
+            return scale
+        other = self.scale[self.rb.map[others[0]].name]
+        j = max(0, math.ceil(math.log2(scale / other) - 1e-9))
+        return other * 2.0**j if j <= SHIFTED_BITS else scale
 
     def float_of(self, name):
         """The target float32 tensor standing for source tensor `name`."""
@@ -155,7 +175,7 @@ class Int8:
             return False
         weight = np.asarray(self.src.constants[w], np.float32)
         b = np.asarray(self.src.constants[bias[0]], np.float32) if bias else None
-        s_x, s_y = self.threshold(x) / QMAX, self.threshold(node.outputs[0]) / QMAX
+        s_x, s_y = self.threshold(x) / QMAX, self.out_scale(node.outputs[0])
         s_w = max(float(np.abs(weight).max()), 1e-12) / QMAX
         scale = s_x * s_w / s_y
         mode, bias_dtype = "HighPrecisionSymmetric", I32
@@ -190,7 +210,7 @@ class Int8:
             return False
         scales = [self.threshold(n) / QMAX if self.rb.tensor(n).dtype != I8 else self.scale[self.rb.tensor(n).name]
                   for n in node.inputs if not self.rb.is_constant(n)]
-        scale = max(scales)
+        scale = self.threshold(node.outputs[0]) / QMAX if node.op == "concat" else max(scales)
         outs = self.rb.copy(node, operands=[self.int8_of(n, scale) for n in node.inputs])
         for t in outs:
             self.scale[t.name] = scale
@@ -205,7 +225,7 @@ class Int8:
         if len(chain) == 1 and REGISTRY[chain[0].op].support_key(chain[0].params) in KEEP_SCALE_KEYS:
             return False  # a lone relu keeps its scale instead
         q = self.int8_of(root)
-        s_in, s_out = self.scale[q.name], self.threshold(node.outputs[0]) / QMAX
+        s_in, s_out = self.scale[q.name], self.out_scale(node.outputs[0])
         codes = np.arange(256, dtype=np.uint8).view(np.int8)
         values = {root: codes.astype(np.float32) * np.float32(s_in)}
         for member in chain:
@@ -226,28 +246,54 @@ class Int8:
         a, b = node.inputs
         if all(self.rb.is_constant(n) for n in (a, b)):
             return False
-        s_y = self.threshold(node.outputs[0]) / QMAX
         qa, qb = self.int8_of(a), self.int8_of(b)
         s_a, s_b = self.scale[qa.name], self.scale[qb.name]
         if node.op == "mul":
+            s_y = self.out_scale(node.outputs[0])
             m, r = multiplier(s_a * s_b / s_y, QMAX)
             if m is None or not (self.rb.supported("mul_shift", {}, [I8, I8], I16) and self.rb.supported("muls_shift", {}, [I16], I8)):
                 return False
             wide = ops.mul_shift(qa, qb, 0, out_dtype=I16, name=self.rb.fresh(f"{node.name}/product"))
             y = ops.muls_shift(wide, m, r, out_dtype=I8, name=node.name)
         else:
-            top = max(s_a, s_b) / s_y
-            r = min(31, math.floor(math.log2(255 / top))) if top > 0 else -1
-            shifted = {"add": ("add_shift", ops.add_shift), "sub": ("sub_shift", ops.sub_shift)}[node.op]
-            if r < 0 or not (self.rb.supported("muls_shift", {}, [I8], I16) and self.rb.supported(shifted[0], {}, [I16, I16], I8)):
+            y, s_y = self.add_sub(node, (qa, s_a), (qb, s_b))
+            if y is None:
                 return False
-            wa, wb = (ops.muls_shift(q, max(1, round(s / s_y * 2**r)), 0, out_dtype=I16, name=self.rb.fresh(f"{node.name}/{k}"))
-                      for q, s, k in ((qa, s_a, "a"), (qb, s_b, "b")))
-            y = shifted[1](wa, wb, r, out_dtype=I8, name=node.name)
         self.rb.map[node.outputs[0]] = y
         self.scale[y.name] = s_y
         self.done[f"{node.op} in int8"] += 1
         return True
+
+    def add_sub(self, node, a, b):
+        """(a +- b) >> r in int8 at scale s_y, or (None, None) where the chip lacks the ops. When one
+        operand's scale is 2^j times the other's, that operand alone is widened (muls_shift by 2^j
+        into int16, none when j = 0) and s_y is the smaller scale times 2^r; otherwise both are
+        (muls_shift by m_a, m_b into int16) and s_y is the output's own."""
+        op, fn = {"add": ("add_shift", ops.add_shift), "sub": ("sub_shift", ops.sub_shift)}[node.op]
+        (qa, s_a), (qb, s_b) = a, b
+        low = min(s_a, s_b)
+        j = {k: math.log2(s / low) for k, s in (("a", s_a), ("b", s_b))}
+        if all(abs(v - round(v)) < 1e-6 and round(v) <= SHIFTED_BITS for v in j.values()):
+            r = max(0, math.ceil(math.log2(self.threshold(node.outputs[0]) / QMAX / low) - 1e-9))
+            s_y, factors = low * 2.0**r, {k: 2 ** round(v) for k, v in j.items()}
+        else:
+            s_y = self.threshold(node.outputs[0]) / QMAX
+            top = max(s_a, s_b) / s_y
+            r = min(31, math.floor(math.log2(255 / top)))
+            if r < 0:
+                return None, None
+            factors = {"a": max(1, round(s_a / s_y * 2**r)), "b": max(1, round(s_b / s_y * 2**r))}
+        operands = []
+        for k, q in (("a", qa), ("b", qb)):
+            if factors[k] == 1:
+                operands.append(q)
+            elif self.rb.supported("muls_shift", {}, [I8], I16):
+                operands.append(ops.muls_shift(q, factors[k], 0, out_dtype=I16, name=self.rb.fresh(f"{node.name}/{k}")))
+            else:
+                return None, None
+        if not self.rb.supported(op, {}, [t.dtype for t in operands], I8):
+            return None, None
+        return fn(*operands, r, out_dtype=I8, name=node.name), s_y
 
 
 def multiplier(ratio, top):
