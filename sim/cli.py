@@ -5,6 +5,8 @@
     npusim run MODEL.onnx --chip bm1684 [--inputs in.npz] [--seed N] ...
                           an ONNX model (isa.from_onnx); without --inputs, random inputs of each
                           input's shape and dtype drawn with --seed
+    npusim run MODEL.onnx --chip bm1684 --quantize F16|BF16|INT8 [--calibration table.txt|sample.npz]
+                          deployed in that precision first (sim/deploy.py)
     npusim report run.json [--csv DIR] [--top N]     summary and per-op table of a saved trace
     npusim compare A.json B.json [--top N]           two saved runs side by side
     npusim sweep GRAPH.yaml --chip bm1684 --grid KEY=V1,V2,... [--grid ...] [--jobs N | --scheduler tcp://HOST:8786]
@@ -116,6 +118,9 @@ def _parser():
     run.add_argument("--csv", help="write events.csv and ops.csv into this folder")
     run.add_argument("--program", help="write the lowered program's text here")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a chip field (memories.ddr.bandwidth=68GB/s) or a policy field (policy.fuse=false, policy.max_tile=h=4,w=8)")
+    run.add_argument("--quantize", metavar="F16|BF16|INT8", help="deploy the graph in this precision for --chip first (docs/quantize.md)")
+    run.add_argument("--calibration", help="INT8's calibration: a TPU-MLIR table (name threshold min max lines) or an .npz sample "
+                                           "(default: the run's inputs)")
     run.set_defaults(func=_run)
     sw = sub.add_parser("sweep", help="run a graph over the cross product of chip and policy overrides")
     sw.add_argument("graph", help="graph YAML file (see examples/)")
@@ -256,9 +261,12 @@ def _random(rng, shape, dtype):
 
 
 def _load(args, chip):
-    if Path(args.graph).suffix.lower() == ".onnx":
-        return OnnxGraph(args)
-    return graphfile.load(args.graph, *_data_limit(chip))
+    gf = OnnxGraph(args) if Path(args.graph).suffix.lower() == ".onnx" else graphfile.load(args.graph, *_data_limit(chip))
+    if getattr(args, "quantize", None):
+        from .deploy import deploy
+
+        gf = deploy(gf, args, chip)
+    return gf
 
 
 def _run(args):
