@@ -1,12 +1,20 @@
 """The op set and the lowered instruction set: Graph -> isa.lower -> Program."""
 
 from . import dtypes, ops
+from .deploy import quantize
 from .errors import (
-    ConfigError, DeadlockError, GraphError, IndexRangeError, InputError, OutOfMemoryError, ProgramError, ShapeError, SimError,
+    ConfigError,
+    DeadlockError,
+    GraphError,
+    IndexRangeError,
+    InputError,
+    OutOfMemoryError,
+    ProgramError,
+    ShapeError,
+    SimError,
     UnsupportedError,
 )
 from .graph import Graph, Node, Tensor
-from .deploy import quantize
 from .lower import Policy, lower
 from .program import Binding, Buffer, Program
 
