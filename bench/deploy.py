@@ -25,10 +25,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "examples"), str(ROOT / "bench")]
 
-import chips  # noqa: E402
-import isa  # noqa: E402
-import sim  # noqa: E402
-from isa.lower.check import allows  # noqa: E402
+import chips
+import isa
+import sim
+from isa.lower.check import allows
 
 PRECISIONS = ("FP32", "F16", "INT8")
 
