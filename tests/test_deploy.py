@@ -309,3 +309,17 @@ def test_cli_refusals_are_one_line(tmp_path, capsys, argv, match):
     assert main(["run", str(model_path), "--chip", "bm1684", *argv]) == 1
     err = capsys.readouterr().err
     assert match in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_model_with_a_dynamic_batch_is_deployed_when_the_feeds_fix_it():
+    model = cnn()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    model.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    x = np.random.default_rng(7).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    g = isa.from_onnx(model, quantize="F16", chip="bm1686")
+    assert g.missing  # built by the first run, for its feeds
+    got = sim.run(g, chips.load("bm1686"), inputs={"x": x}).outputs["y"]
+    want = sim.run(isa.from_onnx(model), chips.load("generic"), inputs={"x": x}).outputs["y"]
+    assert got.shape == (2, 10)
+    assert np.abs(got - want).max() / np.abs(want).max() <= TOLERANCE["float16"]
+    assert "8 op(s) in float16" in note(g.specialise({"x": x}).graph)
