@@ -323,3 +323,13 @@ def test_a_model_with_a_dynamic_batch_is_deployed_when_the_feeds_fix_it():
     assert got.shape == (2, 10)
     assert np.abs(got - want).max() / np.abs(want).max() <= TOLERANCE["float16"]
     assert "8 op(s) in float16" in note(g.specialise({"x": x}).graph)
+
+
+def test_int8_on_a_chip_without_int8_products_is_the_float32_model_and_adds_nothing():
+    """BM1682's table has no int8 convolution, product, lookup table or shifted add: every node stays
+    float32, and no quantization is left dangling for an op that then refused it."""
+    model, x = cnn(silu=True, residual=True), image()
+    g = isa.from_onnx(model, quantize="INT8", chip="bm1682", calibration=Table(default=4.0))
+    assert "17 in float32; 0 cast(s) added" in note(g)
+    assert len(g.nodes) == len(isa.from_onnx(model).nodes)
+    np.testing.assert_array_equal(sim.run(g, chips.load("bm1682"), inputs={"x": x}).outputs["y"], reference(model, x))

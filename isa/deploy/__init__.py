@@ -18,7 +18,6 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..graph import Graph
-from . import calibration as calibration_module
 from .calibration import Table, measure, random_samples, read_table
 
 PRECISIONS = {"float16": "float16", "f16": "float16", "fp16": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16",
@@ -68,4 +67,4 @@ def quantize(graph: Graph, dtype: str, chip, calibration=None, target: Graph | N
     return floats.rewrite(graph, target, chip, dtype)
 
 
-__all__ = ["PRECISIONS", "Table", "calibrate", "calibration_module", "measure", "precision", "quantize", "random_samples", "read_table"]
+__all__ = ["PRECISIONS", "Table", "calibrate", "measure", "precision", "quantize", "random_samples", "read_table"]

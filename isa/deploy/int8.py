@@ -61,7 +61,8 @@ class Int8:
         self.ints = {}  # (source tensor name, scale) -> target int8 tensor
         self.done = Counter()  # how each node went
         self.in_float = Counter()  # support keys of the nodes left in float32
-        self.heads, self.members = find_chains(source)
+        lut = self.rb.supported("lut", {}, [I8, I8], I8)
+        self.heads, self.members = find_chains(source) if lut else ({}, set())
 
     # ---- scales and representations -------------------------------------------------------
 
@@ -219,7 +220,7 @@ class Int8:
 
     def lookup(self, node):
         """The head of a one-tensor element-wise chain: one lut from its root's int8 values."""
-        if node.outputs[0] not in self.heads or not self.rb.supported("lut", {}, [I8, I8], I8):
+        if node.outputs[0] not in self.heads:
             return False
         root, chain = self.heads[node.outputs[0]]
         if len(chain) == 1 and REGISTRY[chain[0].op].support_key(chain[0].params) in KEEP_SCALE_KEYS:
@@ -239,61 +240,65 @@ class Int8:
         self.done["element-wise chain(s) as lut"] += 1
         return True
 
+    def scale_of(self, name):
+        """The scale int8_of(name) gives, without adding anything to the graph."""
+        if self.rb.is_constant(name):
+            return max(float(np.abs(np.asarray(self.src.constants[name], np.float32)).max()), 1e-12) / QMAX
+        t = self.rb.tensor(name)
+        return self.scale[t.name] if t.dtype == I8 else self.threshold(name) / QMAX
+
     def arith(self, node):
-        """add, sub, mul of two tensors in int8, through int16 with rounding shifts."""
+        """add, sub, mul of two tensors in int8, through int16 with rounding shifts. The plan is
+        made and checked against the chip's table before any node is added."""
         if node.op not in ("add", "sub", "mul") or len(node.inputs) != 2 or not all(self.is_float(n) for n in node.inputs):
             return False
         a, b = node.inputs
         if all(self.rb.is_constant(n) for n in (a, b)):
             return False
-        qa, qb = self.int8_of(a), self.int8_of(b)
-        s_a, s_b = self.scale[qa.name], self.scale[qb.name]
+        s_a, s_b = self.scale_of(a), self.scale_of(b)
         if node.op == "mul":
             s_y = self.out_scale(node.outputs[0])
             m, r = multiplier(s_a * s_b / s_y, QMAX)
             if m is None or not (self.rb.supported("mul_shift", {}, [I8, I8], I16) and self.rb.supported("muls_shift", {}, [I16], I8)):
                 return False
-            wide = ops.mul_shift(qa, qb, 0, out_dtype=I16, name=self.rb.fresh(f"{node.name}/product"))
+            wide = ops.mul_shift(self.int8_of(a), self.int8_of(b), 0, out_dtype=I16, name=self.rb.fresh(f"{node.name}/product"))
             y = ops.muls_shift(wide, m, r, out_dtype=I8, name=node.name)
         else:
-            y, s_y = self.add_sub(node, (qa, s_a), (qb, s_b))
-            if y is None:
+            plan = self.add_sub_plan(node, s_a, s_b)
+            if plan is None:
                 return False
+            factors, r, s_y = plan
+            operands = [self.int8_of(n) if factors[k] == 1 else
+                        ops.muls_shift(self.int8_of(n), factors[k], 0, out_dtype=I16, name=self.rb.fresh(f"{node.name}/{'ab'[k]}"))
+                        for k, n in enumerate((a, b))]
+            y = {"add": ops.add_shift, "sub": ops.sub_shift}[node.op](*operands, r, out_dtype=I8, name=node.name)
         self.rb.map[node.outputs[0]] = y
         self.scale[y.name] = s_y
         self.done[f"{node.op} in int8"] += 1
         return True
 
-    def add_sub(self, node, a, b):
-        """(a +- b) >> r in int8 at scale s_y, or (None, None) where the chip lacks the ops. When one
-        operand's scale is 2^j times the other's, that operand alone is widened (muls_shift by 2^j
-        into int16, none when j = 0) and s_y is the smaller scale times 2^r; otherwise both are
-        (muls_shift by m_a, m_b into int16) and s_y is the output's own."""
-        op, fn = {"add": ("add_shift", ops.add_shift), "sub": ("sub_shift", ops.sub_shift)}[node.op]
-        (qa, s_a), (qb, s_b) = a, b
+    def add_sub_plan(self, node, s_a, s_b):
+        """(a +- b) >> r in int8 at scale s_y: ((factor of a, factor of b), r, s_y), or None where the
+        chip lacks the ops. When one operand's scale is 2^j times the other's, that operand alone is
+        widened (muls_shift by 2^j into int16, none when j = 0) and s_y is the smaller scale times
+        2^r; otherwise both are (by m_a, m_b) and s_y is the output's own."""
         low = min(s_a, s_b)
-        j = {k: math.log2(s / low) for k, s in (("a", s_a), ("b", s_b))}
-        if all(abs(v - round(v)) < 1e-6 and round(v) <= SHIFTED_BITS for v in j.values()):
+        j = [math.log2(s / low) for s in (s_a, s_b)]
+        if all(abs(v - round(v)) < 1e-6 and round(v) <= SHIFTED_BITS for v in j):
             r = max(0, math.ceil(math.log2(self.threshold(node.outputs[0]) / QMAX / low) - 1e-9))
-            s_y, factors = low * 2.0**r, {k: 2 ** round(v) for k, v in j.items()}
+            s_y, factors = low * 2.0**r, tuple(2 ** round(v) for v in j)
         else:
             s_y = self.threshold(node.outputs[0]) / QMAX
-            top = max(s_a, s_b) / s_y
-            r = min(31, math.floor(math.log2(255 / top)))
+            r = min(31, math.floor(math.log2(255 / (max(s_a, s_b) / s_y))))
             if r < 0:
-                return None, None
-            factors = {"a": max(1, round(s_a / s_y * 2**r)), "b": max(1, round(s_b / s_y * 2**r))}
-        operands = []
-        for k, q in (("a", qa), ("b", qb)):
-            if factors[k] == 1:
-                operands.append(q)
-            elif self.rb.supported("muls_shift", {}, [I8], I16):
-                operands.append(ops.muls_shift(q, factors[k], 0, out_dtype=I16, name=self.rb.fresh(f"{node.name}/{k}")))
-            else:
-                return None, None
-        if not self.rb.supported(op, {}, [t.dtype for t in operands], I8):
-            return None, None
-        return fn(*operands, r, out_dtype=I8, name=node.name), s_y
+                return None
+            factors = tuple(max(1, round(s / s_y * 2**r)) for s in (s_a, s_b))
+        widened = [I8 if f == 1 else I16 for f in factors]
+        if I16 in widened and not self.rb.supported("muls_shift", {}, [I8], I16):
+            return None
+        if not self.rb.supported(f"{node.op}_shift", {}, widened, I8):
+            return None
+        return factors, r, s_y
 
 
 def multiplier(ratio, top):

@@ -12,7 +12,7 @@ and outputs are those of the source graph.
 import numpy as np
 
 from .. import dtypes, ops
-from ..errors import UnsupportedError
+from ..errors import SimError, UnsupportedError
 from ..graph import Graph
 from ..lower.check import allows
 from ..ops import REGISTRY
@@ -82,7 +82,7 @@ class Rebuild:
         specs = [Spec(self.source.tensors[n].shape, d) for n, d in zip(node.inputs, in_dtypes)]
         try:
             outs = opdef.infer(specs, params)
-        except Exception:  # noqa: BLE001 - the op refuses these dtypes: that is the answer
+        except SimError:  # the op refuses these dtypes or params: that is the answer
             return None
         checked = len(node.inputs[: opdef.checked_inputs(node)])
         if not self.supported(node.op, params, in_dtypes[:checked], outs[0].dtype):
