@@ -4,7 +4,9 @@ the mean absolute error of the training and of the validation rows and the worst
 
 A row names its network's builder (`path:function` under the repository, with keyword arguments),
 which is called with the row's batch and dtype (FP32 float32, FP16 float16, INT8 int8): an ONNX
-model is imported with isa.from_onnx, an isa graph is used as it is. The graph is lowered for the
+model is imported with isa.from_onnx, an isa graph is used as it is. An FP16 or INT8 row whose
+builder writes float ONNX models is built in float32 and deployed for the row's chip by
+isa.quantize (isa/deploy/), as TPU-MLIR's model_deploy compiles the float model. The graph is lowered for the
 row's chip with the default placement policy and run in timing mode; the simulated time of one
 item is the program's time divided by the batch, as the published bmrt_test times are. A row that
 cannot be simulated (a builder without that dtype, an op the chip's table lacks) is listed with
@@ -13,6 +15,7 @@ rule that drew it (docs/accuracy.md, "The dataset").
 
     python bench/validate.py                                   # every row (tens of CPU-minutes)
     python bench/validate.py --network yolov5s --chip bm1684   # a subset
+    python bench/validate.py --precision INT8 --split-only train
     python bench/validate.py --csv out/validate.csv            # also write the table
     python bench/validate.py --split                           # the split rule, family by family
 """
@@ -152,11 +155,32 @@ def builder(spec):
     return fn
 
 
+# The INT8 rows' calibration: every tensor's threshold is this. Timing does not depend on it (the
+# weights are random too): a threshold sets a scale, not which instructions run (docs/quantize.md).
+TIMING_THRESHOLD = 8.0
+
+
 def graph(row):
-    """The row's network as an isa graph: its builder at the row's batch and dtype (an ONNX model
-    imported), checked against the row's input shape."""
-    model = builder(row.builder)(batch=row.batch, dtype=DTYPES[row.precision], **row.builder_args)
-    g = model if isinstance(model, isa.Graph) else isa.from_onnx(model)
+    """The row's network as an isa graph, checked against the row's input shape: an FP32 row's
+    builder at the row's batch (an ONNX model imported); an FP16 or INT8 row's builder in float32,
+    deployed for the row's chip by isa.quantize as TPU-MLIR's model_deploy does, unless the builder
+    builds the precision itself (an isa graph: bench/resnet50.py, the TPU v1 MLPs)."""
+    fn = builder(row.builder)
+    dtype = DTYPES[row.precision]
+    model = None
+    if dtype != "float32":
+        try:
+            model = fn(batch=row.batch, dtype="float32", **row.builder_args)
+        except ValueError:  # a builder of one precision only (the TPU v1's int8 MLPs)
+            model = None
+        if isinstance(model, isa.Graph):
+            model = None
+    if model is not None:
+        calibration = isa.deploy.Table(default=TIMING_THRESHOLD) if dtype == "int8" else None
+        g = isa.from_onnx(model, quantize=dtype, chip=row.chip, calibration=calibration)
+    else:
+        model = fn(batch=row.batch, dtype=dtype, **row.builder_args)
+        g = model if isinstance(model, isa.Graph) else isa.from_onnx(model)
     shapes = [g.tensors[name].shape for name in g.inputs]
     want = (row.batch, *row.input_shape)
     if shapes[:1] != [want]:
@@ -180,8 +204,8 @@ class Outcome:
 def simulate(rows, overrides=None, progress=None):
     """An Outcome per row, in the rows' order. The rows that share network, precision and batch run
     one after the other on one graph, built once."""
-    def key(row):
-        return row.builder, tuple(sorted(row.builder_args.items())), row.batch, row.precision
+    def key(row):  # a deployed precision depends on the chip's op table
+        return row.builder, tuple(sorted(row.builder_args.items())), row.batch, row.precision, row.precision != "FP32" and row.chip
 
     order = sorted(range(len(rows)), key=lambda i: (key(rows[i]), i))
     outcomes, built = [None] * len(rows), {}
@@ -278,6 +302,8 @@ def main(argv=None):
     parser.add_argument("--chip", action="append", help="only this chip's rows (repeatable)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a chip or policy override, as npusim run --set")
     parser.add_argument("--csv", help="write the per-row table as CSV here")
+    parser.add_argument("--precision", action="append", choices=tuple(DTYPES), help="only this precision's rows (repeatable)")
+    parser.add_argument("--split-only", choices=SPLITS, help="only this split's rows")
     parser.add_argument("--split", action="store_true", help="print the split rule's draw per family and stop")
     args = parser.parse_args(argv)
     try:
@@ -292,7 +318,8 @@ def main(argv=None):
             unknown = set(wanted or ()) - known
             if unknown:
                 raise ConfigError(f"{name} {', '.join(sorted(unknown))}: no such rows (the dataset has {', '.join(sorted(known))})")
-        rows = [r for r in rows if (not args.network or r.network in args.network) and (not args.chip or r.chip in args.chip)]
+        rows = [r for r in rows if (not args.network or r.network in args.network) and (not args.chip or r.chip in args.chip)
+                and (not args.precision or r.precision in args.precision) and (not args.split_only or r.split == args.split_only)]
     except isa.SimError as exc:
         print(f"bench/validate.py: {exc}", file=sys.stderr)
         return 2

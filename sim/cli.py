@@ -5,6 +5,8 @@
     npusim run MODEL.onnx --chip bm1684 [--inputs in.npz] [--seed N] ...
                           an ONNX model (isa.from_onnx); without --inputs, random inputs of each
                           input's shape and dtype drawn with --seed
+    npusim run MODEL.onnx --chip bm1684 --quantize F16|BF16|INT8 [--calibration table.txt|sample.npz]
+                          deployed in that precision first (sim/deploy.py)
     npusim lower GRAPH --chip bm1684 [--inputs in.npz] [--set KEY=VALUE ...] -o prog.txt
                           the lowered program as text (a progress bar on a terminal)
     npusim exec prog.txt [--chip NAME] [--mode timing] [--inputs in.npz] [--seed N] [--set KEY=VALUE ...] ...
@@ -124,6 +126,9 @@ def _parser():
     _result_files(run)
     run.add_argument("--program", help="write the lowered program's text here")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a chip field (memories.ddr.bandwidth=68GB/s) or a policy field (policy.fuse=false, policy.max_tile=h=4,w=8)")
+    run.add_argument("--quantize", metavar="F16|BF16|INT8", help="deploy the graph in this precision for --chip first (docs/quantize.md)")
+    run.add_argument("--calibration", help="INT8's calibration: a TPU-MLIR table (name threshold min max lines) or an .npz sample "
+                                           "(default: the run's inputs)")
     run.set_defaults(func=_run)
     low = sub.add_parser("lower", help="lower a graph file or an ONNX model for a chip and write the program as text")
     low.add_argument("graph", help="graph YAML file (see examples/) or ONNX model (.onnx)")
@@ -302,9 +307,12 @@ def _random(rng, shape, dtype):
 
 
 def _load(args, chip):
-    if Path(args.graph).suffix.lower() == ".onnx":
-        return OnnxGraph(args)
-    return graphfile.load(args.graph, *_data_limit(chip))
+    gf = OnnxGraph(args) if Path(args.graph).suffix.lower() == ".onnx" else graphfile.load(args.graph, *_data_limit(chip))
+    if getattr(args, "quantize", None):
+        from .deploy import deploy
+
+        gf = deploy(gf, args, chip)
+    return gf
 
 
 def _run(args):

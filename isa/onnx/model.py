@@ -24,20 +24,63 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from ..errors import GraphError, InputError
+from ..errors import ConfigError, GraphError, InputError
 from ..graph import Graph
 from .builder import ImportGraph, tensor_name
 from .importer import Source, build, declared, prepare, static_inputs
 
 
-def from_onnx(model, values=None, shapes=None, name=None, passes=None) -> "OnnxGraph":
+def from_onnx(model, values=None, shapes=None, name=None, passes=None, quantize=None, calibration=None, chip=None) -> "OnnxGraph":
     """An ONNX model (a path or an onnx.ModelProto) as an OnnxGraph (an isa.Graph).
 
     values: input name -> array, for inputs a shape depends on (they become constants).
     shapes: input name -> shape, fixing dynamic dimensions (dim_param, absent, or <= 0).
     passes: names of the import passes to run (isa.onnx.PASSES; all by default, () for none).
+    quantize: "F16", "BF16" or "INT8": the graph deployed in that precision for `chip`, with
+    `calibration` for INT8 (isa/deploy/: a table file, samples keyed by the model's input names,
+    or a count of random samples), each time the graph is built.
     """
-    return OnnxGraph(prepare(model, passes), values or {}, shapes or {}, name)
+    deploy = None
+    if quantize is not None:
+        from ..deploy import precision
+
+        if chip is None:
+            raise ConfigError(f"isa.from_onnx(quantize={quantize!r}) needs chip=: the chip's op table decides which ops take "
+                              "the precision")
+        deploy = Deploy(precision(quantize), chip, calibration)
+    elif calibration is not None or chip is not None:
+        raise ConfigError("isa.from_onnx: calibration= and chip= go with quantize=")
+    return OnnxGraph(prepare(model, passes), values or {}, shapes or {}, name, deploy)
+
+
+@dataclass(frozen=True)
+class Deploy:
+    """A deployment precision to compile the graph in, each time it is built (isa/deploy/)."""
+
+    dtype: str
+    chip: object
+    calibration: object = None
+
+    def apply(self, floating, target, builder):
+        from ..deploy import quantize
+
+        calibration = self.calibration
+        if isinstance(calibration, (list, tuple)):  # samples by the model's input names
+            calibration = [_by_graph_names(sample, builder, k) for k, sample in enumerate(calibration)]
+        return quantize(floating, self.dtype, self.chip, calibration, target=target)
+
+
+def _by_graph_names(sample, builder, k):
+    if not isinstance(sample, dict):
+        raise InputError(f"calibration sample {k}: expected a dict of input arrays, got {type(sample).__name__}")
+    out = {}
+    for onnx_name, array in sample.items():
+        t = builder.tensors.get(onnx_name)
+        if t is None:
+            raise InputError(f"calibration sample {k}: {onnx_name!r} is not a run input of the model "
+                             f"(inputs: {', '.join(builder.tensors) or 'none'})")
+        out[t.name] = np.asarray(array).reshape(t.shape)
+    return out
 
 
 @dataclass
@@ -60,8 +103,9 @@ _GRAPH_FIELDS = set(vars(Graph("probe"))) | {"onnx_inputs", "onnx_outputs"}
 class OnnxGraph(ImportGraph):
     """An imported ONNX model (see the module's docstring)."""
 
-    def __init__(self, source: Source, values, shapes, name=None):
+    def __init__(self, source: Source, values, shapes, name=None, deploy=None):
         self.source = source
+        self.deploy = deploy
         self.declared = {i.name: declared(i, source.where) for i in source.inputs()}
         self.static = static_inputs(source)
         self.given_values = {k: self._value(k, v, "values=") for k, v in values.items()}
@@ -73,8 +117,14 @@ class OnnxGraph(ImportGraph):
             self.notes = list(source.notes)
             return
         ImportGraph.__init__(self, self.graph_name)
-        self.notes.extend(source.notes)
-        b = build(self, source, self.given_shapes, self.given_values)
+        if deploy is None:
+            self.notes.extend(source.notes)
+            b = build(self, source, self.given_shapes, self.given_values)
+        else:
+            floating = ImportGraph(self.graph_name)
+            floating.notes.extend(source.notes)
+            b = build(floating, source, self.given_shapes, self.given_values)
+            deploy.apply(floating, self, b)
         self.onnx_inputs = {n: b.tensors[n].name for n in self.declared if n in b.tensors}
         self.onnx_outputs = [(out.name, name, out.name in b.rank0) for out, name in zip(source.model.graph.output, self.outputs)]
 
@@ -164,7 +214,7 @@ class OnnxGraph(ImportGraph):
                 missing = self._missing(shapes, values)
                 if missing:
                     raise InputError(f"{self.source.where}: {'; '.join(missing)}: feed it (or give it to isa.from_onnx)")
-                graph = self._cache[key] = OnnxGraph(self.source, values, shapes, self.graph_name)
+                graph = self._cache[key] = OnnxGraph(self.source, values, shapes, self.graph_name, self.deploy)
         inputs = {}
         for name, array in run.items():
             if name in graph.onnx_inputs:

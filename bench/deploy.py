@@ -1,0 +1,97 @@
+"""Deployment precisions (isa/deploy/) measured: what a precision costs in time and in accuracy.
+
+Time: a network written as ONNX (examples/onnx_models.py, float32, seeded random weights)
+deployed in FP32, FP16 and INT8 on each chip, in timing mode, beside bench/resnet50.py's INT8 graph
+built op by op (ResNet-50 only). INT8 takes every tensor's threshold from `--threshold` (timing does
+not depend on the values).
+
+Accuracy: the same network at a small size, in functional mode, against the float32 model on
+`generic`: cosine similarity and largest absolute error of the output, as TPU-MLIR's
+model_deploy compares a deployed model with the float one; INT8 calibrated on `--samples` random
+inputs through the simulator, checked on another.
+
+    python bench/deploy.py                                  # ResNet-50 on bm1684 and bm1686
+    python bench/deploy.py --model yolov5s --chip bm1686
+    python bench/deploy.py --accuracy                       # the accuracy table (a few CPU-minutes)
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "examples"), str(ROOT / "bench")]
+
+import chips
+import isa
+import sim
+from isa.lower.check import allows
+
+PRECISIONS = ("FP32", "F16", "INT8")
+
+
+def timing(model, chip, precision, threshold):
+    g = isa.from_onnx(model) if precision == "FP32" else isa.from_onnx(
+        model, quantize=precision, chip=chip.name, calibration=isa.deploy.Table(default=threshold) if precision == "INT8" else None)
+    return sim.execute(isa.lower(g, chip), chip, mode="timing").seconds * 1e3
+
+
+def accuracy(model, samples):
+    """{precision: (cosine, max abs error, largest |output|)} on one random input."""
+    floating = isa.from_onnx(model)
+    rng = np.random.default_rng(1234)
+    name = floating.inputs[0]
+    x = rng.standard_normal(floating.tensors[name].shape).astype(np.float32)
+    onnx_name = next(k for k, v in floating.onnx_inputs.items() if v == name)
+    out = next(iter(floating.outputs))
+    want = sim.run(floating, chips.load("generic"), inputs={onnx_name: x}).outputs[out].astype(np.float64)
+    table = isa.deploy.measure(floating, isa.deploy.random_samples(floating, samples))
+    rows = {}
+    for precision, chip in (("F16", "bm1686"), ("BF16", "generic"), ("INT8", "bm1684"), ("INT8", "bm1686")):
+        g = isa.from_onnx(model, quantize=precision, chip=chip, calibration=table if precision == "INT8" else None)
+        got = sim.run(g, chips.load(chip), inputs={onnx_name: x}).outputs[out].astype(np.float64).reshape(want.shape)
+        cos = float((got * want).sum() / np.linalg.norm(got) / np.linalg.norm(want))
+        rows[(precision, chip)] = (cos, float(np.abs(got - want).max()), float(np.abs(want).max()))
+    return rows
+
+
+def main(argv=None):
+    import onnx_models
+    import resnet50
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="resnet50", help="a builder of examples/onnx_models.py (default: resnet50)")
+    parser.add_argument("--chip", action="append", help="chips (default: bm1684 and bm1686)")
+    parser.add_argument("--threshold", type=float, default=8.0, help="INT8's threshold for every tensor in timing (default: 8)")
+    parser.add_argument("--accuracy", action="store_true", help="print the accuracy table instead (ResNet-50 at 32 x 32)")
+    parser.add_argument("--samples", type=int, default=4, help="calibration samples for --accuracy (default: 4)")
+    args = parser.parse_args(argv)
+    if args.accuracy:
+        start = time.process_time()
+        rows = accuracy(onnx_models.resnet50(size=32), args.samples)
+        print(f"ResNet-50 at 32 x 32 against float32, INT8 calibrated on {args.samples} random inputs:")
+        print(f"  {'precision':<9} {'chip':<8} {'cosine':>8} {'max abs error':>14} {'max |float|':>12}")
+        for (precision, chip), (cos, err, top) in rows.items():
+            print(f"  {precision:<9} {chip:<8} {cos:8.5f} {err:14.4g} {top:12.4g}")
+        print(f"({time.process_time() - start:.0f} CPU-s)")
+        return 0
+    model = getattr(onnx_models, args.model)()
+    for name in args.chip or ("bm1684", "bm1686"):
+        chip = chips.load(name)
+        cells = []
+        for precision in PRECISIONS:
+            if precision == "F16" and not allows(chip.support("conv"), ["float16"] * 2, "float16"):
+                continue
+            cells.append(f"{precision} {timing(model, chip, precision, args.threshold):.3f} ms")
+        if args.model == "resnet50":
+            hand = sim.execute(isa.lower(resnet50.resnet50("int8"), chip), chip, mode="timing").seconds * 1e3
+            cells.append(f"INT8 built op by op (bench/resnet50.py) {hand:.3f} ms")
+        print(f"{args.model} on {name}: " + ", ".join(cells))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

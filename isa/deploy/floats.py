@@ -1,0 +1,46 @@
+"""FP16 and BF16 deployment: every float32 tensor of the graph becomes the narrower float where
+the chip's op table takes the op in it, as TPU-MLIR's `model_deploy --quantize F16/BF16` does.
+
+A node whose float32 operands and results can all be `dtype` (the op itself and the chip's table
+take them) runs in `dtype`, its weights converted when the graph is built. A node the table has
+only in float32 (BM1684X's sigmoid, tanh, nearest upsampling, division) runs in float32, with a
+`cast` node before it for each operand computed in `dtype` and one after it for a reader in
+`dtype`, as TPU-MLIR's mixed precision does. The graph's inputs and outputs stay float32 (cast at
+the edges). The program's notes list the ops left in float32.
+"""
+
+from collections import Counter
+
+from ..graph import Graph
+from ..ops import REGISTRY
+from .rebuild import Rebuild, float_params
+
+SOURCE = "float32"
+
+
+def rewrite(source: Graph, target: Graph, chip, dtype: str) -> Graph:
+    rb = Rebuild(source, target, chip)
+    narrow, kept = 0, Counter()
+    for node in source.nodes:
+        tensors = [source.tensors[n] for n in node.inputs + node.outputs]
+        if not any(t.dtype == SOURCE for t in tensors):
+            rb.copy(node)
+            continue
+        params = float_params(node.params, SOURCE, dtype)
+        want = [dtype if source.tensors[n].dtype == SOURCE else source.tensors[n].dtype for n in node.inputs]
+        outs = rb.fits(node, want, params)
+        expected = [dtype if source.tensors[n].dtype == SOURCE else source.tensors[n].dtype for n in node.outputs]
+        if outs == expected:
+            rb.copy(node, params, [rb.as_dtype(rb.tensor(n), d) for n, d in zip(node.inputs, want)])
+            narrow += 1
+        else:
+            rb.copy(node)
+            kept[REGISTRY[node.op].support_key(node.params)] += 1
+    rb.finish()
+    listed = ", ".join(f"{k} x{n}" for k, n in sorted(kept.items(), key=lambda kv: (-kv[1], kv[0])))
+    target.notes.append(f"quantize {dtype} on {chip.name}: {narrow} op(s) in {dtype}, {sum(kept.values())} in float32 "
+                        f"(the chip's table has no {dtype} for them{': ' + listed if listed else ''}), {rb.casts} cast(s) added")
+    return target
+
+
+__all__ = ["rewrite"]

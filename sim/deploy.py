@@ -1,0 +1,59 @@
+"""`npusim run ... --quantize F16|BF16|INT8 [--calibration FILE]`: the run's graph deployed in that
+precision for the run's chip (isa.quantize, isa/deploy/) before it is lowered.
+
+--calibration is a TPU-MLIR calibration table (text: `name threshold min max` lines) or an .npz
+of one sample (an array per input, by the model's input names), run through the simulator to
+measure each tensor's range. Without it, INT8 calibrates on the run's own inputs (--inputs, or
+the random ones drawn with --seed).
+"""
+
+from pathlib import Path
+
+import isa
+from isa import npyfile
+from isa.errors import ConfigError, InputError
+
+
+def deploy(gf, args, chip):
+    """Replace gf.graph by its deployment in args.quantize for `chip`; print what went where."""
+    dtype = isa.deploy.precision(args.quantize)
+    calibration = None
+    if args.calibration and dtype != "int8":
+        raise ConfigError(f"--calibration {args.calibration}: a calibration is for --quantize INT8 only")
+    if dtype == "int8":
+        calibration = _calibration(gf, args)
+    gf.graph = isa.quantize(gf.graph, dtype, chip, calibration)
+    for note in gf.graph.notes:
+        if note.startswith("quantize "):
+            print(note.removeprefix("quantize ").replace(":", " deployment:", 1))
+    return gf
+
+
+def _calibration(gf, args):
+    if not args.calibration:
+        if args.inputs:
+            return [_sample(gf, args.inputs, "--inputs")]
+        missing = [n for n in gf.graph.inputs if n not in gf.defaults]
+        if missing:
+            raise InputError(f"--quantize INT8: no value for input(s) {', '.join(missing)} to calibrate on: pass --calibration "
+                             "(a table or an .npz sample) or --inputs")
+        return [{n: gf.defaults[n] for n in gf.graph.inputs}]
+    path = Path(args.calibration)
+    if path.suffix.lower() == ".npz":
+        return [_sample(gf, path, "--calibration")]
+    return isa.deploy.read_table(path)
+
+
+def _sample(gf, path, what):
+    try:
+        arrays = npyfile.read_npz(path)
+    except InputError as exc:
+        raise InputError(f"{what} {exc}") from None
+    sample = gf.rename(arrays) if hasattr(gf, "rename") else arrays
+    missing = [n for n in gf.graph.inputs if n not in sample]
+    if missing:
+        raise InputError(f"{what} {path}: no array for input(s) {', '.join(missing)}, which the calibration runs need")
+    return {n: sample[n] for n in gf.graph.inputs}
+
+
+__all__ = ["deploy"]
