@@ -1,8 +1,13 @@
 """Language models on the NPUs: the op tables a transformer needs (chips/*.yaml), the builders of
 examples/llm.py against a numpy reference of the same model, and bench/llm.py's figures and errors."""
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
 
 import chips
 import isa
@@ -76,3 +81,77 @@ def test_ascend910b_multiplies_bfloat16_on_its_cube():
     res = sim.run(g, ASCEND910B, {"x": x})
     want = x.astype(np.float64) @ w.astype(np.float64)
     np.testing.assert_allclose(res.outputs["y"].astype(np.float64), want, rtol=2e-2, atol=5e-2)
+
+
+# ---- examples/llm.py: the builders against the ONNX reference evaluator (numpy) ----------------
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+import llm  # noqa: E402
+
+TINY = llm.config("tinyllama-1.1b", layers=2, hidden=64, heads=4, kv_heads=2, mlp=96, vocab=50)  # grouped-query, as TinyLlama
+TINY_QWEN = llm.config("qwen2-7b", layers=1, hidden=48, heads=6, kv_heads=2, mlp=80, vocab=40)  # with Q/K/V biases
+
+
+def feeds_for(model, seed=1):
+    rng = np.random.default_rng(seed)
+    out = {}
+    for value in model.graph.input:
+        shape = [d.dim_value for d in value.type.tensor_type.shape.dim]
+        dtype = helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type)
+        out[value.name] = rng.integers(0, 40, shape).astype(dtype) if dtype == np.int64 else rng.standard_normal(shape).astype(dtype)
+    return out
+
+
+def against_reference(model, chip, tol):
+    feeds = feeds_for(model)
+    want = dict(zip([o.name for o in model.graph.output], ReferenceEvaluator(model).run(None, feeds)))
+    got = sim.run(isa.from_onnx(model), chips.load(chip), feeds).outputs
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name].astype(np.float64), value.astype(np.float64), rtol=tol, atol=tol, err_msg=name)
+    return got
+
+
+@pytest.mark.parametrize("cfg", [TINY, TINY_QWEN], ids=["tinyllama", "qwen2"])
+@pytest.mark.parametrize("seq, past", [(6, 0), (1, 6), (3, 5)], ids=["prefill", "decode", "chunk"])
+@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-4), ("bm1686", "float32", 1e-4), ("bm1684", "float32", 1e-4),
+                                              ("ascend910b", "float16", 2e-2)])
+def test_a_decoder_layer_matches_the_reference(cfg, seq, past, chip, dtype, tol):
+    against_reference(llm.decoder_layer(cfg, seq=seq, past=past, dtype=dtype), chip, tol)
+
+
+@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-4), ("ascend910b", "float16", 2e-2)])
+def test_a_whole_model_matches_the_reference(chip, dtype, tol):
+    against_reference(llm.model(TINY, seq=4, past=3, dtype=dtype), chip, tol)
+
+
+@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-5), ("ascend910b", "float16", 1e-2)])
+def test_a_decode_step_equals_the_prefills_last_position(chip, dtype, tol):
+    """Prefill 5 tokens, keep their key and value rows as the caches, decode the 6th: its output is
+    the 6-token prefill's last row (the same weights: one seed)."""
+    target = chips.load(chip)
+    x = np.random.default_rng(2).standard_normal((1, 6, TINY.hidden)).astype(dtype)
+
+    def run(seq, past, feeds):
+        return sim.run(isa.from_onnx(llm.decoder_layer(TINY, seq=seq, past=past, dtype=dtype)), target, feeds).outputs
+
+    full = run(6, 0, {"x": x})
+    head = run(5, 0, {"x": x[:, :5]})
+    step = run(1, 5, {"x": x[:, 5:], "past.0.key": head["present.0.key"], "past.0.value": head["present.0.value"]})
+    np.testing.assert_allclose(step["y"][:, 0].astype(np.float64), full["y"][:, 5].astype(np.float64), rtol=tol, atol=tol)
+    np.testing.assert_array_equal(head["present.0.key"].shape, (1, TINY.kv_heads, TINY.head_size, 5))
+
+
+def test_bm1686_float16_is_refused_at_the_norms_square_root():
+    layer = llm.decoder_layer(TINY, seq=2, dtype="float16")
+    with pytest.raises(isa.UnsupportedError, match=r"active.sqrt with float16 -> float16 is not supported on chip bm1686"):
+        sim.run(isa.from_onnx(layer), chips.load("bm1686"), feeds_for(layer))
+
+
+def test_the_configurations_are_the_model_cards():
+    llama, qwen, tiny = (llm.CONFIGS[n] for n in ("llama2-7b", "qwen2-7b", "tinyllama-1.1b"))
+    assert (llama.layers, llama.hidden, llama.heads, llama.kv_heads, llama.mlp, llama.vocab) == (32, 4096, 32, 32, 11008, 32000)
+    assert (qwen.layers, qwen.hidden, qwen.heads, qwen.kv_heads, qwen.mlp, qwen.vocab) == (28, 3584, 28, 4, 18944, 152064)
+    assert (tiny.layers, tiny.hidden, tiny.heads, tiny.kv_heads, tiny.mlp, tiny.vocab) == (22, 2048, 32, 4, 5632, 32000)
+    # the published sizes: Llama-2-7B 6.74 B parameters, Qwen2-7B 7.62 B, TinyLlama 1.10 B
+    assert [round(c.weights() / 1e9, 2) for c in (llama, qwen, tiny)] == [6.74, 7.62, 1.1]
+    assert llama.kv_elements(2048) * 2 == 2**30  # float16 KV cache of Llama-2-7B at 2048 tokens: 1 GiB
