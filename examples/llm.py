@@ -115,21 +115,27 @@ def model(cfg, batch=1, seq=1, past=0, dtype="float16", seed=0):
     """The whole model: "input_ids" (batch, seq) -> the last position's "logits" (batch, 1, vocab)
     and each layer's "present.{i}.key" / "present.{i}.value"."""
     net = _net(cfg, "decoder", dtype, seed)
-    net.inputs.append(helper.make_tensor_value_info("input_ids", TensorProto.INT64, (batch, seq)))
-    net.shapes["input_ids"] = (batch, seq)
-    embed = _weight(net, "embed_tokens.weight", (cfg.vocab, cfg.hidden))
-    x = net.node("Gather", [embed, "input_ids"], "embed", (batch, seq, cfg.hidden), axis=0)
+    x = _embedding(net, cfg, batch, seq)
     presents = []
     for i in range(cfg.layers):
         x, key, value = _layer(net, cfg, x, i, batch, seq, past)
         presents += [(key, f"present.{i}.key"), (value, f"present.{i}.value")]
     if seq > 1:
         x = net.slice(x, [seq - 1], [seq], [1], "last")
-    h = _rms_norm(net, cfg, x, "norm")
-    net.output(net.node("MatMul", [h, _weight(net, "lm_head.weight", (cfg.hidden, cfg.vocab))], "lm_head", (batch, 1, cfg.vocab)), "logits")
+    net.output(_head(net, cfg, x), "logits")
     for value, name in presents:
         net.output(value, name)
     return net.model(f"{cfg.name}, {cfg.layers} layers, {seq} new tokens over {past} cached, random weights (seed {seed})")
+
+
+def ends(cfg, batch=1, seq=1, dtype="float16", seed=0):
+    """What a model adds around its layers, as one graph: the embedding lookup of "input_ids"
+    (batch, seq) -> "embedded" (batch, seq, hidden), and the final norm and head of the last
+    position's "h" (batch, 1, hidden) -> "logits" (batch, 1, vocab)."""
+    net = _net(cfg, "ends", dtype, seed)
+    net.output(_embedding(net, cfg, batch, seq), "embedded")
+    net.output(_head(net, cfg, net.input("h", (batch, 1, cfg.hidden))), "logits")
+    return net.model(f"{cfg.name} embedding, final norm and head, random weights (seed {seed})")
 
 
 def _net(cfg, what, dtype, seed):
@@ -137,6 +143,20 @@ def _net(cfg, what, dtype, seed):
         raise ValueError(f"{cfg.name}: hidden {cfg.hidden}, heads {cfg.heads}, KV heads {cfg.kv_heads}: the head size must be even "
                          f"and the heads a multiple of the KV heads")
     return Net(f"{cfg.name}_{what}", dtype, seed)
+
+
+def _embedding(net, cfg, batch, seq):
+    """The rows of the embedding table for "input_ids" (batch, seq), an int64 input."""
+    net.inputs.append(helper.make_tensor_value_info("input_ids", TensorProto.INT64, (batch, seq)))
+    net.shapes["input_ids"] = (batch, seq)
+    embed = _weight(net, "embed_tokens.weight", (cfg.vocab, cfg.hidden))
+    return net.node("Gather", [embed, "input_ids"], "embed", (batch, seq, cfg.hidden), axis=0)
+
+
+def _head(net, cfg, x):
+    """The final norm and the (untied) head of x (batch, 1, hidden): logits (batch, 1, vocab)."""
+    h = _rms_norm(net, cfg, x, "norm")
+    return net.node("MatMul", [h, _weight(net, "lm_head.weight", (cfg.hidden, cfg.vocab))], "lm_head", (net.shapes[x][0], 1, cfg.vocab))
 
 
 def _weight(net, name, shape, std=0.02):

@@ -1,6 +1,7 @@
 """Language models on the NPUs: the op tables a transformer needs (chips/*.yaml), the builders of
 examples/llm.py against a numpy reference of the same model, and bench/llm.py's figures and errors."""
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -155,3 +156,38 @@ def test_the_configurations_are_the_model_cards():
     # the published sizes: Llama-2-7B 6.74 B parameters, Qwen2-7B 7.62 B, TinyLlama 1.10 B
     assert [round(c.weights() / 1e9, 2) for c in (llama, qwen, tiny)] == [6.74, 7.62, 1.1]
     assert llama.kv_elements(2048) * 2 == 2**30  # float16 KV cache of Llama-2-7B at 2048 tokens: 1 GiB
+
+
+
+# ---- bench/llm.py: the footprint check and the decode lengths (the figures are the bench's to print) ----
+
+def load_bench():
+    """bench/llm.py as a module of its own name (examples/llm.py holds the name `llm`)."""
+    spec = importlib.util.spec_from_file_location("bench_llm", Path(__file__).resolve().parent.parent / "bench" / "llm.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+BENCH = load_bench()
+
+
+def test_a_model_too_big_for_the_chips_ddr_is_an_error_naming_both_sizes(capsys):
+    assert BENCH.main(["--model", "llama2-7b", "--chip", "ascend310b", "--prompt", "512", "--generate", "128"]) == 2
+    err = capsys.readouterr().err
+    assert "llama2-7b in float16 needs 13.48 GB of weights + 0.34 GB of KV cache (640 tokens x batch 1) = 13.81 GB" in err
+    assert "more than chip ascend310b's DDR of 4.29 GB" in err
+    too_big = r"needs 26.95 GB of weights \+ 0.67 GB of KV cache .* more than chip bm1686.s DDR of 17.18 GB"
+    with pytest.raises(isa.errors.OutOfMemoryError, match=too_big):
+        BENCH.check_fits(llm.CONFIGS["llama2-7b"], chips.load("bm1686"), "float32", 1, 640)
+
+
+def test_a_model_that_fits_gives_its_footprint():
+    weights, kv = BENCH.check_fits(llm.CONFIGS["qwen2-7b"], ASCEND910B, "float16", 4, 2048)
+    assert weights == llm.CONFIGS["qwen2-7b"].weights() * 2
+    assert kv == 2 * 28 * 4 * 2048 * 4 * 128 * 2  # K and V, 28 layers, batch 4, 2048 tokens, 4 KV heads of 128, 2 bytes
+
+
+def test_decode_lengths_are_the_middles_of_equal_parts():
+    assert BENCH.decode_lengths(512, 128, 1) == [576]
+    assert BENCH.decode_lengths(512, 128, 4) == [528, 560, 592, 624]
