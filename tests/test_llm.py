@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import onnx
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
@@ -191,3 +192,39 @@ def test_a_model_that_fits_gives_its_footprint():
 def test_decode_lengths_are_the_middles_of_equal_parts():
     assert BENCH.decode_lengths(512, 128, 1) == [576]
     assert BENCH.decode_lengths(512, 128, 4) == [528, 560, 592, 624]
+
+
+# ---- the transposed_gemv import pass: a decode step's scores against a key cache exported as
+# ---- Hugging Face writes them (q @ k.transpose(-1, -2)) read the cache as it lies ----------------
+
+def hf_decode_attention(rows, heads=8, cached=64, d=32):
+    """Softmax(q @ Transpose(k)) @ v with q (1, heads, rows, d) and k, v (1, heads, cached, d)."""
+    f = onnx.TensorProto.FLOAT
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]), helper.make_node("MatMul", ["q", "kt"], ["s"], name="scores"),
+             helper.make_node("Softmax", ["s"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["y"])]
+    shapes = {"q": (1, heads, rows, d), "k": (1, heads, cached, d), "v": (1, heads, cached, d)}
+    graph = helper.make_graph(nodes, "hf_attention", [helper.make_tensor_value_info(n, f, s) for n, s in shapes.items()],
+                              [helper.make_tensor_value_info("y", f, (1, heads, rows, d))])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), shapes
+
+
+@pytest.mark.parametrize("chip", ["generic", "bm1686"])
+def test_a_decode_steps_scores_read_the_key_cache_without_permuting_it(chip):
+    model, shapes = hf_decode_attention(rows=1)
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()}
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    folded = isa.from_onnx(model)
+    assert "permute" not in {n.op for n in folded.nodes}
+    assert "1 product(s) of a row and a transposed operand" in folded.notes[-1]
+    permuted = isa.from_onnx(model, passes=("constants", "bn_fold", "activations", "identities"))
+    assert "permute" in {n.op for n in permuted.nodes}
+    fast, slow = (sim.run(g, chips.load(chip), feeds) for g in (folded, permuted))
+    np.testing.assert_allclose(fast.outputs["y"], want, rtol=1e-5, atol=1e-6)
+    assert fast.cycles < slow.cycles
+
+
+def test_a_prefills_scores_keep_their_transpose():
+    model, _ = hf_decode_attention(rows=4)
+    assert "permute" in {n.op for n in isa.from_onnx(model).nodes}
+    assert isa.from_onnx(model).notes[-1].endswith("nothing to rewrite")
