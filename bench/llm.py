@@ -41,6 +41,7 @@ class Simulated:
     utilization: dict  # engine kind -> mean busy fraction over that kind's engines
     ddr_bytes: int
     cpu: dict  # "build", "lower", "simulate" -> CPU seconds
+    slowest: list  # (op name, span in seconds, DDR bytes) of the ops with the longest spans, longest first
 
 
 def footprint(cfg, dtype, batch, tokens):
@@ -60,7 +61,7 @@ def check_fits(cfg, chip, dtype, batch, tokens):
     return weights, kv
 
 
-def simulate(build, chip):
+def simulate(build, chip, top=3):
     """Build an ONNX model (a callable), import, lower and run it in timing mode."""
     cpu = {}
     start = time.process_time()
@@ -77,7 +78,8 @@ def simulate(build, chip):
         for kind in chip.engines[name].kinds:
             kinds.setdefault(kind, []).append(busy / max(result.cycles, 1))
     utilization = {kind: sum(v) / len(v) for kind, v in kinds.items()}
-    return Simulated(result.seconds, result.cycles, utilization, result.stats.ddr_read_bytes + result.stats.ddr_write_bytes, cpu)
+    slowest = [(op.name, op.seconds, op.ddr_bytes) for op in result.stats.slowest(top)]
+    return Simulated(result.seconds, result.cycles, utilization, result.stats.ddr_read_bytes + result.stats.ddr_write_bytes, cpu, slowest)
 
 
 def decode_lengths(prompt, generate, samples):
@@ -104,14 +106,14 @@ def run(args):
     out(f"footprint: weights {weights / 1e9:.2f} GB + KV cache {kv / 1e9:.3f} GB ({prompt + generate} tokens x batch {batch}) = "
         f"{(weights + kv) / 1e9:.2f} GB of {ddr / 1e9:.2f} GB DDR ({(weights + kv) / ddr:.0%})")
 
-    prefill = simulate(lambda: llm.decoder_layer(cfg, batch, prompt, 0, dtype, args.seed), chip)
+    prefill = simulate(lambda: llm.decoder_layer(cfg, batch, prompt, 0, dtype, args.seed), chip, args.top)
     prefill_ends = simulate(lambda: llm.ends(cfg, batch, prompt, dtype, args.seed), chip)
     ttft = cfg.layers * prefill.seconds + prefill_ends.seconds
     out(f"prefill: one layer {prefill.seconds * 1e3:.3f} ms ({prefill.cycles} cycles) x {cfg.layers} + embedding and head "
         f"{prefill_ends.seconds * 1e3:.3f} ms = time to first token {ttft * 1e3:.2f} ms")
 
     lengths = decode_lengths(prompt, generate, args.samples)
-    steps = [simulate(lambda n=n: llm.decoder_layer(cfg, batch, 1, n, dtype, args.seed), chip) for n in lengths]
+    steps = [simulate(lambda n=n: llm.decoder_layer(cfg, batch, 1, n, dtype, args.seed), chip, args.top) for n in lengths]
     decode_ends = simulate(lambda: llm.ends(cfg, batch, 1, dtype, args.seed), chip)
     layer_step = sum(s.seconds for s in steps) / len(steps)
     tpot = cfg.layers * layer_step + decode_ends.seconds
@@ -129,6 +131,8 @@ def run(args):
         ddr_use = s.ddr_bytes / (s.seconds * ddr_bandwidth(chip))
         out(f"engine utilisation, {what} (mean busy fraction of each kind's engines): "
             + ", ".join(f"{kind} {u:.0%}" for kind, u in sorted(s.utilization.items())) + f"; DDR bandwidth {ddr_use:.0%}")
+        if s.slowest:
+            out(f"  longest ops, {what}: " + "; ".join(f"{name} {sec * 1e6:.1f} us ({ddr / 1e6:.1f} MB DDR)" for name, sec, ddr in s.slowest))
     every = [prefill, prefill_ends, *steps, decode_ends]
     cpu = {k: sum(s.cpu[k] for s in every) for k in ("build", "lower", "simulate")}
     out(f"CPU seconds: build and import {cpu['build']:.1f}, lower {cpu['lower']:.1f}, simulate {cpu['simulate']:.1f} "
@@ -145,10 +149,11 @@ def main(argv=None):
     p.add_argument("--prompt", type=int, default=512, help="prompt tokens (prefill)")
     p.add_argument("--generate", type=int, default=128, help="tokens generated (decode steps)")
     p.add_argument("--samples", type=int, default=1, help="cache lengths the decode step is simulated at (default: 1, the middle)")
+    p.add_argument("--top", type=int, default=3, help="the layer's ops with the longest spans to print (default: 3)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    if min(args.batch, args.prompt, args.generate, args.samples) < 1:
-        p.error("--batch, --prompt, --generate and --samples are at least 1")
+    if min(args.batch, args.prompt, args.generate, args.samples) < 1 or args.top < 0:
+        p.error("--batch, --prompt, --generate and --samples are at least 1, --top at least 0")
     try:
         return run(args)
     except SimError as e:

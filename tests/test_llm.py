@@ -228,3 +228,12 @@ def test_a_prefills_scores_keep_their_transpose():
     model, _ = hf_decode_attention(rows=4)
     assert "permute" in {n.op for n in isa.from_onnx(model).nodes}
     assert isa.from_onnx(model).notes[-1].endswith("nothing to rewrite")
+
+
+def test_the_bench_simulates_a_layer_and_reads_its_engines():
+    step = BENCH.simulate(lambda: llm.decoder_layer(TINY, seq=1, past=8), ASCEND910B, top=2)
+    assert step.cycles > 0 and step.seconds == pytest.approx(step.cycles / ASCEND910B.clock_hz)
+    assert set(step.utilization) == {"dma", "matrix", "vector", "scalar"}
+    assert all(0 <= u <= 1 for u in step.utilization.values())
+    assert len(step.slowest) == 2 and all(name.startswith("layers.0.") for name, _, _ in step.slowest)
+    assert step.ddr_bytes > 0  # less than the weights for a layer this small: the L2's hits are not DDR traffic
