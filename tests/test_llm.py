@@ -237,3 +237,22 @@ def test_the_bench_simulates_a_layer_and_reads_its_engines():
     assert all(0 <= u <= 1 for u in step.utilization.values())
     assert len(step.slowest) == 2 and all(name.startswith("layers.0.") for name, _, _ in step.slowest)
     assert step.ddr_bytes > 0  # less than the weights for a layer this small: the L2's hits are not DDR traffic
+
+
+# ---- a transpose through local memory (isa/lower/transpose.py) -----------------------------------
+
+@pytest.mark.parametrize("chip", ["ascend910b", "ascend310b"])
+def test_a_transpose_staged_on_chip_moves_whole_bursts(chip):
+    """A prefill's key transpose, (heads, tokens, head size) -> (heads, head size, tokens): on a chip
+    whose DDR-to-DDR copies stage through local memory, each element is not a burst of its own; the
+    copy takes about the time of reading and writing its bytes once."""
+    target = chips.load(chip, {"ops.permute": {"dtypes": ["float16"]}})
+    x = np.random.default_rng(0).standard_normal((8, 512, 128)).astype(np.float16)
+    g = isa.Graph("key_transpose")
+    with g:
+        g.output(O.permute(g.input("x", x.shape, "float16"), [0, 2, 1]), "y")
+    res = sim.run(g, target, {"x": x})
+    np.testing.assert_array_equal(res.outputs["y"], x.transpose(0, 2, 1))
+    once = 2 * x.nbytes / target.memories["ddr"].bandwidth  # cycles to read and write the bytes at DDR's rate
+    assert res.stats.ddr_write_bytes == x.nbytes
+    assert res.cycles < 1.5 * once

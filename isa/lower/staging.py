@@ -18,8 +18,9 @@ from ..errors import OutOfMemoryError
 from ..instructions import Region
 from .alloc import shortfall
 from .pipeline import deal, least_step
-from .route import copy, route
+from .route import route
 from .tiling import boxes, choose_tile, nbytes, sub_region
+from .transpose import staged_reorder
 
 
 def view_region(ctx, name, view):
@@ -80,5 +81,5 @@ def staged_copy(ctx, op, src, src_buf, dst, dst_buf, spread=False):
     with ctx.em.disjoint([dst_buf]) if sum(map(bool, runs)) > 1 else nullcontext():
         for core, run in enumerate(runs):
             for starts, extents in run:
-                copy(ctx.em, sub_region(src, starts, extents), src_buf, sub_region(dst, starts, extents), dst_buf, op,
-                     core if cores > 1 else None)
+                staged_reorder(ctx.em, sub_region(src, starts, extents), src_buf, sub_region(dst, starts, extents), dst_buf, op,
+                               core if cores > 1 else None)
