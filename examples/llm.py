@@ -128,12 +128,13 @@ def model(cfg, batch=1, seq=1, past=0, dtype="float16", seed=0):
     return net.model(f"{cfg.name}, {cfg.layers} layers, {seq} new tokens over {past} cached, random weights (seed {seed})")
 
 
-def ends(cfg, batch=1, seq=1, dtype="float16", seed=0):
+def ends(cfg, batch=1, seq=1, dtype="float16", seed=0, embedding=True):
     """What a model adds around its layers, as one graph: the embedding lookup of "input_ids"
-    (batch, seq) -> "embedded" (batch, seq, hidden), and the final norm and head of the last
-    position's "h" (batch, 1, hidden) -> "logits" (batch, 1, vocab)."""
+    (batch, seq) -> "embedded" (batch, seq, hidden) (unless not `embedding`), and the final norm
+    and head of the last position's "h" (batch, 1, hidden) -> "logits" (batch, 1, vocab)."""
     net = _net(cfg, "ends", dtype, seed)
-    net.output(_embedding(net, cfg, batch, seq), "embedded")
+    if embedding:
+        net.output(_embedding(net, cfg, batch, seq), "embedded")
     net.output(_head(net, cfg, net.input("h", (batch, 1, cfg.hidden))), "logits")
     return net.model(f"{cfg.name} embedding, final norm and head, random weights (seed {seed})")
 

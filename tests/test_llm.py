@@ -256,3 +256,11 @@ def test_a_transpose_staged_on_chip_moves_whole_bursts(chip):
     once = 2 * x.nbytes / target.memories["ddr"].bandwidth  # cycles to read and write the bytes at DDR's rate
     assert res.stats.ddr_write_bytes == x.nbytes
     assert res.cycles < 1.5 * once
+
+
+def test_the_bench_leaves_out_an_embedding_lookup_the_chip_refuses():
+    """bm1686 has no int64 compare for the importer's negative-id test: the head is simulated alone, and the reason kept."""
+    head, refused = BENCH.simulate_ends(TINY, chips.load("bm1686"), 1, 4, "float32", 0)
+    assert head.cycles > 0 and "lts with int64 -> int64 is not supported on chip bm1686" in refused
+    both, none = BENCH.simulate_ends(TINY, ASCEND910B, 1, 4, "float16", 0)
+    assert none is None and both.cycles > 0
