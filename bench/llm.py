@@ -133,7 +133,7 @@ def run(args):
     floor = floor_bytes / ddr_bandwidth(chip)
     out(f"decode: one layer {layer_step * 1e3:.3f} ms at cache length{'s' if len(lengths) > 1 else ''} "
         f"{', '.join(map(str, lengths))} (floor {floor * 1e3:.3f} ms: {floor_bytes / 1e6:.1f} MB over "
-        f"{ddr_bandwidth(chip) / 1e12:.2f} TB/s, {layer_step / floor:.2f}x) x {cfg.layers} + head {decode_ends.seconds * 1e3:.3f} ms "
+        f"{ddr_bandwidth(chip) / 1e9:.0f} GB/s, {layer_step / floor:.2f}x) x {cfg.layers} + head {decode_ends.seconds * 1e3:.3f} ms "
         f"= time per output token {tpot * 1e3:.2f} ms")
     total = ttft + (generate - 1) * tpot
     out(f"tokens per second: {batch / tpot:.1f} while decoding (batch {batch} / time per output token); "
