@@ -120,7 +120,8 @@ def run(args):
     if refused:
         out(f"the embedding lookup is not simulated: {refused}")
     ttft = cfg.layers * prefill.seconds + prefill_ends.seconds
-    out(f"prefill: one layer {prefill.seconds * 1e3:.3f} ms ({prefill.cycles} cycles) x {cfg.layers} + {'head' if refused else 'embedding and head'} "
+    ends_name = "head" if refused else "embedding and head"
+    out(f"prefill: one layer {prefill.seconds * 1e3:.3f} ms ({prefill.cycles} cycles) x {cfg.layers} + {ends_name} "
         f"{prefill_ends.seconds * 1e3:.3f} ms = time to first token {ttft * 1e3:.2f} ms")
 
     lengths = decode_lengths(prompt, generate, args.samples)
