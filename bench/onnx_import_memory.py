@@ -1,5 +1,5 @@
 """Peak memory of importing a large ONNX model: a Llama-7B-shaped decoder layer (hidden 4096,
-32 heads, MLP 11008: 202 M float32 weights, 810 MB) built with onnx.helper and random weights,
+32 heads, MLP 11008: 202 M float32 weights, 810 MB) built by examples/llm.py with random weights,
 saved to a temporary folder (in the .onnx file, or with `--external` as external data beside
 it), then imported by `isa.from_onnx(path)` in a fresh Python process that prints its peak
 resident set size (VmHWM, Linux) before and after the import.
@@ -15,9 +15,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import numpy_helper
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+import llm  # noqa: E402
 
 CHILD = """
 import sys, time
@@ -33,53 +35,9 @@ print(f"{before:.3f} {peak():.3f} {time.process_time() - start:.1f} {sum(a.nbyte
 
 
 def layer(hidden, heads, mlp, seq):
-    """One Llama decoder layer in float32: RMSNorm, Q/K/V/O projections, causal-free attention,
-    RMSNorm, the SwiGLU MLP (gate, up, down), two residual adds."""
-    rng = np.random.default_rng(0)
-    head = hidden // heads
-    inits, nodes = [], []
-
-    def weight(name, shape):
-        inits.append(numpy_helper.from_array(rng.standard_normal(shape, np.float32) * 0.02, name))
-        return name
-
-    def const(name, values):
-        inits.append(numpy_helper.from_array(np.asarray(values), name))
-        return name
-
-    def node(op, inputs, output, **attrs):
-        nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
-        return output
-
-    def rms_norm(x, prefix):
-        sq = node("Mul", [x, x], f"{prefix}.sq")
-        mean = node("ReduceMean", [sq], f"{prefix}.mean", axes=[-1], keepdims=1)
-        eps = node("Add", [mean, const(f"{prefix}.eps", np.array(1e-6, np.float32))], f"{prefix}.eps_add")
-        inv = node("Reciprocal", [node("Sqrt", [eps], f"{prefix}.sqrt")], f"{prefix}.inv")
-        return node("Mul", [node("Mul", [x, inv], f"{prefix}.scaled"), weight(f"{prefix}.weight", (hidden,))], f"{prefix}.out")
-
-    def heads_of(x, prefix):
-        r = node("Reshape", [x, const(f"{prefix}.shape", np.array([1, seq, heads, head], np.int64))], f"{prefix}.heads")
-        return node("Transpose", [r], f"{prefix}.t", perm=[0, 2, 1, 3])
-
-    x = "x"
-    h = rms_norm(x, "input_norm")
-    q, k, v = (heads_of(node("MatMul", [h, weight(f"{p}_proj.weight", (hidden, hidden))], f"{p}_proj"), p) for p in "qkv")
-    kt = node("Transpose", [k], "k.tt", perm=[0, 1, 3, 2])
-    scores = node("Div", [node("MatMul", [q, kt], "scores"), const("scale", np.array(np.sqrt(head), np.float32))], "scaled")
-    ctx = node("MatMul", [node("Softmax", [scores], "probs", axis=-1), v], "context")
-    ctx = node("Reshape", [node("Transpose", [ctx], "ctx.t", perm=[0, 2, 1, 3]), const("ctx.shape", np.array([1, seq, hidden], np.int64))],
-               "ctx.merged")
-    x = node("Add", [x, node("MatMul", [ctx, weight("o_proj.weight", (hidden, hidden))], "o_proj")], "residual1")
-    h = rms_norm(x, "post_norm")
-    gate = node("MatMul", [h, weight("gate_proj.weight", (hidden, mlp))], "gate_proj")
-    silu = node("Mul", [gate, node("Sigmoid", [gate], "gate.sigmoid")], "gate.silu")
-    up = node("MatMul", [h, weight("up_proj.weight", (hidden, mlp))], "up_proj")
-    down = node("MatMul", [node("Mul", [silu, up], "swiglu"), weight("down_proj.weight", (mlp, hidden))], "down_proj")
-    out = node("Add", [x, down], "y")
-    graph = helper.make_graph(nodes, "llama_layer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq, hidden])],
-                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, seq, hidden])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    """One Llama decoder layer in float32 (examples/llm.py's, with Llama-2-7B's configuration resized)."""
+    cfg = llm.config("llama2-7b", hidden=hidden, heads=heads, kv_heads=heads, mlp=mlp)
+    return llm.decoder_layer(cfg, seq=seq, dtype="float32")
 
 
 def main(argv=None):

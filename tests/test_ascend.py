@@ -100,8 +100,9 @@ def test_vector_and_mte2_costs_by_hand():
     assert cycles("mte2", "dma src=l2@0x0:float16[2048;1] dst=l1@0x0:float16[2048;1]") == 20 + 16
 
 
-def test_op_table_is_the_atb_seeds():
-    assert set(CHIP.ops) == {"gather", "masked_fill", "fill"}
+def test_op_table_is_the_atb_seeds_and_the_aclnn_rows():
+    assert set(CHIP.ops) == {"gather", "masked_fill", "fill", "mul", "div", "softmax"}
+    assert all(CHIP.support(op).dtypes == {"float16", "float32"} for op in ("mul", "div", "softmax"))  # no bfloat16 on 310B
     assert CHIP.support("fill").dtypes == {"float16", "int32", "bfloat16"}
     (gather,) = CHIP.support("gather").signatures
     assert gather.inputs == ({"float16"}, {"int64", "int32", "uint32"})  # seed 001: x float16 only here

@@ -4,7 +4,8 @@ A route from DDR to DDR may pass through on-chip memories (where no engine copie
 as on an Ascend AI core: GM -> UB -> GM); each hop stages through a buffer placed for it
 (isa/lower/route.py). Chunks are boxes of the copy's iteration space (isa/lower/tiling.py),
 outer dimensions cut first, each as large as every memory on the way can hold twice over (the
-route's staging slots, so consecutive chunks pipeline).
+route's staging slots, so consecutive chunks pipeline). A chunk whose source comes in runs
+shorter than a burst is reordered on the way through (isa/lower/transpose.py).
 
 On a chip of several cores a copy may be spread: cut into at least a chunk per core (but no
 chunk smaller than a DMA moves in its own latency) and dealt among the cores, each moving its
@@ -18,8 +19,9 @@ from ..errors import OutOfMemoryError
 from ..instructions import Region
 from .alloc import shortfall
 from .pipeline import deal, least_step
-from .route import copy, route
+from .route import route
 from .tiling import boxes, choose_tile, nbytes, sub_region
+from .transpose import staged_reorder
 
 
 def view_region(ctx, name, view):
@@ -80,5 +82,5 @@ def staged_copy(ctx, op, src, src_buf, dst, dst_buf, spread=False):
     with ctx.em.disjoint([dst_buf]) if sum(map(bool, runs)) > 1 else nullcontext():
         for core, run in enumerate(runs):
             for starts, extents in run:
-                copy(ctx.em, sub_region(src, starts, extents), src_buf, sub_region(dst, starts, extents), dst_buf, op,
-                     core if cores > 1 else None)
+                staged_reorder(ctx.em, sub_region(src, starts, extents), src_buf, sub_region(dst, starts, extents), dst_buf, op,
+                               core if cores > 1 else None)

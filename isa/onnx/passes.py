@@ -12,7 +12,9 @@ initializers, and its Weights) before any op is mapped.
   (activations.py: hardswish, hardsigmoid, SiLU, GELU with Erf or tanh, Mish), which maps to
   one element-wise chain (elementwise.py) with its scalars as immediates;
 - identities: Identity, Dropout in inference (its mask unused) and a Transpose undone by the
-  next vanish; consecutive Transposes, and consecutive Reshapes, become one.
+  next vanish; consecutive Transposes, and consecutive Reshapes, become one;
+- transposed_gemv: a row times a transposed operand (a decode step's scores against its key
+  cache) reads the operand as it lies instead of permuting it (gemv.py).
 
 Each pass adds a note to the graph (the lowering copies the graph's notes into the program's):
 its name and what it changed. `isa.from_onnx(model, passes=...)` names the passes to run (all by
@@ -301,8 +303,14 @@ def _activations(source):
     return recognise(source, Graph(source))
 
 
+def _transposed_gemv(source):
+    from .gemv import rewrite
+
+    return rewrite(source, Graph(source))
+
+
 PASSES = {p.name: p for p in (Pass("constants", constants), Pass("bn_fold", _bn_fold), Pass("activations", _activations),
-                              Pass("identities", identities))}
+                              Pass("identities", identities), Pass("transposed_gemv", _transposed_gemv))}
 
 
 def run_passes(source, names=None):

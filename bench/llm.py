@@ -1,0 +1,178 @@
+"""Serving a language model on a chip: time to first token, time per output token, tokens per second,
+the weights' and KV cache's footprint against the chip's DDR, and engine utilisation.
+
+The model is examples/llm.py's (its public configuration, random weights). ONE decoder layer is
+lowered and simulated in timing mode and its time multiplied by the layer count (the layers are
+identical in shape, so each would take the same time); the embedding lookup, final norm and head are
+simulated once as their own graph. Prefill is one layer over the whole prompt; a decode step is one
+layer for one token over a cache of length L, taken at the middle of the generation (or, with
+--samples N, averaged over N lengths spread over it: the mean step time, whose product with the
+token count is the generation's time). The caches are the layer's inputs (in DDR, as a serving
+engine keeps them); each layer's new key and value rows are its outputs. The floor of a decode step
+is its DDR bytes (weights and the cache it reads) over the DDR bandwidth.
+
+    python bench/llm.py --model llama2-7b --chip ascend910b --dtype float16 --batch 1 --prompt 512 --generate 128
+    python bench/llm.py --model tinyllama-1.1b --chip bm1686 --dtype float32 --prompt 128 --generate 64 --samples 2
+"""
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import chips
+import isa
+import sim
+from isa.errors import OutOfMemoryError, SimError, UnsupportedError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+import llm  # noqa: E402
+
+DTYPE_BYTES = {"float16": 2, "float32": 4}
+
+
+@dataclass
+class Simulated:
+    """One graph's simulated time, what its engines did, and what the host spent on it."""
+
+    seconds: float
+    cycles: int
+    utilization: dict  # engine kind -> mean busy fraction over that kind's engines
+    ddr_bytes: int
+    cpu: dict  # "build", "lower", "simulate" -> CPU seconds
+    slowest: list  # (op name, span in seconds, DDR bytes) of the ops with the longest spans, longest first
+
+
+def footprint(cfg, dtype, batch, tokens):
+    """(weight bytes, KV cache bytes at `tokens` positions) of the whole model."""
+    size = DTYPE_BYTES[dtype]
+    return cfg.weights() * size, cfg.kv_elements(tokens, batch) * size
+
+
+def check_fits(cfg, chip, dtype, batch, tokens):
+    """An OutOfMemoryError naming both sizes when the weights and the cache exceed the chip's DDR."""
+    weights, kv = footprint(cfg, dtype, batch, tokens)
+    ddr = chip.memories["ddr"].capacity
+    if weights + kv > ddr:
+        raise OutOfMemoryError(f"{cfg.name} in {dtype} needs {weights / 1e9:.2f} GB of weights + {kv / 1e9:.2f} GB of KV cache "
+                               f"({tokens} tokens x batch {batch}) = {(weights + kv) / 1e9:.2f} GB: more than chip {chip.name}'s "
+                               f"DDR of {ddr / 1e9:.2f} GB")
+    return weights, kv
+
+
+def simulate(build, chip, top=3):
+    """Build an ONNX model (a callable), import, lower and run it in timing mode."""
+    cpu = {}
+    start = time.process_time()
+    graph = isa.from_onnx(build())
+    cpu["build"] = time.process_time() - start
+    start = time.process_time()
+    program = isa.lower(graph, chip)
+    cpu["lower"] = time.process_time() - start
+    start = time.process_time()
+    result = sim.execute(program, chip, None, mode="timing")
+    cpu["simulate"] = time.process_time() - start
+    kinds = {}
+    for name, busy in result.stats.busy.items():
+        for kind in chip.engines[name].kinds:
+            kinds.setdefault(kind, []).append(busy / max(result.cycles, 1))
+    utilization = {kind: sum(v) / len(v) for kind, v in kinds.items()}
+    slowest = [(op.name, op.seconds, op.ddr_bytes) for op in result.stats.slowest(top)]
+    return Simulated(result.seconds, result.cycles, utilization, result.stats.ddr_read_bytes + result.stats.ddr_write_bytes, cpu, slowest)
+
+
+def simulate_ends(cfg, chip, batch, seq, dtype, seed):
+    """(the embedding lookup, final norm and head simulated, None), or where the chip refuses the
+    lookup (the importer's index arithmetic on int64 token ids), (the norm and head alone, why)."""
+    try:
+        return simulate(lambda: llm.ends(cfg, batch, seq, dtype, seed), chip), None
+    except UnsupportedError as e:
+        return simulate(lambda: llm.ends(cfg, batch, seq, dtype, seed, embedding=False), chip), str(e)
+
+
+def decode_lengths(prompt, generate, samples):
+    """Cache lengths at the middles of `samples` equal parts of the generation: the midpoint rule
+    for the mean step time over lengths prompt .. prompt + generate - 1."""
+    return [prompt + int((k + 0.5) * generate / samples) for k in range(samples)]
+
+
+def ddr_bandwidth(chip):
+    """Bytes per second the DDR gives."""
+    return chip.memories["ddr"].bandwidth * chip.clock_hz
+
+
+def run(args):
+    cfg = llm.config(args.model)
+    chip = chips.load(args.chip)
+    dtype, batch, prompt, generate = args.dtype, args.batch, args.prompt, args.generate
+    weights, kv = check_fits(cfg, chip, dtype, batch, prompt + generate)
+    ddr = chip.memories["ddr"].capacity
+    out = print
+    out(f"{cfg.name} ({cfg.source}) on {chip.name}, {dtype}, batch {batch}, prompt {prompt}, generate {generate}")
+    out(f"one decoder layer simulated in timing mode and multiplied by the model's {cfg.layers} layers; "
+        f"embedding, final norm and head simulated once")
+    out(f"footprint: weights {weights / 1e9:.2f} GB + KV cache {kv / 1e9:.3f} GB ({prompt + generate} tokens x batch {batch}) = "
+        f"{(weights + kv) / 1e9:.2f} GB of {ddr / 1e9:.2f} GB DDR ({(weights + kv) / ddr:.0%})")
+
+    prefill = simulate(lambda: llm.decoder_layer(cfg, batch, prompt, 0, dtype, args.seed), chip, args.top)
+    prefill_ends, refused = simulate_ends(cfg, chip, batch, prompt, dtype, args.seed)
+    if refused:
+        out(f"the embedding lookup is not simulated: {refused}")
+    ttft = cfg.layers * prefill.seconds + prefill_ends.seconds
+    ends_name = "head" if refused else "embedding and head"
+    out(f"prefill: one layer {prefill.seconds * 1e3:.3f} ms ({prefill.cycles} cycles) x {cfg.layers} + {ends_name} "
+        f"{prefill_ends.seconds * 1e3:.3f} ms = time to first token {ttft * 1e3:.2f} ms")
+
+    lengths = decode_lengths(prompt, generate, args.samples)
+    steps = [simulate(lambda n=n: llm.decoder_layer(cfg, batch, 1, n, dtype, args.seed), chip, args.top) for n in lengths]
+    decode_ends, _ = simulate_ends(cfg, chip, batch, 1, dtype, args.seed)
+    layer_step = sum(s.seconds for s in steps) / len(steps)
+    tpot = cfg.layers * layer_step + decode_ends.seconds
+    mean_length = sum(lengths) / len(lengths)
+    floor_bytes = cfg.layer_weights() * DTYPE_BYTES[dtype] + kv * mean_length / (prompt + generate) / cfg.layers
+    floor = floor_bytes / ddr_bandwidth(chip)
+    out(f"decode: one layer {layer_step * 1e3:.3f} ms at cache length{'s' if len(lengths) > 1 else ''} "
+        f"{', '.join(map(str, lengths))} (floor {floor * 1e3:.3f} ms: {floor_bytes / 1e6:.1f} MB over "
+        f"{ddr_bandwidth(chip) / 1e9:.0f} GB/s, {layer_step / floor:.2f}x) x {cfg.layers} + head {decode_ends.seconds * 1e3:.3f} ms "
+        f"= time per output token {tpot * 1e3:.2f} ms")
+    total = ttft + (generate - 1) * tpot
+    out(f"tokens per second: {batch / tpot:.1f} while decoding (batch {batch} / time per output token); "
+        f"{batch * generate / total:.1f} over the whole request ({total * 1e3:.1f} ms for the prompt and {generate} tokens)")
+    for what, s in (("prefill layer", prefill), ("decode layer", steps[len(steps) // 2])):
+        ddr_use = s.ddr_bytes / (s.seconds * ddr_bandwidth(chip))
+        out(f"engine utilisation, {what} (mean busy fraction of each kind's engines): "
+            + ", ".join(f"{kind} {u:.0%}" for kind, u in sorted(s.utilization.items())) + f"; DDR bandwidth {ddr_use:.0%}")
+        if s.slowest:
+            ops = (f"{name} {sec * 1e6:.1f} us ({ddr / 1e6:.1f} MB DDR)" for name, sec, ddr in s.slowest)
+            out(f"  longest ops, {what}: " + "; ".join(ops))
+    every = [prefill, prefill_ends, *steps, decode_ends]
+    cpu = {k: sum(s.cpu[k] for s in every) for k in ("build", "lower", "simulate")}
+    out(f"CPU seconds: build and import {cpu['build']:.1f}, lower {cpu['lower']:.1f}, simulate {cpu['simulate']:.1f} "
+        f"({len(every)} graphs)")
+    return 0
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", choices=sorted(llm.CONFIGS), default="llama2-7b")
+    p.add_argument("--chip", default="ascend910b", help="a shipped chip's name or a chip YAML")
+    p.add_argument("--dtype", choices=sorted(DTYPE_BYTES), default="float16")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--prompt", type=int, default=512, help="prompt tokens (prefill)")
+    p.add_argument("--generate", type=int, default=128, help="tokens generated (decode steps)")
+    p.add_argument("--samples", type=int, default=1, help="cache lengths the decode step is simulated at (default: 1, the middle)")
+    p.add_argument("--top", type=int, default=3, help="the layer's ops with the longest spans to print (default: 3)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    if min(args.batch, args.prompt, args.generate, args.samples) < 1 or args.top < 0:
+        p.error("--batch, --prompt, --generate and --samples are at least 1, --top at least 0")
+    try:
+        return run(args)
+    except SimError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""A copy that reorders axes through local memory: where a DDR-to-DDR copy stages through an
+on-chip memory (an Ascend core: GM -> UB -> GM) and its source, read in the output's order,
+comes in runs shorter than a DDR burst (a transpose's: one element each), the first hop reads the
+source in its own memory order, whole bursts, and writes the staged chunk in the output's order
+(local memory has no burst), and the second hop writes the output in whole runs. This is the
+transpose a compiler does in local memory instead of moving a burst per element; the staging
+memory's own rate prices the reordering.
+"""
+
+from .. import dtypes
+from ..costs import run_layout
+from ..instructions import Dma, Region, dense
+from .route import copy, route
+
+
+def staged_reorder(em, src, src_buf, dst, dst_buf, op, core=None):
+    """route.copy's hops for src -> dst, the first reading src in its memory order where that
+    gives longer runs (two hops through a memory without bursts); route.copy otherwise."""
+    hops = route(em.chip, src.mem, dst.mem, core)
+    order = _memory_order(src)
+    if len(hops) != 2 or order is None or not _gains(em.chip, src, order, hops[0][2]):
+        return copy(em, src, src_buf, dst, dst_buf, op, core)
+    (first, _, mid), (second, _, _) = hops
+    stage = em.stage_buffer(mid, dst.nbytes, f"{op}/stage.{mid}", first)
+    held = dense(mid, stage.addr, dst.dtype, dst.shape)  # the chunk in the output's order
+    em.emit(first, Dma(_reordered(src, order), _reordered(held, order), op), reads=(src_buf,), writes=(stage,))
+    em.emit(second, Dma(held, dst, op), reads=(stage,), writes=(dst_buf,))
+    em.release(stage)
+    return None
+
+
+def _memory_order(region):
+    """The axes by decreasing stride (ties keep their order), or None when a stride is 0 or
+    negative (a repeat or a reversal: left to route.copy)."""
+    if any(s <= 0 for n, s in zip(region.shape, region.strides) if n > 1):
+        return None
+    return sorted(range(len(region.shape)), key=lambda a: -region.strides[a])
+
+
+def _reordered(region, order):
+    return Region(region.mem, region.addr, region.dtype, tuple(region.shape[a] for a in order), tuple(region.strides[a] for a in order))
+
+
+def _gains(chip, src, order, mid):
+    """Whether reading src in its memory order gives longer runs, short ones costing bursts at
+    src and none where the chunk is staged."""
+    burst = chip.memories[src.mem].burst
+    if burst <= 1 or chip.memories[mid].burst > 1:
+        return False
+    as_given, as_stored = run_layout(src), run_layout(_reordered(src, order))
+    return as_given is not None and as_stored[1] > as_given[1] and as_given[1] * dtypes.itemsize(src.dtype) < burst

@@ -1,0 +1,266 @@
+"""Language models on the NPUs: the op tables a transformer needs (chips/*.yaml), the builders of
+examples/llm.py against a numpy reference of the same model, and bench/llm.py's figures and errors."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import onnx
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+import chips
+import isa
+import sim
+
+O = isa.ops
+ASCEND910B = chips.load("ascend910b")
+
+
+def rms_softmax_silu(dtype, n=8, d=64):
+    """RMSNorm, a softmax over the last axis and SiLU: the vector work of a decoder layer."""
+    g = isa.Graph("vector_work")
+    with g:
+        x = g.input("x", (n, d), dtype)
+        ms = O.reduce(O.mul(x, x), "REDUCE_MEAN", [1])
+        g.output(O.mul(x, O.active(O.adds(ms, 1e-6), "rsqrt")), "normed")
+        g.output(O.softmax(x, axis=1), "probs")
+        g.output(O.mul(x, O.active(x, "sigmoid")), "silu")
+    return g
+
+
+def reference(x):
+    x = x.astype(np.float64)
+    normed = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-6)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return {"normed": normed, "probs": e / e.sum(axis=1, keepdims=True), "silu": x / (1 + np.exp(-x))}
+
+
+@pytest.mark.parametrize("dtype, tol", [("float16", 1e-2), ("float32", 1e-5), ("bfloat16", 4e-2)])
+def test_ascend910b_runs_a_layers_vector_work_in_each_float_dtype(dtype, tol):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 64)).astype(isa.dtypes.np_dtype(dtype))
+    res = sim.run(rms_softmax_silu(dtype), ASCEND910B, {"x": x})
+    for name, want in reference(x).items():
+        got = res.outputs[name].astype(np.float64)
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=name)
+
+
+@pytest.mark.parametrize("chip, op, dtype", [
+    ("bm1686", "softmax", "float16"),     # BMLang's softmax line for BM1686: FLOAT32 only
+    ("bm1686", "active", "float16"),      # sigmoid: only relu, leaky_relu and absval gain FLOAT16 on BM1686
+    ("ascend310b", "active", "float16"),  # aclnnExp: Atlas 200I/500 A2 ×
+    ("ascend310b", "softmax", "bfloat16"),  # aclnnSoftmax: no BFLOAT16 on Atlas 200I/500 A2
+])
+def test_a_refusal_names_the_op_the_dtype_and_the_chip(chip, op, dtype):
+    g = isa.Graph("refused")
+    with g:
+        x = g.input("x", (4, 16), dtype)
+        g.output(O.softmax(x, axis=1) if op == "softmax" else O.active(x, "sigmoid" if chip == "bm1686" else "exp"), "y")
+    key = "softmax" if op == "softmax" else ("active.sigmoid" if chip == "bm1686" else "active.exp")
+    with pytest.raises(isa.UnsupportedError, match=rf"{key} with {dtype} -> {dtype} is not supported on chip {chip}"):
+        isa.lower(g, chips.load(chip))
+
+
+def test_ascend910b_refuses_a_float32_product_its_cube_has_no_rate_for():
+    g = isa.Graph("refused")
+    with g:
+        x = g.input("x", (16, 32), "float32")
+        g.output(O.matrix_mul(x, g.constant("w", np.ones((32, 16), np.float32))), "y")
+    with pytest.raises(isa.UnsupportedError, match=r"matrix_mul with float32 x float32 -> float32 is not supported on chip ascend910b"):
+        isa.lower(g, ASCEND910B)
+
+
+def test_ascend910b_multiplies_bfloat16_on_its_cube():
+    rng = np.random.default_rng(1)
+    bf16 = isa.dtypes.np_dtype("bfloat16")
+    x, w = (rng.standard_normal(s).astype(bf16) for s in ((32, 64), (64, 48)))
+    g = isa.Graph("bf16_product")
+    with g:
+        g.output(O.matrix_mul(g.input("x", x.shape, "bfloat16"), g.constant("w", w)), "y")
+    res = sim.run(g, ASCEND910B, {"x": x})
+    want = x.astype(np.float64) @ w.astype(np.float64)
+    np.testing.assert_allclose(res.outputs["y"].astype(np.float64), want, rtol=2e-2, atol=5e-2)
+
+
+# ---- examples/llm.py: the builders against the ONNX reference evaluator (numpy) ----------------
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+import llm  # noqa: E402
+
+TINY = llm.config("tinyllama-1.1b", layers=2, hidden=64, heads=4, kv_heads=2, mlp=96, vocab=50)  # grouped-query, as TinyLlama
+TINY_QWEN = llm.config("qwen2-7b", layers=1, hidden=48, heads=6, kv_heads=2, mlp=80, vocab=40)  # with Q/K/V biases
+
+
+def feeds_for(model, seed=1):
+    rng = np.random.default_rng(seed)
+    out = {}
+    for value in model.graph.input:
+        shape = [d.dim_value for d in value.type.tensor_type.shape.dim]
+        dtype = helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type)
+        out[value.name] = rng.integers(0, 40, shape).astype(dtype) if dtype == np.int64 else rng.standard_normal(shape).astype(dtype)
+    return out
+
+
+def against_reference(model, chip, tol):
+    feeds = feeds_for(model)
+    want = dict(zip([o.name for o in model.graph.output], ReferenceEvaluator(model).run(None, feeds)))
+    got = sim.run(isa.from_onnx(model), chips.load(chip), feeds).outputs
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name].astype(np.float64), value.astype(np.float64), rtol=tol, atol=tol, err_msg=name)
+    return got
+
+
+@pytest.mark.parametrize("cfg", [TINY, TINY_QWEN], ids=["tinyllama", "qwen2"])
+@pytest.mark.parametrize("seq, past", [(6, 0), (1, 6), (3, 5)], ids=["prefill", "decode", "chunk"])
+@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-4), ("bm1686", "float32", 1e-4), ("bm1684", "float32", 1e-4),
+                                              ("ascend910b", "float16", 2e-2)])
+def test_a_decoder_layer_matches_the_reference(cfg, seq, past, chip, dtype, tol):
+    against_reference(llm.decoder_layer(cfg, seq=seq, past=past, dtype=dtype), chip, tol)
+
+
+@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-4), ("ascend910b", "float16", 2e-2)])
+def test_a_whole_model_matches_the_reference(chip, dtype, tol):
+    against_reference(llm.model(TINY, seq=4, past=3, dtype=dtype), chip, tol)
+
+
+@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-5), ("ascend910b", "float16", 1e-2)])
+def test_a_decode_step_equals_the_prefills_last_position(chip, dtype, tol):
+    """Prefill 5 tokens, keep their key and value rows as the caches, decode the 6th: its output is
+    the 6-token prefill's last row (the same weights: one seed)."""
+    target = chips.load(chip)
+    x = np.random.default_rng(2).standard_normal((1, 6, TINY.hidden)).astype(dtype)
+
+    def run(seq, past, feeds):
+        return sim.run(isa.from_onnx(llm.decoder_layer(TINY, seq=seq, past=past, dtype=dtype)), target, feeds).outputs
+
+    full = run(6, 0, {"x": x})
+    head = run(5, 0, {"x": x[:, :5]})
+    step = run(1, 5, {"x": x[:, 5:], "past.0.key": head["present.0.key"], "past.0.value": head["present.0.value"]})
+    np.testing.assert_allclose(step["y"][:, 0].astype(np.float64), full["y"][:, 5].astype(np.float64), rtol=tol, atol=tol)
+    np.testing.assert_array_equal(head["present.0.key"].shape, (1, TINY.kv_heads, TINY.head_size, 5))
+
+
+def test_bm1686_float16_is_refused_at_the_norms_square_root():
+    layer = llm.decoder_layer(TINY, seq=2, dtype="float16")
+    with pytest.raises(isa.UnsupportedError, match=r"active.sqrt with float16 -> float16 is not supported on chip bm1686"):
+        sim.run(isa.from_onnx(layer), chips.load("bm1686"), feeds_for(layer))
+
+
+def test_the_configurations_are_the_model_cards():
+    llama, qwen, tiny = (llm.CONFIGS[n] for n in ("llama2-7b", "qwen2-7b", "tinyllama-1.1b"))
+    assert (llama.layers, llama.hidden, llama.heads, llama.kv_heads, llama.mlp, llama.vocab) == (32, 4096, 32, 32, 11008, 32000)
+    assert (qwen.layers, qwen.hidden, qwen.heads, qwen.kv_heads, qwen.mlp, qwen.vocab) == (28, 3584, 28, 4, 18944, 152064)
+    assert (tiny.layers, tiny.hidden, tiny.heads, tiny.kv_heads, tiny.mlp, tiny.vocab) == (22, 2048, 32, 4, 5632, 32000)
+    # the published sizes: Llama-2-7B 6.74 B parameters, Qwen2-7B 7.62 B, TinyLlama 1.10 B
+    assert [round(c.weights() / 1e9, 2) for c in (llama, qwen, tiny)] == [6.74, 7.62, 1.1]
+    assert llama.kv_elements(2048) * 2 == 2**30  # float16 KV cache of Llama-2-7B at 2048 tokens: 1 GiB
+
+
+
+# ---- bench/llm.py: the footprint check and the decode lengths (the figures are the bench's to print) ----
+
+def load_bench():
+    """bench/llm.py as a module of its own name (examples/llm.py holds the name `llm`)."""
+    spec = importlib.util.spec_from_file_location("bench_llm", Path(__file__).resolve().parent.parent / "bench" / "llm.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+BENCH = load_bench()
+
+
+def test_a_model_too_big_for_the_chips_ddr_is_an_error_naming_both_sizes(capsys):
+    assert BENCH.main(["--model", "llama2-7b", "--chip", "ascend310b", "--prompt", "512", "--generate", "128"]) == 2
+    err = capsys.readouterr().err
+    assert "llama2-7b in float16 needs 13.48 GB of weights + 0.34 GB of KV cache (640 tokens x batch 1) = 13.81 GB" in err
+    assert "more than chip ascend310b's DDR of 4.29 GB" in err
+    too_big = r"needs 26.95 GB of weights \+ 0.67 GB of KV cache .* more than chip bm1686.s DDR of 17.18 GB"
+    with pytest.raises(isa.errors.OutOfMemoryError, match=too_big):
+        BENCH.check_fits(llm.CONFIGS["llama2-7b"], chips.load("bm1686"), "float32", 1, 640)
+
+
+def test_a_model_that_fits_gives_its_footprint():
+    weights, kv = BENCH.check_fits(llm.CONFIGS["qwen2-7b"], ASCEND910B, "float16", 4, 2048)
+    assert weights == llm.CONFIGS["qwen2-7b"].weights() * 2
+    assert kv == 2 * 28 * 4 * 2048 * 4 * 128 * 2  # K and V, 28 layers, batch 4, 2048 tokens, 4 KV heads of 128, 2 bytes
+
+
+def test_decode_lengths_are_the_middles_of_equal_parts():
+    assert BENCH.decode_lengths(512, 128, 1) == [576]
+    assert BENCH.decode_lengths(512, 128, 4) == [528, 560, 592, 624]
+
+
+# ---- the transposed_gemv import pass: a decode step's scores against a key cache exported as
+# ---- Hugging Face writes them (q @ k.transpose(-1, -2)) read the cache as it lies ----------------
+
+def hf_decode_attention(rows, heads=8, cached=64, d=32):
+    """Softmax(q @ Transpose(k)) @ v with q (1, heads, rows, d) and k, v (1, heads, cached, d)."""
+    f = onnx.TensorProto.FLOAT
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]), helper.make_node("MatMul", ["q", "kt"], ["s"], name="scores"),
+             helper.make_node("Softmax", ["s"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["y"])]
+    shapes = {"q": (1, heads, rows, d), "k": (1, heads, cached, d), "v": (1, heads, cached, d)}
+    graph = helper.make_graph(nodes, "hf_attention", [helper.make_tensor_value_info(n, f, s) for n, s in shapes.items()],
+                              [helper.make_tensor_value_info("y", f, (1, heads, rows, d))])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), shapes
+
+
+@pytest.mark.parametrize("chip", ["generic", "bm1686"])
+def test_a_decode_steps_scores_read_the_key_cache_without_permuting_it(chip):
+    model, shapes = hf_decode_attention(rows=1)
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()}
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    folded = isa.from_onnx(model)
+    assert "permute" not in {n.op for n in folded.nodes}
+    assert "1 product(s) of a row and a transposed operand" in folded.notes[-1]
+    permuted = isa.from_onnx(model, passes=("constants", "bn_fold", "activations", "identities"))
+    assert "permute" in {n.op for n in permuted.nodes}
+    fast, slow = (sim.run(g, chips.load(chip), feeds) for g in (folded, permuted))
+    np.testing.assert_allclose(fast.outputs["y"], want, rtol=1e-5, atol=1e-6)
+    assert fast.cycles < slow.cycles
+
+
+def test_a_prefills_scores_keep_their_transpose():
+    model, _ = hf_decode_attention(rows=4)
+    assert "permute" in {n.op for n in isa.from_onnx(model).nodes}
+    assert isa.from_onnx(model).notes[-1].endswith("nothing to rewrite")
+
+
+def test_the_bench_simulates_a_layer_and_reads_its_engines():
+    step = BENCH.simulate(lambda: llm.decoder_layer(TINY, seq=1, past=8), ASCEND910B, top=2)
+    assert step.cycles > 0 and step.seconds == pytest.approx(step.cycles / ASCEND910B.clock_hz)
+    assert set(step.utilization) == {"dma", "matrix", "vector", "scalar"}
+    assert all(0 <= u <= 1 for u in step.utilization.values())
+    assert len(step.slowest) == 2 and all(name.startswith("layers.0.") for name, _, _ in step.slowest)
+    assert step.ddr_bytes > 0  # less than the weights for a layer this small: the L2's hits are not DDR traffic
+
+
+# ---- a transpose through local memory (isa/lower/transpose.py) -----------------------------------
+
+@pytest.mark.parametrize("chip", ["ascend910b", "ascend310b"])
+def test_a_transpose_staged_on_chip_moves_whole_bursts(chip):
+    """A prefill's key transpose, (heads, tokens, head size) -> (heads, head size, tokens): on a chip
+    whose DDR-to-DDR copies stage through local memory, each element is not a burst of its own; the
+    copy takes about the time of reading and writing its bytes once."""
+    target = chips.load(chip, {"ops.permute": {"dtypes": ["float16"]}})
+    x = np.random.default_rng(0).standard_normal((8, 512, 128)).astype(np.float16)
+    g = isa.Graph("key_transpose")
+    with g:
+        g.output(O.permute(g.input("x", x.shape, "float16"), [0, 2, 1]), "y")
+    res = sim.run(g, target, {"x": x})
+    np.testing.assert_array_equal(res.outputs["y"], x.transpose(0, 2, 1))
+    once = 2 * x.nbytes / target.memories["ddr"].bandwidth  # cycles to read and write the bytes at DDR's rate
+    assert res.stats.ddr_write_bytes == x.nbytes
+    assert res.cycles < 1.5 * once
+
+
+def test_the_bench_leaves_out_an_embedding_lookup_the_chip_refuses():
+    """bm1686 has no int64 compare for the importer's negative-id test: the head is simulated alone, and the reason kept."""
+    head, refused = BENCH.simulate_ends(TINY, chips.load("bm1686"), 1, 4, "float32", 0)
+    assert head.cycles > 0 and "lts with int64 -> int64 is not supported on chip bm1686" in refused
+    both, none = BENCH.simulate_ends(TINY, ASCEND910B, 1, 4, "float16", 0)
+    assert none is None and both.cycles > 0
