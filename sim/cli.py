@@ -322,8 +322,15 @@ def _run(args):
     if args.program:
         _write(args.program, lambda p: Path(p).write_text(program.to_text()))
     _check_result_files(args)
-    result = execute(program, chip, _inputs(args, gf, chip), args.mode)
+    inputs = _inputs(args, gf, chip)
+    result = execute(program, chip, inputs, args.mode)
     _report_result(args, program, result, f"lowered to {_counts(program)}")
+    if getattr(args, "quantize", None) and args.mode == "functional":
+        from .deploy import compared
+
+        print(f"{args.quantize} against float32:")
+        for line in compared(gf, inputs, result.outputs):
+            print("  " + line)
     return 0
 
 

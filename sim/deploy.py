@@ -4,14 +4,18 @@ precision for the run's chip (isa.quantize, isa/deploy/) before it is lowered.
 --calibration is a TPU-MLIR calibration table (text: `name threshold min max` lines) or an .npz
 of one sample (an array per input, by the model's input names), run through the simulator to
 measure each tensor's range. Without it, INT8 calibrates on the run's own inputs (--inputs, or
-the random ones drawn with --seed).
+the random ones drawn with --seed). A functional run then prints each output's cosine
+similarity and largest absolute error against the float model's.
 """
 
 from pathlib import Path
 
+import chips
 import isa
 from isa import npyfile
 from isa.errors import ConfigError, InputError
+
+from .run import execute
 
 
 def deploy(gf, args, chip):
@@ -22,11 +26,24 @@ def deploy(gf, args, chip):
         raise ConfigError(f"--calibration {args.calibration}: a calibration is for --quantize INT8 only")
     if dtype == "int8":
         calibration = _calibration(gf, args)
-    gf.graph = isa.quantize(gf.graph, dtype, chip, calibration)
+    gf.float_graph, gf.graph = gf.graph, isa.quantize(gf.graph, dtype, chip, calibration)
     for note in gf.graph.notes:
         if note.startswith("quantize "):
             print(note.removeprefix("quantize ").replace(":", " deployment:", 1))
     return gf
+
+
+def compared(gf, inputs, outputs) -> list[str]:
+    """What the deployment costs in accuracy: per output, its cosine similarity and largest
+    absolute error against the float model's, run on `generic` in functional mode (as
+    calibration runs it) on the same inputs."""
+    generic = chips.load("generic")
+    want = execute(isa.lower(gf.float_graph, generic), generic, inputs).outputs
+    lines = []
+    for name, got in outputs.items():
+        cosine, error = isa.deploy.similarity(got, want[name])
+        lines.append(f"{name}: cosine similarity {cosine:.6f}, max abs error {error:.4g} against the float model")
+    return lines
 
 
 def _calibration(gf, args):
@@ -56,4 +73,4 @@ def _sample(gf, path, what):
     return {n: sample[n] for n in gf.graph.inputs}
 
 
-__all__ = ["deploy"]
+__all__ = ["compared", "deploy"]

@@ -298,6 +298,26 @@ def test_cli_runs_a_model_deployed_in_int8_and_float16(tmp_path, capsys):
     assert np.load(tmp_path / "y2.npz")["y"].shape == y8.shape
 
 
+def test_a_functional_deployed_run_prints_its_error_against_the_float_model(tmp_path, capsys):
+    """The cosine similarity and largest error it prints are those of the deployed outputs it
+    writes against the float model's outputs on the same inputs."""
+    model_path, inputs = tmp_path / "cnn.onnx", tmp_path / "x.npz"
+    onnx.save(cnn(silu=True), model_path)
+    floating = isa.from_onnx(cnn(silu=True))
+    (name,) = floating.onnx_inputs
+    np.savez(inputs, **{name: np.random.default_rng(5).standard_normal(floating.tensors[floating.inputs[0]].shape).astype(np.float32)})
+    assert main(["run", str(model_path), "--chip", "bm1686", "--quantize", "INT8", "--inputs", str(inputs),
+                 "--outputs", str(tmp_path / "y.npz")]) == 0
+    out = capsys.readouterr().out
+    got = np.load(tmp_path / "y.npz")["y"]
+    want = sim.run(floating, "generic", {name: np.load(inputs)[name]}).outputs["y"]
+    cosine, error = isa.deploy.similarity(got, want)
+    assert 0.9 < cosine < 1 and error > 0
+    assert f"y: cosine similarity {cosine:.6f}, max abs error {error:.4g} against the float model" in out
+    assert isa.deploy.similarity(want, want) == (pytest.approx(1.0), 0.0)
+    assert isa.deploy.similarity(np.zeros(3), np.zeros(3)) == (1.0, 0.0)
+
+
 @pytest.mark.parametrize("argv, match", [
     (["--quantize", "int4"], "ConfigError: quantize 'int4': not a deployment precision"),
     (["--quantize", "F16", "--calibration", "t.txt"], "ConfigError: --calibration t.txt: a calibration is for --quantize INT8 only"),

@@ -16,12 +16,25 @@ or a count of seeded random samples.
 
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import ConfigError
 from ..graph import Graph
 from .calibration import Table, measure, random_samples, read_table
 
 PRECISIONS = {"float16": "float16", "f16": "float16", "fp16": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16",
               "int8": "int8"}
+
+
+def similarity(got, want) -> tuple[float, float]:
+    """(cosine similarity, largest absolute error) of a deployed output against the float
+    model's, as TPU-MLIR's model_deploy compares them (the cosine of two zero arrays is 1)."""
+    a, b = np.asarray(got, np.float64).ravel(), np.asarray(want, np.float64).ravel()
+    if a.shape != b.shape:
+        raise ConfigError(f"similarity: outputs of {a.size} and {b.size} elements")
+    norms = np.linalg.norm(a) * np.linalg.norm(b)
+    cosine = float(a @ b / norms) if norms else float(np.array_equal(a, b))
+    return cosine, float(np.abs(a - b).max(initial=0.0))
 
 
 def precision(name) -> str:
