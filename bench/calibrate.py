@@ -19,10 +19,11 @@ import csv
 import re
 from dataclasses import dataclass
 
+from resnet50 import resnet50
+
 import isa
 import sim
 from isa.lower.fusion import groups
-from resnet50 import resnet50
 from sim.run import configure
 
 SOURCE = "sophgo/sophon-demo sample/ResNet/README.md @ 04d1ec7f, section 7.1"

@@ -19,7 +19,7 @@ import onnx
 from onnx import numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-import llm  # noqa: E402
+import llm
 
 CHILD = """
 import sys, time

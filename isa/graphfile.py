@@ -27,7 +27,6 @@ import math
 from dataclasses import dataclass
 from numbers import Integral, Real
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
@@ -116,7 +115,7 @@ class _Reader:
             raise self.error(spec.line_of("dtype"), str(exc)) from None
 
 
-def load(path, max_bytes: Optional[int] = None, limit: str = "the host-memory cap") -> GraphFile:
+def load(path, max_bytes: int | None = None, limit: str = "the host-memory cap") -> GraphFile:
     """Read a graph file into a Graph and its default input values; the tensors it draws or
     reads take at most `max_bytes` together (by default the host-memory cap; `limit` says what
     the bound is, for messages)."""
@@ -247,7 +246,7 @@ def _random(r, spec, where, shape, dtype, line):
         high = r.number(spec, "high", where, 1, integer=integer, minimum=low)
         top = dtypes.float_max(dtype) if dtypes.is_float(dtype) else 1
         lo, hi = dtypes.int_range(dtype) if integer else (-top if dtypes.is_float(dtype) else 0, top)
-        if not (lo <= low and high <= hi) or not integer and not math.isfinite(high - low):
+        if not (lo <= low and high <= hi) or (not integer and not math.isfinite(high - low)):
             raise r.error(spec.line_of("low" if not lo <= low else "high"),
                           f"{where}: random uniform in [{low}, {high}] goes beyond {dtype}'s range [{lo}, {hi}]")
         wide = "uint64" if dtype == "uint64" else "int64" if integer else "float64"
@@ -291,7 +290,7 @@ def _fit(r, line, where, array, dtype):
     stay what they are)."""
     if dtypes.is_int(dtype):
         lo, hi = dtypes.int_range(dtype)
-        if array.size and (array.dtype.kind == "f" and not np.all(np.isfinite(array)) or np.any(array != np.round(array))
+        if array.size and ((array.dtype.kind == "f" and not np.all(np.isfinite(array))) or np.any(array != np.round(array))
                            or int(array.min()) < lo or int(array.max()) > hi):
             raise r.error(line, f"{where}: values must be integers in [{lo}, {hi}] for {dtype}")
     elif dtypes.is_float(dtype) and array.size:

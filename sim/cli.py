@@ -52,7 +52,6 @@ from .peaks import peak_ops
 from .run import POLICY_PREFIX, configure, execute
 from .sweep import parse_grid, plot_sweep, sweep, table_rows, write_csv
 
-
 BUG = 2  # exit status of a defect of npusim
 PIPE_CLOSED = 128 + 13  # a shell's status for a process SIGPIPE ends
 

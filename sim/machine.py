@@ -210,7 +210,7 @@ def _check_shapes(instr, where):
         if any(r.mem != "ddr" for r in (*instr.srcs, *instr.dsts)):
             raise ProgramError(f"{where}: a scalar kernel's operands are in ddr")
     elif instr.kind == "dma":
-        if instr.src.shape != instr.dst.shape or not instr.fn and dtypes.itemsize(instr.src.dtype) != dtypes.itemsize(instr.dst.dtype):
+        if instr.src.shape != instr.dst.shape or (not instr.fn and dtypes.itemsize(instr.src.dtype) != dtypes.itemsize(instr.dst.dtype)):
             raise ProgramError(f"{where}: dma src {instr.src.text()} and dst {instr.dst.text()} differ in shape or width")
         if instr.fn and instr.src.mem == "ddr":  # a converter sits at a unit's output; the stats count ddr reads by the destination
             raise ProgramError(f"{where}: a converting dma reads on-chip memory, not ddr: {instr.src.text()}")

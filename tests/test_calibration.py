@@ -8,15 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from refeval import evaluate
 
 import chips
 import isa
 import sim
-from refeval import evaluate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-import calibrate  # noqa: E402
-from resnet50 import image, resnet50, resnet50_stage  # noqa: E402
+import calibrate
+from resnet50 import image, resnet50, resnet50_stage
 
 
 @pytest.mark.parametrize("chip_name, dtype, batch", [("bm1684", "float32", 4), ("bm1684", "int8", 4), ("bm1686", "float16", 1)])

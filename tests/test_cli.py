@@ -29,7 +29,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 MLP = EXAMPLES / "mlp.yaml"
 MLP_INT8 = EXAMPLES / "mlp_int8.yaml"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-CYCLES = re.compile(r"^(\S+): ([\d,]+) cycles = ", re.M)
+CYCLES = re.compile(r"^(\S+): ([\d,]+) cycles = ", re.MULTILINE)
 
 
 def cli(capsys, *argv):

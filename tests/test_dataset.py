@@ -13,7 +13,7 @@ import pytest
 from isa.errors import ConfigError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-import validate as V  # noqa: E402
+import validate as V
 
 ROWS = V.load()
 

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from refeval import evaluate
 
 import chips
 import isa
 import sim
 from isa import dtypes
-from refeval import evaluate
 
 CHIPS = {name: chips.load(name) for name in chips.available()}
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

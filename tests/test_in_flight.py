@@ -4,6 +4,7 @@ quantizes, casts and rectifies what leaves L0C) and the matrix templates' epilog
 
 import numpy as np
 import pytest
+from conftest import TEST_CHIPS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,8 +15,6 @@ from isa.errors import ConfigError
 from isa.instructions import Dma, Matmul, Region, dense, instr_text, parse_instr
 from isa.ops import REGISTRY
 from sim.run import configure
-
-from conftest import TEST_CHIPS
 
 CONVERTING = """.program chip=tiny graph=hand
 .input x ddr@0x0:int32[16;1]

@@ -5,12 +5,12 @@ import re
 
 import numpy as np
 import pytest
+from refeval import evaluate
 
 import chips
 import isa
 import sim
 from isa import graphfile
-from refeval import evaluate
 
 EXAMPLES = ["examples/mlp.yaml", "examples/mlp_int8.yaml"]
 

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from refeval import evaluate
 
 import chips
 import sim
-from refeval import evaluate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from resnet50 import resnet50  # noqa: E402
+from resnet50 import resnet50
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int8"])

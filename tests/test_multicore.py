@@ -115,9 +115,9 @@ def test_names_and_program_text_round_trip():
     text = prog.to_text()
     assert isa.Program.from_text(text) == prog
     assert ".engine c3.aiv1_vector" in text.splitlines()
-    assert re.search(r"^c2\.aiv0_vector\.\d+ vector fn=mul .*dst=c2\.ub0@", text, re.M)
-    assert re.search(r"^c1\.aiv1_mte3\.0 wait on=c1\.aiv1_vector\.\d+ ", text, re.M)
-    assert re.search(r"^c1\.aiv1_mte3\.1 dma src=c1\.ub1@\S+ dst=ddr@", text, re.M)
+    assert re.search(r"^c2\.aiv0_vector\.\d+ vector fn=mul .*dst=c2\.ub0@", text, re.MULTILINE)
+    assert re.search(r"^c1\.aiv1_mte3\.0 wait on=c1\.aiv1_vector\.\d+ ", text, re.MULTILINE)
+    assert re.search(r"^c1\.aiv1_mte3\.1 dma src=c1\.ub1@\S+ dst=ddr@", text, re.MULTILINE)
     assert {b.mem for b in prog.buffers} >= {f"c{c}.ub{v}" for c in range(4) for v in range(2)}
     res = sim.execute(isa.Program.from_text(text), chip, mode="timing")
     assert res.cycles == sim.execute(prog, chip, mode="timing").cycles

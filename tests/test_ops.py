@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from refeval import evaluate
 
 import chips
 import isa
 import sim
 from isa import dtypes
 from isa.ops.activation import Active
-from refeval import evaluate
 
 CHIPS = {name: chips.load(name) for name in ("bm1684", "generic")}
 SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from refeval import evaluate
 
 import chips
 import isa
 import sim
 from isa import dtypes
 from isa.instructions import Dma, Wait
-from refeval import evaluate
 
 O = isa.ops
 CHIPS = {name: chips.load(name) for name in ("generic", "bm1682", "bm1684", "bm1686")}

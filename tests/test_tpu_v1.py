@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from refeval import evaluate
 
 import chips
 import isa
@@ -15,7 +16,6 @@ from isa.lower.route import route
 from sim.run import configure
 from traces.stored import from_data, to_data
 from traces.summary import format_summary
-from refeval import evaluate
 
 CHIP = chips.load("tpu_v1")
 O = isa.ops

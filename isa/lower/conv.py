@@ -24,7 +24,6 @@ one unit. Where the accumulator reaches the vector memory through shared memory 
 buffers are placed with the slots.
 """
 
-import collections
 import dataclasses
 import itertools
 import math

@@ -32,7 +32,7 @@ from .tiling import nbytes as tile_nbytes
 class Buf:
     """A placed buffer and its access history while it is being emitted against."""
 
-    __slots__ = ("name", "mem", "addr", "size", "writes", "reads", "first", "last", "section", "window", "parts")
+    __slots__ = ("addr", "first", "last", "mem", "name", "parts", "reads", "section", "size", "window", "writes")
 
     def __init__(self, name, mem, addr, size):
         self.name, self.mem, self.addr, self.size = name, mem, addr, size

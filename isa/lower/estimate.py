@@ -474,7 +474,7 @@ class _Run(Observer):
 class _Buffer:
     """A buffer of the replay, for the sync rule: its last writer and its readers since."""
 
-    __slots__ = ("writes", "reads", "section")
+    __slots__ = ("reads", "section", "writes")
 
     def __init__(self):
         self.writes, self.reads, self.section = {}, {}, None

@@ -37,7 +37,6 @@ from ..graph import Tensor
 from .arrange import fill_value, integer, ints, known_ints
 from .base import OpDef, Spec, apply, register
 
-
 # ---- constdata --------------------------------------------------------------------------------
 
 class ConstData(OpDef):

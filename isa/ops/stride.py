@@ -32,7 +32,7 @@ class Strided(Elementwise):
         if len(stride) != len(shape) or len(offset) != len(shape):
             raise ShapeError(f"{self.name}: stride {stride} and offset {offset} need one entry per dimension of {shape}")
         for n, st, off in zip(shape, stride, offset):
-            if st < 1 or not 0 <= off < n and n != 1:
+            if st < 1 or (not 0 <= off < n and n != 1):
                 raise ShapeError(f"{self.name}: stride {st} must be >= 1 and offset {off} in [0, {n}) for a dimension of {n}")
 
     def strided_shape(self, shape, params):

@@ -9,7 +9,6 @@ import numpy as np
 
 from isa import dtypes
 
-
 # Integer products numpy would multiply without BLAS: the operands' largest magnitudes, for
 # those whose sums float64 holds exactly (below 2^53) at any K a tile has.
 _SMALL_INTS = {"int8": 2**7, "uint8": 2**8 - 1, "int16": 2**15, "uint16": 2**16 - 1}
