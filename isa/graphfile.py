@@ -127,7 +127,7 @@ def load(path, max_bytes: int | None = None, limit: str = "the host-memory cap")
     for name in inputs:
         where = f"inputs.{name}"
         spec = r.mapping(inputs[name], inputs.line_of(name), where, ("shape",), _INPUT_KEYS)
-        t = _located(r, inputs, name, lambda: g.input(name, r.shape(spec, where), r.dtype(spec, where)))
+        t = _located(r, inputs, name, lambda: g.input(name, r.shape(spec, where), r.dtype(spec, where)))  # noqa: B023 - called within this iteration
         if "random" in spec:
             defaults[name] = _random(r, spec, where, t.shape, t.dtype, inputs.line_of(name))
     constants = _section(r, top, "constants")
@@ -135,13 +135,13 @@ def load(path, max_bytes: int | None = None, limit: str = "the host-memory cap")
         where = f"constants.{name}"
         spec = r.mapping(constants[name], constants.line_of(name), where, (), _CONSTANT_KEYS)
         array = _constant(r, spec, where)
-        _located(r, constants, name, lambda: g.constant(name, array))
+        _located(r, constants, name, lambda: g.constant(name, array))  # noqa: B023 - called within this iteration
     if not isinstance(top["ops"], list):
         raise r.error(top.line_of("ops"), f"ops: expected a list of {{op, inputs, params, name}}, got {_kind(top['ops'])}")
     with g:  # an op with no tensor input (linspace, constdata) goes to this graph
         for i, item in enumerate(top["ops"]):
             spec = r.mapping(item, top["ops"].line_of(i), f"ops[{i}]", ("op", "inputs"), ("params", "name"))
-            _located(r, top["ops"], i, lambda: _apply(r, g, spec, f"ops[{i}]"))
+            _located(r, top["ops"], i, lambda: _apply(r, g, spec, f"ops[{i}]"))  # noqa: B023 - called within this iteration
     _outputs(r, g, top)
     return GraphFile(g, defaults)
 
@@ -229,7 +229,7 @@ def _outputs(r, g, top):
     for out_name, tname, parent, key in entries:
         if not isinstance(tname, str) or tname not in g.tensors:
             raise r.error(parent.line_of(key), f"outputs: unknown tensor {tname!r}")
-        _located(r, parent, key, lambda: g.output(g.tensors[tname], out_name))
+        _located(r, parent, key, lambda: g.output(g.tensors[tname], out_name))  # noqa: B023 - called within this iteration
 
 
 def _random(r, spec, where, shape, dtype, line):

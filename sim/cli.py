@@ -28,6 +28,7 @@ so, the exit status 2, and the traceback with --debug. A reader that closes the 
 """
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
@@ -87,10 +88,8 @@ def _one_line(exc):
 
 def _quiet_stdout():
     """Point stdout at /dev/null, so the interpreter's final flush does not fail on the closed pipe."""
-    try:
+    with contextlib.suppress(OSError, ValueError):  # no file descriptor (a captured stdout)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError):  # no file descriptor (a captured stdout)
-        pass
 
 
 class _Parser(argparse.ArgumentParser):

@@ -123,7 +123,7 @@ def split_graph(output_a=False):
 def test_a_chain_holds_a_tensor_its_groups_read_twice_and_takes_a_max_pool():
     g, x = split_graph()
     res = run(g, CHIPS["bm1684"], x)
-    assert [n for n in res.program.notes if n.startswith("layer group")][0].startswith("layer group a..e: 5 layers in 1 slice(s)")
+    assert next(n for n in res.program.notes if n.startswith("layer group")).startswith("layer group a..e: 5 layers in 1 slice(s)")
     assert res.stats.ddr_write_bytes == g.tensors[g.outputs["y"]].nbytes  # a, the sum, the pool's and d's results stay on chip
 
 

@@ -122,7 +122,7 @@ def test_yamlfile_errors(text, match):
 
 
 def test_yamlfile_missing_file(tmp_path):
-    with pytest.raises(ConfigError, match="nope.yaml: cannot read"):
+    with pytest.raises(ConfigError, match=r"nope.yaml: cannot read"):
         yamlfile.read(tmp_path / "nope.yaml")
 
 

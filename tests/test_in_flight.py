@@ -2,6 +2,8 @@
 quantizes, casts and rectifies what leaves L0C) and the matrix templates' epilogue done by one
 (isa/lower/in_flight.py): values, exact cycles, traffic, and the errors."""
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 from conftest import TEST_CHIPS
@@ -208,7 +210,7 @@ def test_fixpipe_drains_one_accumulator_in_parts_while_the_cube_goes_on(dtype, p
     assert len(cube) == 4 * (steps + 2 * (parts - 1)) and len(drains) == 4 * parts
     assert {e.bytes for e in drains} == {128 // parts * 256 * want.itemsize}
     # from its first product on, the cube is never idle: no product waits for a drain to end
-    assert all(b.start == a.end for a, b in zip(cube, cube[1:]))
+    assert all(b.start == a.end for a, b in pairwise(cube))
     # and each tile's drains but its last part's run beside the cube's products
     for drain in drains:
         if drain.end < cube[-1].end:

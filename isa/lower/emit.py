@@ -18,6 +18,7 @@ engine's last write.
 """
 
 from contextlib import contextmanager
+from itertools import pairwise
 
 from ..dtypes import itemsize
 from ..errors import OutOfMemoryError, ProgramError
@@ -96,7 +97,7 @@ class Emitter:
         another reads the one before (a FixPipe draining an accumulator's first rows while the
         cube finishes the rest: isa/lower/matmul.py). Release buf itself."""
         edges = (0, *at, buf.size)
-        buf.parts = tuple(Buf(f"{buf.name}[{k}]", buf.mem, buf.addr + lo, hi - lo) for k, (lo, hi) in enumerate(zip(edges, edges[1:])))
+        buf.parts = tuple(Buf(f"{buf.name}[{k}]", buf.mem, buf.addr + lo, hi - lo) for k, (lo, hi) in enumerate(pairwise(edges)))
         for part in buf.parts:
             part.inherit(buf)
         return buf.parts

@@ -455,7 +455,7 @@ class _Run(Observer):
         moved = self.moved.get(key)
         if moved is None:
             here = self.estimate.cores[0]
-            rename = (lambda name: f"c{self.core}.{name[len(f'c{here}.'):]}" if name.startswith(f"c{here}.") else name)
+            rename = (lambda name: f"c{self.core}.{name[len(f'c{here}.'):]}" if name.startswith(f"c{here}.") else name)  # noqa: E731
             step = t.step
             if step.use is not None:
                 step = step._replace(use={rename(m): k for m, k in step.use.items()}, src=rename(step.src), dst=rename(step.dst))

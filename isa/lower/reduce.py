@@ -44,7 +44,7 @@ def lower_reduce(ctx, group):
     alloc = em.allocators[mem]
     first = _prepared(plan, units[0])
     kshape = plan.lay.kshape
-    fits = lambda t: all(em.allocators[m].fits([n for _, n in plan.buffers(t)] * ctx.slots) for m in vector_memories(units))
+    fits = lambda t: all(em.allocators[m].fits([n for _, n in plan.buffers(t)] * ctx.slots) for m in vector_memories(units))  # noqa: E731
     budget = step_budget(ctx, plan.moved(kshape), mem, len(units))
     names = dim_names(len(plan.x.shape))
     tile = budgeted_tile(kshape, fits, plan.moved, budget, ctx.tile_limits(kshape, [names[i] for i in plan.lay.kept]))

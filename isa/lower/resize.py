@@ -30,7 +30,7 @@ def lower_resize(ctx, group):
     oh, ow = out.shape[2:]
     planes = n * c
     units = ctx.units("matrix")
-    amem, bmem, cmem = (units[0].matrix.operand_memory(r) for r in "abc")
+    amem, bmem, _cmem = (units[0].matrix.operand_memory(r) for r in "abc")
     ry = em.bind(f"{node.name}.ry", "const", "float32", (oh, h), matrix(h, oh, p).tobytes())
     rxt = em.bind(f"{node.name}.rxt", "const", "float32", (w, ow), np.ascontiguousarray(matrix(w, ow, p).T).tobytes())
 

@@ -277,7 +277,7 @@ class ConvV2(Conv):
 
     def reference(self, arrays, params, compute=None):
         x, w = arrays[0].astype(np.int64), arrays[1].astype(np.int64)
-        ic, oc, kernel = self.channels(x.shape, w.shape, params["groups"])
+        ic, oc, _kernel = self.channels(x.shape, w.shape, params["groups"])
         izp = self._zero_point(arrays, params, "izp", ic).reshape((1, ic) + (1,) * self.spatial)
         kzp = self._zero_point(arrays, params, "kzp", oc)
         if self.transposed:  # [IC, OC/g, k...]: kzp by output channel
