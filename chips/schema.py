@@ -96,7 +96,8 @@ class MatrixUnit:
         A dtype the unit has no rate for is an UnsupportedError (a chip whose op table allows
         more than its unit multiplies)."""
         if dtype not in self.block_cycles:
-            raise UnsupportedError(f"the matrix unit has no block_cycles for {dtype} (its dtypes: {', '.join(self.block_cycles) or 'none'})")
+            raise UnsupportedError(f"the matrix unit has no block_cycles for {dtype} (its "
+                                   f"dtypes: {', '.join(self.block_cycles) or 'none'})")
         return self.conv_block_cycles.get(dtype, self.block_cycles[dtype]) if conv else self.block_cycles[dtype]
 
 

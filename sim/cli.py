@@ -123,7 +123,9 @@ def _parser():
     run.add_argument("--seed", type=_seed, default=0, help="seed of an ONNX model's random inputs (default: 0)")
     _result_files(run)
     run.add_argument("--program", help="write the lowered program's text here")
-    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a chip field (memories.ddr.bandwidth=68GB/s) or a policy field (policy.fuse=false, policy.max_tile=h=4,w=8)")
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a chip field (memories.ddr.bandwidth=68GB/s) "
+                          "or a policy field (policy.fuse=false, policy.max_tile=h=4,w=8)")
     run.add_argument("--quantize", metavar="F16|BF16|INT8", help="deploy the graph in this precision for --chip first (docs/quantize.md)")
     run.add_argument("--calibration", help="INT8's calibration: a TPU-MLIR table (name threshold min max lines) or an .npz sample "
                                            "(default: the run's inputs)")
@@ -249,7 +251,8 @@ class OnnxGraph(GraphFile):
         names = {i.name for i in model.graph.input} - {t.name for t in model.graph.initializer}
         unknown = sorted(set(given) - names)
         if unknown:
-            raise InputError(f"--inputs {args.inputs}: {', '.join(unknown)} is not an input of {args.graph} (inputs: {', '.join(sorted(names))})")
+            raise InputError(f"--inputs {args.inputs}: {', '.join(unknown)} is not an "
+                             f"input of {args.graph} (inputs: {', '.join(sorted(names))})")
         needed = static_inputs(model)
         missing = [n for n in needed if n not in given]
         if missing:

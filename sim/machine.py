@@ -132,7 +132,8 @@ def _step(chip, engine, instr, where):
     elif kind == "vector":
         dtype = vector_dtype(instr)
         if dtype not in engine.vector.per_lane:
-            raise ProgramError(f"engine {engine.name}: the vector unit has no throughput for dtype {dtype} (per_lane: {', '.join(engine.vector.per_lane)})")
+            raise ProgramError(f"engine {engine.name}: the vector unit has no throughput for "
+                               f"dtype {dtype} (per_lane: {', '.join(engine.vector.per_lane)})")
     elif instr.a.dtype not in engine.matrix.block_cycles:
         raise ProgramError(f"engine {engine.name}: the matrix unit has no block_cycles for dtype {instr.a.dtype}")
     return price(chip, engine, instr)
@@ -215,7 +216,8 @@ def _check_shapes(instr, where):
         if instr.fn and instr.src.mem == "ddr":  # a converter sits at a unit's output; the stats count ddr reads by the destination
             raise ProgramError(f"{where}: a converting dma reads on-chip memory, not ddr: {instr.src.text()}")
         if instr.fn and len(instr.args) != VECTOR_FNS[instr.fn] - 1:
-            raise ProgramError(f"{where}: a dma converting with {instr.fn} takes {VECTOR_FNS[instr.fn] - 1} number(s) after its source, got {len(instr.args)}")
+            raise ProgramError(f"{where}: a dma converting with {instr.fn} takes {VECTOR_FNS[instr.fn] - 1} "
+                               f"number(s) after its source, got {len(instr.args)}")
     elif instr.kind == "vector":
         if len(instr.srcs) != VECTOR_FNS[instr.fn]:
             raise ProgramError(f"{where}: {instr.fn} takes {VECTOR_FNS[instr.fn]} operands, got {len(instr.srcs)}")

@@ -117,7 +117,8 @@ def test_other_ops_are_rejected():
     g = isa.Graph("t")
     x = g.input("x", (4,), "float16")
     g.output(O.add(x, x), "y")
-    with pytest.raises(isa.UnsupportedError, match=r"add with float16 x float16 -> float16 is not supported on chip ascend310b \(the chip has no add"):
+    with pytest.raises(isa.UnsupportedError, match=r"add with float16 x float16 -> float16 is not "
+                                                   r"supported on chip ascend310b \(the chip has no add"):
         isa.lower(g, CHIP)
 
 

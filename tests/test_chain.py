@@ -161,7 +161,8 @@ def test_a_chain_the_estimate_finds_slower_is_lowered_layer_by_layer():
     res = run(g, chip, inputs_for(g), reserve=squeezed(chip, 512 << 10))
     assert slices(res.program) == []
     [note] = [n for n in res.program.notes if n.startswith("layer group")]
-    sliced, layered = (int(v.replace(",", "")) for v in re.findall(r"estimated ([\d,]+) cycles in \d+ slice\(s\) against ([\d,]+) layer by layer; lowered layer by layer", note)[0])
+    sliced, layered = (int(v.replace(",", "")) for v in re.findall(r"estimated ([\d,]+) cycles in \d+ slice\(s\) against "
+                                                                   r"([\d,]+) layer by layer; lowered layer by layer", note)[0])
     assert sliced > layered
 
 

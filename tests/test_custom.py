@@ -141,7 +141,8 @@ def x_tensor():
 
 
 def test_an_unregistered_op_lists_the_registered_ones():
-    with pytest.raises(isa.UnsupportedError, match=r"customed_ops: op_type 'gelu' is not registered \(registered: .*affine, minmax, softplus"):
+    with pytest.raises(isa.UnsupportedError, match=r"customed_ops: op_type 'gelu' is not registered "
+                                                   r"\(registered: .*affine, minmax, softplus"):
         O.customed_ops([x_tensor()], "gelu")
 
 

@@ -247,7 +247,8 @@ def test_calibration_from_samples_by_the_models_input_names():
 # ---- refusals ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kwargs, error, match", [
-    ({"quantize": "INT4", "chip": "bm1684"}, isa.ConfigError, "quantize 'INT4': not a deployment precision; expected one of F16, BF16, INT8"),
+    ({"quantize": "INT4", "chip": "bm1684"}, isa.ConfigError, ("quantize 'INT4': not a deployment "
+                                                              "precision; expected one of F16, BF16, INT8")),
     ({"quantize": "INT8"}, isa.ConfigError, r"quantize='INT8'\) needs chip="),
     ({"calibration": 4}, isa.ConfigError, "calibration= and chip= go with quantize="),
     ({"quantize": "INT8", "chip": "bm1684"}, isa.ConfigError, "INT8 needs a calibration: a table file"),

@@ -75,7 +75,8 @@ def test_errors_name_the_key_and_what_is_wrong(overrides, message):
 
 
 def test_a_shared_memory_named_twice_is_an_error(tmp_path):
-    text = QUAD.read_text().replace("  l1: {kind: local", "  l2: {kind: local, shared: true, size: 1MiB, bandwidth: 8}\n  l1: {kind: local", 1)
+    text = QUAD.read_text().replace("  l1: {kind: local", "  l2: {kind: local, shared: true, size: "
+                                                          "1MiB, bandwidth: 8}\n  l1: {kind: local", 1)
     path = tmp_path / "twice.yaml"
     path.write_text(text)
     with pytest.raises(isa.ConfigError, match=r"twice.yaml:\d+: duplicate key 'l2' \(first at line \d+\)"):
@@ -92,7 +93,8 @@ def test_tensors_placed_on_chip_go_where_every_core_reaches():
     split = chips.load(TEST_CHIPS / "three_level.yaml", {"cores": 2})  # every memory a core's own
     with pytest.raises(isa.ConfigError, match=r"policy.pinned: chip three_level has no on-chip memory every core reaches"):
         isa.lower(g, split, pinned)
-    assert [n for n in isa.lower(g, split, local).notes if n.startswith("intermediate")] == ["intermediate product (256 bytes) stays in ddr: no on-chip memory every core reaches"]
+    assert [n for n in isa.lower(g, split, local).notes if n.startswith("intermediate")] == [("intermediate product (256 bytes) stays in "
+                                                                                             "ddr: no on-chip memory every core reaches")]
 
 
 def test_a_reserve_of_a_per_core_memory_takes_it_off_every_core():

@@ -249,7 +249,8 @@ def test_pinning_what_cannot_be_pinned_is_a_config_error():
     t = isa.Graph("gather")
     table = t.constant("table", np.arange(12, dtype=np.float32).reshape(4, 3))
     t.output(O.gather(table, t.input("i", (2,), "int32")), "y")
-    with pytest.raises(isa.ConfigError, match=r"constant table is read by op gather_0 \(the indexed template\), whose operands must be in DDR"):
+    with pytest.raises(isa.ConfigError, match=r"constant table is read by op gather_0 \(the "
+                                              r"indexed template\), whose operands must be in DDR"):
         isa.lower(t, chip, isa.Policy(pinned=("table",)))
 
 
@@ -268,7 +269,8 @@ def test_reserve_takes_memory_out_of_planning():
     capacity = chip.memories["lmem"].capacity
     reserved = capacity - 128 * 1024
     base, squeezed = run(g, x, chip, chain=False), run(g, x, chip, reserve={"lmem": reserved}, chain=False)
-    assert [n for n in squeezed.program.notes if n.startswith("reserved")] == [f"reserved {reserved} bytes of lmem at {capacity - reserved:#x}"]
+    assert [n for n in squeezed.program.notes if n.startswith("reserved")] == [(f"reserved {reserved} bytes of "
+                                                                               f"lmem at {capacity - reserved:#x}")]
     assert all(b.addr + b.size <= capacity - reserved for b in squeezed.program.buffers if b.mem == "lmem")
     assert squeezed.stats.peak_bytes["lmem"] <= capacity - reserved < base.stats.peak_bytes["lmem"] + reserved
     assert squeezed.stats.peak_bytes["lmem"] < base.stats.peak_bytes["lmem"]  # measured 131,072 against 155,648

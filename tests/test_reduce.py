@@ -371,7 +371,8 @@ def _x(shape=(2, 3, 4, 5), dtype="float32"):
     (lambda: O.reduce(_x(dtype="int32"), "REDUCE_SUM", [0]), isa.UnsupportedError, r"reduce: tensor_i is int32"),
     (lambda: O.softmax(_x(), 4), isa.ShapeError, r"softmax: axis 4 is out of range"),
     (lambda: O.softmax(_x(dtype="int8"), 1), isa.UnsupportedError, r"softmax: tensor_i is int8"),
-    (lambda: O.softmax_int(_x(dtype="int8"), np.ones(255), 1.0, 0), isa.ShapeError, r"softmax_int: the table must have 256 entries, got 255"),
+    (lambda: O.softmax_int(_x(dtype="int8"), np.ones(255), 1.0, 0), isa.ShapeError, (r"softmax_int: the table must "
+                                                                                    r"have 256 entries, got 255")),
     (lambda: O.softmax_int(_x(dtype="int16"), np.ones(256), 1.0, 0), isa.UnsupportedError, r"softmax_int: inputs is int16"),
     (lambda: O.softmax_int(_x((5,), "int8"), np.ones(256), 1.0, 0), isa.ShapeError, r"softmax_int: inputs must be NC or NCHW"),
     (lambda: O.softmax_int(_x(dtype="int8"), np.ones(256), 1.0, 0.5), isa.UnsupportedError, r"softmax_int: zero_point must be an integer"),

@@ -292,7 +292,8 @@ def test_reshape_v2_needs_a_shape_known_when_the_graph_is_built():
 
 def test_reshape_v2_shape_info_errors():
     x = graph_input()
-    with pytest.raises(isa.UnsupportedError, match=r"reshape_v2: shape_info must be a 1-d int32 tensor \(seed line 1126\), got int64 \(2,\)"):
+    with pytest.raises(isa.UnsupportedError, match=r"reshape_v2: shape_info must be a 1-d int32 "
+                                                   r"tensor \(seed line 1126\), got int64 \(2,\)"):
         O.reshape_v2(x, x.graph.constant("s64", np.array([4, 6], np.int64)))
     with pytest.raises(isa.ShapeError, match=r"reshape_v2: shape_info \[4, 5\] gives shape \(4, 5\) of 20 elements"):
         O.reshape_v2(x, x.graph.constant("s", np.array([4, 5], np.int32)))

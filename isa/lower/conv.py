@@ -276,7 +276,8 @@ class _Plan(Priced, RowsTiled):
             if choice and len(self.units) > 1:  # the output tile for the units; the block (the order of the sums) as for one
                 choice = self._cheapest(shape, granules, limits, [choice[1]], len(self.units))
         if choice is None:
-            raise OutOfMemoryError(f"{self.node.name}: even a one-element output tile needs {shortfall(self.em.allocators, self._sizes((1,) * len(shape), 1))}")
+            raise OutOfMemoryError(f"{self.node.name}: even a one-element output tile needs "
+                                   f"{shortfall(self.em.allocators, self._sizes((1,) * len(shape), 1))}")
         tile, tic, keep = choice
         return choice, self._schedule(tile, tic, len(self.units), keep).cycles()
 

@@ -54,7 +54,8 @@ def lower_reduce(ctx, group):
         raise OutOfMemoryError(
             f"{node.op} {node.name}: a tile keeps the reduced axes {list(plan.lay.axes)} of {plan.x.name}{list(plan.x.shape)} whole "
             f"({plan.lay.count} elements); even one kept element needs {need} bytes of {mem} "
-            f"({ctx.slots} slot(s) of {', '.join(f'{k} {n}' for k, n in plan.buffers(one))}); {alloc.free_bytes()} free, live: {alloc.live_text()}"
+            f"({ctx.slots} slot(s) of {', '.join(f'{k} {n}' for k, n in plan.buffers(one))}); "
+            f"{alloc.free_bytes()} free, live: {alloc.live_text()}"
         )
 
     def step(mine, once, slots, i, starts, extents):

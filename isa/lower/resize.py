@@ -60,7 +60,8 @@ def lower_resize(ctx, group):
     most = ctx.policy.tile_limit("n", n) * ctx.policy.tile_limit("c", c)  # the planes an (n, c) tile limit allows
     candidates = [k for k in halvings(most, 1) if fits(k)]
     if not candidates:
-        raise OutOfMemoryError(f"{node.name}: one {h}x{w} plane with its {oh}x{ow} result and the interpolation matrices need {shortfall(em.allocators, sizes(1))}")
+        raise OutOfMemoryError(f"{node.name}: one {h}x{w} plane with its {oh}x{ow} result and the "
+                               f"interpolation matrices need {shortfall(em.allocators, sizes(1))}")
     k = next((k for k in candidates if budget is None or nbytes(x.dtype, (k, h, w)) <= budget), candidates[-1])
     src_all = ctx.home[x.name].region(x.dtype, (planes, h, w))
     dst_all = ctx.home[out.name].region(out.dtype, (planes, oh, ow))

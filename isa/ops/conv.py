@@ -61,10 +61,12 @@ class Conv(OpDef):
         groups = params["groups"]
         ic, oc, kernel = self.channels(x.shape, w.shape, groups)
         if x.shape[1] != ic or ic % groups or oc % groups:
-            raise ShapeError(f"{self.name}: input has {x.shape[1]} channels, weight {w.shape} with groups {groups} expects {ic} (in) and {oc} (out), both divisible by groups")
+            raise ShapeError(f"{self.name}: input has {x.shape[1]} channels, weight {w.shape} with "
+                             f"groups {groups} expects {ic} (in) and {oc} (out), both divisible by groups")
         spatial = self.out_spatial(x.shape, kernel, params)
         if min(spatial) < 1:
-            raise ShapeError(f"{self.name}: input {x.shape} with kernel {tuple(kernel)}, pads {params['pads']} and strides {params['strides']} gives output size {spatial}")
+            raise ShapeError(f"{self.name}: input {x.shape} with kernel {tuple(kernel)}, pads "
+                             f"{params['pads']} and strides {params['strides']} gives output size {spatial}")
         if len(ins) == 3 and ins[2].shape not in ((1, oc) + (1,) * self.spatial, (oc,)):
             raise ShapeError(f"{self.name}: bias must have shape {(1, oc) + (1,) * self.spatial}, got {ins[2].shape}")
         return [Spec((x.shape[0], oc) + spatial, self._out_dtype(ins, params))]
@@ -81,7 +83,8 @@ class Conv(OpDef):
         if not self.modes:
             raise UnsupportedError(f"{self.name}: takes {', '.join(FLOAT)} inputs only (the seed gives no quantized mode), got {x.dtype}")
         if params["mode"] not in self.modes:
-            raise UnsupportedError(f"{self.name}: quantized mode {params['mode']!r} is not available (the seed gives {', '.join(self.modes) or 'none'})")
+            raise UnsupportedError(f"{self.name}: quantized mode {params['mode']!r} is not "
+                                   f"available (the seed gives {', '.join(self.modes) or 'none'})")
         return quantized.out_dtype(self.name, ins, params)
 
     def acc_dtype(self, x_dtype, float_acc=False):
@@ -184,7 +187,8 @@ def _params(op, x, w, groups, dilations, pads, strides, quant, out_dtype):
     }
     params.update(quant)
     if params["mode"] == "HighPrecisionAsymmetric" and isinstance(w, Tensor) and w.name not in w.graph.constants:
-        raise UnsupportedError(f"{op.name}: HighPrecisionAsymmetric folds zero points offline, so the weight must be a constant (COEFF_TENSOR)")
+        raise UnsupportedError(f"{op.name}: HighPrecisionAsymmetric folds zero points "
+                               "offline, so the weight must be a constant (COEFF_TENSOR)")
     return params
 
 

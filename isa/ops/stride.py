@@ -82,4 +82,5 @@ stride_mul_offset = define(Strided("stride_mul_offset", "mul", np.multiply, _TWO
 stride_div_offset = define(Strided("stride_div_offset", "div", np.divide, _TWO, True), _doc("div", True))
 stride_max_offset = define(Strided("stride_max_offset", "max", np.maximum, _TWO, True), _doc("max", True))
 stride_min_offset = define(Strided("stride_min_offset", "min", np.minimum, _TWO, True), _doc("min", True))
-stride_cpy_offset = define(Strided("stride_cpy_offset", "copy", lambda x: x, ("tensor_i",), True), "tensor_o[i] = tensor_i[offset + i * stride].")
+stride_cpy_offset = define(Strided("stride_cpy_offset", "copy", lambda x: x, ("tensor_i",), True),
+                           "tensor_o[i] = tensor_i[offset + i * stride].")

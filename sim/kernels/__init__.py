@@ -48,7 +48,8 @@ def lookup(fn, where):
 
         custom = CUSTOM.get(fn[len(CUSTOM_PREFIX):])
         if custom is None:
-            raise ProgramError(f"{where}: custom op {fn[len(CUSTOM_PREFIX):]!r} is not registered in this process (isa.ops.register_custom)")
+            raise ProgramError(f"{where}: custom op {fn[len(CUSTOM_PREFIX):]!r} is not "
+                               "registered in this process (isa.ops.register_custom)")
         return Kernel(custom.compute, cycles=custom.cost)
     if fn not in KERNELS:
         raise ProgramError(f"{where}: scalar kernel {fn!r} has no implementation (known: {', '.join(sorted(KERNELS))})")
