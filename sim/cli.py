@@ -493,7 +493,8 @@ def _chips(args):
             f"{chip.clock_hz / 1e6:g} MHz",
             _per_core(chip, local, lambda m: f"{m.base} {_size(m.capacity)}" + (f" ({m.lanes} x {_size(m.size)})" if m.lanes > 1 else "")),
             f"{ddr.bandwidth * chip.clock_hz / 1e9:.1f} GB/s",
-            ", ".join(f"{d} {peaks['matrix'][d] * chip.clock_hz / 1e12:.2f} TOPS" for d in ("int8", "float16", "float32") if d in peaks.get("matrix", {})),
+            ", ".join(f"{d} {peaks['matrix'][d] * chip.clock_hz / 1e12:.2f} TOPS"
+                      for d in ("int8", "float16", "float32") if d in peaks.get("matrix", {})),
             f"{peaks['vector'].get('float32', 0):g} float32/cycle" if "vector" in peaks else "",
             _per_core(chip, chip.engines.values(), lambda e: f"{e.base} ({'+'.join(e.kinds)})"),
         ))

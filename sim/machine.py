@@ -128,7 +128,8 @@ def _step(chip, engine, instr, where):
             can = f"it converts with {', '.join(engine.converts)}" if engine.converts else "it converts nothing"
             raise ProgramError(f"engine {engine.name} does not convert with {instr.fn} ({can}): {instr_text('?', instr)}")
     elif kind == "scalar":
-        return Step("scalar", scalar.cycles(instr, engine, where), name=instr.fn, nbytes=sum(r.nbytes for r in instr.dsts), src="ddr", dst="ddr")
+        return Step("scalar", scalar.cycles(instr, engine, where), name=instr.fn,
+                    nbytes=sum(r.nbytes for r in instr.dsts), src="ddr", dst="ddr")
     elif kind == "vector":
         dtype = vector_dtype(instr)
         if dtype not in engine.vector.per_lane:

@@ -514,7 +514,8 @@ ASYM = [
     # (x dtype, w dtype, bias dtype, zp_l, zp_r, zp_o, out, x shape, w shape, params)
     ("int8", "int8", "int32", 3, -2, 7, "int16", (1, 3, 5, 6), (4, 3, 3, 2), {"pad_h_t": 1, "pad_h_b": 2, "pad_w_r": 1, "stride_w": 2}),
     ("uint8", "uint8", "uint16", 12, 7, 2000, "uint16", (2, 2, 4, 4), (3, 2, 2, 3), {"pad_w_l": 2, "dh": 2, "pad_h_b": 2}),
-    ("int8", "uint8", "int16", -5, 9, -3, "int16", (1, 3, 5, 5), (3, 1, 3, 3), {"groups": 3, "pad_h_t": 1, "pad_h_b": 1, "pad_w_l": 1, "pad_w_r": 1}),
+    ("int8", "uint8", "int16", -5, 9, -3, "int16", (1, 3, 5, 5), (3, 1, 3, 3),
+     {"groups": 3, "pad_h_t": 1, "pad_h_b": 1, "pad_w_l": 1, "pad_w_r": 1}),
     ("uint8", "int8", "float32", 200, -1, 0, "int16", (1, 2, 4, 5), (2, 1, 2, 2), {"groups": 2, "pad_h_t": 2, "pad_w_r": 3, "stride_h": 2}),
 ]
 

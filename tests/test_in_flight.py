@@ -105,7 +105,8 @@ def _graphs(dtype):
                                 scale=0.25 if dtype == "int8" else 1.0), "y")
     c = isa.Graph("conv")
     quant = {"scale": 1 / 8} if dtype == "int8" else {}
-    c.output(isa.ops.conv(c.input("x", (1, 24, 10, 12), dtype), c.input("w", (40, 24, 3, 3), dtype), pad_h_t=1, pad_h_b=1, pad_w_l=1, pad_w_r=1, **quant), "y")
+    c.output(isa.ops.conv(c.input("x", (1, 24, 10, 12), dtype), c.input("w", (40, 24, 3, 3), dtype),
+                          pad_h_t=1, pad_h_b=1, pad_w_l=1, pad_w_r=1, **quant), "y")
     return g, c
 
 
@@ -114,7 +115,8 @@ def _inputs(graph, seed):
     out = {}
     for name in ("x", "w"):
         t = graph.tensors[name]
-        out[name] = (rng.integers(-128, 128, t.shape) if t.dtype == "int8" else rng.standard_normal(t.shape)).astype(isa.dtypes.np_dtype(t.dtype))
+        out[name] = (rng.integers(-128, 128, t.shape)
+                     if t.dtype == "int8" else rng.standard_normal(t.shape)).astype(isa.dtypes.np_dtype(t.dtype))
     return out
 
 

@@ -41,7 +41,8 @@ def test_per_core_copies_are_named_by_core_shared_ones_plainly():
     mte2, cube = chip.engines["c2.mte2"], chip.engines["c2.cube"]
     assert mte2.links == (("ddr", "c2.l1"), ("l2", "c2.l1"))  # a core's engine reaches its own copies and the shared ones
     assert (cube.memory, cube.matrix.a, cube.matrix.b, cube.matrix.c) == ("c2.l0c", "c2.l0a", "c2.l0b", "c2.l0c")
-    assert chip.engines["cpu"].core is None and chip.engines_of("vector", 1) == [chip.engines["c1.aiv0_vector"], chip.engines["c1.aiv1_vector"]]
+    assert chip.engines["cpu"].core is None
+    assert chip.engines_of("vector", 1) == [chip.engines["c1.aiv0_vector"], chip.engines["c1.aiv1_vector"]]
 
 
 def test_one_core_keeps_the_yaml_names():
@@ -99,7 +100,8 @@ def test_tensors_placed_on_chip_go_where_every_core_reaches():
 
 def test_a_reserve_of_a_per_core_memory_takes_it_off_every_core():
     prog = isa.lower(elementwise_graph(), quad(), isa.Policy(reserve={"ub1": "16KiB", "l2": "1MiB"}))
-    assert [n for n in prog.notes if n.startswith("reserved")] == ["reserved 1048576 bytes of l2 at 0x300000"] + [f"reserved 16384 bytes of c{c}.ub1 at 0x4000" for c in range(4)]
+    assert [n for n in prog.notes if n.startswith("reserved")] == (["reserved 1048576 bytes of l2 at 0x300000"]
+                                                                   + [f"reserved 16384 bytes of c{c}.ub1 at 0x4000" for c in range(4)])
 
 
 # ---- programs ------------------------------------------------------------------------------

@@ -230,7 +230,8 @@ def test_pinned_weights_live_on_chip_and_cost_no_ddr_reads(chip):
 def test_pinned_constants_of_every_template():
     g, x = mixed()
     res = run(g, x, CHIPS["generic"], pinned=("w", "b", "m"))
-    assert {b.name: b.region.mem for b in res.program.bindings if b.role == "const" and "." not in b.name} == {"w": "lmem", "b": "lmem", "m": "lmem"}
+    assert {b.name: b.region.mem for b in res.program.bindings
+            if b.role == "const" and "." not in b.name} == {"w": "lmem", "b": "lmem", "m": "lmem"}
     assert {b.region.mem for b in res.program.bindings if "." in b.name} == {"ddr"}  # the resize's interpolation matrices
     prog = res.program
     assert isa.Program.from_text(prog.to_text()) == prog
@@ -338,7 +339,8 @@ def test_a_convolution_reads_an_on_chip_input_in_place():
     def reads(op, buf):
         return [i for i in instructions(local.program, "matrix") if i.op == op and buf.addr <= i.a.addr < buf.addr + buf.size]
 
-    assert reads("conv_1", first) and not [i for i in instructions(local.program, "dma") if i.src.mem == "lmem" and first.addr <= i.src.addr < first.addr + first.size]
+    assert reads("conv_1", first) and not [i for i in instructions(local.program, "dma")
+                                           if i.src.mem == "lmem" and first.addr <= i.src.addr < first.addr + first.size]
     assert not reads("conv_2", second)  # the 3x3 convolution pads: its windows are copied
     # the relu after conv_0 writes its result straight into its home, tile by tile, every
     # element of it: no DMA stores it there

@@ -318,10 +318,12 @@ def _graphs():
     out.append((g, {"x": values(rng, (16, 50, 6, 5), "uint8")}))
     for stats in (True, False):
         g = isa.Graph(f"bn{int(stats)}")
-        y, m, v = O.batch_norm(g.input("x", (3, 40, 5, 7)), *(g.input(n, (40,)) for n in ("m", "v", "ga", "be")), use_global_stats=stats, scale=3.0)
+        y, m, v = O.batch_norm(g.input("x", (3, 40, 5, 7)), *(g.input(n, (40,)) for n in ("m", "v", "ga", "be")),
+                               use_global_stats=stats, scale=3.0)
         g.output(y, "y"), g.output(m, "mo"), g.output(v, "vo")
         out.append((g, {"x": values(rng, (3, 40, 5, 7), "float32"), "m": values(rng, (40,), "float32"),
-                        "v": (rng.random(40) + 0.5).astype(np.float32), "ga": values(rng, (40,), "float32"), "be": values(rng, (40,), "float32")}))
+                        "v": (rng.random(40) + 0.5).astype(np.float32),
+                        "ga": values(rng, (40,), "float32"), "be": values(rng, (40,), "float32")}))
     g = isa.Graph("hw_avg")
     g.output(O.hw_avg(g.input("x", (8, 64, 30), "int32"), g.input("hw", (2,), "int32"), 1), "y")
     out.append((g, {"x": values(rng, (8, 64, 30), "int32"), "hw": np.array([3, 5], np.int32)}))

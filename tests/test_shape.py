@@ -157,7 +157,8 @@ def test_a_view_of_an_intermediate_runs_no_instruction(chip, op, args):
 
     def build(g):
         t = O.adds(g.input("x", x.shape), 1.0)
-        v = O.reshape_v2(t, g.constant("s", np.array([6, -1], np.int32)), name="v") if op == "reshape_v2" else getattr(O, op)(t, *args, name="v")
+        v = (O.reshape_v2(t, g.constant("s", np.array([6, -1], np.int32)), name="v") if op == "reshape_v2"
+             else getattr(O, op)(t, *args, name="v"))
         return {"y": O.muls(v, 2.0)}
 
     res, ref, prog = run(build, {"x": x}, chip)

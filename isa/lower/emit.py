@@ -140,7 +140,8 @@ class Emitter:
             return self._bound[name, role][1]
         nbytes = len(data) if data else tile_nbytes(dtype, shape)
         try:
-            buf = self.alloc(mem, nbytes, f"{role} {name}" if self.chip.memories[mem].kind != "local" else f"pinned {role} {name}", unused=True)
+            buf = self.alloc(mem, nbytes,
+                             f"{role} {name}" if self.chip.memories[mem].kind != "local" else f"pinned {role} {name}", unused=True)
         except OutOfMemoryError as exc:
             raise OutOfMemoryError(f"{exc} ({mem} capacity {self.chip.memories[mem].capacity} bytes)") from None
         self.bindings.append(Binding(name, role, buf.region(dtype, shape), data))

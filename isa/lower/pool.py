@@ -70,7 +70,8 @@ class _Pool(Priced, RowsTiled):
         elems = int(np.prod(tile))
         needs = [("x", nbytes(self.x.dtype, lead + extents)), ("out", nbytes(self.out.dtype, (elems,)))]
         if self.average:
-            needs += [("sum", nbytes(self.acc_dtype, (elems,))), ("ones", nbytes("float32", extents)), ("count", nbytes("float32", (elems,)))]
+            needs += [("sum", nbytes(self.acc_dtype, (elems,))), ("ones", nbytes("float32", extents)),
+                      ("count", nbytes("float32", (elems,)))]
         return needs
 
     def _fits(self, tile):

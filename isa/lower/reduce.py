@@ -67,7 +67,8 @@ def lower_reduce(ctx, group):
         if k and not run:
             continue
         mine, once = first if k == 0 else _prepared(plan, unit)
-        slots = [{key: em.alloc(unit.vector.memory, n, f"{node.name}/{key}.{s}") for key, n in plan.buffers(tile)} for s in range(ctx.slots)]
+        slots = [{key: em.alloc(unit.vector.memory, n, f"{node.name}/{key}.{s}") for key, n in plan.buffers(tile)}
+                 for s in range(ctx.slots)]
         placed += slots + [once]
         per_unit.append([step(mine, once, slots, i, s, e) for i, (s, e) in enumerate(run)])
     run_units(ctx, [ctx.home[t] for t in group.stores], per_unit)

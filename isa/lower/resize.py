@@ -3,8 +3,8 @@
 Resizing a plane is two products with interpolation matrices made offline: T = plane @ Rx^T
 (along W), then out = Ry @ T (along H); both matrices have a row per output index and that
 index's taps (one for NEAREST, two for BILINEAR) as its only non-zeros. Planes (n, c) go through
-in blocks (at most the policy's "n" limit times its "c" limit): the first product reads the block as ((planes, rows), columns), the second reads T
-as (rows, (planes, columns)), so each block is two matrix instructions.
+in blocks (at most the policy's "n" limit times its "c" limit): the first product reads the block as ((planes, rows), columns),
+the second reads T as (rows, (planes, columns)), so each block is two matrix instructions.
 
 The blocks are dealt among the matrix units (one per core), each with its own copy of the two
 interpolation matrices in its operand memories.

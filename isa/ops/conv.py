@@ -48,8 +48,10 @@ class Conv(OpDef):
     def out_spatial(self, x_shape, kernel, params):
         pads, strides, dilations = params["pads"], params["strides"], params["dilations"]
         if self.transposed:
-            return tuple((n - 1) * s - pb - pa + d * (k - 1) + 1 for n, k, s, d, (pb, pa) in zip(x_shape[2:], kernel, strides, dilations, pads))
-        return tuple((n + pb + pa - d * (k - 1) - 1) // s + 1 for n, k, s, d, (pb, pa) in zip(x_shape[2:], kernel, strides, dilations, pads))
+            return tuple((n - 1) * s - pb - pa + d * (k - 1) + 1
+                         for n, k, s, d, (pb, pa) in zip(x_shape[2:], kernel, strides, dilations, pads))
+        return tuple((n + pb + pa - d * (k - 1) - 1) // s + 1
+                     for n, k, s, d, (pb, pa) in zip(x_shape[2:], kernel, strides, dilations, pads))
 
     def infer(self, ins, params):
         if len(ins) not in (2, 3):
