@@ -129,7 +129,7 @@ def main():
         graph = resnet50(dtype, args.size, args.batch)
         lower_s, program = timed(lambda: isa.lower(graph, chip))  # noqa: B023 - called within this iteration
         timing_s, res = timed(lambda: sim.execute(program, chip, mode="timing"))  # noqa: B023 - called within this iteration
-        functional_s, fres = timed(lambda: sim.execute(program, chip, {"image": image(dtype, args.size, args.batch)}))  # noqa: B023 - called within this iteration
+        functional_s, fres = timed(lambda: sim.execute(program, chip, {"image": image(dtype, args.size, args.batch)}))  # noqa: B023
         assert fres.cycles == res.cycles
         print(f"ResNet-50 {dtype} batch {args.batch} on {chip.name}: {res.seconds * 1e3:.3f} ms simulated "
               f"({res.seconds * 1e3 / args.batch:.3f} ms per image, {res.cycles:,} cycles), {len(program):,} instructions")

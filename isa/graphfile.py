@@ -127,7 +127,7 @@ def load(path, max_bytes: int | None = None, limit: str = "the host-memory cap")
     for name in inputs:
         where = f"inputs.{name}"
         spec = r.mapping(inputs[name], inputs.line_of(name), where, ("shape",), _INPUT_KEYS)
-        t = _located(r, inputs, name, lambda: g.input(name, r.shape(spec, where), r.dtype(spec, where)))  # noqa: B023 - called within this iteration
+        t = _located(r, inputs, name, lambda: g.input(name, r.shape(spec, where), r.dtype(spec, where)))  # noqa: B023
         if "random" in spec:
             defaults[name] = _random(r, spec, where, t.shape, t.dtype, inputs.line_of(name))
     constants = _section(r, top, "constants")

@@ -400,7 +400,7 @@ def test_every_rounding_mode_of_arithmetic_shift():
         "ROUNDING_HALF_DOWN": [2, -3, 3, -4, 3, -3],
     }
     for mode, expected in want.items():
-        out = run1(lambda g: O.arithmetic_shift(g.input("x", x.shape, "int32"), -1, mode), {"x": x})  # noqa: B023 - called within this iteration
+        out = run1(lambda g: O.arithmetic_shift(g.input("x", x.shape, "int32"), -1, mode), {"x": x})  # noqa: B023
         np.testing.assert_array_equal(out, [expected], err_msg=mode)
 
 

@@ -84,4 +84,4 @@ from .stride import (
 )
 from .vision import nms, nms_v2
 
-__all__ = sorted(name for name in REGISTRY) + ["REGISTRY", "OpDef", "Spec", "register_custom"]  # noqa: PLE0605 - the op names come from the registry
+__all__ = sorted(name for name in REGISTRY) + ["REGISTRY", "OpDef", "Spec", "register_custom"]  # noqa: PLE0605
