@@ -19,6 +19,7 @@ demo: $(STAMP)
 	@echo "  $(VENV)/bin/npusim --help       # or call it by its path, without activating"
 
 test: $(STAMP)
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -n auto
 
 # The fuzz tests with many more inputs of each kind than `make test` tries (tests/test_fuzz.py).

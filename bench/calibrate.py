@@ -19,10 +19,11 @@ import csv
 import re
 from dataclasses import dataclass
 
+from resnet50 import resnet50
+
 import isa
 import sim
 from isa.lower.fusion import groups
-from resnet50 import resnet50
 from sim.run import configure
 
 SOURCE = "sophgo/sophon-demo sample/ResNet/README.md @ 04d1ec7f, section 7.1"
@@ -89,7 +90,8 @@ def simulate(published, overrides=None):
     s = res.stats
     ddr_per_ms = chip.memories["ddr"].bandwidth * chip.clock_hz / 1e3
     return Row(published, res.seconds * 1e3 / published.batch, res.cycles, s.ddr_read_bytes + s.ddr_write_bytes,
-               floor_bytes(graph, chip, policy, program) / ddr_per_ms / published.batch, {e: u for e, u in s.utilization.items() if s.busy[e]})
+               floor_bytes(graph, chip, policy, program) / ddr_per_ms / published.batch,
+               {e: u for e, u in s.utilization.items() if s.busy[e]})
 
 
 HEADER = ("chip", "precision", "batch", "simulated ms/image", "published ms/image", "error %", "DDR MiB/image",

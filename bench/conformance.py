@@ -23,7 +23,7 @@ import chips  # first: tests/chips (test chip files) must not stand for the pack
 from isa import SimError
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
-import onnx_cases  # noqa: E402  (the cases in scope, shared with tests/test_onnx_backend.py)
+import onnx_cases
 
 
 def main(argv=None):

@@ -25,10 +25,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "examples"), str(ROOT / "bench")]
 
-import chips
-import isa
-import sim
-from isa.lower.check import allows
+import chips  # noqa: E402 - after the sys.path line
+import isa  # noqa: E402 - after the sys.path line
+import sim  # noqa: E402 - after the sys.path line
+from isa.lower.check import allows  # noqa: E402 - after the sys.path line
 
 PRECISIONS = ("FP32", "F16", "INT8")
 

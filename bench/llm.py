@@ -27,7 +27,7 @@ import sim
 from isa.errors import OutOfMemoryError, SimError, UnsupportedError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-import llm  # noqa: E402
+import llm
 
 DTYPE_BYTES = {"float16": 2, "float32": 4}
 

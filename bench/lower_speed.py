@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 
 import onnx
+from onnx_import_memory import layer
+from resnet50 import resnet50
 
 import chips
 import isa
 import sim
-from onnx_import_memory import layer
-from resnet50 import resnet50
 
 
 def cpu(fn):

@@ -70,7 +70,8 @@ def timed(fn):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="timing-mode runs per chip; the best is shown")
-    parser.add_argument("--profile", type=int, default=0, metavar="N", help="also profile one ascend910b run and list its N costliest functions")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="also profile one ascend910b run and list its N costliest functions")
     args = parser.parse_args()
     if args.runs < 1:
         parser.error(f"--runs must be at least 1, got {args.runs}")

@@ -32,7 +32,7 @@ import sim
 from isa.lower.check import check_graph
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-import onnx_models  # noqa: E402
+import onnx_models
 
 MODELS = tuple(onnx_models.MODELS)
 KEY_OP = {"bert_encoder_layer": "matrix_mul"}  # the op whose dtype support decides; "conv" for the others

@@ -19,7 +19,7 @@ import sim
 from isa.onnx import PASSES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-import onnx_models  # noqa: E402
+import onnx_models
 
 
 def cycles(model, chip, passes=None):

@@ -127,15 +127,16 @@ def main():
     chip = chips.load(args.chip)
     for dtype in ("float32", "int8") if args.dtype == "both" else (args.dtype,):
         graph = resnet50(dtype, args.size, args.batch)
-        lower_s, program = timed(lambda: isa.lower(graph, chip))
-        timing_s, res = timed(lambda: sim.execute(program, chip, mode="timing"))
-        functional_s, fres = timed(lambda: sim.execute(program, chip, {"image": image(dtype, args.size, args.batch)}))
+        lower_s, program = timed(lambda: isa.lower(graph, chip))  # noqa: B023 - called within this iteration
+        timing_s, res = timed(lambda: sim.execute(program, chip, mode="timing"))  # noqa: B023 - called within this iteration
+        functional_s, fres = timed(lambda: sim.execute(program, chip, {"image": image(dtype, args.size, args.batch)}))  # noqa: B023
         assert fres.cycles == res.cycles
         print(f"ResNet-50 {dtype} batch {args.batch} on {chip.name}: {res.seconds * 1e3:.3f} ms simulated "
               f"({res.seconds * 1e3 / args.batch:.3f} ms per image, {res.cycles:,} cycles), {len(program):,} instructions")
         print(f"  wall: lowering {lower_s:.2f} s, timing mode {timing_s:.2f} s, functional mode {functional_s:.2f} s")
         busy = ", ".join(f"{e} {u:.0%}" for e, u in res.stats.utilization.items())
-        print(f"  engines busy: {busy}; DDR read {res.stats.ddr_read_bytes / 2**20:.1f} MiB, written {res.stats.ddr_write_bytes / 2**20:.1f} MiB")
+        print(f"  engines busy: {busy}; DDR read {res.stats.ddr_read_bytes / 2**20:.1f} "
+              f"MiB, written {res.stats.ddr_write_bytes / 2**20:.1f} MiB")
         print(f"  slowest layers (of {len(res.stats.ops)}):")
         for op in res.stats.slowest(args.top):
             print(f"    {op.name:<16} {op.cycles:>12,.0f} cycles  {op.cycles / res.cycles:6.1%}")

@@ -316,11 +316,13 @@ def report(s):
         lines.append(f"  {what}: {p.family} {p.shape}, {p.ratio:.1%} of its roof ({'memory' if p.memory_bound else 'compute'}-bound), "
                      f"{verdict} the {TARGET:.0%} target")
         if p.memory_bound and p.busiest[0] in matrix_engines:
-            lines.append(f"    the matrix engine, not DDR, is the busiest ({p.busiest[1]:.0%}): at this shape it fills {p.mxu_efficiency:.0%} "
+            lines.append("    the matrix engine, not DDR, is the busiest "
+                         f"({p.busiest[1]:.0%}): at this shape it fills {p.mxu_efficiency:.0%} "
                          f"of the array, which then does less than DDR could feed")
     high = ends(s.points)[COMPUTE_END]
     if high.memory_bound:
-        lines.append(f"    no point reaches the ridge: the lowering's tiles and reloads cap the intensity at {high.intensity:,.0f} ops/byte")
+        lines.append("    no point reaches the ridge: the lowering's tiles and "
+                     f"reloads cap the intensity at {high.intensity:,.0f} ops/byte")
     if s.tuned and s.tuned[1]:
         best, tile = s.tuned
         lines.append(f"    the fastest of {len(TILE_LIMITS) ** 2} tilings, policy.max_tile={tile}: {best.intensity:,.0f} ops/byte, "

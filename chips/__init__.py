@@ -8,7 +8,7 @@ overrides in `chips.loader`; the typed result in `chips.schema`.
 """
 
 import os
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from isa import yamlfile
@@ -74,7 +74,7 @@ def _aliases(stem):
     return [str(a).lower() for a in aliases] if isinstance(aliases, list) else []
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read_shipped(path):
     """Parsed once per process: shipped files do not change, and validation never mutates them."""
     return yamlfile.read(path)

@@ -24,7 +24,6 @@ import dataclasses
 import difflib
 import re
 from dataclasses import dataclass, field
-from typing import Optional
 
 from isa import dtypes, limits, yamlfile
 from isa.errors import ConfigError, UnsupportedError
@@ -128,7 +127,7 @@ class _At:
 
     ctx: _Context
     path: str
-    line: Optional[int]
+    line: int | None
     key: object = None
 
     def child(self, container, key):

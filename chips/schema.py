@@ -9,9 +9,9 @@ by `core_name` and marked with their `core`; engines' links and operand memories
 copies of their own core (chips/loader.py builds them from the YAML).
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Mapping, Optional
 
 from isa.errors import UnsupportedError
 
@@ -38,7 +38,7 @@ class Memory:
     align: int = 1  # bytes per lane: buffers start on, and grow by, align * lanes bytes
     burst: int = 1  # bytes: a DMA rounds each contiguous run it touches here up to this
     latency: int = 0  # cycles every DMA touching this memory adds
-    core: Optional[int] = 0  # the core whose copy this is; None: one memory shared by every core (ddr, an L2)
+    core: int | None = 0  # the core whose copy this is; None: one memory shared by every core (ddr, an L2)
     cache: bool = False  # a shared on-chip memory that also caches ddr, in lines of ddr's burst (isa/timing/cache.py)
 
     @property
@@ -82,10 +82,10 @@ class MatrixUnit:
     # unit multiplies whole groups of them, so a convolution's batch tile is computed padded
     # to a multiple (isa/lower/conv.py); 1 where absent
     batch_slots: Mapping[str, int] = field(default_factory=dict)
-    a: Optional[str] = None  # memory of the left operand (default: the engine's memory)
-    b: Optional[str] = None  # memory of the right operand
-    c: Optional[str] = None  # memory of the accumulator / result
-    bias: Optional[str] = None  # memory of a bias row a product may start from (an Ascend cube's BiasTable)
+    a: str | None = None  # memory of the left operand (default: the engine's memory)
+    b: str | None = None  # memory of the right operand
+    c: str | None = None  # memory of the accumulator / result
+    bias: str | None = None  # memory of a bias row a product may start from (an Ascend cube's BiasTable)
 
     def depth(self, dtype):
         """The K of one block in `dtype` (an Ascend cube's is 32 for int8, 16 for float16)."""
@@ -96,7 +96,8 @@ class MatrixUnit:
         A dtype the unit has no rate for is an UnsupportedError (a chip whose op table allows
         more than its unit multiplies)."""
         if dtype not in self.block_cycles:
-            raise UnsupportedError(f"the matrix unit has no block_cycles for {dtype} (its dtypes: {', '.join(self.block_cycles) or 'none'})")
+            raise UnsupportedError(f"the matrix unit has no block_cycles for {dtype} (its "
+                                   f"dtypes: {', '.join(self.block_cycles) or 'none'})")
         return self.conv_block_cycles.get(dtype, self.block_cycles[dtype]) if conv else self.block_cycles[dtype]
 
 
@@ -116,7 +117,7 @@ class Engine:
     name: str
     kinds: tuple  # of "dma", "vector", "matrix", "scalar"; one engine may drive several units in one queue
     issue_latency: int = 0  # compute engines: cycles added to every instruction
-    memory: Optional[str] = None  # compute engines: the memory operands must sit in
+    memory: str | None = None  # compute engines: the memory operands must sit in
     links: tuple = ()  # dma engines: (src, dst) memory-name pairs it moves data between
     bandwidth: float = 0.0  # dma engines: bytes per cycle
     # dma engines: (src, dst) -> bytes per cycle of a link with a rate of its own (Engine.rate)
@@ -125,10 +126,10 @@ class Engine:
     # dma engines: transfers under way at once; from 2, a transfer's fixed latency runs while those before it move their bytes
     in_flight: int = 1
     converts: tuple = ()  # dma engines: the element-wise functions it applies to what it moves (a converting dma, isa/instructions.py)
-    vector: Optional[VectorUnit] = None
-    matrix: Optional[MatrixUnit] = None
-    scalar: Optional[ScalarUnit] = None
-    core: Optional[int] = 0  # the core whose copy this is; None: one engine of the chip's, shared by the cores
+    vector: VectorUnit | None = None
+    matrix: MatrixUnit | None = None
+    scalar: ScalarUnit | None = None
+    core: int | None = 0  # the core whose copy this is; None: one engine of the chip's, shared by the cores
 
     @property
     def base(self):
@@ -156,10 +157,10 @@ class OpSupport:
     means "not allowed".
     """
 
-    kind: Optional[str] = None  # "local" or "global"; None keeps the op's own (seed) kind
-    dtypes: Optional[frozenset] = None
-    mixed_in: Optional[frozenset] = None
-    mixed_out: Optional[frozenset] = None
+    kind: str | None = None  # "local" or "global"; None keeps the op's own (seed) kind
+    dtypes: frozenset | None = None
+    mixed_in: frozenset | None = None
+    mixed_out: frozenset | None = None
     signatures: tuple = ()  # Signature: dtypes allowed per input and for the result
     compute: Mapping[str, str] = field(default_factory=dict)  # dtype -> dtype it is computed in
     global_for: tuple = ()  # Signatures for which the op is global though `kind` is local (cast)

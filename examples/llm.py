@@ -42,7 +42,7 @@ import onnx
 from onnx import TensorProto, helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from onnx_models import DTYPES, Net  # noqa: E402
+from onnx_models import DTYPES, Net
 
 
 @dataclasses.dataclass(frozen=True)

@@ -282,7 +282,8 @@ def _bottleneck(net, x, planes, stride, name):
 
 # --- MobileNetV2 ---
 
-MOBILENET_V2_SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1))  # t, c, n, s
+MOBILENET_V2_SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                         (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1))  # t, c, n, s
 
 
 def mobilenet_v2(batch=1, dtype="float32", size=224, width=1.0, classes=1000, seed=0):

@@ -3,7 +3,15 @@
 from . import dtypes, ops
 from .deploy import quantize
 from .errors import (
-    ConfigError, DeadlockError, GraphError, IndexRangeError, InputError, OutOfMemoryError, ProgramError, ShapeError, SimError,
+    ConfigError,
+    DeadlockError,
+    GraphError,
+    IndexRangeError,
+    InputError,
+    OutOfMemoryError,
+    ProgramError,
+    ShapeError,
+    SimError,
     UnsupportedError,
 )
 from .graph import Graph, Node, Tensor

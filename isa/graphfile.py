@@ -27,7 +27,6 @@ import math
 from dataclasses import dataclass
 from numbers import Integral, Real
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
@@ -116,7 +115,7 @@ class _Reader:
             raise self.error(spec.line_of("dtype"), str(exc)) from None
 
 
-def load(path, max_bytes: Optional[int] = None, limit: str = "the host-memory cap") -> GraphFile:
+def load(path, max_bytes: int | None = None, limit: str = "the host-memory cap") -> GraphFile:
     """Read a graph file into a Graph and its default input values; the tensors it draws or
     reads take at most `max_bytes` together (by default the host-memory cap; `limit` says what
     the bound is, for messages)."""
@@ -128,7 +127,7 @@ def load(path, max_bytes: Optional[int] = None, limit: str = "the host-memory ca
     for name in inputs:
         where = f"inputs.{name}"
         spec = r.mapping(inputs[name], inputs.line_of(name), where, ("shape",), _INPUT_KEYS)
-        t = _located(r, inputs, name, lambda: g.input(name, r.shape(spec, where), r.dtype(spec, where)))
+        t = _located(r, inputs, name, lambda: g.input(name, r.shape(spec, where), r.dtype(spec, where)))  # noqa: B023
         if "random" in spec:
             defaults[name] = _random(r, spec, where, t.shape, t.dtype, inputs.line_of(name))
     constants = _section(r, top, "constants")
@@ -136,13 +135,13 @@ def load(path, max_bytes: Optional[int] = None, limit: str = "the host-memory ca
         where = f"constants.{name}"
         spec = r.mapping(constants[name], constants.line_of(name), where, (), _CONSTANT_KEYS)
         array = _constant(r, spec, where)
-        _located(r, constants, name, lambda: g.constant(name, array))
+        _located(r, constants, name, lambda: g.constant(name, array))  # noqa: B023 - called within this iteration
     if not isinstance(top["ops"], list):
         raise r.error(top.line_of("ops"), f"ops: expected a list of {{op, inputs, params, name}}, got {_kind(top['ops'])}")
     with g:  # an op with no tensor input (linspace, constdata) goes to this graph
         for i, item in enumerate(top["ops"]):
             spec = r.mapping(item, top["ops"].line_of(i), f"ops[{i}]", ("op", "inputs"), ("params", "name"))
-            _located(r, top["ops"], i, lambda: _apply(r, g, spec, f"ops[{i}]"))
+            _located(r, top["ops"], i, lambda: _apply(r, g, spec, f"ops[{i}]"))  # noqa: B023 - called within this iteration
     _outputs(r, g, top)
     return GraphFile(g, defaults)
 
@@ -230,7 +229,7 @@ def _outputs(r, g, top):
     for out_name, tname, parent, key in entries:
         if not isinstance(tname, str) or tname not in g.tensors:
             raise r.error(parent.line_of(key), f"outputs: unknown tensor {tname!r}")
-        _located(r, parent, key, lambda: g.output(g.tensors[tname], out_name))
+        _located(r, parent, key, lambda: g.output(g.tensors[tname], out_name))  # noqa: B023 - called within this iteration
 
 
 def _random(r, spec, where, shape, dtype, line):
@@ -247,7 +246,7 @@ def _random(r, spec, where, shape, dtype, line):
         high = r.number(spec, "high", where, 1, integer=integer, minimum=low)
         top = dtypes.float_max(dtype) if dtypes.is_float(dtype) else 1
         lo, hi = dtypes.int_range(dtype) if integer else (-top if dtypes.is_float(dtype) else 0, top)
-        if not (lo <= low and high <= hi) or not integer and not math.isfinite(high - low):
+        if not (lo <= low and high <= hi) or (not integer and not math.isfinite(high - low)):
             raise r.error(spec.line_of("low" if not lo <= low else "high"),
                           f"{where}: random uniform in [{low}, {high}] goes beyond {dtype}'s range [{lo}, {hi}]")
         wide = "uint64" if dtype == "uint64" else "int64" if integer else "float64"
@@ -291,7 +290,7 @@ def _fit(r, line, where, array, dtype):
     stay what they are)."""
     if dtypes.is_int(dtype):
         lo, hi = dtypes.int_range(dtype)
-        if array.size and (array.dtype.kind == "f" and not np.all(np.isfinite(array)) or np.any(array != np.round(array))
+        if array.size and ((array.dtype.kind == "f" and not np.all(np.isfinite(array))) or np.any(array != np.round(array))
                            or int(array.min()) < lo or int(array.max()) > hi):
             raise r.error(line, f"{where}: values must be integers in [{lo}, {hi}] for {dtype}")
     elif dtypes.is_float(dtype) and array.size:

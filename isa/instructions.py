@@ -32,8 +32,9 @@ expressed) of one memory starting at a byte address. Each opcode's meaning:
 """
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping, NamedTuple, Optional
+from typing import NamedTuple
 
 from . import dtypes, limits
 from .errors import ProgramError, SimError
@@ -203,7 +204,7 @@ class Matmul:
     accumulate: bool
     op: str = ""
     m: int = 1  # leading dimensions of a and c that make M
-    bias: Optional[Region] = None  # added to the product (the module docstring)
+    bias: Region | None = None  # added to the product (the module docstring)
     conv: bool = False  # a convolution's product (the module docstring)
     kind = "matrix"
 
@@ -339,7 +340,7 @@ def parse_int(text, what, where, low=None, high=limits.QUANTITY_MAX):
         value = int(text, 0) if len(text) <= limits.NUMBER_DIGITS else None
     except ValueError:
         value = None
-    if value is None or low is not None and value < low or abs(value) > high:
+    if value is None or (low is not None and value < low) or abs(value) > high:
         bounds = f"an integer in [{low}, {high}]" if low is not None else f"an integer of magnitude at most {high}"
         raise ProgramError(f"{where}: bad {what} {text[:40]!r}: expected {bounds}")
     return value
@@ -542,7 +543,7 @@ _MODE_FNS = ("lshift", "rshift", "mul_rshift")  # the last operand is a Rounding
 
 
 def _check_fn(fn, operands, cdt, where):
-    if fn in _INTEGER_FNS and _kind(cdt) == "float" or cdt == "bool" and fn in _BOOL_CANNOT:
+    if (fn in _INTEGER_FNS and _kind(cdt) == "float") or (cdt == "bool" and fn in _BOOL_CANNOT):
         raise ProgramError(f"{where}: {fn} does not compute in {cdt}")
     if fn in REDUCTIONS and not isinstance(operands[0], Region):
         raise ProgramError(f"{where}: {fn} reduces a region, not the number {operands[0]!r}")

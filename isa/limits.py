@@ -12,7 +12,6 @@ import math
 import os
 import stat
 from pathlib import Path
-from typing import Optional
 
 from . import dtypes
 from .errors import OutOfMemoryError, ShapeError
@@ -43,7 +42,7 @@ def check_shape(shape, dtype, where, limit=None, what="the host-memory cap"):
     return nbytes
 
 
-def beneath(folder: Path, name: str) -> Optional[Path]:
+def beneath(folder: Path, name: str) -> Path | None:
     """`folder / name` resolved, when it stays beneath `folder` (itself resolved): None for an
     empty or absolute name, one with a NUL, or one that `..` or a link takes out of it. Files a
     document names (a graph file's constants) are read only from beneath its own folder."""

@@ -8,7 +8,6 @@ Pickled (object) arrays are never read. Errors are InputErrors naming the file a
 """
 
 import zipfile
-from typing import Optional
 
 import numpy as np
 from numpy.lib import format as npy
@@ -19,7 +18,7 @@ from .errors import InputError, SimError
 NPY_HEADER_BYTES = 10_000  # numpy's own default bound on a .npy header
 
 
-def read_npy(path: str, limit: Optional[int] = None, what: str = "the host-memory cap") -> np.ndarray:
+def read_npy(path: str, limit: int | None = None, what: str = "the host-memory cap") -> np.ndarray:
     """The array saved in the .npy file at `path`, of at most `limit` bytes (by default the
     host-memory cap; `what` names the limit)."""
     try:
@@ -29,7 +28,7 @@ def read_npy(path: str, limit: Optional[int] = None, what: str = "the host-memor
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-def read_npz(path: str, limit: Optional[int] = None, what: str = "the host-memory cap") -> dict:
+def read_npz(path: str, limit: int | None = None, what: str = "the host-memory cap") -> dict:
     """{name: array} of the .npz file at `path`: each array, and all of them together, at most
     `limit` bytes (by default the host-memory cap)."""
     limit = limits.HOST_MEMORY if limit is None else limit

@@ -1,8 +1,17 @@
 """The SimPy machine: executes lowered programs, producing numbers, cycles and traces."""
 
 from isa.errors import (
-    ClusterError, ConfigError, DeadlockError, GraphError, IndexRangeError, InputError, OutOfMemoryError, ProgramError, ShapeError,
-    SimError, UnsupportedError,
+    ClusterError,
+    ConfigError,
+    DeadlockError,
+    GraphError,
+    IndexRangeError,
+    InputError,
+    OutOfMemoryError,
+    ProgramError,
+    ShapeError,
+    SimError,
+    UnsupportedError,
 )
 
 from .machine import Machine

@@ -28,6 +28,7 @@ so, the exit status 2, and the traceback with --debug. A reader that closes the 
 """
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
@@ -51,7 +52,6 @@ from .cluster import INSTALL, dask_executor
 from .peaks import peak_ops
 from .run import POLICY_PREFIX, configure, execute
 from .sweep import parse_grid, plot_sweep, sweep, table_rows, write_csv
-
 
 BUG = 2  # exit status of a defect of npusim
 PIPE_CLOSED = 128 + 13  # a shell's status for a process SIGPIPE ends
@@ -88,10 +88,8 @@ def _one_line(exc):
 
 def _quiet_stdout():
     """Point stdout at /dev/null, so the interpreter's final flush does not fail on the closed pipe."""
-    try:
+    with contextlib.suppress(OSError, ValueError):  # no file descriptor (a captured stdout)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError):  # no file descriptor (a captured stdout)
-        pass
 
 
 class _Parser(argparse.ArgumentParser):
@@ -125,7 +123,9 @@ def _parser():
     run.add_argument("--seed", type=_seed, default=0, help="seed of an ONNX model's random inputs (default: 0)")
     _result_files(run)
     run.add_argument("--program", help="write the lowered program's text here")
-    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a chip field (memories.ddr.bandwidth=68GB/s) or a policy field (policy.fuse=false, policy.max_tile=h=4,w=8)")
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a chip field (memories.ddr.bandwidth=68GB/s) "
+                          "or a policy field (policy.fuse=false, policy.max_tile=h=4,w=8)")
     run.add_argument("--quantize", metavar="F16|BF16|INT8", help="deploy the graph in this precision for --chip first (docs/quantize.md)")
     run.add_argument("--calibration", help="INT8's calibration: a TPU-MLIR table (name threshold min max lines) or an .npz sample "
                                            "(default: the run's inputs)")
@@ -251,7 +251,8 @@ class OnnxGraph(GraphFile):
         names = {i.name for i in model.graph.input} - {t.name for t in model.graph.initializer}
         unknown = sorted(set(given) - names)
         if unknown:
-            raise InputError(f"--inputs {args.inputs}: {', '.join(unknown)} is not an input of {args.graph} (inputs: {', '.join(sorted(names))})")
+            raise InputError(f"--inputs {args.inputs}: {', '.join(unknown)} is not an "
+                             f"input of {args.graph} (inputs: {', '.join(sorted(names))})")
         needed = static_inputs(model)
         missing = [n for n in needed if n not in given]
         if missing:
@@ -492,7 +493,8 @@ def _chips(args):
             f"{chip.clock_hz / 1e6:g} MHz",
             _per_core(chip, local, lambda m: f"{m.base} {_size(m.capacity)}" + (f" ({m.lanes} x {_size(m.size)})" if m.lanes > 1 else "")),
             f"{ddr.bandwidth * chip.clock_hz / 1e9:.1f} GB/s",
-            ", ".join(f"{d} {peaks['matrix'][d] * chip.clock_hz / 1e12:.2f} TOPS" for d in ("int8", "float16", "float32") if d in peaks.get("matrix", {})),
+            ", ".join(f"{d} {peaks['matrix'][d] * chip.clock_hz / 1e12:.2f} TOPS"
+                      for d in ("int8", "float16", "float32") if d in peaks.get("matrix", {})),
             f"{peaks['vector'].get('float32', 0):g} float32/cycle" if "vector" in peaks else "",
             _per_core(chip, chip.engines.values(), lambda e: f"{e.base} ({'+'.join(e.kinds)})"),
         ))

@@ -128,11 +128,13 @@ def _step(chip, engine, instr, where):
             can = f"it converts with {', '.join(engine.converts)}" if engine.converts else "it converts nothing"
             raise ProgramError(f"engine {engine.name} does not convert with {instr.fn} ({can}): {instr_text('?', instr)}")
     elif kind == "scalar":
-        return Step("scalar", scalar.cycles(instr, engine, where), name=instr.fn, nbytes=sum(r.nbytes for r in instr.dsts), src="ddr", dst="ddr")
+        return Step("scalar", scalar.cycles(instr, engine, where), name=instr.fn,
+                    nbytes=sum(r.nbytes for r in instr.dsts), src="ddr", dst="ddr")
     elif kind == "vector":
         dtype = vector_dtype(instr)
         if dtype not in engine.vector.per_lane:
-            raise ProgramError(f"engine {engine.name}: the vector unit has no throughput for dtype {dtype} (per_lane: {', '.join(engine.vector.per_lane)})")
+            raise ProgramError(f"engine {engine.name}: the vector unit has no throughput for "
+                               f"dtype {dtype} (per_lane: {', '.join(engine.vector.per_lane)})")
     elif instr.a.dtype not in engine.matrix.block_cycles:
         raise ProgramError(f"engine {engine.name}: the matrix unit has no block_cycles for dtype {instr.a.dtype}")
     return price(chip, engine, instr)
@@ -210,12 +212,13 @@ def _check_shapes(instr, where):
         if any(r.mem != "ddr" for r in (*instr.srcs, *instr.dsts)):
             raise ProgramError(f"{where}: a scalar kernel's operands are in ddr")
     elif instr.kind == "dma":
-        if instr.src.shape != instr.dst.shape or not instr.fn and dtypes.itemsize(instr.src.dtype) != dtypes.itemsize(instr.dst.dtype):
+        if instr.src.shape != instr.dst.shape or (not instr.fn and dtypes.itemsize(instr.src.dtype) != dtypes.itemsize(instr.dst.dtype)):
             raise ProgramError(f"{where}: dma src {instr.src.text()} and dst {instr.dst.text()} differ in shape or width")
         if instr.fn and instr.src.mem == "ddr":  # a converter sits at a unit's output; the stats count ddr reads by the destination
             raise ProgramError(f"{where}: a converting dma reads on-chip memory, not ddr: {instr.src.text()}")
         if instr.fn and len(instr.args) != VECTOR_FNS[instr.fn] - 1:
-            raise ProgramError(f"{where}: a dma converting with {instr.fn} takes {VECTOR_FNS[instr.fn] - 1} number(s) after its source, got {len(instr.args)}")
+            raise ProgramError(f"{where}: a dma converting with {instr.fn} takes {VECTOR_FNS[instr.fn] - 1} "
+                               f"number(s) after its source, got {len(instr.args)}")
     elif instr.kind == "vector":
         if len(instr.srcs) != VECTOR_FNS[instr.fn]:
             raise ProgramError(f"{where}: {instr.fn} takes {VECTOR_FNS[instr.fn]} operands, got {len(instr.srcs)}")

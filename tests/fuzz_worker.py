@@ -80,7 +80,7 @@ def main():
             reply = {"outcome": "ok", "detail": run[request["kind"]](request["text"])}
         except SimError as exc:
             reply = {"outcome": "error", "detail": f"{type(exc).__name__}: {exc}"}
-        except Exception:  # what the fuzz tests look for: anything but a SimError
+        except Exception:  # noqa: BLE001 - what the fuzz tests look for: anything but a SimError
             reply = {"outcome": "crash", "detail": traceback.format_exc()}
         replies.write(json.dumps(reply) + "\n")
         replies.flush()

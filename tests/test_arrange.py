@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from refeval import evaluate
 
 import chips
 import isa
 import sim
 from isa import dtypes
-from isa.ops import REGISTRY
-from refeval import evaluate
 from isa.costs import side_bytes
+from isa.ops import REGISTRY
 
 O = isa.ops
 CHIPS = {name: chips.load(name) for name in chips.available()}

@@ -23,7 +23,8 @@ def test_shipped_and_listed(capsys):
     assert chips.load("Ascend310B4").name == "ascend310b"
     assert main(["chips"]) == 0
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("ascend310b")]
-    for text in ("500 MHz", "l2 4 MiB, l1 1 MiB, l0a 64 KiB, l0b 64 KiB, l0c 128 KiB, bt 1 KiB, ub 248 KiB", "25.6 GB/s", "int8 8.19 TOPS", "float16 4.10 TOPS"):
+    for text in ("500 MHz", "l2 4 MiB, l1 1 MiB, l0a 64 KiB, l0b 64 KiB, l0c 128 KiB, bt 1 KiB, ub 248 KiB",
+                 "25.6 GB/s", "int8 8.19 TOPS", "float16 4.10 TOPS"):
         assert text in row
 
 
@@ -31,7 +32,8 @@ def test_memories_are_the_ini_row():
     m = CHIP.memories
     assert CHIP.clock_hz == 500e6
     assert {k: (v.capacity, v.align) for k, v in m.items() if k != "ddr"} == {
-        "l2": (4096 * KiB, 32), "l1": (1024 * KiB, 32), "l0a": (64 * KiB, 512), "l0b": (64 * KiB, 512), "l0c": (128 * KiB, 64), "bt": (KiB, 64), "ub": (253952, 32),
+        "l2": (4096 * KiB, 32), "l1": (1024 * KiB, 32), "l0a": (64 * KiB, 512), "l0b": (64 * KiB, 512),
+                                                                              "l0c": (128 * KiB, 64), "bt": (KiB, 64), "ub": (253952, 32),
     }
     assert m["ddr"].capacity == 4 * 2**30
     assert (m["l2"].core, m["l1"].core) == (None, 0)  # the L2 is the chip's (ini l2_size), L1 the core's
@@ -92,7 +94,8 @@ def test_cube_cost_by_hand(a, b, c, want):
 
 def test_vector_and_mte2_costs_by_hand():
     # 1000 float16: issue 8 + ceil(1000 / 128)
-    assert cycles("vector", "vector fn=add cdt=float32 dst=ub@0x0:float16[1000;1] src=ub@0x0:float16[1000;1],ub@0x800:float16[1000;1]") == 8 + 8
+    assert cycles("vector",
+                  "vector fn=add cdt=float32 dst=ub@0x0:float16[1000;1] src=ub@0x0:float16[1000;1],ub@0x800:float16[1000;1]") == 8 + 8
     # 4096 B from DDR to UB: mte2's 20 fixed cycles (the DDR's and UB's latencies are 0), then
     # 4096 B at the least of mte2's 256, the DDR's 51.2 and UB's 128 B/cycle: ceil(4096 / 51.2) = 80
     assert cycles("mte2", "dma src=ddr@0x0:float16[2048;1] dst=ub@0x0:float16[2048;1]") == 20 + 80
@@ -117,7 +120,8 @@ def test_other_ops_are_rejected():
     g = isa.Graph("t")
     x = g.input("x", (4,), "float16")
     g.output(O.add(x, x), "y")
-    with pytest.raises(isa.UnsupportedError, match=r"add with float16 x float16 -> float16 is not supported on chip ascend310b \(the chip has no add"):
+    with pytest.raises(isa.UnsupportedError, match=r"add with float16 x float16 -> float16 is not "
+                                                   r"supported on chip ascend310b \(the chip has no add"):
         isa.lower(g, CHIP)
 
 

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from refeval import evaluate
 
 import chips
 import isa
 import sim
-from refeval import evaluate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-import calibrate  # noqa: E402
-from resnet50 import image, resnet50, resnet50_stage  # noqa: E402
+import calibrate
+from resnet50 import image, resnet50, resnet50_stage
 
 
 @pytest.mark.parametrize("chip_name, dtype, batch", [("bm1684", "float32", 4), ("bm1684", "int8", 4), ("bm1686", "float16", 1)])
@@ -39,7 +39,8 @@ def test_the_stage_graph_is_the_network_s_stage():
     whole, alone = resnet50("float32"), resnet50_stage("float32", 3, blocks=2)
     stage_input = whole.producer["res3a_a"].inputs[0]  # stage 2's last output
     assert alone.tensors["x"].shape == whole.tensors[stage_input].shape == (1, 256, 56, 56)
-    assert [n.name for n in alone.nodes if n.op == "conv"] == ["res3a_a", "res3a_b", "res3a_c", "res3a_proj", "res3b_a", "res3b_b", "res3b_c"]
+    assert [n.name for n in alone.nodes if n.op == "conv"] == ["res3a_a", "res3a_b", "res3a_c", "res3a_proj",
+                                                               "res3b_a", "res3b_b", "res3b_c"]
     assert alone.tensors[alone.outputs["y"]].shape == (1, 512, 28, 28)
 
 

@@ -123,7 +123,7 @@ def split_graph(output_a=False):
 def test_a_chain_holds_a_tensor_its_groups_read_twice_and_takes_a_max_pool():
     g, x = split_graph()
     res = run(g, CHIPS["bm1684"], x)
-    assert [n for n in res.program.notes if n.startswith("layer group")][0].startswith("layer group a..e: 5 layers in 1 slice(s)")
+    assert next(n for n in res.program.notes if n.startswith("layer group")).startswith("layer group a..e: 5 layers in 1 slice(s)")
     assert res.stats.ddr_write_bytes == g.tensors[g.outputs["y"]].nbytes  # a, the sum, the pool's and d's results stay on chip
 
 
@@ -148,7 +148,8 @@ def test_less_local_memory_means_more_slices_and_then_weights_reloaded():
         res = run(g, chip, x, reserve=squeezed(chip, free))
         [(_, count, held)] = slices(res.program)
         weight_reads = sum(i.src.nbytes for s in res.program.streams.values() for i in s
-                           if i.kind == "dma" and i.src.mem == "ddr" and any(_inside(i.src, b.region) for b in res.program.bindings if b.name.startswith("w")))
+                           if i.kind == "dma" and i.src.mem == "ddr" and
+                           any(_inside(i.src, b.region) for b in res.program.bindings if b.name.startswith("w")))
         seen.append((count, held, weight_reads))
     assert [(c, h) for c, h, _ in seen] == [(2, True), (4, True), (7, False)]
     for count, held, reads in seen:  # reloaded: every slice loads them (a slice's convolution may cut it in tiles, each loading them)
@@ -161,7 +162,8 @@ def test_a_chain_the_estimate_finds_slower_is_lowered_layer_by_layer():
     res = run(g, chip, inputs_for(g), reserve=squeezed(chip, 512 << 10))
     assert slices(res.program) == []
     [note] = [n for n in res.program.notes if n.startswith("layer group")]
-    sliced, layered = (int(v.replace(",", "")) for v in re.findall(r"estimated ([\d,]+) cycles in \d+ slice\(s\) against ([\d,]+) layer by layer; lowered layer by layer", note)[0])
+    sliced, layered = (int(v.replace(",", "")) for v in re.findall(r"estimated ([\d,]+) cycles in \d+ slice\(s\) against "
+                                                                   r"([\d,]+) layer by layer; lowered layer by layer", note)[0])
     assert sliced > layered
 
 
@@ -260,7 +262,8 @@ def inverted_residual(shape, dtype, expand=6, seed=0):
     def w(name, s):
         return g.constant(name, (rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype(dtype))
     h = O.active(O.conv(x, w("w0", (wide, c, 1, 1)), name="expand"), "relu", name="relu0")
-    h = O.active(O.conv(h, w("w1", (wide, 1, 3, 3)), groups=wide, pad_h_t=1, pad_h_b=1, pad_w_l=1, pad_w_r=1, name="dw"), "relu", name="relu1")
+    h = O.active(O.conv(h, w("w1", (wide, 1, 3, 3)), groups=wide, pad_h_t=1, pad_h_b=1, pad_w_l=1, pad_w_r=1, name="dw"),
+                 "relu", name="relu1")
     g.output(O.add(O.conv(h, w("w2", (c, wide, 1, 1)), name="project"), x, name="sum"), "y")
     return g
 

@@ -208,7 +208,8 @@ def test_which_ops_each_chip_runs(name, absent):
 # ---- spot checks against the seed --------------------------------------------------------------
 
 def test_unsupported_op_error_names_the_op_and_the_chip():
-    with pytest.raises(isa.UnsupportedError, match=r"mul_shift with int8 x int8 -> int8 is not supported on chip bm1682 \(the chip has no mul_shift"):
+    with pytest.raises(isa.UnsupportedError, match=r"mul_shift with int8 x int8 -> int8 is not supported "
+                                                   r"on chip bm1682 \(the chip has no mul_shift"):
         isa.lower(graph(lambda a, b: O.mul_shift(a, b, 1), "int8", "int8"), load("bm1682"))  # seed line 400
     assert load("bm1682").support("mul_shift") is None
     assert load("bm1684").support("mul_shift") is not None

@@ -122,7 +122,7 @@ def test_yamlfile_errors(text, match):
 
 
 def test_yamlfile_missing_file(tmp_path):
-    with pytest.raises(ConfigError, match="nope.yaml: cannot read"):
+    with pytest.raises(ConfigError, match=r"nope.yaml: cannot read"):
         yamlfile.read(tmp_path / "nope.yaml")
 
 
@@ -259,7 +259,8 @@ def test_overrides(key, value, check):
         ("clock", "[1", r"override clock=\[1: not a YAML value"),
         ("engines.gdma.in_flight", "0", r"override engines\.gdma\.in_flight=0: 0 must be >= 1"),
         ("engines.tiu.in_flight", "2", r"override engines\.tiu\.in_flight=2: 'in_flight' belongs to dma engines"),
-        ("engines.tiu.kind", "scalar", r"bm1684\.yaml:\d+: engines\.tiu\.memory: 'memory' belongs to vector or matrix engines, and this engine's kind is scalar"),
+        ("engines.tiu.kind", "scalar", (r"bm1684\.yaml:\d+: engines\.tiu\.memory: 'memory' belongs to "
+                                       r"vector or matrix engines, and this engine's kind is scalar")),
     ],
 )
 def test_bad_overrides_name_the_key(key, value, match):
@@ -353,18 +354,22 @@ def test_a_chip_path_may_be_a_string(tmp_path):
         ("  ddr: {", "  dram: {", r"memories: no memory named 'ddr'"),
         ("kind: local", "kind: global", r"memories\.sram\.kind: sram is global: ddr must be the one global memory"),
         # engines
-        ("    memory: sram\n    vector", "    memory: l1\n    vector", r"engines\.vpu\.memory: unknown memory 'l1' \(memories: ddr, sram\)"),
+        ("    memory: sram\n    vector", "    memory: l1\n    vector", (r"engines\.vpu\.memory: unknown "
+                                                                       r"memory 'l1' \(memories: ddr, sram\)")),
         ("    memory: sram\n    vector", "    memory: ddr\n    vector", r"engines\.vpu\.memory: memory 'ddr' is global"),
         ("links: [ddr->sram, sram->ddr]", "links: [ddr->sram, sram->l2]", r"engines\.dma\.links\[1\]: unknown memory 'l2'"),
         ("links: [ddr->sram, sram->ddr]", "links: [ddr-sram]", r"engines\.dma\.links\[0\]: expected a link such as 'ddr->lmem'"),
         ("links: [ddr->sram, sram->ddr]", "links: []", r"engines\.dma\.links: expected at least 1 item"),
         ("    links: [ddr->sram, sram->ddr]\n", "", r"engines\.dma: missing required key 'links'"),
-        ("    kind: vector", "    kind: scalar", r"engines\.vpu\.memory: 'memory' belongs to vector or matrix engines, and this engine's kind is scalar"),
+        ("    kind: vector", "    kind: scalar", (r"engines\.vpu\.memory: 'memory' belongs to vector or "
+                                                 r"matrix engines, and this engine's kind is scalar")),
         ("    kind: vector", "    kind: [vector, scalar]", r"engines\.vpu: missing required key 'scalar'"),
         ("    kind: vector", "    kind: [vector, tensor]", r"engines\.vpu\.kind: unknown engine kind 'tensor'"),
         ("    kind: vector", "    kind: [vector, vector]", r"engines\.vpu\.kind: expected distinct engine kinds"),
-        ("    kind: vector", "    kind: matrix", r"engines\.vpu\.vector: 'vector' belongs to vector engines, and this engine's kind is matrix"),
-        ("    bandwidth: 16GB/s\n", "    bandwidth: 16GB/s\n    memory: sram\n", r"engines\.dma\.memory: 'memory' belongs to vector or matrix engines"),
+        ("    kind: vector", "    kind: matrix", (r"engines\.vpu\.vector: 'vector' belongs to vector "
+                                                 r"engines, and this engine's kind is matrix")),
+        ("    bandwidth: 16GB/s\n", "    bandwidth: 16GB/s\n    memory: sram\n", (r"engines\.dma\.memory: 'memory' "
+                                                                                 r"belongs to vector or matrix engines")),
         ("block_cycles: {int8: 1}", "block_cycles: {int8: 1}, a: ddr", r"engines\.mxu\.matrix\.a: memory 'ddr' is global"),
         ("block_cycles: {int8: 1}", "block_cycles: {int8: 1}, conv_block_cycles: {float16: 2}",
          r"engines\.mxu\.matrix\.conv_block_cycles: dtype float16 has no block_cycles \(the unit's dtypes: int8\)"),
@@ -376,9 +381,11 @@ def test_a_chip_path_may_be_a_string(tmp_path):
          r"engines\.vpu\.vector\.op_cycles\.erf: unknown vector function 'erf'"),
         ("  dma:\n", "  dma.0:\n", r"engines\.dma\.0: bad name 'dma\.0'"),
         # dtypes and ops
-        ("per_lane: {float32: 4, int8: 16}", "per_lane: {float32: 4, int9: 16}", r"engines\.vpu\.vector\.per_lane\.int9: unknown dtype 'int9'"),
+        ("per_lane: {float32: 4, int8: 16}", "per_lane: {float32: 4, int9: 16}", (r"engines\.vpu\.vector\.per_lane\.int9: "
+                                                                                 r"unknown dtype 'int9'")),
         ("add: {dtypes: [float32, int8]}", "add: {dtypes: [float32, fp8]}", r"tiny\.yaml:27: ops\.add\.dtypes\[1\]: unknown dtype 'fp8'"),
-        ("add: {dtypes: [float32, int8]}", "add: {dtypes: [float32], compute: {int8: int3}}", r"ops\.add\.compute\.int8: unknown dtype 'int3'"),
+        ("add: {dtypes: [float32, int8]}", "add: {dtypes: [float32], compute: {int8: int3}}", (r"ops\.add\.compute\.int8: "
+                                                                                              r"unknown dtype 'int3'")),
         ("add: {dtypes: [float32, int8]}", "add: {mixed: {in: [int8]}}", r"ops\.add\.mixed: missing required key 'out'"),
         ("add: {dtypes: [float32, int8]}", "add: {kind: fused}", r"ops\.add\.kind: expected one of local, global"),
         ("  add: {", "  matmul: {", r"ops\.matmul: unknown op 'matmul'"),

@@ -29,7 +29,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 MLP = EXAMPLES / "mlp.yaml"
 MLP_INT8 = EXAMPLES / "mlp_int8.yaml"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-CYCLES = re.compile(r"^(\S+): ([\d,]+) cycles = ", re.M)
+CYCLES = re.compile(r"^(\S+): ([\d,]+) cycles = ", re.MULTILINE)
 
 
 def cli(capsys, *argv):
@@ -294,7 +294,7 @@ def test_exec_draws_random_inputs_with_the_seed(tmp_path, capsys):
     rc, _, _ = cli(capsys, "lower", MLP, "--chip", "bm1684", "-o", tmp_path / "prog.txt")
     outputs = []
     for seed in (1, 1, 2):
-        rc, out, err = cli(capsys, "exec", tmp_path / "prog.txt", "--seed", seed, "--outputs", tmp_path / "o.npz")
+        rc, _out, err = cli(capsys, "exec", tmp_path / "prog.txt", "--seed", seed, "--outputs", tmp_path / "o.npz")
         assert rc == 0, err
         with np.load(tmp_path / "o.npz") as data:
             outputs.append(data["y"])
@@ -347,7 +347,7 @@ def test_lowering_shows_progress_on_a_terminal_only(tmp_path, capsys, monkeypatc
     assert "lowering res2b" in terminal.getvalue()
     assert f"{ops}/{ops} [" in terminal.getvalue()  # tqdm's last count: every op lowered
     monkeypatch.undo()
-    rc, out, err = cli(capsys, "lower", EXAMPLES / "bottleneck.yaml", "--chip", "bm1684", "-o", tmp_path / "prog.txt")
+    rc, _out, err = cli(capsys, "lower", EXAMPLES / "bottleneck.yaml", "--chip", "bm1684", "-o", tmp_path / "prog.txt")
     assert rc == 0 and err == ""
 
 
@@ -519,7 +519,7 @@ def test_graph_with_a_scalar_shape_is_a_one_line_error(tmp_path, capsys):
     path = write_graph(tmp_path, GRAPH_WITHOUT_DEFAULTS.replace("[8, 16]", "16"))
     try:
         rc = main(["run", str(path), "--chip", "bm1684", "--mode", "timing"])
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any escaping exception fails the test
         pytest.fail(f"raw {type(exc).__name__} escaped: {exc}")
     out, err = capsys.readouterr()
     assert_one_line_error(rc, out, err, f"{path}:3:")
@@ -678,7 +678,7 @@ def test_a_fitted_table_keeps_every_word_in_order_within_the_width(rows, width, 
     assert max(map(len, lines)) <= width + len(indent)
     words = " ".join(lines).split()
     blocks = 1 + sum(1 for line in lines if not line)
-    for r, row in enumerate(rows):
+    for row in rows:
         for c, cell in enumerate(row):
             found = [words.index(w) for w in cell.split()] if c else []
             assert all(words.count(w) == (blocks if c == 0 else 1) for w in cell.split()), (cell, lines)
@@ -701,7 +701,7 @@ def test_console_script_runs_the_demo(tmp_path, mlp):
     proc = subprocess.run(
         npusim_command() + ["run", str(MLP), "--chip", "bm1684", "--outputs", str(tmp_path / "o.npz"),
                             "--trace", str(tmp_path / "t.json")],
-        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+        capture_output=True, text=True, cwd=tmp_path, timeout=300, check=False,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
@@ -714,7 +714,7 @@ def test_console_script_runs_the_demo(tmp_path, mlp):
 def test_console_script_exit_status_on_error(tmp_path):
     proc = subprocess.run(
         npusim_command() + ["run", str(MLP), "--chip", "bm1684", "--set", "memories.ddr.bandwith=1"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+        capture_output=True, text=True, cwd=tmp_path, timeout=300, check=False,
     )
     assert_one_line_error(proc.returncode, proc.stdout, proc.stderr, "'bandwith'")
 

@@ -514,7 +514,8 @@ ASYM = [
     # (x dtype, w dtype, bias dtype, zp_l, zp_r, zp_o, out, x shape, w shape, params)
     ("int8", "int8", "int32", 3, -2, 7, "int16", (1, 3, 5, 6), (4, 3, 3, 2), {"pad_h_t": 1, "pad_h_b": 2, "pad_w_r": 1, "stride_w": 2}),
     ("uint8", "uint8", "uint16", 12, 7, 2000, "uint16", (2, 2, 4, 4), (3, 2, 2, 3), {"pad_w_l": 2, "dh": 2, "pad_h_b": 2}),
-    ("int8", "uint8", "int16", -5, 9, -3, "int16", (1, 3, 5, 5), (3, 1, 3, 3), {"groups": 3, "pad_h_t": 1, "pad_h_b": 1, "pad_w_l": 1, "pad_w_r": 1}),
+    ("int8", "uint8", "int16", -5, 9, -3, "int16", (1, 3, 5, 5), (3, 1, 3, 3),
+     {"groups": 3, "pad_h_t": 1, "pad_h_b": 1, "pad_w_l": 1, "pad_w_r": 1}),
     ("uint8", "int8", "float32", 200, -1, 0, "int16", (1, 2, 4, 5), (2, 1, 2, 2), {"groups": 2, "pad_h_t": 2, "pad_w_r": 3, "stride_h": 2}),
 ]
 
@@ -692,7 +693,8 @@ def test_conv_shape_and_parameter_errors():
 
     with pytest.raises(isa.ShapeError, match=r"conv: input has 4 channels, weight \(2, 2, 3, 3\) with groups 3 expects 6"):
         O.conv(x, w(2, 2, 3, 3), groups=3)
-    with pytest.raises(isa.ShapeError, match=r"conv: input has 4 channels, weight \(3, 2, 3, 3\) with groups 2 expects 4 \(in\) and 3 \(out\)"):
+    with pytest.raises(isa.ShapeError, match=r"conv: input has 4 channels, weight \(3, 2, 3, "
+                                             r"3\) with groups 2 expects 4 \(in\) and 3 \(out\)"):
         O.conv(x, w(3, 2, 3, 3), groups=2)  # 3 outputs do not split into 2 groups
     with pytest.raises(isa.ShapeError, match=r"conv: input \(1, 4, 5, 5\) and weight \(2, 4, 3\) must both have 4 dimensions"):
         O.conv(x, w(2, 4, 3))
@@ -717,7 +719,8 @@ def test_conv_shape_and_parameter_errors():
 def test_conv_mode_and_chip_errors():
     g = isa.Graph("e")
     x = g.input("x", (1, 4, 5, 5), "int8")
-    with pytest.raises(isa.UnsupportedError, match=r"conv: HighPrecisionAsymmetric folds zero points offline, so the weight must be a constant"):
+    with pytest.raises(isa.UnsupportedError, match=r"conv: HighPrecisionAsymmetric folds zero points "
+                                                   r"offline, so the weight must be a constant"):
         O.conv(x, g.input("w", (2, 4, 3, 3), "int8"), mode="HighPrecisionAsymmetric")
     with pytest.raises(isa.UnsupportedError, match=r"LowPrecisionSymmetric needs all zero points to be 0"):
         O.conv(x, g.constant("w0", np.ones((2, 4, 3, 3), np.int8)), left_zero_point=1)

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from refeval import evaluate
 
 import chips
 import isa
@@ -14,7 +15,6 @@ from isa.graphfile import load
 from isa.instructions import Scalar
 from isa.ops import Spec
 from isa.ops.custom import CUSTOM
-from refeval import evaluate
 
 O = isa.ops
 CHIPS = {name: chips.load(name) for name in ("generic", "bm1682", "bm1684", "bm1686")}
@@ -141,7 +141,8 @@ def x_tensor():
 
 
 def test_an_unregistered_op_lists_the_registered_ones():
-    with pytest.raises(isa.UnsupportedError, match=r"customed_ops: op_type 'gelu' is not registered \(registered: .*affine, minmax, softplus"):
+    with pytest.raises(isa.UnsupportedError, match=r"customed_ops: op_type 'gelu' is not registered "
+                                                   r"\(registered: .*affine, minmax, softplus"):
         O.customed_ops([x_tensor()], "gelu")
 
 

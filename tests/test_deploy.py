@@ -118,7 +118,7 @@ def test_float16_falls_back_to_float32_where_the_chip_table_has_no_float16():
     assert all(g.producer[n.inputs[0]].op == "cast" for n in sigmoids)
     want = reference(model, x)
     assert np.abs(got - want).max() / np.abs(want).max() <= TOLERANCE["float16"]
-    with pytest.raises(isa.UnsupportedError, match="active.sigmoid with float16 -> float16 is not supported on chip bm1686"):
+    with pytest.raises(isa.UnsupportedError, match=r"active.sigmoid with float16 -> float16 is not supported on chip bm1686"):
         isa.lower(_float16_by_hand(), chips.load("bm1686"))
 
 
@@ -247,7 +247,8 @@ def test_calibration_from_samples_by_the_models_input_names():
 # ---- refusals ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kwargs, error, match", [
-    ({"quantize": "INT4", "chip": "bm1684"}, isa.ConfigError, "quantize 'INT4': not a deployment precision; expected one of F16, BF16, INT8"),
+    ({"quantize": "INT4", "chip": "bm1684"}, isa.ConfigError, ("quantize 'INT4': not a deployment "
+                                                              "precision; expected one of F16, BF16, INT8")),
     ({"quantize": "INT8"}, isa.ConfigError, r"quantize='INT8'\) needs chip="),
     ({"calibration": 4}, isa.ConfigError, "calibration= and chip= go with quantize="),
     ({"quantize": "INT8", "chip": "bm1684"}, isa.ConfigError, "INT8 needs a calibration: a table file"),

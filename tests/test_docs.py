@@ -63,7 +63,7 @@ def folder(tmp_path, monkeypatch):
 @pytest.mark.parametrize("path, line, language, code", BLOCKS, ids=[f"{p.name}:{n}" for p, n, _, _ in BLOCKS])
 def test_runnable_block(path, line, language, code, folder):
     if language == "python":
-        exec(compile(code, f"{path.name}:{line}", "exec"), {"__name__": "__docs__"})
+        exec(compile(code, f"{path.name}:{line}", "exec"), {"__name__": "__docs__"})  # noqa: S102 - the docs' runnable blocks
         return
     for argv in commands(code):
         err = io.StringIO()

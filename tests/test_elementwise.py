@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from refeval import evaluate
 
 import chips
 import isa
 import sim
 from isa import dtypes
-from refeval import evaluate
 
 CHIPS = {name: chips.load(name) for name in chips.available()}
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -308,7 +308,8 @@ def test_requant_fp32_to_int(chip, data, mode, pc, out):
     kwargs = {"mode": mode, "out_dtype": out}
     if pc:
         kwargs.update(is_scale_pc=True, scale_vec=list(rng.uniform(-3, 3, c)), is_offset_pc=True)
-        kwargs["offset_vec" if mode == 0 else "offset_fp_vec"] = list(rng.integers(-50, 50, c)) if mode == 0 else list(rng.uniform(-50, 50, c))
+        kwargs["offset_vec" if mode == 0 else "offset_fp_vec"] = (list(rng.integers(-50, 50, c)) if mode == 0
+                                                                  else list(rng.uniform(-50, 50, c)))
     else:
         kwargs.update(scale_val=float(rng.uniform(-3, 3)), offset_val=int(rng.integers(-50, 50)), offset_fp_val=float(rng.uniform(-50, 50)))
     g.output(O.requant_fp32_to_int(g.input("x", shape, src), **kwargs), "y")
@@ -345,7 +346,8 @@ def test_dequant(chip, data, mode, pc, src):
     kwargs = {"mode": mode}
     if pc:
         kwargs.update(is_scale_pc=True, scale_vec=list(rng.uniform(0, 1, c)), is_offset_pc=True)
-        kwargs["offset_vec" if mode == 0 else "offset_fp_vec"] = [int(v) for v in rng.integers(-9, 9, c)] if mode == 0 else list(rng.uniform(-9, 9, c))
+        kwargs["offset_vec" if mode == 0 else "offset_fp_vec"] = ([int(v) for v in rng.integers(-9, 9, c)] if mode == 0
+                                                                  else list(rng.uniform(-9, 9, c)))
     else:
         kwargs.update(scale_val=0.125, offset_val=3, offset_fp_val=2.75)
     g = isa.Graph("t")
@@ -398,7 +400,7 @@ def test_every_rounding_mode_of_arithmetic_shift():
         "ROUNDING_HALF_DOWN": [2, -3, 3, -4, 3, -3],
     }
     for mode, expected in want.items():
-        out = run1(lambda g: O.arithmetic_shift(g.input("x", x.shape, "int32"), -1, mode), {"x": x})
+        out = run1(lambda g: O.arithmetic_shift(g.input("x", x.shape, "int32"), -1, mode), {"x": x})  # noqa: B023
         np.testing.assert_array_equal(out, [expected], err_msg=mode)
 
 

@@ -66,7 +66,8 @@ def _program():
 PROGRAM = _program()
 
 # Values a field is given instead of its own: other types, and extremes of each.
-EXTREMES = [0, -1, 1, 2, 3, 7, 100, 0.5, 2**31, 2**63, -(2**63), 10**30, 10**39, 1.5, -0.0, 1e-300, 1e308, -1e308, float("inf"), float("nan"),
+EXTREMES = [0, -1, 1, 2, 3, 7, 100, 0.5, 2**31, 2**63, -(2**63), 10**30, 10**39, 1.5, -0.0,
+            1e-300, 1e308, -1e308, float("inf"), float("nan"),
             True, False, None, "", "abc", "x" * 300, "1e999999999GB/s", "1e-999999999GiB", "-5GiB", "0B/cycle", "1e30ns",
             "2.5.3MHz", "float128", "int8", "..", "../../etc/passwd", "/dev/zero", [], [0], [-1, 1], [1e9, 1e9], [[[[[]]]]], {},
             {"a": 1}, {"kind": "local"}]

@@ -2,8 +2,11 @@
 quantizes, casts and rectifies what leaves L0C) and the matrix templates' epilogue done by one
 (isa/lower/in_flight.py): values, exact cycles, traffic, and the errors."""
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
+from conftest import TEST_CHIPS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,8 +17,6 @@ from isa.errors import ConfigError
 from isa.instructions import Dma, Matmul, Region, dense, instr_text, parse_instr
 from isa.ops import REGISTRY
 from sim.run import configure
-
-from conftest import TEST_CHIPS
 
 CONVERTING = """.program chip=tiny graph=hand
 .input x ddr@0x0:int32[16;1]
@@ -104,7 +105,8 @@ def _graphs(dtype):
                                 scale=0.25 if dtype == "int8" else 1.0), "y")
     c = isa.Graph("conv")
     quant = {"scale": 1 / 8} if dtype == "int8" else {}
-    c.output(isa.ops.conv(c.input("x", (1, 24, 10, 12), dtype), c.input("w", (40, 24, 3, 3), dtype), pad_h_t=1, pad_h_b=1, pad_w_l=1, pad_w_r=1, **quant), "y")
+    c.output(isa.ops.conv(c.input("x", (1, 24, 10, 12), dtype), c.input("w", (40, 24, 3, 3), dtype),
+                          pad_h_t=1, pad_h_b=1, pad_w_l=1, pad_w_r=1, **quant), "y")
     return g, c
 
 
@@ -113,7 +115,8 @@ def _inputs(graph, seed):
     out = {}
     for name in ("x", "w"):
         t = graph.tensors[name]
-        out[name] = (rng.integers(-128, 128, t.shape) if t.dtype == "int8" else rng.standard_normal(t.shape)).astype(isa.dtypes.np_dtype(t.dtype))
+        out[name] = (rng.integers(-128, 128, t.shape)
+                     if t.dtype == "int8" else rng.standard_normal(t.shape)).astype(isa.dtypes.np_dtype(t.dtype))
     return out
 
 
@@ -209,7 +212,7 @@ def test_fixpipe_drains_one_accumulator_in_parts_while_the_cube_goes_on(dtype, p
     assert len(cube) == 4 * (steps + 2 * (parts - 1)) and len(drains) == 4 * parts
     assert {e.bytes for e in drains} == {128 // parts * 256 * want.itemsize}
     # from its first product on, the cube is never idle: no product waits for a drain to end
-    assert all(b.start == a.end for a, b in zip(cube, cube[1:]))
+    assert all(b.start == a.end for a, b in pairwise(cube))
     # and each tile's drains but its last part's run beside the cube's products
     for drain in drains:
         if drain.end < cube[-1].end:

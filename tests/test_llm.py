@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 import onnx
+import pytest
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 

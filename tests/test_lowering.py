@@ -5,12 +5,12 @@ import re
 
 import numpy as np
 import pytest
+from refeval import evaluate
 
 import chips
 import isa
 import sim
 from isa import graphfile
-from refeval import evaluate
 
 EXAMPLES = ["examples/mlp.yaml", "examples/mlp_int8.yaml"]
 
@@ -155,7 +155,8 @@ def test_outputs_that_alias_inputs_are_copied():
 def test_a_tensor_too_big_for_ddr_is_out_of_memory():
     g = isa.Graph("big")
     g.output(isa.ops.adds(g.input("x", (1 << 17, 1 << 16), "float32"), 1.0), "y")
-    with pytest.raises(isa.OutOfMemoryError, match=r"ddr: cannot place input x \(34359738368 bytes\): 17179869184 of 17179869184 bytes free"):
+    with pytest.raises(isa.OutOfMemoryError, match=r"ddr: cannot place input x \(34359738368 "
+                                                   r"bytes\): 17179869184 of 17179869184 bytes free"):
         isa.lower(g, chips.load("generic"))
 
 
@@ -171,7 +172,8 @@ def test_ops_a_chip_lacks_are_rejected_with_op_dtype_and_chip():
     g = isa.Graph("u")
     x = g.input("x", (4, 4), "int8")
     g.output(isa.ops.active(x, "tanh"), "y")
-    with pytest.raises(isa.UnsupportedError, match=r"op active_0: active.tanh with int8 -> int8 is not supported on chip bm1684 \(same-dtype: float32; no mixed dtypes\)"):
+    with pytest.raises(isa.UnsupportedError, match=r"op active_0: active.tanh with int8 -> int8 is not supported "
+                                                   r"on chip bm1684 \(same-dtype: float32; no mixed dtypes\)"):
         isa.lower(g, chips.load("bm1684"))
     g = isa.Graph("f16")
     g.output(isa.ops.adds(g.input("x", (4, 4), "float16"), 1.0), "y")

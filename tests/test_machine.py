@@ -192,7 +192,8 @@ def test_a_run_of_compute_instructions_keeps_its_times_and_its_waiters_go_on_at_
     """tiu.0, tiu.2 and tiu.3 are waited on by no one: the engine records them without stopping
     SimPy. Every relu still starts where the one before ended, and the store waiting on tiu.1
     starts at tiu.1's end."""
-    relus = "".join(f"tiu.{k} vector fn=relu cdt=float32 dst=lmem@{0x40 * (k + 2):#x}:float32[16;1] src=lmem@{0x40 * (k + 1):#x}:float32[16;1]\n"
+    relus = "".join(f"tiu.{k} vector fn=relu cdt=float32 dst=lmem@{0x40 * (k + 2):#x}:float32[16;1] "
+                    f"src=lmem@{0x40 * (k + 1):#x}:float32[16;1]\n"
                     for k in range(4))
     prog = isa.Program.from_text(".program chip=tiny graph=hand\n.engine gdma\n.engine tiu\n" + relus +
                                  "gdma.0 wait on=tiu.1\ngdma.1 dma src=lmem@0xc0:float32[16;1] dst=ddr@0x0:float32[16;1]\n")

@@ -116,15 +116,18 @@ def test_limits():
         O.masked_fill(x, g.input("m2", (2, 3, 4), "bool"), 1)
     with pytest.raises(isa.ShapeError, match=r"masked_fill: mask \(3, 1\) would broadcast x \(1, 4\) to \(3, 4\); x is never broadcast"):
         O.masked_fill(g.input("x1", (1, 4), "float16"), g.input("m3", (3, 1), "bool"), 1)
-    with pytest.raises(isa.ShapeError, match=r"masked_fill: value must hold exactly one element \(the seed: value.size\(\) == 1\), got 2: \[1, 2\]"):
+    with pytest.raises(isa.ShapeError, match=r"masked_fill: value must hold exactly one element "
+                                             r"\(the seed: value.size\(\) == 1\), got 2: \[1, 2\]"):
         O.masked_fill(x, g.input("m4", (4,), "bool"), [1, 2])
-    with pytest.raises(isa.UnsupportedError, match=r"masked_fill: x: dtype float32 is not supported \(supported: float16, int32, bfloat16\)"):
+    with pytest.raises(isa.UnsupportedError, match=r"masked_fill: x: dtype float32 is not supported "
+                                                   r"\(supported: float16, int32, bfloat16\)"):
         O.masked_fill(g.input("x2", (3, 4), "float32"), g.input("m5", (4,), "bool"), 1)
     with pytest.raises(isa.UnsupportedError, match=r"masked_fill: mask: dtype uint8 is not supported \(supported: int8, bool\)"):
         O.masked_fill(x, g.input("m6", (4,), "uint8"), 1)
     with pytest.raises(isa.UnsupportedError, match=r"masked_fill: mask may hold only 0 and 1 \(the seed\), got 2 among its values"):
         O.masked_fill(x, np.array([0, 1, 2, 1], np.int8), 1)
-    with pytest.raises(isa.UnsupportedError, match=r"masked_fill: value must be an integer in \[-2147483648, 2147483647\] for int32, got 1.5"):
+    with pytest.raises(isa.UnsupportedError, match=r"masked_fill: value must be an integer in "
+                                                   r"\[-2147483648, 2147483647\] for int32, got 1.5"):
         O.masked_fill(g.input("x3", (3, 4), "int32"), g.input("m7", (4,), "bool"), 1.5)
     with pytest.raises(isa.UnsupportedError, match=r"masked_fill: value 1000000.0 overflows float16"):
         O.masked_fill(x, g.input("m8", (4,), "bool"), 1e6)

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from refeval import evaluate
 
 import chips
 import sim
-from refeval import evaluate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from resnet50 import resnet50  # noqa: E402
+from resnet50 import resnet50
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int8"])
@@ -20,7 +20,8 @@ def test_resnet50_matches_its_references(dtype):
     graph = resnet50(dtype, size=32)
     chip = chips.load("bm1684")
     rng = np.random.default_rng(3)
-    image = rng.integers(-64, 64, (1, 3, 32, 32)).astype(np.int8) if dtype == "int8" else rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
+    image = (rng.integers(-64, 64, (1, 3, 32, 32)).astype(np.int8) if dtype == "int8"
+             else rng.standard_normal((1, 3, 32, 32)).astype(np.float32))
     got = sim.run(graph, chip, {"image": image}).outputs["logits"]
     want = evaluate(graph, {"image": image}, chip)["logits"]
     assert got.shape == want.shape == (1, 1000)

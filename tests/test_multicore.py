@@ -41,7 +41,8 @@ def test_per_core_copies_are_named_by_core_shared_ones_plainly():
     mte2, cube = chip.engines["c2.mte2"], chip.engines["c2.cube"]
     assert mte2.links == (("ddr", "c2.l1"), ("l2", "c2.l1"))  # a core's engine reaches its own copies and the shared ones
     assert (cube.memory, cube.matrix.a, cube.matrix.b, cube.matrix.c) == ("c2.l0c", "c2.l0a", "c2.l0b", "c2.l0c")
-    assert chip.engines["cpu"].core is None and chip.engines_of("vector", 1) == [chip.engines["c1.aiv0_vector"], chip.engines["c1.aiv1_vector"]]
+    assert chip.engines["cpu"].core is None
+    assert chip.engines_of("vector", 1) == [chip.engines["c1.aiv0_vector"], chip.engines["c1.aiv1_vector"]]
 
 
 def test_one_core_keeps_the_yaml_names():
@@ -75,7 +76,8 @@ def test_errors_name_the_key_and_what_is_wrong(overrides, message):
 
 
 def test_a_shared_memory_named_twice_is_an_error(tmp_path):
-    text = QUAD.read_text().replace("  l1: {kind: local", "  l2: {kind: local, shared: true, size: 1MiB, bandwidth: 8}\n  l1: {kind: local", 1)
+    text = QUAD.read_text().replace("  l1: {kind: local", "  l2: {kind: local, shared: true, size: "
+                                                          "1MiB, bandwidth: 8}\n  l1: {kind: local", 1)
     path = tmp_path / "twice.yaml"
     path.write_text(text)
     with pytest.raises(isa.ConfigError, match=r"twice.yaml:\d+: duplicate key 'l2' \(first at line \d+\)"):
@@ -92,12 +94,14 @@ def test_tensors_placed_on_chip_go_where_every_core_reaches():
     split = chips.load(TEST_CHIPS / "three_level.yaml", {"cores": 2})  # every memory a core's own
     with pytest.raises(isa.ConfigError, match=r"policy.pinned: chip three_level has no on-chip memory every core reaches"):
         isa.lower(g, split, pinned)
-    assert [n for n in isa.lower(g, split, local).notes if n.startswith("intermediate")] == ["intermediate product (256 bytes) stays in ddr: no on-chip memory every core reaches"]
+    assert [n for n in isa.lower(g, split, local).notes if n.startswith("intermediate")] == [("intermediate product (256 bytes) stays in "
+                                                                                             "ddr: no on-chip memory every core reaches")]
 
 
 def test_a_reserve_of_a_per_core_memory_takes_it_off_every_core():
     prog = isa.lower(elementwise_graph(), quad(), isa.Policy(reserve={"ub1": "16KiB", "l2": "1MiB"}))
-    assert [n for n in prog.notes if n.startswith("reserved")] == ["reserved 1048576 bytes of l2 at 0x300000"] + [f"reserved 16384 bytes of c{c}.ub1 at 0x4000" for c in range(4)]
+    assert [n for n in prog.notes if n.startswith("reserved")] == (["reserved 1048576 bytes of l2 at 0x300000"]
+                                                                   + [f"reserved 16384 bytes of c{c}.ub1 at 0x4000" for c in range(4)])
 
 
 # ---- programs ------------------------------------------------------------------------------
@@ -115,9 +119,9 @@ def test_names_and_program_text_round_trip():
     text = prog.to_text()
     assert isa.Program.from_text(text) == prog
     assert ".engine c3.aiv1_vector" in text.splitlines()
-    assert re.search(r"^c2\.aiv0_vector\.\d+ vector fn=mul .*dst=c2\.ub0@", text, re.M)
-    assert re.search(r"^c1\.aiv1_mte3\.0 wait on=c1\.aiv1_vector\.\d+ ", text, re.M)
-    assert re.search(r"^c1\.aiv1_mte3\.1 dma src=c1\.ub1@\S+ dst=ddr@", text, re.M)
+    assert re.search(r"^c2\.aiv0_vector\.\d+ vector fn=mul .*dst=c2\.ub0@", text, re.MULTILINE)
+    assert re.search(r"^c1\.aiv1_mte3\.0 wait on=c1\.aiv1_vector\.\d+ ", text, re.MULTILINE)
+    assert re.search(r"^c1\.aiv1_mte3\.1 dma src=c1\.ub1@\S+ dst=ddr@", text, re.MULTILINE)
     assert {b.mem for b in prog.buffers} >= {f"c{c}.ub{v}" for c in range(4) for v in range(2)}
     res = sim.execute(isa.Program.from_text(text), chip, mode="timing")
     assert res.cycles == sim.execute(prog, chip, mode="timing").cycles

@@ -19,7 +19,7 @@ from isa.onnx import PASSES
 from isa.onnx.importer import prepare
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-import onnx_models  # noqa: E402
+import onnx_models
 
 GENERIC = chips.load("generic")
 F = TensorProto.FLOAT

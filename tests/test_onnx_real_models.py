@@ -103,7 +103,7 @@ def test_the_paddle2onnx_exports_lose_their_constant_nodes_batch_norms_and_decom
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_timing_runs_on_every_chip_whose_table_has_the_ops(models, name):
-    g = isa.from_onnx(models[name], shapes={n: MODELS[name] for n in isa.from_onnx(models[name]).declared})
+    g = isa.from_onnx(models[name], shapes=dict.fromkeys(isa.from_onnx(models[name]).declared, MODELS[name]))
     ran = []
     for chip_name in chips.available():
         chip = chips.load(chip_name)

@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from refeval import evaluate
 
 import chips
 import isa
 import sim
 from isa import dtypes
 from isa.ops.activation import Active
-from refeval import evaluate
 
 CHIPS = {name: chips.load(name) for name in ("bm1684", "generic")}
 SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -259,7 +259,8 @@ def test_matrix_mul_errors():
         isa.ops.matrix_mul(x, w, g.input("b", (1, 3), "int32"))
     with pytest.raises(isa.UnsupportedError, match=r"unsigned output uint8 needs unsigned inputs"):
         isa.ops.matrix_mul(x, w, out_dtype="uint8")
-    with pytest.raises(isa.UnsupportedError, match=r"HighPrecisionAsymmetric folds zero points offline, so matrix_right must be a constant"):
+    with pytest.raises(isa.UnsupportedError, match=r"HighPrecisionAsymmetric folds zero points "
+                                                   r"offline, so matrix_right must be a constant"):
         isa.ops.matrix_mul(x, w, mode="HighPrecisionAsymmetric")
     with pytest.raises(isa.UnsupportedError, match=r"left_zero_point 300 is outside int8's range \[-128, 127\]"):
         isa.ops.matrix_mul(x, np.ones((8, 3), np.int8), mode="HighPrecisionAsymmetric", left_zero_point=300)

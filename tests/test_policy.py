@@ -230,7 +230,8 @@ def test_pinned_weights_live_on_chip_and_cost_no_ddr_reads(chip):
 def test_pinned_constants_of_every_template():
     g, x = mixed()
     res = run(g, x, CHIPS["generic"], pinned=("w", "b", "m"))
-    assert {b.name: b.region.mem for b in res.program.bindings if b.role == "const" and "." not in b.name} == {"w": "lmem", "b": "lmem", "m": "lmem"}
+    assert {b.name: b.region.mem for b in res.program.bindings
+            if b.role == "const" and "." not in b.name} == {"w": "lmem", "b": "lmem", "m": "lmem"}
     assert {b.region.mem for b in res.program.bindings if "." in b.name} == {"ddr"}  # the resize's interpolation matrices
     prog = res.program
     assert isa.Program.from_text(prog.to_text()) == prog
@@ -249,7 +250,8 @@ def test_pinning_what_cannot_be_pinned_is_a_config_error():
     t = isa.Graph("gather")
     table = t.constant("table", np.arange(12, dtype=np.float32).reshape(4, 3))
     t.output(O.gather(table, t.input("i", (2,), "int32")), "y")
-    with pytest.raises(isa.ConfigError, match=r"constant table is read by op gather_0 \(the indexed template\), whose operands must be in DDR"):
+    with pytest.raises(isa.ConfigError, match=r"constant table is read by op gather_0 \(the "
+                                              r"indexed template\), whose operands must be in DDR"):
         isa.lower(t, chip, isa.Policy(pinned=("table",)))
 
 
@@ -268,7 +270,8 @@ def test_reserve_takes_memory_out_of_planning():
     capacity = chip.memories["lmem"].capacity
     reserved = capacity - 128 * 1024
     base, squeezed = run(g, x, chip, chain=False), run(g, x, chip, reserve={"lmem": reserved}, chain=False)
-    assert [n for n in squeezed.program.notes if n.startswith("reserved")] == [f"reserved {reserved} bytes of lmem at {capacity - reserved:#x}"]
+    assert [n for n in squeezed.program.notes if n.startswith("reserved")] == [(f"reserved {reserved} bytes of "
+                                                                               f"lmem at {capacity - reserved:#x}")]
     assert all(b.addr + b.size <= capacity - reserved for b in squeezed.program.buffers if b.mem == "lmem")
     assert squeezed.stats.peak_bytes["lmem"] <= capacity - reserved < base.stats.peak_bytes["lmem"] + reserved
     assert squeezed.stats.peak_bytes["lmem"] < base.stats.peak_bytes["lmem"]  # measured 131,072 against 155,648
@@ -336,7 +339,8 @@ def test_a_convolution_reads_an_on_chip_input_in_place():
     def reads(op, buf):
         return [i for i in instructions(local.program, "matrix") if i.op == op and buf.addr <= i.a.addr < buf.addr + buf.size]
 
-    assert reads("conv_1", first) and not [i for i in instructions(local.program, "dma") if i.src.mem == "lmem" and first.addr <= i.src.addr < first.addr + first.size]
+    assert reads("conv_1", first) and not [i for i in instructions(local.program, "dma")
+                                           if i.src.mem == "lmem" and first.addr <= i.src.addr < first.addr + first.size]
     assert not reads("conv_2", second)  # the 3x3 convolution pads: its windows are copied
     # the relu after conv_0 writes its result straight into its home, tile by tile, every
     # element of it: no DMA stores it there
@@ -412,7 +416,7 @@ def test_best_fit_places_differently_and_fits_where_first_fit_runs_out():
 
 
 def test_allocator_strategies():
-    for strategy, second in (("first_fit", None), ("best_fit", 0)):
+    for strategy in ("first_fit", "best_fit"):
         a = Allocator("m", 100, 1, strategy)
         for size in (50, 10, 30, 10):
             a.alloc(size, f"{size}")

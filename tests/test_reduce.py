@@ -318,10 +318,12 @@ def _graphs():
     out.append((g, {"x": values(rng, (16, 50, 6, 5), "uint8")}))
     for stats in (True, False):
         g = isa.Graph(f"bn{int(stats)}")
-        y, m, v = O.batch_norm(g.input("x", (3, 40, 5, 7)), *(g.input(n, (40,)) for n in ("m", "v", "ga", "be")), use_global_stats=stats, scale=3.0)
+        y, m, v = O.batch_norm(g.input("x", (3, 40, 5, 7)), *(g.input(n, (40,)) for n in ("m", "v", "ga", "be")),
+                               use_global_stats=stats, scale=3.0)
         g.output(y, "y"), g.output(m, "mo"), g.output(v, "vo")
         out.append((g, {"x": values(rng, (3, 40, 5, 7), "float32"), "m": values(rng, (40,), "float32"),
-                        "v": (rng.random(40) + 0.5).astype(np.float32), "ga": values(rng, (40,), "float32"), "be": values(rng, (40,), "float32")}))
+                        "v": (rng.random(40) + 0.5).astype(np.float32),
+                        "ga": values(rng, (40,), "float32"), "be": values(rng, (40,), "float32")}))
     g = isa.Graph("hw_avg")
     g.output(O.hw_avg(g.input("x", (8, 64, 30), "int32"), g.input("hw", (2,), "int32"), 1), "y")
     out.append((g, {"x": values(rng, (8, 64, 30), "int32"), "hw": np.array([3, 5], np.int32)}))
@@ -371,7 +373,8 @@ def _x(shape=(2, 3, 4, 5), dtype="float32"):
     (lambda: O.reduce(_x(dtype="int32"), "REDUCE_SUM", [0]), isa.UnsupportedError, r"reduce: tensor_i is int32"),
     (lambda: O.softmax(_x(), 4), isa.ShapeError, r"softmax: axis 4 is out of range"),
     (lambda: O.softmax(_x(dtype="int8"), 1), isa.UnsupportedError, r"softmax: tensor_i is int8"),
-    (lambda: O.softmax_int(_x(dtype="int8"), np.ones(255), 1.0, 0), isa.ShapeError, r"softmax_int: the table must have 256 entries, got 255"),
+    (lambda: O.softmax_int(_x(dtype="int8"), np.ones(255), 1.0, 0), isa.ShapeError, (r"softmax_int: the table must "
+                                                                                    r"have 256 entries, got 255")),
     (lambda: O.softmax_int(_x(dtype="int16"), np.ones(256), 1.0, 0), isa.UnsupportedError, r"softmax_int: inputs is int16"),
     (lambda: O.softmax_int(_x((5,), "int8"), np.ones(256), 1.0, 0), isa.ShapeError, r"softmax_int: inputs must be NC or NCHW"),
     (lambda: O.softmax_int(_x(dtype="int8"), np.ones(256), 1.0, 0.5), isa.UnsupportedError, r"softmax_int: zero_point must be an integer"),

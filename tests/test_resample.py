@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from refeval import evaluate
 
 import chips
 import isa
 import sim
 from isa.ops.resample import weights
-from refeval import evaluate
 
 O = isa.ops
 CHIPS = {name: chips.load(name) for name in chips.available()}

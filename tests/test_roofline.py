@@ -10,7 +10,7 @@ import chips
 import sim
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-import roofline  # noqa: E402
+import roofline
 
 
 def test_the_roof_is_the_lesser_of_bandwidth_times_intensity_and_the_peak():

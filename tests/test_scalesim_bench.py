@@ -12,7 +12,7 @@ import chips
 import sim
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-import scalesim  # noqa: E402
+import scalesim
 
 ROWS = {row[0]: row for row in scalesim.scalesim_rows()}
 

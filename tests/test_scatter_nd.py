@@ -195,13 +195,15 @@ def test_duplicate_indices_with_none_rejected_at_build_time():
 
 
 def test_out_of_range_indices():
-    with pytest.raises(isa.IndexRangeError, match=r"op scatter_nd_0: index 4 at position \(1,\) is out of range for dimension 0 of size 4 \(allowed -4\.\.3\)"):
+    with pytest.raises(isa.IndexRangeError, match=r"op scatter_nd_0: index 4 at position \(1,\) is out of "
+                                                  r"range for dimension 0 of size 4 \(allowed -4\.\.3\)"):
         run(GENERIC, np.zeros(4, np.float32), np.array([[1], [4]]), np.ones(2, np.float32))
     with pytest.raises(isa.IndexRangeError, match=r"index -5 at position \(0,\) is out of range"):
         run(GENERIC, np.zeros(4, np.float32), np.array([[-5], [0]]), np.ones(2, np.float32), "max")
     g = isa.Graph("t")
     d, u = g.input("d", (4, 3)), g.input("u", (1,))
-    with pytest.raises(isa.IndexRangeError, match=r"scatter_nd: index 3 at position \(0,\) is out of range for a dimension of size 3 \(allowed -3\.\.2\)"):
+    with pytest.raises(isa.IndexRangeError, match=r"scatter_nd: index 3 at position \(0,\) is out of "
+                                                  r"range for a dimension of size 3 \(allowed -3\.\.2\)"):
         O.scatter_nd(d, np.array([[0, 3]]), u)
 
 
@@ -223,7 +225,8 @@ def test_opset_without_the_reduction(opset, reduction, match):
 def test_shapes_and_dtypes():
     g = isa.Graph("t")
     d, u = g.input("d", (4, 3)), g.input("u", (2, 3))
-    with pytest.raises(isa.ShapeError, match=r"scatter_nd: updates must have shape indices.shape\[:-1\] \+ data.shape\[1:\] = \(2, 3\), got \(2, 2\)"):
+    with pytest.raises(isa.ShapeError, match=r"scatter_nd: updates must have shape indices.shape\[:-1\] "
+                                             r"\+ data.shape\[1:\] = \(2, 3\), got \(2, 2\)"):
         O.scatter_nd(d, g.input("i", (2, 1), "int64"), g.input("u2", (2, 2)))
     with pytest.raises(isa.ShapeError, match=r"indices.shape\[-1\] = 3 must be at most rank\(data\) = 2"):
         O.scatter_nd(d, g.input("i3", (2, 3), "int64"), u)
@@ -239,7 +242,8 @@ def test_shapes_and_dtypes():
 def test_a_reduction_needs_the_dtype_on_the_vector_unit(three_level):
     g = isa.Graph("t")
     g.output(O.scatter_nd(g.input("d", (4,), "float16"), g.input("i", (1, 1), "int64"), g.input("u", (1,), "float16"), "add"), "y")
-    with pytest.raises(isa.UnsupportedError, match=r"op scatter_nd_0: combining float16 rows \(add\) needs the vector unit, which has no float16 on chip three_level"):
+    with pytest.raises(isa.UnsupportedError, match=r"op scatter_nd_0: combining float16 rows \(add\) needs the "
+                                                   r"vector unit, which has no float16 on chip three_level"):
         isa.lower(g, three_level)
 
 
@@ -247,5 +251,6 @@ def test_not_on_ascend310b():
     """ONNX's op is no ATB op: the Ascend chip's table has no row for it."""
     g = isa.Graph("t")
     g.output(O.scatter_nd(g.input("d", (4,), "float16"), g.input("i", (1, 1), "int64"), g.input("u", (1,), "float16")), "y")
-    with pytest.raises(isa.UnsupportedError, match=r"scatter_nd with float16 x int64 x float16 -> float16 is not supported on chip ascend310b"):
+    with pytest.raises(isa.UnsupportedError, match=r"scatter_nd with float16 x int64 x float16 -> "
+                                                   r"float16 is not supported on chip ascend310b"):
         isa.lower(g, chips.load("ascend310b"))

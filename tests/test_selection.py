@@ -113,7 +113,8 @@ def test_masked_select_by_hand():
 @pytest.mark.parametrize("mask_shape", [(2, 1, 10, 1000), (1, 5, 10, 1), (10, 1000), (1, 2, 5, 10, 1000), (2, 5, 10, 999)])
 def test_masked_select_rejects_other_broadcasts(mask_shape):
     g = isa.Graph("t")
-    with pytest.raises(isa.ShapeError, match=r"masked_select: mask of shape .* does not broadcast to tensor_i \(2, 5, 10, 1000\) in a form the seed allows"):
+    with pytest.raises(isa.ShapeError, match=r"masked_select: mask of shape .* does not broadcast to "
+                                             r"tensor_i \(2, 5, 10, 1000\) in a form the seed allows"):
         O.masked_select(g.input("x", (2, 5, 10, 1000)), g.input("m", mask_shape))
 
 
@@ -251,10 +252,14 @@ def lower_one(build, dtypes, chip):
 
 @pytest.mark.parametrize("build, dtypes, chip, match", [
     (O.where, [((2, 3), "int32")], "bm1684", r"where with int32 -> int32 is not supported on chip bm1684"),
-    (O.masked_select, [((2, 3), "float16"), ((2, 3), "float32")], "bm1684", r"masked_select with float16 x float32 -> float16 is not supported on chip bm1684"),
-    (O.masked_select, [((2, 3), "int32"), ((2, 3), "float32")], "bm1682", r"masked_select with int32 x float32 -> int32 is not supported on chip bm1682"),
-    (lambda x, i: O.index_select(x, i, 0), [((2, 3), "float32"), ((2,), "int16")], "bm1686", r"index_select with float32 x int16 -> float32 is not supported"),
-    (lambda x, i: O.index_select(x, i, 0), [((2, 3), "int32"), ((2,), "int32")], "bm1684", r"index_select with int32 x int32 -> int32 is not supported"),
+    (O.masked_select, [((2, 3), "float16"), ((2, 3), "float32")], "bm1684", (r"masked_select with float16 x float32 -> "
+                                                                            r"float16 is not supported on chip bm1684")),
+    (O.masked_select, [((2, 3), "int32"), ((2, 3), "float32")], "bm1682", (r"masked_select with int32 x float32 -> "
+                                                                          r"int32 is not supported on chip bm1682")),
+    (lambda x, i: O.index_select(x, i, 0), [((2, 3), "float32"), ((2,), "int16")], "bm1686", (r"index_select with float32 x int16 "
+                                                                                             r"-> float32 is not supported")),
+    (lambda x, i: O.index_select(x, i, 0), [((2, 3), "int32"), ((2,), "int32")], "bm1684", (r"index_select with int32 x int32 "
+                                                                                           r"-> int32 is not supported")),
 ])
 def test_dtypes_a_chip_lacks_are_rejected(build, dtypes, chip, match):
     with pytest.raises(isa.UnsupportedError, match=match):

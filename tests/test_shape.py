@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from refeval import evaluate
 
 import chips
 import isa
 import sim
 from isa import dtypes
 from isa.instructions import Dma, Wait
-from refeval import evaluate
 
 O = isa.ops
 CHIPS = {name: chips.load(name) for name in ("generic", "bm1682", "bm1684", "bm1686")}
@@ -157,7 +157,8 @@ def test_a_view_of_an_intermediate_runs_no_instruction(chip, op, args):
 
     def build(g):
         t = O.adds(g.input("x", x.shape), 1.0)
-        v = O.reshape_v2(t, g.constant("s", np.array([6, -1], np.int32)), name="v") if op == "reshape_v2" else getattr(O, op)(t, *args, name="v")
+        v = (O.reshape_v2(t, g.constant("s", np.array([6, -1], np.int32)), name="v") if op == "reshape_v2"
+             else getattr(O, op)(t, *args, name="v"))
         return {"y": O.muls(v, 2.0)}
 
     res, ref, prog = run(build, {"x": x}, chip)
@@ -292,7 +293,8 @@ def test_reshape_v2_needs_a_shape_known_when_the_graph_is_built():
 
 def test_reshape_v2_shape_info_errors():
     x = graph_input()
-    with pytest.raises(isa.UnsupportedError, match=r"reshape_v2: shape_info must be a 1-d int32 tensor \(seed line 1126\), got int64 \(2,\)"):
+    with pytest.raises(isa.UnsupportedError, match=r"reshape_v2: shape_info must be a 1-d int32 "
+                                                   r"tensor \(seed line 1126\), got int64 \(2,\)"):
         O.reshape_v2(x, x.graph.constant("s64", np.array([4, 6], np.int64)))
     with pytest.raises(isa.ShapeError, match=r"reshape_v2: shape_info \[4, 5\] gives shape \(4, 5\) of 20 elements"):
         O.reshape_v2(x, x.graph.constant("s", np.array([4, 5], np.int32)))

@@ -289,7 +289,8 @@ def lowered(build, dtype, chip):
 
 
 @pytest.mark.parametrize("build, dtype, chip, match", [
-    (lambda x: O.sort(x, stable=True), "float32", "bm1684", r"sort\.stable with float32 -> int32 is not supported on chip bm1684 \(the chip has no sort\.stable"),
+    (lambda x: O.sort(x, stable=True), "float32", "bm1684", (r"sort\.stable with float32 -> int32 is not supported "
+                                                            r"on chip bm1684 \(the chip has no sort\.stable")),
     (lambda x: O.argsort(x, stable=True), "float32", "bm1684", r"argsort\.stable with float32 -> int32 is not supported on chip bm1684"),
     (lambda x: O.arg(x, 0, 0, out_dtype="float32"), "int8", "bm1684", r"arg with int8 -> float32 is not supported on chip bm1684"),
     (lambda x: O.arg(x, 0, 0), "int8", "bm1682", r"arg with int8 -> int32 is not supported on chip bm1682"),

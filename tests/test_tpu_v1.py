@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from refeval import evaluate
 
 import chips
 import isa
@@ -15,7 +16,6 @@ from isa.lower.route import route
 from sim.run import configure
 from traces.stored import from_data, to_data
 from traces.summary import format_summary
-from refeval import evaluate
 
 CHIP = chips.load("tpu_v1")
 O = isa.ops
@@ -24,7 +24,8 @@ MiB = 2**20
 
 def test_memories_and_bandwidths():
     m = CHIP.memories
-    assert {name: mem.capacity for name, mem in m.items()} == {"ddr": 8 * 2**30, "host": 256 * 2**30, "ub": 24 * MiB, "acc": 4 * MiB, "wfifo": 4 * 64 * 1024}
+    assert {name: mem.capacity for name, mem in m.items()} == {"ddr": 8 * 2**30, "host": 256 * 2**30,
+                                                               "ub": 24 * MiB, "acc": 4 * MiB, "wfifo": 4 * 64 * 1024}
     assert m["ddr"].bandwidth * CHIP.clock_hz == pytest.approx(34e9)  # the weight memory
     for direction in ("host_read", "host_write"):  # PCIe Gen3 x16, each way
         assert CHIP.engines[direction].bandwidth * CHIP.clock_hz == pytest.approx(14 * 2**30)

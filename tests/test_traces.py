@@ -550,9 +550,9 @@ def test_load_of_a_hand_made_trace(tmp_path):
     (b'{"traceEvents": []}', "not an npusim trace"),
     (b'{"npusim": {"format": 99}}', "format 99"),
     (b'{"npusim": {"format": 1, "chip": "x"}}', "damaged"),
-    (b'{"npusim": {"format": 1, "chip": "x", "clock_hz": 1, "engines": [], "memories": {}, "cycles": 0,'
-     b' "events": {"fields": ["nonsense"], "rows": [[1]]}, "syncs": {"fields": [], "rows": []},'
-     b' "buffers": {"fields": [], "rows": []}, "counters": {}, "ddr_bandwidth": 0, "peak_ops": {}}}', "nonsense"),
+    ((b'{"npusim": {"format": 1, "chip": "x", "clock_hz": 1, "engines": [], "memories": {}, "cycles": 0,'
+      b' "events": {"fields": ["nonsense"], "rows": [[1]]}, "syncs": {"fields": [], "rows": []},'
+      b' "buffers": {"fields": [], "rows": []}, "counters": {}, "ddr_bandwidth": 0, "peak_ops": {}}}'), "nonsense"),
 ], ids=["missing", "binary", "text", "list", "other-trace", "format", "fields", "unknown-field"])
 def test_load_names_the_file_and_what_is_wrong(tmp_path, content, fragment):
     path = tmp_path / "bad.json"
@@ -796,7 +796,7 @@ def many_ops_trace(n_ops):
     """One engine, op k running k + 1 instructions of 10 cycles: the later ops are the busiest."""
     events, cycle = [], 0
     for k in range(n_ops):
-        for i in range(k % 7 + 1):
+        for _ in range(k % 7 + 1):
             events.append(compute("e", len(events), "vector", "add", f"op{k}", cycle, cycle + 10))
             cycle += 10
     events.append(wait("e", len(events), "", cycle, cycle + 5))

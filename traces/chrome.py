@@ -124,7 +124,7 @@ def _flows(trace):
     tids, pids = _tids(trace), _pids(trace)
     flows = []
     for flow_id, (source, target) in enumerate(flow_pairs(trace), 1):
-        common = lambda event: {"pid": pids[event.engine], "cat": "sync", "name": "wait", "id": flow_id}  # noqa: E731
+        common = lambda event: {"pid": pids[event.engine], "cat": "sync", "name": "wait", "id": flow_id}  # noqa: E731, B023
         flows.append(common(source) | {"ph": "s", "tid": tids[source.engine], "ts": _middle(trace, source)})
         flows.append(common(target) | {"ph": "f", "bp": "e", "tid": tids[target.engine], "ts": _middle(trace, target)})
     return flows

@@ -176,8 +176,8 @@ def format_summary(summary, top=5):
     """A compact report: totals, engines, DDR traffic, memory peaks and the `top` slowest ops."""
     s = summary
     lines = [
-        f"{s.chip}: {s.cycles:,} cycles = {s.seconds * 1e6:,.2f} us at {s.clock_hz / 1e6:,.0f} MHz, "
-        f"{s.instructions:,} instructions",
+        (f"{s.chip}: {s.cycles:,} cycles = {s.seconds * 1e6:,.2f} us at {s.clock_hz / 1e6:,.0f} MHz, "
+         f"{s.instructions:,} instructions"),
         "engines:",
     ]
     width = max((len(name) for name in [*s.busy, *s.peak_bytes]), default=0)

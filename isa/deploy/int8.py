@@ -322,7 +322,8 @@ def find_chains(source):
                 or source.tensors[out].dtype != F32 or source.tensors[out].bounded):
             continue
         tensors = [n for n in node.inputs if not (n in source.constants and source.tensors[n].size == 1)]
-        if not tensors or any(n in source.constants or source.tensors[n].dtype != F32 or source.tensors[n].shape != source.tensors[out].shape
+        if not tensors or any(n in source.constants or source.tensors[n].dtype != F32
+                              or source.tensors[n].shape != source.tensors[out].shape
                               for n in tensors):
             continue
         roots = {root.get(n, n) for n in tensors}

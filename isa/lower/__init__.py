@@ -165,10 +165,12 @@ def _check_pins(ctx, touch):
             raise ConfigError(f"policy.pinned: graph {g.name} has no tensor {name!r} (constants: {', '.join(g.constants) or 'none'})")
         if name not in g.constants:
             what = "an input" if name in g.inputs else f"made by op {g.producer[name].name}"
-            raise ConfigError(f"policy.pinned: {name} is {what}, not a constant; only constants can be pinned (constants: {', '.join(g.constants) or 'none'})")
+            raise ConfigError(f"policy.pinned: {name} is {what}, not a constant; only constants "
+                              f"can be pinned (constants: {', '.join(g.constants) or 'none'})")
         for template, op in touch.get(name, {}).items():
             if TEMPLATES[template].homes == "ddr":
-                raise ConfigError(f"policy.pinned: constant {name} is read by op {op} (the {template} template), whose operands must be in DDR")
+                raise ConfigError(f"policy.pinned: constant {name} is read by op {op} (the "
+                                  f"{template} template), whose operands must be in DDR")
 
 
 def _in_ddr_only(groups, shares):

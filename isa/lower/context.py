@@ -9,7 +9,6 @@ engines (an Ascend 910B cluster's two vector cores), has several; the template d
 tiles among them (isa/lower/pipeline.py)."""
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import numpy as np
 
@@ -97,8 +96,8 @@ class Lowering:
 class Unit:
     """The engines a tile runs on: a matrix engine, a vector engine, or both, of one core."""
 
-    matrix: Optional[object]  # chips.Engine
-    vector: Optional[object]
+    matrix: object | None  # chips.Engine
+    vector: object | None
 
 
 def vector_memories(units):

@@ -24,7 +24,6 @@ one unit. Where the accumulator reaches the vector memory through shared memory 
 buffers are placed with the slots.
 """
 
-import collections
 import dataclasses
 import itertools
 import math
@@ -277,7 +276,8 @@ class _Plan(Priced, RowsTiled):
             if choice and len(self.units) > 1:  # the output tile for the units; the block (the order of the sums) as for one
                 choice = self._cheapest(shape, granules, limits, [choice[1]], len(self.units))
         if choice is None:
-            raise OutOfMemoryError(f"{self.node.name}: even a one-element output tile needs {shortfall(self.em.allocators, self._sizes((1,) * len(shape), 1))}")
+            raise OutOfMemoryError(f"{self.node.name}: even a one-element output tile needs "
+                                   f"{shortfall(self.em.allocators, self._sizes((1,) * len(shape), 1))}")
         tile, tic, keep = choice
         return choice, self._schedule(tile, tic, len(self.units), keep).cycles()
 
@@ -448,7 +448,8 @@ class _Plan(Priced, RowsTiled):
         else:
             buf = self._roles((tn, channels) + tuple(tos), channels)["x"]
             region = buf.region(self.x.dtype, (tn, channels) + buf_ext)
-        load_window(rec.ctx, self.vx, self.x, region, buf, self.axes, reads, (0, 0), 0, self.node.name, self.fillers(self.x.dtype, 0, region.mem))
+        load_window(rec.ctx, self.vx, self.x, region, buf, self.axes, reads, (0, 0), 0, self.node.name,
+                    self.fillers(self.x.dtype, 0, region.mem))
 
     def _price_weight(self, rec, toc, tic, oc0, i0):
         if not self.weight_in_place:
@@ -578,7 +579,8 @@ class _Plan(Priced, RowsTiled):
         """A kept input of `channels` in buf, read as (batch, channels, window...) though laid out
         channels outermost."""
         major = dense(buf.mem, buf.addr, self.x.dtype, (channels, tn) + tuple(extents))
-        return Region(buf.mem, buf.addr, self.x.dtype, (tn, channels) + tuple(extents), (major.strides[1], major.strides[0]) + major.strides[2:])
+        return Region(buf.mem, buf.addr, self.x.dtype, (tn, channels) + tuple(extents),
+                      (major.strides[1], major.strides[0]) + major.strides[2:])
 
     def _zero_point(self):
         """One element of zp_r in the weight memory, read with stride 0 as a whole weight block."""
@@ -590,7 +592,8 @@ class _Plan(Priced, RowsTiled):
         self.em.emit(self.vx.name, Vector("copy", buf.region(self.w.dtype, (1,)), (zr,), "int64", self.node.name), writes=(buf,))
         return buf
 
-    def _step(self, io, acc_bufs, tail_bufs, g, starts, extents, block, first, last, zero_point, tail_local, fillers, kept=None, fresh=True):
+    def _step(self, io, acc_bufs, tail_bufs, g, starts, extents, block, first, last,
+              zero_point, tail_local, fillers, kept=None, fresh=True):
         """(load, compute, store) of one input-channel block of one output tile; kept: the
         (its block's part of the Buf, the whole tile's region) of a kept input, which the step
         loads its block into when fresh."""
@@ -605,7 +608,8 @@ class _Plan(Priced, RowsTiled):
         w_buf = self.weight[0] if self.weight_in_place else io["w"]
         if self.in_place:
             x_buf = self.ctx.home[self.x.name]
-            x_region = sub_region(x_buf.region(self.x.dtype, self.x.shape), (n0, ch_in[0]) + tuple(r[0] for r in reads), (tn, ch_in[1]) + buf_ext)
+            x_region = sub_region(x_buf.region(self.x.dtype, self.x.shape), (n0, ch_in[0]) + tuple(r[0] for r in reads),
+                                  (tn, ch_in[1]) + buf_ext)
         elif kept is not None:
             x_buf, whole = kept
             x_region = sub_region(whole, (0, i0) + (0,) * len(buf_ext), (tn, tic) + buf_ext)
@@ -698,7 +702,8 @@ class _Plan(Priced, RowsTiled):
             src, dst = placed(x_region, self.axes, reads, 2), placed(xs_region, self.axes, reads, 2)
             izp, bufs = zero["izp"]
             if bufs:
-                izp = broadcast_view(Region(izp.mem, izp.addr, izp.dtype, (1, ch_in[1]) + (1,) * len(self.axes), (0, 1) + (0,) * len(self.axes)), dst.shape)
+                izp = broadcast_view(Region(izp.mem, izp.addr, izp.dtype, (1, ch_in[1]) + (1,) * len(self.axes),
+                                            (0, 1) + (0,) * len(self.axes)), dst.shape)
             em.emit(self.vx.name, Vector("sub", dst, (src, izp), "int64", op), reads=(io["x"],) + bufs, writes=(xs,))
         w_shape = (toc, 1) + tuple(self.kernel) if depthwise else ((tic, toc) if self.opdef.transposed else (toc, tic)) + tuple(self.kernel)
         w_region, ws_region = io["w"].region(self.w.dtype, w_shape), ws.region("int16", w_shape)
@@ -735,7 +740,8 @@ class _Plan(Priced, RowsTiled):
         s = len(self.axes)
         a = _permuted(window_view(x_region, self.axes, 2), (0,) + tuple(range(2, 2 + s)) + (1,) + tuple(range(2 + s, 2 + 2 * s)))
         c = _permuted(acc_region, (0,) + tuple(range(2, 2 + s)) + (1,))
-        self.em.emit(self.mx.name, Matmul(a, b, c, not first, self.node.name, m=1 + s, bias=bias and bias_table.row(bias, c.shape, self.acc_dtype), conv=True),
+        self.em.emit(self.mx.name, Matmul(a, b, c, not first, self.node.name, m=1 + s,
+                                          bias=bias and bias_table.row(bias, c.shape, self.acc_dtype), conv=True),
                      reads=(x_buf, w_buf) + (() if first else (acc,)) + ((bias,) if bias else ()), writes=(acc,))
 
     def _weight_view(self, w_buf, oc0, i0, tic, toc):

@@ -18,6 +18,7 @@ engine's last write.
 """
 
 from contextlib import contextmanager
+from itertools import pairwise
 
 from ..dtypes import itemsize
 from ..errors import OutOfMemoryError, ProgramError
@@ -32,7 +33,7 @@ from .tiling import nbytes as tile_nbytes
 class Buf:
     """A placed buffer and its access history while it is being emitted against."""
 
-    __slots__ = ("name", "mem", "addr", "size", "writes", "reads", "first", "last", "section", "window", "parts")
+    __slots__ = ("addr", "first", "last", "mem", "name", "parts", "reads", "section", "size", "window", "writes")
 
     def __init__(self, name, mem, addr, size):
         self.name, self.mem, self.addr, self.size = name, mem, addr, size
@@ -96,7 +97,7 @@ class Emitter:
         another reads the one before (a FixPipe draining an accumulator's first rows while the
         cube finishes the rest: isa/lower/matmul.py). Release buf itself."""
         edges = (0, *at, buf.size)
-        buf.parts = tuple(Buf(f"{buf.name}[{k}]", buf.mem, buf.addr + lo, hi - lo) for k, (lo, hi) in enumerate(zip(edges, edges[1:])))
+        buf.parts = tuple(Buf(f"{buf.name}[{k}]", buf.mem, buf.addr + lo, hi - lo) for k, (lo, hi) in enumerate(pairwise(edges)))
         for part in buf.parts:
             part.inherit(buf)
         return buf.parts
@@ -139,7 +140,8 @@ class Emitter:
             return self._bound[name, role][1]
         nbytes = len(data) if data else tile_nbytes(dtype, shape)
         try:
-            buf = self.alloc(mem, nbytes, f"{role} {name}" if self.chip.memories[mem].kind != "local" else f"pinned {role} {name}", unused=True)
+            buf = self.alloc(mem, nbytes,
+                             f"{role} {name}" if self.chip.memories[mem].kind != "local" else f"pinned {role} {name}", unused=True)
         except OutOfMemoryError as exc:
             raise OutOfMemoryError(f"{exc} ({mem} capacity {self.chip.memories[mem].capacity} bytes)") from None
         self.bindings.append(Binding(name, role, buf.region(dtype, shape), data))

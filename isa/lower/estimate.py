@@ -201,7 +201,8 @@ class Estimate:
     inputs (a cache of DDR serves any byte read again); ends: the keys of the first and the last
     step; cores: each unit's core, where runs() has every unit's run (tiled)."""
 
-    def __init__(self, ctx, work, counts, runs, periods, slots, tile_slots=None, stage_slots=None, busy=1, once=None, ends=None, cores=None):
+    def __init__(self, ctx, work, counts, runs, periods, slots,
+                 tile_slots=None, stage_slots=None, busy=1, once=None, ends=None, cores=None):
         self.ctx, self.work, self.counts, self.runs, self.periods, self.ends, self.cores = ctx, work, counts, runs, periods, ends, cores
         self.slots, self.tile_slots = slots, tile_slots or slots
         self.stage_slots = stage_slots or {}
@@ -312,7 +313,8 @@ def _nest(tiles, periods, distinct, repeats):
     out = []
     for _, group in itertools.groupby(chunks, key=lambda chunk: tuple(sig for sig, _ in chunk)):
         group = list(group)
-        nest = (lambda chunk: _nest(chunk, periods[1:], distinct, repeats)) if len(periods) > 1 else (lambda chunk: _blocks(chunk[0][1], repeats))
+        nest = ((lambda chunk: _nest(chunk, periods[1:], distinct, repeats)) if len(periods) > 1
+                else (lambda chunk: _blocks(chunk[0][1], repeats)))
         kept = group[:repeats] if len(group) > repeats else group
         bodies = [nest(chunk) for chunk in kept] if distinct else [nest(group[0])] * len(kept)
         if len(group) > repeats:
@@ -455,7 +457,7 @@ class _Run(Observer):
         moved = self.moved.get(key)
         if moved is None:
             here = self.estimate.cores[0]
-            rename = (lambda name: f"c{self.core}.{name[len(f'c{here}.'):]}" if name.startswith(f"c{here}.") else name)
+            rename = (lambda name: f"c{self.core}.{name[len(f'c{here}.'):]}" if name.startswith(f"c{here}.") else name)  # noqa: E731
             step = t.step
             if step.use is not None:
                 step = step._replace(use={rename(m): k for m, k in step.use.items()}, src=rename(step.src), dst=rename(step.dst))
@@ -474,7 +476,7 @@ class _Run(Observer):
 class _Buffer:
     """A buffer of the replay, for the sync rule: its last writer and its readers since."""
 
-    __slots__ = ("writes", "reads", "section")
+    __slots__ = ("reads", "section", "writes")
 
     def __init__(self):
         self.writes, self.reads, self.section = {}, {}, None

@@ -3,8 +3,8 @@ tiles) and the element-wise template, a group that is nothing but a tail.
 
 A layer group may start with a head of another template (a convolution, a pooling) that leaves
 its output tile in local memory; the tail then runs its ops on that tile before anything goes
-back to the tensors' homes (DDR, or on chip as the policy places them). Every tile loads the tail's other inputs, runs each op's vector steps and stores
-the tensors needed outside the group; intermediates never leave local memory.
+back to the tensors' homes (DDR, or on chip as the policy places them). Every tile loads the tail's other inputs,
+runs each op's vector steps and stores the tensors needed outside the group; intermediates never leave local memory.
 
 An op says how a tile of its output reads each input (`input_box`): broadcast operands stay
 compact (their size-1 dimensions are read back with stride 0), stride ops load every k-th

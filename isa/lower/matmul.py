@@ -171,7 +171,8 @@ class _Plan(Priced):
             return needs
         acc = size(self.acc_dtype, tm * tn)
         # an accumulator's copy in the vector memory, and the buffers its copy stages through
-        in_vmem = lambda key: [("accv" + key[3:], vmem, acc)] + [(f"{key}.stage{k}", mem, acc) for k, mem in enumerate(stages(self.ctx.chip, cmem, vmem))]  # noqa: E731
+        in_vmem = lambda key: ([("accv" + key[3:], vmem, acc)]  # noqa: E731
+                               + [(f"{key}.stage{k}", mem, acc) for k, mem in enumerate(stages(self.ctx.chip, cmem, vmem))])
         if self.acc_key != "acc":
             needs += in_vmem("acc")
         if self.asym:
@@ -289,7 +290,8 @@ class _Plan(Priced):
         for t, mem, n in copies:
             for via in stages(self.ctx.chip, self.ctx.home[t.name].mem, mem):
                 staged[via] = max(staged.get(via, 0), n * dtypes.itemsize(t.dtype))
-        return {via: max(1, min(STAGE_SLOTS, (self.em.allocators[via].free_bytes() - placed.get(via, 0)) // n)) for via, n in staged.items()}
+        return {via: max(1, min(STAGE_SLOTS, (self.em.allocators[via].free_bytes() - placed.get(via, 0)) // n))
+                for via, n in staged.items()}
 
     def _floor(self, tm, tn, tk, keep, accs, rows, units):
         """A lower bound of the tiling's estimated cycles, from its shape alone: the products
@@ -374,7 +376,8 @@ class _Plan(Priced):
     def _price_cut(self, rec, tm, tk):
         bufs = self._roles(1, tm, keep=True)
         kept = bufs["kept"].region(self.left.dtype, (tm, self.K))
-        copy(rec.em, sub_region(kept, (0, 0), (tm, tk)), bufs["kept"], bufs["a"].region(self.left.dtype, (tm, tk)), bufs["a"], self.node.name)
+        copy(rec.em, sub_region(kept, (0, 0), (tm, tk)), bufs["kept"],
+             bufs["a"].region(self.left.dtype, (tm, tk)), bufs["a"], self.node.name)
 
     def _price_shift(self, rec, tm, tn, tk):
         bufs = self._roles(tn, tm)
@@ -422,7 +425,8 @@ class _Plan(Priced):
                 raise UnsupportedError(f"{name}: the matrix unit's right operand memory {mem} is not the vector memory {self.vx.memory}")
             self.zero_point = bufs["zp", 0] = self.em.alloc(mem, dtypes.itemsize(self.right.dtype), f"{name}/zp_r")
             zp = self.zero_point.region(self.right.dtype, (1,))
-            self.em.emit(self.vx.name, Vector("copy", zp, (self.node.params["right_zero_point"],), "int64", name), writes=(self.zero_point,))
+            self.em.emit(self.vx.name, Vector("copy", zp, (self.node.params["right_zero_point"],), "int64", name),
+                         writes=(self.zero_point,))
         return bufs
 
     def step(self, bufs, index, a_slot, fresh, keep, ts, batch_index, box, first, last):
@@ -519,7 +523,8 @@ class _Plan(Priced):
             acc = tile["acc"]
             acc_r = acc.region(self.acc_dtype, (tm, tn))
             for r0, rows, held in self._acc_parts(acc, tm, tn):
-                self.flight.emit(self.em, sub_region(acc_r, (r0, 0), (rows, tn)), held, sub_region(dst, (r0, 0), (rows, tn)), home, self.node.name)
+                self.flight.emit(self.em, sub_region(acc_r, (r0, 0), (rows, tn)), held,
+                                 sub_region(dst, (r0, 0), (rows, tn)), home, self.node.name)
             return
         result = tile[self.out_key]
         copy(self.em, result.region(self.out.dtype, (tm, tn)), result, dst, home, self.node.name)

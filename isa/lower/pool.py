@@ -70,7 +70,8 @@ class _Pool(Priced, RowsTiled):
         elems = int(np.prod(tile))
         needs = [("x", nbytes(self.x.dtype, lead + extents)), ("out", nbytes(self.out.dtype, (elems,)))]
         if self.average:
-            needs += [("sum", nbytes(self.acc_dtype, (elems,))), ("ones", nbytes("float32", extents)), ("count", nbytes("float32", (elems,)))]
+            needs += [("sum", nbytes(self.acc_dtype, (elems,))), ("ones", nbytes("float32", extents)),
+                      ("count", nbytes("float32", (elems,)))]
         return needs
 
     def _fits(self, tile):
@@ -136,7 +137,8 @@ class _Pool(Priced, RowsTiled):
             self.rows = rows
         tile, cycles = self.tiling()
         if cycles is not None:
-            self.em.notes.append(f"tiling {self.node.name}{self.rows_note()}: output tile {'x'.join(map(str, tile))}: estimated {cycles:,.0f} cycles")
+            self.em.notes.append(f"tiling {self.node.name}{self.rows_note()}: output tile "
+                                 f"{'x'.join(map(str, tile))}: estimated {cycles:,.0f} cycles")
         per_unit, placed = [], []
         for unit, run in zip(self.units, deal(list(self.placed_boxes(self.out.shape[1], tile)), len(self.units))):
             mine = self.on(unit)

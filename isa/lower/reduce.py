@@ -44,7 +44,7 @@ def lower_reduce(ctx, group):
     alloc = em.allocators[mem]
     first = _prepared(plan, units[0])
     kshape = plan.lay.kshape
-    fits = lambda t: all(em.allocators[m].fits([n for _, n in plan.buffers(t)] * ctx.slots) for m in vector_memories(units))
+    fits = lambda t: all(em.allocators[m].fits([n for _, n in plan.buffers(t)] * ctx.slots) for m in vector_memories(units))  # noqa: E731
     budget = step_budget(ctx, plan.moved(kshape), mem, len(units))
     names = dim_names(len(plan.x.shape))
     tile = budgeted_tile(kshape, fits, plan.moved, budget, ctx.tile_limits(kshape, [names[i] for i in plan.lay.kept]))
@@ -54,7 +54,8 @@ def lower_reduce(ctx, group):
         raise OutOfMemoryError(
             f"{node.op} {node.name}: a tile keeps the reduced axes {list(plan.lay.axes)} of {plan.x.name}{list(plan.x.shape)} whole "
             f"({plan.lay.count} elements); even one kept element needs {need} bytes of {mem} "
-            f"({ctx.slots} slot(s) of {', '.join(f'{k} {n}' for k, n in plan.buffers(one))}); {alloc.free_bytes()} free, live: {alloc.live_text()}"
+            f"({ctx.slots} slot(s) of {', '.join(f'{k} {n}' for k, n in plan.buffers(one))}); "
+            f"{alloc.free_bytes()} free, live: {alloc.live_text()}"
         )
 
     def step(mine, once, slots, i, starts, extents):
@@ -66,7 +67,8 @@ def lower_reduce(ctx, group):
         if k and not run:
             continue
         mine, once = first if k == 0 else _prepared(plan, unit)
-        slots = [{key: em.alloc(unit.vector.memory, n, f"{node.name}/{key}.{s}") for key, n in plan.buffers(tile)} for s in range(ctx.slots)]
+        slots = [{key: em.alloc(unit.vector.memory, n, f"{node.name}/{key}.{s}") for key, n in plan.buffers(tile)}
+                 for s in range(ctx.slots)]
         placed += slots + [once]
         per_unit.append([step(mine, once, slots, i, s, e) for i, (s, e) in enumerate(run)])
     run_units(ctx, [ctx.home[t] for t in group.stores], per_unit)

@@ -3,8 +3,8 @@
 Resizing a plane is two products with interpolation matrices made offline: T = plane @ Rx^T
 (along W), then out = Ry @ T (along H); both matrices have a row per output index and that
 index's taps (one for NEAREST, two for BILINEAR) as its only non-zeros. Planes (n, c) go through
-in blocks (at most the policy's "n" limit times its "c" limit): the first product reads the block as ((planes, rows), columns), the second reads T
-as (rows, (planes, columns)), so each block is two matrix instructions.
+in blocks (at most the policy's "n" limit times its "c" limit): the first product reads the block as ((planes, rows), columns),
+the second reads T as (rows, (planes, columns)), so each block is two matrix instructions.
 
 The blocks are dealt among the matrix units (one per core), each with its own copy of the two
 interpolation matrices in its operand memories.
@@ -30,7 +30,7 @@ def lower_resize(ctx, group):
     oh, ow = out.shape[2:]
     planes = n * c
     units = ctx.units("matrix")
-    amem, bmem, cmem = (units[0].matrix.operand_memory(r) for r in "abc")
+    amem, bmem, _cmem = (units[0].matrix.operand_memory(r) for r in "abc")
     ry = em.bind(f"{node.name}.ry", "const", "float32", (oh, h), matrix(h, oh, p).tobytes())
     rxt = em.bind(f"{node.name}.rxt", "const", "float32", (w, ow), np.ascontiguousarray(matrix(w, ow, p).T).tobytes())
 
@@ -60,7 +60,8 @@ def lower_resize(ctx, group):
     most = ctx.policy.tile_limit("n", n) * ctx.policy.tile_limit("c", c)  # the planes an (n, c) tile limit allows
     candidates = [k for k in halvings(most, 1) if fits(k)]
     if not candidates:
-        raise OutOfMemoryError(f"{node.name}: one {h}x{w} plane with its {oh}x{ow} result and the interpolation matrices need {shortfall(em.allocators, sizes(1))}")
+        raise OutOfMemoryError(f"{node.name}: one {h}x{w} plane with its {oh}x{ow} result and the "
+                               f"interpolation matrices need {shortfall(em.allocators, sizes(1))}")
     k = next((k for k in candidates if budget is None or nbytes(x.dtype, (k, h, w)) <= budget), candidates[-1])
     src_all = ctx.home[x.name].region(x.dtype, (planes, h, w))
     dst_all = ctx.home[out.name].region(out.dtype, (planes, oh, ow))

@@ -10,6 +10,8 @@ stores, on what is free in each on-chip memory (which tilings fit), and on what 
 rows it runs): `signature` is all of it, and `Lowering.searches` keeps each result by it.
 """
 
+from itertools import pairwise
+
 import numpy as np
 
 
@@ -38,7 +40,7 @@ def _placement(ctx, nodes):
     line = ctx.chip.memories["ddr"].burst
     homes = {t: home for n in nodes for t in (*n.inputs, *n.outputs) if (home := ctx.home.get(t)) is not None and home.mem == "ddr"}
     spans = sorted((home.addr // line, -(-(home.addr + home.size) // line)) for home in homes.values())
-    shared = any(b[0] < a[1] for a, b in zip(spans, spans[1:]))
+    shared = any(b[0] < a[1] for a, b in pairwise(spans))
     return lambda home: home.addr if shared else home.addr % line
 
 

@@ -139,7 +139,7 @@ def candidates(shape, reduction, units, fits, limits=None, blocks=None, area=1):
                         fitting = True
                         found.append((tile, tic))
                     elif toh == 1 and len(shape) > 3:  # a row too big: cut the rest of the spatial dims
-                        cut = choose_tile(shape[3:], lambda rest: fits((tn, toc, 1) + tuple(rest), tic), limits[3:-1])
+                        cut = choose_tile(shape[3:], lambda rest: fits((tn, toc, 1) + tuple(rest), tic), limits[3:-1])  # noqa: B023
                         if cut:
                             found.append(((tn, toc, 1) + tuple(cut), tic))
     return found

@@ -106,7 +106,7 @@ class Known(dict):
         raise KeyError(name)
 
     def get(self, name, default=None):
-        return self[name] if name in self else default
+        return self[name] if name in self else default  # noqa: SIM401 - this is get()
 
 
 class Builder:

@@ -63,7 +63,7 @@ def _shapes(source):
             model.graph.input.append(helper.make_tensor_value_info(name, elem, shape))
     try:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
-    except Exception:  # onnx's InferenceError: nothing is rewritten
+    except Exception:  # noqa: BLE001 - onnx's InferenceError: nothing is rewritten
         return {}
     shapes = {}
     for v in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output):

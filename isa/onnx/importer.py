@@ -212,7 +212,7 @@ def upgrade(model, where):
         return model
     try:
         return version_converter.convert_version(model, MIN_OPSET)
-    except Exception as exc:  # the converter raises its own ConvertError, or RuntimeError
+    except Exception as exc:  # noqa: BLE001 - the converter raises its own ConvertError, or RuntimeError
         reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}" if str(exc).strip() else type(exc).__name__
         raise UnsupportedError(f"{where}: opset {version} is outside the supported range {MIN_OPSET}..{max_opset()} "
                                f"(onnx {onnx.__version__}) and onnx.version_converter cannot convert it ({reason})") from None
@@ -340,7 +340,7 @@ def infer(source, shapes, values):
             del node.attribute[:]
     try:
         inferred = shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
-    except Exception as exc:  # onnx raises its own InferenceError (or a ValueError for a model over 2 GB)
+    except Exception as exc:  # noqa: BLE001 - onnx raises its own InferenceError (or a ValueError for a model over 2 GB)
         raise ShapeError(f"{source.where}: ONNX shape inference failed: {exc}") from None
     out = {}
     for v in list(inferred.graph.value_info) + list(inferred.graph.output) + list(inferred.graph.input):

@@ -194,7 +194,7 @@ def _fold(source, node):
         outs = evaluator.run(None, {i: weights[i] for i in names})
     except SimError:
         raise
-    except Exception:  # the reference's own errors, of any type
+    except Exception:  # noqa: BLE001 - the reference's own errors, of any type
         return None
     return [np.asarray(o) for o in outs]
 
@@ -212,7 +212,7 @@ def _output_sizes(source, node):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", source.opset)])
     try:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=True, data_prop=True)
-    except Exception:  # onnx's InferenceError
+    except Exception:  # noqa: BLE001 - onnx's InferenceError
         return None
     sizes = []
     for v in inferred.graph.output:
@@ -319,9 +319,9 @@ def run_passes(source, names=None):
     unknown = [n for n in names if n not in PASSES]
     if unknown:
         raise ConfigError(f"isa.from_onnx: unknown pass(es) {', '.join(map(repr, unknown))}; the passes are {', '.join(PASSES)}")
-    for name in PASSES:
+    for name, onnx_pass in PASSES.items():
         if name in names:
-            source.notes.append(f"onnx pass {name}: {PASSES[name].run(source)}")
+            source.notes.append(f"onnx pass {name}: {onnx_pass.run(source)}")
 
 
 __all__ = ["PASSES", "Pass", "run_passes"]

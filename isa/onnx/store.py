@@ -56,7 +56,7 @@ def read_model(path: Path) -> onnx.ModelProto:
     model = onnx.ModelProto()
     try:
         model.ParseFromString(stripped)
-    except Exception as exc:  # protobuf's DecodeError
+    except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError
         raise InputError(f"{path}: not an ONNX model ({type(exc).__name__}: {exc})") from None
     return model
 

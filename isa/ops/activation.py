@@ -54,7 +54,7 @@ class Active(Elementwise):
         fn = ACTIVE_TYPES[params["active_type"]][0]
         operands = (In(0), params["slope"]) if fn == "leaky_relu" else (In(0),)
         # integer relu/absval stay exact; a slope or a transcendental function needs floats
-        exact = dtypes.is_int(ins[0]) and fn in ("relu", "abs") or params["slope"] == 0.0 and fn == "leaky_relu"
+        exact = (dtypes.is_int(ins[0]) and fn in ("relu", "abs")) or (params["slope"] == 0.0 and fn == "leaky_relu")
         return [Step(fn, operands, cdt=None if exact or dtypes.is_float(ins[0]) else "float32")]
 
     def ref_fn(self, params):

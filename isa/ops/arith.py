@@ -36,7 +36,8 @@ clamp = define(
 )
 ceil = define(Elementwise("ceil", "ceil", np.ceil, ONE), "tensor_o = ceil(tensor_i).")
 floor = define(Elementwise("floor", "floor", np.floor, ONE), "tensor_o = floor(tensor_i).")
-round = define(Elementwise("round", "round", dtypes.round_half_away, ONE), "tensor_o = round(tensor_i), halves away from zero (四舍五入).")  # noqa: A001
+round = define(Elementwise("round", "round", dtypes.round_half_away, ONE),  # noqa: A001
+               "tensor_o = round(tensor_i), halves away from zero (四舍五入).")
 
 
 class Copy(Elementwise):

@@ -6,7 +6,6 @@ dense strides, per-axis segments assembled into pieces, and their parameter chec
 
 from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import Optional
 
 import numpy as np
 
@@ -31,8 +30,8 @@ class Piece:
     """Elements written into view `dst` of output `output`: view `src` of input `input`, or for
     a fill (input None) the constant `value` (a number of the output's dtype)."""
 
-    input: Optional[int]
-    src: Optional[View]
+    input: int | None
+    src: View | None
     dst: View
     output: int = 0
     value: object = None
@@ -73,7 +72,7 @@ class Segment:
 
     at: int
     count: int
-    start: Optional[int] = None
+    start: int | None = None
     step: int = 1
 
 

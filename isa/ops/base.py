@@ -93,7 +93,7 @@ def apply(opdef, operands, params, name=None, graph=None):
     if graph is None:
         raise GraphError(f"{opdef.name}: no tensor operand says which graph it belongs to; pass graph= or build it inside `with graph:`")
     tensors = []
-    for i, o in enumerate(operands):
+    for o in operands:
         if isinstance(o, np.ndarray):
             o = graph.constant(f"{name or opdef.name}_c{len(graph.constants)}", o)
         t = graph.tensor(o)

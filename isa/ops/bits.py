@@ -122,10 +122,13 @@ _DOWN = dtypes.DOWN
 arith_lshift = define(Shift("arith_lshift", 1, _DOWN), "Shift tensor_i left by tensor_num (negative: arithmetic right shift).")
 arith_lshifts = define(Shift("arith_lshifts", 1, _DOWN, "scalar_num", scalar=True), "Shift tensor_i left by scalar_num (negative: right).")
 arith_rshift = define(Shift("arith_rshift", -1, _DOWN), "Arithmetic right shift of tensor_i by tensor_num (negative: left shift).")
-arith_rshifts = define(Shift("arith_rshifts", -1, _DOWN, "scalar_num", scalar=True), "Arithmetic right shift by scalar_num (negative: left).")
+arith_rshifts = define(Shift("arith_rshifts", -1, _DOWN, "scalar_num", scalar=True),
+                       "Arithmetic right shift by scalar_num (negative: left).")
 round_rshift = define(RoundRshift("round_rshift", scalar=False), "Right shift by tensor_num rounding half up; counts <= 0 change nothing.")
-round_rshifts = define(RoundRshift("round_rshifts", scalar=True), "Right shift by scalar_num rounding half up; a count <= 0 changes nothing.")
-arithmetic_shift = define(Shift("arithmetic_shift", 1, count="shift", scalar=True), "Shift by `shift` (negative: right, rounded by rounding_mode).")
+round_rshifts = define(RoundRshift("round_rshifts", scalar=True),
+                       "Right shift by scalar_num rounding half up; a count <= 0 changes nothing.")
+arithmetic_shift = define(Shift("arithmetic_shift", 1, count="shift", scalar=True),
+                          "Shift by `shift` (negative: right, rounded by rounding_mode).")
 arithmetic_pc_shift = define(Shift("arithmetic_pc_shift", 1, count="tensor_shift", per_channel=True),
                              "Shift each dimension-0 slice by its tensor_shift entry (negative: right, rounded).")
 logical_shift = define(Shift("logical_shift", 1, count="shift", scalar=True, allowed=UNSIGNED), "Logical shift of unsigned tensor_i.")
@@ -135,6 +138,9 @@ logical_pc_shift = define(Shift("logical_pc_shift", 1, count="tensor_shift", per
 bit_and = define(Elementwise("bit_and", "and", np.bitwise_and, dtypes_allowed=BITWISE), "tensor_o = tensor_i0 & tensor_i1.")
 bit_or = define(Elementwise("bit_or", "or", np.bitwise_or, dtypes_allowed=BITWISE), "tensor_o = tensor_i0 | tensor_i1.")
 bit_xor = define(Elementwise("bit_xor", "xor", np.bitwise_xor, dtypes_allowed=BITWISE), "tensor_o = tensor_i0 ^ tensor_i1.")
-bit_ands = define(Elementwise("bit_ands", "and", np.bitwise_and, ("tensor_i",), ("scalar_i",), dtypes_allowed=BITWISE), "tensor_o = tensor_i & scalar_i.")
-bit_ors = define(Elementwise("bit_ors", "or", np.bitwise_or, ("tensor_i",), ("scalar_i",), dtypes_allowed=BITWISE), "tensor_o = tensor_i | scalar_i.")
-bit_xors = define(Elementwise("bit_xors", "xor", np.bitwise_xor, ("tensor_i",), ("scalar_i",), dtypes_allowed=BITWISE), "tensor_o = tensor_i ^ scalar_i.")
+bit_ands = define(Elementwise("bit_ands", "and", np.bitwise_and, ("tensor_i",), ("scalar_i",), dtypes_allowed=BITWISE),
+                  "tensor_o = tensor_i & scalar_i.")
+bit_ors = define(Elementwise("bit_ors", "or", np.bitwise_or, ("tensor_i",), ("scalar_i",), dtypes_allowed=BITWISE),
+                 "tensor_o = tensor_i | scalar_i.")
+bit_xors = define(Elementwise("bit_xors", "xor", np.bitwise_xor, ("tensor_i",), ("scalar_i",), dtypes_allowed=BITWISE),
+                  "tensor_o = tensor_i ^ scalar_i.")

@@ -48,8 +48,10 @@ class Conv(OpDef):
     def out_spatial(self, x_shape, kernel, params):
         pads, strides, dilations = params["pads"], params["strides"], params["dilations"]
         if self.transposed:
-            return tuple((n - 1) * s - pb - pa + d * (k - 1) + 1 for n, k, s, d, (pb, pa) in zip(x_shape[2:], kernel, strides, dilations, pads))
-        return tuple((n + pb + pa - d * (k - 1) - 1) // s + 1 for n, k, s, d, (pb, pa) in zip(x_shape[2:], kernel, strides, dilations, pads))
+            return tuple((n - 1) * s - pb - pa + d * (k - 1) + 1
+                         for n, k, s, d, (pb, pa) in zip(x_shape[2:], kernel, strides, dilations, pads))
+        return tuple((n + pb + pa - d * (k - 1) - 1) // s + 1
+                     for n, k, s, d, (pb, pa) in zip(x_shape[2:], kernel, strides, dilations, pads))
 
     def infer(self, ins, params):
         if len(ins) not in (2, 3):
@@ -61,10 +63,12 @@ class Conv(OpDef):
         groups = params["groups"]
         ic, oc, kernel = self.channels(x.shape, w.shape, groups)
         if x.shape[1] != ic or ic % groups or oc % groups:
-            raise ShapeError(f"{self.name}: input has {x.shape[1]} channels, weight {w.shape} with groups {groups} expects {ic} (in) and {oc} (out), both divisible by groups")
+            raise ShapeError(f"{self.name}: input has {x.shape[1]} channels, weight {w.shape} with "
+                             f"groups {groups} expects {ic} (in) and {oc} (out), both divisible by groups")
         spatial = self.out_spatial(x.shape, kernel, params)
         if min(spatial) < 1:
-            raise ShapeError(f"{self.name}: input {x.shape} with kernel {tuple(kernel)}, pads {params['pads']} and strides {params['strides']} gives output size {spatial}")
+            raise ShapeError(f"{self.name}: input {x.shape} with kernel {tuple(kernel)}, pads "
+                             f"{params['pads']} and strides {params['strides']} gives output size {spatial}")
         if len(ins) == 3 and ins[2].shape not in ((1, oc) + (1,) * self.spatial, (oc,)):
             raise ShapeError(f"{self.name}: bias must have shape {(1, oc) + (1,) * self.spatial}, got {ins[2].shape}")
         return [Spec((x.shape[0], oc) + spatial, self._out_dtype(ins, params))]
@@ -81,7 +85,8 @@ class Conv(OpDef):
         if not self.modes:
             raise UnsupportedError(f"{self.name}: takes {', '.join(FLOAT)} inputs only (the seed gives no quantized mode), got {x.dtype}")
         if params["mode"] not in self.modes:
-            raise UnsupportedError(f"{self.name}: quantized mode {params['mode']!r} is not available (the seed gives {', '.join(self.modes) or 'none'})")
+            raise UnsupportedError(f"{self.name}: quantized mode {params['mode']!r} is not "
+                                   f"available (the seed gives {', '.join(self.modes) or 'none'})")
         return quantized.out_dtype(self.name, ins, params)
 
     def acc_dtype(self, x_dtype, float_acc=False):
@@ -184,7 +189,8 @@ def _params(op, x, w, groups, dilations, pads, strides, quant, out_dtype):
     }
     params.update(quant)
     if params["mode"] == "HighPrecisionAsymmetric" and isinstance(w, Tensor) and w.name not in w.graph.constants:
-        raise UnsupportedError(f"{op.name}: HighPrecisionAsymmetric folds zero points offline, so the weight must be a constant (COEFF_TENSOR)")
+        raise UnsupportedError(f"{op.name}: HighPrecisionAsymmetric folds zero points "
+                               "offline, so the weight must be a constant (COEFF_TENSOR)")
     return params
 
 
@@ -277,7 +283,7 @@ class ConvV2(Conv):
 
     def reference(self, arrays, params, compute=None):
         x, w = arrays[0].astype(np.int64), arrays[1].astype(np.int64)
-        ic, oc, kernel = self.channels(x.shape, w.shape, params["groups"])
+        ic, oc, _kernel = self.channels(x.shape, w.shape, params["groups"])
         izp = self._zero_point(arrays, params, "izp", ic).reshape((1, ic) + (1,) * self.spatial)
         kzp = self._zero_point(arrays, params, "kzp", oc)
         if self.transposed:  # [IC, OC/g, k...]: kzp by output channel

@@ -37,7 +37,6 @@ from ..graph import Tensor
 from .arrange import fill_value, integer, ints, known_ints
 from .base import OpDef, Spec, apply, register
 
-
 # ---- constdata --------------------------------------------------------------------------------
 
 class ConstData(OpDef):
@@ -92,7 +91,8 @@ class SequenceGen(OpDef):
         if spec.dtype != "int32" or len(spec.shape) != 1:
             raise UnsupportedError(f"sequence_gen: shape_tensor must be a 1-d int32 tensor (seed line 1200), got {spec.dtype} {spec.shape}")
         if params["out_dtype"] not in self.OUT_DTYPES:
-            raise UnsupportedError(f"sequence_gen: out_dtype must be one of {', '.join(self.OUT_DTYPES)} (seed line 1200), got {params['out_dtype']!r}")
+            raise UnsupportedError(f"sequence_gen: out_dtype must be one of {', '.join(self.OUT_DTYPES)} "
+                                   f"(seed line 1200), got {params['out_dtype']!r}")
         return [Spec(params["shape"], params["out_dtype"])]
 
     def kernel(self, ins, params):
@@ -110,7 +110,8 @@ def sequence_gen(shape_tensor, out_dtype="int32", name=None):
     """0, 1, 2, ... in the shape held by the 1-d int32 tensor shape_tensor (a constant or a
     shape_fetch output)."""
     if not isinstance(shape_tensor, Tensor):
-        raise ShapeError(f"sequence_gen: shape_tensor must be a Tensor (a constant or a shape_fetch output), got {type(shape_tensor).__name__}")
+        raise ShapeError("sequence_gen: shape_tensor must be a Tensor (a constant or "
+                         f"a shape_fetch output), got {type(shape_tensor).__name__}")
     shape = ints(known_ints(shape_tensor, "sequence_gen", "shape_tensor"), "sequence_gen", "shape_tensor", low=1)
     return apply(SEQUENCE_GEN, [shape_tensor], {"shape": shape, "out_dtype": out_dtype}, name)
 
@@ -142,7 +143,8 @@ class Fill(OpDef):
         shape = params["shape"]
         volume = math.prod(shape)
         if volume > VOLUME_LIMIT:
-            raise ShapeError(f"{self.name}: shape {shape} has {volume} elements; the limit is 2^31 - 1 = {VOLUME_LIMIT} (seed 003, Volume Limits)")
+            raise ShapeError(f"{self.name}: shape {shape} has {volume} elements; the limit "
+                             f"is 2^31 - 1 = {VOLUME_LIMIT} (seed 003, Volume Limits)")
         if ins:
             self.check_operands(ins, shape, dtype)
         else:
@@ -220,7 +222,8 @@ class Linspace(Fill):
 
     def check_values(self, params, shape, dtype):
         if len(params["beta"]) != len(shape):
-            raise ShapeError(f"linspace: beta needs one step per output dimension ({len(shape)} for shape {shape}), got {list(params['beta'])}")
+            raise ShapeError("linspace: beta needs one step per output dimension "
+                             f"({len(shape)} for shape {shape}), got {list(params['beta'])}")
 
     def reference(self, arrays, params, compute=None):
         alpha, beta = self.operands(arrays, params)

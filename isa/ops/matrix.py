@@ -107,7 +107,8 @@ def matrix_mul(left, right, bias=None, scale=1.0, mode="LowPrecisionSymmetric", 
     if mode == "HighPrecisionAsymmetric":
         for t, what in ((right, "matrix_right"), (bias, "bias")):
             if isinstance(t, Tensor) and t.name not in t.graph.constants:
-                raise UnsupportedError(f"matrix_mul: HighPrecisionAsymmetric folds zero points offline, so {what} must be a constant (COEFF_TENSOR)")
+                raise UnsupportedError("matrix_mul: HighPrecisionAsymmetric folds zero points "
+                                       f"offline, so {what} must be a constant (COEFF_TENSOR)")
     operands = [left, right] + ([bias] if bias is not None else [])
     return apply(MATRIX_MUL, operands, params, name)
 

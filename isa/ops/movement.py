@@ -16,8 +16,20 @@ import numpy as np
 
 from ..errors import ShapeError
 from .arrange import (
-    Arrangement, Piece, Segment, View, assemble, axis_of, check_vector_operand, dense, integer, ints, known_ints, same_dtype,
-    strides, whole,
+    Arrangement,
+    Piece,
+    Segment,
+    View,
+    assemble,
+    axis_of,
+    check_vector_operand,
+    dense,
+    integer,
+    ints,
+    known_ints,
+    same_dtype,
+    strides,
+    whole,
 )
 from .base import Spec, apply, register
 

@@ -55,7 +55,8 @@ class Quant(Elementwise):
         x = ins[0]
         for s in ins[1:]:
             if len(x.shape) < 2 or s.shape != (1, x.shape[1]) + (1,) * (len(x.shape) - 2):
-                raise ShapeError(f"{self.name}: a per-channel vector needs {x.shape[1] if len(x.shape) > 1 else '?'} entries along dimension 1 of {x.shape}")
+                raise ShapeError(f"{self.name}: a per-channel vector needs "
+                                 f"{x.shape[1] if len(x.shape) > 1 else '?'} entries along dimension 1 of {x.shape}")
         return [Spec(x.shape, dtypes.check(params["out_dtype"], f"{self.name} out_dtype"))]
 
     def operand(self, params, key):

@@ -90,7 +90,8 @@ def epilogue(params, bias_dtype, out_dtype, float_acc=False, floor=False):
     rshift, multiplier = shift_and_multiplier(params["scale"], floor)
     zp_o = params.get("output_zero_point", 0)
     temps = ["int32", "int16", "float32", "float32", "int16"]
-    finish = [Step("round", (Tmp(2),), Tmp(0), cdt="float32"), Step("add", (Tmp(0), zp_o), cdt="int64")] if zp_o else [Step("round", (Tmp(2),), cdt="float32")]
+    finish = [Step("round", (Tmp(2),), Tmp(0), cdt="float32"),
+              Step("add", (Tmp(0), zp_o), cdt="int64")] if zp_o else [Step("round", (Tmp(2),), cdt="float32")]
     if float_acc:
         biased = [Step("add", (In(0), In(1)), Tmp(2), cdt="float32")] if bias_dtype else [Step("copy", (In(0),), Tmp(2), cdt="float32")]
         return biased + [Step("mul", (Tmp(2), scale), Tmp(2), cdt="float32")] + finish, temps

@@ -1,5 +1,7 @@
 """Select ops (the seed's condition_select, select, lut)."""
 
+from typing import ClassVar
+
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
@@ -45,7 +47,7 @@ class Select(_Choice):
     broadcast together, a one-element c or d is used for every element."""
 
     values = (2, 3)
-    TYPES = {"GREATER_THAN": ("select_gt", np.greater), "GREATER_EQUAL": ("select_ge", np.greater_equal)}
+    TYPES: ClassVar[dict] = {"GREATER_THAN": ("select_gt", np.greater), "GREATER_EQUAL": ("select_ge", np.greater_equal)}
 
     def __init__(self):
         inputs = ("tensor_a", "tensor_b", "tensor_c", "tensor_d")

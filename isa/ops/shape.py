@@ -203,7 +203,8 @@ class ShapeFetch(OpDef):
         begin, end = (a + rank if a < 0 else a for a in (params["begin_axis"], params["end_axis"]))
         if not 0 <= begin < end <= rank:
             raise ShapeError(f"shape_fetch: begin_axis {params['begin_axis']} and end_axis {params['end_axis']} must select "
-                             f"at least one axis of a rank-{rank} tensor (0 <= begin < end <= {rank} after counting negatives from the end)")
+                             f"at least one axis of a rank-{rank} tensor (0 <= begin "
+                             f"< end <= {rank} after counting negatives from the end)")
         return shape[begin:end:params["step"]]
 
     def infer(self, ins, params):

@@ -32,7 +32,7 @@ class Strided(Elementwise):
         if len(stride) != len(shape) or len(offset) != len(shape):
             raise ShapeError(f"{self.name}: stride {stride} and offset {offset} need one entry per dimension of {shape}")
         for n, st, off in zip(shape, stride, offset):
-            if st < 1 or not 0 <= off < n and n != 1:
+            if st < 1 or (not 0 <= off < n and n != 1):
                 raise ShapeError(f"{self.name}: stride {st} must be >= 1 and offset {off} in [0, {n}) for a dimension of {n}")
 
     def strided_shape(self, shape, params):
@@ -82,4 +82,5 @@ stride_mul_offset = define(Strided("stride_mul_offset", "mul", np.multiply, _TWO
 stride_div_offset = define(Strided("stride_div_offset", "div", np.divide, _TWO, True), _doc("div", True))
 stride_max_offset = define(Strided("stride_max_offset", "max", np.maximum, _TWO, True), _doc("max", True))
 stride_min_offset = define(Strided("stride_min_offset", "min", np.minimum, _TWO, True), _doc("min", True))
-stride_cpy_offset = define(Strided("stride_cpy_offset", "copy", lambda x: x, ("tensor_i",), True), "tensor_o[i] = tensor_i[offset + i * stride].")
+stride_cpy_offset = define(Strided("stride_cpy_offset", "copy", lambda x: x, ("tensor_i",), True),
+                           "tensor_o[i] = tensor_i[offset + i * stride].")

@@ -54,7 +54,8 @@ class _Group:
     """Active transfers the model cannot tell apart: one rate. key: ((cap, shared memories'
     use, contended per-core memories' use), its cluster's signature or None)."""
 
-    __slots__ = ("cap", "copy", "count", "heap", "key", "local", "names", "progress", "rate", "read", "reads", "shared", "writes", "written")
+    __slots__ = ("cap", "copy", "count", "heap", "key", "local", "names", "progress", "rate", "read",
+                 "reads", "shared", "writes", "written")
 
     def __init__(self, key, bandwidths):
         self.key = key

@@ -40,7 +40,7 @@ class Observer:
     start, end) as a wait that blocked ends. `watched[engine]` are Steps whose end must fall at
     its own cycle (the machine closes buffers there), as if someone waited on them."""
 
-    watched: dict = {}
+    watched: dict = {}  # noqa: RUF012 - read only; the machine sets its own per instance
 
     def started(self, engine: str, i: int, now: float) -> str:
         return ""

@@ -52,7 +52,8 @@ def price(chip, engine, instr) -> Step:
     if kind == "dma":
         return _dma(chip, engine, instr)
     if kind == "vector":
-        return Step("vector", vector_cycles(instr, engine), name=instr.fn, nbytes=instr.dst.nbytes, dst=instr.dst.mem, ops=vector_elements(instr),
+        return Step("vector", vector_cycles(instr, engine),
+                    name=instr.fn, nbytes=instr.dst.nbytes, dst=instr.dst.mem, ops=vector_elements(instr),
                     dtype=vector_dtype(instr))
     M, K, N = instr.dims()
     return Step("matrix", matrix_cycles(instr, engine), name="matmul", nbytes=instr.c.nbytes, dst=instr.c.mem, ops=2 * M * K * N,
@@ -67,7 +68,8 @@ def _dma(chip, engine, instr):
     read = instr.src if instr.src.mem == "ddr" and not indexed else None  # an indexed transfer bypasses the cache
     write = instr.dst if instr.dst.mem == "ddr" and not indexed else None
     return Step("dma", dma_latency(instr, chip, engine), moved, costs.ports(_endpoints(instr), shares), name, instr.dst.nbytes,
-                instr.src.mem, instr.dst.mem, 0, shares[:2], costs.engine_cap(engine.rate(instr.src.mem, instr.dst.mem), shares), read, write)
+                instr.src.mem, instr.dst.mem, 0, shares[:2],
+                costs.engine_cap(engine.rate(instr.src.mem, instr.dst.mem), shares), read, write)
 
 
 def bytes_moved(instr, chip) -> int:

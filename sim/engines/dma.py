@@ -45,5 +45,6 @@ def _indexed(instr, memories):
     unique, counts = np.unique(flat, return_counts=True)
     if (counts > 1).any():
         twice = np.unravel_index(unique[counts > 1][0], instr.table.shape[:p + k])
-        raise IndexRangeError(f"op {instr.op}: the scatter writes position {tuple(int(v) for v in twice)} more than once; the order of its writes is undefined")
+        raise IndexRangeError(f"op {instr.op}: the scatter writes position {tuple(int(v) for v in twice)} "
+                              "more than once; the order of its writes is undefined")
     table[where] = rows

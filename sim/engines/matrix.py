@@ -9,7 +9,6 @@ import numpy as np
 
 from isa import dtypes
 
-
 # Integer products numpy would multiply without BLAS: the operands' largest magnitudes, for
 # those whose sums float64 holds exactly (below 2^53) at any K a tile has.
 _SMALL_INTS = {"int8": 2**7, "uint8": 2**8 - 1, "int16": 2**15, "uint16": 2**16 - 1}
@@ -21,7 +20,8 @@ def execute(instr, memories):
     a = memories[instr.a.mem].view(instr.a).reshape(M, K)
     b = memories[instr.b.mem].view(instr.b).reshape(K, N)
     c = memories[instr.c.mem].view(instr.c)
-    if instr.a.dtype in _SMALL_INTS and instr.b.dtype in _SMALL_INTS and _SMALL_INTS[instr.a.dtype] * _SMALL_INTS[instr.b.dtype] * K < 2**53:
+    if (instr.a.dtype in _SMALL_INTS and instr.b.dtype in _SMALL_INTS
+            and _SMALL_INTS[instr.a.dtype] * _SMALL_INTS[instr.b.dtype] * K < 2**53):
         # the same integers, summed exactly in float64 by BLAS (much faster than int64 matmul)
         product = (a.astype(np.float64) @ b.astype(np.float64)).astype(wide).reshape(c.shape)
     else:

@@ -14,9 +14,9 @@ Each family registers its kernels from its own module in this package with
 
 import importlib
 import pkgutil
-
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 from isa.errors import ProgramError
 from isa.instructions import CUSTOM_PREFIX
@@ -25,8 +25,8 @@ from isa.instructions import CUSTOM_PREFIX
 @dataclass(frozen=True)
 class Kernel:
     run: Callable  # (arrays, args: dict) -> list of arrays, one per destination
-    work: Optional[Callable] = None  # (src shapes, dst shapes, args) -> elements of work
-    cycles: Optional[Callable] = None  # or, for a user's op, its own cost in cycles
+    work: Callable | None = None  # (src shapes, dst shapes, args) -> elements of work
+    cycles: Callable | None = None  # or, for a user's op, its own cost in cycles
 
 
 KERNELS = {}  # name -> Kernel
@@ -48,7 +48,8 @@ def lookup(fn, where):
 
         custom = CUSTOM.get(fn[len(CUSTOM_PREFIX):])
         if custom is None:
-            raise ProgramError(f"{where}: custom op {fn[len(CUSTOM_PREFIX):]!r} is not registered in this process (isa.ops.register_custom)")
+            raise ProgramError(f"{where}: custom op {fn[len(CUSTOM_PREFIX):]!r} is not "
+                               "registered in this process (isa.ops.register_custom)")
         return Kernel(custom.compute, cycles=custom.cost)
     if fn not in KERNELS:
         raise ProgramError(f"{where}: scalar kernel {fn!r} has no implementation (known: {', '.join(sorted(KERNELS))})")

@@ -6,4 +6,4 @@ from .memory import plot_memory
 from .roofline import plot_roofline
 from .timeline import plot_timeline
 
-__all__ = ["plot_timeline", "plot_memory", "plot_bandwidth", "plot_roofline"]
+__all__ = ["plot_bandwidth", "plot_memory", "plot_roofline", "plot_timeline"]
