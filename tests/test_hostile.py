@@ -13,14 +13,16 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 import chips
 import isa
 import sim
 import traces
 from isa import graphfile, limits, yamlfile
-from isa.errors import ConfigError, InputError, OutOfMemoryError, ProgramError, SimError
+from isa.errors import ConfigError, GraphError, InputError, OutOfMemoryError, ProgramError, SimError, UnsupportedError
 from sim.cli import main
 
 TINY = Path(__file__).parent / "chips" / "tiny.yaml"
@@ -356,6 +358,58 @@ def test_an_instruction_whose_functional_work_is_beyond_the_limit(tiny):
     program = isa.Program.from_text(text)
     raises(ProgramError, lambda: sim.execute(program, tiny, {"x": np.zeros(4, np.float32)}), "tiu.1: touches 40000000000 elements",
            f"limit of {limits.INSTRUCTION_WORK}")
+
+
+# ---- ONNX models (what tests/test_fuzz.py found) ------------------------------------------------------
+
+def onnx_model(nodes, x_shape=(2, 4), inits=()):
+    """A model of opset 17 with one float input x and one output y."""
+    graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_an_initializer_of_undefined_type_is_named():
+    w = numpy_helper.from_array(np.ones(4, np.float32), "w")
+    w.data_type = TensorProto.UNDEFINED
+    m = onnx_model([helper.make_node("Add", ["x", "w"], ["y"])], inits=[w])
+    raises(UnsupportedError, lambda: isa.from_onnx(m), "tensor 'w'", "type UNDEFINED", "no npusim dtype")
+
+
+@pytest.mark.parametrize("as_path", [False, True])
+def test_a_name_that_is_not_utf8_is_named_with_its_bytes(tmp_path, as_path):
+    data = onnx_model([helper.make_node("Relu", ["x"], ["y"], name="r")]).SerializeToString().replace(b"\x1a\x01r", b"\x1a\x01\xe1")
+    path = tmp_path / "m.onnx"
+    path.write_bytes(data)
+    model = path if as_path else onnx.ModelProto.FromString(data)
+    raises(InputError, lambda: isa.from_onnx(model), "model.graph.node[0].name is not UTF-8 text", r"b'\xe1'")
+
+
+@pytest.mark.parametrize("node, fragments", [
+    (helper.make_node("Reshape", [], ["y"], name="r"), ("node 'r' (Reshape) has 0 inputs", "Reshape of opset 17 takes 2")),
+    (helper.make_node("Relu", ["x", "x"], ["y"]), ("node '#0' (Relu) has 2 inputs", "takes 1")),
+    (helper.make_node("Concat", [], ["y"], axis=0), ("has 0 inputs", "takes at least 1")),
+    (helper.make_node("Add", ["x", ""], ["y"]), ("its input 1 (B) is required, but its name is empty",)),
+    (helper.make_node("LeakyRelu", ["x"], ["y"], alpha=[0.5, 0.5]), ("attribute 'alpha' is of type FLOATS", "LeakyRelu takes FLOAT")),
+    (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1.0]), ("attribute 'kernel_shape' is of type FLOATS", "takes INTS")),
+    (helper.make_node("MaxPool", ["x"], ["y"]), ("lacks its required attribute(s) kernel_shape",)),
+    (helper.make_node("Elu", ["x"], ["y"], name="e", alpha=1.0), ("node 'e' (Elu) has the attribute 'alpha' twice",)),
+])
+def test_a_node_unlike_its_ops_schema_is_named_before_the_passes_read_it(node, fragments):
+    if node.op_type == "Elu":
+        node.attribute.append(helper.make_attribute("alpha", 2.0))
+    raises(GraphError, lambda: isa.from_onnx(onnx_model([node], (1, 1, 4, 4))), *fragments)
+
+
+def test_a_pad_that_makes_a_tensor_beyond_the_chips_memory_is_refused_before_the_lowering_slices_it():
+    w = numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[0, 0, 2**63 - 1, 0]),
+             helper.make_node("MaxPool", ["c"], ["p"], kernel_shape=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["p"], ["y"])]
+    m = onnx_model(nodes, (1, 1, 8, 8), [w])
+    raises(OutOfMemoryError, lambda: sim.run(isa.from_onnx(m), "generic", mode="timing"),
+           "tensor conv (made by op conv): [1, 1, 9223372036854775813, 6] of float32", "bytes, more than chip generic's largest memory",
+           "ddr capacity 17179869184 bytes")
 
 
 # ---- accepted where it should not be ------------------------------------------------------------

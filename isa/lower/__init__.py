@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ..errors import ConfigError, OutOfMemoryError
 from .arrange import lower_arrange
 from .chain import Chains, lower_chain
-from .check import check_graph
+from .check import check_graph, check_sizes
 from .context import Lowering, local_memory
 from .conv import lower_conv
 from .emit import Emitter
@@ -55,6 +55,7 @@ __all__ = ["TEMPLATES", "Policy", "lower", "policy_from_overrides"]
 def lower(graph, chip, policy=None):
     policy = policy or Policy()
     check_graph(graph, chip)
+    check_sizes(graph, chip)
     groups = make_groups(graph, chip, policy)
     em = Emitter(chip, graph.name, policy.allocator)
     em.notes.extend(graph.notes)
