@@ -208,6 +208,18 @@ INTS = [0, -1, 1, 2, 3, 7, 64, 1000, 2**31 - 1, 2**31, -(2**31), 2**32, 2**40, 2
 FLOATS = [0.0, -0.0, -1.0, 0.5, 1e-30, 1e30, 3.4e38, float("inf"), float("-inf"), float("nan")]
 STRINGS = ["", "nope", "x" * 300, "a\0b", "../up", "com.microsoft", "ai.onnx.ml"]
 OP_TYPES = sorted(OPS) + ["If", "Loop", "Scan", "Unique", "NotAnOp"]
+
+
+def _schema(op):
+    try:
+        return onnx.defs.get_schema(op, onnx_models.OPSET)
+    except onnx.defs.SchemaError:  # an op of a later opset, or of no default-domain opset
+        return None
+
+
+ONNX_SCHEMAS = {op: schema for op in OPS if (schema := _schema(op)) is not None}  # the seeds' opset's
+WORDS_OF_ATTRIBUTES = ["", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID", "nearest", "linear", "cubic", "half_pixel", "tf_crop_and_resize",
+                       "round_prefer_ceil", "constant", "reflect", "edge", "wrap", "DCR", "CRD", "none", "tanh", "xyz"]
 ATTRIBUTE_FIELDS = {onnx.AttributeProto.FLOAT: "f", onnx.AttributeProto.INT: "i", onnx.AttributeProto.STRING: "s",
                     onnx.AttributeProto.FLOATS: "floats", onnx.AttributeProto.INTS: "ints", onnx.AttributeProto.STRINGS: "strings"}
 
@@ -276,6 +288,38 @@ def _retype_attribute(draw, model):
         setattr(a, field, values[field])
 
 
+def _insert(draw, model):
+    """A node of any op type at the end, reading one to three values of the model, its output
+    another output of the graph."""
+    node = model.graph.node.add()
+    node.op_type = draw(st.sampled_from(OP_TYPES))
+    node.input.extend(draw(st.lists(st.sampled_from(_names(model)), min_size=1, max_size=3)))
+    node.output.append("fuzz_out")
+    model.graph.output.add().name = "fuzz_out"
+
+
+def _set_attribute(draw, model):
+    """A node given an attribute its op's schema names (or replaced), of the schema's type, an
+    extreme value or a word."""
+    nodes = [n for n in model.graph.node if n.op_type in ONNX_SCHEMAS and ONNX_SCHEMAS[n.op_type].attributes]
+    if not nodes:
+        return
+    node = draw(st.sampled_from(nodes))
+    schema = ONNX_SCHEMAS[node.op_type]
+    name = draw(st.sampled_from(sorted(schema.attributes)))
+    kind = int(schema.attributes[name].type)
+    values = {onnx.AttributeProto.INT: st.sampled_from(INTS), onnx.AttributeProto.FLOAT: st.sampled_from(FLOATS),
+              onnx.AttributeProto.INTS: st.lists(st.sampled_from(INTS), max_size=5),
+              onnx.AttributeProto.FLOATS: st.lists(st.sampled_from(FLOATS), max_size=5),
+              onnx.AttributeProto.STRING: st.sampled_from(WORDS_OF_ATTRIBUTES)}
+    if kind not in values:
+        return
+    kept = [a for a in node.attribute if a.name != name]
+    del node.attribute[:]
+    node.attribute.extend(kept)
+    node.attribute.append(onnx.helper.make_attribute(name, draw(values[kind]), attr_type=kind))
+
+
 def _cycle(draw, model):
     """A node made to read a value of its own or of a node after it."""
     nodes = model.graph.node
@@ -291,15 +335,20 @@ def _cycle(draw, model):
 def mutated_onnx(draw):
     """(seed's name, a seed model serialized with one to three mutations): a
     field anywhere in it (node, input, attribute, dimension, type, tensor data, opset) dropped,
-    duplicated or replaced (_replacement), an attribute retyped, an edge made cyclic, two nodes
-    swapped; sometimes, the serialized bytes cut or a byte of them changed."""
+    duplicated or replaced (_replacement), an attribute retyped or set to an extreme value, a node
+    of any op type added, an edge made cyclic, two nodes swapped; sometimes, the serialized bytes cut or a byte of them changed."""
     name = draw(st.sampled_from(sorted(ONNX_SEEDS)))
     model = onnx.ModelProto()
     model.CopyFrom(ONNX_SEEDS[name][0])
     for _ in range(draw(st.integers(1, 3))):
-        action = draw(st.sampled_from(["drop", "duplicate", "replace", "replace", "replace", "retype", "cycle", "swap"]))
+        action = draw(st.sampled_from(["drop", "duplicate", "replace", "replace", "replace", "retype", "attribute", "attribute",
+                                       "insert", "cycle", "swap"]))
         if action == "retype":
             _retype_attribute(draw, model)
+        elif action == "attribute":
+            _set_attribute(draw, model)
+        elif action == "insert":
+            _insert(draw, model)
         elif action == "cycle":
             _cycle(draw, model)
         elif action == "swap" and len(model.graph.node) > 1:

@@ -412,6 +412,15 @@ def test_a_pad_that_makes_a_tensor_beyond_the_chips_memory_is_refused_before_the
            "ddr capacity 17179869184 bytes")
 
 
+def test_a_stride_far_beyond_the_input_computes_the_one_window_it_leaves():
+    """A stride of 2**63 - 1 gives one window along its axis; the machine's views of that
+    dimension of one element must not step by it (numpy refused the byte stride)."""
+    m = onnx_model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[1, 2**63 - 1])], (1, 1, 4, 4))
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)[..., ::-1].copy()
+    y = sim.run(isa.from_onnx(m), "generic", {"x": x}).outputs["y"]
+    np.testing.assert_array_equal(y, np.array([[[[7], [11], [15]]]], np.float32))
+
+
 # ---- accepted where it should not be ------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["../outside.npy", "/abs/w.npy", "link.npy"])
