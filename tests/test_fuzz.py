@@ -293,7 +293,7 @@ def _insert(draw, model):
     another output of the graph."""
     node = model.graph.node.add()
     node.op_type = draw(st.sampled_from(OP_TYPES))
-    node.input.extend(draw(st.lists(st.sampled_from(_names(model)), min_size=1, max_size=3)))
+    node.input.extend(draw(st.lists(st.sampled_from(_names(model) or ["x"]), min_size=1, max_size=3)))
     node.output.append("fuzz_out")
     model.graph.output.add().name = "fuzz_out"
 
