@@ -331,54 +331,60 @@ def _cycle(draw, model):
         nodes[i].input[draw(st.integers(0, len(nodes[i].input) - 1))] = nodes[j].output[0]
 
 
+def _swap(draw, model):
+    """Two nodes swapped (one producer after its reader)."""
+    nodes = model.graph.node
+    if len(nodes) > 1:
+        i, j = draw(st.lists(st.integers(0, len(nodes) - 1), min_size=2, max_size=2))
+        a, b = onnx.NodeProto(), onnx.NodeProto()
+        a.CopyFrom(nodes[i])
+        b.CopyFrom(nodes[j])
+        nodes[i].CopyFrom(b)
+        nodes[j].CopyFrom(a)
+
+
+def _edit_field(action):
+    """A field anywhere in the model (a node's input, an attribute's value, a dimension, a type,
+    a tensor's data, the opset...) dropped, duplicated (a repeated one) or replaced
+    (_replacement; a scalar one)."""
+    def edit(draw, model):
+        message, fd, i = draw(st.sampled_from(_proto_spots(model, [])))
+        field = getattr(message, fd.name)
+        message_field = fd.cpp_type == FieldDescriptor.CPPTYPE_MESSAGE
+        if action == "drop" and i is not None:
+            del field[i]
+        elif action == "drop":
+            message.ClearField(fd.name)
+        elif action == "duplicate" and i is not None and message_field:
+            field.add().CopyFrom(field[i])
+        elif action == "duplicate" and i is not None:
+            field.append(field[i])
+        elif action == "replace" and not message_field:
+            value = draw(_replacement(fd, field[i] if i is not None else field, model))
+            try:
+                if i is None:
+                    setattr(message, fd.name, value)
+                else:
+                    field[i] = value
+            except (ValueError, TypeError):  # a closed enum refuses an unknown value
+                pass
+    return edit
+
+
+MUTATIONS = {"drop": _edit_field("drop"), "duplicate": _edit_field("duplicate"), "replace": _edit_field("replace"),
+             "retype": _retype_attribute, "attribute": _set_attribute, "insert": _insert, "cycle": _cycle, "swap": _swap}
+WEIGHTS = {"replace": 3, "attribute": 2}  # how many times more often than the others
+
+
 @st.composite
 def mutated_onnx(draw):
-    """(seed's name, a seed model serialized with one to three mutations): a
-    field anywhere in it (node, input, attribute, dimension, type, tensor data, opset) dropped,
-    duplicated or replaced (_replacement), an attribute retyped or set to an extreme value, a node
-    of any op type added, an edge made cyclic, two nodes swapped; sometimes, the serialized bytes cut or a byte of them changed."""
+    """(a seed's name, the seed model with one to three MUTATIONS, serialized); sometimes the
+    serialized bytes are cut or one of them changed."""
     name = draw(st.sampled_from(sorted(ONNX_SEEDS)))
     model = onnx.ModelProto()
     model.CopyFrom(ONNX_SEEDS[name][0])
     for _ in range(draw(st.integers(1, 3))):
-        action = draw(st.sampled_from(["drop", "duplicate", "replace", "replace", "replace", "retype", "attribute", "attribute",
-                                       "insert", "cycle", "swap"]))
-        if action == "retype":
-            _retype_attribute(draw, model)
-        elif action == "attribute":
-            _set_attribute(draw, model)
-        elif action == "insert":
-            _insert(draw, model)
-        elif action == "cycle":
-            _cycle(draw, model)
-        elif action == "swap" and len(model.graph.node) > 1:
-            i, j = draw(st.lists(st.integers(0, len(model.graph.node) - 1), min_size=2, max_size=2))
-            a, b = onnx.NodeProto(), onnx.NodeProto()
-            a.CopyFrom(model.graph.node[i])
-            b.CopyFrom(model.graph.node[j])
-            model.graph.node[i].CopyFrom(b)
-            model.graph.node[j].CopyFrom(a)
-        elif action in ("drop", "duplicate", "replace"):
-            message, fd, i = draw(st.sampled_from(_proto_spots(model, [])))
-            field = getattr(message, fd.name)
-            message_field = fd.cpp_type == FieldDescriptor.CPPTYPE_MESSAGE
-            if action == "drop" and i is not None:
-                del field[i]
-            elif action == "drop":
-                message.ClearField(fd.name)
-            elif action == "duplicate" and i is not None and message_field:
-                field.add().CopyFrom(field[i])
-            elif action == "duplicate" and i is not None:
-                field.append(field[i])
-            elif action == "replace" and not message_field:
-                value = draw(_replacement(fd, field[i] if i is not None else field, model))
-                try:
-                    if i is None:
-                        setattr(message, fd.name, value)
-                    else:
-                        field[i] = value
-                except (ValueError, TypeError):  # a closed enum refuses an unknown value
-                    pass
+        MUTATIONS[draw(st.sampled_from([m for m in MUTATIONS for _ in range(WEIGHTS.get(m, 1))]))](draw, model)
     data = model.SerializeToString()
     corrupt = draw(st.sampled_from(["none"] * 8 + ["cut", "byte"]))
     if corrupt != "none" and data:
