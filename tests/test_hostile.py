@@ -386,19 +386,28 @@ def test_a_name_that_is_not_utf8_is_named_with_its_bytes(tmp_path, as_path):
 
 
 @pytest.mark.parametrize("node, fragments", [
-    (helper.make_node("Reshape", [], ["y"], name="r"), ("node 'r' (Reshape) has 0 inputs", "Reshape of opset 17 takes 2")),
-    (helper.make_node("Relu", ["x", "x"], ["y"]), ("node '#0' (Relu) has 2 inputs", "takes 1")),
+    (helper.make_node("Reshape", [], ["y"], name="r"), ("node r (Reshape) has 0 inputs", "Reshape of opset 17 takes 2")),
+    (helper.make_node("Relu", ["x", "x"], ["y"]), ("node y (Relu) has 2 inputs", "takes 1")),
     (helper.make_node("Concat", [], ["y"], axis=0), ("has 0 inputs", "takes at least 1")),
     (helper.make_node("Add", ["x", ""], ["y"]), ("its input 1 (B) is required, but its name is empty",)),
     (helper.make_node("LeakyRelu", ["x"], ["y"], alpha=[0.5, 0.5]), ("attribute 'alpha' is of type FLOATS", "LeakyRelu takes FLOAT")),
     (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1.0]), ("attribute 'kernel_shape' is of type FLOATS", "takes INTS")),
     (helper.make_node("MaxPool", ["x"], ["y"]), ("lacks its required attribute(s) kernel_shape",)),
-    (helper.make_node("Elu", ["x"], ["y"], name="e", alpha=1.0), ("node 'e' (Elu) has the attribute 'alpha' twice",)),
+    (helper.make_node("Elu", ["x"], ["y"], name="e", alpha=1.0), ("node e (Elu) has the attribute 'alpha' twice",)),
 ])
 def test_a_node_unlike_its_ops_schema_is_named_before_the_passes_read_it(node, fragments):
     if node.op_type == "Elu":
         node.attribute.append(helper.make_attribute("alpha", 2.0))
     raises(GraphError, lambda: isa.from_onnx(onnx_model([node], (1, 1, 4, 4))), *fragments)
+
+
+@pytest.mark.parametrize("axes, error, fragments", [
+    (np.array([0, 0]), GraphError, ("node u (Unsqueeze): axes [0, 0] name an axis of rank 4 more than once",)),
+    (np.array([0.5]), GraphError, ("node u (Unsqueeze): input 1 (axes, 'axes') is float64; Unsqueeze takes integers there",)),
+])
+def test_unsqueeze_axes_that_repeat_or_are_not_integers(axes, error, fragments):
+    m = onnx_model([helper.make_node("Unsqueeze", ["x", "axes"], ["y"], name="u")], inits=[numpy_helper.from_array(axes, "axes")])
+    raises(error, lambda: isa.from_onnx(m), *fragments)
 
 
 def test_a_pad_that_makes_a_tensor_beyond_the_chips_memory_is_refused_before_the_lowering_slices_it():

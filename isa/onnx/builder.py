@@ -183,6 +183,15 @@ class Builder:
                              "with from_onnx(..., values={name: array})")
         return value
 
+    def static_ints(self, i, what):
+        """A static input ONNX types as integers (a shape, axes, pads, k), as a list of ints; a
+        value of another type is refused rather than truncated."""
+        value = self.static(i, what)
+        if value.dtype.kind not in "iu":
+            raise self.error(f"input {i} ({what}, {self.node.input[i]!r}) is {value.dtype}; {self.node.op_type} takes integers there",
+                             GraphError)
+        return [int(v) for v in value.reshape(-1)]
+
     def tensor(self, ref):
         """An input as a Tensor of the graph (a known value becomes a constant)."""
         name = self._name(ref)

@@ -27,7 +27,7 @@ def constant(b, node):
 
 @onnx_op("ConstantOfShape", static=(0,))
 def constant_of_shape(b, node):
-    shape = tuple(int(d) for d in b.static(0, "shape").reshape(-1))
+    shape = tuple(b.static_ints(0, "shape"))
     value = b.attr("value")
     value = np.zeros(1, np.float32) if value is None else value
     return [np.full(b.check_size(shape, value.dtype, "the result"), value.reshape(-1)[0], value.dtype)]

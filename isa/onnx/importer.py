@@ -223,7 +223,7 @@ def check_nodes(model, opset, where):
             schema = onnx.defs.get_schema(node.op_type, opset)
         except onnx.defs.SchemaError:
             continue
-        label = f"{where}: node {node.name or f'#{i}'!r} ({node.op_type})"
+        label = f"{where}: node {node.name or (node.output[0] if node.output else f'#{i}')} ({node.op_type})"
         for kind, names, formal, lo, hi in (("input", node.input, schema.inputs, schema.min_input, schema.max_input),
                                             ("output", node.output, schema.outputs, schema.min_output, schema.max_output)):
             if not lo <= len(names) <= hi:

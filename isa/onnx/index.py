@@ -175,7 +175,7 @@ def one_hot(b, node):
 @onnx_op("Trilu", static=(1,))
 def trilu(b, node):
     x = b.tensor(0)
-    k = int(b.static(1, "k").reshape(-1)[0]) if b.has(1) else 0
+    k = b.static_ints(1, "k")[0] if b.has(1) else 0
     n, m = x.shape[-2:]
     rows, cols = np.indices((n, m))
     keep = (cols - rows >= k) if b.attr("upper", 1) else (cols - rows <= k)
@@ -190,7 +190,7 @@ def cumsum(b, node):
     ... along the axis, each shift a slice padded with zeros (exact for integers)."""
     x = b.tensor(0)
     rank = len(x.shape)
-    axis = axis_of(b, int(b.static(1, "axis").reshape(-1)[0]), rank)
+    axis = axis_of(b, b.static_ints(1, "axis")[0], rank)
     n = x.shape[axis]
     reverse = bool(b.attr("reverse", 0))
     zero = 0 if dtypes.is_int(x.dtype) else 0.0
