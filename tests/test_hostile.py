@@ -22,7 +22,7 @@ import isa
 import sim
 import traces
 from isa import graphfile, limits, yamlfile
-from isa.errors import ConfigError, GraphError, InputError, OutOfMemoryError, ProgramError, SimError, UnsupportedError
+from isa.errors import ConfigError, GraphError, InputError, OutOfMemoryError, ProgramError, ShapeError, SimError, UnsupportedError
 from sim.cli import main
 
 TINY = Path(__file__).parent / "chips" / "tiny.yaml"
@@ -408,6 +408,17 @@ def test_a_node_unlike_its_ops_schema_is_named_before_the_passes_read_it(node, f
 def test_unsqueeze_axes_that_repeat_or_are_not_integers(axes, error, fragments):
     m = onnx_model([helper.make_node("Unsqueeze", ["x", "axes"], ["y"], name="u")], inits=[numpy_helper.from_array(axes, "axes")])
     raises(error, lambda: isa.from_onnx(m), *fragments)
+
+
+@pytest.mark.parametrize("attrs, fragments", [
+    ({"strides": [1, 0], "auto_pad": "SAME_UPPER"}, ("strides [1, 0]: must be 2 integers >= 1, one per spatial axis",)),
+    ({"kernel_shape": [3]}, ("kernel_shape [3]: must be 2 integers >= 1",)),
+    ({"pads": [1, 1]}, ("pads [1, 1]: must be 4 integers, a begin and an end per spatial axis",)),
+])
+def test_conv_windows_of_the_wrong_length_or_a_zero_stride(attrs, fragments):
+    w = numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "w")
+    m = onnx_model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv", **attrs)], (1, 1, 4, 4), [w])
+    raises(ShapeError, lambda: isa.from_onnx(m), "node conv (Conv)", *fragments)
 
 
 def test_a_pad_that_makes_a_tensor_beyond_the_chips_memory_is_refused_before_the_lowering_slices_it():
