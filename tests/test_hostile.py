@@ -421,6 +421,23 @@ def test_conv_windows_of_the_wrong_length_or_a_zero_stride(attrs, fragments):
     raises(ShapeError, lambda: isa.from_onnx(m), "node conv (Conv)", *fragments)
 
 
+def _ints(name, values):
+    return numpy_helper.from_array(np.array(values, np.int64), name)
+
+
+@pytest.mark.parametrize("node, inits, error, fragments", [
+    (helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=0), [], ShapeError, ("(DepthToSpace): blocksize 0 must be >= 1",)),
+    (helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=0), [], ShapeError, ("(SpaceToDepth): blocksize 0 must be >= 1",)),
+    (helper.make_node("Flatten", ["x"], ["y"], axis=99), [], ShapeError, ("(Flatten): axis 99 is out of range [-4, 4] for rank 4",)),
+    (helper.make_node("OneHot", ["i", "d", "v"], ["y"]), [_ints("i", [0]), _ints("d", 2**40), _ints("v", [0, 1])], OutOfMemoryError,
+     ("(OneHot): the one-hot positions of shape (1099511627776,) would take 8796093022208 bytes", "the limit is")),
+    (helper.make_node("Resize", ["x", "", "", "s"], ["y"]), [_ints("s", [1, 4, 2**40, 4])], OutOfMemoryError,
+     ("(Resize): the weights of axis 2 of shape (1099511627776, 4) would take 35184372088832 bytes", "the limit is")),
+])
+def test_attributes_and_static_inputs_out_of_range_are_refused_before_anything_is_allocated(node, inits, error, fragments):
+    raises(error, lambda: isa.from_onnx(onnx_model([node], (1, 4, 4, 4), inits)), *fragments)
+
+
 def test_a_pad_that_makes_a_tensor_beyond_the_chips_memory_is_refused_before_the_lowering_slices_it():
     w = numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "w")
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[0, 0, 2**63 - 1, 0]),

@@ -34,7 +34,6 @@ DTYPES = {getattr(TensorProto, k): v for k, v in _BY_ONNX_NAME.items() if hasatt
 ONNX_TYPES = {v: k for k, v in DTYPES.items()}
 
 CEIL_POOLS = ("MaxPool", "AveragePool", "LpPool")
-HOST_BYTES = limits.HOST_MEMORY  # the most bytes one value computed when the graph is built may take
 _BAD = re.compile(r"[^A-Za-z0-9_.:/-]")
 
 
@@ -235,11 +234,12 @@ class Builder:
         return self.tensor(name).dtype
 
     def check_size(self, shape, dtype, what):
-        """Refuse, before allocating it, a value computed at import time beyond HOST_BYTES."""
+        """Refuse, before allocating it, a value computed at import time beyond the host-memory cap
+        (limits.HOST_MEMORY, read when called: a caller may lower it)."""
         nbytes = math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize
-        if nbytes > HOST_BYTES:
+        if nbytes > limits.HOST_MEMORY:
             raise self.error(f"{what} of shape {tuple(int(d) for d in shape)} would take {nbytes} bytes when the graph is built; "
-                             f"the limit is {HOST_BYTES} bytes", OutOfMemoryError)
+                             f"the limit is {limits.HOST_MEMORY} bytes", OutOfMemoryError)
         return shape
 
     def unique(self, base):

@@ -18,7 +18,7 @@ not supported.
 import numpy as np
 
 from .. import dtypes, ops
-from ..errors import IndexRangeError
+from ..errors import IndexRangeError, ShapeError
 from .builder import Rank0
 from .elementwise import narrow
 from .registry import folds, onnx_op
@@ -156,6 +156,9 @@ def scatter_elements(b, node):
 @onnx_op("OneHot", static=(1,))
 def one_hot(b, node):
     depth = int(b.static(1, "depth").reshape(-1)[0])
+    if depth < 1:
+        raise b.error(f"depth {depth} must be >= 1", ShapeError)
+    b.check_size((depth,), np.int64, "the one-hot positions")
     rank = b.rank(0)
     axis = axis_of(b, b.attr("axis", -1), rank + 1)
     idx = b.tensor(0)

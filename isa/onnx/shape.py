@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .. import dtypes, ops
-from ..errors import GraphError
+from ..errors import GraphError, ShapeError
 from .builder import Rank0
 from .registry import folds, onnx_op
 
@@ -85,6 +85,8 @@ def reshape(b, node):
 def flatten(b, node):
     shape = b.shape(0)
     axis = b.attr("axis", 1)
+    if not -len(shape) <= axis <= len(shape):
+        raise b.error(f"axis {axis} is out of range [{-len(shape)}, {len(shape)}] for rank {len(shape)}", ShapeError)
     axis = axis + len(shape) if axis < 0 else axis
     return [view(b, source(b), (math.prod(shape[:axis]), math.prod(shape[axis:])))]
 
@@ -352,10 +354,17 @@ def center_crop_pad(b, node):
     return [x]
 
 
+def blocksize(b):
+    s = b.attr("blocksize")
+    if s < 1:
+        raise b.error(f"blocksize {s} must be >= 1", ShapeError)
+    return s
+
+
 @onnx_op("SpaceToDepth")
 def space_to_depth(b, node):
     x = b.tensor(0)
-    s = b.attr("blocksize")
+    s = blocksize(b)
     n, c, h, w = x.shape
     if h % s or w % s:
         raise b.error(f"blocksize {s} does not divide H x W = {h} x {w}")
@@ -369,7 +378,7 @@ def space_to_depth(b, node):
 @onnx_op("DepthToSpace")
 def depth_to_space(b, node):
     x = b.tensor(0)
-    s = b.attr("blocksize")
+    s = blocksize(b)
     mode = b.attr("mode", "DCR")
     n, c, h, w = x.shape
     if c % (s * s):
