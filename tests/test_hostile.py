@@ -433,6 +433,11 @@ def _ints(name, values):
      ("(OneHot): the one-hot positions of shape (1099511627776,) would take 8796093022208 bytes", "the limit is")),
     (helper.make_node("Resize", ["x", "", "", "s"], ["y"]), [_ints("s", [1, 4, 2**40, 4])], OutOfMemoryError,
      ("(Resize): the weights of axis 2 of shape (1099511627776, 4) would take 35184372088832 bytes", "the limit is")),
+    (helper.make_node("Split", ["x"], ["y"], axis=1, num_outputs=0), [], ShapeError, ("(Split): num_outputs 0 must be >= 1",)),
+    (helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[2, 2], p=0), [], ShapeError, ("(LpPool): p 0.0 must be a finite number > 0",)),
+    (helper.make_node("Range", ["a", "b", "c"], ["y"]), [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in
+                                                         (("a", 0), ("b", np.inf), ("c", 1))],
+     UnsupportedError, ("(Range): start 0.0, limit inf and delta 1.0 must be finite",)),
 ])
 def test_attributes_and_static_inputs_out_of_range_are_refused_before_anything_is_allocated(node, inits, error, fragments):
     raises(error, lambda: isa.from_onnx(onnx_model([node], (1, 4, 4, 4), inits)), *fragments)

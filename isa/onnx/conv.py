@@ -191,6 +191,8 @@ def lp_pool(b, node):
     x0 = b.tensor(0)
     x = x0 if x0.dtype == "float32" else ops.cast(x0, out_dtype="float32")
     p = float(b.attr("p", 2))
+    if not p > 0 or math.isinf(p):
+        raise b.error(f"p {p} must be a finite number > 0", ShapeError)
     kernel, strides, dilations, pads = window(b, x.shape)
     a = ops.active(x, "absval")
     powered = ops.active(ops.muls(ops.active(a, "ln"), p), "exp") if p not in (1.0, 2.0) else (a if p == 1.0 else ops.mul(a, a))

@@ -38,6 +38,8 @@ def range_op(b, node):
     start, limit, delta = (b.static(i, what).reshape(()) for i, what in enumerate(("start", "limit", "delta")))
     if delta == 0:
         raise b.error("delta is 0")
+    if not all(np.isfinite(v) for v in (start, limit, delta)):
+        raise b.error(f"start {start}, limit {limit} and delta {delta} must be finite")
     n = max(math.ceil((float(limit) - float(start)) / float(delta)), 0)
     dtype = start.dtype
     b.check_size((n,), np.float64, "the range")

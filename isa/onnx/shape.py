@@ -271,6 +271,8 @@ def split(b, node):
         sizes = [int(v) for v in b.attr("split")]
     else:
         n = b.attr("num_outputs", n)
+        if n < 1:
+            raise b.error(f"num_outputs {n} must be >= 1", ShapeError)
         chunk = -(-d // n)
         sizes = [chunk] * (d // chunk) + ([d % chunk] if d % chunk else [])
     if sum(sizes) != d or len(sizes) != n:
