@@ -289,19 +289,22 @@ def _retype_attribute(draw, model):
 
 
 def _insert(draw, model):
-    """A node of any op type at the end, reading one to three values of the model, its output
-    another output of the graph."""
+    """A node of any op type at the end, reading one to three values of the model, with up to
+    two of its schema's attributes (_set_attribute), its output another output of the graph."""
     node = model.graph.node.add()
     node.op_type = draw(st.sampled_from(OP_TYPES))
     node.input.extend(draw(st.lists(st.sampled_from(_names(model) or ["x"]), min_size=1, max_size=3)))
     node.output.append("fuzz_out")
     model.graph.output.add().name = "fuzz_out"
+    for _ in range(draw(st.integers(0, 2))):
+        _set_attribute(draw, model, node)
 
 
-def _set_attribute(draw, model):
-    """A node given an attribute its op's schema names (or replaced), of the schema's type, an
-    extreme value or a word."""
-    nodes = [n for n in model.graph.node if n.op_type in ONNX_SCHEMAS and ONNX_SCHEMAS[n.op_type].attributes]
+def _set_attribute(draw, model, node=None):
+    """A node (or `node`) given an attribute its op's schema names (or replaced), of the
+    schema's type, an extreme value or a word."""
+    nodes = [n for n in ([node] if node is not None else model.graph.node)
+             if n.op_type in ONNX_SCHEMAS and ONNX_SCHEMAS[n.op_type].attributes]
     if not nodes:
         return
     node = draw(st.sampled_from(nodes))
