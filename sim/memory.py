@@ -19,9 +19,10 @@ class Memory:
         self.data = np.zeros(extent, np.uint8) if functional else None
 
     def view(self, region):
-        """A writable numpy view of a region (element strides become byte strides)."""
+        """A writable numpy view of a region (element strides become byte strides; a dimension of
+        one element never steps, so its stride, however large, is 0 for numpy)."""
         dt = dtypes.np_dtype(region.dtype)
-        strides = tuple(s * dt.itemsize for s in region.strides)
+        strides = tuple(s * dt.itemsize if n > 1 else 0 for n, s in zip(region.shape, region.strides))
         return np.ndarray(region.shape, dt, buffer=self.data, offset=region.addr, strides=strides)
 
     def write(self, region, array):

@@ -1,14 +1,17 @@
 """The process tests/test_fuzz.py runs fuzzed inputs in: under a limit on its address space, so
 input that escapes npusim's bounds fails the test instead of exhausting the machine.
 
-It reads one JSON request a line on stdin, {"kind": "chip" | "graph" | "program", "text": ...},
-loads and runs the text, and answers one JSON line on stdout: {"outcome": "ok" | "error" |
+It reads one JSON request a line on stdin, {"kind": "chip" | "graph" | "program" | "onnx", "text": ...}
+(an ONNX model's bytes in base64, with "feeds": the seed model's inputs by name, each
+{"dtype", "shape", "data"}), loads and runs the text, and answers one JSON line on stdout: {"outcome": "ok" | "error" |
 "crash", "detail": ...}. "error" is a SimError (the promised outcome for bad input), "crash"
 anything else, with its traceback. npusim's host-memory cap is lowered well inside the limit,
 as a user on a small machine would state it.
 """
 
+import base64
 import json
+import math
 import os
 import resource
 import sys
@@ -19,6 +22,7 @@ from pathlib import Path
 ADDRESS_SPACE = 3 << 30  # bytes of virtual memory the process may map (numpy and its BLAS take some 0.5 GiB)
 HOST_MEMORY = 256 << 20  # npusim's host-memory cap here
 INSTRUCTION_WORK = 1 << 26  # and the elements one instruction may compute over
+FEED_ELEMENTS = 1 << 16  # elements of an input the worker makes up an array for
 TINY = Path(__file__).parent / "chips" / "tiny.yaml"
 
 
@@ -28,6 +32,7 @@ def main():
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # anything npusim prints goes to stderr, never into the replies
     import numpy as np
+    import onnx
 
     import chips
     import isa
@@ -73,11 +78,42 @@ def main():
         sim.execute(program, tiny, inputs)
         return f"{len(program)} instructions: {cycles} cycles"
 
-    run = {"chip": run_chip, "graph": run_graph, "program": run_program}
+    def onnx_feeds(graph, seeds):
+        """An array for each input of the model: the seed's where it fits the input as declared
+        (converted to its dtype), else one of the declared shape, its dynamic dimensions 2;
+        none for an input of unknown rank or of more than FEED_ELEMENTS elements."""
+        feeds = {}
+        for name, inp in graph.declared.items():
+            try:
+                dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(inp.elem_type))
+            except (KeyError, ValueError, TypeError):
+                continue
+            seed = seeds.get(name)
+            if seed is not None and inp.dims is not None and len(seed["shape"]) == len(inp.dims) and \
+                    all(d is None or d == s for d, s in zip(inp.dims, seed["shape"])):
+                feeds[name] = np.array(seed["data"], seed["dtype"]).reshape(seed["shape"]).astype(dtype)
+            elif inp.dims is not None and math.prod(d or 2 for d in inp.dims) <= FEED_ELEMENTS:
+                shape = tuple(d or 2 for d in inp.dims)
+                feeds[name] = (np.arange(math.prod(shape)) % 3).astype(dtype).reshape(shape)
+        return feeds
+
+    def run_onnx(text, seeds):
+        path = folder / "model.onnx"
+        path.write_bytes(base64.b64decode(text))
+        graph = isa.from_onnx(path)
+        bound = graph.specialise(onnx_feeds(graph, seeds) or None)
+        program = isa.lower(bound.graph, generic)
+        cycles = sim.execute(program, generic, mode="timing").cycles
+        if bound.inputs is not None and set(bound.inputs) == set(bound.graph.inputs):
+            sim.execute(program, generic, bound.inputs)
+        return f"{bound.graph.name}: {cycles} cycles"
+
+    run = {"chip": run_chip, "graph": run_graph, "program": run_program, "onnx": run_onnx}
     for line in sys.stdin:
         request = json.loads(line)
         try:
-            reply = {"outcome": "ok", "detail": run[request["kind"]](request["text"])}
+            args = (request["text"], request["feeds"]) if request["kind"] == "onnx" else (request["text"],)
+            reply = {"outcome": "ok", "detail": run[request["kind"]](*args)}
         except SimError as exc:
             reply = {"outcome": "error", "detail": f"{type(exc).__name__}: {exc}"}
         except Exception:  # noqa: BLE001 - what the fuzz tests look for: anything but a SimError

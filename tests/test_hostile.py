@@ -13,14 +13,16 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 import chips
 import isa
 import sim
 import traces
 from isa import graphfile, limits, yamlfile
-from isa.errors import ConfigError, InputError, OutOfMemoryError, ProgramError, SimError
+from isa.errors import ConfigError, GraphError, InputError, OutOfMemoryError, ProgramError, ShapeError, SimError, UnsupportedError
 from sim.cli import main
 
 TINY = Path(__file__).parent / "chips" / "tiny.yaml"
@@ -374,6 +376,109 @@ def test_an_instruction_whose_functional_work_is_beyond_the_limit(tiny):
     program = isa.Program.from_text(text)
     raises(ProgramError, lambda: sim.execute(program, tiny, {"x": np.zeros(4, np.float32)}), "tiu.1: touches 40000000000 elements",
            f"limit of {limits.INSTRUCTION_WORK}")
+
+
+# ---- ONNX models (what tests/test_fuzz.py found) ------------------------------------------------------
+
+def onnx_model(nodes, x_shape=(2, 4), inits=()):
+    """A model of opset 17 with one float input x and one output y."""
+    graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_an_initializer_of_undefined_type_is_named():
+    w = numpy_helper.from_array(np.ones(4, np.float32), "w")
+    w.data_type = TensorProto.UNDEFINED
+    m = onnx_model([helper.make_node("Add", ["x", "w"], ["y"])], inits=[w])
+    raises(UnsupportedError, lambda: isa.from_onnx(m), "tensor 'w'", "type UNDEFINED", "no npusim dtype")
+
+
+@pytest.mark.parametrize("as_path", [False, True])
+def test_a_name_that_is_not_utf8_is_named_with_its_bytes(tmp_path, as_path):
+    data = onnx_model([helper.make_node("Relu", ["x"], ["y"], name="r")]).SerializeToString().replace(b"\x1a\x01r", b"\x1a\x01\xe1")
+    path = tmp_path / "m.onnx"
+    path.write_bytes(data)
+    model = path if as_path else onnx.ModelProto.FromString(data)
+    raises(InputError, lambda: isa.from_onnx(model), "model.graph.node[0].name is not UTF-8 text", r"b'\xe1'")
+
+
+@pytest.mark.parametrize("node, fragments", [
+    (helper.make_node("Reshape", [], ["y"], name="r"), ("node r (Reshape) has 0 inputs", "Reshape of opset 17 takes 2")),
+    (helper.make_node("Relu", ["x", "x"], ["y"]), ("node y (Relu) has 2 inputs", "takes 1")),
+    (helper.make_node("Concat", [], ["y"], axis=0), ("has 0 inputs", "takes at least 1")),
+    (helper.make_node("Add", ["x", ""], ["y"]), ("its input 1 (B) is required, but its name is empty",)),
+    (helper.make_node("LeakyRelu", ["x"], ["y"], alpha=[0.5, 0.5]), ("attribute 'alpha' is of type FLOATS", "LeakyRelu takes FLOAT")),
+    (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1.0]), ("attribute 'kernel_shape' is of type FLOATS", "takes INTS")),
+    (helper.make_node("MaxPool", ["x"], ["y"]), ("lacks its required attribute(s) kernel_shape",)),
+    (helper.make_node("Elu", ["x"], ["y"], name="e", alpha=1.0), ("node e (Elu) has the attribute 'alpha' twice",)),
+])
+def test_a_node_unlike_its_ops_schema_is_named_before_the_passes_read_it(node, fragments):
+    if node.op_type == "Elu":
+        node.attribute.append(helper.make_attribute("alpha", 2.0))
+    raises(GraphError, lambda: isa.from_onnx(onnx_model([node], (1, 1, 4, 4))), *fragments)
+
+
+@pytest.mark.parametrize("axes, error, fragments", [
+    (np.array([0, 0]), GraphError, ("node u (Unsqueeze): axes [0, 0] name an axis of rank 4 more than once",)),
+    (np.array([0.5]), GraphError, ("node u (Unsqueeze): input 1 (axes, 'axes') is float64; Unsqueeze takes integers there",)),
+])
+def test_unsqueeze_axes_that_repeat_or_are_not_integers(axes, error, fragments):
+    m = onnx_model([helper.make_node("Unsqueeze", ["x", "axes"], ["y"], name="u")], inits=[numpy_helper.from_array(axes, "axes")])
+    raises(error, lambda: isa.from_onnx(m), *fragments)
+
+
+@pytest.mark.parametrize("attrs, fragments", [
+    ({"strides": [1, 0], "auto_pad": "SAME_UPPER"}, ("strides [1, 0]: must be 2 integers >= 1, one per spatial axis",)),
+    ({"kernel_shape": [3]}, ("kernel_shape [3]: must be 2 integers >= 1",)),
+    ({"pads": [1, 1]}, ("pads [1, 1]: must be 4 integers, a begin and an end per spatial axis",)),
+])
+def test_conv_windows_of_the_wrong_length_or_a_zero_stride(attrs, fragments):
+    w = numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "w")
+    m = onnx_model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv", **attrs)], (1, 1, 4, 4), [w])
+    raises(ShapeError, lambda: isa.from_onnx(m), "node conv (Conv)", *fragments)
+
+
+def _ints(name, values):
+    return numpy_helper.from_array(np.array(values, np.int64), name)
+
+
+@pytest.mark.parametrize("node, inits, error, fragments", [
+    (helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=0), [], ShapeError, ("(DepthToSpace): blocksize 0 must be >= 1",)),
+    (helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=0), [], ShapeError, ("(SpaceToDepth): blocksize 0 must be >= 1",)),
+    (helper.make_node("Flatten", ["x"], ["y"], axis=99), [], ShapeError, ("(Flatten): axis 99 is out of range [-4, 4] for rank 4",)),
+    (helper.make_node("OneHot", ["i", "d", "v"], ["y"]), [_ints("i", [0]), _ints("d", 2**40), _ints("v", [0, 1])], OutOfMemoryError,
+     ("(OneHot): the one-hot positions of shape (1099511627776,) would take 8796093022208 bytes", "the limit is")),
+    (helper.make_node("Resize", ["x", "", "", "s"], ["y"]), [_ints("s", [1, 4, 2**40, 4])], OutOfMemoryError,
+     ("(Resize): the weights of axis 2 of shape (1099511627776, 4) would take 35184372088832 bytes", "the limit is")),
+    (helper.make_node("Split", ["x"], ["y"], axis=1, num_outputs=0), [], ShapeError, ("(Split): num_outputs 0 must be >= 1",)),
+    (helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[2, 2], p=0), [], ShapeError, ("(LpPool): p 0.0 must be a finite number > 0",)),
+    (helper.make_node("Range", ["a", "b", "c"], ["y"]), [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in
+                                                         (("a", 0), ("b", np.inf), ("c", 1))],
+     UnsupportedError, ("(Range): start 0.0, limit inf and delta 1.0 must be finite",)),
+])
+def test_attributes_and_static_inputs_out_of_range_are_refused_before_anything_is_allocated(node, inits, error, fragments):
+    raises(error, lambda: isa.from_onnx(onnx_model([node], (1, 4, 4, 4), inits)), *fragments)
+
+
+def test_a_pad_that_makes_a_tensor_beyond_the_chips_memory_is_refused_before_the_lowering_slices_it():
+    w = numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[0, 0, 2**63 - 1, 0]),
+             helper.make_node("MaxPool", ["c"], ["p"], kernel_shape=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["p"], ["y"])]
+    m = onnx_model(nodes, (1, 1, 8, 8), [w])
+    raises(OutOfMemoryError, lambda: sim.run(isa.from_onnx(m), "generic", mode="timing"),
+           "tensor conv (made by op conv): [1, 1, 9223372036854775813, 6] of float32", "bytes, more than chip generic's largest memory",
+           "ddr capacity 17179869184 bytes")
+
+
+def test_a_stride_far_beyond_the_input_computes_the_one_window_it_leaves():
+    """A stride of 2**63 - 1 gives one window along its axis; the machine's views of that
+    dimension of one element must not step by it (numpy refused the byte stride)."""
+    m = onnx_model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[1, 2**63 - 1])], (1, 1, 4, 4))
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)[..., ::-1].copy()
+    y = sim.run(isa.from_onnx(m), "generic", {"x": x}).outputs["y"]
+    np.testing.assert_array_equal(y, np.array([[[[7], [11], [15]]]], np.float32))
 
 
 # ---- accepted where it should not be ------------------------------------------------------------

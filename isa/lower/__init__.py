@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ..errors import ConfigError, OutOfMemoryError
 from .arrange import lower_arrange
 from .chain import Chains, lower_chain
-from .check import check_graph
+from .check import check_graph, check_sizes
 from .context import Lowering, local_memory
 from .conv import lower_conv
 from .emit import Emitter
@@ -57,6 +57,7 @@ def lower(graph, chip, policy=None, progress: Callable[[int, int], None] | None 
     ops in all) after each layer group is emitted: a long lowering can show how far it is."""
     policy = policy or Policy()
     check_graph(graph, chip)
+    check_sizes(graph, chip)
     groups = make_groups(graph, chip, policy)
     em = Emitter(chip, graph.name, policy.allocator)
     em.notes.extend(graph.notes)

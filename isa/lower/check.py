@@ -1,6 +1,6 @@
 """Is every op of the graph supported by the chip, for its dtypes? (the seed's per-chip lines)"""
 
-from ..errors import UnsupportedError
+from ..errors import OutOfMemoryError, UnsupportedError
 from ..ops import REGISTRY
 
 
@@ -50,6 +50,19 @@ def check_graph(graph, chip):
             what = describe(row) if row else f"the chip has no {key}; `npusim ops --chip {chip.name}` lists what it has"
             given = f"{' x '.join(ins)} -> {out}" if ins else f"no input -> {out}"
             raise UnsupportedError(f"op {node.name}: {key} with {given} is not supported on chip {chip.name} ({what})")
+
+
+def check_sizes(graph, chip):
+    """Every tensor of the graph fits the chip's largest memory: checked before any group is
+    formed, since the lowering's searches and slicing take time that grows with the extents
+    (an intermediate of 2**63 rows, made by a huge pad, would never be sliced)."""
+    mem = max(chip.memories.values(), key=lambda m: m.capacity)
+    for t in graph.tensors.values():
+        if t.nbytes > mem.capacity:
+            what = "input" if t.name in graph.inputs else "constant" if t.name in graph.constants else "tensor"
+            made = f" (made by op {graph.producer[t.name].name})" if t.name in graph.producer else ""
+            raise OutOfMemoryError(f"{what} {t.name}{made}: {list(t.shape)} of {t.dtype} takes {t.nbytes} bytes, more than "
+                                   f"chip {chip.name}'s largest memory ({mem.name} capacity {mem.capacity} bytes)")
 
 
 def describe(row):

@@ -34,7 +34,6 @@ DTYPES = {getattr(TensorProto, k): v for k, v in _BY_ONNX_NAME.items() if hasatt
 ONNX_TYPES = {v: k for k, v in DTYPES.items()}
 
 CEIL_POOLS = ("MaxPool", "AveragePool", "LpPool")
-HOST_BYTES = limits.HOST_MEMORY  # the most bytes one value computed when the graph is built may take
 _BAD = re.compile(r"[^A-Za-z0-9_.:/-]")
 
 
@@ -183,6 +182,15 @@ class Builder:
                              "with from_onnx(..., values={name: array})")
         return value
 
+    def static_ints(self, i, what):
+        """A static input ONNX types as integers (a shape, axes, pads, k), as a list of ints; a
+        value of another type is refused rather than truncated."""
+        value = self.static(i, what)
+        if value.dtype.kind not in "iu":
+            raise self.error(f"input {i} ({what}, {self.node.input[i]!r}) is {value.dtype}; {self.node.op_type} takes integers there",
+                             GraphError)
+        return [int(v) for v in value.reshape(-1)]
+
     def tensor(self, ref):
         """An input as a Tensor of the graph (a known value becomes a constant)."""
         name = self._name(ref)
@@ -226,11 +234,12 @@ class Builder:
         return self.tensor(name).dtype
 
     def check_size(self, shape, dtype, what):
-        """Refuse, before allocating it, a value computed at import time beyond HOST_BYTES."""
+        """Refuse, before allocating it, a value computed at import time beyond the host-memory cap
+        (limits.HOST_MEMORY, read when called: a caller may lower it)."""
         nbytes = math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize
-        if nbytes > HOST_BYTES:
+        if nbytes > limits.HOST_MEMORY:
             raise self.error(f"{what} of shape {tuple(int(d) for d in shape)} would take {nbytes} bytes when the graph is built; "
-                             f"the limit is {HOST_BYTES} bytes", OutOfMemoryError)
+                             f"the limit is {limits.HOST_MEMORY} bytes", OutOfMemoryError)
         return shape
 
     def unique(self, base):

@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from .. import dtypes, ops
+from ..errors import ShapeError
 from .registry import onnx_op
 
 
@@ -32,6 +33,8 @@ def window_pads(b, in_sizes, kernel, strides, dilations):
     if auto != "NOTSET":
         raise b.reject("auto_pad", auto)
     pads = b.attr("pads") or [0] * (2 * n)
+    if len(pads) != 2 * n:
+        raise b.error(f"pads {list(pads)}: must be {2 * n} integers, a begin and an end per spatial axis", ShapeError)
     return [(pads[i], pads[i + n]) for i in range(n)]
 
 
@@ -40,6 +43,9 @@ def window(b, x_shape, kernel=None):
     kernel = list(b.attr("kernel_shape") or kernel)
     strides = list(b.attr("strides") or [1] * n)
     dilations = list(b.attr("dilations") or [1] * n)
+    for what, values in (("kernel_shape", kernel), ("strides", strides), ("dilations", dilations)):
+        if len(values) != n or any(v < 1 for v in values):
+            raise b.error(f"{what} {values}: must be {n} integers >= 1, one per spatial axis", ShapeError)
     return kernel, strides, dilations, window_pads(b, x_shape[2:], kernel, strides, dilations)
 
 
@@ -185,6 +191,8 @@ def lp_pool(b, node):
     x0 = b.tensor(0)
     x = x0 if x0.dtype == "float32" else ops.cast(x0, out_dtype="float32")
     p = float(b.attr("p", 2))
+    if not p > 0 or math.isinf(p):
+        raise b.error(f"p {p} must be a finite number > 0", ShapeError)
     kernel, strides, dilations, pads = window(b, x.shape)
     a = ops.active(x, "absval")
     powered = ops.active(ops.muls(ops.active(a, "ln"), p), "exp") if p not in (1.0, 2.0) else (a if p == 1.0 else ops.mul(a, a))

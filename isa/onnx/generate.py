@@ -27,7 +27,7 @@ def constant(b, node):
 
 @onnx_op("ConstantOfShape", static=(0,))
 def constant_of_shape(b, node):
-    shape = tuple(int(d) for d in b.static(0, "shape").reshape(-1))
+    shape = tuple(b.static_ints(0, "shape"))
     value = b.attr("value")
     value = np.zeros(1, np.float32) if value is None else value
     return [np.full(b.check_size(shape, value.dtype, "the result"), value.reshape(-1)[0], value.dtype)]
@@ -38,6 +38,8 @@ def range_op(b, node):
     start, limit, delta = (b.static(i, what).reshape(()) for i, what in enumerate(("start", "limit", "delta")))
     if delta == 0:
         raise b.error("delta is 0")
+    if not all(np.isfinite(v) for v in (start, limit, delta)):
+        raise b.error(f"start {start}, limit {limit} and delta {delta} must be finite")
     n = max(math.ceil((float(limit) - float(start)) / float(delta)), 0)
     dtype = start.dtype
     b.check_size((n,), np.float64, "the range")

@@ -94,6 +94,7 @@ def prepare(model, passes) -> Source:
     model, folder, where = _read(model)
     model = upgrade(model, where)
     opset = check_opset(model, where)
+    check_nodes(model, opset, where)
     source = _split(model, folder, where, opset)
     run_passes(source, passes)
     check_ops(source.model, where)
@@ -105,8 +106,9 @@ def prepare(model, passes) -> Source:
 # ---- loading and checks ------------------------------------------------------------------------
 
 def _read(model):
-    """(ModelProto, its folder or None, a description for messages)."""
+    """(ModelProto, its folder or None, a description for messages), its text checked."""
     if isinstance(model, onnx.ModelProto):
+        check_text(model, "ONNX model")
         where = f"ONNX model {model.graph.name!r}"
         external = [t.name for t in _tensors(model.graph) if external_data_helper.uses_external_data(t) and not t.raw_data]
         if external:
@@ -124,10 +126,24 @@ def _read(model):
         raise InputError(f"{path}: cannot read an ONNX model (not a file)")
     real = path.resolve()
     proto = read_model(real)
+    check_text(proto, str(path))
     for t in _tensors(proto.graph):  # every reference checked before anything is built
         if external_data_helper.uses_external_data(t):
             external_info(t, real.parent, str(path))
     return proto, real.parent, str(path)
+
+
+def check_text(message, where, field="model"):
+    """Every string field below `message` is UTF-8 text (protobuf hands invalid text on as
+    bytes, which names and op types must not be)."""
+    for desc, value in message.ListFields():
+        repeated = hasattr(value, "extend")
+        for k, item in enumerate(value if repeated else [value]):
+            path = f"{field}.{desc.name}[{k}]" if repeated else f"{field}.{desc.name}"
+            if desc.message_type is not None:
+                check_text(item, where, path)
+            elif desc.type == desc.TYPE_STRING and not isinstance(item, str):
+                raise InputError(f"{where}: {path} is not UTF-8 text: {bytes(item)[:60]!r}")
 
 
 def load(model):
@@ -189,6 +205,52 @@ def _copy_fields(source, target, skipped):
             getattr(target, desc.name).CopyFrom(value)
         else:
             setattr(target, desc.name, value)
+
+
+_SINGLE = onnx.defs.OpSchema.FormalParameterOption.Single
+
+
+def check_nodes(model, opset, where):
+    """Every node of the default domain against its op's schema at the model's opset: how many
+    inputs and outputs it has, its required ones named, each attribute once and of the schema's
+    type, the required ones present. The passes and the mappings read a node's inputs by
+    position and its attributes by type, so these are checked before either runs; an op without
+    a schema is left to check_ops."""
+    for i, node in enumerate(model.graph.node):
+        if node.domain not in DEFAULT_DOMAINS:
+            continue
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opset)
+        except onnx.defs.SchemaError:
+            continue
+        label = f"{where}: node {node.name or (node.output[0] if node.output else f'#{i}')} ({node.op_type})"
+        for kind, names, formal, lo, hi in (("input", node.input, schema.inputs, schema.min_input, schema.max_input),
+                                            ("output", node.output, schema.outputs, schema.min_output, schema.max_output)):
+            if not lo <= len(names) <= hi:
+                takes = f"at least {lo}" if hi == _VARIADIC else str(lo) if lo == hi else f"{lo} to {hi}"
+                raise GraphError(f"{label} has {len(names)} {kind}s; {node.op_type} of opset {opset} takes {takes}")
+            for k, (name, param) in enumerate(zip(names, formal)):
+                if not name and param.option == _SINGLE:
+                    raise GraphError(f"{label}: its {kind} {k} ({param.name}) is required, but its name is empty")
+        seen = set()
+        for a in node.attribute:
+            if a.name in seen:
+                raise GraphError(f"{label} has the attribute {a.name!r} twice")
+            seen.add(a.name)
+            want = schema.attributes.get(a.name)
+            if want is not None and a.type != int(want.type):
+                raise GraphError(f"{label}: attribute {a.name!r} is of type {_attribute_type(a.type)}; {node.op_type} takes "
+                                 f"{_attribute_type(int(want.type))}")
+        missing = [name for name, attr in schema.attributes.items() if attr.required and name not in seen]
+        if missing:
+            raise GraphError(f"{label} lacks its required attribute(s) {', '.join(missing)}")
+
+
+_VARIADIC = 2**31 - 1  # a schema's max_input of a variadic input
+
+
+def _attribute_type(number):
+    return onnx.AttributeProto.AttributeType.Name(number) if number in onnx.AttributeProto.AttributeType.values() else str(number)
 
 
 def check_opset(model, where):
@@ -412,4 +474,5 @@ def _map(b, node):
                          "(onnx.checker.check_model)?") from exc
 
 
-__all__ = ["MIN_OPSET", "Input", "Source", "build", "declared", "load", "max_opset", "prepare", "static_inputs", "unsupported_ops"]
+__all__ = ["MIN_OPSET", "Input", "Source", "build", "check_nodes", "check_text", "declared", "load",
+           "max_opset", "prepare", "static_inputs", "unsupported_ops"]

@@ -18,7 +18,7 @@ not supported.
 import numpy as np
 
 from .. import dtypes, ops
-from ..errors import IndexRangeError
+from ..errors import IndexRangeError, ShapeError
 from .builder import Rank0
 from .elementwise import narrow
 from .registry import folds, onnx_op
@@ -156,6 +156,9 @@ def scatter_elements(b, node):
 @onnx_op("OneHot", static=(1,))
 def one_hot(b, node):
     depth = int(b.static(1, "depth").reshape(-1)[0])
+    if depth < 1:
+        raise b.error(f"depth {depth} must be >= 1", ShapeError)
+    b.check_size((depth,), np.int64, "the one-hot positions")
     rank = b.rank(0)
     axis = axis_of(b, b.attr("axis", -1), rank + 1)
     idx = b.tensor(0)
@@ -175,7 +178,7 @@ def one_hot(b, node):
 @onnx_op("Trilu", static=(1,))
 def trilu(b, node):
     x = b.tensor(0)
-    k = int(b.static(1, "k").reshape(-1)[0]) if b.has(1) else 0
+    k = b.static_ints(1, "k")[0] if b.has(1) else 0
     n, m = x.shape[-2:]
     rows, cols = np.indices((n, m))
     keep = (cols - rows >= k) if b.attr("upper", 1) else (cols - rows <= k)
@@ -190,7 +193,7 @@ def cumsum(b, node):
     ... along the axis, each shift a slice padded with zeros (exact for integers)."""
     x = b.tensor(0)
     rank = len(x.shape)
-    axis = axis_of(b, int(b.static(1, "axis").reshape(-1)[0]), rank)
+    axis = axis_of(b, b.static_ints(1, "axis")[0], rank)
     n = x.shape[axis]
     reverse = bool(b.attr("reverse", 0))
     zero = 0 if dtypes.is_int(x.dtype) else 0.0

@@ -5,7 +5,7 @@ initializers, and its Weights) before any op is mapped.
 - constants: Constant nodes become constants, and every node whose inputs are all constants is
   computed once (onnx.reference.ReferenceEvaluator, the ONNX reference implementation) and
   becomes a constant, unless it draws random numbers, (de)quantizes, holds a subgraph, or its
-  result would exceed the import-time limit (builder.HOST_BYTES);
+  result would exceed the host-memory cap (limits.HOST_MEMORY);
 - bn_fold: inference BatchNormalization folded into the Conv, ConvTranspose or Gemm before it
   (bn_fold.py), its parameters initializers or Constant nodes alike;
 - activations: activations written as element-wise chains become the one ONNX op they compute
@@ -29,8 +29,9 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from .. import limits
 from ..errors import ConfigError, SimError
-from .builder import HOST_BYTES, node_attr
+from .builder import node_attr
 from .store import constant_value, raw_size
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -185,7 +186,7 @@ def _fold(source, node):
             or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)):
         return None
     sizes = _output_sizes(source, node)
-    if sizes is None or sum(sizes) > HOST_BYTES:
+    if sizes is None or sum(sizes) > limits.HOST_MEMORY:
         return None
     from onnx.reference import ReferenceEvaluator
 

@@ -39,7 +39,7 @@ def reduce(b, x, method, axes, keep):
 def reduce_axes(b, rank):
     """(axes, keepdims) of a Reduce node, or (None, keep) for an identity (noop_with_empty_axes)."""
     if b.has(1):
-        axes = [int(a) for a in b.static(1, "axes").reshape(-1)]
+        axes = b.static_ints(1, "axes")
     else:
         axes = b.attr("axes")
         axes = None if axes is None else list(axes)
@@ -122,7 +122,7 @@ def arg(b, node):
 def topk(b, node):
     x = b.tensor(0)
     axis = axis_of(b, b.attr("axis", -1), len(x.shape))
-    k = int(b.static(1, "k").reshape(-1)[0])
+    k = b.static_ints(1, "k")[0]
     if not 1 <= k <= x.shape[axis]:
         raise b.error(f"k = {k} must be in [1, {x.shape[axis]}] (npusim tensors are not empty)")
     index, values = ops.sort(x, axis, stable=True, descending=bool(b.attr("largest", 1)))

@@ -143,6 +143,7 @@ def resize(b, x, sizes, scales, mode, ctm, nearest_mode, a, exclude, antialias, 
             continue
         if sizes[axis] < 1:
             raise b.error(f"the output would be empty along axis {axis}")
+        b.check_size((sizes[axis], x.shape[axis]), np.float64, f"the weights of axis {axis}")
         plans.append((axis, *axis_weights(x.shape[axis], sizes[axis], scales[axis], coeffs, ctm, exclude, axis_roi)))
     if mode == "nearest" and _repeats(x.shape, plans):
         return ops.upsample(x, sizes[2] // x.shape[2])

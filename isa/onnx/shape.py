@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from .. import dtypes, ops
+from ..errors import GraphError, ShapeError
 from .builder import Rank0
 from .registry import folds, onnx_op
 
@@ -25,12 +26,20 @@ def axis_of(b, axis, rank, what="axis"):
 def axes_input(b, i, attr, rank):
     """Axes from input i (opset 13+) or an attribute (before), normalized; None when absent."""
     if b.has(i):
-        axes = b.static(i, "axes").reshape(-1).tolist()
+        axes = b.static_ints(i, "axes")
     else:
         axes = b.attr(attr)
     if axes is None:
         return None
-    return [axis_of(b, int(a), rank) for a in axes]
+    return distinct_axes(b, axes, rank)
+
+
+def distinct_axes(b, axes, rank):
+    """Axes normalized into [0, rank), each named once (ONNX refuses a repeated axis)."""
+    out = [axis_of(b, int(a), rank) for a in axes]
+    if len(set(out)) != len(out):
+        raise b.error(f"axes {list(axes)} name an axis of rank {rank} more than once", GraphError)
+    return out
 
 
 def view(b, x, shape):
@@ -49,7 +58,7 @@ def source(b, i=0):
 @onnx_op("Reshape", static=(1,))
 def reshape(b, node):
     shape = b.shape(0)
-    spec = [int(v) for v in b.static(1, "shape").reshape(-1)]
+    spec = b.static_ints(1, "shape")
     allowzero = b.attr("allowzero", 0)
     out, infer = [], None
     for i, d in enumerate(spec):
@@ -76,6 +85,8 @@ def reshape(b, node):
 def flatten(b, node):
     shape = b.shape(0)
     axis = b.attr("axis", 1)
+    if not -len(shape) <= axis <= len(shape):
+        raise b.error(f"axis {axis} is out of range [{-len(shape)}, {len(shape)}] for rank {len(shape)}", ShapeError)
     axis = axis + len(shape) if axis < 0 else axis
     return [view(b, source(b), (math.prod(shape[:axis]), math.prod(shape[axis:])))]
 
@@ -96,10 +107,10 @@ def squeeze(b, node):
 def unsqueeze(b, node):
     shape = b.shape(0)
     rank = len(shape)
-    axes = b.static(1, "axes").reshape(-1).tolist() if b.has(1) else b.attr("axes")
+    axes = b.static_ints(1, "axes") if b.has(1) else b.attr("axes")
     if axes is None:
         raise b.error("Unsqueeze needs axes")
-    axes = sorted(axis_of(b, int(a), rank + len(axes)) for a in axes)
+    axes = sorted(distinct_axes(b, axes, rank + len(axes)))
     out, it = [], iter(shape)
     for i in range(rank + len(axes)):
         out.append(1 if i in axes else next(it))
@@ -132,7 +143,7 @@ def transpose(b, node):
 
 @onnx_op("Tile", static=(1,))
 def tile(b, node):
-    reps = [int(r) for r in b.static(1, "repeats").reshape(-1)]
+    reps = b.static_ints(1, "repeats")
     if any(r < 1 for r in reps):
         raise b.error(f"repeats {reps} must be >= 1 (npusim tensors are not empty)")
     x = source(b)
@@ -154,7 +165,7 @@ def expand_to(b, x, target):
 
 @onnx_op("Expand", static=(1,))
 def expand(b, node):
-    shape = tuple(int(d) for d in b.static(1, "shape").reshape(-1))
+    shape = tuple(b.static_ints(1, "shape"))
     in_shape = b.shape(0)
     rank = max(len(shape), len(in_shape))
     a = (1,) * (rank - len(in_shape)) + tuple(in_shape)
@@ -198,7 +209,7 @@ def slice_bounds(b, shape, starts, ends, axes, steps):
 @onnx_op("Slice", static=(1, 2, 3, 4))
 def slice_op(b, node):
     shape = b.shape(0)
-    get = lambda i, what: [int(v) for v in b.static(i, what).reshape(-1)] if b.has(i) else None  # noqa: E731
+    get = lambda i, what: b.static_ints(i, what) if b.has(i) else None  # noqa: E731
     starts, ends = get(1, "starts"), get(2, "ends")
     plan = slice_bounds(b, shape, starts, ends, get(3, "axes"), get(4, "steps"))
     x = source(b)
@@ -255,11 +266,13 @@ def split(b, node):
     d = shape[axis]
     n = len(node.output)
     if b.has(1):
-        sizes = [int(v) for v in b.static(1, "split").reshape(-1)]
+        sizes = b.static_ints(1, "split")
     elif b.attr("split") is not None:
         sizes = [int(v) for v in b.attr("split")]
     else:
         n = b.attr("num_outputs", n)
+        if n < 1:
+            raise b.error(f"num_outputs {n} must be >= 1", ShapeError)
         chunk = -(-d // n)
         sizes = [chunk] * (d // chunk) + ([d % chunk] if d % chunk else [])
     if sum(sizes) != d or len(sizes) != n:
@@ -283,8 +296,8 @@ def pad(b, node):
     mode = b.attr("mode", "constant")
     if mode not in PAD_MODES:
         raise b.reject("mode", mode, "constant, reflect, edge or wrap")
-    pads = [int(v) for v in b.static(1, "pads").reshape(-1)]
-    axes = [axis_of(b, int(a), rank) for a in b.static(3, "axes").reshape(-1)] if b.has(3) else list(range(rank))
+    pads = b.static_ints(1, "pads")
+    axes = [axis_of(b, a, rank) for a in b.static_ints(3, "axes")] if b.has(3) else list(range(rank))
     if len(pads) != 2 * len(axes):
         raise b.error(f"pads {pads} needs 2 values per axis of {axes}")
     before, after = [0] * rank, [0] * rank
@@ -326,7 +339,7 @@ def center_crop_pad(b, node):
     (dim - target) // 2), zeros around where it is larger ((target - dim) // 2 before)."""
     x = b.tensor(0)
     rank = len(x.shape)
-    target = [int(v) for v in b.static(1, "shape").reshape(-1)]
+    target = b.static_ints(1, "shape")
     axes = [axis_of(b, a, rank) for a in (b.attr("axes") or range(rank))]
     plan = [(0, d, 1) for d in x.shape]
     pads = [0] * (2 * rank)
@@ -343,10 +356,17 @@ def center_crop_pad(b, node):
     return [x]
 
 
+def blocksize(b):
+    s = b.attr("blocksize")
+    if s < 1:
+        raise b.error(f"blocksize {s} must be >= 1", ShapeError)
+    return s
+
+
 @onnx_op("SpaceToDepth")
 def space_to_depth(b, node):
     x = b.tensor(0)
-    s = b.attr("blocksize")
+    s = blocksize(b)
     n, c, h, w = x.shape
     if h % s or w % s:
         raise b.error(f"blocksize {s} does not divide H x W = {h} x {w}")
@@ -360,7 +380,7 @@ def space_to_depth(b, node):
 @onnx_op("DepthToSpace")
 def depth_to_space(b, node):
     x = b.tensor(0)
-    s = b.attr("blocksize")
+    s = blocksize(b)
     mode = b.attr("mode", "DCR")
     n, c, h, w = x.shape
     if c % (s * s):

@@ -295,6 +295,9 @@ class Weights:
         self._arrays = {}
 
     def add_proto(self, name, tensor):
+        """Hold a tensor to read when first asked for; its type and shape are checked now, since
+        `type` and `small` answer from them before any data is read."""
+        _check_type(tensor, self.where)
         self._arrays.pop(name, None)
         self._protos[name] = tensor
 
