@@ -367,10 +367,12 @@ def _exec(args):
 
 def _lowered(graph, chip, policy):
     """isa.lower, with a progress bar over the ops on stderr when stderr is a terminal (never in
-    a pipe, a file or a test): a large model takes seconds to lower."""
+    a pipe, a file or a test): a large model takes seconds to lower. It updates once a layer
+    group (mininterval 0: each update is drawn, however fast the lowering)."""
     if not sys.stderr.isatty():
         return isa.lower(graph, chip, policy)
-    with tqdm(total=len(graph.nodes), desc=f"lowering {graph.name}", unit="op", leave=False, file=sys.stderr) as bar:
+    with tqdm(total=len(graph.nodes), desc=f"lowering {graph.name}", unit="op", leave=False, file=sys.stderr,
+              mininterval=0) as bar:
         def progress(done, total):
             bar.total = total
             bar.update(done - bar.n)
