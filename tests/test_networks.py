@@ -11,14 +11,12 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from onnx.reference import ReferenceEvaluator  # noqa: E402
 
-import isa  # noqa: E402
-import sim  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import onnx_models as M  # noqa: E402
 from networks import crowd, faces, pose, small, tpu_v1, video, yolo  # noqa: E402
+from refeval import assert_like_onnx_reference  # noqa: E402
 
 
 def output_shapes(model):
@@ -131,13 +129,7 @@ SMALL = {
 def test_small_models_simulate_like_the_reference_evaluator(name):
     model = SMALL[name]()
     onnx.checker.check_model(model, full_check=True)
-    inputs = M.random_inputs(model)
-    want = dict(zip([o.name for o in model.graph.output], ReferenceEvaluator(model).run(None, inputs)))
-    got = sim.run(isa.from_onnx(model), "generic", inputs).outputs
-    assert set(got) == set(want)
-    for key, w in want.items():
-        assert got[key].shape == w.shape, key
-        np.testing.assert_allclose(got[key], w, rtol=1e-4, atol=1e-4 * max(np.std(w, dtype=np.float64), 1e-6) + 1e-6, err_msg=key)
+    assert_like_onnx_reference(model, M.random_inputs(model))
 
 
 def test_tpu_mlps_hold_the_papers_weights():

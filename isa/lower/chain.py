@@ -188,14 +188,14 @@ def lower_chain(ctx, chain):
     if plan is None:
         ctx.em.notes.append(f"layer group {_names(chain)}: one-row slices do not fit in {chain.mem}; lowered layer by layer")
         return False
-    slices = plan[0]
+    slices, rows, _ = plan
     em = ctx.em
     floor = _layered_cycles(ctx, chain, lambda p: p.floor())
     placed = _place_slices(ctx, chain, plan)
     if placed is None:
         return False
     sliced = placed[-1]
-    layered, against = floor, f"at least {floor:,.0f}"
+    against = f"at least {floor:,.0f}"
     if sliced > floor:  # the bound does not decide: search layer by layer, where its layers would be placed
         _release_slices(ctx, chain, placed)
         layered = _layered_cycles(ctx, chain, lambda p: p.tiling()[1])
@@ -216,7 +216,7 @@ def lower_chain(ctx, chain):
     for s, ranges in enumerate(slices):
         for t, k in chain.inner.items():
             buf = windows[t][s % ctx.slots]
-            buf.window = (2, ranges[k][0], plan[1][t])
+            buf.window = (2, ranges[k][0], rows[t])
             ctx.home[t] = buf
         for p, r in zip(plans, ranges):
             p.run(r)
