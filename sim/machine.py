@@ -15,7 +15,7 @@ import numpy as np
 
 from isa import dtypes
 from isa.errors import InputError, ProgramError
-from isa.instructions import REDUCTIONS, TABLE_OPERANDS, VECTOR_FNS, Dma, IndexedDma, Wait, instr_text, regions
+from isa.instructions import REDUCTIONS, TABLE_OPERANDS, VECTOR_FNS, Dma, IndexedDma, Region, Wait, instr_text, regions
 from isa.timing import Cache, Observer, Step, Timeline, price, vector_dtype
 from traces.occupancy import memory_counters
 from traces.records import BufferSpan, Event, Sync, Trace
@@ -154,13 +154,14 @@ def _check(chip, program):
     """Static checks of a program against a chip; returns the bytes used per memory, each
     engine's list of loop steps (see _step; None for a wait) and {(engine, index) of a wait:
     the (engine, index) it waits on}. Tiles repeat their local-memory instructions, so each
-    distinct instruction of an engine is checked and priced once."""
+    distinct instruction of an engine is checked and priced once; copies, by their shapes
+    (_Copies)."""
     extents, costs, waits = {}, {}, {}
     lengths = {e: len(stream) for e, stream in program.streams.items()}
     for e, stream in program.streams.items():
         if e not in chip.engines:
             raise ProgramError(f"program engine {e!r} is not on chip {chip.name} (engines: {', '.join(chip.engines)})")
-        known, shaped, costs[e] = {}, {}, []
+        known, copies, costs[e] = {}, _Copies(chip, chip.engines[e], extents), []
         for i, instr in enumerate(stream):
             if isinstance(instr, Wait):
                 on = waits[e, i] = tuple(_parse_id(ident) for ident in instr.on)
@@ -169,16 +170,15 @@ def _check(chip, program):
                         raise ProgramError(f"{e}.{i}: waits on {ident}, which is not an instruction of the program")
                 costs[e].append(None)
                 continue
-            copy = type(instr) is Dma  # copies rarely repeat: _priced keys them by their shapes
-            cost = None if copy else known.get(instr)
+            if type(instr) is Dma:
+                costs[e].append(copies.step(instr, i))
+                continue
+            cost = known.get(instr)
             if cost is None:
                 where = f"{e}.{i}"
-                reads, written = regions(instr)
-                for r in (*reads, *written):
-                    extents[r.mem] = max(extents.get(r.mem, 0), check_region(r, chip.memories, where))
-                cost = _priced(chip, chip.engines[e], instr, where, shaped)
-                if not copy:
-                    known[instr] = cost
+                _check_regions(instr, chip, extents, where)
+                _check_shapes(instr, where)
+                cost = known[instr] = _step(chip, chip.engines[e], instr, where)
             costs[e].append(cost)
     for b in program.bindings:
         extents[b.region.mem] = max(extents.get(b.region.mem, 0), check_region(b.region, chip.memories, f"binding {b.name}"))
@@ -189,20 +189,55 @@ def _check(chip, program):
     return extents, costs, waits
 
 
-def _priced(chip, engine, instr, where, shaped):
-    """_step of instr, checked: a copy costs the same at any address (its runs and bursts are
-    those of its shapes and strides), so copies that differ only in addresses are checked and
-    priced once (`shaped`: the engine's copies so far), then given their own ddr regions."""
-    if instr.kind != "dma" or isinstance(instr, IndexedDma):
+def _check_regions(instr, chip, extents, where):
+    """Each region of instr lies inside its memory; extents[memory] grows to the last byte used."""
+    reads, written = regions(instr)
+    for r in (*reads, *written):
+        extents[r.mem] = max(extents.get(r.mem, 0), check_region(r, chip.memories, where))
+
+
+class _Copies:
+    """An engine's plain copies, checked and priced once per shape: a copy costs the same at any
+    address (its runs and bursts are those of its shapes and strides), so only its two regions'
+    bounds are checked again, from their byte spans, and on a chip with a cache of ddr the Step
+    is given the copy's own ddr regions (isa/timing/cache.py reads them)."""
+
+    def __init__(self, chip, engine, extents):
+        self.chip, self.engine, self.extents = chip, engine, extents
+        self.cached = chip.cache is not None
+        self.shaped = {}  # shape key -> (Step, then per side (memory, first byte, last byte + 1 from addr, capacity))
+
+    def step(self, instr, i):
+        src, dst = instr.src, instr.dst
+        key = (src.mem, src.dtype, src.shape, src.strides, dst.mem, dst.dtype, dst.shape, dst.strides, instr.fn, instr.args, instr.cdt)
+        known = self.shaped.get(key)
+        if known is None:
+            known = self.shaped[key] = self._first(instr, f"{self.engine.name}.{i}")
+        step, src_span, dst_span = known
+        self._inside(src, src_span, i)
+        self._inside(dst, dst_span, i)
+        if not self.cached:
+            return step
+        return step._replace(read=src if step.read is not None else None, write=dst if step.write is not None else None)
+
+    def _first(self, instr, where):
+        chip = self.chip
+        _check_regions(instr, chip, self.extents, where)
         _check_shapes(instr, where)
-        return _step(chip, engine, instr, where)
-    src, dst = instr.src, instr.dst
-    key = (src.mem, src.dtype, src.shape, src.strides, dst.mem, dst.dtype, dst.shape, dst.strides, instr.fn, instr.args, instr.cdt)
-    step = shaped.get(key)
-    if step is None:
-        _check_shapes(instr, where)
-        step = shaped[key] = _step(chip, engine, instr, where)
-    return step._replace(read=src if step.read is not None else None, write=dst if step.write is not None else None)
+        step = _step(chip, self.engine, instr, where)
+        if not self.cached:
+            step = step._replace(read=None, write=None)
+        sides = (instr.src, instr.dst)
+        spans = map(Region.span, sides)
+        return (step, *((r.mem, lo - r.addr, hi - r.addr, chip.memories[r.mem].capacity) for r, (lo, hi) in zip(sides, spans)))
+
+    def _inside(self, region, span, i):
+        """region lies inside its memory, given its span's (memory, first, end) bytes from its address."""
+        mem, lo, hi, capacity = span
+        addr = region.addr
+        if addr + lo < 0 or addr + hi > capacity:
+            check_region(region, self.chip.memories, f"{self.engine.name}.{i}")  # raises, naming the bound
+        self.extents[mem] = max(self.extents[mem], addr + hi)
 
 
 def _check_shapes(instr, where):

@@ -7,11 +7,13 @@ so at each moment the time is split among the ops running then (from the start o
 instruction to the end of its last) in proportion to their work in it, the engine cycles their
 instructions spend there. The shares of all ops add up to the time some op was running."""
 
+import operator
 from dataclasses import dataclass
 
 import numpy as np
 
 from .occupancy import NEGLIGIBLE_FRAGMENTATION, memory_names
+from .records import Event
 from .text import human_bytes, si, table
 
 DDR = "ddr"  # the off-chip memory's name on every chip
@@ -76,31 +78,71 @@ class Summary:
 
 
 def summarize(trace):
-    work = [e for e in trace.events if e.kind != "wait"]
+    work = _Work(trace.events)
     busy = dict.fromkeys(trace.engines, 0)
-    for e in work:
-        busy[e.engine] = busy.get(e.engine, 0) + (e.end - e.start)
-    dma = [e for e in work if e.kind == "dma"]
+    for name, cycles in work.per_engine().items():
+        busy[name] = busy.get(name, 0) + cycles
+    dma = work.kind == work.code("kind", "dma")
+    read = dma & (work.src == work.code("src", DDR))
+    written = dma & (work.dst == work.code("dst", DDR))
+    host = trace.host_memory
     peaks = _memory_peaks(trace)
     return Summary(
         chip=trace.chip,
         clock_hz=trace.clock_hz,
         cycles=trace.cycles,
         seconds=trace.seconds(trace.cycles),
-        instructions=len(work),
+        instructions=work.count,
         busy=busy,
         utilization={name: c / trace.cycles if trace.cycles else 0.0 for name, c in busy.items()},
-        ddr_read_bytes=sum(e.bytes - e.cached for e in dma if e.src == DDR),
-        ddr_write_bytes=sum(e.bytes for e in dma if e.dst == DDR),
-        cache_hit_bytes=sum(e.cached for e in dma),
-        host_memory=trace.host_memory,
-        host_read_bytes=sum(e.bytes for e in dma if trace.host_memory and e.src == trace.host_memory),
-        host_write_bytes=sum(e.bytes for e in dma if trace.host_memory and e.dst == trace.host_memory),
+        ddr_read_bytes=int(work.bytes[read].sum() - work.cached[read].sum()),
+        ddr_write_bytes=int(work.bytes[written].sum()),
+        cache_hit_bytes=int(work.cached[dma].sum()),
+        host_memory=host,
+        host_read_bytes=int(work.bytes[dma & (work.src == work.code("src", host))].sum()) if host else 0,
+        host_write_bytes=int(work.bytes[dma & (work.dst == work.code("dst", host))].sum()) if host else 0,
         peak_bytes=peaks,
         capacity_bytes={name: trace.memories.get(name, 0) for name in peaks},
         peak_fragmentation={name: _peak(trace, "fragmentation." + name) for name in peaks},
         ops=_op_table(trace, work),
     )
+
+
+_COLUMNS = ("engine", "kind", "op", "start", "end", "bytes", "src", "dst", "ops", "cached")
+
+
+class _Work:
+    """A trace's events other than waits, as columns: numbers as numpy arrays, names as codes
+    (`names[column][code]`), so that sums per engine and per op are bincounts."""
+
+    def __init__(self, events):
+        work = [e for e in events if e.kind != "wait"]
+        fields = {name: list(map(operator.itemgetter(Event._fields.index(name)), work)) for name in _COLUMNS}
+        self.count = len(fields["start"])
+        self.names, self.codes = {}, {}
+        for column in ("engine", "kind", "op", "src", "dst"):
+            codes = self.codes[column] = {name: k for k, name in enumerate(dict.fromkeys(fields[column]))}
+            self.names[column] = list(codes)
+            setattr(self, column, np.fromiter(map(codes.__getitem__, fields[column]), np.int64, self.count))
+        for column in ("start", "end"):
+            setattr(self, column, np.array(fields[column], float))
+        for column in ("bytes", "ops", "cached"):
+            setattr(self, column, np.array(fields[column], np.int64))
+
+    def code(self, column, name):
+        """name's code in column; -1 (matching nothing) when no event has it."""
+        return self.codes[column].get(name, -1)
+
+    def per_engine(self):
+        """engine -> busy cycles, engines in order of first event."""
+        cycles = np.bincount(self.engine, weights=self.end - self.start, minlength=len(self.names["engine"]))
+        return dict(zip(self.names["engine"], map(_number, cycles.tolist())))
+
+
+def _number(x):
+    """A cycle count as the events give it: whole cycles as an int."""
+    x = float(x)
+    return int(x) if x.is_integer() else x
 
 
 def _memory_peaks(trace):
@@ -113,41 +155,54 @@ def _peak(trace, counter):
 
 
 def _op_table(trace, work):
-    spans, busy, totals = {}, {}, {}
-    for e in sorted(work, key=lambda e: e.start):
-        if not e.op:
-            continue
-        start, end = spans.get(e.op, (e.start, e.end))
-        spans[e.op] = (start, max(end, e.end))
-        engines = busy.setdefault(e.op, {})
-        engines[e.engine] = engines.get(e.engine, 0) + (e.end - e.start)
-        dma, ddr, ops = totals.get(e.op, (0, 0, 0))
-        if e.kind == "dma":
-            dma += e.bytes
-            ddr += e.bytes * ((e.src == DDR) + (e.dst == DDR)) - e.cached
-        totals[e.op] = (dma, ddr, ops + e.ops)
-    shares = time_shares(spans, work)
-    return {
-        op: OpStats(op, start, end, busy[op], *totals[op], shares[op], trace.seconds(shares[op])) for op, (start, end) in spans.items()
-    }
+    """op -> OpStats, ops in order of their first instruction's start (ties: trace order), each
+    op's engines likewise."""
+    named = work.op != work.code("op", "")
+    order = np.argsort(work.start, kind="stable")
+    order = order[named[order]]
+    op, engine = work.op[order], work.engine[order]
+    start, end = work.start[order], work.end[order]
+    n_ops, n_engines = len(work.names["op"]), len(work.names["engine"])
+    codes, first = np.unique(op, return_index=True)
+    codes = codes[np.argsort(first, kind="stable")]
+    names = [work.names["op"][c] for c in codes]
+    least = np.full(n_ops, np.inf)
+    np.minimum.at(least, op, start)
+    most = np.full(n_ops, -np.inf)
+    np.maximum.at(most, op, end)
+    spans = {name: (_number(least[c]), _number(most[c])) for name, c in zip(names, codes)}
+    pairs = op * n_engines + engine
+    busy_cycles = np.bincount(pairs, weights=end - start, minlength=n_ops * n_engines)
+    used, first = np.unique(pairs, return_index=True)
+    busy = {name: {} for name in names}
+    op_names, engine_names = work.names["op"], work.names["engine"]
+    for pair in used[np.argsort(first, kind="stable")].tolist():
+        busy[op_names[pair // n_engines]][engine_names[pair % n_engines]] = _number(busy_cycles[pair])
+    dma = work.kind[order] == work.code("kind", "dma")
+    nbytes, cached = work.bytes[order], work.cached[order]
+    ends = (work.src[order] == work.code("src", DDR)).astype(np.int64) + (work.dst[order] == work.code("dst", DDR))
+    dma_bytes = np.bincount(op[dma], weights=nbytes[dma], minlength=n_ops)
+    ddr_bytes = np.bincount(op[dma], weights=(nbytes * ends - cached)[dma], minlength=n_ops)
+    arithmetic = np.bincount(op, weights=work.ops[order], minlength=n_ops)
+    position = np.zeros(n_ops, np.int64)
+    position[codes] = np.arange(len(codes))
+    shares = time_shares(least[codes], most[codes], position[op], start, end).tolist()
+    return {name: OpStats(name, *spans[name], busy[name], int(dma_bytes[c]), int(ddr_bytes[c]), int(arithmetic[c]), share,
+                          trace.seconds(share)) for name, c, share in zip(names, codes, shares)}
 
 
-def time_shares(spans, events):
+def time_shares(first, last, op, start, end):
     """op -> its share of the time (the module docstring): at each moment the time goes to the
     ops whose instructions run then, in proportion to the engines each keeps busy; a moment when
     the ops whose spans cover it all wait goes to them in proportion to their work over the run
     (equally if none did any). So an event earns the integral over its time of one over the
     engines busy then, and an op's span, over the moments nothing runs, its work over the work
-    of the spans covering them: integrals of step functions over the run's change points."""
-    names = list(spans)
-    index = {op: k for k, op in enumerate(names)}
-    busy = [(e.start, e.end, index[e.op]) for e in events if e.op and e.end > e.start]
-    starts = np.array([b[0] for b in busy], float)
-    ends = np.array([b[1] for b in busy], float)
-    ops = np.array([b[2] for b in busy], np.int64)
-    first = np.array([spans[op][0] for op in names], float)
-    last = np.array([spans[op][1] for op in names], float)
-    work = np.bincount(ops, weights=ends - starts, minlength=len(names))
+    of the spans covering them: integrals of step functions over the run's change points.
+    Each op's span is first[k] to last[k]; each event's op is a position k in those arrays. The
+    shares come back as an array in that order."""
+    ran = end > start
+    starts, ends, ops = start[ran], end[ran], op[ran]
+    work = np.bincount(ops, weights=ends - starts, minlength=len(first))
     points = np.unique(np.concatenate((starts, ends, first, last, [0.0])))
 
     def level(lo, hi, weights):  # the weights of the intervals covering each step [points[k], points[k + 1])
@@ -164,12 +219,12 @@ def time_shares(spans, events):
     worked = level(first, last, (work > 0).astype(float))
     unworked = level(first, last, (work == 0).astype(float))
     by_work = level(first, last, work)
-    shares = np.zeros(len(names))
+    shares = np.zeros(len(first))
     np.add.at(shares, ops, integral(np.where(engines > 0.5, 1 / np.maximum(engines, 1), 0.0), starts, ends))
     waiting = engines < 0.5
     shares += work * integral(np.where(waiting & (worked > 0.5), 1 / np.where(worked > 0.5, by_work, 1), 0.0), first, last)
     shares += (work == 0) * integral(np.where(waiting & (worked < 0.5) & (unworked > 0.5), 1 / np.maximum(unworked, 1), 0.0), first, last)
-    return dict(zip(names, shares.tolist()))
+    return shares
 
 
 def format_summary(summary, top=5):

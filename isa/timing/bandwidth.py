@@ -21,6 +21,10 @@ Progressive filling runs over groups (one copy of each cluster's memories standi
 only after a change to a group that uses a contended memory or a change of contention. Each
 group keeps its members' ends in a heap, as bytes of the group's progress (what each member has
 moved since the group began), so time advances group by group.
+
+A transfer that starts while no other moves runs alone (`_Solo`) without any of this: one timer
+at its uncontended end. Should another start before that end, the lone one is grouped first as
+it would have been at its start, and the model goes on from there as above.
 """
 
 import heapq
@@ -93,6 +97,7 @@ class Arbiter:
         self.timer = None  # the one completion timer that counts; earlier ones are stale
         # (cycle, bytes per cycle) steps of the watched memory's read and write traffic
         self.read, self.write = [(0.0, 0.0)], [(0.0, 0.0)]
+        self.solo = None  # the _Solo moving alone, if one is
 
     def transfer(self, nbytes, cap, use, src, dst, cached=0.0, shares=(1.0, 1.0)):
         """An event that fires when nbytes have moved; use maps memory -> endpoints in it (a
@@ -103,16 +108,27 @@ class Arbiter:
         if nbytes <= 0:
             done.succeed()
             return done
-        self._advance()
-        if self.due is not None and self.env.now >= self.due - 1:  # earlier, nothing can end (see _reschedule)
-            self._finish()
         given = cap, tuple(use.items())
         form = self.forms.get(given)
         if form is None:
             form = self.forms[given] = _form(cap, use, self.bandwidths, self.local)
-        cap, use, shared = form
         t = _Transfer(self.seq, float(nbytes), form, done, src, dst, cached, shares)
         self.seq += 1
+        if self.solo is not None:
+            self._join()
+        elif not self.groups:
+            self.solo = _Solo(self, t)
+            return done
+        self._advance()
+        if self.due is not None and self.env.now >= self.due - 1:  # earlier, nothing can end (see _reschedule)
+            self._finish()
+        self._enter(t)
+        self._reschedule()
+        return done
+
+    def _enter(self, t):
+        """Count t among its memories' users and put it in its group."""
+        cap, use, shared = t.cap, t.use, t.shared
         users, demand, touch, moved = self.users, self.demand, self._touch, self.moved
         for m, n in use:
             users[m].add(t)
@@ -123,8 +139,13 @@ class Arbiter:
             self._regroup()
         else:  # nothing else changes group, and t uses no contended memory of a core
             self._place(t, ((cap, shared, ()), None), t.nbytes)
-        self._reschedule()
-        return done
+
+    def _join(self):
+        """Another transfer starts while the solo one moves: group the solo one as it would have
+        been grouped at its start, with the completion it scheduled then."""
+        solo, self.solo = self.solo, None
+        self._enter(solo.transfer)
+        self.since, self.due, self.timer = solo.start, solo.due, solo.timer
 
     def _advance(self):
         elapsed = self.env.now - self.since
@@ -303,10 +324,49 @@ class Arbiter:
             self.timer.callbacks.append(self._tick)
 
     def _tick(self, timer):
-        if timer is self.timer:  # otherwise a later change already rescheduled
+        solo = self.solo
+        if solo is not None and timer is solo.timer:
+            solo.tick()
+        elif timer is self.timer:  # otherwise a later change already rescheduled
             self._advance()
             self._finish()
             self._reschedule()
+
+
+class _Solo:
+    """A transfer moving alone, at its cap, and what the arbiter would have recorded for it: its
+    traffic from its start and the timer of its end."""
+
+    __slots__ = ("arbiter", "due", "start", "timer", "transfer")
+
+    def __init__(self, arbiter, t):
+        self.arbiter, self.transfer = arbiter, t
+        self.start = now = arbiter.env.now
+        watch = arbiter.watch
+        _step(arbiter.read, t.cap * t.read if t.src == watch and t.read else 0.0, now)
+        _step(arbiter.write, t.cap * t.written if t.dst == watch and t.written else 0.0, now)
+        self._schedule(t.nbytes)
+
+    def _schedule(self, left):
+        delay = max(math.ceil(left / self.transfer.cap - _EPS), 1)  # as _reschedule words it
+        self.due = self.arbiter.env.now + delay
+        self.timer = self.arbiter.env.timeout(delay)
+        self.timer.callbacks.append(self.arbiter._tick)
+
+    def tick(self):
+        """Its timer fired: it has moved its bytes (or, for float rounding, it waits on)."""
+        arbiter, t = self.arbiter, self.transfer
+        now = arbiter.env.now
+        left = t.nbytes - t.cap * (now - self.start)
+        if left > t.cap * _EPS:
+            self._schedule(left)
+            return
+        arbiter.solo = None
+        arbiter.since = now
+        t.active = False
+        t.done.succeed()
+        _step(arbiter.read, 0.0, now)
+        _step(arbiter.write, 0.0, now)
 
 
 def _form(cap, use, bandwidths, local):
