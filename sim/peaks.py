@@ -3,6 +3,7 @@ of the matrix unit (m * n * k MACs every block_cycles[dtype] cycles, k its depth
 vector unit (lanes * per_lane[dtype] elements per cycle), summed over the engines of a kind; and
 the dtype each op of a program runs in, whose peak is that op's roof."""
 
+import collections
 
 
 def matrix_ops_per_cycle(unit):
@@ -34,9 +35,12 @@ def op_dtypes(program, steps) -> dict:
     Steps, as the machine ran them."""
     work = {}
     for engine, stream in program.streams.items():
-        for instr, step in zip(stream, steps[engine]):
-            if step is None or not instr.op or step.kind not in ("matrix", "vector"):
+        priced = steps[engine]  # repeated instructions share one Step: each (op, Step) is tallied once
+        by_id = {id(step): step for step in priced}
+        for (op, k), count in collections.Counter(zip((instr.op for instr in stream), map(id, priced))).items():
+            step = by_id[k]
+            if step is None or not op or step.kind not in ("matrix", "vector"):
                 continue
-            tally = work.setdefault(instr.op, {}).setdefault(step.kind, {})
-            tally[step.dtype] = tally.get(step.dtype, 0) + step.ops
+            tally = work.setdefault(op, {}).setdefault(step.kind, {})
+            tally[step.dtype] = tally.get(step.dtype, 0) + step.ops * count
     return {op: {unit: max(tally, key=tally.get) for unit, tally in units.items()} for op, units in work.items()}

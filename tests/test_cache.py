@@ -186,11 +186,13 @@ def test_a_partly_cached_transfer_takes_ddr_bandwidth_for_its_misses_only(b_cap,
     40, a rises on until its quarter fills what b leaves of DDR: 0.25 x 240 + 40 = 100."""
     env = simpy.Environment()
     arbiter = Arbiter(env, {"ddr": 100, "l2": 400, "l1": 1000})
-    a = arbiter.transfer(rates[0] * 10 + 1, 300, {"ddr": 0.25, "l2": 0.75, "l1": 1}, "ddr", "l1", cached=0.75)
-    b = arbiter.transfer(rates[1] * 10, b_cap, {"ddr": 1, "l1": 1}, "ddr", "l1")
     ends = {}
-    for name, done in (("a", a), ("b", b)):
-        done.callbacks.append(lambda _, name=name: ends.setdefault(name, env.now))
+
+    def ended(name):  # waited on at once, as the arbiter asks
+        return lambda _: ends.setdefault(name, env.now)
+
+    arbiter.transfer(rates[0] * 10 + 1, 300, {"ddr": 0.25, "l2": 0.75, "l1": 1}, "ddr", "l1", cached=0.75).callbacks.append(ended("a"))
+    arbiter.transfer(rates[1] * 10, b_cap, {"ddr": 1, "l1": 1}, "ddr", "l1").callbacks.append(ended("b"))
     env.run()
     # each moves 10 cycles' worth at its rate; a's extra byte, alone, takes one more cycle
     assert ends == {"a": 11, "b": 10}

@@ -129,19 +129,23 @@ def candidates(shape, reduction, units, fits, limits=None, blocks=None, area=1):
     limits = tuple(shape) + (reduction,) if limits is None else limits
     found = []
     blocks = blocks or sorted(set(halvings(limits[-1], reduce_unit) + filling_blocks(limits[-1], reduce_unit, area)), reverse=True)
+    rows = splits(limits[2]) if len(shape) > 2 else [None]
+    rest = tuple(limits[3:-1])
+    first, before = {}, None  # (batch, channel) positions -> the first of rows that fits them with the block before
     for tic in blocks:
-        for tn in halvings(limits[0], 1):
-            for toc in halvings(limits[1], channel_unit):
-                fitting = False  # once a tile fits, the shorter ones do
-                for toh in (splits(limits[2]) if len(shape) > 2 else [None]):
-                    tile = (tn, toc) + ((toh,) + tuple(limits[3:-1]) if toh is not None else ())
-                    if fitting or fits(tile, tic):
-                        fitting = True
-                        found.append((tile, tic))
-                    elif toh == 1 and len(shape) > 3:  # a row too big: cut the rest of the spatial dims
-                        cut = choose_tile(shape[3:], lambda rest: fits((tn, toc, 1) + tuple(rest), tic), limits[3:-1])  # noqa: B023
-                        if cut:
-                            found.append(((tn, toc, 1) + tuple(cut), tic))
+        larger = first if before is not None and tic < before else {}
+        first, before = {}, tic  # the same with this block
+        for b, tn in enumerate(halvings(limits[0], 1)):
+            for c, toc in enumerate(halvings(limits[1], channel_unit)):
+                tiles = [(tn, toc) + ((toh,) + rest if toh is not None else ()) for toh in rows]
+                # a tile that fits with more of the block, the batch or the channels fits with less
+                known = min(larger.get((b, c), len(rows)), first.get((b - 1, c), len(rows)), first.get((b, c - 1), len(rows)))
+                k = first[b, c] = next((k for k in range(known) if fits(tiles[k], tic)), known)
+                found += [(tile, tic) for tile in tiles[k:]]
+                if k == len(rows) and len(shape) > 3:  # a row too big: cut the rest of the spatial dims
+                    cut = choose_tile(shape[3:], lambda rest: fits((tn, toc, 1) + tuple(rest), tic), limits[3:-1])  # noqa: B023
+                    if cut:
+                        found.append(((tn, toc, 1) + tuple(cut), tic))
     return found
 
 

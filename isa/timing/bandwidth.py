@@ -103,7 +103,9 @@ class Arbiter:
         """An event that fires when nbytes have moved; use maps memory -> endpoints in it (a
         share of one for a source partly read from a cache, isa/timing/cache.py, or the narrower side
         of a converting DMA); shares: the (read, written) shares of nbytes on each side; cached:
-        the share of them the cache serves, which the watched memory's read traffic leaves out."""
+        the share of them the cache serves, which the watched memory's read traffic leaves out.
+        Wait on the event before the next transfer starts (as a process does that yields it):
+        a transfer moving alone hands out its timer, whose waiters a later one moves."""
         done = self.env.event()
         if nbytes <= 0:
             done.succeed()
@@ -118,7 +120,7 @@ class Arbiter:
             self._join()
         elif not self.groups:
             self.solo = _Solo(self, t)
-            return done
+            return self.solo.waiter
         self._advance()
         if self.due is not None and self.env.now >= self.due - 1:  # earlier, nothing can end (see _reschedule)
             self._finish()
@@ -144,6 +146,8 @@ class Arbiter:
         """Another transfer starts while the solo one moves: group the solo one as it would have
         been grouped at its start, with the completion it scheduled then."""
         solo, self.solo = self.solo, None
+        if solo.waiter is solo.timer:  # its waiters now wait for its own event, as one of the many
+            solo.forward()
         self._enter(solo.transfer)
         self.since, self.due, self.timer = solo.start, solo.due, solo.timer
 
@@ -335,9 +339,13 @@ class Arbiter:
 
 class _Solo:
     """A transfer moving alone, at its cap, and what the arbiter would have recorded for it: its
-    traffic from its start and the timer of its end."""
+    traffic from its start and the timer of its end. The caller waits on that timer itself
+    (`waiter`) when the transfer will have moved its bytes by then, as it does unless float
+    rounding leaves a sliver: one SimPy event per transfer. The timer's first callback
+    (Arbiter._tick) ends the transfer before the waiters see it; if another transfer joins it
+    first, the waiters move to the transfer's own event (`forward`)."""
 
-    __slots__ = ("arbiter", "due", "start", "timer", "transfer")
+    __slots__ = ("arbiter", "callbacks", "due", "start", "timer", "transfer", "waiter")
 
     def __init__(self, arbiter, t):
         self.arbiter, self.transfer = arbiter, t
@@ -345,26 +353,40 @@ class _Solo:
         watch = arbiter.watch
         _step(arbiter.read, t.cap * t.read if t.src == watch and t.read else 0.0, now)
         _step(arbiter.write, t.cap * t.written if t.dst == watch and t.written else 0.0, now)
-        self._schedule(t.nbytes)
+        delay = self._schedule(t.nbytes)
+        self.waiter = self.timer if self._left(now + delay) <= t.cap * _EPS else t.done
+
+    def _left(self, now):
+        """The bytes it has left to move at cycle `now`, as tick() works them out."""
+        return self.transfer.nbytes - self.transfer.cap * (now - self.start)
 
     def _schedule(self, left):
         delay = max(math.ceil(left / self.transfer.cap - _EPS), 1)  # as _reschedule words it
         self.due = self.arbiter.env.now + delay
         self.timer = self.arbiter.env.timeout(delay)
-        self.timer.callbacks.append(self.arbiter._tick)
+        self.callbacks = self.timer.callbacks  # the list SimPy runs when the timer fires
+        self.callbacks.append(self.arbiter._tick)
+        return delay
+
+    def forward(self):
+        """Another transfer joins it: the timer's callbacks after the arbiter's (its waiters) go
+        to the transfer's own event, which fires when it has moved its bytes among the many."""
+        self.transfer.done.callbacks.extend(self.callbacks[1:])
+        del self.callbacks[1:]
 
     def tick(self):
         """Its timer fired: it has moved its bytes (or, for float rounding, it waits on)."""
         arbiter, t = self.arbiter, self.transfer
         now = arbiter.env.now
-        left = t.nbytes - t.cap * (now - self.start)
+        left = self._left(now)
         if left > t.cap * _EPS:
             self._schedule(left)
             return
         arbiter.solo = None
         arbiter.since = now
         t.active = False
-        t.done.succeed()
+        if self.waiter is not self.timer:
+            t.done.succeed()
         _step(arbiter.read, 0.0, now)
         _step(arbiter.write, 0.0, now)
 
@@ -382,7 +404,8 @@ def _form(cap, use, bandwidths, local):
 def _step(series, rate, now):
     """Record the traffic `rate` from cycle `now` on, unless it is the rate already (a
     difference of float rounding is none); a second change at one cycle replaces the first."""
-    if _same(rate, series[-1][1]):
+    last = series[-1][1]
+    if rate == last or _same(rate, last):
         return
     if series[-1][0] != now:
         series.append((now, rate))
