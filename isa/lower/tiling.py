@@ -161,10 +161,18 @@ def least(floors, ties, make, choices, bounds_hold=True):
     memories the bound gives each a fixed share of), each is replayed as soon as it is made."""
     if not len(choices):
         return None
-    heap = [(floors[i], tuple(t[i] for t in ties), int(i), None) for i in np.lexsort((*reversed(ties), floors))]
-    best = None
-    while heap:
-        low, tie, i, made = heapq.heappop(heap)
+    order = np.lexsort((*reversed(ties), floors)).tolist()  # the unmade, by (floor, ties, index)
+    waiting = []  # a heap of the made that wait their turn: (bound, ties, index, Estimate)
+    best, k = None, 0
+    while k < len(order) or waiting:
+        if k < len(order):
+            i = order[k]
+            unmade = (floors[i], tuple(t[i] for t in ties), i, None)
+        if k < len(order) and not (waiting and waiting[0][:3] < unmade[:3]):
+            low, tie, i, made = unmade
+            k += 1
+        else:
+            low, tie, i, made = heapq.heappop(waiting)
         if best is not None and low >= best[0]:
             break
         if made is None:
@@ -173,7 +181,7 @@ def least(floors, ties, make, choices, bounds_hold=True):
             if best is not None and bound >= best[0]:
                 continue
             if bounds_hold:
-                heapq.heappush(heap, (max(low, bound), tie, i, made))
+                heapq.heappush(waiting, (max(low, bound), tie, i, made))
                 continue
         found = (made.cycles(), tie, i)
         if best is None or found[:2] < best[:2]:
