@@ -23,7 +23,7 @@ from resnet50 import resnet50
 
 import isa
 import sim
-from isa.lower.fusion import groups
+from isa.lower.schedule.fusion import groups
 from sim.run import configure
 
 SOURCE = "sophgo/sophon-demo sample/ResNet/README.md @ 04d1ec7f, section 7.1"

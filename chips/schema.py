@@ -80,7 +80,7 @@ class MatrixUnit:
     k_per_dtype: Mapping[str, int] = field(default_factory=dict)  # operand dtype -> its block's depth, where not k
     # operand dtype -> batch items stored side by side in one word (BM1684's int8 "4N"): the
     # unit multiplies whole groups of them, so a convolution's batch tile is computed padded
-    # to a multiple (isa/lower/conv.py); 1 where absent
+    # to a multiple (isa/lower/templates/conv.py); 1 where absent
     batch_slots: Mapping[str, int] = field(default_factory=dict)
     a: str | None = None  # memory of the left operand (default: the engine's memory)
     b: str | None = None  # memory of the right operand
@@ -190,7 +190,7 @@ class Chip:
 
     @cached_property
     def memo(self):
-        """A dict for what is worked out from the chip once and kept with it (isa/lower/route.py's
+        """A dict for what is worked out from the chip once and kept with it (isa/lower/memory/route.py's
         routes); not part of its value."""
         return {}
 

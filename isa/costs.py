@@ -1,6 +1,6 @@
 """The machine's cost arithmetic (docs/cost-model.md), in one place for the two that
 need it: the simulator's engines (sim/engines) charge instructions with it, and the lowering's
-estimate (isa/lower/estimate.py) prices the tilings it chooses between with it.
+estimate (isa/lower/schedule/estimate.py) prices the tilings it chooses between with it.
 
 - DMA: latency + ceil(bytes_moved / bandwidth). bytes_moved is the larger of a transfer's two
   sides, each rounding every contiguous run of bytes up to its memory's burst; latency is the

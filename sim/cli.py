@@ -387,7 +387,7 @@ def _counts(program):
 
 def _print_layer_groups(program):
     groups = [n.removeprefix("layer group ") for n in program.notes if n.startswith("layer group") and "lowered layer by layer" not in n]
-    if groups:  # isa/lower/chain.py's multi-layer groups, as the program notes them
+    if groups:  # isa/lower/schedule/chain.py's multi-layer groups, as the program notes them
         print("layer groups:\n" + "\n".join(f"  {g}" for g in groups))
 
 

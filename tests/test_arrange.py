@@ -1,5 +1,5 @@
 """The data-arrangement ops (isa/ops/movement.py, pad.py, axis_shift.py, fill.py) on the arrange
-template (isa/lower/arrange.py): every seed example with its hand values (the
+template (isa/lower/templates/arrange.py): every seed example with its hand values (the
 corrections for pad PAD_SYMMETRIC and space_to_batch in docs/sources.md#known-slips), random shapes and dtypes on every chip
 that has the op, DMA transfers only, pieces that write every output element exactly once,
 staging through on-chip memory, the fill's one-burst read, and every documented constraint's

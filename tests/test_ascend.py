@@ -10,7 +10,7 @@ import pytest
 import chips
 import isa
 import sim
-from isa.lower.route import route
+from isa.lower.memory.route import route
 from sim.cli import main
 
 CHIP = chips.load("ascend310b")

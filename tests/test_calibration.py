@@ -1,7 +1,7 @@
 """The calibration bench (bench/calibrate.py) and what it rests on: bench/resnet50.py's batch
 and float16 graphs computing what their references say, the table's arithmetic, and the fact
 the published BM1684X-vs-BM1684 FP32 note gives: half the local memory, more DDR traffic
-(isa/lower/chain.py's layer groups are what makes the local memory's size bind)."""
+(isa/lower/schedule/chain.py's layer groups are what makes the local memory's size bind)."""
 
 import sys
 from pathlib import Path

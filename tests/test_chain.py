@@ -1,4 +1,4 @@
-"""Multi-layer layer groups (isa/lower/chain.py): chains of convolutions run slice by slice with
+"""Multi-layer layer groups (isa/lower/schedule/chain.py): chains of convolutions run slice by slice with
 their intermediates in local memory. Every run checks the outputs against the references and
 that timing mode gives functional mode's cycles."""
 

@@ -17,7 +17,7 @@ import chips
 import isa
 import sim
 from isa import dtypes
-from isa.lower.fusion import groups as layer_groups
+from isa.lower.schedule.fusion import groups as layer_groups
 from isa.ops import REGISTRY
 from sim.run import configure
 

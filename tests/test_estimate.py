@@ -1,4 +1,4 @@
-"""The lowering's estimate of a tiled op (isa/lower/estimate.py) against the machine.
+"""The lowering's estimate of a tiled op (isa/lower/schedule/estimate.py) against the machine.
 
 The conv and matrix templates choose their tiling by it (and the layer groups price max poolings
 with it) and note the choice with its estimate in the program ("tiling <op>: ... estimated N
@@ -132,7 +132,7 @@ def test_no_tile_limit_beats_the_choice(graph, limits):
 @pytest.mark.parametrize("name", ["bm1684", "ascend910b"])
 def test_a_search_cache_hit_gives_the_plan_a_search_gives(name, monkeypatch):
     """Two identical convolutions in a row: the second's tiling comes from the first's search
-    (isa/lower/searches.py), also where a cache of DDR makes hits depend on where the tensors
+    (isa/lower/schedule/searches.py), also where a cache of DDR makes hits depend on where the tensors
     lie (at other addresses, the same offsets in the cache's lines), and is the one its own
     search would choose."""
     from isa.lower.context import Lowering
@@ -160,7 +160,7 @@ def test_a_search_cache_hit_gives_the_plan_a_search_gives(name, monkeypatch):
 def test_steady_state_is_priced_as_a_whole_replay_would():
     """A product of 32 x 16 tiles of 8 K blocks: runs of like positions replayed only in part,
     the rest priced by their settled period, give the cycles of replaying every step."""
-    from isa.lower import estimate
+    from isa.lower.schedule import estimate
 
     graph, bm1684 = matmul(512, 1024, 1024, "float32"), chips.load("bm1684")
     policy = policy_from_overrides({"max_tile": "n=16,c=64,k=128"})

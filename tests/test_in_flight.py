@@ -1,6 +1,6 @@
 """Converting DMAs (a DMA that applies an element-wise function on the way, as an Ascend FixPipe
 quantizes, casts and rectifies what leaves L0C) and the matrix templates' epilogue done by one
-(isa/lower/in_flight.py): values, exact cycles, traffic, and the errors."""
+(isa/lower/templates/in_flight.py): values, exact cycles, traffic, and the errors."""
 
 from itertools import pairwise
 

@@ -239,7 +239,7 @@ def test_the_bench_simulates_a_layer_and_reads_its_engines():
     assert step.ddr_bytes > 0  # less than the weights for a layer this small: the L2's hits are not DDR traffic
 
 
-# ---- a transpose through local memory (isa/lower/transpose.py) -----------------------------------
+# ---- a transpose through local memory (isa/lower/templates/transpose.py) -----------------------------------
 
 @pytest.mark.parametrize("chip", ["ascend910b", "ascend310b"])
 def test_a_transpose_staged_on_chip_moves_whole_bursts(chip):

@@ -15,7 +15,7 @@ import chips
 import isa
 import sim
 import traces
-from isa.lower.route import route
+from isa.lower.memory.route import route
 from sim.cli import main
 from sim.peaks import peak_ops
 

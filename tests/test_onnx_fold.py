@@ -135,7 +135,7 @@ def test_folded_unfolded_and_reference_agree_on_a_residual_block(chip):
 def test_the_folded_block_is_two_layer_groups_with_add_and_relu_in_the_second():
     """Folded, each Conv leads a layer group its Relu (and the residual Add) joins; unfolded, the
     BN's parameter arithmetic sits between each Conv and its Relu in graph order."""
-    from isa.lower.fusion import groups
+    from isa.lower.schedule.fusion import groups
 
     def heads(g):
         return [[n.op for n in grp.nodes] for grp in groups(g, BM1684, isa.Policy()) if grp.template != "view"]

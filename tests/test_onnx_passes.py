@@ -216,7 +216,7 @@ def test_a_paddle_style_export_costs_within_5_percent_of_its_op_by_op_twin(chip)
 
 
 def test_scalar_multiply_add_and_hardswish_after_each_convolution_join_its_layer_group():
-    from isa.lower.fusion import groups
+    from isa.lower.schedule.fusion import groups
 
     g = isa.from_onnx(onnx_models.pp_lcnet("paddle", size=32))
     heads = [[n.op for n in grp.nodes] for grp in groups(g, chips.load("bm1684"), isa.Policy()) if grp.template == "conv"]

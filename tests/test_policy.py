@@ -13,9 +13,9 @@ import chips
 import isa
 import sim
 from isa import graphfile
-from isa.lower.alloc import Allocator
-from isa.lower.fusion import groups
+from isa.lower.memory.alloc import Allocator
 from isa.lower.policy import policy_from_overrides
+from isa.lower.schedule.fusion import groups
 from sim.cli import main
 
 O = isa.ops

@@ -12,7 +12,7 @@ import chips
 import isa
 import sim
 from isa.instructions import Matmul
-from isa.lower.route import route
+from isa.lower.memory.route import route
 from sim.run import configure
 from traces.stored import from_data, to_data
 from traces.summary import format_summary

@@ -1,9 +1,9 @@
 """Graph -> Program: a sequence of small passes over plain data.
 
 1. check    every op is supported by the chip for its dtypes (isa/lower/check.py)
-2. group    chains of local ops fuse into layer groups (isa/lower/fusion.py); runs of
+2. group    chains of local ops fuse into layer groups (isa/lower/schedule/fusion.py); runs of
             convolution groups form multi-layer groups run slice by slice, the tensors they
-            hand on in local memory (isa/lower/chain.py)
+            hand on in local memory (isa/lower/schedule/chain.py)
 3. place    memory the policy reserves is taken out; graph inputs, constants and outputs get
             homes for the whole run (DDR; a pinned constant on chip); a tensor passed between
             groups lives from its producer to its last user in DDR, or on chip when the policy
@@ -16,23 +16,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import ConfigError, OutOfMemoryError
-from .arrange import lower_arrange
-from .chain import Chains, lower_chain
 from .check import check_graph, check_sizes
 from .context import Lowering, local_memory
-from .conv import lower_conv
 from .emit import Emitter
-from .fusion import groups as make_groups
-from .indexed import lower_indexed
-from .local import lower_elementwise
-from .matmul import lower_matmul
-from .place import PLACES_OWN_OUTPUTS, lower_constant, lower_view
+from .memory.route import copy
 from .policy import Policy, policy_from_overrides
-from .pool import lower_pool
-from .reduce import lower_reduce
-from .resize import lower_resize
-from .route import copy
-from .scalar import lower_scalar
+from .schedule.chain import Chains, lower_chain
+from .schedule.fusion import groups as make_groups
+from .templates.arrange import lower_arrange
+from .templates.conv import lower_conv
+from .templates.indexed import lower_indexed
+from .templates.local import lower_elementwise
+from .templates.matmul import lower_matmul
+from .templates.place import PLACES_OWN_OUTPUTS, lower_constant, lower_view
+from .templates.pool import lower_pool
+from .templates.reduce import lower_reduce
+from .templates.resize import lower_resize
+from .templates.scalar import lower_scalar
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def lower(graph, chip, policy=None, progress: Callable[[int, int], None] | None 
 
 def _lower_chain(ctx, chains, chain, place):
     """Emit a chain as one layer group, or where its estimate declines it, its groups cut into
-    shorter chains and single groups (isa/lower/chain.py), the tensors it would have held
+    shorter chains and single groups (isa/lower/schedule/chain.py), the tensors it would have held
     placed as their makers run."""
     if lower_chain(ctx, chain):
         return

@@ -6,7 +6,7 @@ home through route/copy, whichever memory that is.
 A tiled template runs its tiles on units: the engines of one core that compute a tile, each
 with that core's memories (`units`). A chip of several cores, or a core of several vector
 engines (an Ascend 910B cluster's two vector cores), has several; the template deals its
-tiles among them (isa/lower/pipeline.py)."""
+tiles among them (isa/lower/schedule/pipeline.py)."""
 
 from dataclasses import dataclass, field
 
@@ -15,8 +15,8 @@ import numpy as np
 from .. import dtypes
 from ..errors import UnsupportedError
 from .check import support_row
-from .searches import signature
-from .tiling import dim_names
+from .schedule.searches import signature
+from .schedule.tiling import dim_names
 
 
 @dataclass
@@ -28,10 +28,10 @@ class Lowering:
     home: dict  # tensor name -> Buf it lives in (DDR or on-chip)
     bound: set = field(default_factory=set)  # tensors whose home lasts the whole program (bindings)
     constants: dict = field(default_factory=dict)  # (op, value, dtype) -> its one-element DDR constant (`constant`)
-    searches: dict = field(default_factory=dict)  # a tiling search's signature -> its result (isa/lower/searches.py)
+    searches: dict = field(default_factory=dict)  # a tiling search's signature -> its result (isa/lower/schedule/searches.py)
 
     def search(self, nodes, stores, extra, work):
-        """work(), or its result for an earlier search of the same signature (isa/lower/searches.py)."""
+        """work(), or its result for an earlier search of the same signature (isa/lower/schedule/searches.py)."""
         key = signature(self, nodes, stores, extra)
         if key not in self.searches:
             self.searches[key] = work()

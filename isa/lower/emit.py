@@ -1,7 +1,7 @@
 """The emitter: where lowering templates place buffers and append instructions.
 
 Templates say which buffers an instruction reads and writes; the emitter infers the sync
-(isa/lower/sync.py): before an instruction it appends one `wait` for the instructions of other
+(isa/lower/schedule/sync.py): before an instruction it appends one `wait` for the instructions of other
 engines it must follow that its engine does not already know finished. A buffer placed where
 released buffers lay inherits their history, so reusing an address orders the new writes after
 the old accesses.
@@ -24,10 +24,10 @@ from ..dtypes import itemsize
 from ..errors import OutOfMemoryError, ProgramError
 from ..instructions import Region, Wait, dense, regions
 from ..program import Binding, Buffer, Program
-from .alloc import Allocator
-from .route import STAGE_SLOTS
-from .sync import Clocks, accessed
-from .tiling import nbytes as tile_nbytes
+from .memory.alloc import Allocator
+from .memory.route import STAGE_SLOTS
+from .schedule.sync import Clocks, accessed
+from .schedule.tiling import nbytes as tile_nbytes
 
 
 class Buf:
@@ -47,7 +47,7 @@ class Buf:
 
     def region(self, dtype, shape, offset=0):
         """The buffer read as a dense array of `shape`. A buffer holding a window of a tensor
-        (a layer group's slice, isa/lower/chain.py) gives the whole tensor's region with the
+        (a layer group's slice, isa/lower/schedule/chain.py) gives the whole tensor's region with the
         held indices' strides and its origin where index 0 would lie, so templates address the
         tensor by absolute index and touch only what the window holds."""
         if self.window is None:
@@ -95,7 +95,7 @@ class Emitter:
         """buf as Bufs of its bytes [0, at[0]), [at[0], at[1]), ... [at[-1], size), whose
         accesses are tracked apart from here on, so that one engine may write a part while
         another reads the one before (a FixPipe draining an accumulator's first rows while the
-        cube finishes the rest: isa/lower/matmul.py). Release buf itself."""
+        cube finishes the rest: isa/lower/templates/matmul.py). Release buf itself."""
         edges = (0, *at, buf.size)
         buf.parts = tuple(Buf(f"{buf.name}[{k}]", buf.mem, buf.addr + lo, hi - lo) for k, (lo, hi) in enumerate(pairwise(edges)))
         for part in buf.parts:
@@ -113,7 +113,7 @@ class Emitter:
 
     def stage_buffer(self, mem, nbytes, name, engine):
         """A buffer of nbytes in mem for a hop by `engine` to write and the next hop to read
-        (isa/lower/route.py): of up to STAGE_SLOTS placed side by side, the one `engine` wrote
+        (isa/lower/memory/route.py): of up to STAGE_SLOTS placed side by side, the one `engine` wrote
         longest ago (or never); the others are released untouched, so the memory holds one
         stage once the transfer is over."""
         slots = [self.alloc(mem, nbytes, name)]
@@ -131,7 +131,7 @@ class Emitter:
         bytes are in place before the program starts, so it takes addresses no buffer has used
         (a constant a template binds midway must not sit where an earlier buffer was written).
         Binding a name again with the same contents gives the first Buf: a template planned
-        twice (isa/lower/chain.py tries a layer group before lowering its layers one by one)
+        twice (isa/lower/schedule/chain.py tries a layer group before lowering its layers one by one)
         derives its constants once."""
         key = (dtype, tuple(shape), bytes(data), mem)
         if (name, role) in self._bound:
@@ -166,7 +166,7 @@ class Emitter:
     # ---- instructions -----------------------------------------------------------------------
 
     def emit(self, engine, instr, reads=(), writes=()):
-        """Append instr to engine's stream after the waits it needs (isa/lower/sync.py); returns its id."""
+        """Append instr to engine's stream after the waits it needs (isa/lower/schedule/sync.py); returns its id."""
         _check_inside(instr, reads, writes)
         need = self.clocks.need(engine, reads, writes)
         if need:

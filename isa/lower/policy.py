@@ -27,7 +27,7 @@
     chain           with fuse, run consecutive convolution and max-pooling groups as
                     multi-layer layer groups, slice by slice along the rows, the tensors they
                     hand on in local memory, where that moves fewer DDR bytes and the estimate
-                    finds it faster (isa/lower/chain.py)
+                    finds it faster (isa/lower/schedule/chain.py)
 
 `policy_from_overrides` builds one from strings as typed on a command line
 (`--set policy.max_tile=h=4,w=8`).

@@ -259,7 +259,7 @@ class Builder:
     def reshape(self, t, shape):
         """t in another shape: a view, or for a constant the constant itself in that shape (its
         bytes shared), so no view op sits between an op and the element-wise ops after it that
-        read the constant (which would cut their layer group, isa/lower/fusion.py)."""
+        read the constant (which would cut their layer group, isa/lower/schedule/fusion.py)."""
         shape = tuple(int(d) for d in shape) or (1,)
         if t.shape == shape:
             return t

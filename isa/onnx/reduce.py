@@ -9,7 +9,7 @@ BatchNormalization in inference after a Conv, ConvTranspose or Gemm is usually f
 weight and bias before mapping (bn_fold.py); one that is not is y = x * s + t per channel,
 s = scale / sqrt(var + epsilon) and t = B - mean * s computed on the machine from the [C]
 vectors. Those vector ops come, in graph order, between the convolution and the multiply-add,
-so the multiply-add does not join the convolution's layer group (isa/lower/fusion.py extends
+so the multiply-add does not join the convolution's layer group (isa/lower/schedule/fusion.py extends
 only the group just before). In training mode it is npusim's batch_norm with the batch's
 statistics.
 A reduction of no element is its identity (0 for a sum, -inf for a max ...), known from the

@@ -1,4 +1,4 @@
-"""How data-arrangement ops describe their outputs for the DMA template (isa/lower/arrange.py):
+"""How data-arrangement ops describe their outputs for the DMA template (isa/lower/templates/arrange.py):
 as pieces, each a strided view of one input copied to a strided view of one output, or a
 constant written into a view of an output (a fill). Also the helpers the arrangement ops share:
 dense strides, per-axis segments assembled into pieces, and their parameter checks.

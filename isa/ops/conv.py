@@ -1,5 +1,5 @@
 """Convolutions of the BMLang seed (NN/Matrix Operator): conv, deconv, conv3d. Local ops, run
-by the convolution template (isa/lower/conv.py) as implicit GEMMs on the matrix unit, or, for a
+by the convolution template (isa/lower/templates/conv.py) as implicit GEMMs on the matrix unit, or, for a
 depthwise convolution, as multiply-accumulates on the vector unit.
 
     conv(tensor_input [N, IC, H, W], tensor_weight [OC, IC/groups, KH, KW], tensor_bias [1, OC, 1, 1],

@@ -1,6 +1,6 @@
 """The element-wise family's definition class: every op of the seed's element-wise sections
 (arithmetic, activations, fixed point, compare, bits and shifts, stride, select, quantization)
-is an instance, and all of them share one lowering template (isa/lower/local.py).
+is an instance, and all of them share one lowering template (isa/lower/templates/local.py).
 
 An op says what the vector unit does for it as `Step`s: a vector function, its operands (the
 node's tensors `In(i)`, scratch tiles `Tmp(k)` of dtypes the op declares, or numbers) and where

@@ -1,4 +1,4 @@
-"""Constant tensors made on the machine: one DMA writing a constant (isa/lower/arrange.py).
+"""Constant tensors made on the machine: one DMA writing a constant (isa/lower/templates/arrange.py).
 
     number_like(tensor_like, scalar_i)   BMLang (seed 002 line 1188): tensor_like's shape and dtype,
                                          every element scalar_i; nothing of tensor_like is read

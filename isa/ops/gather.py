@@ -1,5 +1,5 @@
 """Indexed ops: rows taken from, or put into, a tensor at indices the DMA engine reads from memory
-(the indexed template, isa/lower/indexed.py).
+(the indexed template, isa/lower/templates/indexed.py).
 
     gather(x, indices, axis=0, batch_dims=0)   Ascend ATB GatherOperation (seed 001): tf.gather
     scatter_nd(data, indices, updates, reduction="none", opset=18)   ONNX ScatterND (seed 004)

@@ -1,5 +1,5 @@
 """Data-arrangement ops of the BMLang seed (seed lines 787-852, 897-904) that move elements
-without computing: each is a few strided DMA transfers (isa/lower/arrange.py).
+without computing: each is a few strided DMA transfers (isa/lower/templates/arrange.py).
 
     permute(tensor_i, order)                 axes reordered: one transfer reading with permuted strides
     tile(tensor_i, reps), broadcast(tensor_i, times), repeat(tensor_i, reps)

@@ -1,5 +1,5 @@
 """Padding and space/batch rearrangement of the BMLang seed (seed lines 853-890), as DMA
-transfers and constant fills (isa/lower/arrange.py).
+transfers and constant fills (isa/lower/templates/arrange.py).
 
     pad(tensor_i, pad_val, paddings, pad_mode)      paddings = [before_0, after_0, before_1, ...]
     pad_v2(tensor_i, paddings, pad_val, pad_mode)   paddings an int32 tensor known when built

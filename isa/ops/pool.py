@@ -1,5 +1,5 @@
 """Pooling of the BMLang seed (Up/Down Scaling Operator): pool, pool_int, pool3d_int. Local ops,
-run by the pooling template (isa/lower/pool.py): a window reduction on the vector unit.
+run by the pooling template (isa/lower/templates/pool.py): a window reduction on the vector unit.
 
     pool(tensor_i, stride_h, stride_w, kernel_h, kernel_w, pad_h=0, pad_w=0, pad_h_offset=0,
          pad_w_offset=0, pooling_type="MAX", is_global_pooling=False, is_ceil_mode=False,

@@ -1,5 +1,5 @@
 """Reduction-shaped ops of the seed: reduce, softmax, softmax_int, hw_avg and hw_mul. All run
-by the reduction template (isa/lower/reduce.py): a tile keeps every reduced axis whole and
+by the reduction template (isa/lower/templates/reduce.py): a tile keeps every reduced axis whole and
 the tiles split the other (kept) axes; each op's `reduced_axes` names the axes of its input 0
 that are reduced.
 

@@ -5,7 +5,7 @@ isa/costs.py's formulas; `Timeline` runs per-engine streams of Steps as SimPy pr
 the waits between engines, DMA transfers in flight, the bandwidth overlapping transfers share
 (`Arbiter`) and the cache of ddr (`Cache`). The machine (sim/machine.py) runs a program's
 instructions on it and watches (`Observer`) to compute values and record the trace; the
-lowering's estimate (isa/lower/estimate.py) runs a candidate tiling's instructions on it to
+lowering's estimate (isa/lower/schedule/estimate.py) runs a candidate tiling's instructions on it to
 choose between tilings. One timing rule, one place.
 """
 

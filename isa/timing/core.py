@@ -1,5 +1,5 @@
 """The engine loop: per-engine streams of priced Steps run as SimPy processes, the one model of
-time the machine (sim/machine.py) and the lowering's estimate (isa/lower/estimate.py) share.
+time the machine (sim/machine.py) and the lowering's estimate (isa/lower/schedule/estimate.py) share.
 
 Each engine runs its stream in order; the only order between engines is what the waits say (a
 wait holds its engine until the instructions it names have finished). A compute Step holds its

@@ -2,7 +2,7 @@
 
 The arithmetic is isa/costs.py's; this module applies it to instructions. The machine
 (sim/machine.py) prices every instruction of a program with `price`, and the lowering's
-estimate (isa/lower/estimate.py) prices the instructions of a candidate tiling with it too, so
+estimate (isa/lower/schedule/estimate.py) prices the instructions of a candidate tiling with it too, so
 both spend the same cycles on the same instruction.
 
 - DMA: latency + ceil(bytes_moved / bandwidth), where latency is the engine's plus each

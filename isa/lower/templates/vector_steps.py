@@ -1,8 +1,8 @@
 """Emitting an op's vector steps (isa.ops.elementwise.Step) for one tile: shared by the
 element-wise template and the matrix template's epilogue."""
 
-from ..instructions import Vector
-from ..ops.elementwise import OUT, In, Tmp, computed, step_dtype
+from ...instructions import Vector
+from ...ops.elementwise import OUT, In, Tmp, computed, step_dtype
 
 
 def emit_steps(em, engine, op, steps, inputs, out, temps, compute=None):

@@ -1,16 +1,16 @@
 """Running a window template (a convolution, a pooling) over a run of its output's rows: a layer
-group (isa/lower/chain.py) runs it slice by slice. A mixin: the output box a tiling covers, the
+group (isa/lower/schedule/chain.py) runs it slice by slice. A mixin: the output box a tiling covers, the
 classes of tile positions the lowering's estimate prices (isa/lower/estimate.tiled), and each
 tiling worked out once per kind of run.
 
 A template using it has `ctx`, `group`, `out` (the graph tensor it makes), `axes` (the window
-axes of its spatial dimensions, isa/lower/window.py), calls init_rows() and has `_search()`:
+axes of its spatial dimensions, isa/lower/templates/window.py), calls init_rows() and has `_search()`:
 the (tiling, estimated cycles) of the run in self.rows, worked out once per lowering for its
-signature (isa/lower/searches.py)."""
+signature (isa/lower/schedule/searches.py)."""
 
 import collections
 
-from .tiling import boxes
+from ..schedule.tiling import boxes
 
 
 class RowsTiled:

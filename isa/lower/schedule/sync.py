@@ -1,5 +1,5 @@
 """Which waits an instruction needs, from the buffers it reads and writes: the one rule both
-the emitter (isa/lower/emit.py) and the lowering's estimate (isa/lower/estimate.py) sync by.
+the emitter (isa/lower/emit.py) and the lowering's estimate (isa/lower/schedule/estimate.py) sync by.
 
 Each buffer keeps its last writer and its readers since, per engine. Before an instruction on
 engine E, it needs the latest instruction of each other engine that E must follow (a read

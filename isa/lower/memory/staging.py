@@ -2,26 +2,26 @@
 
 A route from DDR to DDR may pass through on-chip memories (where no engine copies DDR to DDR,
 as on an Ascend AI core: GM -> UB -> GM); each hop stages through a buffer placed for it
-(isa/lower/route.py). Chunks are boxes of the copy's iteration space (isa/lower/tiling.py),
+(isa/lower/memory/route.py). Chunks are boxes of the copy's iteration space (isa/lower/schedule/tiling.py),
 outer dimensions cut first, each as large as every memory on the way can hold twice over (the
 route's staging slots, so consecutive chunks pipeline). A chunk whose source comes in runs
-shorter than a burst is reordered on the way through (isa/lower/transpose.py).
+shorter than a burst is reordered on the way through (isa/lower/templates/transpose.py).
 
 On a chip of several cores a copy may be spread: cut into at least a chunk per core (but no
 chunk smaller than a DMA moves in its own latency) and dealt among the cores, each moving its
-chunks along its own route (isa/lower/route.py), its writes disjoint from the others'.
+chunks along its own route (isa/lower/memory/route.py), its writes disjoint from the others'.
 """
 
 from contextlib import nullcontext
 
-from .. import dtypes
-from ..errors import OutOfMemoryError
-from ..instructions import Region
-from .alloc import shortfall
-from .pipeline import deal, least_step
-from .route import route
-from .tiling import boxes, choose_tile, nbytes, sub_region
-from .transpose import staged_reorder
+from ... import dtypes
+from ...errors import OutOfMemoryError
+from ...instructions import Region
+from ..memory.alloc import shortfall
+from ..memory.route import route
+from ..schedule.pipeline import deal, least_step
+from ..schedule.tiling import boxes, choose_tile, nbytes, sub_region
+from ..templates.transpose import staged_reorder
 
 
 def view_region(ctx, name, view):
@@ -71,7 +71,7 @@ def chunks(ctx, shape, needs, what, rows_whole=False, most=None):
 def staged_copy(ctx, op, src, src_buf, dst, dst_buf, spread=False):
     """Copy region src to region dst (same shape), in chunks when the route stages, each small
     enough that every memory on the way holds two of them (so one chunk's first hop overlaps
-    the last chunk's last hop, isa/lower/route.py); with spread, dealt among the chip's cores."""
+    the last chunk's last hop, isa/lower/memory/route.py); with spread, dealt among the chip's cores."""
     cores = ctx.chip.cores if spread else 1
     needs = held_whole(stages(ctx.chip, src.mem, dst.mem) * 2, dst.dtype)
     most = None

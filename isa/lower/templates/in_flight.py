@@ -15,9 +15,9 @@ are the same either way round.
 
 from dataclasses import dataclass
 
-from ..instructions import Dma
-from ..ops.elementwise import OUT, In, Step, step_dtype
-from .route import route
+from ...instructions import Dma
+from ...ops.elementwise import OUT, In, Step, step_dtype
+from ..memory.route import route
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ one kernel call on the chip's scalar engine, reading and writing the op's tensor
 The op names its kernel and arguments (`OpDef.kernel(ins, params) -> (fn, args)`); outputs
 nothing reads still get a DDR scratch buffer, since the kernel writes every result."""
 
-from ..instructions import Scalar
-from ..ops import REGISTRY
+from ...instructions import Scalar
+from ...ops import REGISTRY
 
 
 def lower_scalar(ctx, group):

@@ -6,7 +6,7 @@ First fit takes the gap at the lowest address that holds a buffer; best fit the 
 gap (the lowest of equal ones), keeping large gaps whole for large buffers.
 """
 
-from ..errors import ConfigError, OutOfMemoryError
+from ...errors import ConfigError, OutOfMemoryError
 
 STRATEGIES = ("first_fit", "best_fit")
 

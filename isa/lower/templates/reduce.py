@@ -21,15 +21,15 @@ Each op's steps are in its plan class below; the vector unit does all the arithm
 import math
 from copy import copy as shallow_copy
 
-from .. import dtypes
-from ..errors import OutOfMemoryError, UnsupportedError
-from ..instructions import Region, Vector
-from ..ops import REGISTRY
-from ..ops.norm import stat_factor
-from .context import vector_memories
-from .pipeline import deal, run_units, step_budget
-from .route import copy
-from .tiling import boxes, budgeted_tile, dim_names, nbytes, sub_region
+from ... import dtypes
+from ...errors import OutOfMemoryError, UnsupportedError
+from ...instructions import Region, Vector
+from ...ops import REGISTRY
+from ...ops.norm import stat_factor
+from ..context import vector_memories
+from ..memory.route import copy
+from ..schedule.pipeline import deal, run_units, step_budget
+from ..schedule.tiling import boxes, budgeted_tile, dim_names, nbytes, sub_region
 
 F32, I64 = "float32", "int64"
 

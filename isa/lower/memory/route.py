@@ -23,9 +23,9 @@ route to or from them runs on that core; a route between shared memories (DDR to
 the engines of `core` and the shared ones, on any core's when `core` is None.
 """
 
-from ..costs import transfer_bandwidth, transfer_latency
-from ..errors import UnsupportedError
-from ..instructions import Dma, dense
+from ...costs import transfer_bandwidth, transfer_latency
+from ...errors import UnsupportedError
+from ...instructions import Dma, dense
 
 
 def _hops(chip_links, src, dst):

@@ -4,14 +4,14 @@ them (a layer group's Tail: bias, activation, ... on the output tile before it l
 The output is tiled over (batch, output channels, spatial) within a group of channels, and the
 reduction over input channels is walked in blocks. Each step loads the input tile a window
 needs (zero-filled where padding or a transposed convolution's inserted zeros fall, the real
-elements placed by a strided DMA, isa/lower/window.py) and the matching weight block, and the
+elements placed by a strided DMA, isa/lower/templates/window.py) and the matching weight block, and the
 matrix unit multiplies them as an implicit GEMM: the input tile read as (batch, outputs...,
 channels, kernel...) through strides, the weights as (channels, kernel..., out channels), so
 no im2col copy is made. A float bias goes where the matrix unit starts its products from, where
-it has such a memory (an Ascend cube's BiasTable, isa/lower/bias_table.py). After the last block
+it has such a memory (an Ascend cube's BiasTable, isa/lower/templates/bias_table.py). After the last block
 the op's epilogue (bias, requantization) and the tail run on the vector unit and the tile is
 stored; where the accumulator's way out converts with the epilogue (an Ascend FixPipe,
-isa/lower/in_flight.py), and the tail is none or one ReLU, the DMA storing the accumulator does
+isa/lower/templates/in_flight.py), and the tail is none or one ReLU, the DMA storing the accumulator does
 it.
 
 A depthwise convolution (groups == channels) has no reduction to give the matrix unit: it runs
@@ -31,23 +31,24 @@ from copy import copy as shallow_copy
 
 import numpy as np
 
-from .. import costs, dtypes
-from ..errors import OutOfMemoryError, UnsupportedError
-from ..instructions import Matmul, Region, Vector, dense
-from ..ops import REGISTRY, quantized
-from ..ops.elementwise import In, Step
-from . import bias_table, estimate
-from .alloc import shortfall
-from .estimate import Priced, Work, tiled
-from .in_flight import in_flight, then_relu
-from .local import Tail
-from .pipeline import deal, run_units, step_budget
-from .route import copy, hop_floor
-from .rows import RowsTiled
-from .staging import stages
-from .tiling import broadcast_view, budgeted_tile, candidates, least, nbytes, sub_region
-from .vector_steps import emit_steps
-from .window import conv_axes, deconv_axes, load_window, placed, tile_reads, window_view
+from ... import costs, dtypes
+from ...errors import OutOfMemoryError, UnsupportedError
+from ...instructions import Matmul, Region, Vector, dense
+from ...ops import REGISTRY, quantized
+from ...ops.elementwise import In, Step
+from ..memory.alloc import shortfall
+from ..memory.route import copy, hop_floor
+from ..memory.staging import stages
+from ..schedule import estimate
+from ..schedule.estimate import Priced, Work, tiled
+from ..schedule.pipeline import deal, run_units, step_budget
+from ..schedule.tiling import broadcast_view, budgeted_tile, candidates, least, nbytes, sub_region
+from ..templates import bias_table
+from ..templates.in_flight import in_flight, then_relu
+from ..templates.local import Tail
+from ..templates.rows import RowsTiled
+from ..templates.vector_steps import emit_steps
+from ..templates.window import conv_axes, deconv_axes, load_window, placed, tile_reads, window_view
 
 
 def lower_conv(ctx, group):
@@ -56,7 +57,7 @@ def lower_conv(ctx, group):
 
 
 def plan_conv(ctx, group):
-    """The plan of a convolution group, to run over rows of its output (isa/lower/chain.py)."""
+    """The plan of a convolution group, to run over rows of its output (isa/lower/schedule/chain.py)."""
     return _Plan(ctx, group)
 
 
@@ -90,7 +91,7 @@ class _Plan(Priced, RowsTiled):
         self.acc_dtype = self.opdef.acc_dtype(self.x.dtype, self.float_acc)
         self.weight = self._weight(g, quantized_op)
         self.bias = self._bias(g, quantized_op)
-        # a float bias the products start from, in the matrix unit's bias memory (isa/lower/bias_table.py)
+        # a float bias the products start from, in the matrix unit's bias memory (isa/lower/templates/bias_table.py)
         self.bias_in_table = bias_table.bias_memory(self.units[0], self.bias, quantized_op) is not None
         self.operand_dtype = "int16" if self.shifted else None  # what the multiplies read
         if quantized_op:
@@ -131,7 +132,7 @@ class _Plan(Priced, RowsTiled):
     def _flown(self):
         """(the tensor the accumulator's way out would store, the epilogue steps it would do, or
         None): with no fused tail, the result and the epilogue; with one ReLU of the result after a
-        cast (or after nothing), the ReLU's result and one `relu` (isa/lower/in_flight.py)."""
+        cast (or after nothing), the ReLU's result and one `relu` (isa/lower/templates/in_flight.py)."""
         if not self.tail.nodes:
             stored, steps = self.out.name, self.steps
         else:
@@ -377,7 +378,7 @@ class _Plan(Priced, RowsTiled):
         return self._classes[key]
 
     def _schedule(self, tile, tic, units=1, keep=False):
-        """The Estimate (isa/lower/estimate.py) of this tiling: every output tile with its
+        """The Estimate (isa/lower/schedule/estimate.py) of this tiling: every output tile with its
         input-channel blocks, on the busiest of `units` units. With keep the tiles walk the
         output channels innermost, and the input tile, loaded block by block with the first of
         them, stays for the others (estimate.tiled's reuse)."""
@@ -419,7 +420,7 @@ class _Plan(Priced, RowsTiled):
         cached = self.ctx.chip.cache is not None
         return tuple((lo if cached else 0, *rest) for (lo, *rest) in (a.reads(s, n) for a, s, n in zip(self.axes, starts, outs)))
 
-    # ---- the estimate's pieces: the emission's own code on roles (isa/lower/estimate.py) ------
+    # ---- the estimate's pieces: the emission's own code on roles (isa/lower/schedule/estimate.py) ------
 
     def _roles(self, tile, tic, keep=False):
         """A step's buffers as the estimate's roles: the slot's by step, the tile's own by tile."""

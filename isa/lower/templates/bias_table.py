@@ -4,13 +4,13 @@ Where the matrix engine names a bias memory (`matrix.bias` in the chip YAML), th
 convolution templates load each output tile's bias row into it with the tile's first step,
 converted to the accumulator's dtype by the last hop (MTE1's copy_cbuf_to_bt turns float16 into
 float32), and the tile's first product starts from it (`Matmul.bias`): the epilogue then has no
-bias to add, and is a cast that FixPipe does on the way out (isa/lower/in_flight.py).
+bias to add, and is a cast that FixPipe does on the way out (isa/lower/templates/in_flight.py).
 """
 
-from ..instructions import Dma, Region
-from .route import copy, route
-from .staging import stages
-from .tiling import nbytes, sub_region
+from ...instructions import Dma, Region
+from ..memory.route import copy, route
+from ..memory.staging import stages
+from ..schedule.tiling import nbytes, sub_region
 
 
 def bias_memory(unit, bias, integer):

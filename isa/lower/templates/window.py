@@ -12,10 +12,10 @@ placed by a strided DMA.
 
 from dataclasses import dataclass
 
-from .. import dtypes
-from ..instructions import Region, Vector
-from .route import copy, route
-from .tiling import sub_region
+from ... import dtypes
+from ...instructions import Region, Vector
+from ..memory.route import copy, route
+from ..schedule.tiling import sub_region
 
 
 @dataclass(frozen=True)

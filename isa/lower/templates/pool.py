@@ -2,14 +2,14 @@
 with the element-wise ops fused behind them (the layer group's Tail).
 
 The output is tiled over (batch, channels, spatial); each tile loads the input its windows need
-(isa/lower/window.py), padding filled with the reduction's identity (the dtype's lowest value
+(isa/lower/templates/window.py), padding filled with the reduction's identity (the dtype's lowest value
 for MAX, zero for AVE), and one reduce_max or reduce_sum over the tile read as
 (n, c, outputs..., kernel...) gives every window at once. An average divides by the window's
 count: a number where every window of the tile has the same, else a count tile made the same way
 from ones where an element counts.
 
 A max pooling can run over a run of its output's rows (a layer group's slice,
-isa/lower/chain.py) and its tilings are priced by the lowering's estimate (isa/lower/estimate.py).
+isa/lower/schedule/chain.py) and its tilings are priced by the lowering's estimate (isa/lower/schedule/estimate.py).
 """
 
 import dataclasses
@@ -17,18 +17,18 @@ from copy import copy as shallow_copy
 
 import numpy as np
 
-from .. import dtypes
-from ..errors import OutOfMemoryError
-from ..instructions import Region, Vector
-from ..ops import REGISTRY
-from . import estimate
-from .context import vector_memories
-from .estimate import Priced, Work, tiled
-from .local import Tail
-from .pipeline import deal, run_units, step_budget
-from .rows import RowsTiled
-from .tiling import budgeted_tile, nbytes
-from .window import conv_axes, load_window, placed, tile_reads, window_view
+from ... import dtypes
+from ...errors import OutOfMemoryError
+from ...instructions import Region, Vector
+from ...ops import REGISTRY
+from ..context import vector_memories
+from ..schedule import estimate
+from ..schedule.estimate import Priced, Work, tiled
+from ..schedule.pipeline import deal, run_units, step_budget
+from ..schedule.tiling import budgeted_tile, nbytes
+from ..templates.local import Tail
+from ..templates.rows import RowsTiled
+from ..templates.window import conv_axes, load_window, placed, tile_reads, window_view
 
 
 def lower_pool(ctx, group):
@@ -36,7 +36,7 @@ def lower_pool(ctx, group):
 
 
 def plan_pool(ctx, group):
-    """The plan of a pooling group, to run over rows of its output (isa/lower/chain.py)."""
+    """The plan of a pooling group, to run over rows of its output (isa/lower/schedule/chain.py)."""
     return _Pool(ctx, group)
 
 

@@ -24,7 +24,7 @@ that move the fewest DDR bytes (dynamic programming over where chains end, at mo
 groups each), counting for a chain the rows its groups read from outside in every slice, its
 weights once or once a slice, and its results; for a single group what it loads and stores.
 Then each chain is lowered only if the lowering's estimate of its cycles
-(isa/lower/estimate.py, every slice's tilings) is below that of its groups one by one.
+(isa/lower/schedule/estimate.py, every slice's tilings) is below that of its groups one by one.
 
 So a smaller local memory means shorter chains, more slices, weights reloaded and halo rows
 recomputed: the extra DDR traffic Sophgo gives as the reason some FP32 models run slower on
@@ -39,12 +39,12 @@ transposed convolutions, average and global poolings and other templates end the
 
 from dataclasses import dataclass
 
-from ..ops import REGISTRY
-from .alloc import align_up
-from .context import local_memory
-from .conv import conv_node_axes, plan_conv
-from .pool import plan_pool, pool_axes
-from .route import copy
+from ...ops import REGISTRY
+from ..context import local_memory
+from ..memory.alloc import align_up
+from ..memory.route import copy
+from ..templates.conv import conv_node_axes, plan_conv
+from ..templates.pool import plan_pool, pool_axes
 
 LONGEST = 16  # the most groups one chain takes: bounds the search, far more than a block's
 PLANS = {"conv": plan_conv, "pool": plan_pool}  # template -> its plan, run over rows (plan.run(rows))
@@ -182,7 +182,7 @@ def _moved(ctx, chain):
 def lower_chain(ctx, chain):
     """Emit the chain slice by slice; False (nothing emitted) when its windows do not fit or
     the lowering's estimate says layer by layer is faster. Layer by layer is searched only
-    where its lower bound (each layer's floor, isa/lower/conv.py) does not already exceed the
+    where its lower bound (each layer's floor, isa/lower/templates/conv.py) does not already exceed the
     sliced estimate."""
     plan = _slices(ctx, chain)
     if plan is None:
@@ -313,7 +313,7 @@ def _window_bytes(graph, name, rows):
 def _holdable(ctx, chain):
     """The weights of the chain's convolutions the matrix unit could read in place from the
     local memory: in DDR, of a convolution on the matrix unit (not depthwise) that does not
-    shift its operands (isa/lower/conv.py, weight_in_place)."""
+    shift its operands (isa/lower/templates/conv.py, weight_in_place)."""
     matrix = ctx.chip.engines_of("matrix")
     if not matrix or matrix[0].operand_memory("b") != chain.mem:
         return []

@@ -1,7 +1,7 @@
 """Tiling searches worked out once per lowering for everything they depend on.
 
 A network repeats its layers (ResNet-50's blocks, a transformer's layers), and a layer group is
-planned more than once (isa/lower/chain.py prices a chain's layers in slices and one by one).
+planned more than once (isa/lower/schedule/chain.py prices a chain's layers in slices and one by one).
 A search's result depends only on its ops (their kinds, parameters, operand shapes and dtypes,
 and which operands are the same tensor), on where those tensors live (their memories, and on a
 chip that caches DDR their offsets in its lines, or their addresses where they share one,

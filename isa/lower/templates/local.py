@@ -13,14 +13,14 @@ element, a lookup table is loaded whole. Inputs read the same way share one load
 
 from dataclasses import dataclass
 
-from ..errors import OutOfMemoryError
-from ..instructions import Region
-from ..ops import REGISTRY
-from .context import vector_memories
-from .pipeline import deal, run_units, step_budget
-from .route import copy
-from .tiling import boxes, broadcast_view, budgeted_tile, nbytes
-from .vector_steps import emit_steps
+from ...errors import OutOfMemoryError
+from ...instructions import Region
+from ...ops import REGISTRY
+from ..context import vector_memories
+from ..memory.route import copy
+from ..schedule.pipeline import deal, run_units, step_budget
+from ..schedule.tiling import boxes, broadcast_view, budgeted_tile, nbytes
+from ..templates.vector_steps import emit_steps
 
 
 @dataclass(frozen=True, eq=False)

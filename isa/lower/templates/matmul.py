@@ -6,12 +6,12 @@ tiles of each step are loaded into the matrix engine's operand memories (two slo
 double buffering; a transposed operand is read through strides by the DMA) and multiplied into
 an accumulator tile, accumulating after the first step. The integer family first takes its zero
 points off the loaded tiles (16-bit copies). A float bias goes where the matrix unit starts its
-products from, where it has such a memory (an Ascend cube's BiasTable, isa/lower/bias_table.py).
+products from, where it has such a memory (an Ascend cube's BiasTable, isa/lower/templates/bias_table.py).
 After the last step the op's epilogue (bias, requantization, cast) runs as vector instructions
 and the result tile is stored, or, where the accumulator's way out converts with it (an Ascend
-FixPipe, isa/lower/in_flight.py), is done by the DMA that stores the accumulator itself. Tile
+FixPipe, isa/lower/templates/in_flight.py), is done by the DMA that stores the accumulator itself. Tile
 sizes are multiples of the matrix unit's m, n, k whose buffers fit, chosen by the lowering's
-estimate of the cycles (isa/lower/estimate.py), at most the policy's limits (M is "n", N is
+estimate of the cycles (isa/lower/schedule/estimate.py), at most the policy's limits (M is "n", N is
 "c", K is "k").
 
 A tiling may also keep the left operand's row block: the whole tm x K of it is loaded with the
@@ -23,7 +23,7 @@ cuts its tile from it, as Ascend kernels do.
 
 Output tiles are dealt among the units (each core's matrix engine with its vector engine), each
 tile with all its K steps on one unit; where the accumulator reaches the vector memory through
-shared memory, the staging buffers are placed with the slots (as in isa/lower/conv.py).
+shared memory, the staging buffers are placed with the slots (as in isa/lower/templates/conv.py).
 """
 
 import math
@@ -31,19 +31,20 @@ from copy import copy as shallow_copy
 
 import numpy as np
 
-from .. import costs, dtypes
-from ..errors import OutOfMemoryError, UnsupportedError
-from ..instructions import Matmul, Region, Vector
-from ..ops import REGISTRY
-from . import bias_table, estimate
-from .alloc import shortfall
-from .estimate import Priced, Work, tiled
-from .in_flight import in_flight
-from .pipeline import deal, run_units
-from .route import STAGE_SLOTS, copy
-from .staging import stages
-from .tiling import broadcast_view, halvings, least, sub_region
-from .vector_steps import emit_steps
+from ... import costs, dtypes
+from ...errors import OutOfMemoryError, UnsupportedError
+from ...instructions import Matmul, Region, Vector
+from ...ops import REGISTRY
+from ..memory.alloc import shortfall
+from ..memory.route import STAGE_SLOTS, copy
+from ..memory.staging import stages
+from ..schedule import estimate
+from ..schedule.estimate import Priced, Work, tiled
+from ..schedule.pipeline import deal, run_units
+from ..schedule.tiling import broadcast_view, halvings, least, sub_region
+from ..templates import bias_table
+from ..templates.in_flight import in_flight
+from ..templates.vector_steps import emit_steps
 
 
 def lower_matmul(ctx, group):
@@ -93,7 +94,7 @@ class _Plan(Priced):
             self.bias = (ctx.home[node.inputs[2]], g.tensors[node.inputs[2]].dtype)
         else:
             self.bias = None
-        # a float bias the products start from, in the matrix unit's bias memory (isa/lower/bias_table.py)
+        # a float bias the products start from, in the matrix unit's bias memory (isa/lower/templates/bias_table.py)
         self.bias_in_table = bias_table.bias_memory(self.units[0], self.bias, dtypes.is_int(self.acc_dtype)) is not None
         added = self.bias and not self.bias_in_table
         self.steps, self.temps = self.opdef.epilogue(p, self.bias[1] if added else None, self.out.dtype)
@@ -209,7 +210,7 @@ class _Plan(Priced):
     def tiles(self):
         """(tm, tn, tk, keep, accumulators, part rows): of the candidate sizes (from the policy's
         limits, halved, as multiples of the matrix unit's m, n, k) whose buffers fit, the one of
-        least estimated cycles (isa/lower/estimate.py): larger tiles reload less (the left tile
+        least estimated cycles (isa/lower/schedule/estimate.py): larger tiles reload less (the left tile
         once per column block, the right once per row block), smaller ones pipeline sooner and
         share out among the units. tk is chosen as for one unit, so the order of the sums does not
         depend on the units; then, with several, tm and tn for them. An epilogue done on the way
@@ -340,7 +341,7 @@ class _Plan(Priced):
             store = self.piece("store", tm, tn, rows, full_tm, m0, n0)
         return Work(load, product, finish, store, fills)
 
-    # ---- the estimate's pieces: the emission's own code on roles (isa/lower/estimate.py) ------
+    # ---- the estimate's pieces: the emission's own code on roles (isa/lower/schedule/estimate.py) ------
 
     def _roles(self, tn, full_tm, rows=None, keep=False):
         """A tile's buffers as the estimate's roles, by their `place` keys: slot buffers by step,

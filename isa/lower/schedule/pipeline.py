@@ -11,8 +11,8 @@ do not wait for one another (`run_units`, Emitter.disjoint). A tile that reduces
 convolution's input channels) stays on one unit.
 """
 
-from ..costs import transfer_bandwidth, transfer_latency
-from .route import route
+from ...costs import transfer_bandwidth, transfer_latency
+from ..memory.route import route
 
 
 def pipeline(steps, double_buffer):

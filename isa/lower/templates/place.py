@@ -12,8 +12,8 @@ last use of any tensor that shares it.
 
 import numpy as np
 
-from .. import dtypes
-from .route import copy
+from ... import dtypes
+from ..memory.route import copy
 
 PLACES_OWN_OUTPUTS = ("view", "constant")
 

@@ -5,8 +5,8 @@ import itertools
 
 import numpy as np
 
-from .. import dtypes
-from ..instructions import Region
+from ... import dtypes
+from ...instructions import Region
 
 
 def dim_names(rank):
@@ -153,7 +153,7 @@ def least(floors, ties, make, choices, bounds_hold=True):
     """The choice of least estimate among `choices`, ties to the least `ties` (arrays, the first
     compared first); None when there are none. floors[i] is a lower bound of choice i's
     estimated cycles worked out without it (an array over the candidates, in closed form);
-    make(i) makes its Estimate (isa/lower/estimate.py), whose bound() is a tighter lower bound
+    make(i) makes its Estimate (isa/lower/schedule/estimate.py), whose bound() is a tighter lower bound
     and cycles() the estimate. Candidates are made in order of their floors, and only those
     whose bounds are below the best estimate found so far are replayed. Where the bounds hold
     (bounds_hold), best first: a made candidate waits its turn by its bound, so the replays go

@@ -4,8 +4,8 @@ nothing uses are dropped."""
 
 from dataclasses import dataclass, field
 
-from ..ops import REGISTRY
-from .check import kind
+from ...ops import REGISTRY
+from ..check import kind
 
 
 @dataclass

@@ -15,17 +15,17 @@ The op gives three views of its DDR tensors (OpDef.views): the table, the indice
   chunk) and scattered back. The emitter's buffer hazards order each row's gather after the
   previous row's scatter, so repeated indices combine in order.
 
-Chunks are boxes of the rows' iteration space (isa/lower/staging.py), outer dimensions cut
+Chunks are boxes of the rows' iteration space (isa/lower/memory/staging.py), outer dimensions cut
 first; every region of a chunk is the sub-box of the op's region that the box covers.
 """
 
-from .. import dtypes
-from ..errors import UnsupportedError
-from ..instructions import IndexedDma, Vector
-from ..ops import REGISTRY
-from .route import copy, route
-from .staging import chunks, held_whole, staged_copy, stages, view_region
-from .tiling import nbytes, sub_region
+from ... import dtypes
+from ...errors import UnsupportedError
+from ...instructions import IndexedDma, Vector
+from ...ops import REGISTRY
+from ..memory.route import copy, route
+from ..memory.staging import chunks, held_whole, staged_copy, stages, view_region
+from ..schedule.tiling import nbytes, sub_region
 
 
 def lower_indexed(ctx, group):

@@ -7,10 +7,10 @@ transpose a compiler does in local memory instead of moving a burst per element;
 memory's own rate prices the reordering.
 """
 
-from .. import dtypes
-from ..costs import run_layout
-from ..instructions import Dma, Region, dense
-from .route import copy, route
+from ... import dtypes
+from ...costs import run_layout
+from ...instructions import Dma, Region, dense
+from ..memory.route import copy, route
 
 
 def staged_reorder(em, src, src_buf, dst, dst_buf, op, core=None):

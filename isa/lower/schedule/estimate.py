@@ -1,8 +1,8 @@
-"""The lowering's estimate of a tiled op's cycles, to choose its tiling by (isa/lower/conv.py,
-isa/lower/matmul.py, isa/lower/pool.py): the machine's own timing run on the candidate's own
+"""The lowering's estimate of a tiled op's cycles, to choose its tiling by (isa/lower/templates/conv.py,
+isa/lower/templates/matmul.py, isa/lower/templates/pool.py): the machine's own timing run on the candidate's own
 instructions.
 
-A tiling is a run of pipeline steps (isa/lower/pipeline.py). A step loads its operands into its
+A tiling is a run of pipeline steps (isa/lower/schedule/pipeline.py). A step loads its operands into its
 slot's buffers and multiplies them; the last step of an output tile then finishes it (epilogue,
 fused tail) and stores it. The template records each part of a step once per kind of step
 (`Priced.piece`), by its own emission code run against a `Recorder`: an emitter that places
@@ -13,7 +13,7 @@ kept input, a staging buffer on a route, a tensor's home.
 `Estimate.cycles` lays the steps out in the order the pipeline emits them, gives each role the
 buffer the template places for it (slot buffers rotating by step, a tile's by tile, a kept
 input's by the tiles that load it, staging buffers as Emitter.stage_buffer picks them), infers
-the waits by the emitter's rule (isa/lower/sync.py) and runs the streams on the machine's
+the waits by the emitter's rule (isa/lower/schedule/sync.py) and runs the streams on the machine's
 timing core (isa/timing/core.py): engine queues, DMA transfers in flight, the bandwidth
 overlapping transfers share, the cache of DDR. With several units (isa/lower/context.py) it
 runs the busiest unit's tiles, the memories the units share (DDR, an L2) at that unit's share
@@ -27,7 +27,7 @@ has settled, the same between the two positions before: otherwise more positions
 then twice as many, up to all).
 
 `bound` is a lower bound of the cycles (the busiest engine's total, or DDR's), so a search
-(isa/lower/tiling.py, `least`) replays only the candidates that can still win; the templates
+(isa/lower/schedule/tiling.py, `least`) replays only the candidates that can still win; the templates
 bound them more cheaply still, from their shapes alone, before any is recorded.
 """
 
@@ -38,11 +38,11 @@ import math
 from copy import copy as shallow_copy
 from typing import NamedTuple
 
-from ..timing import Cache, Observer, Step, Timeline, price
-from .emit import Buf, oldest
-from .route import STAGE_SLOTS
-from .sync import Clocks, accessed
-from .window import filler
+from ...timing import Cache, Observer, Step, Timeline, price
+from ..emit import Buf, oldest
+from ..memory.route import STAGE_SLOTS
+from ..schedule.sync import Clocks, accessed
+from ..templates.window import filler
 
 REPEATS = 4  # the least positions of a loop that run before the rest are priced (module docstring)
 
@@ -155,7 +155,7 @@ class Priced:
         return pieces[key]
 
     def fillers(self, dtype, value, mem):
-        """The fill values a window load reads (isa/lower/window.py), placed once, outside the
+        """The fill values a window load reads (isa/lower/templates/window.py), placed once, outside the
         steps: a plan's first loads place them, once per op and unit, which no step repeats."""
         rec = self.recording()
         fillers = rec.__dict__.setdefault("_fillers", {})

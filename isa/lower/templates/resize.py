@@ -12,14 +12,14 @@ interpolation matrices in its operand memories.
 
 import numpy as np
 
-from ..errors import OutOfMemoryError
-from ..instructions import Matmul, Region
-from ..ops.resample import matrix
-from .alloc import shortfall
-from .pipeline import deal, run_units, step_budget
-from .route import copy
-from .staging import stages
-from .tiling import halvings, nbytes, sub_region
+from ...errors import OutOfMemoryError
+from ...instructions import Matmul, Region
+from ...ops.resample import matrix
+from ..memory.alloc import shortfall
+from ..memory.route import copy
+from ..memory.staging import stages
+from ..schedule.pipeline import deal, run_units, step_budget
+from ..schedule.tiling import halvings, nbytes, sub_region
 
 
 def lower_resize(ctx, group):
