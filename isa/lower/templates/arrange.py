@@ -8,7 +8,7 @@ fill: a constant written into a view of an output. Each piece becomes one DMA be
 tensors' homes, routed along the chip's links; where a route stages through on-chip memory,
 the piece is cut into chunks that memory can hold. A fill reads a one-element constant bound in DDR with
 all-zero strides, so its read side costs one burst (the DMA engine's constant fill). On a chip
-of several cores each piece is spread over them (isa/lower/memory/staging.py).
+of several cores each piece is spread over them (isa/lower/templates/staging.py).
 """
 
 import numpy as np
@@ -16,7 +16,7 @@ import numpy as np
 from ... import dtypes
 from ...instructions import Region
 from ...ops import REGISTRY
-from ..memory.staging import staged_copy, view_region
+from .staging import staged_copy, view_region
 
 
 def lower_arrange(ctx, group):

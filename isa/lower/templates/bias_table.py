@@ -9,8 +9,8 @@ bias to add, and is a cast that FixPipe does on the way out (isa/lower/templates
 
 from ...instructions import Dma, Region
 from ..memory.route import copy, route
-from ..memory.staging import stages
 from ..schedule.tiling import nbytes, sub_region
+from .staging import stages
 
 
 def bias_memory(unit, bias, integer):

@@ -38,7 +38,6 @@ from ...ops import REGISTRY, quantized
 from ...ops.elementwise import In, Step
 from ..memory.alloc import shortfall
 from ..memory.route import copy, hop_floor
-from ..memory.staging import stages
 from ..schedule import estimate
 from ..schedule.estimate import Priced, Work, tiled
 from ..schedule.pipeline import deal, run_units, step_budget
@@ -49,6 +48,7 @@ from ..templates.local import Tail
 from ..templates.rows import RowsTiled
 from ..templates.vector_steps import emit_steps
 from ..templates.window import conv_axes, deconv_axes, load_window, placed, tile_reads, window_view
+from .staging import stages
 
 
 def lower_conv(ctx, group):

@@ -15,7 +15,7 @@ The op gives three views of its DDR tensors (OpDef.views): the table, the indice
   chunk) and scattered back. The emitter's buffer hazards order each row's gather after the
   previous row's scatter, so repeated indices combine in order.
 
-Chunks are boxes of the rows' iteration space (isa/lower/memory/staging.py), outer dimensions cut
+Chunks are boxes of the rows' iteration space (isa/lower/templates/staging.py), outer dimensions cut
 first; every region of a chunk is the sub-box of the op's region that the box covers.
 """
 
@@ -24,8 +24,8 @@ from ...errors import UnsupportedError
 from ...instructions import IndexedDma, Vector
 from ...ops import REGISTRY
 from ..memory.route import copy, route
-from ..memory.staging import chunks, held_whole, staged_copy, stages, view_region
 from ..schedule.tiling import nbytes, sub_region
+from .staging import chunks, held_whole, staged_copy, stages, view_region
 
 
 def lower_indexed(ctx, group):

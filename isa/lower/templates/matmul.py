@@ -37,7 +37,6 @@ from ...instructions import Matmul, Region, Vector
 from ...ops import REGISTRY
 from ..memory.alloc import shortfall
 from ..memory.route import STAGE_SLOTS, copy
-from ..memory.staging import stages
 from ..schedule import estimate
 from ..schedule.estimate import Priced, Work, tiled
 from ..schedule.pipeline import deal, run_units
@@ -45,6 +44,7 @@ from ..schedule.tiling import broadcast_view, halvings, least, sub_region
 from ..templates import bias_table
 from ..templates.in_flight import in_flight
 from ..templates.vector_steps import emit_steps
+from .staging import stages
 
 
 def lower_matmul(ctx, group):

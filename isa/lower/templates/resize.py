@@ -17,9 +17,9 @@ from ...instructions import Matmul, Region
 from ...ops.resample import matrix
 from ..memory.alloc import shortfall
 from ..memory.route import copy
-from ..memory.staging import stages
 from ..schedule.pipeline import deal, run_units, step_budget
 from ..schedule.tiling import halvings, nbytes, sub_region
+from .staging import stages
 
 
 def lower_resize(ctx, group):

@@ -21,7 +21,7 @@ from ..memory.alloc import shortfall
 from ..memory.route import route
 from ..schedule.pipeline import deal, least_step
 from ..schedule.tiling import boxes, choose_tile, nbytes, sub_region
-from ..templates.transpose import staged_reorder
+from .transpose import staged_reorder
 
 
 def view_region(ctx, name, view):
