@@ -36,59 +36,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from . import dtypes, limits
+from . import dtypes, limits, vector_fns
 from .errors import ProgramError, SimError
 
-# Vector functions: name -> number of operands (regions or numbers). The machine gives them
-# their meaning (sim/engines/vector.py); a chip's `op_cycles` may price each one. A shift or
-# rounding `mode` operand is a RoundingMode value (isa.dtypes.ROUNDING).
-VECTOR_FNS = {
-    "copy": 1,
-    "add": 2,
-    "sub": 2,
-    "mul": 2,
-    "div": 2,
-    "max": 2,
-    "min": 2,
-    "mul_add": 3,  # x * y + z
-    "clamp": 3,  # (x, low, high)
-    "relu": 1,
-    "leaky_relu": 2,  # (x, negative slope)
-    "abs": 1,
-    "tanh": 1,
-    "sigmoid": 1,
-    "exp": 1,
-    "elu": 1,
-    "sqrt": 1,
-    "square": 1,
-    "rsqrt": 1,
-    "ln": 1,
-    "round": 1,  # halves away from zero, as C's round()
-    "ceil": 1,
-    "floor": 1,
-    "sin": 1,
-    "cos": 1,
-    "gt": 2,  # comparisons give 1 or 0
-    "ge": 2,
-    "lt": 2,
-    "le": 2,
-    "eq": 2,
-    "ne": 2,
-    "select_gt": 4,  # (a, b, c, d): a > b ? c : d
-    "select_ge": 4,  # a >= b ? c : d
-    "and": 2,
-    "or": 2,
-    "xor": 2,
-    "lshift": 3,  # (x, n, mode): x << n, or for n < 0 x >> -n rounded by mode
-    "rshift": 3,  # (x, n, mode): x >> n rounded by mode, or for n < 0 x << -n
-    "mul_rshift": 4,  # (x, m, s, mode): x * m >> s rounded by mode, exactly
-    "lut": 2,  # (x, table): table[x's low 8 bits as unsigned]
-    "reduce_sum": 1,  # reductions: the source has the destination's dimensions, then the reduced ones
-    "reduce_max": 1,
-    "reduce_min": 1,
-    "reduce_prod": 1,
-}
-REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
+# Vector functions (isa/vector_fns.py, one table): name -> number of operands (regions or numbers).
+VECTOR_FNS = {name: fn.arity for name, fn in vector_fns.FNS.items()}
+REDUCTIONS = vector_fns.having(vector_fns.REDUCE)
 
 
 @dataclass(frozen=True)
@@ -127,7 +80,7 @@ SCALAR_KERNELS = {
 SCALAR_FNS = tuple(SCALAR_KERNELS)
 CUSTOM_PREFIX = "custom."
 # Operands read whole rather than element-wise: fn -> operand positions.
-TABLE_OPERANDS = {"lut": (1,)}
+TABLE_OPERANDS = dict.fromkeys(vector_fns.having(vector_fns.TABLE), (1,))
 # The functions a converting DMA may apply on the way: element-wise ones of one element each.
 STREAM_FNS = tuple(fn for fn in VECTOR_FNS if fn not in REDUCTIONS and fn not in TABLE_OPERANDS)
 
@@ -537,9 +490,9 @@ def _kind(dtype):
     return "float" if dtypes.is_float(dtype) else "int" if dtypes.is_int(dtype) else dtype
 
 
-_INTEGER_FNS = ("and", "or", "xor")  # bitwise: on integers (or bool) only
-_BOOL_CANNOT = ("sub", "sigmoid", "round")  # numpy has no bool form of these
-_MODE_FNS = ("lshift", "rshift", "mul_rshift")  # the last operand is a RoundingMode value
+_INTEGER_FNS = vector_fns.having(vector_fns.INTEGER)
+_BOOL_CANNOT = vector_fns.having(vector_fns.NO_BOOL)
+_MODE_FNS = vector_fns.having(vector_fns.MODE)
 
 
 def _check_fn(fn, operands, cdt, where):
