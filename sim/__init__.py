@@ -14,8 +14,8 @@ from isa.errors import (
     UnsupportedError,
 )
 
-from .machine import Machine
-from .run import Result, execute, run
+from .machine import Machine, Result
+from .run import execute, run
 
 __all__ = [
     "ClusterError", "ConfigError", "DeadlockError", "GraphError", "IndexRangeError", "InputError", "Machine", "OutOfMemoryError",

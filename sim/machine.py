@@ -16,24 +16,29 @@ import numpy as np
 from isa import dtypes
 from isa.errors import InputError, ProgramError
 from isa.instructions import REDUCTIONS, TABLE_OPERANDS, VECTOR_FNS, Dma, IndexedDma, Region, Wait, instr_text, regions
+from isa.program import Program
 from isa.timing import Cache, Observer, Step, Timeline, price, vector_dtype
 from traces.occupancy import memory_counters
 from traces.records import BufferSpan, Event, Sync, Trace
+from traces.summary import Summary, summarize
 
 from .bounds import check_run
 from .engines import dma, matrix, scalar, vector
 from .feeds import as_input
 from .memory import Memory, check_region
-from .peaks import peak_ops
+from .peaks import op_dtypes, peak_ops
 
 
 @dataclass
-class Run:
-    """What a run of a program produced."""
+class Result:
+    """What a run of a program produced (sim.execute and sim.run return it)."""
 
     outputs: dict  # output name -> numpy array (empty in timing mode)
     cycles: int
+    seconds: float
+    stats: Summary  # busy and utilization per engine, DDR bytes, memory peaks and fragmentation, per-op table
     trace: Trace
+    program: Program  # the program that ran
 
 
 class Machine:
@@ -94,7 +99,8 @@ class Machine:
                       peak_ops=peak_ops(self.chip), host_memory="" if self.chip.data_memory == "ddr" else self.chip.data_memory)
         trace.counters.update(memory_counters(trace.buffers, trace.memories))
         trace.counters["ddr.read"], trace.counters["ddr.write"] = timeline.arbiter.read, timeline.arbiter.write
-        return Run(self.outputs(), cycles, trace)
+        trace.op_dtypes = op_dtypes(self.program, self.costs)  # the roofline's roof of each op
+        return Result(self.outputs(), cycles, self.chip.seconds(cycles), summarize(trace), trace, self.program)
 
     def _produced(self, partial):
         for region, shape in partial:

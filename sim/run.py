@@ -1,29 +1,16 @@
-"""sim.run = isa.lower + sim.execute, and the Result both return."""
+"""sim.run = isa.lower + sim.execute; both return the machine's Result."""
 
 import dataclasses
 import gc
-from dataclasses import dataclass
 
 import chips
 import isa
 from isa.lower.policy import policy_from_overrides
-from traces.summary import summarize
 
 from .bounds import check_chip
 from .machine import Machine
-from .peaks import op_dtypes
 
 POLICY_PREFIX = "policy."
-
-
-@dataclass
-class Result:
-    outputs: dict  # output name -> numpy array (empty in timing mode)
-    cycles: int
-    seconds: float
-    stats: object  # traces.Summary: busy and utilization per engine, DDR bytes, memory peaks and fragmentation, per-op table
-    trace: object  # traces.Trace
-    program: object  # the isa.Program that ran
 
 
 def _chip(chip, overrides=None):
@@ -51,10 +38,7 @@ def execute(program, chip, inputs=None, mode="functional"):
     enabled = gc.isenabled()
     gc.disable()  # a run allocates many long-lived objects and frees none: collections find nothing
     try:
-        machine = Machine(chip, program, mode)
-        run = machine.run(inputs)
-        trace = dataclasses.replace(run.trace, op_dtypes=op_dtypes(program, machine.costs))  # the roofline's roof of each op
-        return Result(run.outputs, run.cycles, chip.seconds(run.cycles), summarize(trace), trace, program)
+        return Machine(chip, program, mode).run(inputs)
     finally:
         if enabled:
             gc.enable()
