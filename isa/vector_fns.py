@@ -19,6 +19,7 @@ TABLE = "table"  # its second operand is a table read whole (256 entries, one pe
 INTEGER = "integer"  # bitwise: computes on integers (or bool) only
 NO_BOOL = "no_bool"  # numpy has no bool form of it
 MODE = "mode"  # its last operand is a RoundingMode value
+COMMUTES = "commutes"  # of two operands, either order gives the same result at the same cost
 
 
 class VectorFn(NamedTuple):
@@ -34,12 +35,12 @@ def _fn(arity: int, meaning: Callable, *flags: str, note: str = "") -> VectorFn:
 
 FNS: dict[str, VectorFn] = {
     "copy": _fn(1, lambda x: x),
-    "add": _fn(2, np.add),
+    "add": _fn(2, np.add, COMMUTES),
     "sub": _fn(2, np.subtract, NO_BOOL),
-    "mul": _fn(2, np.multiply),
+    "mul": _fn(2, np.multiply, COMMUTES),
     "div": _fn(2, np.divide),
-    "max": _fn(2, np.maximum),
-    "min": _fn(2, np.minimum),
+    "max": _fn(2, np.maximum, COMMUTES),
+    "min": _fn(2, np.minimum, COMMUTES),
     "mul_add": _fn(3, lambda x, y, z: x * y + z, note="x * y + z"),
     "clamp": _fn(3, lambda x, low, high: np.minimum(np.maximum(x, low), high), note="(x, low, high)"),
     "relu": _fn(1, lambda x: np.maximum(x, 0)),
@@ -62,13 +63,13 @@ FNS: dict[str, VectorFn] = {
     "ge": _fn(2, np.greater_equal),
     "lt": _fn(2, np.less),
     "le": _fn(2, np.less_equal),
-    "eq": _fn(2, np.equal),
-    "ne": _fn(2, np.not_equal),
+    "eq": _fn(2, np.equal, COMMUTES),
+    "ne": _fn(2, np.not_equal, COMMUTES),
     "select_gt": _fn(4, lambda a, b, c, d: np.where(a > b, c, d), note="(a, b, c, d): a > b ? c : d"),
     "select_ge": _fn(4, lambda a, b, c, d: np.where(a >= b, c, d), note="a >= b ? c : d"),
-    "and": _fn(2, np.bitwise_and, INTEGER),
-    "or": _fn(2, np.bitwise_or, INTEGER),
-    "xor": _fn(2, np.bitwise_xor, INTEGER),
+    "and": _fn(2, np.bitwise_and, INTEGER, COMMUTES),
+    "or": _fn(2, np.bitwise_or, INTEGER, COMMUTES),
+    "xor": _fn(2, np.bitwise_xor, INTEGER, COMMUTES),
     "lshift": _fn(3, lambda x, n, mode: dtypes.shift(x, n, mode), MODE, note="(x, n, mode): x << n, or for n < 0 x >> -n rounded by mode"),
     "rshift": _fn(3, lambda x, n, mode: dtypes.shift(x, n, mode, right=True), MODE,
                   note="(x, n, mode): x >> n rounded by mode, or for n < 0 x << -n"),

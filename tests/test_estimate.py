@@ -172,3 +172,27 @@ def test_steady_state_is_priced_as_a_whole_replay_would():
     finally:
         estimate.REPEATS = repeats
     assert compressed == whole == cycles
+
+
+def test_a_residual_add_in_either_operand_order_is_one_search(monkeypatch):
+    """A convolution with its residual add, as add(conv, x) and as add(x, conv): the two groups'
+    searches have one signature (the add commutes, isa/vector_fns.py), so a network's blocks that
+    write it either way share a search, and both choose the same tiling."""
+    from isa.lower import context
+
+    def block(residual_first):
+        g = isa.Graph("residual")
+        with g:
+            x = g.input("x", (1, 64, 28, 28), "float32")
+            y = O.conv(x, g.constant("w", np.ones((64, 64, 3, 3), np.float32)), pad_h_t=1, pad_h_b=1, pad_w_l=1, pad_w_r=1)
+            g.output(O.add(x, y) if residual_first else O.add(y, x), "y")
+        return g
+
+    signatures = []
+    signature = context.signature
+    monkeypatch.setattr(context, "signature", lambda *args: signatures.append(signature(*args)) or signatures[-1])
+    bm1684 = chips.load("bm1684")
+    notes = [[n for n in isa.lower(block(first), bm1684).notes if n.startswith("tiling")] for first in (False, True)]
+    assert notes[0] == notes[1] and len(notes[0]) == 1
+    half = len(signatures) // 2
+    assert half and signatures[:half] == signatures[half:]

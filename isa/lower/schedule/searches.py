@@ -3,7 +3,8 @@
 A network repeats its layers (ResNet-50's blocks, a transformer's layers), and a layer group is
 planned more than once (isa/lower/schedule/chain.py prices a chain's layers in slices and one by one).
 A search's result depends only on its ops (their kinds, parameters, operand shapes and dtypes,
-and which operands are the same tensor), on where those tensors live (their memories, and on a
+and which operands are the same tensor; the two operands of a commuting element-wise function in
+either order), on where those tensors live (their memories, and on a
 chip that caches DDR their offsets in its lines, or their addresses where they share one,
 which decide what hits), on which of them the group
 stores, on what is free in each on-chip memory (which tilings fit), and on what the caller adds (the
@@ -13,6 +14,9 @@ rows it runs): `signature` is all of it, and `Lowering.searches` keeps each resu
 from itertools import pairwise
 
 import numpy as np
+
+from ...ops import REGISTRY
+from ...vector_fns import COMMUTES, FNS
 
 
 def signature(ctx, nodes, stores, extra=()) -> tuple:
@@ -25,9 +29,20 @@ def signature(ctx, nodes, stores, extra=()) -> tuple:
         where = None if home is None else (home.mem, place(home), home.window)
         return local.setdefault(name, len(local)), t.shape, t.dtype, where
 
-    ops = tuple((n.op, _frozen(n.params), tuple(tensor(t) for t in n.inputs), tuple(tensor(t) for t in n.outputs)) for n in nodes)
+    ops = tuple((n.op, _frozen(n.params), _operands(n, [tensor(t) for t in n.inputs]), tuple(tensor(t) for t in n.outputs))
+                for n in nodes)
     free = tuple((m, tuple(a.gaps())) for m, a in ctx.em.allocators.items() if ctx.chip.memories[m].kind == "local")
     return ops, tuple(local.get(t) for t in stores), free, extra
+
+
+def _operands(node, described):
+    """A node's inputs as a search sees them: in order, but the two of an element-wise op whose
+    function commutes (a residual add) in either order alike."""
+    opdef = REGISTRY[node.op]
+    fn = FNS.get(getattr(opdef, "fn", ""))
+    if len(described) == 2 and fn is not None and COMMUTES in fn.flags and not getattr(opdef, "scalars", ()):
+        return tuple(sorted(described, key=repr))
+    return tuple(described)
 
 
 def _placement(ctx, nodes):
