@@ -23,8 +23,31 @@ from .memory.route import copy
 from .policy import Policy, policy_from_overrides
 from .schedule.chain import Chains, lower_chain
 from .schedule.fusion import groups as make_groups
-from .templates.place import PLACES_OWN_OUTPUTS
-from .templates.registry import TEMPLATES
+from .templates.arrange import lower_arrange
+from .templates.conv import lower_conv
+from .templates.indexed import lower_indexed
+from .templates.local import lower_elementwise
+from .templates.matmul import lower_matmul
+from .templates.place import PLACES_OWN_OUTPUTS, lower_constant, lower_view
+from .templates.pool import lower_pool
+from .templates.reduce import lower_reduce
+from .templates.resize import lower_resize
+from .templates.scalar import lower_scalar
+
+
+@dataclass(frozen=True)
+class Template:
+    lower: Callable  # (Lowering, Group) -> None: emits the group's instructions
+    homes: str = "any"  # where the tensors it reads and writes may live: "any" memory (it moves them by route/copy) or "ddr" only
+
+
+TEMPLATES = {
+    "arrange": Template(lower_arrange), "elementwise": Template(lower_elementwise), "matmul": Template(lower_matmul),
+    "conv": Template(lower_conv), "pool": Template(lower_pool), "reduce": Template(lower_reduce), "resize": Template(lower_resize),
+    "view": Template(lower_view), "constant": Template(lower_constant),
+    "scalar": Template(lower_scalar, homes="ddr"),  # the scalar engine's kernels read and write DDR
+    "indexed": Template(lower_indexed, homes="ddr"),  # a gather or scatter indexes a table in DDR
+}
 
 __all__ = ["TEMPLATES", "Policy", "lower", "policy_from_overrides"]
 

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 from ...ops import REGISTRY
 from ..check import kind
-from ..templates.registry import TEMPLATES
 
 
 @dataclass
@@ -52,12 +51,16 @@ def groups(graph, chip, policy):
     return result
 
 
+# Templates whose output tile an element-wise tail can finish in local memory.
+HEADS = ("elementwise", "conv", "pool")
+
+
 def _fusable(graph, chip, group, node, template):
-    """An element-wise op joins a group led by a local op of a head template (Template.head) when it has
+    """An element-wise op joins a group led by a local op of a template in HEADS when it has
     the group's output shape and is fed by the group with whole tiles (not as a lookup table or
     a per-channel vector). A stride op reads DDR with strides, so it starts a group instead."""
     opdef = REGISTRY[node.op]
-    if template != "elementwise" or not TEMPLATES[group.template].head or opdef.strided:
+    if template != "elementwise" or group.template not in HEADS or opdef.strided:
         return False
     if kind(graph, chip, node) != "local" or kind(graph, chip, group.nodes[0]) != "local":
         return False

@@ -61,11 +61,6 @@ def plan_conv(ctx, group):
     return _Plan(ctx, group)
 
 
-def conv_rows_apart(graph, group):
-    """Whether a convolution group's rows can be run apart (schedule/chain.py): not transposed."""
-    return not REGISTRY[group.nodes[0].op].transposed
-
-
 def conv_node_axes(graph, node):
     """The window axes of a convolution (not transposed) over its input's spatial dimensions."""
     p, x, w = node.params, graph.tensors[node.inputs[0]], graph.tensors[node.inputs[1]]

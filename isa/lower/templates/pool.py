@@ -40,13 +40,6 @@ def plan_pool(ctx, group):
     return _Pool(ctx, group)
 
 
-def pool_rows_apart(graph, group):
-    """Whether a pooling group's rows can be run apart (schedule/chain.py): a max pooling whose
-    window is shorter than its input (a global one reads every row for each)."""
-    p = group.nodes[0].params
-    return p["method"] == "MAX" and p["kernel"][0] < graph.tensors[group.nodes[0].inputs[0]].shape[2]
-
-
 def pool_axes(graph, node):
     p = node.params
     return conv_axes(graph.tensors[node.inputs[0]].shape[2:], p["kernel"], p["strides"], (1,) * len(p["kernel"]), p["pads"])
