@@ -78,7 +78,7 @@ def floor_bytes(graph, chip, policy, program):
     homes = {b.name: b.region.mem for b in program.bindings} | {b.name: b.mem for b in program.buffers if "/" not in b.name}
     homes |= {m[1]: b.mem for b in program.buffers if (m := re.fullmatch(r"(.+)\.rows\d+", b.name))}
     size = lambda t: graph.tensors[t].nbytes if homes.get(t, "ddr") == "ddr" else 0  # noqa: E731
-    return sum(sum(map(size, g.loads)) + sum(map(size, g.stores)) for g in groups(graph, chip, policy) if g.template != "view")
+    return sum(sum(map(size, g.loads)) + sum(map(size, g.stores)) for g in groups(graph, chip, policy) if g.template.name != "view")
 
 
 def simulate(published, overrides=None):

@@ -138,7 +138,7 @@ def test_the_folded_block_is_two_layer_groups_with_add_and_relu_in_the_second():
     from isa.lower.schedule.fusion import groups
 
     def heads(g):
-        return [[n.op for n in grp.nodes] for grp in groups(g, BM1684, isa.Policy()) if grp.template != "view"]
+        return [[n.op for n in grp.nodes] for grp in groups(g, BM1684, isa.Policy()) if grp.template.name != "view"]
 
     m = residual_block()
     assert heads(isa.from_onnx(m)) == [["conv", "active"], ["conv"], ["conv", "add", "active"]]

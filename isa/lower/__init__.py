@@ -13,7 +13,6 @@
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from ..errors import ConfigError, OutOfMemoryError
 from .check import check_graph, check_sizes
@@ -23,31 +22,7 @@ from .memory.route import copy
 from .policy import Policy, policy_from_overrides
 from .schedule.chain import Chains, lower_chain
 from .schedule.fusion import groups as make_groups
-from .templates.arrange import lower_arrange
-from .templates.conv import lower_conv
-from .templates.indexed import lower_indexed
-from .templates.local import lower_elementwise
-from .templates.matmul import lower_matmul
-from .templates.place import PLACES_OWN_OUTPUTS, lower_constant, lower_view
-from .templates.pool import lower_pool
-from .templates.reduce import lower_reduce
-from .templates.resize import lower_resize
-from .templates.scalar import lower_scalar
-
-
-@dataclass(frozen=True)
-class Template:
-    lower: Callable  # (Lowering, Group) -> None: emits the group's instructions
-    homes: str = "any"  # where the tensors it reads and writes may live: "any" memory (it moves them by route/copy) or "ddr" only
-
-
-TEMPLATES = {
-    "arrange": Template(lower_arrange), "elementwise": Template(lower_elementwise), "matmul": Template(lower_matmul),
-    "conv": Template(lower_conv), "pool": Template(lower_pool), "reduce": Template(lower_reduce), "resize": Template(lower_resize),
-    "view": Template(lower_view), "constant": Template(lower_constant),
-    "scalar": Template(lower_scalar, homes="ddr"),  # the scalar engine's kernels read and write DDR
-    "indexed": Template(lower_indexed, homes="ddr"),  # a gather or scatter indexes a table in DDR
-}
+from .templates.catalog import TEMPLATES, VIEW
 
 __all__ = ["TEMPLATES", "Policy", "lower", "policy_from_overrides"]
 
@@ -84,12 +59,12 @@ def lower(graph, chip, policy=None, progress: Callable[[int, int], None] | None 
         span = chain.groups if chain else [groups[i]]
         for g in span:
             for t in g.stores:
-                if t not in ctx.home and t not in (chain.inner if chain else ()) and g.template not in PLACES_OWN_OUTPUTS:
+                if t not in ctx.home and t not in (chain.inner if chain else ()) and not g.template.places_outputs:
                     place(t, g.template)
         if chain:
             _lower_chain(ctx, chains, chain, place)
         else:
-            TEMPLATES[groups[i].template].lower(ctx, groups[i])
+            groups[i].template.lower(ctx, groups[i])
         for k, g in enumerate(span, i):
             for t in dict.fromkeys(shares.get(t, t) for t in g.loads):
                 if last_use[t] == k and t in placed:
@@ -120,7 +95,7 @@ def _lower_chain(ctx, chains, chain, place):
         if part:
             _lower_chain(ctx, chains, part, place)
         else:
-            TEMPLATES[span[0].template].lower(ctx, span[0])
+            span[0].template.lower(ctx, span[0])
         k += len(span)
 
 
@@ -140,7 +115,7 @@ def _shared_buffers(graph, groups):
     """tensor -> the tensor whose buffer it shares (a view of it not bound to an output)."""
     shares, outputs = {}, set(graph.outputs.values())
     for g in groups:
-        if g.template == "view" and g.nodes[0].outputs[0] not in outputs:
+        if g.template is VIEW and g.nodes[0].outputs[0] not in outputs:
             src = g.nodes[0].inputs[0]
             shares[g.nodes[0].outputs[0]] = shares.get(src, src)
     return shares
@@ -156,7 +131,7 @@ def _templates_touching(groups, shares):
 
 
 def _on_chip_ok(templates):
-    return all(TEMPLATES[t].homes == "any" for t in templates)
+    return all(t.homes == "any" for t in templates)
 
 
 def _check_pins(ctx, touch):
@@ -169,14 +144,14 @@ def _check_pins(ctx, touch):
             raise ConfigError(f"policy.pinned: {name} is {what}, not a constant; only constants "
                               f"can be pinned (constants: {', '.join(g.constants) or 'none'})")
         for template, op in touch.get(name, {}).items():
-            if TEMPLATES[template].homes == "ddr":
+            if template.homes == "ddr":
                 raise ConfigError(f"policy.pinned: constant {name} is read by op {op} (the "
-                                  f"{template} template), whose operands must be in DDR")
+                                  f"{template.name} template), whose operands must be in DDR")
 
 
 def _in_ddr_only(groups, shares):
     """The tensors a template whose operands must be in DDR reads or writes."""
-    return {shares.get(t, t) for g in groups if TEMPLATES[g.template].homes == "ddr" for t in (*g.loads, *g.stores)}
+    return {shares.get(t, t) for g in groups if g.template.homes == "ddr" for t in (*g.loads, *g.stores)}
 
 
 def _bind(ctx, ddr_only):

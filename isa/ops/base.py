@@ -36,7 +36,7 @@ class Spec:
 class OpDef:
     name = ""
     kind = "local"  # the seed's class: "local" (本地操作, fusable) or "global" (全局操作, from DDR)
-    template = ""  # the lowering template that runs it (see isa.lower.TEMPLATES)
+    template = ""  # the lowering template that runs it (isa/lower/templates/catalog.py)
     variants = ()  # sub-keys a chip's op table may price separately ("active.relu")
     seed = "bmlang"  # the document that specifies it: bmlang, atb (Ascend), tensorrt or onnx
     list_input = False  # its function takes its tensors as one list (concat), not one by one

@@ -39,16 +39,12 @@ transposed convolutions, average and global poolings and other templates end the
 
 from dataclasses import dataclass
 
-from ...ops import REGISTRY
 from ..context import local_memory
 from ..memory.alloc import align_up
 from ..memory.route import copy
-from ..templates.conv import conv_node_axes, plan_conv
-from ..templates.pool import plan_pool, pool_axes
+from ..templates.catalog import CONV
 
 LONGEST = 16  # the most groups one chain takes: bounds the search, far more than a block's
-PLANS = {"conv": plan_conv, "pool": plan_pool}  # template -> its plan, run over rows (plan.run(rows))
-AXES = {"conv": conv_node_axes, "pool": pool_axes}  # template -> (graph, node) -> its window axes
 
 
 @dataclass
@@ -77,7 +73,7 @@ class Chains:
             for t in g.loads:
                 self.readers.setdefault(t, []).append(i)
         self.outputs = set(ctx.graph.outputs.values())
-        self.row_axes = {i: AXES[g.template](ctx.graph, g.nodes[0])[0] for i, g in enumerate(groups) if _sliceable(ctx.graph, g)}
+        self.row_axes = {i: g.template.slicing.axes(ctx.graph, g.nodes[0])[0] for i, g in enumerate(groups) if _sliceable(ctx.graph, g)}
         i = 0
         while i < len(groups):
             j = i
@@ -134,15 +130,10 @@ class Chains:
 
 
 def _sliceable(graph, group):
-    """A group whose rows can be run apart and priced: a 2-d convolution (not transposed;
-    depthwise ones too, on the vector unit) or a 2-d max pooling (not global), with its tail."""
-    head = group.nodes[0]
-    if len(graph.tensors[head.outputs[0]].shape) != 4:
-        return False
-    if group.template == "pool":
-        p = head.params
-        return p["method"] == "MAX" and p["kernel"][0] < graph.tensors[head.inputs[0]].shape[2]
-    return group.template == "conv" and not REGISTRY[head.op].transposed
+    """A group whose rows can be run apart and priced, with its tail: its template's slicing says
+    (a 2-d convolution or max pooling: isa/lower/templates/catalog.py)."""
+    slicing = group.template.slicing
+    return slicing is not None and slicing.sliceable(graph, group)
 
 
 def _input_rows(axis, rows):
@@ -234,10 +225,10 @@ def _place_slices(ctx, chain, plan):
     for t in chain.inner:
         ctx.home[t] = windows[t][0]
     held = _hold(ctx, chain) if hold else {}
-    plans = [PLANS[g.template](ctx, g) for g in chain.groups]
+    plans = [g.template.slicing.plan(ctx, g) for g in chain.groups]
     if held and not all(p.feasible() for p in plans):  # the weights leave the tiles no room
         _unhold(ctx, held)
-        held, plans = {}, [PLANS[g.template](ctx, g) for g in chain.groups]
+        held, plans = {}, [g.template.slicing.plan(ctx, g) for g in chain.groups]
     if not all(p.feasible() for p in plans):
         _release(ctx, chain, windows)
         ctx.em.notes.append(f"layer group {_names(chain)}: its windows leave a layer no room for a tile; lowered layer by layer")
@@ -258,7 +249,7 @@ def _layered_cycles(ctx, chain, cycles):
     released)."""
     for t in chain.inner:
         ctx.home[t] = ctx.em.alloc(ctx.chip.data_memory, ctx.graph.tensors[t].nbytes, t)
-    total = sum(cycles(PLANS[g.template](ctx, g)) for g in chain.groups)
+    total = sum(cycles(g.template.slicing.plan(ctx, g)) for g in chain.groups)
     for t in chain.inner:
         ctx.em.release(ctx.home.pop(t))
     return total
@@ -318,7 +309,7 @@ def _holdable(ctx, chain):
     if not matrix or matrix[0].operand_memory("b") != chain.mem:
         return []
     out = []
-    for g in (g for g in chain.groups if g.template == "conv"):
+    for g in (g for g in chain.groups if g.template is CONV):
         node = g.nodes[0]
         if not node.params.get("depthwise") and node.params.get("mode") != "v2" and ctx.home[node.inputs[1]].mem == "ddr":
             out.append(node.inputs[1])

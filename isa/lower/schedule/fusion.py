@@ -6,12 +6,13 @@ from dataclasses import dataclass, field
 
 from ...ops import REGISTRY
 from ..check import kind
+from ..templates.catalog import Template, template_of
 
 
 @dataclass
 class Group:
     nodes: list
-    template: str
+    template: Template
     loads: list = field(default_factory=list)  # tensors read from their homes (made outside the group)
     stores: list = field(default_factory=list)  # tensors written to their homes (needed outside it)
 
@@ -31,7 +32,7 @@ def groups(graph, chip, policy):
     nodes = live_nodes(graph)
     result = []
     for node in nodes:
-        template = REGISTRY[node.op].template
+        template = template_of(node.op)
         cur = result[-1] if result else None
         room = cur is not None and (policy.max_group is None or len(cur.nodes) < policy.max_group)
         if policy.fuse and room and _fusable(graph, chip, cur, node, template):
@@ -51,16 +52,12 @@ def groups(graph, chip, policy):
     return result
 
 
-# Templates whose output tile an element-wise tail can finish in local memory.
-HEADS = ("elementwise", "conv", "pool")
-
-
 def _fusable(graph, chip, group, node, template):
-    """An element-wise op joins a group led by a local op of a template in HEADS when it has
+    """An element-wise op (a tail template) joins a group led by a local op of a head template when it has
     the group's output shape and is fed by the group with whole tiles (not as a lookup table or
     a per-channel vector). A stride op reads DDR with strides, so it starts a group instead."""
     opdef = REGISTRY[node.op]
-    if template != "elementwise" or group.template not in HEADS or opdef.strided:
+    if not template.tail or not group.template.head or opdef.strided:
         return False
     if kind(graph, chip, node) != "local" or kind(graph, chip, group.nodes[0]) != "local":
         return False

@@ -6,7 +6,7 @@
 - `constant`: a value known when the graph is built (constdata's array, shape_fetch's shape) is
   a constant preloaded in DDR, like weights; no instruction runs.
 
-lower() leaves these outputs unplaced (PLACES_OWN_OUTPUTS) and frees a shared buffer after the
+lower() leaves these outputs unplaced (Template.places_outputs) and frees a shared buffer after the
 last use of any tensor that shares it.
 """
 
@@ -14,8 +14,6 @@ import numpy as np
 
 from ... import dtypes
 from ..memory.route import copy
-
-PLACES_OWN_OUTPUTS = ("view", "constant")
 
 
 def lower_view(ctx, group):

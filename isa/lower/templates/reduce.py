@@ -35,7 +35,7 @@ F32, I64 = "float32", "int64"
 
 
 def lower_reduce(ctx, group):
-    if len(group.nodes) != 1:  # nothing fuses with a reduction (fusion.HEADS)
+    if len(group.nodes) != 1:  # nothing fuses with a reduction (it is no fusion head: catalog.py)
         raise UnsupportedError(f"reduction template: group {group.nodes[0].name} has {len(group.nodes)} nodes; it runs one")
     node = group.nodes[0]
     plan = PLANS[node.op](ctx, node, group.stores)
