@@ -8,7 +8,8 @@ quantized per group of `group` rows of K and per column, the activations staying
   with s = (max - min) / 15 and z = round(-min / s) per group, two codes a byte; the op takes
   the zero term -z * s beside the scale, so the dequantization is one mul_add.
 
-A graph in float32 is compiled to float16 first (floats.py); everything other than those
+The graph is compiled to float16 first (floats.py: from float32, or where the chip's table
+lacks an op in float16, that op in float32 between casts); everything other than those
 products keeps its dtype. The note says how many products went, and why any did not.
 """
 
@@ -20,6 +21,7 @@ from .. import ops
 from ..errors import ConfigError
 from ..graph import Graph
 from ..ops import weight_only
+from . import floats
 from .rebuild import Rebuild
 
 SCHEMES = {"w8a16": 8, "w4a16": 4}
@@ -50,9 +52,7 @@ def quantize_weight(w, bits, group):
 def rewrite(source: Graph, target: Graph, chip, bits: int, group: int = GROUP) -> Graph:
     if group < 1:
         raise ConfigError(f"weight-only quantization: group {group} must be at least 1")
-    if any(t.dtype == "float32" for t in source.tensors.values()):
-        from . import floats
-
+    if any(t.dtype in ("float32", "float16") for t in source.tensors.values()):
         source = floats.rewrite(source, Graph(source.name), chip, "float16")
     rb = Rebuild(source, target, chip)
     done, kept = 0, Counter()
