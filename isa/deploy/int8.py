@@ -14,8 +14,8 @@ first way that the op and the chip's op table take:
   when a ReLU is its only reader (the negative half would be cut anyway).
   Per channel (conv and matrix_mul, where the chip has mul_shift of int16 by int8): the weight's
   scale is one per output channel, as TPU-MLIR's. The seed's modes take one scale per op, so the
-  product runs in HighPrecisionSymmetric with a scale of 2^-r into int16 (an int32 bias at each
-  channel's scale s_x * s_w[c]), and a `mul_shift` by a per-channel int8 multiplier m[c] and one
+  product runs in HighPrecisionSymmetric with a scale of 2^-r into int16 (a bias at each channel's
+  scale s_x * s_w[c], int16 where it fits), and a `mul_shift` by a per-channel int8 multiplier m[c] and one
   shift R, on the vector unit in the product's layer group, makes the int8 result:
   y = (t * m[c]) >> R. Each channel's weight scale is widened so that m[c] / 2^R is its exact
   requantization (m[c] is rounded up: the weight loses at most 1/m[c] of its 127 levels); r is the
@@ -229,14 +229,17 @@ class Int8:
         s_w = m / 2.0**shift * s_y / (s_x * 2.0**r)  # widened: m / 2^shift is each channel's exact requantization
         keep = [1] * weight.ndim
         keep[axis] = -1
+        channels = (1, -1, 1, 1) if node.op == "conv" else (1, -1)
+        b_q = None if b is None else np.rint(b.reshape(channels) / (s_x * s_w.reshape(channels)))
+        # an int16 bias is added to the accumulator before the shift (one vector step fewer than int32's)
+        bias_dtype = I16 if b_q is not None and np.abs(b_q).max() <= dtypes.int_range(I16)[1] else I32
         params = dict(node.params, scale=2.0**-r, mode="HighPrecisionSymmetric", out_dtype=I16)
-        if self.rb.fits(node, [I8, I8] + ([I32] if b is not None else []), params) != [I16]:
+        if self.rb.fits(node, [I8, I8] + ([bias_dtype] if b is not None else []), params) != [I16]:
             return False
         x, w, *bias = node.inputs
         operands = [self.int8_of(x, s_x), self.rb.constant(w, np.clip(np.rint(weight / s_w.reshape(keep)), -QMAX, QMAX), I8)]
-        channels = (1, -1, 1, 1) if node.op == "conv" else (1, -1)
         if bias:
-            operands.append(self.rb.constant(bias[0], np.rint(b.reshape(channels) / (s_x * s_w.reshape(channels))), I32))
+            operands.append(self.rb.constant(bias[0], b_q, bias_dtype))
         (t,) = self.rb.emit(node, operands, params, name=self.rb.fresh(f"{node.name}/int16"))
         factors = self.rb.constant(f"{node.name}/multipliers", m.reshape(channels), I8)
         y = ops.mul_shift(t, factors, shift, out_dtype=I8, name=node.name)
