@@ -27,7 +27,9 @@ def rewrite(source: Graph, target: Graph, chip, dtype: str) -> Graph:
     for node in source.nodes:
         tensors = [source.tensors[n] for n in node.inputs + node.outputs]
         if any(t.dtype == dtype for t in tensors) and not any(t.dtype == SOURCE for t in tensors):
-            kept.update(_widened(rb, source, node, dtype))
+            widened = _widened(rb, source, node, dtype)
+            kept.update(widened)
+            narrow += not widened
             continue
         if not any(t.dtype == SOURCE for t in tensors):
             rb.copy(node)
