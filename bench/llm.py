@@ -13,6 +13,7 @@ is its DDR bytes (weights and the cache it reads) over the DDR bandwidth.
 
     python bench/llm.py --model llama2-7b --chip ascend910b --dtype float16 --batch 1 --prompt 512 --generate 128
     python bench/llm.py --model tinyllama-1.1b --chip bm1686 --dtype float32 --prompt 128 --generate 64 --samples 2
+    python bench/llm.py --model tinyllama-1.1b --chip bm1686 --dtype w4a16 --prompt 64 --generate 32
 """
 
 import argparse
@@ -30,6 +31,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import llm
 
 DTYPE_BYTES = {"float16": 2, "float32": 4}
+# weight-only quantization (isa/deploy/weight_only.py), float16 activations: a weight's bytes are its
+# code's and, per group of 128, a float16 scale (and for int4 a float16 zero term)
+WEIGHT_ONLY = {"w8a16": 1 + 2 / 128, "w4a16": 0.5 + 4 / 128}
+
+
+def weight_bytes(dtype):
+    return WEIGHT_ONLY.get(dtype) or DTYPE_BYTES[dtype]
+
+
+def activations(dtype):
+    """The dtype the model is built in (and its KV cache kept in)."""
+    return "float16" if dtype in WEIGHT_ONLY else dtype
 
 
 @dataclass
@@ -46,8 +59,7 @@ class Simulated:
 
 def footprint(cfg, dtype, batch, tokens):
     """(weight bytes, KV cache bytes at `tokens` positions) of the whole model."""
-    size = DTYPE_BYTES[dtype]
-    return cfg.weights() * size, cfg.kv_elements(tokens, batch) * size
+    return cfg.weights() * weight_bytes(dtype), cfg.kv_elements(tokens, batch) * DTYPE_BYTES[activations(dtype)]
 
 
 def check_fits(cfg, chip, dtype, batch, tokens):
@@ -61,11 +73,12 @@ def check_fits(cfg, chip, dtype, batch, tokens):
     return weights, kv
 
 
-def simulate(build, chip, top=3):
-    """Build an ONNX model (a callable), import, lower and run it in timing mode."""
+def simulate(build, chip, top=3, quantize=None):
+    """Build an ONNX model (a callable), import (deployed in `quantize`, a weight-only scheme), lower
+    and run it in timing mode."""
     cpu = {}
     start = time.process_time()
-    graph = isa.from_onnx(build())
+    graph = isa.from_onnx(build(), quantize=quantize, chip=chip if quantize else None)
     cpu["build"] = time.process_time() - start
     start = time.process_time()
     program = isa.lower(graph, chip)
@@ -85,10 +98,11 @@ def simulate(build, chip, top=3):
 def simulate_ends(cfg, chip, batch, seq, dtype, seed):
     """(the embedding lookup, final norm and head simulated, None), or where the chip refuses the
     lookup (the importer's index arithmetic on int64 token ids), (the norm and head alone, why)."""
+    act, quantize = activations(dtype), (dtype if dtype in WEIGHT_ONLY else None)
     try:
-        return simulate(lambda: llm.ends(cfg, batch, seq, dtype, seed), chip), None
+        return simulate(lambda: llm.ends(cfg, batch, seq, act, seed), chip, quantize=quantize), None
     except UnsupportedError as e:
-        return simulate(lambda: llm.ends(cfg, batch, seq, dtype, seed, embedding=False), chip), str(e)
+        return simulate(lambda: llm.ends(cfg, batch, seq, act, seed, embedding=False), chip, quantize=quantize), str(e)
 
 
 def decode_lengths(prompt, generate, samples):
@@ -115,7 +129,8 @@ def run(args):
     out(f"footprint: weights {weights / 1e9:.2f} GB + KV cache {kv / 1e9:.3f} GB ({prompt + generate} tokens x batch {batch}) = "
         f"{(weights + kv) / 1e9:.2f} GB of {ddr / 1e9:.2f} GB DDR ({(weights + kv) / ddr:.0%})")
 
-    prefill = simulate(lambda: llm.decoder_layer(cfg, batch, prompt, 0, dtype, args.seed), chip, args.top)
+    act, quantize = activations(dtype), (dtype if dtype in WEIGHT_ONLY else None)
+    prefill = simulate(lambda: llm.decoder_layer(cfg, batch, prompt, 0, act, args.seed), chip, args.top, quantize)
     prefill_ends, refused = simulate_ends(cfg, chip, batch, prompt, dtype, args.seed)
     if refused:
         out(f"the embedding lookup is not simulated: {refused}")
@@ -125,17 +140,22 @@ def run(args):
         f"{prefill_ends.seconds * 1e3:.3f} ms = time to first token {ttft * 1e3:.2f} ms")
 
     lengths = decode_lengths(prompt, generate, args.samples)
-    steps = [simulate(lambda n=n: llm.decoder_layer(cfg, batch, 1, n, dtype, args.seed), chip, args.top) for n in lengths]
+    steps = [simulate(lambda n=n: llm.decoder_layer(cfg, batch, 1, n, act, args.seed), chip, args.top, quantize) for n in lengths]
     decode_ends, _ = simulate_ends(cfg, chip, batch, 1, dtype, args.seed)
     layer_step = sum(s.seconds for s in steps) / len(steps)
     tpot = cfg.layers * layer_step + decode_ends.seconds
     mean_length = sum(lengths) / len(lengths)
-    floor_bytes = cfg.layer_weights() * DTYPE_BYTES[dtype] + kv * mean_length / (prompt + generate) / cfg.layers
+    floor_bytes = cfg.layer_weights() * weight_bytes(dtype) + kv * mean_length / (prompt + generate) / cfg.layers
     floor = floor_bytes / ddr_bandwidth(chip)
     out(f"decode: one layer {layer_step * 1e3:.3f} ms at cache length{'s' if len(lengths) > 1 else ''} "
         f"{', '.join(map(str, lengths))} (floor {floor * 1e3:.3f} ms: {floor_bytes / 1e6:.1f} MB over "
         f"{ddr_bandwidth(chip) / 1e9:.0f} GB/s, {layer_step / floor:.2f}x) x {cfg.layers} + head {decode_ends.seconds * 1e3:.3f} ms "
         f"= time per output token {tpot * 1e3:.2f} ms")
+    if quantize:  # the same step with float16 weights, compiled the same way: what the weight bytes buy
+        base = simulate(lambda: llm.decoder_layer(cfg, batch, 1, lengths[len(lengths) // 2], act, args.seed), chip, 0, "float16")
+        out(f"decode with float16 weights (compiled the same way): one layer {base.seconds * 1e3:.3f} ms at cache length "
+            f"{lengths[len(lengths) // 2]}; {dtype} takes {layer_step / base.seconds:.2f}x its time for "
+            f"{weight_bytes(dtype) / DTYPE_BYTES['float16']:.2f}x its weight bytes")
     total = ttft + (generate - 1) * tpot
     out(f"tokens per second: {batch / tpot:.1f} while decoding (batch {batch} / time per output token); "
         f"{batch * generate / total:.1f} over the whole request ({total * 1e3:.1f} ms for the prompt and {generate} tokens)")
@@ -157,7 +177,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", choices=sorted(llm.CONFIGS), default="llama2-7b")
     p.add_argument("--chip", default="ascend910b", help="a shipped chip's name or a chip YAML")
-    p.add_argument("--dtype", choices=sorted(DTYPE_BYTES), default="float16")
+    p.add_argument("--dtype", choices=sorted(DTYPE_BYTES) + sorted(WEIGHT_ONLY), default="float16",
+                   help="float16, float32, or weight-only int8 / int4 weights with float16 activations (w8a16, w4a16)")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--prompt", type=int, default=512, help="prompt tokens (prefill)")
     p.add_argument("--generate", type=int, default=128, help="tokens generated (decode steps)")

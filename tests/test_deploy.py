@@ -18,6 +18,7 @@ import chips
 import isa
 import sim
 from isa.deploy import Table, int8, read_table
+from isa.lower.schedule.fusion import groups
 from sim.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,8 +146,8 @@ def test_int8_computes_the_float_model_within_its_quantization(chip, silu, resid
     """Calibrated on 8 random images, run on another: TPU-MLIR's model_deploy checks int8 against
     float by cosine similarity; an output element may be off by a few of the output's steps
     (threshold / 127): the input, each convolution's result and each lookup table round to half a
-    step of their own scale, and the weights' scales are widened to a power of two (up to one bit
-    lost). 10% of the output's threshold (12.7 steps) bounds it with room; a float16 or float32
+    step of their own scale, and each channel's weight scale is widened so that its requantization
+    is exact (a few levels lost). 10% of the output's threshold (12.7 steps) bounds it with room; a float16 or float32
     model is far closer, an int8 model with a wrong scale or sign far off."""
     model, x = cnn(silu=silu, residual=residual), image()
     floating = isa.from_onnx(model)
@@ -157,13 +158,40 @@ def test_int8_computes_the_float_model_within_its_quantization(chip, silu, resid
     assert np.abs(got - want).max() <= 0.1 * table.threshold("y")
     assert np.abs(got - want).max() > 0  # int8, not float
     line = note(g)
-    assert "2 conv in int8" in line or "3 conv in int8" in line
-    assert "1 matrix_mul in int8" in line
+    assert "2 conv in int8 per channel" in line or "3 conv in int8 per channel" in line
+    assert "1 matrix_mul in int8 per channel" in line
     if silu:
         assert "chain(s) as lut" in line and "active" not in {n.op for n in g.nodes}
     kinds = {n.op for n in g.nodes}
-    assert g.tensors[next(n for n in g.nodes if n.op == "conv").outputs[0]].dtype == "int8"
+    conv = next(n for n in g.nodes if n.op == "conv")
+    assert g.tensors[conv.outputs[0]].dtype == "int16" and conv.params["mode"] == "HighPrecisionSymmetric"
+    (requant,) = g.consumers(conv.outputs[0])
+    assert requant.op == "mul_shift" and g.tensors[requant.outputs[0]].dtype == "int8"
     assert "cast" in kinds  # quantized at the input, dequantized at the output
+
+
+def test_int8_weight_scales_are_per_channel_and_their_requantization_is_exact():
+    """Each output channel's weight takes its own scale (its largest |w| near 127 levels when
+    channels differ by up to 8x), the product goes to int16 at 2^-r and one mul_shift by the
+    channels' int8 multipliers makes the int8 result in the convolution's layer group: the
+    deployed weights times their scales give the float weights within half a step of each channel."""
+    model = cnn()
+    w = numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == "c2_w"))
+    w = w * np.linspace(1, 6, w.shape[0], dtype=np.float32).reshape(-1, 1, 1, 1)  # channels of different ranges
+    model.graph.initializer.remove(next(i for i in model.graph.initializer if i.name == "c2_w"))
+    model.graph.initializer.append(numpy_helper.from_array(w, "c2_w"))
+    s_x = s_y = 4.0 / 127
+    g = isa.from_onnx(model, quantize="INT8", chip="bm1686", calibration=Table(default=4.0))
+    conv = next(n for n in g.nodes if n.name == "c2/int16")
+    (requant,) = g.consumers(conv.outputs[0])
+    q = g.constants[conv.inputs[1]].astype(np.float64)
+    m = g.constants[requant.inputs[1]].astype(np.float64).reshape(-1)
+    s_w = m / 2.0 ** requant.params["shift"] * s_y / (s_x * conv.params["scale"])
+    assert np.all(np.abs(q * s_w.reshape(-1, 1, 1, 1) - w).max(axis=(1, 2, 3)) <= s_w / 2 * (1 + 1e-6))
+    assert np.all(np.abs(q).max(axis=(1, 2, 3)) >= 100)  # each channel keeps most of its 127 levels
+    assert s_w.max() / s_w.min() > 4  # one scale a channel, not one for all
+    (group,) = [grp for grp in groups(g, chips.load("bm1686"), isa.Policy()) if conv in grp.nodes]
+    assert requant in group.nodes and conv.outputs[0] not in group.stores  # the int16 result stays on chip
 
 
 def test_int8_residual_add_needs_no_op_outside_the_producers_layer_group():

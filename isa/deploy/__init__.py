@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..graph import Graph
+from . import weight_only
 from .calibration import Table, measure, random_samples, read_table
 
 PRECISIONS = {"float16": "float16", "f16": "float16", "fp16": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16",
@@ -38,10 +39,13 @@ def similarity(got, want) -> tuple[float, float]:
 
 
 def precision(name) -> str:
-    """npusim's dtype for a precision as TPU-MLIR (F16, BF16, INT8) or npusim (float16, ...) names it."""
+    """npusim's dtype for a precision as TPU-MLIR (F16, BF16, INT8) or npusim (float16, ...) names
+    it; the weight-only schemes keep their names (w8a16, w4a16)."""
     key = str(name).lower()
+    if key in weight_only.SCHEMES:
+        return key
     if key not in PRECISIONS:
-        raise ConfigError(f"quantize {name!r}: not a deployment precision; expected one of F16, BF16, INT8 "
+        raise ConfigError(f"quantize {name!r}: not a deployment precision; expected one of F16, BF16, INT8, W8A16, W4A16 "
                           "(or float16, bfloat16, int8)")
     return PRECISIONS[key]
 
@@ -77,6 +81,8 @@ def quantize(graph: Graph, dtype: str, chip, calibration=None, target: Graph | N
         return int8.rewrite(graph, target, chip, calibrate(graph, calibration))
     if calibration is not None:
         raise ConfigError(f"quantize {dtype}: a calibration is for INT8 only")
+    if dtype in weight_only.SCHEMES:
+        return weight_only.rewrite(graph, target, chip, weight_only.SCHEMES[dtype])
     return floats.rewrite(graph, target, chip, dtype)
 
 

@@ -7,6 +7,9 @@ only in float32 (BM1684X's sigmoid, tanh, nearest upsampling, division) runs in 
 `cast` node before it for each operand computed in `dtype` and one after it for a reader in
 `dtype`, as TPU-MLIR's mixed precision does. The graph's inputs and outputs stay float32 (cast at
 the edges). The program's notes list the ops left in float32.
+
+A graph already in `dtype` (an LLM built in float16) is compiled the same way: a node the table
+lacks in `dtype` (BM1684X's square root) runs in float32 between casts.
 """
 
 from collections import Counter
@@ -23,6 +26,11 @@ def rewrite(source: Graph, target: Graph, chip, dtype: str) -> Graph:
     narrow, kept = 0, Counter()
     for node in source.nodes:
         tensors = [source.tensors[n] for n in node.inputs + node.outputs]
+        if any(t.dtype == dtype for t in tensors) and not any(t.dtype == SOURCE for t in tensors):
+            widened = _widened(rb, source, node, dtype)
+            kept.update(widened)
+            narrow += not widened
+            continue
         if not any(t.dtype == SOURCE for t in tensors):
             rb.copy(node)
             continue
@@ -41,6 +49,21 @@ def rewrite(source: Graph, target: Graph, chip, dtype: str) -> Graph:
     target.notes.append(f"quantize {dtype} on {chip.name}: {narrow} op(s) in {dtype}, {sum(kept.values())} in float32 "
                         f"(the chip's table has no {dtype} for them{': ' + listed if listed else ''}), {rb.casts} cast(s) added")
     return target
+
+
+def _widened(rb, source, node, dtype):
+    """A node of `dtype` tensors: copied, or where the chip's table lacks it in `dtype` and has it
+    in float32, run in float32 between casts; the support keys widened."""
+    if rb.fits(node, [source.tensors[n].dtype for n in node.inputs], node.params) is not None:
+        rb.copy(node)
+        return []
+    want = [SOURCE if source.tensors[n].dtype == dtype else source.tensors[n].dtype for n in node.inputs]
+    params = float_params(node.params, dtype, SOURCE)
+    if rb.fits(node, want, params) is None:
+        rb.copy(node)  # the lowering gives the table's refusal
+        return []
+    rb.copy(node, params, [rb.as_dtype(rb.tensor(n), d) for n, d in zip(node.inputs, want)])
+    return [REGISTRY[node.op].support_key(node.params)]
 
 
 __all__ = ["rewrite"]

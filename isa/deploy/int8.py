@@ -10,9 +10,16 @@ first way that the op and the chip's op table take:
   (2^-r: the weight keeps 64 to 127 levels), and the op runs in LowPrecisionSymmetric with an
   int16 bias, its finish one rounding shift, as BM1684's int8 convolutions shift (TPU-MLIR
   gives BM1684 a right shift without multiplier); a bias beyond int16, or S > 1, takes
-  HighPrecisionSymmetric with an int32 bias. The seed's modes take one scale per op, so the
-  weight's scale is one per tensor (TPU-MLIR's are per channel). The output's threshold is that
-  of the ReLU after it when a ReLU is its only reader (the negative half would be cut anyway).
+  HighPrecisionSymmetric with an int32 bias. The output's threshold is that of the ReLU after it
+  when a ReLU is its only reader (the negative half would be cut anyway).
+  Per channel (conv and matrix_mul, where the chip has mul_shift of int16 by int8): the weight's
+  scale is one per output channel, as TPU-MLIR's. The seed's modes take one scale per op, so the
+  product runs in HighPrecisionSymmetric with a scale of 2^-r into int16 (a bias at each channel's
+  scale s_x * s_w[c], int16 where it fits), and a `mul_shift` by a per-channel int8 multiplier m[c] and one
+  shift R, on the vector unit in the product's layer group, makes the int8 result:
+  y = (t * m[c]) >> R. Each channel's weight scale is widened so that m[c] / 2^R is its exact
+  requantization (m[c] is rounded up: the weight loses at most 1/m[c] of its 127 levels); r is the
+  least that keeps every channel's int16 t within range, so t holds about 8 more bits than y.
 - ops that keep the scale (relu, leaky relu, pooling, mean and max reductions, reshapes,
   permutes, slices, split, nearest upsampling, concat): in int8, the output taking the input's
   scale (concat's inputs requantized to the largest of their scales by `muls_shift`);
@@ -41,6 +48,8 @@ from .rebuild import Rebuild
 F32, I8, I16, I32 = "float32", "int8", "int16", "int32"
 QMAX = 127
 SHIFTED_BITS = 8  # an int8 times 2^8 still fits int16
+I16_MAX = 32767
+SPREAD = 8  # a channel's weight scale is at least 1/SPREAD of the largest (its multiplier then keeps >= 3 bits)
 KEEP_SCALE = {"pool", "reshape", "reshape_v2", "permute", "extract", "split", "upsample", "squeeze", "expand_dims", "copy", "tile",
               "broadcast", "concat"}
 KEEP_SCALE_KEYS = {"active.relu", "active_param.leaky_relu"}
@@ -177,6 +186,8 @@ class Int8:
         weight = np.asarray(self.src.constants[w], np.float32)
         b = np.asarray(self.src.constants[bias[0]], np.float32) if bias else None
         s_x, s_y = self.threshold(x) / QMAX, self.out_scale(node.outputs[0])
+        if self.per_channel(node, weight, b, s_x, s_y):
+            return True
         s_w = max(float(np.abs(weight).max()), 1e-12) / QMAX
         scale = s_x * s_w / s_y
         mode, bias_dtype = "HighPrecisionSymmetric", I32
@@ -197,6 +208,44 @@ class Int8:
         (y,) = self.rb.copy(node, params, operands)
         self.scale[y.name] = s_y
         self.done[f"{node.op} in int8"] += 1
+        return True
+
+    def per_channel(self, node, weight, b, s_x, s_y):
+        """conv or matrix_mul with one weight scale per output channel: the product into int16 at
+        2^-r, then mul_shift by the channels' multipliers (see the module's docstring)."""
+        if node.op not in ("conv", "matrix_mul") or not self.rb.supported("mul_shift", {}, [I16, I8], I8):
+            return False
+        axis = 0 if node.op == "conv" else weight.ndim - 1  # the weight's output-channel axis
+        others = tuple(k for k in range(weight.ndim) if k != axis)
+        top = np.abs(weight).max(axis=others).astype(np.float64)
+        s_w = np.maximum(np.maximum(top, top.max() / SPREAD), 1e-12) / QMAX
+        ratio = s_x * s_w / s_y  # each channel's accumulator scale over the output's
+        r = max(0, math.ceil(math.log2(QMAX / (I16_MAX * ratio.min())) - 1e-9))
+        ratio = ratio * 2.0**r  # t's scale over y's: |t| <= 127 / ratio <= 32767
+        if ratio.max() > QMAX:
+            return False
+        shift = min(31, math.floor(math.log2(QMAX / ratio.max())))
+        m = np.minimum(QMAX, np.ceil(ratio * 2.0**shift - 1e-9))
+        s_w = m / 2.0**shift * s_y / (s_x * 2.0**r)  # widened: m / 2^shift is each channel's exact requantization
+        keep = [1] * weight.ndim
+        keep[axis] = -1
+        channels = (1, -1, 1, 1) if node.op == "conv" else (1, -1)
+        b_q = None if b is None else np.rint(b.reshape(channels) / (s_x * s_w.reshape(channels)))
+        # an int16 bias is added to the accumulator before the shift (one vector step fewer than int32's)
+        bias_dtype = I16 if b_q is not None and np.abs(b_q).max() <= dtypes.int_range(I16)[1] else I32
+        params = dict(node.params, scale=2.0**-r, mode="HighPrecisionSymmetric", out_dtype=I16)
+        if self.rb.fits(node, [I8, I8] + ([bias_dtype] if b is not None else []), params) != [I16]:
+            return False
+        x, w, *bias = node.inputs
+        operands = [self.int8_of(x, s_x), self.rb.constant(w, np.clip(np.rint(weight / s_w.reshape(keep)), -QMAX, QMAX), I8)]
+        if bias:
+            operands.append(self.rb.constant(bias[0], b_q, bias_dtype))
+        (t,) = self.rb.emit(node, operands, params, name=self.rb.fresh(f"{node.name}/int16"))
+        factors = self.rb.constant(f"{node.name}/multipliers", m.reshape(channels), I8)
+        y = ops.mul_shift(t, factors, shift, out_dtype=I8, name=node.name)
+        self.rb.map[node.outputs[0]] = y
+        self.scale[y.name] = s_y
+        self.done[f"{node.op} in int8 per channel"] += 1
         return True
 
     def keep_scale(self, node):

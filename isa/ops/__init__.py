@@ -83,5 +83,6 @@ from .stride import (
     stride_sub_offset,
 )
 from .vision import nms, nms_v2
+from .weight_only import matrix_mul_a16
 
 __all__ = sorted(name for name in REGISTRY) + ["REGISTRY", "OpDef", "Spec", "register_custom"]  # noqa: PLE0605

@@ -5,7 +5,8 @@ For each output tile (tm x tn) the K dimension is walked in steps of tk: the lef
 tiles of each step are loaded into the matrix engine's operand memories (two slots each with
 double buffering; a transposed operand is read through strides by the DMA) and multiplied into
 an accumulator tile, accumulating after the first step. The integer family first takes its zero
-points off the loaded tiles (16-bit copies). A float bias goes where the matrix unit starts its
+points off the loaded tiles (16-bit copies); matrix_mul_a16 dequantizes its int8 or packed int4
+weight tile in local memory (isa/ops/weight_only.py) before the product. A float bias goes where the matrix unit starts its
 products from, where it has such a memory (an Ascend cube's BiasTable, isa/lower/templates/bias_table.py).
 After the last step the op's epilogue (bias, requantization, cast) runs as vector instructions
 and the result tile is stored, or, where the accumulator's way out converts with it (an Ascend
@@ -34,7 +35,7 @@ import numpy as np
 from ... import costs, dtypes
 from ...errors import OutOfMemoryError, UnsupportedError
 from ...instructions import Matmul, Region, Vector
-from ...ops import REGISTRY
+from ...ops import REGISTRY, weight_only
 from ..memory.alloc import shortfall
 from ..memory.route import STAGE_SLOTS, copy
 from ..schedule import estimate
@@ -85,7 +86,9 @@ class _Plan(Priced):
         self.acc_dtype = self.opdef.acc_dtype(self.left.dtype)
         self.asym = self.acc_dtype == "int32" and self.opdef.asymmetric(p)
         self.shifted = "lzp" in p  # the integer family: zero points off the operands, in 16 bits
-        self.operand_dtypes = ("int16", "int16") if self.shifted else (self.left.dtype, self.right.dtype)
+        self.a16 = node.op == "matrix_mul_a16"  # weight-only quantized: the right tile dequantized on chip
+        self.per_byte = weight_only.PER_BYTE[p["bits"]] if self.a16 else 1  # right elements a stored byte
+        self.operand_dtypes = ("int16", "int16") if self.shifted else (self.left.dtype, self.left.dtype if self.a16 else self.right.dtype)
         # the bias as (home Buf of N elements, dtype); the asymmetric mode's is bias_v2, folded here offline
         has_bias = self.opdef.checked_inputs(node) == 3
         if self.asym:
@@ -159,9 +162,11 @@ class _Plan(Priced):
         needs = [("kept", self._kept_mem(), size(self.left.dtype, tm * self.K))] if cut else []
         needs += [
             ("a", amem, size(self.left.dtype, tm * (self.K if keep and not cut else tk))),
-            ("b", bmem, size(self.right.dtype, tk * tn)),
+            ("b", bmem, size(self.right.dtype, tk * tn // self.per_byte)),
             ("acc", cmem, size(self.acc_dtype, tm * tn)),
         ]
+        if self.a16:
+            needs += self._a16_needs(tk, tn, bmem, vmem)
         if self.shifted:
             p = self.node.params
             needs += [("as", amem, size("int16", tm * tk)), ("bs", bmem, size("int16", tk * tn))]
@@ -201,7 +206,7 @@ class _Plan(Priced):
             per_mem.setdefault(mem, []).extend([n] * count)
         if self._cut(keep):
             for mem in stages(self.ctx.chip, self.ctx.home[self.right.name].mem, self.mx.operand_memory("b")):
-                per_mem.setdefault(mem, []).extend([tk * tn * dtypes.itemsize(self.right.dtype)] * self.ctx.slots)
+                per_mem.setdefault(mem, []).extend([tk * tn // self.per_byte * dtypes.itemsize(self.right.dtype)] * self.ctx.slots)
         return per_mem
 
     def _fits(self, tm, tn, tk, keep, accs):
@@ -311,7 +316,7 @@ class _Plan(Priced):
         home = self.ctx.home
         loaded = 0
         if home[self.right.name].mem == "ddr":  # once per row block
-            loaded += sum(c for _, c in ms) * self.K * self.N * dtypes.itemsize(self.right.dtype)
+            loaded += sum(c for _, c in ms) * self.K * self.N // self.per_byte * dtypes.itemsize(self.right.dtype)
         if home[self.left.name].mem == "ddr":  # once per column block, or once kept
             loaded += (1 if keep else sum(c for _, c in ns)) * self.M * self.K * dtypes.itemsize(self.left.dtype)
         loaded *= batch
@@ -333,6 +338,8 @@ class _Plan(Priced):
             load += self.piece("cut", tm, tk)
         if self.shifted:
             load += self.piece("shift", tm, tn, tk)
+        if self.a16:
+            load += self.piece("dequant", tk, tn, k0, n0)
         fills = self.piece("bias", tn, n0) if first and self.bias is not None else ()
         product = self.piece("product", tm, tn, tk, first, last, rows, full_tm, keep and not cut)
         finish = store = ()
@@ -350,7 +357,7 @@ class _Plan(Priced):
         out = {}
         kept_a = keep and not self._cut(keep)
         for key, mem, n, _ in self._placed(full_tm, tn, 1, keep, 1):
-            scope = estimate.STEP if key in ("a", "b", "as", "bs", "lzp", "rzp") else estimate.TILE
+            scope = estimate.STEP if key in ("a", "b", "as", "bs", "lzp", "rzp", "bu", "sc", "zt") else estimate.TILE
             if key == "kept" or (key == "a" and kept_a):
                 scope = estimate.KEPT
             out[key] = estimate.role(scope, key, mem, n)
@@ -365,8 +372,10 @@ class _Plan(Priced):
 
     def _price_right(self, rec, tk, tn, k0, n0):
         b = self._roles(tn, 1)["b"]
-        right = sub_region(rec._matrix(self.right, (0,) * len(self.batch), self.node.params.get("right_trans", False)), (k0, n0), (tk, tn))
-        copy(rec.em, right, self.ctx.home[self.right.name], b.region(self.right.dtype, (tk, tn)), b, self.node.name)
+        pb = self.per_byte
+        right = sub_region(rec._matrix(self.right, (0,) * len(self.batch), self.node.params.get("right_trans", False)),
+                           (k0 // pb, n0), (tk // pb, tn))
+        copy(rec.em, right, self.ctx.home[self.right.name], b.region(self.right.dtype, (tk // pb, tn)), b, self.node.name)
 
     def _price_left(self, rec, tm, k, keep, cut, m0, k0):
         bufs = self._roles(1, tm, keep=keep)
@@ -384,6 +393,10 @@ class _Plan(Priced):
         bufs = self._roles(tn, tm)
         slot = {(key, 0): buf for key, buf in bufs.items()}
         rec._shift(slot, 0, bufs["a"].region(self.left.dtype, (tm, tk)), bufs["b"].region(self.right.dtype, (tk, tn)), 0, 0, tm, tn, tk)
+
+    def _price_dequant(self, rec, tk, tn, k0, n0):
+        bufs = self._roles(tn, 1)
+        rec._dequant({(key, 0): buf for key, buf in bufs.items()}, 0, k0, n0, tk, tn)
 
     def _price_bias(self, rec, tn, n0):
         rec._load_bias(self._roles(tn, 1), n0, tn)
@@ -443,7 +456,7 @@ class _Plan(Priced):
         kept_buf = bufs["kept", a_slot] if cut else a
         kept = kept_buf.region(self.left.dtype, (tm, self.K)) if keep else None
         a_r = sub_region(kept, (0, k0), (tm, tk)) if keep and not cut else a.region(self.left.dtype, (tm, tk))
-        b_r = b.region(self.right.dtype, (tk, tn))
+        b_r = b.region(self.right.dtype, (tk // self.per_byte, tn))
         left = self._matrix(self.left, batch_index, p.get("left_trans", False))
         right = self._matrix(self.right, batch_index, p.get("right_trans", False))
         out = self._matrix(self.out, batch_index, False)
@@ -451,7 +464,7 @@ class _Plan(Priced):
         tile.update({"a": a, "b": b, "as": bufs.get(("as", ab)), "bs": bufs.get(("bs", ab))})
 
         def load():
-            copy(em, sub_region(right, (k0, n0), (tk, tn)), ctx.home[self.right.name], b_r, b, node.name)
+            copy(em, sub_region(right, (k0 // self.per_byte, n0), (tk // self.per_byte, tn)), ctx.home[self.right.name], b_r, b, node.name)
             if fresh:
                 src, dst = (sub_region(left, (m0, 0), (tm, self.K)), kept) if keep else (sub_region(left, (m0, k0), (tm, tk)), a_r)
                 copy(em, src, ctx.home[self.left.name], dst, kept_buf, node.name)
@@ -459,6 +472,8 @@ class _Plan(Priced):
                 copy(em, sub_region(kept, (0, k0), (tm, tk)), kept_buf, a_r, a, node.name)
             if self.shifted:
                 self._shift(bufs, ab, a_r, b_r, k0, n0, tm, tn, tk)
+            if self.a16:
+                self._dequant(bufs, ab, k0, n0, tk, tn)
             if first and self.bias is not None:
                 self._load_bias(tile, n0, tn)
 
@@ -489,7 +504,7 @@ class _Plan(Priced):
         last step where the accumulator is in parts, else whole; the asymmetric mode's second
         product (the left tile times a matrix of zp_r)."""
         em, name = self.em, self.node.name
-        a_in, b_in = (tile["as"], tile["bs"]) if self.shifted else (a, tile["b"])
+        a_in, b_in = (tile["as"], tile["bs"]) if self.shifted else (a, tile["bs"] if self.a16 else tile["b"])
         a_m = a_in.region(self.operand_dtypes[0], (tm, tk)) if self.shifted else a_r
         b_m = b_in.region(self.operand_dtypes[1], (tk, tn))
         acc = tile["acc"]
@@ -557,6 +572,45 @@ class _Plan(Priced):
             dst = bufs[dst_key, slot]
             em.emit(self.vx.name, Vector("sub", dst.region("int16", src.shape), (src, zero), "int64", name),
                     reads=(src_buf,) + reads, writes=(dst,))
+
+    def _a16_needs(self, tk, tn, bmem, vmem):
+        """matrix_mul_a16's slot buffers: the dequantized tile (bs), the unpacked 4-bit codes (bu),
+        the rows of scales (sc) and zero terms (zt) a K block of tk spans."""
+        p, item = self.node.params, dtypes.itemsize(self.left.dtype)
+        rows = min(self.K // p["group"], (tk - 1) // p["group"] + 2)
+        needs = [("bs", bmem, tk * tn * item), ("sc", vmem, rows * tn * item)]
+        if p["bits"] == 4:
+            needs += [("bu", vmem, tk * tn), ("zt", vmem, rows * tn * item)]
+        return needs
+
+    def _dequant(self, bufs, slot, k0, n0, tk, tn):
+        """bs = the right tile dequantized in the left's dtype: 4-bit codes unpacked first (and 15,
+        rshift 4), then each group's rows times its row of scales (plus its zero term)."""
+        p, em, name, dt = self.node.params, self.em, self.node.name, self.left.dtype
+        group, item, vx = p["group"], dtypes.itemsize(dt), self.vx.name
+        b, bs = bufs["b", slot], bufs["bs", slot]
+        codes, codes_buf = b.region(self.right.dtype, (tk, tn)), b
+        if p["bits"] == 4:
+            bu, half = bufs["bu", slot], tk // 2
+            packed = b.region("uint8", (half, tn))
+            rows = [Region(bu.mem, bu.addr + k * tn, "uint8", (half, tn), (2 * tn, 1)) for k in (0, 1)]
+            em.emit(vx, Vector("and", rows[0], (packed, 15), "int32", name), reads=(b,), writes=(bu,))
+            em.emit(vx, Vector("rshift", rows[1], (packed, 4, dtypes.DOWN), "int32", name), reads=(b,), writes=(bu,))
+            codes, codes_buf = bu.region("uint8", (tk, tn)), bu
+        g0, g1 = k0 // group, (k0 + tk - 1) // group + 1
+        terms = [(bufs["sc", slot], self.node.inputs[2])] + ([(bufs["zt", slot], self.node.inputs[3])] if p["bits"] == 4 else [])
+        for buf, tensor in terms:
+            home = self.ctx.home[tensor]
+            src = sub_region(home.region(dt, (self.K // group, self.N)), (g0, n0), (g1 - g0, tn))
+            copy(em, src, home, buf.region(dt, (g1 - g0, tn)), buf, name)
+        out = bs.region(dt, (tk, tn))
+        for g in range(g0, g1):
+            r0, r1 = max(k0, g * group) - k0, min(k0 + tk, (g + 1) * group) - k0
+            rows = [Region(buf.mem, buf.addr + (g - g0) * tn * item, dt, (r1 - r0, tn), (0, 1)) for buf, _ in terms]
+            fn = "mul" if len(rows) == 1 else "mul_add"
+            block = (sub_region(codes, (r0, 0), (r1 - r0, tn)), *rows)
+            em.emit(vx, Vector(fn, sub_region(out, (r0, 0), (r1 - r0, tn)), block, "float32", name),
+                    reads=(codes_buf, *(buf for buf, _ in terms)), writes=(bs,))
 
     def _epilogue(self, tile, tm, tn):
         acc = tile[self.acc_key]
