@@ -24,6 +24,7 @@ from .policy import Policy, policy_from_overrides
 from .schedule.chain import Chains, lower_chain
 from .schedule.fusion import groups as make_groups
 from .templates.arrange import lower_arrange
+from .templates.attention import lower_attention
 from .templates.conv import lower_conv
 from .templates.indexed import lower_indexed
 from .templates.local import lower_elementwise
@@ -44,7 +45,7 @@ class Template:
 TEMPLATES = {
     "arrange": Template(lower_arrange), "elementwise": Template(lower_elementwise), "matmul": Template(lower_matmul),
     "conv": Template(lower_conv), "pool": Template(lower_pool), "reduce": Template(lower_reduce), "resize": Template(lower_resize),
-    "view": Template(lower_view), "constant": Template(lower_constant),
+    "view": Template(lower_view), "constant": Template(lower_constant), "attention": Template(lower_attention),
     "scalar": Template(lower_scalar, homes="ddr"),  # the scalar engine's kernels read and write DDR
     "indexed": Template(lower_indexed, homes="ddr"),  # a gather or scatter indexes a table in DDR
 }

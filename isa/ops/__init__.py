@@ -2,6 +2,7 @@
 definition in REGISTRY (name -> OpDef) and exposes a function that adds it to a graph."""
 
 from .activation import active, active_param, cos, sin
+from .attention import attention
 from .arith import (
     add,
     adds,
