@@ -37,7 +37,7 @@ from ..schedule.tiling import halvings, sub_region
 
 F32 = "float32"
 MASKED = -65504.0  # a mask value at or below this (float16's lowest) hides its position: exp(it) is 0 in float32
-MAX_ROWS, MAX_KEYS = 128, 256  # the largest query tile and key block tried
+MAX_ROWS, MAX_KEYS = 128, 128  # the largest query tile and key block tried
 
 
 class QueryTile(NamedTuple):
@@ -86,7 +86,7 @@ class _Plan:
         self.N, self.Dv = self.v.shape[2], self.v.shape[3]
         self.dtype = self.q.dtype
         known = g.constants.get(self.mask.name) if self.mask is not None else None
-        self.mask_values = None if known is None else known.reshape((1, 1) * (4 - known.ndim) + known.shape)
+        self.mask_values = None if known is None else known.reshape((1,) * (4 - known.ndim) + known.shape)
         self.skipped = self.blocks = 0
 
     # ---- tiling -------------------------------------------------------------------------------
