@@ -2,7 +2,6 @@
 definition in REGISTRY (name -> OpDef) and exposes a function that adds it to a graph."""
 
 from .activation import active, active_param, cos, sin
-from .attention import attention
 from .arith import (
     add,
     adds,
@@ -26,6 +25,7 @@ from .arith import (
     sub,
     subs,
 )
+from .attention import attention
 from .axis_shift import clshift, crshift, lshift, rshift
 from .base import REGISTRY, OpDef, Spec
 from .bits import (

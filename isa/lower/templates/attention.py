@@ -62,12 +62,15 @@ def lower_attention(ctx, group):
     units = ctx.units("matrix", vector=True)
     runs = [(u, r) for u, r in zip(units, deal(items, len(units))) if r]
     out = ctx.home[plan.out.name]
+    plan.placed = []
     if len(runs) > 1:
         with ctx.em.disjoint([out]):
             for unit, run in runs:
                 plan.emit(unit, run, tm, tn, slots)
     else:
         plan.emit(*runs[0], tm, tn, slots)
+    for buf in plan.placed:  # released once every unit is emitted: no unit reuses another's addresses
+        ctx.em.release(buf)
     ctx.em.notes.append(f"attention {plan.node.name}: query tiles of {tm} rows, key blocks of {tn}, {slots} slot(s), "
                         f"{plan.skipped} of {plan.blocks} blocks skipped by the mask, on {len(runs)} unit(s)")
 
@@ -185,11 +188,11 @@ class _Plan:
         mx, vx = unit.matrix, unit.vector
         amem, bmem, cmem, vmem = (*(mx.operand_memory(r) for r in "abc"), vx.memory)
         op, item = self.dtype, dtypes.itemsize
-        bufs = []
+        self.stages = {}
 
         def alloc(mem, n, what, count):
             made = [em.alloc(mem, n, f"{name}/{what}.{s}") for s in range(count)]
-            bufs.extend(made)
+            self.placed.extend(made)
             return made
 
         b = {
@@ -230,24 +233,35 @@ class _Plan:
             elif i + 1 < len(steps):
                 self._load(*steps[i + 1])
             self._compute(*step)
-        for buf in bufs:
-            em.release(buf)
 
-    def _copy(self, src, src_buf, dst, dst_buf):
-        """src to dst along the chip's DMA links, through the on-chip shared memory (an L2)
-        where the direct route would pass through DDR."""
-        em, chip, name = self.em, self.ctx.chip, self.node.name
+    def _copy(self, src, src_buf, dst, dst_buf, key, slot=0):
+        """src to dst along the chip's DMA links, through the on-chip shared memory (an L2) where
+        the direct route would pass through DDR, staging in buffers of this unit's own for each
+        (key, slot): units that staged at shared addresses would wait for one another."""
+        chip = self.ctx.chip
         shared = local_memory(chip)
         via_ddr = any(to == "ddr" for _, _, to in route(chip, src.mem, dst.mem)[:-1])
         if via_ddr and shared and src.mem != shared and dst.mem != shared:
-            engine = route(chip, src.mem, shared)[0][0]
-            stage = em.stage_buffer(shared, src.nbytes, f"{name}/stage.{shared}", engine)
-            mid = dense(shared, stage.addr, src.dtype, src.shape)
-            copy(em, src, src_buf, mid, stage, name)
-            copy(em, mid, stage, dst, dst_buf, name)
-            em.release(stage)
+            mid_buf = self._stage((key, slot, "mid"), shared, src.nbytes)
+            mid = dense(shared, mid_buf.addr, src.dtype, src.shape)
+            self._copy_staged(src, src_buf, mid, mid_buf, (key, slot, 0))
+            self._copy_staged(mid, mid_buf, dst, dst_buf, (key, slot, 1))
             return
-        copy(em, src, src_buf, dst, dst_buf, name)
+        self._copy_staged(src, src_buf, dst, dst_buf, (key, slot, 0))
+
+    def _copy_staged(self, src, src_buf, dst, dst_buf, key):
+        hops = route(self.ctx.chip, src.mem, dst.mem)
+        stages = [self._stage((*key, k), to, src.nbytes) for k, (_, _, to) in enumerate(hops[:-1])]
+        copy(self.em, src, src_buf, dst, dst_buf, self.node.name, stages=stages or None)
+
+    def _stage(self, key, mem, nbytes):
+        """The unit's staging buffer for `key` in mem, placed at its first use (a tile's largest)."""
+        buf = self.stages.get(key)
+        if buf is None or buf.size < nbytes:
+            buf = self.em.alloc(mem, nbytes, f"{self.node.name}/stage.{mem}")
+            self.stages[key] = buf
+            self.placed.append(buf)
+        return buf
 
     def _q_region(self, it):
         b, _, h0, hk, p0, pr = it
@@ -259,7 +273,7 @@ class _Plan:
         b, home = self.b, self.ctx.home
         if j == 0:
             q = b["q"][t % 2]
-            self._copy(self._q_region(it), home[self.q.name], dense(q.mem, q.addr, self.dtype, (1, hk, pr, self.D)), q)
+            self._copy(self._q_region(it), home[self.q.name], dense(q.mem, q.addr, self.dtype, (1, hk, pr, self.D)), q, "q", t % 2)
         k_full = self.ctx.home_region(self.k.name)
         if self.key_t:
             src = sub_region(k_full, (bb, kv, 0, c0), (1, 1, self.D, tc))
@@ -268,10 +282,10 @@ class _Plan:
             src = sub_region(k_full, (bb, kv, c0, 0), (1, 1, tc, self.D))
             shape = (1, 1, tc, self.D)
         k = b["k"][slot]
-        self._copy(src, home[self.k.name], dense(k.mem, k.addr, self.dtype, shape), k)
+        self._copy(src, home[self.k.name], dense(k.mem, k.addr, self.dtype, shape), k, "k", slot)
         v = b["v"][slot]
         src = sub_region(self.ctx.home_region(self.v.name), (bb, kv, c0, 0), (1, 1, tc, self.Dv))
-        self._copy(src, home[self.v.name], dense(v.mem, v.addr, self.dtype, (1, 1, tc, self.Dv)), v)
+        self._copy(src, home[self.v.name], dense(v.mem, v.addr, self.dtype, (1, 1, tc, self.Dv)), v, "v", slot)
         if kind == "mask":
             mk = b["mask"][slot]
             full = self.ctx.home_region(self.mask.name)
@@ -280,7 +294,7 @@ class _Plan:
             at = (bb if full.shape[0] > 1 else 0, h0 if full.shape[1] > 1 else 0, p0, c0)
             src = sub_region(full, at, (1, hk, pr, tc))
             src = Region(src.mem, src.addr, src.dtype, src.shape, tuple(0 if n == 1 else s for n, s in zip(full.shape, src.strides)))
-            self._copy(src, home[self.mask.name], dense(mk.mem, mk.addr, self.mask.dtype, (1, hk, pr, tc)), mk)
+            self._copy(src, home[self.mask.name], dense(mk.mem, mk.addr, self.mask.dtype, (1, hk, pr, tc)), mk, "mask", slot)
 
     def _compute(self, t, it, j, count, c0, tc, kind, slot):
         em, name, b = self.em, self.node.name, self.b
@@ -299,7 +313,7 @@ class _Plan:
         s = b["s"][slot]
         s_r = dense(s.mem, s.addr, F32, (rt, tc))
         if not self.direct:
-            self._copy(s_acc_r, s_acc, s_r, s)
+            self._copy(s_acc_r, s_acc, s_r, s, "s", slot)
 
         def vec(fn, dst, dst_buf, *srcs):
             em.emit(vx, Vector(fn, dst, tuple(r for r, _ in srcs), F32, name),
@@ -340,7 +354,7 @@ class _Plan:
         if "p_a" in b:
             pa = b["p_a"][slot]
             pa_r = dense(pa.mem, pa.addr, op, (rt, tc))
-            self._copy(p, p_buf, pa_r, pa)
+            self._copy(p, p_buf, pa_r, pa, "p", slot)
             p, p_buf = pa_r, pa
         v_r = dense(v.mem, v.addr, op, (tc, self.Dv))
         if self.direct:
@@ -351,7 +365,7 @@ class _Plan:
             em.emit(mx, Matmul(p, v_r, acc_r, False, name), reads=(p_buf, v), writes=(acc,))
             pv = b["pv"][0]
             pv_r = dense(pv.mem, pv.addr, F32, (rt, self.Dv))
-            self._copy(acc_r, acc, pv_r, pv)
+            self._copy(acc_r, acc, pv_r, pv, "pv", slot)
             if first:
                 vec("copy", o_r, o, (pv_r, pv))
             else:
@@ -369,5 +383,5 @@ class _Plan:
         l_col = Region(l_buf.mem, l_buf.addr, F32, (rt, self.Dv), (1, 0))
         em.emit(self.unit.vector.name, Vector("div", res_r, (o_r, l_col), F32, name), reads=(o, l_buf), writes=(res,))
         dst = sub_region(self.ctx.home_region(self.out.name), (bb, h0, p0, 0), (1, hk, pr, self.Dv))
-        self._copy(dense(res.mem, res.addr, self.out.dtype, (1, hk, pr, self.Dv)), res, dst, self.ctx.home[self.out.name])
+        self._copy(dense(res.mem, res.addr, self.out.dtype, (1, hk, pr, self.Dv)), res, dst, self.ctx.home[self.out.name], "out")
 
