@@ -27,6 +27,7 @@ import sim
 from isa.errors import OutOfMemoryError, SimError, UnsupportedError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import llm
 import llm_published
 
