@@ -46,6 +46,9 @@ def attention(b, node):
         raise b.error("output qk_matmul_output is not supported (the fused kernel never writes the scores out)")
     if b.attr("softcap", 0.0):
         raise b.reject("softcap", b.attr("softcap"))
+    for window in ("left_window_size", "right_window_size"):
+        if b.attr(window, -1) != -1:
+            raise b.reject(window, b.attr(window), "a sliding window is not supported")
     q, k, v = b.tensor(0), b.tensor(1), b.tensor(2)
     rank = len(q.shape)
     if rank == 3:
