@@ -28,7 +28,9 @@ import sim
 from isa.errors import OutOfMemoryError, SimError, UnsupportedError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import llm
+import llm_published
 
 DTYPE_BYTES = {"float16": 2, "float32": 4}
 # weight-only quantization (isa/deploy/weight_only.py), float16 activations: a weight's bytes are its
@@ -73,12 +75,12 @@ def check_fits(cfg, chip, dtype, batch, tokens):
     return weights, kv
 
 
-def simulate(build, chip, top=3, quantize=None):
-    """Build an ONNX model (a callable), import (deployed in `quantize`, a weight-only scheme), lower
-    and run it in timing mode."""
+def simulate(build, chip, top=3, quantize=None, passes=None):
+    """Build an ONNX model (a callable), import (deployed in `quantize`, a weight-only scheme, with
+    the named import passes, default all), lower and run it in timing mode."""
     cpu = {}
     start = time.process_time()
-    graph = isa.from_onnx(build(), quantize=quantize, chip=chip if quantize else None)
+    graph = isa.from_onnx(build(), quantize=quantize, chip=chip if quantize else None, passes=passes)
     cpu["build"] = time.process_time() - start
     start = time.process_time()
     program = isa.lower(graph, chip)
@@ -103,6 +105,12 @@ def simulate_ends(cfg, chip, batch, seq, dtype, seed):
         return simulate(lambda: llm.ends(cfg, batch, seq, act, seed), chip, quantize=quantize), None
     except UnsupportedError as e:
         return simulate(lambda: llm.ends(cfg, batch, seq, act, seed, embedding=False), chip, quantize=quantize), str(e)
+
+
+def weights_read_per_token(cfg, bits):
+    """Bytes of weights a decode step reads: every layer's at `bits` per weight, the head's in float16
+    (the embedding lookup reads one row)."""
+    return cfg.layers * cfg.layer_weights() * bits / 8 + cfg.vocab * cfg.hidden * 2
 
 
 def decode_lengths(prompt, generate, samples):
@@ -130,7 +138,8 @@ def run(args):
         f"{(weights + kv) / 1e9:.2f} GB of {ddr / 1e9:.2f} GB DDR ({(weights + kv) / ddr:.0%})")
 
     act, quantize = activations(dtype), (dtype if dtype in WEIGHT_ONLY else None)
-    prefill = simulate(lambda: llm.decoder_layer(cfg, batch, prompt, 0, act, args.seed), chip, args.top, quantize)
+    passes = [p for p in isa.onnx.PASSES if p != "attention"] if args.unfused_attention else None
+    prefill = simulate(lambda: llm.decoder_layer(cfg, batch, prompt, 0, act, args.seed), chip, args.top, quantize, passes)
     prefill_ends, refused = simulate_ends(cfg, chip, batch, prompt, dtype, args.seed)
     if refused:
         out(f"the embedding lookup is not simulated: {refused}")
@@ -185,7 +194,14 @@ def main(argv=None):
     p.add_argument("--samples", type=int, default=1, help="cache lengths the decode step is simulated at (default: 1, the middle)")
     p.add_argument("--top", type=int, default=3, help="the layer's ops with the longest spans to print (default: 3)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--unfused-attention", action="store_true",
+                   help="import the prefill layer without the attention pass: its scores go through DDR (for comparison)")
+    p.add_argument("--published", action="store_true", help="print the published figures for these chips against the simulator")
     args = p.parse_args(argv)
+    if args.published:
+        for line in llm_published.rows(llm.CONFIGS, chips.load, weights_read_per_token):
+            print(line)
+        return 0
     if min(args.batch, args.prompt, args.generate, args.samples) < 1 or args.top < 0:
         p.error("--batch, --prompt, --generate and --samples are at least 1, --top at least 0")
     try:

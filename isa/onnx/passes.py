@@ -13,6 +13,7 @@ initializers, and its Weights) before any op is mapped.
   one element-wise chain (elementwise.py) with its scalars as immediates;
 - identities: Identity, Dropout in inference (its mask unused) and a Transpose undone by the
   next vanish; consecutive Transposes, and consecutive Reshapes, become one;
+- attention: MatMul -> scale -> mask -> Softmax -> MatMul becomes one fused attention (attention.py);
 - transposed_gemv: a row times a transposed operand (a decode step's scores against its key
   cache) reads the operand as it lies instead of permuting it (gemv.py).
 
@@ -304,6 +305,12 @@ def _activations(source):
     return recognise(source, Graph(source))
 
 
+def _attention(source):
+    from .attention import fuse
+
+    return fuse(source, Graph(source))
+
+
 def _transposed_gemv(source):
     from .gemv import rewrite
 
@@ -311,7 +318,8 @@ def _transposed_gemv(source):
 
 
 PASSES = {p.name: p for p in (Pass("constants", constants), Pass("bn_fold", _bn_fold), Pass("activations", _activations),
-                              Pass("identities", identities), Pass("transposed_gemv", _transposed_gemv))}
+                              Pass("identities", identities), Pass("attention", _attention),
+                              Pass("transposed_gemv", _transposed_gemv))}
 
 
 def run_passes(source, names=None):

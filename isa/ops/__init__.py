@@ -25,6 +25,7 @@ from .arith import (
     sub,
     subs,
 )
+from .attention import attention
 from .axis_shift import clshift, crshift, lshift, rshift
 from .base import REGISTRY, OpDef, Spec
 from .bits import (

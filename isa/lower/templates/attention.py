@@ -1,0 +1,387 @@
+"""The attention template: scaled dot-product attention (isa/ops/attention.py) as flash-attention
+kernels run it (Dao et al., FlashAttention-2; Ascend's FlashAttentionScore; TPU-MLIR's FAttention):
+the scores never leave the chip.
+
+A query tile (tm rows of one KV head's group: one query head's positions, or several whole heads
+when a head has fewer rows than a tile) is loaded once into the matrix unit's left operand memory
+and stays while the keys and values stream past in blocks of tn. For each block:
+
+    S = Q @ K^T                  matrix unit, float32 accumulator
+    S = scale x S (+ mask)       vector unit (the mask tile loaded beside the block)
+    m' = max(m, rowmax(S))       online softmax: the running row maximum,
+    S = exp(S - m')              the block's probabilities against it,
+    l = l x exp(m - m') + rowsum(S)          the running row sum, and the output rescaled:
+    O = O x exp(m - m') + S @ V  (where the accumulator is the vector memory, the product
+                                  accumulates into O itself; elsewhere it is added by the vector unit)
+
+and after the last block O / l is stored. Where the matrix unit's accumulator or operand
+memories are not the vector unit's (an Ascend cube core and its vector core), S and P move
+between them on chip, through the shared L2 where the direct route would pass through DDR. With
+a constant mask, a block whose mask is all zero is not masked, and one whose mask hides every
+position (of rows that see some key elsewhere) is skipped: exp underflows to exactly 0 there, as
+a causal kernel skips the blocks above the diagonal. Blocks alternate between two slots so the
+next block loads while this one computes; query tiles are dealt among the units (each core's
+matrix engine with its vector engine).
+"""
+
+from typing import NamedTuple
+
+from ... import dtypes
+from ...errors import OutOfMemoryError
+from ...instructions import Matmul, Region, Vector, dense
+from ..context import local_memory
+from ..memory.alloc import shortfall
+from ..memory.route import copy, route
+from ..schedule.pipeline import deal
+from ..schedule.tiling import halvings, sub_region
+
+F32 = "float32"
+MASKED = -65504.0  # a mask value at or below this (float16's lowest) hides its position: exp(it) is 0 in float32
+MAX_ROWS, MAX_KEYS = 128, 128  # the largest query tile and key block tried
+
+
+class QueryTile(NamedTuple):
+    """Query rows of one KV head's group: `heads` query heads from `head`, positions `pos` .. `pos` + `rows` - 1."""
+
+    batch: int
+    kv: int
+    head: int
+    heads: int
+    pos: int
+    rows: int
+
+    @property
+    def size(self):
+        return self.heads * self.rows
+
+
+def lower_attention(ctx, group):
+    plan = _Plan(ctx, group.nodes[0])
+    tm, tn, slots = plan.tiles()
+    items = plan.items(tm)
+    units = ctx.units("matrix", vector=True)
+    runs = [(u, r) for u, r in zip(units, deal(items, len(units))) if r]
+    out = ctx.home[plan.out.name]
+    plan.placed = []
+    if len(runs) > 1:
+        with ctx.em.disjoint([out]):
+            for unit, run in runs:
+                plan.emit(unit, run, tm, tn, slots)
+    else:
+        plan.emit(*runs[0], tm, tn, slots)
+    for buf in plan.placed:  # released once every unit is emitted: no unit reuses another's addresses
+        ctx.em.release(buf)
+    ctx.em.notes.append(f"attention {plan.node.name}: query tiles of {tm} rows, key blocks of {tn}, {slots} slot(s), "
+                        f"{plan.skipped} of {plan.blocks} blocks skipped by the mask, on {len(runs)} unit(s)")
+
+
+class _Plan:
+    def __init__(self, ctx, node):
+        self.ctx, self.em, self.node = ctx, ctx.em, node
+        g = ctx.graph
+        self.q, self.k, self.v = (g.tensors[t] for t in node.inputs[:3])
+        self.mask = g.tensors[node.inputs[3]] if len(node.inputs) == 4 else None
+        self.out = g.tensors[node.outputs[0]]
+        self.scale, self.key_t = node.params["scale"], node.params["key_transposed"]
+        self.B, self.H, self.M, self.D = self.q.shape
+        self.Hkv = self.k.shape[1]
+        self.group = self.H // self.Hkv
+        self.N, self.Dv = self.v.shape[2], self.v.shape[3]
+        self.dtype = self.q.dtype
+        known = g.constants.get(self.mask.name) if self.mask is not None else None
+        self.mask_values = None if known is None else known.reshape((1,) * (4 - known.ndim) + known.shape)
+        self.skipped = self.blocks = 0
+
+    # ---- tiling -------------------------------------------------------------------------------
+
+    def items(self, tm):
+        """Every QueryTile: a head's positions in tiles of tm, or as many whole heads as fill tm."""
+        per = max(1, min(self.group, tm // self.M)) if tm > self.M else 1
+        out = []
+        for b in range(self.B):
+            for kv in range(self.Hkv):
+                for h0 in range(kv * self.group, (kv + 1) * self.group, per):
+                    hk = min(per, (kv + 1) * self.group - h0)
+                    out += [QueryTile(b, kv, h0, hk, p0, min(tm, self.M - p0)) for p0 in range(0, self.M, tm)] if per == 1 else \
+                        [QueryTile(b, kv, h0, hk, 0, self.M)]
+        return out
+
+    def _needs(self, unit, tm, tn, slots):
+        """memory -> buffer sizes of one unit's tiling."""
+        mx, vx = unit.matrix, unit.vector
+        amem, bmem, cmem, vmem = (*(mx.operand_memory(r) for r in "abc"), vx.memory)
+        op, item = self.dtype, dtypes.itemsize
+        need = {}
+
+        def add(mem, n, count):
+            need.setdefault(mem, []).extend([n] * count)
+
+        add(amem, tm * self.D * item(op), 2)  # the query tile, the next one loading
+        add(bmem, self.D * tn * item(op), slots)
+        add(bmem, tn * self.Dv * item(op), slots)
+        add(cmem, tm * tn * 4, slots)
+        direct = cmem == vmem
+        if not direct:
+            add(vmem, tm * tn * 4, slots)
+            add(cmem, tm * self.Dv * 4, slots)
+            add(vmem, tm * self.Dv * 4, 1)
+        if op != F32:
+            add(vmem, tm * tn * item(op), 1)
+        if vmem != amem:
+            add(amem, tm * tn * item(op), slots)
+        if self.mask is not None:
+            add(vmem, tm * tn * item(self.mask.dtype), slots)
+        add(vmem, tm * self.Dv * 4, 2)  # O, the next tile's
+        add(vmem, tm * 4, 7)  # m (two), l, block max, block sum, alpha; one spare row
+        if self.out.dtype != F32:
+            add(vmem, tm * self.Dv * item(self.out.dtype), 1)
+        return need
+
+    def _fits(self, unit, tm, tn, slots):
+        return all(self.em.allocators[m].fits(s) for m, s in self._needs(unit, tm, tn, slots).items())
+
+    def tiles(self):
+        """(tm, tn, slots): the largest query tile, then key block, whose buffers fit beside
+        double-buffered blocks, else single ones; tm a multiple of the matrix unit's rows."""
+        unit = self.ctx.units("matrix", vector=True)[0]
+        m = unit.matrix.matrix.m
+        rows = min(MAX_ROWS, max(self.M, min(self.group * self.M, MAX_ROWS)))
+        for slots in (2, 1):
+            for tm in halvings(rows, m):
+                for tn in halvings(min(self.N, MAX_KEYS), 16):
+                    if self._fits(unit, tm, tn, slots):
+                        return tm, tn, slots
+        raise OutOfMemoryError(f"{self.node.name}: even a 1-row query tile and a 1-key block need "
+                               f"{shortfall(self.em.allocators, self._needs(unit, 1, 1, 1))}")
+
+    def _block_kind(self, item, c0, tc):
+        """"mask" (add the mask tile), "none" (no mask there) or "skip" (every position hidden)."""
+        if self.mask is None:
+            return "none"
+        if self.mask_values is None:
+            return "mask"
+        tile = self._mask_values(item)[..., c0:c0 + tc]
+        if not tile.any():
+            return "none"
+        return "skip" if (tile <= MASKED).all() else "mask"
+
+    def _mask_values(self, item):
+        mv = self.mask_values
+        heads = slice(item.head, item.head + item.heads) if mv.shape[1] > 1 else slice(0, 1)
+        return mv[item.batch if mv.shape[0] > 1 else 0, heads, item.pos:item.pos + item.rows, :]
+
+    def _row_blocks(self, item, tn):
+        """(first key, keys, kind) of the blocks a query tile visits; blocks hidden by the mask
+        are left out unless a row would then see nothing."""
+        blocks = [(c0, min(tn, self.N - c0)) for c0 in range(0, self.N, tn)]
+        kinds = [self._block_kind(item, c0, tc) for c0, tc in blocks]
+        self.blocks += len(blocks)
+        if "skip" in kinds and (self._mask_values(item) <= MASKED).all(axis=-1).any():
+            kinds = ["mask" if k == "skip" else k for k in kinds]
+        self.skipped += kinds.count("skip")
+        return [(c0, tc, k) for (c0, tc), k in zip(blocks, kinds) if k != "skip"]
+
+    # ---- emission -----------------------------------------------------------------------------
+
+    def emit(self, unit, run, tm, tn, slots):
+        em, name = self.em, self.node.name
+        mx, vx = unit.matrix, unit.vector
+        amem, bmem, cmem, vmem = (*(mx.operand_memory(r) for r in "abc"), vx.memory)
+        op, item = self.dtype, dtypes.itemsize
+        self.stages = {}
+
+        def alloc(mem, n, what, count):
+            made = [em.alloc(mem, n, f"{name}/{what}.{s}") for s in range(count)]
+            self.placed.extend(made)
+            return made
+
+        b = {
+            "q": alloc(amem, tm * self.D * item(op), "q", 2),
+            "k": alloc(bmem, self.D * tn * item(op), "k", slots),
+            "v": alloc(bmem, tn * self.Dv * item(op), "v", slots),
+            "s_acc": alloc(cmem, tm * tn * 4, "scores", slots),
+            "o": alloc(vmem, tm * self.Dv * 4, "o", 2),
+            "rows": alloc(vmem, tm * 4, "row", 7),
+        }
+        self.direct = cmem == vmem
+        if not self.direct:
+            b["s"] = alloc(vmem, tm * tn * 4, "scores_v", slots)
+            b["pv_acc"] = alloc(cmem, tm * self.Dv * 4, "pv", slots)
+            b["pv"] = alloc(vmem, tm * self.Dv * 4, "pv_v", 1)
+        else:
+            b["s"] = b["s_acc"]
+        if op != F32:
+            b["p"] = alloc(vmem, tm * tn * item(op), "p", 1)
+        if vmem != amem:
+            b["p_a"] = alloc(amem, tm * tn * item(op), "p_a", slots)
+        if self.mask is not None:
+            b["mask"] = alloc(vmem, tm * tn * item(self.mask.dtype), "mask", slots)
+        if self.out.dtype != F32:
+            b["out"] = alloc(vmem, tm * self.Dv * item(self.out.dtype), "out", 1)
+        self.unit, self.b, self.mems = unit, b, (amem, bmem, cmem, vmem)
+
+        steps = []
+        for t, it in enumerate(run):
+            blocks = self._row_blocks(it, tn)
+            for j, (c0, tc, kind) in enumerate(blocks):
+                steps.append((t, it, j, len(blocks), c0, tc, kind, len(steps) % slots))
+        if slots > 1 and steps:
+            self._load(*steps[0])
+        for i, step in enumerate(steps):
+            if slots == 1:
+                self._load(*step)
+            elif i + 1 < len(steps):
+                self._load(*steps[i + 1])
+            self._compute(*step)
+
+    def _copy(self, src, src_buf, dst, dst_buf, key, slot=0):
+        """src to dst along the chip's DMA links, through the on-chip shared memory (an L2) where
+        the direct route would pass through DDR, staging in buffers of this unit's own for each
+        (key, slot): units that staged at shared addresses would wait for one another."""
+        chip = self.ctx.chip
+        shared = local_memory(chip)
+        via_ddr = any(to == "ddr" for _, _, to in route(chip, src.mem, dst.mem)[:-1])
+        if via_ddr and shared and src.mem != shared and dst.mem != shared:
+            mid_buf = self._stage((key, slot, "mid"), shared, src.nbytes)
+            mid = dense(shared, mid_buf.addr, src.dtype, src.shape)
+            self._copy_staged(src, src_buf, mid, mid_buf, (key, slot, 0))
+            self._copy_staged(mid, mid_buf, dst, dst_buf, (key, slot, 1))
+            return
+        self._copy_staged(src, src_buf, dst, dst_buf, (key, slot, 0))
+
+    def _copy_staged(self, src, src_buf, dst, dst_buf, key):
+        hops = route(self.ctx.chip, src.mem, dst.mem)
+        stages = [self._stage((*key, k), to, src.nbytes) for k, (_, _, to) in enumerate(hops[:-1])]
+        copy(self.em, src, src_buf, dst, dst_buf, self.node.name, stages=stages or None)
+
+    def _stage(self, key, mem, nbytes):
+        """The unit's staging buffer for `key` in mem, placed at its first use (a tile's largest)."""
+        buf = self.stages.get(key)
+        if buf is None or buf.size < nbytes:
+            buf = self.em.alloc(mem, nbytes, f"{self.node.name}/stage.{mem}")
+            self.stages[key] = buf
+            self.placed.append(buf)
+        return buf
+
+    def _q_region(self, it):
+        b, _, h0, hk, p0, pr = it
+        return sub_region(self.ctx.home_region(self.q.name), (b, h0, p0, 0), (1, hk, pr, self.D))
+
+    def _load(self, t, it, j, count, c0, tc, kind, slot):
+        """The block's key and value tiles (and mask tile), and with the tile's first block its query tile."""
+        bb, kv, h0, hk, p0, pr = it
+        b, home = self.b, self.ctx.home
+        if j == 0:
+            q = b["q"][t % 2]
+            self._copy(self._q_region(it), home[self.q.name], dense(q.mem, q.addr, self.dtype, (1, hk, pr, self.D)), q, "q", t % 2)
+        k_full = self.ctx.home_region(self.k.name)
+        if self.key_t:
+            src = sub_region(k_full, (bb, kv, 0, c0), (1, 1, self.D, tc))
+            shape = (1, 1, self.D, tc)
+        else:
+            src = sub_region(k_full, (bb, kv, c0, 0), (1, 1, tc, self.D))
+            shape = (1, 1, tc, self.D)
+        k = b["k"][slot]
+        self._copy(src, home[self.k.name], dense(k.mem, k.addr, self.dtype, shape), k, "k", slot)
+        v = b["v"][slot]
+        src = sub_region(self.ctx.home_region(self.v.name), (bb, kv, c0, 0), (1, 1, tc, self.Dv))
+        self._copy(src, home[self.v.name], dense(v.mem, v.addr, self.dtype, (1, 1, tc, self.Dv)), v, "v", slot)
+        if kind == "mask":
+            mk = b["mask"][slot]
+            full = self.ctx.home_region(self.mask.name)
+            if len(full.shape) == 2:
+                full = Region(full.mem, full.addr, full.dtype, (1, 1) + full.shape, (0, 0) + full.strides)
+            at = (bb if full.shape[0] > 1 else 0, h0 if full.shape[1] > 1 else 0, p0, c0)
+            src = sub_region(full, at, (1, hk, pr, tc))
+            src = Region(src.mem, src.addr, src.dtype, src.shape, tuple(0 if n == 1 else s for n, s in zip(full.shape, src.strides)))
+            self._copy(src, home[self.mask.name], dense(mk.mem, mk.addr, self.mask.dtype, (1, hk, pr, tc)), mk, "mask", slot)
+
+    def _compute(self, t, it, j, count, c0, tc, kind, slot):
+        em, name, b = self.em, self.node.name, self.b
+        mx, vx = self.unit.matrix.name, self.unit.vector.name
+        op = self.dtype
+        rt = it.size
+        first, last = j == 0, j == count - 1
+        q = b["q"][t % 2]
+        k, v = b["k"][slot], b["v"][slot]
+        q_r = dense(q.mem, q.addr, op, (rt, self.D))
+        k_r = dense(k.mem, k.addr, op, (self.D, tc)) if self.key_t else \
+            Region(k.mem, k.addr, op, (self.D, tc), (1, self.D))
+        s_acc = b["s_acc"][slot]
+        s_acc_r = dense(s_acc.mem, s_acc.addr, F32, (rt, tc))
+        em.emit(mx, Matmul(q_r, k_r, s_acc_r, False, name), reads=(q, k), writes=(s_acc,))
+        s = b["s"][slot]
+        s_r = dense(s.mem, s.addr, F32, (rt, tc))
+        if not self.direct:
+            self._copy(s_acc_r, s_acc, s_r, s, "s", slot)
+
+        def vec(fn, dst, dst_buf, *srcs):
+            em.emit(vx, Vector(fn, dst, tuple(r for r, _ in srcs), F32, name),
+                    reads=tuple(buf for _, buf in srcs if buf is not None), writes=(dst_buf,))
+
+        rows = b["rows"]
+        m_old, m_new = rows[j % 2], rows[(j + 1) % 2]
+        l_buf, bmax, bsum, alpha = rows[2], rows[3], rows[4], rows[5]
+        col = lambda buf: Region(buf.mem, buf.addr, F32, (rt, tc), (1, 0))  # noqa: E731 - a row value across the block
+        row = lambda buf: dense(buf.mem, buf.addr, F32, (rt,))  # noqa: E731
+        if kind == "mask":
+            mk = b["mask"][slot]
+            vec("mul_add", s_r, s, (s_r, s), (self.scale, None), (dense(mk.mem, mk.addr, self.mask.dtype, (rt, tc)), mk))
+        else:
+            vec("mul", s_r, s, (s_r, s), (self.scale, None))
+        if first:
+            vec("reduce_max", row(m_new), m_new, (s_r, s))
+        else:
+            vec("reduce_max", row(bmax), bmax, (s_r, s))
+            vec("max", row(m_new), m_new, (row(m_old), m_old), (row(bmax), bmax))
+        vec("sub", s_r, s, (s_r, s), (col(m_new), m_new))
+        vec("exp", s_r, s, (s_r, s))
+        vec("reduce_sum", row(l_buf if first else bsum), l_buf if first else bsum, (s_r, s))
+        o = b["o"][t % 2]
+        o_r = dense(o.mem, o.addr, F32, (rt, self.Dv))
+        o_col = Region(alpha.mem, alpha.addr, F32, (rt, self.Dv), (1, 0))
+        if not first:
+            vec("sub", row(alpha), alpha, (row(m_old), m_old), (row(m_new), m_new))
+            vec("exp", row(alpha), alpha, (row(alpha), alpha))
+            vec("mul_add", row(l_buf), l_buf, (row(l_buf), l_buf), (row(alpha), alpha), (row(bsum), bsum))
+            if self.direct:
+                vec("mul", o_r, o, (o_r, o), (o_col, alpha))
+        p, p_buf = s_r, s
+        if op != F32:
+            p_buf = b["p"][0]
+            p = dense(p_buf.mem, p_buf.addr, op, (rt, tc))
+            em.emit(vx, Vector("copy", p, (s_r,), F32, name), reads=(s,), writes=(p_buf,))
+        if "p_a" in b:
+            pa = b["p_a"][slot]
+            pa_r = dense(pa.mem, pa.addr, op, (rt, tc))
+            self._copy(p, p_buf, pa_r, pa, "p", slot)
+            p, p_buf = pa_r, pa
+        v_r = dense(v.mem, v.addr, op, (tc, self.Dv))
+        if self.direct:
+            em.emit(mx, Matmul(p, v_r, o_r, not first, name), reads=(p_buf, v) + ((o,) if not first else ()), writes=(o,))
+        else:
+            acc = b["pv_acc"][slot]
+            acc_r = dense(acc.mem, acc.addr, F32, (rt, self.Dv))
+            em.emit(mx, Matmul(p, v_r, acc_r, False, name), reads=(p_buf, v), writes=(acc,))
+            pv = b["pv"][0]
+            pv_r = dense(pv.mem, pv.addr, F32, (rt, self.Dv))
+            self._copy(acc_r, acc, pv_r, pv, "pv", slot)
+            if first:
+                vec("copy", o_r, o, (pv_r, pv))
+            else:
+                vec("mul_add", o_r, o, (o_r, o), (o_col, alpha), (pv_r, pv))
+        if last:
+            self._store(it, o, o_r, l_buf)
+
+    def _store(self, it, o, o_r, l_buf):
+        """O / l in the output's dtype, to the output's home."""
+        em, name = self.em, self.node.name
+        bb, _, h0, hk, p0, pr = it
+        rt = it.size
+        res = self.b["out"][0] if "out" in self.b else o
+        res_r = dense(res.mem, res.addr, self.out.dtype, (rt, self.Dv))
+        l_col = Region(l_buf.mem, l_buf.addr, F32, (rt, self.Dv), (1, 0))
+        em.emit(self.unit.vector.name, Vector("div", res_r, (o_r, l_col), F32, name), reads=(o, l_buf), writes=(res,))
+        dst = sub_region(self.ctx.home_region(self.out.name), (bb, h0, p0, 0), (1, hk, pr, self.Dv))
+        self._copy(dense(res.mem, res.addr, self.out.dtype, (1, hk, pr, self.Dv)), res, dst, self.ctx.home[self.out.name], "out")
+

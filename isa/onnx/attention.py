@@ -1,0 +1,235 @@
+"""Attention: ONNX's Attention op (opset 23) and the attention import pass, both mapped to npusim's
+attention op (isa/ops/attention.py), which the lowering runs as one fused kernel
+(isa/lower/templates/attention.py).
+
+The pass finds attention written out as exporters write it (torch.onnx, examples/llm.py):
+
+    MatMul(q, k^T) -> Mul or Div by a scalar -> Add(mask) (optional) -> Softmax(last axis) -> MatMul(., v)
+
+on rank-4 (batch, heads, sequence, head size) operands, each value between them read by the next
+node alone, and replaces it by one `FusedAttention` node: an op type of the importer's own (not an
+ONNX op), read by the mapping below, its output's shape kept for shape inference. k^T is the
+product's right operand as it is (the key stored transposed, as a key cache is), or, when it is a
+Transpose of the last two axes read by this product alone, that Transpose's input.
+"""
+
+import math
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from .. import dtypes, ops
+from .builder import node_attr
+from .registry import onnx_op
+
+FUSED = "FusedAttention"
+
+
+# ---- the mappings ---------------------------------------------------------------------------------
+
+@onnx_op(FUSED)
+def fused(b, node):
+    mask = b.tensor(3) if b.has(3) else None
+    return [ops.attention(b.tensor(0), b.tensor(1), b.tensor(2), mask, scale=float(b.attr("scale", 1.0)),
+                          key_transposed=bool(b.attr("key_transposed", 0)))]
+
+
+@onnx_op("Attention")
+def attention(b, node):
+    """ONNX Attention without a cache: Q, K, V (and attn_mask), is_causal, scale, q_num_heads and
+    kv_num_heads for 3-D inputs; Y, with present_key and present_value (K and V, no past given)."""
+    for i, what in ((4, "past_key"), (5, "past_value"), (6, "nonpad_kv_seqlen")):
+        if b.has(i):
+            raise b.error(f"input {what} is not supported (npusim's attention takes the whole key and value)")
+    if len(node.output) > 3 and node.output[3]:
+        raise b.error("output qk_matmul_output is not supported (the fused kernel never writes the scores out)")
+    if b.attr("softcap", 0.0):
+        raise b.reject("softcap", b.attr("softcap"))
+    for window in ("left_window_size", "right_window_size"):
+        if b.attr(window, -1) != -1:
+            raise b.reject(window, b.attr(window), "a sliding window is not supported")
+    q, k, v = b.tensor(0), b.tensor(1), b.tensor(2)
+    rank = len(q.shape)
+    if rank == 3:
+        heads, kv_heads = b.attr("q_num_heads"), b.attr("kv_num_heads")
+        if not heads or not kv_heads:
+            raise b.error("3-D inputs need the attributes q_num_heads and kv_num_heads")
+        q, k, v = (_heads(b, t, n) for t, n in ((q, heads), (k, kv_heads), (v, kv_heads)))
+    elif rank != 4:
+        raise b.error(f"Q is rank {rank}; Attention takes 3-D (batch, sequence, hidden) or 4-D (batch, heads, sequence, head size)")
+    m, n, d = q.shape[2], k.shape[2], q.shape[3]
+    scale = b.attr("scale")
+    scale = 1 / math.sqrt(d) if scale is None else float(scale)
+    mask = _mask(b, q, m, n) if b.has(3) else None
+    if b.attr("is_causal", 0):
+        causal = np.triu(np.full((m, n), _lowest(q.dtype), dtypes.np_dtype(q.dtype)), 1)  # query i sees keys 0 .. i
+        known = b.known(3) if b.has(3) else None
+        if mask is None:
+            mask = b.const(causal)
+        elif known is not None:
+            mask = b.const(np.maximum(_additive(b, known, q.dtype) + causal, _lowest(q.dtype)).astype(causal.dtype))
+        else:
+            mask = ops.add(*b.bcast(mask, b.const(causal)))
+    y = ops.attention(q, k, v, mask, scale=scale)
+    if rank == 3:
+        batch, heads, seq, dv = y.shape
+        y = b.reshape(ops.permute(y, [0, 2, 1, 3]), (batch, seq, heads * dv))
+    outs = [y]
+    if len(node.output) > 1:
+        outs += [k, v][: len(node.output) - 1]
+    return outs
+
+
+def _heads(b, t, n):
+    """(batch, sequence, heads x size) -> (batch, heads, sequence, size)."""
+    batch, seq, hidden = t.shape
+    if hidden % n:
+        raise b.error(f"a hidden size of {hidden} does not split into {n} heads")
+    return ops.permute(b.reshape(t, (batch, seq, n, hidden // n)), [0, 2, 1, 3])
+
+
+def _lowest(dtype):
+    """What a masked position adds: the dtype's lowest finite value (not -inf, whose difference
+    with a row maximum of -inf would be undefined)."""
+    return float(np.finfo(dtypes.np_dtype(dtype if dtype != "bfloat16" else "float32")).min)
+
+
+def _additive(b, mask, dtype):
+    """A known mask as the float added to the scores: a boolean one is 0 where True, lowest where False."""
+    mask = np.asarray(mask)
+    if mask.dtype == bool:
+        return np.where(mask, 0.0, _lowest(dtype))
+    return np.maximum(mask.astype(np.float64), _lowest(dtype))
+
+
+def _mask(b, q, m, n):
+    """attn_mask as a float tensor of rank 2 or 4 added to the scores."""
+    known = b.known(3)
+    if known is not None:
+        array = _additive(b, known, q.dtype).astype(dtypes.np_dtype(q.dtype))
+        return b.const(array.reshape((1,) * (4 - array.ndim) + array.shape) if array.ndim not in (2, 4) else array)
+    mask = b.tensor(3)
+    if mask.dtype == "bool":
+        raise b.error("a boolean attn_mask known only at run time is not supported; give it as a float mask added to the scores")
+    if len(mask.shape) not in (2, 4):
+        mask = b.reshape(mask, (1,) * (4 - len(mask.shape)) + mask.shape)
+    return mask if mask.dtype == q.dtype else b.cast(mask, q.dtype)
+
+
+# ---- the import pass ------------------------------------------------------------------------------
+
+def fuse(source, g):
+    """Rewrite every attention subgraph of g (a passes.Graph of source); what changed, for the note."""
+    shapes, elems = _shapes(source)
+    infos, done = [], 0
+    for node in list(g.nodes):
+        found = g.alive(node) and _match(g, node, shapes)
+        if not found:
+            continue
+        chain, (q, key, key_t, v, mask, scale) = found
+        name = node.name or node.output[0]
+        inputs = [q, key, v] + ([mask] if mask else [])
+        fused_node = helper.make_node(FUSED, inputs, list(node.output), name=name, scale=scale, key_transposed=int(key_t))
+        g.replace(chain, [fused_node])
+        infos.append(helper.make_tensor_value_info(node.output[0], elems[node.output[0]], shapes[node.output[0]]))
+        done += 1
+    g.commit()
+    graph = source.model.graph
+    known = {v.name for v in graph.value_info}
+    graph.value_info.extend(i for i in infos if i.name not in known)
+    return f"{done} attention subgraph(s) became one fused attention each" if done else "nothing to fuse"
+
+
+def _shapes(source):
+    """(value name -> static shape, value name -> ONNX element type) by ONNX shape inference on the
+    graph with its small constants as initializers (a Reshape's shape) and the others as typed inputs."""
+    model = onnx.ModelProto()
+    model.CopyFrom(source.model)
+    weights, declared = source.weights, {i.name for i in model.graph.input}
+    for name in weights.names():
+        if weights.small(name):
+            model.graph.initializer.append(weights.proto(name))
+        elif name not in declared:
+            shape, elem = weights.type(name)
+            model.graph.input.append(helper.make_tensor_value_info(name, elem, shape))
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - onnx's InferenceError: nothing is fused
+        return {}, {}
+    shapes, elems = {}, {}
+    for v in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output):
+        tt = v.type.tensor_type
+        if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+            shapes[v.name] = tuple(d.dim_value for d in tt.shape.dim)
+            elems[v.name] = tt.elem_type
+    return shapes, elems
+
+
+def _match(g, out_mm, shapes):
+    """(nodes to replace, (q, key, key transposed, v, mask or None, scale)) when out_mm ends an
+    attention subgraph, else None."""
+    if out_mm.op_type != "MatMul" or out_mm.domain not in ("", "ai.onnx"):
+        return None
+    probs, v = out_mm.input
+    softmax = _private_producer(g, probs, "Softmax")
+    if softmax is None or len(shapes.get(probs, ())) != 4 or node_attr(softmax, "axis", -1) not in (-1, 3):
+        return None
+    if g.source.opset < 13 and node_attr(softmax, "axis") is None:
+        return None  # before opset 13 the default axis is 1 (on a flattened view)
+    chain = [softmax, out_mm]
+    x = softmax.input[0]
+    mask = None
+    add = _private_producer(g, x, "Add")
+    if add is not None:
+        scaled = next((i for i in add.input if _private_producer(g, i, "Mul") or _private_producer(g, i, "Div")), None)
+        if scaled is None:
+            return None
+        mask = add.input[1] if add.input[0] == scaled else add.input[0]
+        if len(shapes.get(mask, ())) not in (2, 4):
+            return None
+        chain.insert(0, add)
+        x = scaled
+    scale_node = _private_producer(g, x, "Mul") or _private_producer(g, x, "Div")
+    if scale_node is None:
+        return None
+    scores, scale = _scaled(g, scale_node)
+    if scale is None:
+        return None
+    chain.insert(0, scale_node)
+    product = _private_producer(g, scores, "MatMul")
+    if product is None:
+        return None
+    chain.insert(0, product)
+    q, right = product.input
+    key, key_t = right, True
+    transpose = _private_producer(g, right, "Transpose")
+    if transpose is not None and list(node_attr(transpose, "perm") or []) == [0, 1, 3, 2]:
+        key, key_t = transpose.input[0], False
+        chain.insert(0, transpose)
+    if not all(len(shapes.get(t, ())) == 4 for t in (q, key, v)):
+        return None
+    return chain, (q, key, key_t, v, mask, scale)
+
+
+def _private_producer(g, name, op_type):
+    node = g.producer.get(name)
+    if node is None or node.op_type != op_type or node.domain not in ("", "ai.onnx") or not g.private(name):
+        return None
+    return node
+
+
+def _scaled(g, node):
+    """(the scores, the scale) of a Mul or Div by a known scalar, else (None, None)."""
+    a, c = node.input
+    for x, s in ((a, c), (c, a)) if node.op_type == "Mul" else ((a, c),):
+        value = g.value(s)
+        if value is not None and np.asarray(value).size == 1:
+            value = float(np.asarray(value).reshape(-1)[0])
+            if node.op_type == "Div" and value == 0:
+                return None, None
+            return x, value if node.op_type == "Mul" else 1 / value
+    return None, None
+
+
+__all__ = ["FUSED", "fuse"]

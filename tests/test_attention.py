@@ -1,0 +1,189 @@
+"""Fused attention (isa/ops/attention.py, isa/lower/templates/attention.py, isa/onnx/attention.py):
+the machine's outputs against a numpy reference on generic and on the chips that list the op, the
+import pass that fuses exporters' attention subgraphs, ONNX's Attention op, and the errors."""
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+import chips
+import isa
+import sim
+from isa.errors import ShapeError, UnsupportedError
+from isa.onnx import PASSES
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+import llm
+
+O = isa.ops
+
+
+def reference(q, k, v, mask, scale, key_transposed=False):
+    """softmax(scale q k^T + mask) v in float64, each query head reading KV head h // group."""
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    if key_transposed:
+        k = np.swapaxes(k, -1, -2)
+    group = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    s = scale * q @ np.swapaxes(k, -1, -2) + (0 if mask is None else mask.astype(np.float64))
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)) @ v
+
+
+def causal(m, n, dtype):
+    """Query i (of the last m of n positions) sees keys 0 .. i + n - m; the rest add the dtype's lowest."""
+    return np.triu(np.full((m, n), np.finfo(dtype).min, dtype), 1 + n - m)
+
+
+def run(chip, dtype, batch, heads, kv_heads, m, n, d, masked, key_transposed=False, seed=0):
+    rng = np.random.default_rng(seed)
+    npdt = isa.dtypes.np_dtype(dtype)
+    g = isa.Graph("attention")
+    shapes = {"q": (batch, heads, m, d), "k": (batch, kv_heads, d, n) if key_transposed else (batch, kv_heads, n, d),
+              "v": (batch, kv_heads, n, d)}
+    feeds = {name: rng.standard_normal(shape).astype(npdt) for name, shape in shapes.items()}
+    q, k, v = (g.input(name, shape, dtype) for name, shape in shapes.items())
+    mask = causal(m, n, npdt) if masked else None
+    scale = 1 / math.sqrt(d)
+    y = O.attention(q, k, v, g.constant("mask", mask) if masked else None, scale=scale, key_transposed=key_transposed)
+    g.output(y, "y")
+    res = sim.run(g, chips.load(chip), feeds)
+    want = reference(feeds["q"], feeds["k"], feeds["v"], mask, scale, key_transposed)
+    return res, want
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kv_heads=st.integers(1, 2), group=st.integers(1, 3), m=st.integers(1, 40), n=st.integers(1, 70),
+       d=st.sampled_from([8, 16, 32]), masked=st.booleans(), key_transposed=st.booleans(), batch=st.integers(1, 2))
+def test_attention_matches_numpy_on_generic_in_float32(kv_heads, group, m, n, d, masked, key_transposed, batch):
+    n = max(n, m) if masked else n  # a causal mask over the last m of n positions
+    res, want = run("generic", "float32", batch, kv_heads * group, kv_heads, m, n, d, masked, key_transposed)
+    np.testing.assert_allclose(res.outputs["y"], want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("chip, dtype, tol", [
+    ("ascend910b", "float16", 4e-3), ("ascend310b", "float16", 4e-3), ("bm1686", "float16", 4e-3),
+    ("bm1686", "float32", 1e-4), ("bm1684", "float32", 1e-4), ("generic", "float16", 4e-3),
+])
+@pytest.mark.parametrize("masked", [False, True])
+def test_attention_matches_numpy_on_each_chip(chip, dtype, tol, masked):
+    res, want = run(chip, dtype, 1, 4, 2, 40, 72, 32, masked)
+    np.testing.assert_allclose(res.outputs["y"].astype(np.float64), want, rtol=tol, atol=tol)
+
+
+def test_a_causal_mask_skips_the_blocks_it_hides_and_the_scores_stay_on_chip():
+    res, want = run("generic", "float32", 1, 2, 2, 512, 512, 64, True)
+    np.testing.assert_allclose(res.outputs["y"], want, rtol=1e-4, atol=1e-4)
+    note = next(n for n in res.program.notes if n.startswith("attention"))
+    skipped, blocks = (int(w) for w in note.split(" blocks skipped")[0].split(", ")[-1].split(" of "))
+    assert blocks > 0 and skipped >= blocks // 3
+    assert res.stats.ddr_write_bytes == 2 * 512 * 64 * 4  # the output alone: no 512 x 512 scores go to DDR
+
+
+def test_wrong_shapes_and_dtypes_are_refused():
+    g = isa.Graph("bad")
+    q = g.input("q", (1, 3, 4, 8))
+    k = g.input("k", (1, 2, 5, 8))
+    v = g.input("v", (1, 2, 5, 8))
+    with pytest.raises(ShapeError, match="KV heads dividing its 3 heads"):
+        O.attention(q, k, v, scale=1.0)
+    q2 = g.input("q2", (1, 2, 4, 8), "float16")
+    with pytest.raises(UnsupportedError, match="share one float dtype"):
+        O.attention(q2, k, v, scale=1.0)
+    q3 = g.input("q3", (1, 2, 4, 8))
+    with pytest.raises(ShapeError, match="mask"):
+        O.attention(q3, k, v, g.input("m", (4, 6)), scale=1.0)
+
+
+# ---- ONNX ---------------------------------------------------------------------------------------
+
+def small_llama():
+    return llm.config("tinyllama-1.1b", layers=1, hidden=64, heads=4, kv_heads=2, mlp=96, vocab=100)
+
+
+def test_the_pass_fuses_a_llama_prefill_layer_and_the_layer_gets_faster():
+    model = llm.decoder_layer(small_llama(), 1, 24, 0, "float32", 0)
+    rng = np.random.default_rng(1)
+    feeds = {"x": rng.standard_normal((1, 24, 64)).astype(np.float32)}
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    fused = isa.from_onnx(model)
+    assert any("1 attention subgraph(s) became one fused attention" in n for n in fused.notes)
+    assert sum(n.op == "attention" for n in fused.nodes) == 1
+    unfused = isa.from_onnx(model, passes=[p for p in PASSES if p != "attention"])
+    cycles = {}
+    for name, g in (("fused", fused), ("unfused", unfused)):
+        res = sim.run(g, chips.load("generic"), feeds)
+        np.testing.assert_allclose(res.outputs["y"], want, rtol=1e-4, atol=1e-4)
+        cycles[name] = res.cycles
+    assert cycles["fused"] < cycles["unfused"]
+
+
+def test_a_decode_step_over_a_cache_is_left_unfused_and_right():
+    model = llm.decoder_layer(small_llama(), 1, 1, 6, "float32", 0)
+    g = isa.from_onnx(model)
+    assert not any(n.op == "attention" for n in g.nodes)
+
+
+def attention_model(q_shape, k_shape, v_shape, causal_flag, opset=23, **attrs):
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in (("Q", q_shape), ("K", k_shape), ("V", v_shape))]
+    node = helper.make_node("Attention", ["Q", "K", "V"], ["Y"], is_causal=int(causal_flag), **attrs)
+    graph = helper.make_graph([node], "attention", inputs, [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("chip", ["generic", "bm1686"])
+@pytest.mark.parametrize("causal_flag", [False, True])
+def test_onnx_attention_with_grouped_heads_matches_the_onnx_reference(chip, causal_flag):
+    q_shape, kv_shape = (2, 6, 10, 16), (2, 2, 10, 16)
+    model = attention_model(q_shape, kv_shape, kv_shape, causal_flag, scale=0.3)
+    rng = np.random.default_rng(2)
+    feeds = {"Q": rng.standard_normal(q_shape).astype(np.float32), "K": rng.standard_normal(kv_shape).astype(np.float32),
+             "V": rng.standard_normal(kv_shape).astype(np.float32)}
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    res = sim.run(isa.from_onnx(model), chips.load(chip), feeds)
+    np.testing.assert_allclose(res.outputs["Y"], want, rtol=1e-4, atol=1e-4)
+
+
+def test_onnx_attention_of_3d_inputs_splits_the_heads():
+    model = attention_model((1, 7, 32), (1, 9, 16), (1, 9, 16), False, q_num_heads=4, kv_num_heads=2)
+    rng = np.random.default_rng(3)
+    feeds = {"Q": rng.standard_normal((1, 7, 32)).astype(np.float32), "K": rng.standard_normal((1, 9, 16)).astype(np.float32),
+             "V": rng.standard_normal((1, 9, 16)).astype(np.float32)}
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    res = sim.run(isa.from_onnx(model), chips.load("generic"), feeds)
+    np.testing.assert_allclose(res.outputs["Y"], want, rtol=1e-4, atol=1e-4)
+
+
+def test_onnx_attention_with_a_cache_input_is_refused_by_name():
+    q = helper.make_tensor_value_info("Q", TensorProto.FLOAT, (1, 2, 1, 8))
+    kv = [helper.make_tensor_value_info(n, TensorProto.FLOAT, (1, 2, 3, 8)) for n in ("K", "V", "PK", "PV")]
+    node = helper.make_node("Attention", ["Q", "K", "V", "", "PK", "PV"], ["Y", "PKo", "PVo"])
+    out = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "PKo", "PVo")]
+    model = helper.make_model(helper.make_graph([node], "cached", [q, *kv], out), opset_imports=[helper.make_opsetid("", 23)])
+    with pytest.raises(UnsupportedError, match="past_key is not supported"):
+        isa.from_onnx(model)
+
+
+
+
+
+def test_the_published_figures_name_their_source_and_what_the_simulator_says(capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_llm", Path(__file__).resolve().parent.parent / "bench" / "llm.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--published"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(bench.llm_published.ROWS)
+    assert all(" @ " in line and "not simulated: " in line for line in lines)
+    floor = next(line for line in lines if "DDR floor" in line)  # DeepSeek-R1-Distill-Qwen-7B's decode, W4A16 on BM1684X
+    at_most = float(floor.split("at most ")[1].split(" tokens/s")[0])
+    assert 10.6 < at_most < 20
