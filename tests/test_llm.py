@@ -189,6 +189,18 @@ def test_a_model_that_fits_gives_its_footprint():
     assert kv == 2 * 28 * 4 * 2048 * 4 * 128 * 2  # K and V, 28 layers, batch 4, 2048 tokens, 4 KV heads of 128, 2 bytes
 
 
+@pytest.mark.parametrize("chip, dtype", [("generic", "float32"), ("bm1686", "float32"), ("bm1684", "float32"), ("ascend910b", "float16")])
+def test_a_decode_step_streams_its_weights_and_cache_within_1_5x_of_the_ddr_floor(chip, dtype):
+    """TinyLlama's real layer (88 MB of float16 weights): a decode step reads every weight once, so
+    its time is bound by the bytes over the DDR's bandwidth; the lowering's tiles, waits and layout
+    changes may add at most half of it (issue 22's fidelity goal)."""
+    cfg, target = llm.CONFIGS["tinyllama-1.1b"], chips.load(chip)
+    step = BENCH.simulate(lambda: llm.decoder_layer(cfg, seq=1, past=256, dtype=dtype), target, top=0)
+    floor_bytes, floor = BENCH.decode_floor(cfg, target, dtype, 1, 256)
+    assert floor_bytes == (cfg.layer_weights() + 2 * 256 * 4 * 64) * BENCH.DTYPE_BYTES[dtype]  # 4 KV heads of 64
+    assert floor <= step.seconds <= 1.5 * floor
+
+
 def test_decode_lengths_are_the_middles_of_equal_parts():
     assert BENCH.decode_lengths(512, 128, 1) == [576]
     assert BENCH.decode_lengths(512, 128, 4) == [528, 560, 592, 624]
