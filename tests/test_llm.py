@@ -2,6 +2,7 @@
 examples/llm.py against a numpy reference of the same model, and bench/llm.py's figures and errors."""
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -276,3 +277,13 @@ def test_the_bench_leaves_out_an_embedding_lookup_the_chip_refuses():
     assert head.cycles > 0 and "lts with int64 -> int64 is not supported on chip bm1686" in refused
     both, none = BENCH.simulate_ends(TINY, ASCEND910B, 1, 4, "float16", 0)
     assert none is None and both.cycles > 0
+
+
+def test_the_bench_simulates_a_decode_step_whole(capsys):
+    """--whole: the model (embedding, layers, head) as one graph, its layers each near one layer simulated alone."""
+    assert BENCH.main(["--model", "tinyllama-1.1b", "--chip", "generic", "--dtype", "float32", "--layers", "2", "--whole",
+                       "--prompt", "4", "--generate", "2", "--top", "0"]) == 0
+    out = capsys.readouterr().out
+    whole = float(re.search(r"simulated as one graph: time per output token ([\d.]+) ms", out).group(1))
+    multiplied = float(re.search(r"x 2 \+ head would be ([\d.]+) ms", out).group(1))
+    assert abs(whole - multiplied) <= 0.05 * multiplied
