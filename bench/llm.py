@@ -51,6 +51,7 @@ class Simulated:
     ddr_bytes: int
     cpu: dict  # "build", "lower", "simulate" -> CPU seconds
     slowest: list  # (op name, span in seconds, DDR bytes) of the ops with the longest spans, longest first
+    instructions: int  # of the lowered program
 
 
 def footprint(cfg, dtype, batch, tokens):
@@ -88,7 +89,8 @@ def simulate(build, chip, top=3):
             kinds.setdefault(kind, []).append(busy / max(result.cycles, 1))
     utilization = {kind: sum(v) / len(v) for kind, v in kinds.items()}
     slowest = [(op.name, op.seconds, op.ddr_bytes) for op in result.stats.slowest(top)]
-    return Simulated(result.seconds, result.cycles, utilization, result.stats.ddr_read_bytes + result.stats.ddr_write_bytes, cpu, slowest)
+    ddr_bytes = result.stats.ddr_read_bytes + result.stats.ddr_write_bytes
+    return Simulated(result.seconds, result.cycles, utilization, ddr_bytes, cpu, slowest, len(program))
 
 
 def simulate_ends(cfg, chip, batch, seq, dtype, seed):
@@ -181,7 +183,7 @@ def run(args):
     every = [prefill, prefill_ends, *steps, decode_ends, *(wholes if args.whole else ())]
     cpu = {k: sum(s.cpu[k] for s in every) for k in ("build", "lower", "simulate")}
     out(f"CPU seconds: build and import {cpu['build']:.1f}, lower {cpu['lower']:.1f}, simulate {cpu['simulate']:.1f} "
-        f"({len(every)} graphs)")
+        f"({len(every)} graphs; the decode layer {steps[len(steps) // 2].instructions:,} instructions)")
     return 0
 
 
