@@ -2,6 +2,7 @@
 examples/llm.py against a numpy reference of the same model, and bench/llm.py's figures and errors."""
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -189,6 +190,18 @@ def test_a_model_that_fits_gives_its_footprint():
     assert kv == 2 * 28 * 4 * 2048 * 4 * 128 * 2  # K and V, 28 layers, batch 4, 2048 tokens, 4 KV heads of 128, 2 bytes
 
 
+@pytest.mark.parametrize("chip, dtype", [("generic", "float32"), ("bm1686", "float32"), ("bm1684", "float32"), ("ascend910b", "float16")])
+def test_a_decode_step_streams_its_weights_and_cache_within_1_5x_of_the_ddr_floor(chip, dtype):
+    """TinyLlama's real layer (88 MB of float16 weights): a decode step reads every weight once, so
+    its time is bound by the bytes over the DDR's bandwidth; the lowering's tiles, waits and layout
+    changes may add at most half of it (issue 22's fidelity goal)."""
+    cfg, target = llm.CONFIGS["tinyllama-1.1b"], chips.load(chip)
+    step = BENCH.simulate(lambda: llm.decoder_layer(cfg, seq=1, past=256, dtype=dtype), target, top=0)
+    floor_bytes, floor = BENCH.decode_floor(cfg, target, dtype, 1, 256)
+    assert floor_bytes == (cfg.layer_weights() + 2 * 256 * 4 * 64) * BENCH.DTYPE_BYTES[dtype]  # 4 KV heads of 64
+    assert floor <= step.seconds <= 1.5 * floor
+
+
 def test_decode_lengths_are_the_middles_of_equal_parts():
     assert BENCH.decode_lengths(512, 128, 1) == [576]
     assert BENCH.decode_lengths(512, 128, 4) == [528, 560, 592, 624]
@@ -264,3 +277,13 @@ def test_the_bench_leaves_out_an_embedding_lookup_the_chip_refuses():
     assert head.cycles > 0 and "lts with int64 -> int64 is not supported on chip bm1686" in refused
     both, none = BENCH.simulate_ends(TINY, ASCEND910B, 1, 4, "float16", 0)
     assert none is None and both.cycles > 0
+
+
+def test_the_bench_simulates_a_decode_step_whole(capsys):
+    """--whole: the model (embedding, layers, head) as one graph, its layers each near one layer simulated alone."""
+    assert BENCH.main(["--model", "tinyllama-1.1b", "--chip", "generic", "--dtype", "float32", "--layers", "2", "--whole",
+                       "--prompt", "4", "--generate", "2", "--top", "0"]) == 0
+    out = capsys.readouterr().out
+    whole = float(re.search(r"simulated as one graph: time per output token ([\d.]+) ms", out).group(1))
+    multiplied = float(re.search(r"x 2 \+ head would be ([\d.]+) ms", out).group(1))
+    assert abs(whole - multiplied) <= 0.05 * multiplied

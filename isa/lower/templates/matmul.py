@@ -38,7 +38,7 @@ from ...instructions import Matmul, Region, Vector
 from ...ops import REGISTRY, weight_only
 from ..memory.alloc import shortfall
 from ..memory.route import STAGE_SLOTS, copy
-from ..schedule import estimate
+from ..schedule import estimate, gemv
 from ..schedule.estimate import Priced, Work, tiled
 from ..schedule.pipeline import deal, run_units
 from ..schedule.tiling import broadcast_view, halvings, least, sub_region
@@ -246,7 +246,24 @@ class _Plan(Priced):
                 choice = choose([choice[2]], len(self.units), keeps)
             return choice, self._schedule(*choice, len(self.units)).cycles()
 
-        choice, cycles = self.ctx.search([self.node], [self.out.name], (), search)
+        def stream():
+            """The least estimate of the column widths of a matrix-vector product, each with the
+            largest K block that fits (isa/lower/schedule/gemv.py)."""
+            tm, fitting = limits[0], []
+            line = max(1, self.ctx.chip.memories["ddr"].burst // dtypes.itemsize(self.right.dtype))
+            for tn in gemv.widths(limits[1], unit.n, line):
+                fit = next(((tm, tn, tk, keep, self.ctx.slots, tm) for tk in gemv.blocks(limits[2], depth) for keep in reversed(keeps)
+                            if self._fits(tm, tn, tk, keep, self.ctx.slots)), None)
+                fitting += [fit] if fit else []
+            if not fitting:
+                return search()
+            cycles = [self._schedule(*t, len(self.units)).cycles() for t in fitting]
+            best = min(range(len(fitting)), key=cycles.__getitem__)
+            return fitting[best], cycles[best]
+
+        gemv_rows = self.M * math.prod(self.batch)
+        found = stream if gemv.is_gemv(gemv_rows, unit.m) and not self.shifted else search
+        choice, cycles = self.ctx.search([self.node], [self.out.name], (), found)
         kept = ", the left row block kept" if choice[3] else ""
         one = ", one accumulator" if choice[4] < self.ctx.slots else ""
         parts = f" in parts of {choice[5]} rows" if choice[5] < choice[0] else ""
