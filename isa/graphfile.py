@@ -49,7 +49,7 @@ _CONSTANT_KEYS = ("shape", "dtype", "value", "file") + _RANDOM_KEYS
 class _Reader:
     """Checks values of one graph file; every error it raises names the file and a line."""
 
-    def __init__(self, path, max_bytes, limit):
+    def __init__(self, path, max_bytes, limit) -> None:
         self.path = Path(path)
         self.left, self.limit = max_bytes, f"what is left of {limit}"  # bytes the tensors still drawn or read may take
 
@@ -90,7 +90,7 @@ class _Reader:
             raise self.error(parent.line_of(key), f"{where}: expected a list of tensor names, got {_kind(value)}")
         return value
 
-    def number(self, spec, key, where, default, integer=False, minimum=None):
+    def number(self, spec, key, where, default, integer: bool = False, minimum=None):
         value = spec.get(key, default)
         ok = isinstance(value, Integral if integer else Real) and not isinstance(value, bool) and math.isfinite(value)
         if not ok or (minimum is not None and value < minimum):

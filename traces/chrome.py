@@ -27,7 +27,7 @@ _PID = 1
 _COUNTERS = {"memory.": "bytes", "fragmentation.": "fraction"}  # counter prefix -> its value's name
 
 
-def write_chrome(trace, path):
+def write_chrome(trace, path) -> None:
     """Write `trace` to `path`; the same trace always gives the same bytes."""
     document = {
         "displayTimeUnit": "ns",

@@ -59,7 +59,7 @@ FNS = {
 }
 
 
-def execute(instr, memories):
+def execute(instr, memories) -> None:
     cdt = dtypes.np_dtype(instr.cdt)
     args = [
         cdt.type(s) if isinstance(s, (int, float)) else memories[s.mem].view(s).astype(cdt)
@@ -70,7 +70,7 @@ def execute(instr, memories):
     store(instr.fn, args, instr.dst, memories)
 
 
-def store(fn, args, dst, memories):
+def store(fn, args, dst, memories) -> None:
     """dst = FNS[fn](*args), its operands already in the compute dtype, saturated into dst's
     dtype (a converting DMA stores its result so too, sim/engines/dma.py)."""
     with np.errstate(all="ignore"):

@@ -61,7 +61,7 @@ def ceilings(trace, points=None):
     return sorted(found, key=lambda c: -c.ops_per_second)
 
 
-def plot_roofline(trace, path, labels=8):
+def plot_roofline(trace, path, labels=8) -> None:
     """The roofline as a PNG, log-log: a point per op (colour: the unit it used most; area: its
     share of the run), the `labels` longest ops named; the roof is the DDR bandwidth slope up to
     the highest peak of the units and dtypes the ops run in, with a dashed ceiling for each lower
@@ -140,12 +140,12 @@ def _x_range(values):
     return min(values) / 4, max(values) * 4
 
 
-def _name(ceiling):
+def _name(ceiling) -> str:
     shown = ", ".join(ceiling.dtypes[:3]) + (", ..." if len(ceiling.dtypes) > 3 else "")
     return f"{ceiling.unit} {shown}"
 
 
-def _rate(ops_per_second):
+def _rate(ops_per_second) -> str:
     for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M")):
         if ops_per_second >= factor:
             return f"{ops_per_second / factor:,.2f} {prefix}OP/s"

@@ -12,7 +12,7 @@ _GREYS = {_WAIT: "0.85", _NO_OP: "0.55", _OTHER: "#b9c4d0"}
 _PALETTE = [c for i, c in enumerate(colormaps["tab20"].colors) if i not in (14, 15)]
 
 
-def plot_timeline(trace, path, max_bars=5000):
+def plot_timeline(trace, path, max_bars=5000) -> None:
     """Gantt chart of `trace` as a PNG: a lane per engine (labelled with its utilization), a bar
     per instruction coloured by op. Up to 18 ops get a colour each; with more, the 17 busiest
     keep theirs and the rest share one "(other ops)" colour, so every colour names one op.
