@@ -24,6 +24,7 @@ or what a caller that knows the chip passes). Every error names the file and the
 
 import inspect
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from numbers import Integral, Real
 from pathlib import Path
@@ -38,7 +39,7 @@ from .graph import Graph
 @dataclass
 class GraphFile:
     graph: Graph
-    defaults: dict  # input name -> array, for inputs that give a `random` spec
+    defaults: Mapping[str, np.ndarray]  # input name -> array, for inputs that give a `random` spec
 
 
 _RANDOM_KEYS = ("random", "mean", "scale", "low", "high", "seed")

@@ -110,7 +110,7 @@ def _seed(text):
     return seed
 
 
-def _parser():
+def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915  # one statement per subcommand and option: a table, read top to bottom
     p = _Parser(prog="npusim", description="Cycle-approximate NPU/TPU simulator: exact numbers, cycles and traces. "
                                            "--debug anywhere shows the traceback of an internal error.")
     sub = p.add_subparsers(required=True, metavar="COMMAND")
@@ -278,6 +278,8 @@ class _RandomInputs(Mapping):
     after the lowering has placed the inputs and the machine has checked the program's memories
     against the host (so one too large is refused before any byte is drawn), and never in timing
     mode, which reads none."""
+
+    drawn: dict[str, np.ndarray] | None
 
     def __init__(self, specs, seed) -> None:
         self.specs, self.seed, self.drawn = specs, seed, None  # specs: input name -> (shape, dtype), in input order

@@ -40,7 +40,7 @@ def op_dtypes(program: Program, steps: dict[str, list[Any | Step | None] | list[
     in (isa/timing/price.py: a vector instruction in its widest operand's, a product in its a
     operand's), the one with the most arithmetic where they differ. steps: each engine's priced
     Steps, as the machine ran them."""
-    work = {}
+    work: dict[str, dict[str, dict[str, int]]] = {}
     for engine, stream in program.streams.items():
         priced = steps[engine]  # repeated instructions share one Step: each (op, Step) is tallied once
         by_id = {id(step): step for step in priced}
@@ -50,4 +50,4 @@ def op_dtypes(program: Program, steps: dict[str, list[Any | Step | None] | list[
                 continue
             tally = work.setdefault(op, {}).setdefault(step.kind, {})
             tally[step.dtype] = tally.get(step.dtype, 0) + step.ops * count
-    return {op: {unit: max(tally, key=tally.get) for unit, tally in units.items()} for op, units in work.items()}
+    return {op: {unit: max(tally, key=lambda dtype: tally[dtype]) for unit, tally in units.items()} for op, units in work.items()}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from isa.graph import Graph
     from isa.lower.policy import Policy
     from isa.program import Program
+    from traces.records import Trace
+    from traces.summary import Summary
 
 POLICY_PREFIX = "policy."
 
@@ -31,9 +34,9 @@ class Result:
     outputs: dict  # output name -> numpy array (empty in timing mode)
     cycles: int
     seconds: float
-    stats: object  # traces.Summary: busy and utilization per engine, DDR bytes, memory peaks and fragmentation, per-op table
-    trace: object  # traces.Trace
-    program: object  # the isa.Program that ran
+    stats: Summary  # busy and utilization per engine, DDR bytes, memory peaks and fragmentation, per-op table
+    trace: Trace
+    program: Program  # the one that ran
 
 
 def _chip(chip: Chip | str, overrides: dict[str, Any] | None = None) -> Chip:
@@ -54,7 +57,7 @@ def _unbracket(value):
     return value[1:-1] if value.startswith("[") and value.endswith("]") else value
 
 
-def execute(program: Program, chip: Chip, inputs: dict[str, ndarray] | None = None, mode: str = "functional") -> Result:
+def execute(program: Program, chip: Chip, inputs: Mapping[str, ndarray] | None = None, mode: str = "functional") -> Result:
     """Run a lowered program on a chip (a Chip or a shipped chip's name)."""
     chip = _chip(chip)
     check_chip(chip, program)  # before the machine checks the program's engines and memories against the chip
@@ -70,7 +73,7 @@ def execute(program: Program, chip: Chip, inputs: dict[str, ndarray] | None = No
             gc.enable()
 
 
-def run(graph: Graph, chip: str | Chip, inputs: dict[str, ndarray] | None = None, mode: str = "functional",
+def run(graph: Graph, chip: str | Chip, inputs: Mapping[str, ndarray] | None = None, mode: str = "functional",
         policy: Policy | None = None) -> Result:
     """Lower a graph for a chip and execute it: exact outputs, cycles, stats and a trace.
     A graph that specialises itself from its feeds (an imported ONNX model, isa.onnx.OnnxGraph)

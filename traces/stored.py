@@ -119,7 +119,7 @@ def _count(v):
 
 def _amount(v):
     """A number >= 0 and finite: a time in cycles, a rate."""
-    return isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+    return isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v) and v >= 0  # type: ignore[operator]  # numbers.Real declares no <=; every Real has it
 
 
 def _clock(v):

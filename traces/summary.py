@@ -19,7 +19,7 @@ from .records import Event
 from .text import human_bytes, si, table
 
 if TYPE_CHECKING:
-    from numpy import float64, ndarray
+    from numpy import ndarray
 
     from traces.records import Trace
 
@@ -56,7 +56,7 @@ class OpStats:
 
     @property
     def busiest_engine(self):
-        return max(self.busy, key=self.busy.get)
+        return max(self.busy, key=lambda engine: self.busy[engine])
 
 
 @dataclass(frozen=True)
@@ -122,6 +122,17 @@ class _Work:
     """A trace's events other than waits, as columns: numbers as numpy arrays, names as codes
     (`names[column][code]`), so that sums per engine and per op are bincounts."""
 
+    engine: np.ndarray  # codes, as all the name columns
+    kind: np.ndarray
+    op: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    start: np.ndarray  # cycles, as floats
+    end: np.ndarray
+    bytes: np.ndarray
+    ops: np.ndarray
+    cached: np.ndarray
+
     def __init__(self, events: list[Event]) -> None:
         work = [e for e in events if e.kind != "wait"]
         fields = {name: list(map(operator.itemgetter(Event._fields.index(name)), work)) for name in _COLUMNS}
@@ -146,13 +157,13 @@ class _Work:
         return dict(zip(self.names["engine"], map(_number, cycles.tolist())))
 
 
-def _number(x: float | float64) -> int:
+def _number(x: float) -> int | float:
     """A cycle count as the events give it: whole cycles as an int."""
     x = float(x)
     return int(x) if x.is_integer() else x
 
 
-def _memory_peaks(trace: Trace) -> dict[str, int]:
+def _memory_peaks(trace: Trace) -> dict[str, float]:
     """Peak per memory: the trace's memories first, then any other memory with a counter."""
     return {name: _peak(trace, "memory." + name) for name in memory_names(trace)}
 
@@ -181,7 +192,7 @@ def _op_table(trace: Trace, work: _Work) -> dict[str, OpStats]:
     pairs = op * n_engines + engine
     busy_cycles = np.bincount(pairs, weights=end - start, minlength=n_ops * n_engines)
     used, first = np.unique(pairs, return_index=True)
-    busy = {name: {} for name in names}
+    busy: dict[str, dict[str, float]] = {name: {} for name in names}
     op_names, engine_names = work.names["op"], work.names["engine"]
     for pair in used[np.argsort(first, kind="stable")].tolist():
         busy[op_names[pair // n_engines]][engine_names[pair % n_engines]] = _number(busy_cycles[pair])

@@ -57,7 +57,7 @@ def table_columns(widths, least, room):
     the column's own width if less); within a block the room left is shared out (_shares)."""
     room = max(room, 2 * MIN_COLUMN + 2)
     key = min(widths[0], room if len(widths) == 1 else max(least[0], room // 3))
-    blocks: list[tuple[list[int], list[int]]] = []
+    blocks: list[list[int]] = []
     block: list[int] = []
     for i in range(1, len(widths)):
         if block and sum(least[j] + 2 for j in [*block, i]) > room - key:

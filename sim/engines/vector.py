@@ -6,12 +6,15 @@ instruction's compute dtype; the result is stored with isa.dtypes.convert (satur
 Where IEEE gives an answer (x/0, sqrt of a negative, log 0) it is the answer, silently.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from isa import dtypes
 from isa.instructions import REDUCTIONS
 
-FNS = {
+FNS: dict[str, Callable[..., Any]] = {
     "copy": lambda x: x,
     "add": np.add,
     "sub": np.subtract,
