@@ -20,6 +20,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -n auto
 
 # The fuzz tests with many more inputs of each kind than `make test` tries (tests/test_fuzz.py).

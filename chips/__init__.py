@@ -6,16 +6,22 @@
 The YAML format is described in docs/chips.md; units in `chips.units`; validation and
 overrides in `chips.loader`; the typed result in `chips.schema`.
 """
+from __future__ import annotations
 
 import os
 from functools import cache, lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from isa import yamlfile
 from isa.errors import ConfigError
 
 from .loader import apply_overrides, from_raw, load_file
 from .schema import Chip, Engine, MatrixUnit, Memory, OpSupport, VectorUnit
+
+if TYPE_CHECKING:
+
+    from isa.yamlfile import YamlDict
 
 __all__ = [
     "Chip", "Engine", "MatrixUnit", "Memory", "OpSupport", "VectorUnit",
@@ -25,12 +31,12 @@ __all__ = [
 SHIPPED_DIR = Path(__file__).parent
 
 
-def available():
+def available() -> list[str]:
     """Names of the shipped chips, sorted."""
     return sorted(path.stem for path in SHIPPED_DIR.glob("*.yaml"))
 
 
-def load(name_or_path, overrides=None):
+def load(name_or_path: str, overrides: dict[str, str] | None = None) -> Chip:
     """A freshly validated Chip from a shipped chip's name or alias, or a chip YAML's path.
 
     `overrides` maps dotted keys to values, applied before validation:
@@ -48,13 +54,13 @@ def load(name_or_path, overrides=None):
     return chip
 
 
-def is_path(name_or_path):
+def is_path(name_or_path: str) -> bool:
     """Whether load() reads `name_or_path` as a chip YAML's path rather than a shipped chip's name."""
     text = str(name_or_path)
     return isinstance(name_or_path, os.PathLike) or text.endswith((".yaml", ".yml")) or os.sep in text or "/" in text
 
 
-def _shipped_path(name):
+def _shipped_path(name: str) -> Path:
     """The shipped YAML called `name` or listing it under `aliases` (case-insensitive)."""
     key = name.lower()
     names = available()
@@ -75,6 +81,6 @@ def _aliases(stem):
 
 
 @cache
-def _read_shipped(path):
+def _read_shipped(path: Path) -> YamlDict:
     """Parsed once per process: shipped files do not change, and validation never mutates them."""
     return yamlfile.read(path)

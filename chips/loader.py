@@ -18,12 +18,14 @@ shared memories only. With several cores the copies are called `c0.l1`, `c3.cube
 one, every name is the YAML's and the order too. Overrides address the YAML, so
 `memories.l1.size=1MiB` sets every core's l1, and `cores=1` makes a one-core chip.
 """
+from __future__ import annotations
 
 import copy
 import dataclasses
 import difflib
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from isa import dtypes, limits, yamlfile
 from isa.errors import ConfigError, UnsupportedError
@@ -32,13 +34,18 @@ from isa.instructions import SCALAR_FNS, STREAM_FNS, VECTOR_FNS
 from . import units
 from .schema import Chip, Engine, MatrixUnit, Memory, OpSupport, ScalarUnit, Signature, VectorUnit, core_name
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from isa.yamlfile import YamlDict, YamlList
+
 REQUIRED, OPTIONAL = True, False
 ENGINE_KINDS = ("dma", "vector", "matrix", "scalar")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")  # no dots: a dot joins a core to a name ("c3.cube.12" is instruction 12 of core 3's cube)
 _COPY = re.compile(r"c(\d+)\.([A-Za-z][A-Za-z0-9_-]*)")  # a core's copy, "c3.l1"
 
 
-def from_raw(raw, source, overrides=None):
+def from_raw(raw: YamlDict, source: str, overrides: dict[str, str] | None = None) -> Chip:
     """Validate `raw` (a chip YAML's top mapping) with `overrides` applied; `source` names the file."""
     ctx = _Context(source, dict(overrides or {}))
     raw = apply_overrides(raw, ctx.overrides, source)
@@ -52,7 +59,7 @@ def load_file(path, overrides=None):
 
 # ---- overrides -----------------------------------------------------------------------------
 
-def apply_overrides(raw, overrides, source="<overrides>"):
+def apply_overrides(raw: YamlDict, overrides: dict[str, str], source: str = "<overrides>") -> YamlDict:
     """A copy of `raw` with each dotted key of `overrides` set to its value (`raw` is unchanged).
 
     A string value is read as a YAML scalar or flow value, as typed on a command line ("10" is
@@ -72,7 +79,7 @@ def apply_overrides(raw, overrides, source="<overrides>"):
     return raw
 
 
-def _walk(mapping, parts, path, where):
+def _walk(mapping: YamlDict, parts: list[str], path: str, where: str) -> tuple[YamlDict, str]:
     """(mapping, key) that `parts` names under `mapping`."""
     whole = ".".join(parts)
     if len(parts) == 1 or whole in mapping:
@@ -91,7 +98,7 @@ def _walk(mapping, parts, path, where):
     raise ConfigError(f"{where}: {path or 'the file'} has no key {parts[0]!r} (known: {known})")
 
 
-def _override_value(value, where):
+def _override_value(value: str, where: str) -> str:
     if not isinstance(value, str) or not value.strip():
         return value
     try:
@@ -130,7 +137,7 @@ class _At:
     line: int | None
     key: object = None
 
-    def child(self, container, key):
+    def child(self, container: YamlList | YamlDict, key: str | int) -> _At:
         if isinstance(container, list):
             path = f"{self.path}[{key}]"
         else:
@@ -141,7 +148,7 @@ class _At:
     def error(self, message):
         return ConfigError(self.ctx.prefix(self.path, self.line) + message)
 
-    def convert(self, function, *args):
+    def convert(self, function: Callable, *args) -> float | int:
         """function(*args), with a ValueError turned into a ConfigError here."""
         try:
             return function(*args)
@@ -151,45 +158,45 @@ class _At:
 
 # ---- parsers: (value, at) -> parsed value ----------------------------------------------------
 
-def _size(value, at):
+def _size(value: str | int, at: _At) -> int:
     return at.convert(units.size, value)
 
 
-def _count(value, at):
+def _count(value: int, at: _At) -> int:
     return at.convert(units.count, value)
 
 
-def _frequency(value, at):
+def _frequency(value: str, at: _At) -> float:
     return at.convert(units.frequency, value)
 
 
-def _bandwidth(value, at):
+def _bandwidth(value: int | str, at: _At) -> float:
     return at.convert(units.bandwidth, value, at.ctx.clock_hz)
 
 
-def _latency(value, at):
+def _latency(value: int, at: _At) -> int:
     return at.convert(units.latency, value, at.ctx.clock_hz)
 
 
-def _flag(value, at):
+def _flag(value: bool, at: _At) -> bool:
     if not isinstance(value, bool):
         raise at.error(f"expected true or false, got {units.describe(value)}")
     return value
 
 
-def _text(value, at):
+def _text(value: str, at: _At) -> str:
     if not isinstance(value, str):
         raise at.error(f"expected a string, got {units.describe(value)}")
     return value
 
 
-def _name(value, at):
+def _name(value: str, at: _At) -> str:
     if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise at.error(f"bad name {value!r}: use letters, digits, '_' and '-', starting with a letter")
     return value
 
 
-def _choice(*options):
+def _choice(*options) -> Callable:
     def parse(value, at):
         if value not in options:
             raise at.error(f"expected one of {', '.join(options)}, got {value!r}")
@@ -198,20 +205,20 @@ def _choice(*options):
     return parse
 
 
-def _dtype(value, at):
+def _dtype(value: str, at: _At) -> str:
     try:
         return dtypes.check(value)
     except (UnsupportedError, TypeError):
         raise at.error(f"unknown dtype {value!r} (known: {', '.join(dtypes.NAMES)})") from None
 
 
-def _vector_fn(value, at):
+def _vector_fn(value: str, at: _At) -> str:
     if value not in VECTOR_FNS:
         raise at.error(f"unknown vector function {value!r} (known: {', '.join(VECTOR_FNS)})")
     return value
 
 
-def _stream_fn(value, at):
+def _stream_fn(value: str, at: _At) -> str:
     if value not in STREAM_FNS:
         raise at.error(f"a dma converts with an element-wise function ({', '.join(STREAM_FNS)}), not {value!r}")
     return value
@@ -223,7 +230,7 @@ def _scalar_fn(value, at):
     return value
 
 
-def _cycles_per(value, at):
+def _cycles_per(value: str | int, at: _At) -> float:
     return at.convert(units.cycles_per, value, at.ctx.clock_hz)
 
 
@@ -231,7 +238,7 @@ def _factor(value, at):
     return at.convert(units.factor, value)
 
 
-def _memory_ref(value, at):
+def _memory_ref(value: str, at: _At) -> str:
     """The name of a memory declared under `memories`."""
     if not isinstance(value, str) or value not in at.ctx.memories:
         copy_of = _COPY.fullmatch(value) if isinstance(value, str) else None
@@ -242,7 +249,7 @@ def _memory_ref(value, at):
     return value
 
 
-def _local_memory(value, at):
+def _local_memory(value: str, at: _At) -> str:
     """A local memory: compute engines read their operands from on-chip memory."""
     memory = at.ctx.memories[_memory_ref(value, at)]
     if memory.kind != "local":
@@ -250,7 +257,7 @@ def _local_memory(value, at):
     return value
 
 
-def _link(value, at):
+def _link(value: str, at: _At) -> tuple[str, str]:
     """"src->dst": a pair of memories a DMA engine moves data between."""
     parts = value.split("->") if isinstance(value, str) else ()
     if len(parts) != 2:
@@ -258,7 +265,7 @@ def _link(value, at):
     return tuple(_memory_ref(part.strip(), at) for part in parts)
 
 
-def _list_of(item, least=0):
+def _list_of(item: Callable, least: int = 0) -> Callable:
     def parse(value, at):
         if not isinstance(value, list):
             raise at.error(f"expected a list, got {units.describe(value)}")
@@ -269,18 +276,18 @@ def _list_of(item, least=0):
     return parse
 
 
-def _set_of(item):
+def _set_of(item: Callable) -> Callable:
     as_list = _list_of(item)
     return lambda value, at: frozenset(as_list(value, at))
 
 
-def _mapping(value, at):
+def _mapping(value: YamlDict, at: _At) -> YamlDict:
     if not isinstance(value, dict):
         raise at.error(f"expected a mapping, got {units.describe(value)}")
     return value
 
 
-def _table(key, item):
+def _table(key: Callable, item: Callable) -> Callable:
     """A mapping whose keys are checked by `key` and values parsed by `item`, both `(value, at)`."""
 
     def parse(value, at):
@@ -293,7 +300,7 @@ def _table(key, item):
     return parse
 
 
-def _fields(value, at, spec):
+def _fields(value: YamlDict, at: _At, spec: dict[str, tuple[Callable, bool]]) -> dict[str, Any]:
     """Check a mapping against `spec` {key: (parser, REQUIRED/OPTIONAL)}; parse the keys it has."""
     _mapping(value, at)
     for k in value:
@@ -321,7 +328,7 @@ _MEMORY = {
 }
 
 
-def _memory(value, at):
+def _memory(value: YamlDict, at: _At) -> Memory:
     fields = _fields(value, at, _MEMORY)
     shared = fields.pop("shared", False)
     if fields["kind"] != "local" and "shared" in value:
@@ -332,7 +339,7 @@ def _memory(value, at):
     return Memory(name=at.key, core=None if shared or fields["kind"] != "local" else 0, **fields)
 
 
-def _memories(value, at):
+def _memories(value: YamlDict, at: _At) -> dict[str, Memory]:
     """Every chip has one off-chip memory, named `ddr` (so `memories.ddr.bandwidth` works everywhere),
     and may have one host memory (`kind: host`: where a graph's data lives, chips.Chip.data_memory)."""
     memories = _table(_name, _memory)(value, at)
@@ -378,7 +385,7 @@ _SCALAR = {
 }
 
 
-def _matrix(value, at):
+def _matrix(value: YamlDict, at: _At) -> MatrixUnit:
     fields = _fields(value, at, _MATRIX)
     for dtype in fields.get("conv_block_cycles", {}):
         if dtype not in fields["block_cycles"]:
@@ -415,7 +422,7 @@ _ENGINE_KIND_KEYS = {
 }
 
 
-def _engine_kinds(value, at):
+def _engine_kinds(value: YamlList | str, at: _At) -> tuple[str, ...]:
     """`kind: dma` or `kind: [vector, matrix]` (one instruction queue driving several units)."""
     kinds = tuple(value) if isinstance(value, list) else (value,)
     for kind in kinds:
@@ -426,7 +433,7 @@ def _engine_kinds(value, at):
     return kinds
 
 
-def _engine(value, at):
+def _engine(value: YamlDict, at: _At) -> Engine:
     _mapping(value, at)
     if "kind" not in value:
         raise at.error("missing required key 'kind'")
@@ -452,7 +459,7 @@ def _engine(value, at):
     return Engine(name=at.key, core=None if shared else 0, **fields)
 
 
-def _check_shared_reach(value, at, fields):
+def _check_shared_reach(value: YamlDict, at: _At, fields: dict[str, int | ScalarUnit | tuple[str]]) -> None:
     """A shared engine reaches shared memories only: which core's copy would it use?"""
     refs = [("memory", fields.get("memory"))] + [("links", m) for link in fields.get("links", ()) for m in link]
     unit = fields.get("matrix")
@@ -463,7 +470,7 @@ def _check_shared_reach(value, at, fields):
                                              f"(mark it shared, or the engine not)")
 
 
-def _op_key(value, at):
+def _op_key(value: str, at: _At) -> str:
     """An op name from isa.ops.REGISTRY, "op.variant" (e.g. "active.relu"), or "*" (every op)."""
     if value == "*":
         return value
@@ -482,7 +489,7 @@ def _op_key(value, at):
 
 
 _MIXED = {"in": (_set_of(_dtype), REQUIRED), "out": (_set_of(_dtype), REQUIRED)}
-def _signature(value, at):
+def _signature(value: str, at: _At) -> Signature:
     """"int8|uint8, int16 -> int16|uint16": dtypes per input, `->`, dtypes of the result."""
     ins, arrow, out = str(value).partition("->") if isinstance(value, str) else ("", "", "")
     if not arrow or not ins.strip():
@@ -501,7 +508,7 @@ _OP = {
 }
 
 
-def _op_support(value, at):
+def _op_support(value: YamlDict, at: _At) -> OpSupport:
     """A row that lists dtypes or signatures allows nothing else: no mixing unless it says
     `mixed`, no same-dtype use unless it lists `dtypes`; a row that lists none restricts nothing."""
     fields = _fields(value, at, _OP)
@@ -515,12 +522,12 @@ def _op_support(value, at):
     return OpSupport(**fields)
 
 
-def _clock(value, at):
+def _clock(value: str, at: _At) -> float:
     at.ctx.clock_hz = _frequency(value, at)
     return at.ctx.clock_hz
 
 
-def _cores(value, at):
+def _cores(value: int, at: _At) -> int:
     cores = _count(value, at)
     if cores > limits.CORES:
         raise at.error(f"{cores} cores, more than the limit of {limits.CORES}")
@@ -540,7 +547,7 @@ _CHIP = {
 }
 
 
-def _chip(raw, at):
+def _chip(raw: YamlDict, at: _At) -> Chip:
     fields = _fields(raw, at, _CHIP)
     cores = fields.get("cores", 1)
     memories, engines = _per_core(fields["memories"], fields["engines"], cores)
@@ -556,7 +563,7 @@ def _chip(raw, at):
     )
 
 
-def _per_core(memories, engines, cores):
+def _per_core(memories: dict[str, Memory], engines: dict[str, Engine], cores: int) -> tuple[dict[str, Memory], dict[str, Engine]]:
     """The chip's memories and engines: the shared ones, then each core's copies of the others
     (loader docstring). With one core, the YAML's as they are."""
     if cores == 1:

@@ -8,21 +8,25 @@ A chip of several cores holds every core's copy of its per-core memories and eng
 by `core_name` and marked with their `core`; engines' links and operand memories name the
 copies of their own core (chips/loader.py builds them from the YAML).
 """
+from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from isa.errors import UnsupportedError
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
-def core_name(name, core, cores):
+
+def core_name(name: str, core: int, cores: int) -> str:
     """The name of core `core`'s copy of a per-core memory or engine: "c3.l1" on a chip of
     several cores, the YAML's own name on a chip of one (YAML names have no dots)."""
     return name if cores == 1 else f"c{core}.{name}"
 
 
-def base_name(name):
+def base_name(name: str) -> str:
     """The YAML name of a memory or engine: "l1" for "c3.l1"."""
     return name.rpartition(".")[2]
 
@@ -47,11 +51,11 @@ class Memory:
         return base_name(self.name)
 
     @property
-    def capacity(self):
+    def capacity(self) -> int:
         return self.size * self.lanes
 
     @property
-    def granule(self):
+    def granule(self) -> int:
         """Allocation unit in bytes of the flat address space."""
         return self.align * self.lanes
 
@@ -87,11 +91,11 @@ class MatrixUnit:
     c: str | None = None  # memory of the accumulator / result
     bias: str | None = None  # memory of a bias row a product may start from (an Ascend cube's BiasTable)
 
-    def depth(self, dtype):
+    def depth(self, dtype: str) -> int:
         """The K of one block in `dtype` (an Ascend cube's is 32 for int8, 16 for float16)."""
         return self.k_per_dtype.get(dtype, self.k)
 
-    def block(self, dtype, conv=False):
+    def block(self, dtype, conv: bool = False):
         """Cycles per block in `dtype`: a convolution's (conv) at conv_block_cycles where given.
         A dtype the unit has no rate for is an UnsupportedError (a chip whose op table allows
         more than its unit multiplies)."""
@@ -135,7 +139,7 @@ class Engine:
     def base(self):
         return base_name(self.name)
 
-    def rate(self, src, dst):
+    def rate(self, src: str, dst: str) -> float:
         """Bytes per cycle a dma engine moves from memory src to dst: the link's own rate where it
         has one (BM1684X's GDMA loads faster than it stores), else the engine's bandwidth."""
         return self.link_bandwidth.get((src, dst), self.bandwidth)
@@ -194,7 +198,7 @@ class Chip:
         routes); not part of its value."""
         return {}
 
-    def support(self, key):
+    def support(self, key: str) -> OpSupport | None:
         """The op-table row for `key` ("active.relu" falls back to "active", then "*"), or None."""
         base = key.split(".", 1)[0]
         for k in (key, base, "*"):
@@ -214,7 +218,7 @@ class Chip:
         """The memory that caches ddr (`cache: true`), or None."""
         return next((m for m in self.memories.values() if m.cache), None)
 
-    def engines_of(self, kind, core=None):
+    def engines_of(self, kind: str, core: int | None = None) -> list[Engine]:
         """Engines of a kind, in chip order: every core's, or those core `core` runs (its own
         and the shared ones, which come first in chip order)."""
         index = self._engines_by_kind
@@ -226,12 +230,12 @@ class Chip:
     def _engines_by_kind(self):
         """(kind, core) -> that core's engines of the kind ((kind, None) the shared ones, (kind,
         "all") every one): asked for per core, so looked up rather than scanned over every core's."""
-        index = {}
+        index: dict[tuple, list] = {}
         for e in self.engines.values():
             for kind in e.kinds:
                 index.setdefault((kind, "all"), []).append(e)
                 index.setdefault((kind, e.core), []).append(e)
         return index
 
-    def seconds(self, cycles):
+    def seconds(self, cycles: int) -> float:
         return cycles / self.clock_hz

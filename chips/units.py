@@ -13,6 +13,7 @@ finite as a float and exact as an integer.
 PyYAML reads `1410e6` (no dot) as a string and `on`/`yes` as True: numeric strings are numbers,
 booleans are always errors.
 """
+from __future__ import annotations
 
 import math
 import re
@@ -34,14 +35,14 @@ CYCLES = "cycles"
 _QUANTITY = re.compile(r"\s*([-+]?[0-9.]+(?:[eE]([-+]?[0-9]+))?)\s*(\S*)\s*")
 
 
-def size(value):
+def size(value: str | int) -> int:
     """Bytes, a whole number >= 1: "512KiB", "12GiB", "1.5MB" (SI), "64B", or a plain 4096."""
     what = "a size such as 512KiB, 1.5MB or 4096 (bytes)"
     number, unit = _quantity(value, what)
     return _whole(number * _factor(unit, {"": 1, **SIZE_UNITS}, value, what), 1, value, what)
 
 
-def count(value):
+def count(value: int) -> int:
     """A plain whole number >= 1 (lanes, banks, elements per cycle, ...)."""
     what = "a whole number >= 1"
     number, unit = _quantity(value, what)
@@ -49,14 +50,14 @@ def count(value):
     return _whole(number, 1, value, what)
 
 
-def frequency(value):
+def frequency(value: str) -> float:
     """Hertz, > 0: "550MHz", "1.1GHz", or a plain 1e9."""
     what = "a frequency such as 550MHz, 1.1GHz or 1e9 (Hz)"
     number, unit = _quantity(value, what)
     return float(_positive(number * _factor(unit, {"": 1, **FREQUENCY_UNITS}, value, what), value, what))
 
 
-def bandwidth(value, clock_hz):
+def bandwidth(value: int | str, clock_hz: float) -> float:
     """Bytes per cycle of `clock_hz`, > 0: "32GB/s", "64GiB/s", or per cycle "64B/cycle" or a plain 64."""
     what = "a bandwidth such as 32GB/s, 64GiB/s, 64B/cycle or 64 (bytes per cycle)"
     number, unit = _quantity(value, what)
@@ -67,7 +68,7 @@ def bandwidth(value, clock_hz):
     return float(_positive(per_cycle, value, what))
 
 
-def latency(value, clock_hz):
+def latency(value: int, clock_hz: float) -> int:
     """Cycles of `clock_hz`, a whole number >= 0: a plain 100, "100cycles", or a time ("80ns",
     "1us") rounded up to whole cycles."""
     what = "a latency such as 100 (cycles), 80ns or 1us"
@@ -78,7 +79,7 @@ def latency(value, clock_hz):
     return _whole(Fraction(math.ceil(seconds * _exact(clock_hz))), 0, value, what)
 
 
-def cycles_per(value, clock_hz):
+def cycles_per(value: int | str, clock_hz: float) -> float:
     """Cycles of `clock_hz` per unit of work, > 0 and possibly fractional: a plain 0.25,
     "0.25cycles", or a time ("1.7ns"), for a unit clocked apart from the chip (a host CPU)."""
     what = "a cost such as 0.25 (cycles), 2cycles or 1.7ns"
@@ -96,7 +97,7 @@ def factor(value):
     return float(_positive(number, value, what))
 
 
-def _quantity(value, what):
+def _quantity(value: int | str, what: str) -> tuple[Fraction, str]:
     """(exact number, unit text) of a YAML value; the unit is "" for a plain number."""
     if isinstance(value, bool):
         raise ValueError(f"expected {what}, got {value} (YAML reads on/off/yes/no/true/false as booleans)")
@@ -120,12 +121,12 @@ def _quantity(value, what):
         raise ValueError(f"expected {what}, got {value!r}") from None
 
 
-def _exact(number):
+def _exact(number: float) -> Fraction:
     """A float as the decimal it was written as (1.1 -> 11/10), an int as itself."""
     return Fraction(repr(number)) if isinstance(number, float) else Fraction(number)
 
 
-def _factor(unit, units, value, what):
+def _factor(unit: str, units: dict[str, int | Fraction], value: str | int, what: str) -> Fraction | int:
     """The scale of `unit`; `units` lists every unit accepted here, so the error can name them."""
     if unit not in units:
         known = ", ".join(u for u in units if u) or "none"
@@ -133,13 +134,13 @@ def _factor(unit, units, value, what):
     return units[unit]
 
 
-def _positive(number, value, what):
+def _positive(number: Fraction, value: int | str, what: str) -> Fraction:
     if number <= 0:
         raise ValueError(f"{value!r} must be > 0; expected {what}")
     return _bounded(number, value, what)
 
 
-def _whole(number, minimum, value, what):
+def _whole(number: Fraction, minimum: int, value: str | int, what: str) -> int:
     if number.denominator != 1:
         raise ValueError(f"{value!r} is not a whole number; expected {what}")
     if number < minimum:
@@ -147,7 +148,7 @@ def _whole(number, minimum, value, what):
     return int(_bounded(number, value, what))
 
 
-def _bounded(number, value, what):
+def _bounded(number: Fraction, value: str | int, what: str) -> Fraction:
     """number, once it is 0 or within [1/QUANTITY_MAX, QUANTITY_MAX] in magnitude."""
     if number and not Fraction(1, QUANTITY_MAX) <= abs(number) <= QUANTITY_MAX:
         raise ValueError(f"{value!r} comes to {float(number):.3g} (bytes, Hz, cycles or bytes per cycle), outside the limits "
@@ -155,7 +156,7 @@ def _bounded(number, value, what):
     return number
 
 
-def describe(value):
+def describe(value) -> str:
     """A value's kind for an error message: "a list", "nothing (null)", "int 5"."""
     if value is None:
         return "nothing (null)"

@@ -15,13 +15,19 @@ estimate (isa/lower/schedule/estimate.py) prices the tilings it chooses between 
   unit's depth in dtype; a convolution's product at conv_block_cycles[dtype] where the chip gives it.
 - vector: issue_latency + ceil(elements / (lanes * per_lane[dtype])) * op_cycles[fn].
 """
+from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 from . import dtypes
 
+if TYPE_CHECKING:
+    from chips.schema import Engine, Memory
+    from isa.instructions import Region
 
-def run_layout(region):
+
+def run_layout(region: Region) -> tuple[list[tuple[int, int]], int] | tuple[list[Any], int]:
     """(the dimensions [(count, element stride)] that step from one contiguous run to the next,
     elements per run) of the distinct elements a region touches (its zero-stride dimensions left
     out); None for an empty region."""
@@ -34,7 +40,7 @@ def run_layout(region):
     return dims, run
 
 
-def runs(region):
+def runs(region: Region) -> tuple[int, int]:
     """(number of contiguous runs, bytes per run) of the distinct elements a region touches."""
     layout = run_layout(region)
     if layout is None:  # an empty region touches nothing
@@ -43,18 +49,18 @@ def runs(region):
     return math.prod(n for n, _ in dims), run * dtypes.itemsize(region.dtype)
 
 
-def side_bytes(region, burst):
+def side_bytes(region: Region, burst: int) -> int:
     """The bytes a DMA moves on one side of a transfer: every run rounded up to the burst."""
     count, run = runs(region)
     return count * (-(-run // burst) * burst)
 
 
-def transfer_bytes(src, dst, memories):
+def transfer_bytes(src: Region, dst: Region, memories: dict[str, Memory]) -> int:
     """bytes_moved of a copy from region src to region dst (memories: name -> chips Memory)."""
     return max(side_bytes(src, memories[src.mem].burst), side_bytes(dst, memories[dst.mem].burst))
 
 
-def side_shares(src, dst):
+def side_shares(src: Region, dst: Region) -> tuple[float, float]:
     """The share of a transfer's bytes_moved that each side's memory carries: all of them on
     both sides of a copy; a converting DMA's narrower side (int32 read, int8 written) its width's
     share (1 and 0.25)."""
@@ -64,7 +70,7 @@ def side_shares(src, dst):
     return a / max(a, b), b / max(a, b)
 
 
-def ports(endpoints, shares=None):
+def ports(endpoints: tuple[str, str], shares: tuple[float, float] | None = None) -> dict[str, int | float]:
     """memory -> how many of a transfer's endpoints are in it, each counting its share of the
     bytes (default one)."""
     use = {}
@@ -73,30 +79,31 @@ def ports(endpoints, shares=None):
     return use
 
 
-def transfer_latency(engine, memories, endpoints):
+def transfer_latency(engine: Engine, memories: dict[str, Memory], endpoints: tuple[str, str]) -> int:
     return engine.latency + sum(memories[mem].latency for mem in endpoints)
 
 
-def transfer_bandwidth(engine, memories, endpoints, shares=None):
+def transfer_bandwidth(engine: Engine, memories: dict[str, Memory], endpoints: tuple[str, str],
+                       shares: tuple[float, float] | None = None) -> float:
     """Uncontended bytes per cycle of a transfer touching `endpoints` (memory names: the one read,
     the one written, then any other), each carrying its share of the bytes (ports)."""
     return min([engine_cap(engine.rate(*endpoints[:2]), shares)] + [memories[m].bandwidth / n for m, n in ports(endpoints, shares).items()])
 
 
-def engine_cap(bandwidth, shares=None):
+def engine_cap(bandwidth: float, shares: tuple[float, float] | None = None) -> float:
     """bytes_moved per cycle an engine of `bandwidth` allows: it counts the bytes it writes,
     the written side's share (shares[1]) of those moved."""
     return bandwidth / shares[1] if shares else bandwidth
 
 
-def matmul_cycles(M, K, N, unit, dtype, issue_latency, conv=False):
+def matmul_cycles(M, K, N, unit, dtype, issue_latency, conv: bool = False):
     """One M x K by K x N product on a matrix unit, its operands of `dtype`; a convolution's
     when `conv` (isa/instructions.py, Matmul.conv)."""
     folds = math.ceil(M / unit.m) * math.ceil(N / unit.n)
     return issue_latency + folds * (math.ceil(K / unit.depth(dtype)) * unit.block(dtype, conv) + unit.fill_drain)
 
 
-def matmul_total(ms, ks, ns, unit, dtype, issue_latency, conv=False):
+def matmul_total(ms, ks, ns, unit, dtype, issue_latency, conv: bool = False):
     """The sum of matmul_cycles over every combination of an M, a K and an N, each list of
     (value, how many), without enumerating the combinations (the formula separates into
     matmul_rows(ms), matmul_rows(ns) and matmul_depths(ks))."""
@@ -109,7 +116,7 @@ def matmul_rows(sizes, per):
     return sum(c for _, c in sizes), sum(c * math.ceil(v / per) for v, c in sizes)
 
 
-def matmul_depths(ks, unit, dtype, conv=False):
+def matmul_depths(ks, unit, dtype, conv: bool = False):
     """(how many, cycles of one fold over each) of a product's K sizes, a list of (value, how many)."""
     depth, block = unit.depth(dtype), unit.block(dtype, conv)
     return sum(c for _, c in ks), sum(c * (math.ceil(k / depth) * block + unit.fill_drain) for k, c in ks)

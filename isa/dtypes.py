@@ -10,13 +10,18 @@ Every element takes whole bytes, as the simulator's memories are byte-addressed:
 int2 or a float4_e2m1fn takes one byte (ml_dtypes' own storage: the value in the low bits),
 never two or four to a byte, so a tensor of them takes as many bytes as an int8 one.
 """
+from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import ml_dtypes
 import numpy as np
 
 from .errors import UnsupportedError
+
+if TYPE_CHECKING:
+    from numpy import dtype, ndarray
 
 _TABLE = {
     "float32": np.dtype(np.float32),
@@ -51,31 +56,31 @@ INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"
 FLOAT8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
 
 
-def check(name, where="dtype"):
+def check(name: str, where: str = "dtype") -> str:
     """Return `name` if it is a known dtype, else raise naming where it was asked for."""
     if name not in _TABLE:
         raise UnsupportedError(f"{where}: unknown dtype {name!r}; known: {', '.join(NAMES)}")
     return name
 
 
-def np_dtype(name):
+def np_dtype(name: str) -> dtype:
     return _TABLE[check(name)]
 
 
 @functools.cache  # asked for in every tiling's estimate
-def itemsize(name):
+def itemsize(name: str) -> int:
     return np_dtype(name).itemsize
 
 
-def is_float(name):
+def is_float(name: str) -> bool:
     return name in FLOATS
 
 
-def is_int(name):
+def is_int(name: str) -> bool:
     return name in INTS
 
 
-def of_array(array, where="array"):
+def of_array(array: ndarray, where: str = "array") -> str:
     """The npusim name of a numpy array's dtype."""
     name = _name_of(array.dtype)
     if name is not None:
@@ -84,7 +89,7 @@ def of_array(array, where="array"):
 
 
 @functools.cache
-def int_range(name):
+def int_range(name: str) -> tuple[int, int]:
     info = ml_dtypes.iinfo(np_dtype(name))
     return int(info.min), int(info.max)
 
@@ -145,7 +150,7 @@ def rounding(mode):
     raise UnsupportedError(f"unknown rounding mode {mode!r}; known: {', '.join(ROUNDING)}")
 
 
-def shift(x, n, mode=DOWN, right=False):
+def shift(x, n, mode=DOWN, right: bool = False):
     """x * 2^n for n >= 0, saturated to x's 64-bit type; for n < 0, x / 2^-n rounded by `mode`
     (a RoundingMode value). `right` shifts by -n.
 
@@ -234,7 +239,7 @@ def convert(x, name):
 _NAME_OF = {dt: name for name, dt in _TABLE.items()}
 
 
-def _name_of(dtype):
+def _name_of(dtype: dtype) -> str:
     name = _NAME_OF.get(dtype)
     if name is None:  # an equal dtype of another byte order
         name = next((n for n, dt in _TABLE.items() if dtype == dt), None)

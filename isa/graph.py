@@ -9,36 +9,42 @@ Shapes are static: memory is planned before the run. An op whose output size dep
 data (`where`, `masked_select`, `nms`) gives a tensor whose shape is an upper bound
 (`Tensor.bounded`); the machine reports the shape it produced.
 """
+from __future__ import annotations
 
 import math
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from typing_extensions import Self
 
 from . import dtypes
 from .errors import GraphError, ShapeError
+
+if TYPE_CHECKING:
+    from numpy import ndarray
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]*$")
 
 
 @dataclass(frozen=True, eq=False)
 class Tensor:
-    graph: "Graph"
+    graph: Graph
     name: str
     shape: tuple
     dtype: str
     bounded: bool = False  # the shape is an upper bound: the data decide the first dimension
 
     @property
-    def size(self):
+    def size(self) -> int:
         return math.prod(self.shape)
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         return self.size * dtypes.itemsize(self.dtype)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         bound = ", at most" if self.bounded else ""
         return f"Tensor({self.name!r}, {self.shape}{bound}, {self.dtype})"
 
@@ -55,12 +61,12 @@ class Node:
 _DEFAULT = []  # graphs of the enclosing `with graph:` blocks, innermost last
 
 
-def default_graph():
+def default_graph() -> Graph:
     """The graph of the innermost `with graph:` block, or None."""
     return _DEFAULT[-1] if _DEFAULT else None
 
 
-def _check_shape(shape, where, empty=False):
+def _check_shape(shape: tuple[int, ...], where: str, empty: bool = False) -> tuple[int, ...]:
     shape = tuple(shape)
     low = 0 if empty else 1
     if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= low for d in shape):
@@ -71,7 +77,7 @@ def _check_shape(shape, where, empty=False):
 class Graph:
     """Inputs, constants, nodes in the order they were added (a topological order) and outputs."""
 
-    def __init__(self, name="graph"):
+    def __init__(self, name: str = "graph") -> None:
         self.name = self._check_name(name, "graph name")
         self.tensors = {}  # name -> Tensor
         self.inputs = []  # tensor names
@@ -85,12 +91,12 @@ class Graph:
         self.notes = []  # lines of text on how the graph was made (an importer's passes); the lowering copies them to the program
 
     @staticmethod
-    def _check_name(name, what):
+    def _check_name(name: str, what: str) -> str:
         if not isinstance(name, str) or not _NAME.match(name):
             raise GraphError(f"{what} {name!r} must match {_NAME.pattern}")
         return name
 
-    def _new_tensor(self, name, shape, dtype, bounded=False):
+    def _new_tensor(self, name: str, shape: tuple[int, ...], dtype: str, bounded: bool = False) -> Tensor:
         self._check_name(name, "tensor name")
         if name in self.tensors:
             raise GraphError(f"graph {self.name}: tensor name {name!r} is already used")
@@ -98,12 +104,12 @@ class Graph:
         self.tensors[name] = t
         return t
 
-    def input(self, name, shape, dtype="float32"):
+    def input(self, name: str, shape: tuple[int, ...], dtype: str = "float32") -> Tensor:
         t = self._new_tensor(name, _check_shape(shape, f"input {name}"), dtypes.check(dtype, f"input {name}"))
         self.inputs.append(name)
         return t
 
-    def constant(self, name, array, dtype=None):
+    def constant(self, name: str, array: ndarray, dtype: str | None = None) -> Tensor:
         """A COEFF tensor: its bytes are preloaded in DDR before the run. An empty constant (a
         dimension of 0: no bytes) can be a graph output, never an op's operand. The graph keeps a
         copy of a writable array, and a read-only one of the dtype as it is."""
@@ -115,19 +121,19 @@ class Graph:
         self.constants[name] = self.values[name] = array.reshape(t.shape)
         return t
 
-    def known(self, tensor):
+    def known(self, tensor: Tensor) -> ndarray:
         """The values of a tensor known when the graph is built (a constant, or a value computed
         from shapes alone, such as shape_fetch's), or None."""
         return self.values.get(self.tensor(tensor).name)
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         _DEFAULT.append(self)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc) -> None:
         _DEFAULT.remove(self)
 
-    def output(self, tensor, name=None):
+    def output(self, tensor: Tensor, name: str | None = None) -> Tensor:
         self.tensor(tensor)
         name = self._check_name(name or tensor.name, "output name")
         if name in self.outputs:
@@ -135,7 +141,7 @@ class Graph:
         self.outputs[name] = tensor.name
         return tensor
 
-    def tensor(self, value):
+    def tensor(self, value: Tensor) -> Tensor:
         """`value` as a tensor of this graph (a Tensor of another graph is an error)."""
         if not isinstance(value, Tensor):
             raise GraphError(f"graph {self.name}: expected a Tensor, got {type(value).__name__}")
@@ -143,7 +149,8 @@ class Graph:
             raise GraphError(f"tensor {value.name!r} belongs to graph {value.graph.name!r}, not {self.name!r}")
         return value
 
-    def add_node(self, op, inputs, params, out_specs, name=None):
+    def add_node(self, op: str, inputs: list[Tensor | Any], params: dict[str, Any], out_specs: list[tuple[tuple[int, ...], str, bool]],
+                 name: str | None = None) -> list[Tensor]:
         """Append a node; out_specs are (shape, dtype) or (shape, dtype, bounded). Returns the
         output tensors."""
         name = name or self._fresh(op)
@@ -161,7 +168,7 @@ class Graph:
             self.producer[t.name] = node
         return outs
 
-    def _fresh(self, op):
+    def _fresh(self, op: str) -> str:
         k = self._counts.get(op, 0)
         while f"{op}_{k}" in self.tensors or f"{op}_{k}" in self._node_names:
             k += 1
@@ -171,5 +178,5 @@ class Graph:
     def consumers(self, tensor_name):
         return [n for n in self.nodes if tensor_name in n.inputs]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Graph({self.name!r}, {len(self.inputs)} inputs, {len(self.nodes)} nodes, {len(self.outputs)} outputs)"

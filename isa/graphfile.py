@@ -24,6 +24,7 @@ or what a caller that knows the chip passes). Every error names the file and the
 
 import inspect
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from numbers import Integral, Real
 from pathlib import Path
@@ -38,7 +39,7 @@ from .graph import Graph
 @dataclass
 class GraphFile:
     graph: Graph
-    defaults: dict  # input name -> array, for inputs that give a `random` spec
+    defaults: Mapping[str, np.ndarray]  # input name -> array, for inputs that give a `random` spec
 
 
 _RANDOM_KEYS = ("random", "mean", "scale", "low", "high", "seed")
@@ -49,7 +50,7 @@ _CONSTANT_KEYS = ("shape", "dtype", "value", "file") + _RANDOM_KEYS
 class _Reader:
     """Checks values of one graph file; every error it raises names the file and a line."""
 
-    def __init__(self, path, max_bytes, limit):
+    def __init__(self, path, max_bytes, limit) -> None:
         self.path = Path(path)
         self.left, self.limit = max_bytes, f"what is left of {limit}"  # bytes the tensors still drawn or read may take
 
@@ -90,7 +91,7 @@ class _Reader:
             raise self.error(parent.line_of(key), f"{where}: expected a list of tensor names, got {_kind(value)}")
         return value
 
-    def number(self, spec, key, where, default, integer=False, minimum=None):
+    def number(self, spec, key, where, default, integer: bool = False, minimum=None):
         value = spec.get(key, default)
         ok = isinstance(value, Integral if integer else Real) and not isinstance(value, bool) and math.isfinite(value)
         if not ok or (minimum is not None and value < minimum):

@@ -30,14 +30,17 @@ expressed) of one memory starting at a byte address. Each opcode's meaning:
             destination holds when the data decide how many (where, nms).
 - `wait`    block this engine until every named instruction ("engine.index") has finished.
 """
+from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import dtypes, limits, vector_fns
 from .errors import ProgramError, SimError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 # Vector functions (isa/vector_fns.py, one table): name -> number of operands (regions or numbers).
 VECTOR_FNS = {name: fn.arity for name, fn in vector_fns.FNS.items()}
@@ -93,18 +96,18 @@ class Region(NamedTuple):
     strides: tuple  # in elements; 0 repeats
 
     @property
-    def size(self):
+    def size(self) -> int:
         n = 1
         for d in self.shape:
             n *= d
         return n
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         """Bytes of the elements addressed (repeats counted once per element)."""
         return self.size * dtypes.itemsize(self.dtype)
 
-    def span(self):
+    def span(self) -> tuple[int, int]:
         """(first, last + 1) byte touched; negative strides walk backwards from addr."""
         item = dtypes.itemsize(self.dtype)
         if self.size == 0:
@@ -113,13 +116,13 @@ class Region(NamedTuple):
         high = sum((d - 1) * s for d, s in zip(self.shape, self.strides) if s > 0)
         return self.addr + low * item, self.addr + (high + 1) * item
 
-    def text(self):
+    def text(self) -> str:
         shape = ",".join(map(str, self.shape))
         strides = ",".join(map(str, self.strides))
         return f"{self.mem}@{self.addr:#x}:{self.dtype}[{shape};{strides}]"
 
 
-def dense(mem, addr, dtype, shape):
+def dense(mem: str, addr: int, dtype: str, shape: tuple[int, ...]) -> Region:
     """A row-major region."""
     strides, step = [], 1
     for d in reversed(shape):
@@ -218,7 +221,7 @@ class Wait:
     kind = "wait"
 
 
-def regions(instr):
+def regions(instr: Dma) -> tuple[tuple[Region], tuple[Region]]:
     """(read regions, written regions) of an instruction."""
     if isinstance(instr, Dma):
         return (instr.src,), (instr.dst,)
@@ -429,7 +432,7 @@ def _parse_dma(args, op, where):
     return Dma(src, dst, op, fn, numbers, _dtype(args.pop("cdt"), where))
 
 
-def _parse_indexed(scatter):
+def _parse_indexed(scatter: bool) -> Callable:
     def parse(args, op, where):
         table, index, rows = (parse_region(args.pop(k), where) for k in ("table", "index", "rows"))
         return IndexedDma(table, index, rows, scatter, _flag(args, "wrap", where), op)

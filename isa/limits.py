@@ -6,15 +6,20 @@ against these bounds before it expands or allocates anything, and a value beyond
 SimError naming the limit and the value. The bounds sit far above what any real chip or model
 needs, so they only ever stop input that would otherwise hang the run or fill the host.
 """
+from __future__ import annotations
 
 import fcntl
 import math
 import os
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import dtypes
 from .errors import OutOfMemoryError, ShapeError
+
+if TYPE_CHECKING:
+    from io import BufferedReader
 
 YAML_BYTES = 16 << 20  # a YAML file's size (some 40 s to read at most): larger data belongs in .npy files (a graph file's `file:`)
 YAML_DEPTH = 40  # collections nested in a YAML document (a chip's deepest is 5; an inline 8-d constant is 12)
@@ -29,7 +34,7 @@ RANK = 16  # dimensions of a tensor or a region
 PROGRAM_BYTES = 1 << 30  # a program text file `npusim exec` reads: some ten million instructions, or 700 MB of constants
 
 
-def check_shape(shape, dtype, where, limit=None, what="the host-memory cap"):
+def check_shape(shape, dtype, where, limit=None, what: str = "the host-memory cap"):
     """The bytes of a tensor of `shape` and `dtype`, once its rank and size are known to be in
     bounds: at most RANK dimensions and `limit` bytes (by default the host's cap; a caller that
     knows the chip passes its memory's capacity and names it in `what`)."""
@@ -55,7 +60,7 @@ def beneath(folder: Path, name: str) -> Path | None:
     return target if target.is_relative_to(folder) else None
 
 
-def open_input(path, regular: bool = False):
+def open_input(path: Path, regular: bool = False) -> BufferedReader:
     """`path` opened for reading in binary, without the wait for a writer that opening a FIFO
     makes (one with no writer then reads as empty); with `regular`, a FileNotFoundError-like
     OSError unless it is a regular file (a device or a FIFO named where a data file belongs).

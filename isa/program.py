@@ -59,7 +59,7 @@ class Program:
     buffers: list
     notes: list = field(default_factory=list)  # lines of text: placement decisions (e.g. a fallback to DDR)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return sum(len(s) for s in self.streams.values())
 
     def to_text(self):
@@ -113,7 +113,7 @@ class _Seen:
     """What the lines read so far bound: (role, name) of the bindings, and the host bytes the
     constants may still take (all of them together at most the host-memory cap)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.names, self.left = set(), limits.HOST_MEMORY
 
 

@@ -13,11 +13,20 @@ at YAML_ALIAS_NODES. Merge keys are resolved on the built mappings (a key taken 
 often it is merged), never by PyYAML's flatten_mapping, whose lists of pairs double with each
 level of a merge of merges.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import yaml
 
 from . import limits
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from yaml.cyaml import CSafeLoader
+    from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
@@ -27,12 +36,12 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 class YamlDict(dict):
     """A mapping read from YAML: `.line` is where it starts, `.line_of(key)` where a key is."""
 
-    def __init__(self, items=(), line=None):
+    def __init__(self, items: tuple[()]=(), line: int | None = None) -> None:
         super().__init__(items)
         self.line = line
         self.lines = {}  # key -> 1-based line of the key
 
-    def line_of(self, key):
+    def line_of(self, key: str) -> int:
         """Line of `key`, or of the mapping itself for a key it does not have (e.g. a missing one)."""
         return self.lines.get(key, self.line)
 
@@ -40,12 +49,12 @@ class YamlDict(dict):
 class YamlList(list):
     """A sequence read from YAML: `.line` is where it starts, `.line_of(index)` where an item is."""
 
-    def __init__(self, items=(), line=None):
+    def __init__(self, items: tuple[()]=(), line: int | None = None) -> None:
         super().__init__(items)
         self.line = line
         self.lines = []  # index -> 1-based line of the item
 
-    def line_of(self, index):
+    def line_of(self, index: int) -> int:
         """Line of item `index`, or of the sequence itself for an index it does not have."""
         try:
             return self.lines[index]
@@ -53,7 +62,7 @@ class YamlList(list):
             return self.line
 
 
-def read(path):
+def read(path: Path) -> YamlDict:
     """Parse the YAML file at `path` (see `parse`)."""
     try:
         with limits.open_input(path) as f:
@@ -75,7 +84,7 @@ def read(path):
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def parse(text, filename="<string>"):
+def parse(text: str, filename: str = "<string>") -> YamlDict | str:
     """Plain data from one YAML document: YamlDict, YamlList, str, int, float, bool or None.
 
     An empty document gives None. `filename` is only used in error messages.
@@ -97,7 +106,7 @@ def parse(text, filename="<string>"):
         loader.dispose()
 
 
-def _line(node):
+def _line(node: ScalarNode | MappingNode | SequenceNode) -> int:
     return node.start_mark.line + 1
 
 
@@ -105,7 +114,7 @@ class _Builder:
     """Turns composed nodes into YamlDict / YamlList / scalars, keeping their lines and counting
     what aliases expand to."""
 
-    def __init__(self, loader, filename):
+    def __init__(self, loader: CSafeLoader, filename: str) -> None:
         self.loader = loader
         self.filename = filename
         self.open = []  # the collections being built, outermost first: an alias back to one is a cycle
@@ -116,7 +125,7 @@ class _Builder:
     def error(self, node, message):
         return ConfigError(f"{self.filename}:{_line(node)}: {message}")
 
-    def build(self, node):
+    def build(self, node: ScalarNode | MappingNode | SequenceNode) -> str | int | YamlList | bool | YamlDict:
         if id(node) in self.built and not self.copying:
             self.copying = True
             try:
@@ -142,7 +151,7 @@ class _Builder:
         finally:
             self.open.pop()
 
-    def scalar(self, node):
+    def scalar(self, node: ScalarNode) -> bool | int | str:
         """A scalar; an integer has at most NUMBER_DIGITS digits, so every message can print it."""
         try:
             value = self.loader.construct_object(node)
@@ -153,14 +162,14 @@ class _Builder:
                 return value
         raise self.error(node, f"the number {node.value[:40]!r}... has more digits than the limit of {limits.NUMBER_DIGITS}")
 
-    def sequence(self, node):
+    def sequence(self, node: SequenceNode) -> YamlList:
         out = YamlList(line=_line(node))
         for item in node.value:
             out.append(self.build(item))
             out.lines.append(_line(item))
         return out
 
-    def mapping(self, node):
+    def mapping(self, node: MappingNode) -> YamlDict:
         """Merged keys first (`<<: *base`, or a list of mappings: the first that has a key gives
         it), then the mapping's own, which win."""
         self.check_duplicates(node)
@@ -186,7 +195,7 @@ class _Builder:
                     out[key] = value
                     out.lines[key] = merged.line_of(key)
 
-    def check_duplicates(self, node):
+    def check_duplicates(self, node: MappingNode) -> None:
         seen = {}
         merges = 0
         for key_node, _ in node.value:
@@ -200,7 +209,7 @@ class _Builder:
                 raise self.error(key_node, f"duplicate key {key!r} (first at line {seen[key]})")
             seen[key] = _line(key_node)
 
-    def key(self, node):
+    def key(self, node: ScalarNode) -> str:
         if not isinstance(node, yaml.ScalarNode):
             raise self.error(node, "a mapping key must be a plain value, not a list or mapping")
         return self.scalar(node)

@@ -9,24 +9,31 @@ reduction over a 1e12-element zero-stride view, is refused rather than left to e
 or run for hours. Timing mode touches no data; only a cache of ddr keeps a word per ddr line in
 it, so that is bounded too.
 """
+from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from isa import limits
 from isa.errors import OutOfMemoryError, ProgramError
 from isa.instructions import Matmul, Wait, regions
 
+if TYPE_CHECKING:
+    from chips.schema import Chip
+    from isa.instructions import Dma
+    from isa.program import Program
+
 CACHE_WORD = 8  # bytes isa/timing/cache.py keeps per line of ddr: the access that last touched it
 
 
-def check_chip(chip, program) -> None:
+def check_chip(chip: Chip, program: Program) -> None:
     """Raise unless `program` was lowered for `chip` (its .program line names the chip)."""
     if program.chip != chip.name:
         raise ProgramError(f"the program was lowered for chip {program.chip!r}, not {chip.name!r} (its .program line names it): "
                            f"lower the graph for {chip.name} to run it there")
 
 
-def check_run(chip, program, extents: dict, functional: bool) -> None:
+def check_run(chip: Chip, program: Program, extents: dict, functional: bool) -> None:
     """Raise unless `program` was lowered for `chip` and a run of it in this mode fits the host;
     `extents` are the bytes the program uses of each memory (what a functional run backs)."""
     check_chip(chip, program)
@@ -54,7 +61,7 @@ def check_run(chip, program, extents: dict, functional: bool) -> None:
                                    "a functional run computes in one instruction; timing mode prices it without computing")
 
 
-def _work(instr):
+def _work(instr: Dma) -> int:
     """Elements an instruction's computation goes over: a product's multiply-adds, else its
     largest operand's elements (a zero-stride view counts every element it repeats)."""
     if isinstance(instr, Matmul):

@@ -86,7 +86,7 @@ def _one_line(exc):
     return " ".join(str(exc).split())[:2000]
 
 
-def _quiet_stdout():
+def _quiet_stdout() -> None:
     """Point stdout at /dev/null, so the interpreter's final flush does not fail on the closed pipe."""
     with contextlib.suppress(OSError, ValueError):  # no file descriptor (a captured stdout)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -110,7 +110,7 @@ def _seed(text):
     return seed
 
 
-def _parser():
+def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915  # one statement per subcommand and option: a table, read top to bottom
     p = _Parser(prog="npusim", description="Cycle-approximate NPU/TPU simulator: exact numbers, cycles and traces. "
                                            "--debug anywhere shows the traceback of an internal error.")
     sub = p.add_subparsers(required=True, metavar="COMMAND")
@@ -185,11 +185,11 @@ def _parser():
     return p
 
 
-def _wide(parser):
+def _wide(parser) -> None:
     parser.add_argument("--wide", action="store_true", help="print each row of the table on one line, whatever the terminal's width")
 
 
-def _result_files(parser):
+def _result_files(parser) -> None:
     """The files a run writes, as run and exec take them."""
     parser.add_argument("--outputs", help="write the outputs to this .npz")
     parser.add_argument("--trace", help="write a Chrome/Perfetto trace JSON here")
@@ -229,7 +229,7 @@ def _data_limit(chip):
     return limits.HOST_MEMORY, "the host-memory cap"
 
 
-def _read_npz(path, limit=None, what="the host-memory cap"):
+def _read_npz(path, limit=None, what: str = "the host-memory cap"):
     """The arrays of an .npz (isa/npyfile.py: each size checked before it is read)."""
     try:
         return npyfile.read_npz(path, limit, what)
@@ -243,7 +243,7 @@ class OnnxGraph(GraphFile):
     run inputs, from --inputs by their ONNX names, or random (normal floats, integers in
     [0, 10), bools) drawn with --seed."""
 
-    def __init__(self, args):
+    def __init__(self, args) -> None:
         from isa.onnx import from_onnx, load, static_inputs, tensor_name
 
         model, _ = load(args.graph)
@@ -279,7 +279,9 @@ class _RandomInputs(Mapping):
     against the host (so one too large is refused before any byte is drawn), and never in timing
     mode, which reads none."""
 
-    def __init__(self, specs, seed):
+    drawn: dict[str, np.ndarray] | None
+
+    def __init__(self, specs, seed) -> None:
         self.specs, self.seed, self.drawn = specs, seed, None  # specs: input name -> (shape, dtype), in input order
 
     def __getitem__(self, name):
@@ -288,13 +290,13 @@ class _RandomInputs(Mapping):
             self.drawn = {n: _random(rng, shape, dtype) for n, (shape, dtype) in self.specs.items()}
         return self.drawn[name]
 
-    def __contains__(self, name):
+    def __contains__(self, name) -> bool:
         return name in self.specs
 
     def __iter__(self):
         return iter(self.specs)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.specs)
 
 
@@ -316,7 +318,7 @@ def _load(args, chip):
     return gf
 
 
-def _run(args):
+def _run(args) -> int:
     chip, policy = configure(args.chip, _overrides(args.set))  # policy.KEY=VALUE sets a placement knob, any other key a chip field
     gf = _load(args, chip)
     program = _lowered(gf.graph, chip, policy)
@@ -335,7 +337,7 @@ def _run(args):
     return 0
 
 
-def _lower(args):
+def _lower(args) -> int:
     chip, policy = configure(args.chip, _overrides(args.set))
     gf = _load(args, chip)
     program = _lowered(gf.graph, chip, policy)
@@ -345,7 +347,7 @@ def _lower(args):
     return 0
 
 
-def _exec(args):
+def _exec(args) -> int:
     program = read_program(args.program)
     point = _overrides(args.set)
     policy = [key for key in point if key.startswith(POLICY_PREFIX)]
@@ -373,19 +375,19 @@ def _lowered(graph, chip, policy):
         return isa.lower(graph, chip, policy)
     with tqdm(total=len(graph.nodes), desc=f"lowering {graph.name}", unit="op", leave=False, file=sys.stderr,
               mininterval=0) as bar:
-        def progress(done, total):
+        def progress(done, total) -> None:
             bar.total = total
             bar.update(done - bar.n)
 
         return isa.lower(graph, chip, policy, progress)
 
 
-def _counts(program):
+def _counts(program) -> str:
     waits = sum(1 for s in program.streams.values() for i in s if i.kind == "wait")
     return f"{len(program) - waits} instructions and {waits} waits"
 
 
-def _print_layer_groups(program):
+def _print_layer_groups(program) -> None:
     groups = [n.removeprefix("layer group ") for n in program.notes if n.startswith("layer group") and "lowered layer by layer" not in n]
     if groups:  # isa/lower/schedule/chain.py's multi-layer groups, as the program notes them
         print("layer groups:\n" + "\n".join(f"  {g}" for g in groups))
@@ -396,7 +398,7 @@ def _check_result_files(args):
         raise ConfigError("--outputs needs functional mode: timing mode computes no values")
 
 
-def _report_result(args, program, result, what):
+def _report_result(args, program, result, what) -> None:
     """The summary of a run (of run or exec) and the files asked for."""
     print(f"{program.graph} on {program.chip} ({args.mode} mode): {what}")
     _print_layer_groups(program)
@@ -416,7 +418,7 @@ _PLOTS = {"timeline": traces.plot_timeline, "memory": traces.plot_memory, "bandw
           "roofline": traces.plot_roofline}
 
 
-def _write_csv(folder, trace, summary):
+def _write_csv(folder, trace, summary) -> None:
     _write(str(Path(folder) / "events.csv"), lambda p: traces.write_events_csv(trace, p))
     _write(str(Path(folder) / "ops.csv"), lambda p: traces.write_ops_csv(summary, p))
 
@@ -434,7 +436,7 @@ def _top(n):
     return n
 
 
-def _report(args):
+def _report(args) -> int:
     top = _top(args.top)
     trace = _load_trace(args.trace)
     summary = traces.summarize(trace)
@@ -445,7 +447,7 @@ def _report(args):
     return 0
 
 
-def _compare(args):
+def _compare(args) -> int:
     top = _top(args.top)
     a, b = (traces.summarize(_load_trace(path)) for path in (args.a, args.b))
     print(f"A = {args.a}\nB = {args.b}")
@@ -453,7 +455,7 @@ def _compare(args):
     return 0
 
 
-def _sweep(args):
+def _sweep(args) -> int:
     grid = parse_grid(args.grid)
     if args.scheduler:
         with dask_executor(args.scheduler) as executor:
@@ -467,7 +469,7 @@ def _sweep(args):
     return 0
 
 
-def _savez(path, arrays):
+def _savez(path, arrays) -> None:
     with open(path, "wb") as f:  # np.savez would add ".npz" to a path without it
         np.savez(f, **arrays)
 
@@ -481,7 +483,7 @@ def _write(path, writer):
     print(f"wrote {path}")
 
 
-def _chips(args):
+def _chips(args) -> int:
     """A row per shipped chip. On a chip of several cores the per-core memories and engines are
     listed once, as "24 x (...)", and the peaks are the whole chip's."""
     rows = [("chip", "clock", "local memory", "DDR", "matrix peak", "vector peak", "engines")]
@@ -513,7 +515,7 @@ def _per_core(chip, items, text):
     return ", ".join([f"{chip.cores} x ({mine})"] * bool(mine) + [text(i) for i in items if i.core is None])
 
 
-def _ops(args):
+def _ops(args) -> int:
     names = [args.chip] if args.chip else chips.available()
     loaded = [chips.load(n) for n in names]
     rows = [("op",) + tuple(c.name for c in loaded)]
@@ -528,7 +530,7 @@ def _support_text(row):
     return "-" if row is None else describe(row).replace("same-dtype: ", "")
 
 
-def _size(n):
+def _size(n) -> str:
     for unit in ("GiB", "MiB", "KiB"):
         scale = {"GiB": 1 << 30, "MiB": 1 << 20, "KiB": 1 << 10}[unit]
         if n >= scale:
@@ -536,7 +538,7 @@ def _size(n):
     return f"{n} B"
 
 
-def _table(rows, wide=False):
+def _table(rows, wide: bool = False) -> None:
     """Print rows left-aligned, fitted to the terminal's width (traces.text.table wraps the
     cells) unless `wide`."""
     print("\n".join(text.table(rows, indent="", left=range(len(rows[0])), width=None if wide else _terminal_width())))

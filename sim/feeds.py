@@ -7,14 +7,22 @@ float32); every other conversion that would change a number (int16 200 into int8
 127, 1e6 into float16 overflows, 2.5 into an integer input, 2**24 + 1 into float32) is refused,
 naming the values' range. int16 100 into int8 converts exactly and is accepted.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from isa import dtypes
 from isa.errors import InputError, SimError
 
+if TYPE_CHECKING:
+    from numpy import ndarray
 
-def as_input(name: str, value, region) -> np.ndarray:
+    from isa.instructions import Region
+
+
+def as_input(name: str, value: ndarray, region: Region) -> np.ndarray:
     """`value` as the array input `name` (bound at `region`) is written from."""
     array = np.asarray(value)
     if array.shape != region.shape:
@@ -65,7 +73,7 @@ def _span(array, have):
     return f"[{int(array.min())}, {int(array.max())}]"
 
 
-def _range(want):
+def _range(want) -> str:
     if want == "bool":
         return "0 or 1"
     if dtypes.is_int(want):

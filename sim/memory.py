@@ -12,7 +12,7 @@ from isa.errors import ProgramError
 
 
 class Memory:
-    def __init__(self, spec, extent, functional):
+    def __init__(self, spec, extent, functional) -> None:
         if extent > spec.capacity:
             raise ProgramError(f"memory {spec.name}: the program uses {extent} bytes, capacity is {spec.capacity}")
         self.spec = spec
@@ -25,7 +25,7 @@ class Memory:
         strides = tuple(s * dt.itemsize if n > 1 else 0 for n, s in zip(region.shape, region.strides))
         return np.ndarray(region.shape, dt, buffer=self.data, offset=region.addr, strides=strides)
 
-    def write(self, region, array):
+    def write(self, region, array) -> None:
         self.view(region)[...] = array
 
     def read(self, region):

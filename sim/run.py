@@ -1,19 +1,30 @@
 """sim.run = isa.lower + sim.execute; both return the machine's Result."""
+from __future__ import annotations
 
 import dataclasses
 import gc
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import chips
 import isa
 from isa.lower.policy import policy_from_overrides
 
 from .bounds import check_chip
-from .machine import Machine
+from .machine import Machine, Result
+
+if TYPE_CHECKING:
+    from numpy import ndarray
+
+    from chips.schema import Chip
+    from isa.graph import Graph
+    from isa.lower.policy import Policy
+    from isa.program import Program
 
 POLICY_PREFIX = "policy."
 
 
-def _chip(chip, overrides=None):
+def _chip(chip: Chip | str, overrides: dict[str, Any] | None = None) -> Chip:
     return chips.load(chip, overrides) if isinstance(chip, str) else chip
 
 
@@ -31,7 +42,7 @@ def _unbracket(value):
     return value[1:-1] if value.startswith("[") and value.endswith("]") else value
 
 
-def execute(program, chip, inputs=None, mode="functional"):
+def execute(program: Program, chip: Chip, inputs: Mapping[str, ndarray] | None = None, mode: str = "functional") -> Result:
     """Run a lowered program on a chip (a Chip or a shipped chip's name)."""
     chip = _chip(chip)
     check_chip(chip, program)  # before the machine checks the program's engines and memories against the chip
@@ -44,7 +55,8 @@ def execute(program, chip, inputs=None, mode="functional"):
             gc.enable()
 
 
-def run(graph, chip, inputs=None, mode="functional", policy=None):
+def run(graph: Graph, chip: str | Chip, inputs: Mapping[str, ndarray] | None = None, mode: str = "functional",
+        policy: Policy | None = None) -> Result:
     """Lower a graph for a chip and execute it: exact outputs, cycles, stats and a trace.
     A graph that specialises itself from its feeds (an imported ONNX model, isa.onnx.OnnxGraph)
     takes them by its model's input names and gives its outputs by its model's output names."""

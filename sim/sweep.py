@@ -119,7 +119,7 @@ def run_point(graph_path, chip, point, mode):
                s.ddr_write_bytes, dict(s.peak_bytes), capacity)
 
 
-def sweep(graph_path, chip, grid, mode="timing", jobs=1, executor=None, progress=True):
+def sweep(graph_path, chip, grid, mode: str = "timing", jobs=1, executor=None, progress: bool = True):
     """Run `graph_path` (a graph file) on `chip` (a shipped chip's name or a chip YAML's path) at
     every point of `grid` ({key: [values]}), `jobs` points at a time in worker processes, or
     through `executor` (any concurrent.futures.Executor, such as a Dask Client's
@@ -189,7 +189,7 @@ def columns(result):
     ]
 
 
-def write_csv(result, path):
+def write_csv(result, path) -> None:
     """One row per point: each swept key's value, then the figures (empty where the point failed)."""
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
@@ -234,7 +234,7 @@ def _peak_text(row, memory):
     return f"{human_bytes(peak)} ({peak / capacity:.0%})" if capacity and memory != OFF_CHIP else human_bytes(peak)
 
 
-def plot_sweep(result, path):
+def plot_sweep(result, path) -> None:
     """PNG: a column of two panels per swept key, cycles on top and the on-chip memories' peak
     bytes (with their capacity, log scale) below, against that key's values; one line per
     combination of the other keys' values, one line style per memory. Failed points are crosses

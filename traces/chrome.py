@@ -27,7 +27,7 @@ _PID = 1
 _COUNTERS = {"memory.": "bytes", "fragmentation.": "fraction"}  # counter prefix -> its value's name
 
 
-def write_chrome(trace, path):
+def write_chrome(trace, path) -> None:
     """Write `trace` to `path`; the same trace always gives the same bytes."""
     document = {
         "displayTimeUnit": "ns",
@@ -51,7 +51,7 @@ def _tids(trace):
 
 def _pids(trace):
     """engine -> its process: the chip's, or its core's ("c3.cube": core 3, after the chip's)."""
-    cores = {}
+    cores: dict[str, int] = {}
     for engine in trace.engines:
         core, dot, _ = engine.rpartition(".")
         if dot:
@@ -103,13 +103,13 @@ def flow_pairs(trace):
     """(event waited for, event held back) for every instruction a wait waited for, in the
     order of the waits in the program and of the instructions each names."""
     events = {(e.engine, e.index): e for e in trace.events}
-    work = {}  # engine -> sorted indices of its events that are not waits
+    work: dict[str, list[int]] = {}  # engine -> sorted indices of its events that are not waits
     for e in trace.events:
         if e.kind != "wait":
             work.setdefault(e.engine, []).append(e.index)
     for indices in work.values():
         indices.sort()
-    pairs = []
+    pairs: list[tuple] = []
     for sync in trace.syncs:
         indices = work.get(sync.engine, [])
         k = bisect.bisect_right(indices, sync.index)

@@ -57,7 +57,7 @@ def _ratio(x, y):
     return f"{y / x:.2f}x" if x and y is not None else "-"
 
 
-def _busy(summary, engine):
+def _busy(summary, engine) -> str:
     if engine not in summary.busy:
         return "-"
     return f"{summary.busy[engine]:,.0f} ({summary.utilization[engine]:.1%})"

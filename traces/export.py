@@ -5,7 +5,7 @@ import csv
 EVENT_COLUMNS = ("engine", "index", "kind", "name", "op", "start", "end", "cycles", "bytes", "cached", "ops", "src", "dst", "note")
 
 
-def write_events_csv(trace, path):
+def write_events_csv(trace, path) -> None:
     """events.csv: one row per event (waits that blocked included), in order of start, then
     engine (chip order), then index; times in cycles."""
     order = {engine: i for i, engine in enumerate(trace.engines)}
@@ -22,7 +22,7 @@ def op_columns(summary):
             "ddr bytes", "ops", "intensity ops/byte", "achieved ops/s")
 
 
-def write_ops_csv(summary, path):
+def write_ops_csv(summary, path) -> None:
     """ops.csv: one row per op in order of first start: its span (first start to last end), its
     share of the time in cycles and seconds (traces/summary.py: the ops of a layer group split
     its time), busy cycles per engine, DDR bytes, ops, intensity (empty for an op that moved no
@@ -38,7 +38,7 @@ def _blank(value):
     return "" if value is None else value
 
 
-def _write(path, columns, rows):
+def _write(path, columns, rows) -> None:
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(columns)

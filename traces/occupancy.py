@@ -4,23 +4,30 @@
 At a cycle where buffers open and close, the value recorded is the one after all of them:
 a buffer is live at cycle t when start <= t < end.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from traces.records import BufferSpan, Trace
 
 _PREFIX = "memory."
 NEGLIGIBLE_FRAGMENTATION = 0.0005  # below this (0.0% to one decimal) reports and plots leave it out
 
 
-def memory_counters(buffers, capacities):
+def memory_counters(buffers: list[BufferSpan], capacities: dict[str, int]) -> dict[str, list[tuple[int, int] | tuple[int, float]]]:
     """The "memory.<name>" (bytes occupied) and "fragmentation.<name>" step counters of every
     memory in `capacities` (name -> bytes), each starting at cycle 0. Fragmentation is
     1 - largest free block / free bytes: 0 when the free bytes are one block (or there are none),
     near 1 when they are scattered in small holes between live buffers."""
-    by_memory = {name: [] for name in capacities}
+    by_memory: dict[str, list] = {name: [] for name in capacities}
     for b in buffers:
         by_memory.setdefault(b.mem, []).append(b)
     counters = {}
     for mem, spans in by_memory.items():
         capacity = capacities.get(mem, 0)
-        occupied, fragmented = [(0, 0)], [(0, 0.0)]
+        occupied: list[tuple[int, float]] = [(0, 0)]
+        fragmented: list[tuple[int, float]] = [(0, 0.0)]
         live = {}  # position in spans -> BufferSpan
         for cycle, opening, closing in _changes(spans):
             for k in opening:
@@ -48,7 +55,7 @@ def fragmentation(blocks, capacity):
     return 1 - largest / free if free > 0 else 0.0
 
 
-def memory_names(trace):
+def memory_names(trace: Trace) -> list[str]:
     """The trace's memories, then any other memory with an occupancy counter."""
     counted = [key[len(_PREFIX):] for key in trace.counters if key.startswith(_PREFIX)]
     return list(trace.memories) + [name for name in counted if name not in trace.memories]
@@ -66,9 +73,9 @@ def peak_cycle(points):
     return next(cycle for cycle, value in points if value == best[1]) if points else 0
 
 
-def _changes(spans):
+def _changes(spans: list[BufferSpan | Any]) -> list[Any | tuple[int, list[int], list[Any]] | tuple[int, list[Any], list[int]]]:
     """(cycle, positions opening, positions closing) in order of cycle."""
-    at = {}
+    at: dict[float, tuple[list[int], list[int]]] = {}
     for k, b in enumerate(spans):
         at.setdefault(b.start, ([], []))[0].append(k)
         at.setdefault(b.end, ([], []))[1].append(k)
@@ -77,7 +84,7 @@ def _changes(spans):
 
 def _merged(blocks, capacity):
     """The union of the blocks as sorted, disjoint (start, end) intervals clipped to capacity."""
-    merged = []
+    merged: list[list[int]] = []
     for addr, end in sorted((b.addr, min(b.addr + b.size, capacity)) for b in blocks):
         if merged and addr <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], end)
@@ -86,7 +93,7 @@ def _merged(blocks, capacity):
     return merged
 
 
-def _step(points, cycle, value):
+def _step(points: list[tuple[int, int] | tuple[int, float]], cycle: int, value: float) -> None:
     """Append a point when the value changes; a change at cycle 0 replaces the initial point."""
     if points[-1][0] == cycle:
         points[-1] = (cycle, value)

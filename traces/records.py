@@ -2,6 +2,7 @@
 
 Times are in cycles of the chip clock (`Trace.clock_hz` turns them into seconds).
 """
+from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -11,7 +12,7 @@ class Event(NamedTuple):
     """One instruction's execution on one engine."""
 
     engine: str  # engine name, as in the chip YAML
-    index: int  # position of the instruction in its engine's stream
+    index: int  # type: ignore[assignment]  # position in its engine's stream; the field shadows tuple.index, never called on it
     kind: str  # "dma", "vector", "matrix", "scalar" or "wait" (a wait that blocked)
     name: str  # what it did: "dma" ("dma.rshift": a converting one), "matmul", a vector function ("add", "relu", ...), "wait"
     op: str  # the graph op it belongs to ("" when none)
@@ -31,7 +32,7 @@ class Sync(NamedTuple):
     """A wait instruction (whether it blocked or not) and the instructions it waited for."""
 
     engine: str
-    index: int  # the wait's position in its engine's stream
+    index: int  # type: ignore[assignment]  # the wait's position in its engine's stream (shadows tuple.index, never called)
     on: tuple  # ((engine, index), ...) of the instructions it waited for
 
 
@@ -74,5 +75,5 @@ class Trace:
     # whose peak is the op's roof on the roofline ({} when not known)
     op_dtypes: dict = field(default_factory=dict)
 
-    def seconds(self, cycles):
+    def seconds(self, cycles: float) -> float:
         return cycles / self.clock_hz

@@ -10,15 +10,20 @@ range of every field it reads (a clock > 0, times finite and >= 0, counts whole)
 or hostile file is a TraceFileError naming the file, the field and the value, never a
 ZeroDivisionError in a summary.
 """
+from __future__ import annotations
 
 import json
 import math
 import os
 from numbers import Real
+from typing import TYPE_CHECKING
 
 from isa.limits import open_input
 
 from .records import BufferSpan, Event, Sync, Trace
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 KEY = "npusim"
 FORMAT = 1
@@ -114,7 +119,7 @@ def _count(v):
 
 def _amount(v):
     """A number >= 0 and finite: a time in cycles, a rate."""
-    return isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+    return isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v) and v >= 0  # type: ignore[operator]  # numbers.Real declares no <=; every Real has it
 
 
 def _clock(v):
@@ -129,7 +134,7 @@ def _ids(v):  # lists once read from JSON; tuples when to_data's own output is r
     return isinstance(v, (list, tuple)) and all(isinstance(i, (list, tuple)) and len(i) == 2 and _text(i[0]) and _count(i[1]) for i in v)
 
 
-def _mapping_of(check):
+def _mapping_of(check: Callable) -> Callable:
     return lambda v: isinstance(v, dict) and all(_text(k) and check(x) for k, x in v.items())
 
 

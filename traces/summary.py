@@ -6,15 +6,22 @@ convolution, its bias and activation, the next layer of a chain) and each spans 
 so at each moment the time is split among the ops running then (from the start of an op's first
 instruction to the end of its last) in proportion to their work in it, the engine cycles their
 instructions spend there. The shares of all ops add up to the time some op was running."""
+from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .occupancy import NEGLIGIBLE_FRAGMENTATION, memory_names
 from .records import Event
 from .text import human_bytes, si, table
+
+if TYPE_CHECKING:
+    from numpy import ndarray
+
+    from traces.records import Trace
 
 DDR = "ddr"  # the off-chip memory's name on every chip
 
@@ -49,7 +56,7 @@ class OpStats:
 
     @property
     def busiest_engine(self):
-        return max(self.busy, key=self.busy.get)
+        return max(self.busy, key=lambda engine: self.busy[engine])
 
 
 @dataclass(frozen=True)
@@ -77,7 +84,7 @@ class Summary:
         return sorted(self.ops.values(), key=lambda op: op.cycles, reverse=True)[:n]
 
 
-def summarize(trace):
+def summarize(trace: Trace) -> Summary:
     work = _Work(trace.events)
     busy = dict.fromkeys(trace.engines, 0)
     for name, cycles in work.per_engine().items():
@@ -115,7 +122,18 @@ class _Work:
     """A trace's events other than waits, as columns: numbers as numpy arrays, names as codes
     (`names[column][code]`), so that sums per engine and per op are bincounts."""
 
-    def __init__(self, events):
+    engine: np.ndarray  # codes, as all the name columns
+    kind: np.ndarray
+    op: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    start: np.ndarray  # cycles, as floats
+    end: np.ndarray
+    bytes: np.ndarray
+    ops: np.ndarray
+    cached: np.ndarray
+
+    def __init__(self, events: list[Event]) -> None:
         work = [e for e in events if e.kind != "wait"]
         fields = {name: list(map(operator.itemgetter(Event._fields.index(name)), work)) for name in _COLUMNS}
         self.count = len(fields["start"])
@@ -129,32 +147,32 @@ class _Work:
         for column in ("bytes", "ops", "cached"):
             setattr(self, column, np.array(fields[column], np.int64))
 
-    def code(self, column, name):
+    def code(self, column: str, name: str) -> int:
         """name's code in column; -1 (matching nothing) when no event has it."""
         return self.codes[column].get(name, -1)
 
-    def per_engine(self):
+    def per_engine(self) -> dict[str, int]:
         """engine -> busy cycles, engines in order of first event."""
         cycles = np.bincount(self.engine, weights=self.end - self.start, minlength=len(self.names["engine"]))
         return dict(zip(self.names["engine"], map(_number, cycles.tolist())))
 
 
-def _number(x):
+def _number(x: float) -> int | float:
     """A cycle count as the events give it: whole cycles as an int."""
     x = float(x)
     return int(x) if x.is_integer() else x
 
 
-def _memory_peaks(trace):
+def _memory_peaks(trace: Trace) -> dict[str, float]:
     """Peak per memory: the trace's memories first, then any other memory with a counter."""
     return {name: _peak(trace, "memory." + name) for name in memory_names(trace)}
 
 
-def _peak(trace, counter):
+def _peak(trace: Trace, counter: str) -> float | int:
     return max((v for _, v in trace.counters.get(counter, ())), default=0)
 
 
-def _op_table(trace, work):
+def _op_table(trace: Trace, work: _Work) -> dict[str, OpStats]:
     """op -> OpStats, ops in order of their first instruction's start (ties: trace order), each
     op's engines likewise."""
     named = work.op != work.code("op", "")
@@ -174,7 +192,7 @@ def _op_table(trace, work):
     pairs = op * n_engines + engine
     busy_cycles = np.bincount(pairs, weights=end - start, minlength=n_ops * n_engines)
     used, first = np.unique(pairs, return_index=True)
-    busy = {name: {} for name in names}
+    busy: dict[str, dict[str, float]] = {name: {} for name in names}
     op_names, engine_names = work.names["op"], work.names["engine"]
     for pair in used[np.argsort(first, kind="stable")].tolist():
         busy[op_names[pair // n_engines]][engine_names[pair % n_engines]] = _number(busy_cycles[pair])
@@ -191,7 +209,7 @@ def _op_table(trace, work):
                           trace.seconds(share)) for name, c, share in zip(names, codes, shares)}
 
 
-def time_shares(first, last, op, start, end):
+def time_shares(first: ndarray, last: ndarray, op: ndarray, start: ndarray, end: ndarray) -> ndarray:
     """op -> its share of the time (the module docstring): at each moment the time goes to the
     ops whose instructions run then, in proportion to the engines each keeps busy; a moment when
     the ops whose spans cover it all wait goes to them in proportion to their work over the run

@@ -13,7 +13,7 @@ def human_bytes(n):
     return f"{n:,.0f} B" if power == 0 else f"{n:,.1f} {units[power]}"
 
 
-def si(n):
+def si(n) -> str:
     """33554432 -> '33.6M'; below 1000, the number to 3 significant digits."""
     for factor, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(n) >= factor:
@@ -24,7 +24,7 @@ def si(n):
 MIN_COLUMN = 8  # the narrowest a column is wrapped to where a table is wider than its room
 
 
-def table(rows, indent="  ", left=(0,), width=None):
+def table(rows, indent: str = "  ", left=(0,), width=None):
     """Lines of `rows` (lists of cells) in aligned columns two spaces apart: the columns in
     `left` left-aligned, the others (numbers) right-aligned. With a `width` the whole rows do
     not fit in, the cells wrap within narrower columns (table_columns), so no line is longer
@@ -39,7 +39,7 @@ def table(rows, indent="  ", left=(0,), width=None):
         return whole
     room = width - len(indent)
     least = [min(w, max([MIN_COLUMN, *map(len, head.split())])) for w, head in zip(widths, rows[0])]
-    lines = []
+    lines: list[str] = []
     for columns, fitted in table_columns(widths, least, room):
         lines += [""] * bool(lines)  # a blank line between blocks
         aligned = [j for j, i in enumerate(columns) if i in left]
@@ -57,7 +57,8 @@ def table_columns(widths, least, room):
     the column's own width if less); within a block the room left is shared out (_shares)."""
     room = max(room, 2 * MIN_COLUMN + 2)
     key = min(widths[0], room if len(widths) == 1 else max(least[0], room // 3))
-    blocks, block = [], []
+    blocks: list[list[int]] = []
+    block: list[int] = []
     for i in range(1, len(widths)):
         if block and sum(least[j] + 2 for j in [*block, i]) > room - key:
             blocks.append(block)

@@ -42,7 +42,7 @@ class Table:
                               "calibrate the graph it was quantized from")
         return self.default
 
-    def write(self, path):
+    def write(self, path) -> None:
         lines = ["# npusim calibration table (TPU-MLIR's format)", "# op_name threshold min max"]
         lines += [f"{name} {t:.7g} {lo:.7g} {hi:.7g}" for name, (t, lo, hi) in self.ranges.items()]
         Path(path).write_text("\n".join(lines) + "\n")

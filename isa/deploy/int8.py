@@ -63,7 +63,7 @@ def rewrite(source: Graph, target: Graph, chip, table) -> Graph:
 
 
 class Int8:
-    def __init__(self, source, target, chip, table):
+    def __init__(self, source, target, chip, table) -> None:
         self.src, self.rb, self.table = source, Rebuild(source, target, chip), table
         self.scale = {}  # target int8 tensor name -> its scale
         self.floats = {}  # source tensor name -> target float32 tensor (dequantized)
@@ -169,12 +169,12 @@ class Int8:
                        + (f"; in float32: {listed}" if listed else ""))
         return g
 
-    def in_float32(self, node):
+    def in_float32(self, node) -> None:
         self.rb.copy(node, operands=[self.float_of(n) if self.is_float(n) else self.rb.tensor(n) for n in node.inputs])
         self.in_float[REGISTRY[node.op].support_key(node.params)] += 1
         self.done["in float32"] += 1
 
-    def product(self, node):
+    def product(self, node) -> bool:
         """conv, deconv, matrix_mul of a constant weight (and bias) in int8."""
         if node.op not in PRODUCTS or len(node.inputs) < 2:
             return False
@@ -248,7 +248,7 @@ class Int8:
         self.done[f"{node.op} in int8 per channel"] += 1
         return True
 
-    def keep_scale(self, node):
+    def keep_scale(self, node) -> bool:
         """An op whose int8 result has its input's scale (concat: the largest of its inputs')."""
         key = REGISTRY[node.op].support_key(node.params)
         reduction = node.op == "reduce" and node.params.get("method") in KEEP_SCALE_REDUCTIONS
@@ -267,7 +267,7 @@ class Int8:
         self.done["kept in int8"] += 1
         return True
 
-    def lookup(self, node):
+    def lookup(self, node) -> bool:
         """The head of a one-tensor element-wise chain: one lut from its root's int8 values."""
         if node.outputs[0] not in self.heads:
             return False
@@ -296,7 +296,7 @@ class Int8:
         t = self.rb.tensor(name)
         return self.scale[t.name] if t.dtype == I8 else self.threshold(name) / QMAX
 
-    def arith(self, node):
+    def arith(self, node) -> bool:
         """add, sub, mul of two tensors in int8, through int16 with rounding shifts. The plan is
         made and checked against the chip's table before any node is added."""
         if node.op not in ("add", "sub", "mul") or len(node.inputs) != 2 or not all(self.is_float(n) for n in node.inputs):

@@ -20,7 +20,7 @@ from ..ops.base import Spec, apply
 
 
 class Rebuild:
-    def __init__(self, source: Graph, target: Graph, chip):
+    def __init__(self, source: Graph, target: Graph, chip) -> None:
         self.source, self.g, self.chip = source, target, chip
         self.map = {}  # source tensor name -> target Tensor
         self.converted = {}  # (target tensor name, dtype) -> Tensor
@@ -36,7 +36,7 @@ class Rebuild:
             self.map[name] = self.g.constant(name, self.source.constants[name], self.source.tensors[name].dtype)
         return self.map[name]
 
-    def is_constant(self, name):
+    def is_constant(self, name) -> bool:
         return name in self.source.constants
 
     def constant(self, base, array, dtype):

@@ -49,7 +49,7 @@ def lower(graph, chip, policy=None, progress: Callable[[int, int], None] | None 
             last_use[shares.get(t, t)] = i
     chains, placed = Chains(ctx, groups), set()
 
-    def place(t, template):
+    def place(t, template) -> None:
         ctx.home[t] = _place_intermediate(ctx, t, {*touch.get(t, {}), template})
         placed.add(t)
 
@@ -77,7 +77,7 @@ def lower(graph, chip, policy=None, progress: Callable[[int, int], None] | None 
     return em.program()
 
 
-def _lower_chain(ctx, chains, chain, place):
+def _lower_chain(ctx, chains, chain, place) -> None:
     """Emit a chain as one layer group, or where its estimate declines it, its groups cut into
     shorter chains and single groups (isa/lower/schedule/chain.py), the tensors it would have held
     placed as their makers run."""
@@ -201,7 +201,7 @@ def _place_intermediate(ctx, name, templates):
         raise OutOfMemoryError(f"tensor {name} made by op {ctx.graph.producer[name].name}, passed between layer groups: {exc}") from None
 
 
-def _copy_aliased_outputs(ctx, aliased):
+def _copy_aliased_outputs(ctx, aliased) -> None:
     """An output that is also an input, a constant or another output is a copy from its home."""
     for out_name, tname, buf in aliased:
         t = ctx.graph.tensors[tname]

@@ -48,7 +48,7 @@ class Lowering:
             raise UnsupportedError(f"chip {self.chip.name} has no {kind} engine")
         return engines[0]
 
-    def units(self, kind, vector=False):
+    def units(self, kind, vector: bool = False):
         """One Unit per engine of `kind` ("vector" or "matrix") on the chip, in chip order; with
         vector, a matrix engine is paired with the first vector engine of its core (for the
         epilogue)."""

@@ -35,7 +35,7 @@ class Buf:
 
     __slots__ = ("addr", "first", "last", "mem", "name", "parts", "reads", "section", "size", "window", "writes")
 
-    def __init__(self, name, mem, addr, size):
+    def __init__(self, name, mem, addr, size) -> None:
         self.name, self.mem, self.addr, self.size = name, mem, addr, size
         self.writes = {}  # engine -> index of the last write (one engine after any write, but after a disjoint section)
         self.reads = {}  # engine -> index of its last read since that write
@@ -57,14 +57,14 @@ class Buf:
         origin = held.addr - first * held.strides[axis] * itemsize(dtype)
         return Region(self.mem, origin, dtype, tuple(shape), held.strides)
 
-    def inherit(self, old):
+    def inherit(self, old) -> None:
         for mine, theirs in ((self.writes, old.writes), (self.reads, old.reads)):
             for e, i in theirs.items():
                 mine[e] = max(mine.get(e, -1), i)
 
 
 class Emitter:
-    def __init__(self, chip, graph_name, allocator="first_fit"):
+    def __init__(self, chip, graph_name, allocator: str = "first_fit") -> None:
         self.chip, self.graph_name = chip, graph_name
         self.streams = {name: [] for name in chip.engines}
         self.clocks = Clocks(chip.engines)
@@ -77,7 +77,7 @@ class Emitter:
 
     # ---- placement --------------------------------------------------------------------------
 
-    def alloc(self, mem, nbytes, name, unused=False):
+    def alloc(self, mem, nbytes, name, unused: bool = False):
         addr, size = self.allocators[mem].alloc(nbytes, name, unused)
         buf = Buf(name, mem, addr, size)
         end = addr + size
@@ -102,7 +102,7 @@ class Emitter:
             part.inherit(buf)
         return buf.parts
 
-    def release(self, buf):
+    def release(self, buf) -> None:
         """Free buf's address range; record its lifetime (its parts') if it was used."""
         self.allocators[buf.mem].free(buf.addr)
         for b in buf.parts or (buf,):
@@ -125,7 +125,7 @@ class Emitter:
                 self.release(b)
         return stage
 
-    def bind(self, name, role, dtype, shape, data=b"", mem="ddr"):
+    def bind(self, name, role, dtype, shape, data=b"", mem: str = "ddr"):
         """Place a graph tensor for the whole program: in mem (DDR; the host's memory for a graph's
         data on a chip that has one; on chip for a pinned constant). Its
         bytes are in place before the program starts, so it takes addresses no buffer has used
@@ -186,7 +186,7 @@ class Emitter:
         return len(stream) - 1
 
     @staticmethod
-    def _touch(buf, engine, index, ident):
+    def _touch(buf, engine, index, ident) -> None:
         if buf.first is None:
             buf.first = ident
         buf.last[engine] = index

@@ -115,7 +115,7 @@ def _pairs(name, value):
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
 
-def _bool(text):
+def _bool(text) -> bool:
     word = text.strip().lower()
     if word in _TRUE + _FALSE:
         return word in _TRUE

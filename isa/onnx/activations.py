@@ -74,7 +74,7 @@ def recognise(source, g):
 
 
 class _Match:
-    def __init__(self, g):
+    def __init__(self, g) -> None:
         self.g = g
         self.x = None
         self.nodes = []
@@ -103,7 +103,7 @@ class _Match:
         node = self.g.producer.get(name)
         return node is not None and self.g.private(name) and self._node(pattern, node)
 
-    def _node(self, pattern, node):
+    def _node(self, pattern, node) -> bool:
         op, *args = pattern
         attrs = args.pop() if args and isinstance(args[-1], dict) else {}
         if node.op_type != op or node.domain not in ("", "ai.onnx") or len(node.output) != 1:

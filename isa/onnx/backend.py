@@ -28,7 +28,7 @@ from .model import from_onnx
 class NpusimRep(BackendRep):
     """A prepared model: its OnnxGraph, the chip and how to run it."""
 
-    def __init__(self, graph, chip, mode, policy):
+    def __init__(self, graph, chip, mode, policy) -> None:
         self.graph = graph
         self.chip = chip
         self.mode = mode
@@ -58,7 +58,7 @@ class NpusimBackend(Backend):
     """onnx.backend.base.Backend on npusim (see the module's docstring)."""
 
     @classmethod
-    def prepare(cls, model, device: str = "CPU", chip="generic", mode: str = "functional", policy=None, **kwargs) -> NpusimRep:
+    def prepare(cls, model, device: str = "CPU", chip: str = "generic", mode: str = "functional", policy=None, **kwargs) -> NpusimRep:
         if not cls.supports_device(device):
             raise UnsupportedError(f"npusim runs on the host's CPU; device {device!r} is not supported")
         chip = chips.load(chip) if isinstance(chip, str) else chip

@@ -34,7 +34,7 @@ HEADS = ("Conv", "ConvTranspose", "Gemm")
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
-def fold_batch_norms(source, g):
+def fold_batch_norms(source, g) -> str:
     """Fold every foldable BatchNormalization of the source (g: its passes.Graph); the note."""
     weights = source.weights
     taken = set(weights.names()) | g.inputs | set(g.producer)

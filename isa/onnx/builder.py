@@ -63,7 +63,7 @@ def tensor_name(onnx_name):
 class Rank0:
     """A mapping's output that ONNX makes a scalar (rank 0): the tensor holds its one value."""
 
-    def __init__(self, tensor):
+    def __init__(self, tensor) -> None:
         self.tensor = tensor
 
 
@@ -92,11 +92,11 @@ class Known(dict):
     the inputs bound to values, and the model's constants, read from its Weights when first asked
     for (an unused weight is never read)."""
 
-    def __init__(self, weights, values):
+    def __init__(self, weights, values) -> None:
         super().__init__(values)
         self.weights = weights
 
-    def __contains__(self, name):
+    def __contains__(self, name) -> bool:
         return dict.__contains__(self, name) or name in self.weights
 
     def __missing__(self, name):
@@ -109,7 +109,7 @@ class Known(dict):
 
 
 class Builder:
-    def __init__(self, graph, opset, inferred, values):
+    def __init__(self, graph, opset, inferred, values) -> None:
         self.g = graph
         self.opset = opset
         self.inferred = inferred  # ONNX value name -> (shape tuple or None, elem type or None)
@@ -122,7 +122,7 @@ class Builder:
 
     # ---- the node being mapped ---------------------------------------------------------------
 
-    def where(self):
+    def where(self) -> str:
         n = self.node
         label = n.name or (n.output[0] if n.output else f"#{self.index}")
         return f"node {label} ({n.op_type})"
@@ -130,7 +130,7 @@ class Builder:
     def error(self, message, cls=UnsupportedError):
         return cls(f"{self.where()}: {message}")
 
-    def reject(self, attr, value, why=""):
+    def reject(self, attr, value, why: str = ""):
         """The error for an attribute value npusim cannot express."""
         return UnsupportedError(f"{self.where()}: attribute {attr}={value!r} is not supported" + (f" ({why})" if why else ""))
 
@@ -281,7 +281,7 @@ class Builder:
         """A one-element constant of `dtype` shaped (1,) * rank, to broadcast against a tensor."""
         return self.const(np.full((1,) * max(rank, 1), value, dtypes.np_dtype(dtype)))
 
-    def cast(self, t, dtype, saturate=True, round_mode="up"):
+    def cast(self, t, dtype, saturate: bool = True, round_mode: str = "up"):
         """t converted to dtype as ONNX's Cast does: a float becomes an integer by truncation
         (toward zero), anything becomes a bool by comparison with 0. Integers saturate. A float8
         target saturates too when `saturate` (ONNX's default): the value is clamped to the
@@ -347,7 +347,7 @@ class Builder:
                 self.rank0.add(name)
             self._check(name, self.shape(name), dtypes.np_dtype(value.dtype), value.bounded)
 
-    def _check(self, name, shape, np_dtype, bounded=False):
+    def _check(self, name, shape, np_dtype, bounded: bool = False):
         """Our output against ONNX's shape inference: a mismatch is a bug to report, never a
         number to return. A data-sized output's shape is an upper bound."""
         inferred, elem = self.inferred.get(name, (None, None))

@@ -133,7 +133,7 @@ def _read(model):
     return proto, real.parent, str(path)
 
 
-def check_text(message, where, field="model"):
+def check_text(message, where, field: str = "model"):
     """Every string field below `message` is UTF-8 text (protobuf hands invalid text on as
     bytes, which names and op types must not be)."""
     for desc, value in message.ListFields():
@@ -195,7 +195,7 @@ def _copy_except(model, skipped):
     return copy
 
 
-def _copy_fields(source, target, skipped):
+def _copy_fields(source, target, skipped) -> None:
     for desc, value in source.ListFields():
         if desc.name in skipped:
             continue
@@ -416,7 +416,7 @@ def infer(source, shapes, values):
     return out
 
 
-def _defined(op_type, opset):
+def _defined(op_type, opset) -> bool:
     try:
         onnx.defs.get_schema(op_type, opset)
         return True

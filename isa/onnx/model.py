@@ -103,7 +103,7 @@ _GRAPH_FIELDS = set(vars(Graph("probe"))) | {"onnx_inputs", "onnx_outputs"}
 class OnnxGraph(ImportGraph):
     """An imported ONNX model (see the module's docstring)."""
 
-    def __init__(self, source: Source, values, shapes, name=None, deploy=None):
+    def __init__(self, source: Source, values, shapes, name=None, deploy=None) -> None:
         self.source = source
         self.deploy = deploy
         self.declared = {i.name: declared(i, source.where) for i in source.inputs()}
@@ -136,7 +136,7 @@ class OnnxGraph(ImportGraph):
                          "isa.from_onnx(..., shapes=..., values=...) (on the command line: --inputs with arrays of those shapes "
                          "and values), or run it with sim.run(graph, chip, inputs=feeds), which builds it for the feeds")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if self.missing:
             return f"OnnxGraph({self.graph_name!r}, waiting for {'; '.join(self.missing)})"
         return super().__repr__().replace("Graph(", "OnnxGraph(", 1)

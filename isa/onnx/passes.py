@@ -48,7 +48,7 @@ class Graph:
     """The nodes of a Source's graph with who produces and who reads each value, kept up to
     date as nodes are replaced; `commit` writes the nodes back."""
 
-    def __init__(self, source):
+    def __init__(self, source) -> None:
         self.source = source
         self.nodes = list(source.model.graph.node)
         self.outputs = {o.name for o in source.model.graph.output}
@@ -59,7 +59,7 @@ class Graph:
         for node in self.nodes:
             self._add(node)
 
-    def _add(self, node):
+    def _add(self, node) -> None:
         for o in node.output:
             if o:
                 self.producer[o] = node
@@ -67,7 +67,7 @@ class Graph:
             if i:
                 self.readers[i] += 1
 
-    def _drop(self, node):
+    def _drop(self, node) -> None:
         for o in node.output:
             if self.producer.get(o) is node:
                 del self.producer[o]
@@ -85,14 +85,14 @@ class Graph:
             return constant_value(node, weights.folder, weights.where)
         return None
 
-    def alive(self, node):
+    def alive(self, node) -> bool:
         return id(node) not in self.removed
 
     def private(self, name):
         """Whether a value is read by one node only and is not a graph output."""
         return self.readers[name] == 1 and name not in self.outputs
 
-    def replace(self, old_nodes, new_nodes):
+    def replace(self, old_nodes, new_nodes) -> None:
         """Put new_nodes where the last of old_nodes was, and remove old_nodes."""
         gone = {id(n) for n in old_nodes}
         last = max(i for i, n in enumerate(self.nodes) if id(n) in gone)
@@ -104,7 +104,7 @@ class Graph:
         for n in new_nodes:
             self._add(n)
 
-    def rename_uses(self, old, new):
+    def rename_uses(self, old, new) -> None:
         """Every node reading `old` reads `new` instead."""
         for node in self.nodes:
             for k, name in enumerate(node.input):
@@ -113,7 +113,7 @@ class Graph:
                     self.readers[old] -= 1
                     self.readers[new] += 1
 
-    def bypass(self, node, out, inp):
+    def bypass(self, node, out, inp) -> bool:
         """Remove `node`, whose output `out` equals its input `inp`: readers of `out` read `inp`;
         a graph output keeps its name, taken over by inp's producer where it can be. Returns
         whether the node went."""
@@ -131,7 +131,7 @@ class Graph:
         self.rename_uses(out, inp)
         return True
 
-    def commit(self):
+    def commit(self) -> None:
         """Write the nodes back, dropping Constant nodes and weights nothing reads any more."""
         read = {i for n in self.nodes for i in n.input if i} | self.outputs
         nodes = [n for n in self.nodes if not (n.op_type == "Constant" and not set(n.output) & read)]
@@ -154,7 +154,7 @@ NOT_FOLDED = {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNorma
               "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
 
 
-def constants(source):
+def constants(source) -> str:
     g = Graph(source)
     weights = source.weights
     became, folded = 0, 0
@@ -251,7 +251,7 @@ def identities(source):
     return f"removed {done}" if done else "nothing to remove"
 
 
-def _inference_dropout(g, node):
+def _inference_dropout(g, node) -> bool:
     """A Dropout that passes its input: training_mode absent or false, its mask unused."""
     if len(node.output) > 1 and node.output[1] and (g.readers[node.output[1]] or node.output[1] in g.outputs):
         return False

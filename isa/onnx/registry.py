@@ -5,9 +5,13 @@ function `(builder, node) -> outputs` that adds npusim ops to the graph under co
 isa/onnx/builder.py) and returns one value per ONNX output, in order: a Tensor, or a numpy
 array when the value is known at import time (a folded shape computation).
 """
+from __future__ import annotations
 
-from collections.abc import Callable
+import typing
 from dataclasses import dataclass
+
+if typing.TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 @dataclass(frozen=True)
@@ -20,7 +24,7 @@ class Mapping:
 OPS = {}  # ONNX op type -> Mapping
 
 
-def onnx_op(*op_types, static=()):
+def onnx_op(*op_types, static=()) -> typing.Callable:
     """Register the decorated function as the mapping of each of `op_types`. `static` names the
     input positions whose values the graph needs when it is built (a Reshape's shape, a Slice's
     starts): memory is planned before the run, so shapes cannot wait for data."""
@@ -35,7 +39,7 @@ def onnx_op(*op_types, static=()):
     return register
 
 
-def folds(*op_types):
+def folds(*op_types) -> typing.Callable:
     """Register the decorated function as the import-time folding of each of `op_types`: used
     only when every input's value is known and the result is index arithmetic (importer.py `_map`)."""
 

@@ -17,7 +17,7 @@ from .builder import Rank0
 from .registry import folds, onnx_op
 
 
-def axis_of(b, axis, rank, what="axis"):
+def axis_of(b, axis, rank, what: str = "axis"):
     if not -rank <= axis < rank:
         raise b.error(f"{what} {axis} is out of range for rank {rank}")
     return axis % rank
@@ -396,7 +396,7 @@ def depth_to_space(b, node):
 
 # ---- folding: arrangement of known index data ----------------------------------------------------
 
-def _index(arrays):
+def _index(arrays) -> bool:
     return arrays[0] is not None and arrays[0].dtype.kind in "iub"
 
 

@@ -68,7 +68,7 @@ class _WireError(Exception):
 class _Walk:
     """Re-encodes a message, leaving out large raw_data fields (and recording where they are)."""
 
-    def __init__(self, data, location):
+    def __init__(self, data, location) -> None:
         self.data = data
         self.location = location
 
@@ -167,7 +167,7 @@ def raw_size(dims, elem_type) -> int:
     return count * np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).itemsize
 
 
-def _describe(tensor, where):
+def _describe(tensor, where) -> str:
     return f"{where}: tensor {tensor.name!r}"
 
 
@@ -288,27 +288,27 @@ class Weights:
     held once, as read-only arrays (a graph constant keeps the same array, not a copy).
     Arrays a pass computes (a folded weight) are held alongside."""
 
-    def __init__(self, folder, where):
+    def __init__(self, folder, where) -> None:
         self.folder = folder  # the model's folder, None for a model given in memory
         self.where = where
         self._protos = {}  # name -> TensorProto not read yet
         self._arrays = {}
 
-    def add_proto(self, name, tensor):
+    def add_proto(self, name, tensor) -> None:
         """Hold a tensor to read when first asked for; its type and shape are checked now, since
         `type` and `small` answer from them before any data is read."""
         _check_type(tensor, self.where)
         self._arrays.pop(name, None)
         self._protos[name] = tensor
 
-    def __setitem__(self, name, array):
+    def __setitem__(self, name, array) -> None:
         """Hold an array a pass computed (it becomes read-only)."""
         array = np.asarray(array)
         array.flags.writeable = False
         self._protos.pop(name, None)
         self._arrays[name] = array
 
-    def __contains__(self, name):
+    def __contains__(self, name) -> bool:
         return name in self._arrays or name in self._protos
 
     def __getitem__(self, name):
@@ -316,7 +316,7 @@ class Weights:
             self._arrays[name] = to_array(self._protos.pop(name), self.folder, self.where)
         return self._arrays[name]
 
-    def __delitem__(self, name):
+    def __delitem__(self, name) -> None:
         self._arrays.pop(name, None)
         self._protos.pop(name, None)
 

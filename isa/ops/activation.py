@@ -1,5 +1,8 @@
 """Activations (the seed's active and active_param with its ActiveType) and the Triangle
 Operator section (sin, cos)."""
+from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -35,11 +38,11 @@ class Active(Elementwise):
 
     variants = tuple(ACTIVE_TYPES)
 
-    def __init__(self, name, with_params):
+    def __init__(self, name: str, with_params: bool) -> None:
         order = ("tensor_i", "active_type") + (("params",) if with_params else ())
         super().__init__(name, None, None, ("tensor_i",), order=order, defaults={"params": []} if with_params else {})
 
-    def prepare(self, params):
+    def prepare(self, params: dict[str, Any]) -> dict[str, str | float | None]:
         kind = str(params["active_type"]).lower().removeprefix("active_")
         if kind not in ACTIVE_TYPES:
             raise UnsupportedError(f"{self.name}: unknown active_type {params['active_type']!r}; known: {', '.join(ACTIVE_TYPES)}")

@@ -1,5 +1,6 @@
 """Arithmetic of the seed's "Base Element-wise Operator" section: tensor-tensor and
 tensor-scalar arithmetic, axpy, copy, clamp, ceil/floor/round and cast."""
+from __future__ import annotations
 
 import numpy as np
 
@@ -58,7 +59,7 @@ class Cast(Elementwise):
     """cast: convert to `out_dtype`, saturating; floats become integers rounded half away from
     zero (the seed: 浮点向定点转换时,做四舍五入处理)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__("cast", "copy", None, ONE, defaults={})
 
     def prepare(self, params):

@@ -3,9 +3,11 @@ as pieces, each a strided view of one input copied to a strided view of one outp
 constant written into a view of an output (a fill). Also the helpers the arrangement ops share:
 dense strides, per-axis segments assembled into pieces, and their parameter checks.
 """
+from __future__ import annotations
 
 from dataclasses import dataclass
 from numbers import Integral, Real
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,6 +15,9 @@ from .. import dtypes
 from ..errors import ShapeError, UnsupportedError
 from ..graph import Tensor
 from .base import OpDef
+
+if TYPE_CHECKING:
+    from isa.ops.base import Spec
 
 
 @dataclass(frozen=True)
@@ -47,11 +52,11 @@ class Arrangement(OpDef):
         raise NotImplementedError
 
 
-def fill_piece(dst, value, output=0):
+def fill_piece(dst: View, value: float, output: int = 0) -> Piece:
     return Piece(None, None, dst, output, value)
 
 
-def strides(shape):
+def strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     """Row-major element strides."""
     out, step = [], 1
     for d in reversed(shape):
@@ -60,7 +65,7 @@ def strides(shape):
     return tuple(reversed(out))
 
 
-def dense(shape, offset=0):
+def dense(shape: tuple[int, ...], offset: int = 0) -> View:
     return View(offset, tuple(shape), strides(shape))
 
 
@@ -76,18 +81,19 @@ class Segment:
     step: int = 1
 
 
-def whole(n):
+def whole(n: int) -> Segment:
     """A whole axis of n, copied in order."""
     return Segment(0, n, 0)
 
 
-def assemble(axes, src_strides, dst_strides, input=0, output=0, value=None, dst_offset=0):
+def assemble(axes: list[list[Segment]], src_strides: tuple[int, ...], dst_strides: tuple[int, ...], input: int = 0, output: int = 0,
+             value: int | None = None, dst_offset: int = 0) -> list[Piece]:
     """The pieces of a box of the output given, per axis, the segments that tile it: one copy
     per combination of copy segments, and one fill per fill segment met, which covers every
     later axis whole (so a constant border is 2 pieces per axis, not 3^rank blocks)."""
     pieces = []
 
-    def walk(axis, src_at, dst_at, shape, src_steps, dst_steps):
+    def walk(axis, src_at, dst_at, shape, src_steps, dst_steps) -> None:
         if axis == len(axes):
             pieces.append(Piece(input, View(src_at, shape, src_steps), View(dst_at, shape, dst_steps), output))
             return
@@ -108,7 +114,7 @@ def assemble(axes, src_strides, dst_strides, input=0, output=0, value=None, dst_
 
 # ---- parameter checks ----------------------------------------------------------------------
 
-def ints(values, op, param, length=None, low=None):
+def ints(values: list[int] | tuple[()], op: str, param: str, length: int | None = None, low: int | None = None) -> tuple[int, ...]:
     """`values` as a tuple of ints, each >= `low`, `length` of them when given."""
     try:
         out = tuple(values)
@@ -124,7 +130,7 @@ def ints(values, op, param, length=None, low=None):
     return out
 
 
-def integer(value, op, param, low=None):
+def integer(value: int, op: str, param: str, low: int | None = None) -> int:
     """`value` as an int, >= `low` when given."""
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise ShapeError(f"{op}: {param} must be an integer, got {value!r}")
@@ -133,14 +139,14 @@ def integer(value, op, param, low=None):
     return int(value)
 
 
-def axis_of(axis, rank, op):
+def axis_of(axis: int, rank: int, op: str) -> int:
     """A non-negative axis of a rank-`rank` tensor (the seed counts axes from 0)."""
     if isinstance(axis, bool) or not isinstance(axis, Integral) or not 0 <= axis < rank:
         raise ShapeError(f"{op}: axis must be in [0, {rank - 1}] for a rank-{rank} tensor, got {axis!r}")
     return int(axis)
 
 
-def fill_value(value, dtype, op, param):
+def fill_value(value: float, dtype: str, op: str, param: str) -> float | int:
     """`value` as the `dtype` number a fill writes: any number for a float dtype (it rounds, but
     must not overflow), an integral one in range for an integer dtype."""
     if isinstance(value, bool) or not isinstance(value, Real):
@@ -157,7 +163,7 @@ def fill_value(value, dtype, op, param):
     return float(value)
 
 
-def known_ints(tensor, op, param):
+def known_ints(tensor: Tensor, op: str, param: str) -> tuple[int, ...]:
     """The values of an int32 vector operand, which must be known when the graph is built: the
     simulator plans memory before the run, so a shape may not wait for data."""
     if isinstance(tensor, np.ndarray):
@@ -172,13 +178,13 @@ def known_ints(tensor, op, param):
     return tuple(int(v) for v in np.asarray(values).reshape(-1))
 
 
-def check_vector_operand(spec, length, op, param):
+def check_vector_operand(spec: Spec, length: int, op: str, param: str) -> None:
     """An int32 vector operand of `length` elements."""
     if spec.dtype != "int32" or len(spec.shape) != 1 or spec.shape[0] != length:
         raise ShapeError(f"{op}: {param} must be an int32 vector of {length} elements, got {spec.dtype} {spec.shape}")
 
 
-def same_dtype(ins, op):
+def same_dtype(ins: list[Spec], op: str) -> str:
     if len({s.dtype for s in ins}) > 1:
         raise UnsupportedError(f"{op}: every input must have one dtype, got {[s.dtype for s in ins]}")
     return ins[0].dtype

@@ -4,8 +4,10 @@ An op definition (`OpDef`) is the op's whole meaning apart from its lowering tem
 signature checks, shape and dtype inference, the seed's local/global class and a numpy
 reference. The reference exists for tests; results on the machine never come from it.
 """
+from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -13,10 +15,15 @@ from .. import dtypes
 from ..errors import GraphError, ShapeError, UnsupportedError
 from ..graph import Tensor, default_graph
 
+if TYPE_CHECKING:
+    from numpy import ndarray
+
+    from isa.graph import Graph, Node
+
 REGISTRY = {}  # op name -> OpDef
 
 
-def register(opdef):
+def register(opdef: OpDef) -> OpDef:
     if opdef.name in REGISTRY:
         raise ValueError(f"op {opdef.name} registered twice")
     REGISTRY[opdef.name] = opdef
@@ -49,20 +56,20 @@ class OpDef:
         """Numpy whole-tensor semantics; `compute` maps a dtype to the dtype a chip computes it in."""
         raise NotImplementedError
 
-    def variant(self, params):
+    def variant(self, params: dict[str, Any]) -> None:
         """The variant this instance is (a member of `variants`), or None."""
         return None
 
-    def checked_inputs(self, node):
+    def checked_inputs(self, node: Node) -> int:
         """How many leading inputs a chip's dtype table judges (the rest are the op's own
         constants, such as per-channel quantization vectors)."""
         return len(node.inputs)
 
-    def support_key(self, params):
+    def support_key(self, params: dict[str, Any]) -> str:
         v = self.variant(params)
         return f"{self.name}.{v}" if v else self.name
 
-    def known_value(self, known, ins, params):
+    def known_value(self, known: list[Any | ndarray | None], ins: list[Any | Spec], params: dict[str, Any]) -> None:
         """The output's values when they follow from what the graph knows when it is built
         (`known`: each input's values or None, `ins`: their Specs), or None. Ops whose results
         follow from shapes alone (shape_fetch) say so here, so that an op that needs a
@@ -76,12 +83,13 @@ def check_dtype(value, allowed, what):
     return value
 
 
-def check_rank(spec, rank, what):
+def check_rank(spec: Spec, rank: int, what: str) -> None:
     if len(spec.shape) != rank:
         raise ShapeError(f"{what}: expected rank {rank}, got shape {spec.shape}")
 
 
-def apply(opdef, operands, params, name=None, graph=None):
+def apply(opdef: OpDef, operands: list[Any | Tensor], params: dict[str, Any], name: str | None = None,
+          graph: Graph | None = None) -> Tensor | tuple[Tensor, ...]:
     """Add a node for `opdef` to the graph of its tensor operands (else `graph`, else the graph
     of the enclosing `with graph:`); returns its outputs.
 

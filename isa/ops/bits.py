@@ -8,6 +8,7 @@ seed's fixed-point results do (it does not say otherwise for shifts). The shifts
 seed's 8- to 32-bit integers and 64-bit ones (round_rshift the seed's); and, or and xor, bit
 by bit, take every integer dtype.
 """
+from __future__ import annotations
 
 import math
 from fractions import Fraction
@@ -55,7 +56,8 @@ class Shift(Elementwise):
     """x shifted by a count (a tensor or a number): `sign` 1 shifts left for positive counts,
     -1 right; `mode` rounds right shifts (a fixed RoundingMode, or the `rounding_mode` param)."""
 
-    def __init__(self, name, sign, mode=None, count="tensor_num", scalar=False, allowed=SHIFTS, per_channel=False):
+    def __init__(self, name: str, sign: int, mode: int | None = None, count: str = "tensor_num", scalar: bool = False,
+                 allowed: tuple[str, ...] = SHIFTS, per_channel: bool = False) -> None:
         inputs = ("tensor_i",) if scalar else ("tensor_i", count)
         order = ("tensor_i", count) + (("rounding_mode",) if mode is None else ())
         super().__init__(name, "lshift" if sign > 0 else "rshift", None, inputs, (count,) if scalar else (), order=order,
@@ -102,7 +104,7 @@ class Shift(Elementwise):
 class RoundRshift(Shift):
     """round_rshift(s): round half up for a count > 0; a count <= 0 leaves the value as it is."""
 
-    def __init__(self, name, scalar):
+    def __init__(self, name: str, scalar: bool) -> None:
         super().__init__(name, -1, dtypes.HALF_UP, scalar=scalar, count="scalar_num" if scalar else "tensor_num",
                          allowed=("int8", "uint8", "int16", "uint16", "int32"))
 

@@ -14,6 +14,9 @@ Float inputs accumulate in float32. INT8/UINT8 inputs follow the seed's quantize
 (isa/ops/quantized.py); deconv takes LowPrecisionSymmetric only, conv3d floats only, as the
 seed says. Padding is with (raw) zeros.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +26,9 @@ from ..graph import Tensor
 from . import quantized
 from .base import OpDef, Spec, apply, register
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 FLOAT = ("float32", "float16", "bfloat16")
 
 
@@ -31,7 +37,7 @@ class Conv(OpDef):
     template = "conv"
     variants = ("depthwise",)
 
-    def __init__(self, name, spatial, transposed, modes):
+    def __init__(self, name: str, spatial: int, transposed: bool, modes: tuple[str, ...]) -> None:
         self.name, self.spatial, self.transposed, self.modes = name, spatial, transposed, modes
 
     def variant(self, params):
@@ -39,13 +45,14 @@ class Conv(OpDef):
 
     # ---- shapes -----------------------------------------------------------------------------
 
-    def channels(self, x_shape, w_shape, groups):
+    def channels(self, x_shape: tuple[int, int, int, int], w_shape: tuple[int, int, int, int], groups: int) -> tuple[int, int,
+                 tuple[int, int]]:
         """(in channels, out channels, kernel) of an input and weight shape."""
         if self.transposed:
             return w_shape[0], w_shape[1] * groups, w_shape[2:]
         return w_shape[1] * groups, w_shape[0], w_shape[2:]
 
-    def out_spatial(self, x_shape, kernel, params):
+    def out_spatial(self, x_shape: tuple[int, int, int, int], kernel: tuple[int, int], params: dict[str, Any]) -> tuple[int, int]:
         pads, strides, dilations = params["pads"], params["strides"], params["dilations"]
         if self.transposed:
             return tuple((n - 1) * s - pb - pa + d * (k - 1) + 1
@@ -53,7 +60,7 @@ class Conv(OpDef):
         return tuple((n + pb + pa - d * (k - 1) - 1) // s + 1
                      for n, k, s, d, (pb, pa) in zip(x_shape[2:], kernel, strides, dilations, pads))
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) not in (2, 3):
             raise ShapeError(f"{self.name}: takes the input, the weight and an optional bias, got {len(ins)} tensors")
         x, w = ins[0], ins[1]
@@ -73,7 +80,7 @@ class Conv(OpDef):
             raise ShapeError(f"{self.name}: bias must have shape {(1, oc) + (1,) * self.spatial}, got {ins[2].shape}")
         return [Spec((x.shape[0], oc) + spatial, self._out_dtype(ins, params))]
 
-    def _out_dtype(self, ins, params):
+    def _out_dtype(self, ins: list[Spec], params: dict[str, Any]) -> str:
         x = ins[0]
         if x.dtype in FLOAT:
             for t, what in zip(ins[1:], ("weight", "bias")):
@@ -89,7 +96,7 @@ class Conv(OpDef):
                                    f"available (the seed gives {', '.join(self.modes) or 'none'})")
         return quantized.out_dtype(self.name, ins, params)
 
-    def acc_dtype(self, x_dtype, float_acc=False):
+    def acc_dtype(self, x_dtype, float_acc: bool = False):
         return "float32" if x_dtype in FLOAT or float_acc else "int32"
 
     def asymmetric(self, params):
@@ -173,7 +180,8 @@ def convolve(x, w, groups, strides, dilations, pads, transposed):
 
 # ---- op functions ---------------------------------------------------------------------------
 
-def _params(op, x, w, groups, dilations, pads, strides, quant, out_dtype):
+def _params(op: Conv, x: Tensor, w: Tensor, groups: int, dilations: tuple[int, int], pads: tuple[tuple[int, int], tuple[int, int]],
+            strides: tuple[int, int], quant: dict[str, Any], out_dtype: str | None) -> dict[str, Any]:
     for what, values in (("dilation", dilations), ("stride", strides)):
         if any(v < 1 for v in values):
             raise ShapeError(f"{op.name}: {what} {tuple(values)} must be >= 1")
@@ -194,7 +202,7 @@ def _params(op, x, w, groups, dilations, pads, strides, quant, out_dtype):
     return params
 
 
-def _quant(scale, mode, left_zero_point, right_zero_point, output_zero_point):
+def _quant(scale: float, mode: str, left_zero_point: int, right_zero_point: int, output_zero_point: int) -> dict[str, str | int | float]:
     return {"scale": float(scale), "mode": mode, "left_zero_point": left_zero_point,
             "right_zero_point": right_zero_point, "output_zero_point": output_zero_point}
 
@@ -204,9 +212,9 @@ DECONV = register(Conv("deconv", 2, True, ("LowPrecisionSymmetric",)))
 CONV3D = register(Conv("conv3d", 3, False, ()))
 
 
-def _conv2d(op, doc):
+def _conv2d(op: Conv, doc: str) -> Callable:
     def fn(tensor_input, tensor_weight, tensor_bias=None, dh=1, dw=1, pad_h_t=0, pad_h_b=0, pad_w_l=0, pad_w_r=0,
-           stride_h=1, stride_w=1, groups=1, scale=1.0, mode="LowPrecisionSymmetric", left_zero_point=0,
+           stride_h=1, stride_w=1, groups=1, scale: float = 1.0, mode: str = "LowPrecisionSymmetric", left_zero_point=0,
            right_zero_point=0, output_zero_point=0, out_dtype=None, name=None):
         quant = _quant(scale, mode, left_zero_point, right_zero_point, output_zero_point)
         params = _params(op, tensor_input, tensor_weight, groups, (dh, dw), ((pad_h_t, pad_h_b), (pad_w_l, pad_w_r)),
@@ -245,7 +253,7 @@ class ConvV2(Conv):
 
     modes = ()
 
-    def __init__(self, name, spatial, transposed):
+    def __init__(self, name: str, spatial: int, transposed: bool) -> None:
         super().__init__(name, spatial, transposed, ())
 
     def checked_inputs(self, node):
@@ -278,7 +286,7 @@ class ConvV2(Conv):
             raise UnsupportedError(f"{self.name}: the output must be int32 or uint32, got {out}")
         return out
 
-    def acc_dtype(self, x_dtype, float_acc=False):
+    def acc_dtype(self, x_dtype, float_acc: bool = False) -> str:
         return "int32"
 
     def reference(self, arrays, params, compute=None):
@@ -316,10 +324,10 @@ DECONV_V2 = register(ConvV2("deconv_v2", 2, True))
 DECONV3D_V2 = register(ConvV2("deconv3d_v2", 3, True))
 
 
-def _v2_2d(op):
+def _v2_2d(op: ConvV2) -> Callable:
     def fn(tensor_input, tensor_weight, tensor_bias=None, dh=1, dw=1, pad_h_t=0, pad_h_b=0, pad_w_l=0, pad_w_r=0,
-           stride_h=1, stride_w=1, groups=1, has_bias=None, is_izp_const=True, izp_val=0, izp_vec=None,
-           is_kzp_const=True, kzp_val=0, kzp_vec=None, out_dtype=None, name=None):
+           stride_h=1, stride_w=1, groups=1, has_bias=None, is_izp_const: bool = True, izp_val=0, izp_vec=None,
+           is_kzp_const: bool = True, kzp_val=0, kzp_vec=None, out_dtype=None, name=None):
         has = tensor_bias is not None if has_bias is None else has_bias
         return _v2(op, tensor_input, tensor_weight, tensor_bias, groups, (dh, dw), ((pad_h_t, pad_h_b), (pad_w_l, pad_w_r)),
                    (stride_h, stride_w), has, is_izp_const, izp_val, izp_vec, is_kzp_const, kzp_val, kzp_vec, out_dtype, name)
@@ -329,10 +337,10 @@ def _v2_2d(op):
     return fn
 
 
-def _v2_3d(op):
+def _v2_3d(op: ConvV2) -> Callable:
     def fn(tensor_input, tensor_weight, tensor_bias=None, dt=1, dh=1, dw=1, pad_t_0=0, pad_t_1=0, pad_h_0=0, pad_h_1=0,
-           pad_w_0=0, pad_w_1=0, stride_t=1, stride_h=1, stride_w=1, groups=1, has_bias=None, is_izp_const=True, izp_val=0,
-           izp_vec=None, is_kzp_const=True, kzp_val=0, kzp_vec=None, out_dtype=None, name=None):
+           pad_w_0=0, pad_w_1=0, stride_t=1, stride_h=1, stride_w=1, groups=1, has_bias=None, is_izp_const: bool = True, izp_val=0,
+           izp_vec=None, is_kzp_const: bool = True, kzp_val=0, kzp_vec=None, out_dtype=None, name=None):
         has = tensor_bias is not None if has_bias is None else has_bias
         return _v2(op, tensor_input, tensor_weight, tensor_bias, groups, (dt, dh, dw),
                    ((pad_t_0, pad_t_1), (pad_h_0, pad_h_1), (pad_w_0, pad_w_1)), (stride_t, stride_h, stride_w), has,

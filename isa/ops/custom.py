@@ -13,9 +13,11 @@ The Scalar instruction names the kernel "custom.<op_type>" and carries `params` 
 arguments, so they must be what a program's text can hold: numbers, short strings and tuples
 of numbers. A program that runs a custom op needs the op registered in the process that runs it.
 """
+from __future__ import annotations
 
 import math
 import re
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -39,7 +41,7 @@ class CustomOp:
 CUSTOM = {}  # op_type -> CustomOp; sim/kernels looks the kernel "custom.<op_type>" up here
 
 
-def register_custom(name, compute, cost, infer=None):
+def register_custom(name: str, compute: typing.Callable, cost: typing.Callable, infer: typing.Callable | None = None) -> CustomOp:
     """Register (or replace) the custom op `name` for customed_ops(..., op_type=name)."""
     if not isinstance(name, str) or not _NAME.match(name):
         raise GraphError(f"register_custom: name {name!r} must match {_NAME.pattern}")
@@ -84,7 +86,7 @@ def _scalar(value, where):
     return float(value)
 
 
-def _is_number(text):
+def _is_number(text) -> bool:
     try:
         float(text)
     except ValueError:

@@ -15,16 +15,24 @@ Semantics common to the family (seed, "Base Element-wise Operator"):
   exactly (int64, or uint64 for unsigned operands), after the chip's compute map
   (BM1682/BM1684 compute INT32 through FLOAT32); a step may fix its dtype.
 """
+from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
 from numbers import Integral, Real
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import dtypes
 from ..errors import ShapeError, UnsupportedError
 from .base import OpDef, Spec, apply, register
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from numpy import ufunc
+
 
 
 @dataclass(frozen=True)
@@ -69,7 +77,7 @@ def computed(dtype, compute):
     return (compute or {}).get(dtype, dtype)
 
 
-def broadcast_shape(shapes, what):
+def broadcast_shape(shapes: list[tuple[int, int, int, int]], what: str) -> tuple[int, int, int, int]:
     """The seed's broadcast: equal ranks, and per dimension equal sizes or a 1."""
     if len({len(s) for s in shapes}) != 1:
         raise ShapeError(f"{what}: operands must have the same rank, got shapes {', '.join(map(str, shapes))}")
@@ -82,7 +90,7 @@ def broadcast_shape(shapes, what):
     return tuple(out)
 
 
-def check_number(value, what, integer=False, low=None, high=None):
+def check_number(value, what, integer: bool = False, low=None, high=None):
     if isinstance(value, bool) or not isinstance(value, Integral if integer else Real):
         raise UnsupportedError(f"{what} must be {'an integer' if integer else 'a number'}, got {value!r}")
     if (low is not None and value < low) or (high is not None and value > high):
@@ -101,8 +109,9 @@ class Elementwise(OpDef):
     table_inputs = ()  # operands read whole (a lookup table), not element-wise
     strided = False  # reads its inputs with strides (the stride_* ops): starts a layer group
 
-    def __init__(self, name, fn, ref, inputs=("tensor_i0", "tensor_i1"), scalars=(), order=None,
-                 defaults=None, dtypes_allowed=None):
+    def __init__(self, name: str, fn: str | None, ref: Callable | ufunc | None, inputs: tuple[str, ...] = ("tensor_i0", "tensor_i1"),
+                 scalars: tuple[str, ...] = (), order: tuple[str, ...] | None = None,
+                 defaults: dict[str, list[Any]] | None = None, dtypes_allowed: tuple[str, ...] | None = None) -> None:
         self.name, self.fn, self.ref = name, fn, ref
         self.inputs, self.scalars = tuple(inputs), tuple(scalars)
         self.order = tuple(order or self.inputs + self.scalars)
@@ -110,7 +119,7 @@ class Elementwise(OpDef):
         self.dtypes_allowed = dtypes_allowed  # dtypes the op itself takes (None: any)
 
     @property
-    def tensors(self):
+    def tensors(self) -> int:
         return len(self.inputs)
 
     def _ordered(self, tensors, scalars):
@@ -132,7 +141,7 @@ class Elementwise(OpDef):
         """dtypes of the scratch tiles the steps use (Tmp(k) is temps[k])."""
         return []
 
-    def operand_shape(self, i, shapes):
+    def operand_shape(self, i: int, shapes: list[tuple[int, int, int, int]]) -> tuple[int, int, int, int]:
         """How operand i broadcasts against the output (a per-channel vector may reshape)."""
         return shapes[i]
 
@@ -156,7 +165,7 @@ class Elementwise(OpDef):
 
     # ---- checks and inference ---------------------------------------------------------------
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) != self.tensors:
             raise ShapeError(f"{self.name}: takes {self.tensors} tensor(s), got {len(ins)}")
         if self.dtypes_allowed is not None:
@@ -169,10 +178,10 @@ class Elementwise(OpDef):
                                  if i not in self.table_inputs], self.name)
         return [Spec(self.out_shape(shape, params), dtypes.check(self.out_dtype(ins, params), f"{self.name} out_dtype"))]
 
-    def out_shape(self, shape, params):
+    def out_shape(self, shape: tuple[int, int, int, int], params: dict[str, Any]) -> tuple[int, int, int, int]:
         return shape
 
-    def out_dtype(self, ins, params):
+    def out_dtype(self, ins: list[Spec], params: dict[str, Any]) -> str:
         return params.get("out_dtype") or np.result_type(*(dtypes.np_dtype(s.dtype) for s in ins)).name
 
     # ---- reference --------------------------------------------------------------------------
@@ -195,7 +204,7 @@ class Elementwise(OpDef):
 
 # ---- op functions ----------------------------------------------------------------------------
 
-def define(opdef, doc):
+def define(opdef: Elementwise, doc: str) -> Callable:
     """Register opdef; return its op function, taking the seed's arguments in the seed's order
     (`opdef.order`, those in `opdef.defaults` optional), then `out_dtype=` and `name=`."""
     register(opdef)

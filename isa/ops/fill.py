@@ -5,8 +5,10 @@
     fill(out_dim, value, dtype)          Ascend ATB Fill without mask (seed 000): shape out_dim,
                                          every element value[0]
 """
+from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,6 +17,12 @@ from ..errors import ShapeError, UnsupportedError
 from .arrange import Arrangement, dense, fill_piece, fill_value, ints
 from .base import Spec, apply, register
 
+if TYPE_CHECKING:
+    from numpy import ndarray
+
+    from isa.graph import Graph, Tensor
+    from isa.ops.arrange import Piece
+
 
 class Constant(Arrangement):
     """An output every element of which is params[`param`]; a global op (number_like: seed
@@ -22,7 +30,7 @@ class Constant(Arrangement):
 
     kind = "global"
 
-    def pieces(self, shapes, out_shape, params):
+    def pieces(self, shapes: list[Any | tuple[int, int]], out_shape: tuple[int, int], params: dict[str, Any]) -> list[Piece]:
         return [fill_piece(dense(out_shape), params[self.param])]
 
 
@@ -30,19 +38,19 @@ class NumberLike(Constant):
     name = "number_like"  # a global op (seed line 1194)
     param = "scalar_i"
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         like = ins[0]
         fill_value(params["scalar_i"], like.dtype, self.name, "scalar_i")  # "tensor_o和scalar_i的数据类型要求一致"
         return [Spec(like.shape, like.dtype)]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[ndarray], params: dict[str, Any], compute: dict[Any, Any] | None = None) -> list[ndarray]:
         return [np.full(arrays[0].shape, params["scalar_i"], arrays[0].dtype)]
 
 
 NUMBER_LIKE = register(NumberLike())
 
 
-def number_like(tensor_like, scalar_i, name=None):
+def number_like(tensor_like: Tensor, scalar_i: float, name: str | None = None) -> Tensor:
     """A tensor of tensor_like's shape and dtype, every element scalar_i."""
     return apply(NUMBER_LIKE, [tensor_like], {"scalar_i": scalar_i}, name)
 
@@ -53,21 +61,21 @@ class Fill(Constant):
     param = "value"
     DTYPES = ("float16", "int32", "bfloat16")  # the seed's x/output dtypes
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Any], params: dict[str, Any]) -> list[Spec]:
         dtype = params["dtype"]
         if dtype not in self.DTYPES:
             raise UnsupportedError(f"fill: dtype {dtype!r} is not supported (the seed: {', '.join(self.DTYPES)})")
         fill_value(params["value"], dtype, self.name, "value")
         return [Spec(params["out_dim"], dtype)]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[Any], params: dict[str, Any], compute: dict[Any, Any] | None = None) -> list[ndarray]:
         return [np.full(params["out_dim"], params["value"], dtypes.np_dtype(params["dtype"]))]
 
 
 FILL = register(Fill())
 
 
-def fill(out_dim, value, dtype, graph=None, name=None):
+def fill(out_dim: list[int], value: list[int] | int, dtype: str, graph: Graph | None = None, name: str | None = None) -> Tensor:
     """A tensor of shape out_dim, every element value (a number or the seed's one-element
     list). It has no tensor operand: it goes to `graph`, or to the graph of `with graph:`."""
     out_dim = ints(out_dim, "fill", "out_dim", low=1)

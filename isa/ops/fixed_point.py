@@ -4,6 +4,7 @@
 
 where a OP b is kept as an INT32 intermediate (saturated there) and >> is the seed's rounding
 arithmetic right shift, `((x >> (shift - 1)) + 1) >> 1` for shift > 0 (round half up)."""
+from __future__ import annotations
 
 import numpy as np
 
@@ -15,7 +16,8 @@ _OPS = {"mul": np.multiply, "add": np.add, "sub": np.subtract}
 
 
 class ShiftedArith(Elementwise):
-    def __init__(self, name, fn, inputs, scalars=(), order=None):
+    def __init__(self, name: str, fn: str, inputs: tuple[str, ...], scalars: tuple[str, ...] = (),
+                 order: tuple[str, ...] | None = None) -> None:
         super().__init__(name, fn, _OPS[fn], inputs, scalars, order=order or tuple(inputs) + tuple(scalars) + ("shift",))
 
     def prepare(self, params):

@@ -28,7 +28,7 @@ def known_values(operand):
     return operand.graph.known(operand) if isinstance(operand, Tensor) else None
 
 
-def check_known_indices(op, indices, dims, wrap, unique=False):
+def check_known_indices(op, indices, dims, wrap, unique: bool = False):
     """Build-time checks of known indices of shape (..., k) into dimensions `dims` (k of them):
     each in [0, d) (or [-d, d) with `wrap`), and with `unique` no k-tuple twice. The engine makes
     the same checks at run time (sim/engines/dma.py) for indices known only then."""
@@ -208,7 +208,7 @@ class ScatterND(OpDef):
 SCATTER_ND = register(ScatterND())
 
 
-def scatter_nd(data, indices, updates, reduction="none", opset=18, name=None):
+def scatter_nd(data, indices, updates, reduction: str = "none", opset=18, name=None):
     """A copy of data with the slices at indices replaced by, or combined with, updates (ONNX
     ScatterND of `opset`: 11 and 13 have no reduction, 16 adds add and mul, 18 max and min)."""
     opset = _integer(opset, "scatter_nd", "opset")

@@ -106,7 +106,7 @@ class SequenceGen(OpDef):
 SEQUENCE_GEN = register(SequenceGen())
 
 
-def sequence_gen(shape_tensor, out_dtype="int32", name=None):
+def sequence_gen(shape_tensor, out_dtype: str = "int32", name=None):
     """0, 1, 2, ... in the shape held by the 1-d int32 tensor shape_tensor (a constant or a
     shape_fetch output)."""
     if not isinstance(shape_tensor, Tensor):
@@ -160,7 +160,7 @@ class Fill(OpDef):
             if math.prod(spec.shape) != size or len(spec.shape) > 1:
                 raise ShapeError(f"{self.name}: {key} must be a tensor of {size} element(s) (a scalar or a vector), got shape {spec.shape}")
 
-    def check_values(self, params, shape, dtype):
+    def check_values(self, params, shape, dtype) -> None:
         """Rules between the parameters given as numbers (each is checked as it is given)."""
 
     def static(self, key, value, dtype):
@@ -237,7 +237,7 @@ class Linspace(Fill):
 LINSPACE = register(Linspace())
 
 
-def linspace(shape, alpha, beta, dtype="float32", name=None, graph=None):
+def linspace(shape, alpha, beta, dtype: str = "float32", name=None, graph=None):
     """alpha + sum_d beta[d] * i_d at every index (i_0, ..., i_n) of `shape`; alpha a number or a
     one-element tensor, beta one step per dimension (a list, or a tensor of that many)."""
     return _fill(LINSPACE, shape, {"alpha": alpha, "beta": beta}, dtype, name, graph)
@@ -320,12 +320,12 @@ def _seed(seed, op):
     return seed
 
 
-def random_uniform(shape, low=0.0, high=1.0, dtype="float32", seed=0, name=None, graph=None):
+def random_uniform(shape, low: float = 0.0, high: float = 1.0, dtype: str = "float32", seed=0, name=None, graph=None):
     """Uniform random numbers in [low, high], Philox4x32-10 keyed by `seed`."""
     return _fill(RANDOM_UNIFORM, shape, {"low": low, "high": high}, dtype, name, graph, seed=_seed(seed, "random_uniform"))
 
 
-def random_normal(shape, mean=0.0, scale=1.0, dtype="float32", seed=0, name=None, graph=None):
+def random_normal(shape, mean: float = 0.0, scale: float = 1.0, dtype: str = "float32", seed=0, name=None, graph=None):
     """Normal random numbers of mean `mean` and standard deviation `scale`, Philox4x32-10 and
     Box-Muller, keyed by `seed`."""
     return _fill(RANDOM_NORMAL, shape, {"mean": mean, "scale": scale}, dtype, name, graph, seed=_seed(seed, "random_normal"))

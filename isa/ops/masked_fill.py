@@ -4,6 +4,7 @@ out = value where mask is 1, x where it is 0. An element-wise op on the vector u
 an int8 mask is first compared with 0), so it tiles and fuses like the rest of the family
 (isa/ops/elementwise.py).
 """
+from __future__ import annotations
 
 from collections.abc import Sequence
 
@@ -29,7 +30,7 @@ class MaskedFill(Elementwise):
     X_DTYPES = ("float16", "int32", "bfloat16")  # seed 000, x
     MASK_DTYPES = ("int8", "bool")  # seed 000, mask
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__("masked_fill", "select_gt", None, inputs=("x", "mask"), scalars=("value",))
 
     def prepare(self, params):

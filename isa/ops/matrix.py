@@ -11,6 +11,9 @@ HighPrecisionAsymmetric the right operand must be a constant (COEFF_TENSOR), as 
 The lowering computes the product on the matrix unit into an INT32 accumulator and finishes it
 with the mode's vector steps.
 """
+from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +32,7 @@ class MatrixMul(OpDef):
     kind = "global"
     template = "matmul"
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) not in (2, 3):
             raise ShapeError(f"matrix_mul: takes left, right and an optional bias, got {len(ins)} tensors")
         left, right = ins[0], ins[1]
@@ -42,7 +45,7 @@ class MatrixMul(OpDef):
             raise ShapeError(f"matrix_mul: bias must have shape (1, {n}), got {ins[2].shape}")
         return [Spec((m, n), self._out_dtype(ins, params))]
 
-    def _out_dtype(self, ins, params):
+    def _out_dtype(self, ins: list[Spec], params: dict[str, Any]) -> str:
         left = ins[0]
         if left.dtype not in FLOAT:
             bias_types = ("int16", "uint16", "int32") if params["mode"] != "LowPrecisionSymmetric" else None
@@ -97,8 +100,9 @@ class MatrixMul(OpDef):
 MATRIX_MUL = register(MatrixMul())
 
 
-def matrix_mul(left, right, bias=None, scale=1.0, mode="LowPrecisionSymmetric", left_zero_point=0,
-               right_zero_point=0, output_zero_point=0, out_dtype=None, name=None):
+def matrix_mul(left: Tensor, right: Tensor, bias: Tensor | np.ndarray | None = None, scale: float = 1.0,
+               mode: str = "LowPrecisionSymmetric", left_zero_point: int = 0,
+               right_zero_point: int = 0, output_zero_point: int = 0, out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """matrix_result = left @ right (+ bias), with the seed's quantized modes for INT8 operands."""
     params = {
         "scale": float(scale), "mode": mode, "left_zero_point": left_zero_point,
@@ -124,7 +128,7 @@ class MatrixMulV2(OpDef):
     kind = "global"
     template = "matmul"
 
-    def __init__(self, name, left_ranks, right_ranks):
+    def __init__(self, name: str, left_ranks: tuple[int, ...], right_ranks: tuple[int, ...]) -> None:
         self.name, self.left_ranks, self.right_ranks = name, left_ranks, right_ranks
 
     def checked_inputs(self, node):
@@ -162,10 +166,10 @@ class MatrixMulV2(OpDef):
             raise UnsupportedError(f"{self.name}: the output must be int32 or uint32, got {out}")
         return [Spec(batch + (m, n), out)]
 
-    def acc_dtype(self, left_dtype):
+    def acc_dtype(self, left_dtype) -> str:
         return "int32"
 
-    def asymmetric(self, params):
+    def asymmetric(self, params) -> bool:
         return False
 
     def epilogue(self, params, bias_dtype, out_dtype):
@@ -198,15 +202,17 @@ MATRIX_MUL_V2 = register(MatrixMulV2("matrix_mul_v2", (2, 3, 4, 5), (2, 3, 4, 5)
 FC_INT = register(MatrixMulV2("fc_int", (3,), (2,)))
 
 
-def matrix_mul_v2(matrix_left, matrix_right, bias=None, has_bias=None, is_left_trans=False, is_right_trans=False,
-                  is_lzp_const=True, lzp_val=0, lzp_vec=None, is_rzp_const=True, rzp_val=0, rzp_vec=None, out_dtype=None, name=None):
+def matrix_mul_v2(matrix_left: Tensor, matrix_right: Tensor, bias: Tensor | np.ndarray | None = None, has_bias: bool | None = None,
+                  is_left_trans: bool = False, is_right_trans: bool = False, is_lzp_const: bool = True, lzp_val: int = 0,
+                  lzp_vec: Tensor | np.ndarray | None = None, is_rzp_const: bool = True, rzp_val: int = 0,
+                  rzp_vec: Tensor | np.ndarray | None = None, out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """(left - lzp) @ (right - rzp) + bias over 2-5 dimensional operands with batch broadcast (MatrixMulV2Param)."""
     return _matmul_v2(MATRIX_MUL_V2, matrix_left, matrix_right, bias, has_bias, is_left_trans, is_right_trans,
                       (is_lzp_const, lzp_val, lzp_vec), (is_rzp_const, rzp_val, rzp_vec), out_dtype, name)
 
 
-def fc_int(tensor_input, tensor_kernel, tensor_bias=None, has_bias=None, weight_trans=False, is_izp_const=True, izp_val=0,
-           izp_vec=None, is_kzp_const=True, kzp_val=0, kzp_vec=None, out_dtype=None, name=None):
+def fc_int(tensor_input, tensor_kernel, tensor_bias=None, has_bias=None, weight_trans: bool = False, is_izp_const: bool = True, izp_val=0,
+           izp_vec=None, is_kzp_const: bool = True, kzp_val=0, kzp_vec=None, out_dtype=None, name=None):
     """Fully connected: (input [batch, rows, K] - izp) @ (kernel [K, N] - kzp) + bias (FCIntParam)."""
     return _matmul_v2(FC_INT, tensor_input, tensor_kernel, tensor_bias, has_bias, False, weight_trans,
                       (is_izp_const, izp_val, izp_vec), (is_kzp_const, kzp_val, kzp_vec), out_dtype, name)

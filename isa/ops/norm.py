@@ -89,7 +89,8 @@ class BatchNorm(Reduction):
 BATCH_NORM = register(BatchNorm())
 
 
-def batch_norm(tensor_i, *more, epsilon=1e-5, use_global_stats=True, scale=1.0, method="BATCH_NORM", out_dtype=None, name=None):
+def batch_norm(tensor_i, *more, epsilon: float = 1e-5, use_global_stats: bool = True, scale: float = 1.0, method: str = "BATCH_NORM",
+               out_dtype=None, name=None):
     """Batch normalization of x with mean, variance[, gamma, beta]; returns
     (tensor_o, mean_o, variance_o)."""
     tensors = list(tensor_i) if isinstance(tensor_i, (list, tuple)) else [tensor_i]

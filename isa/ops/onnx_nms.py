@@ -104,7 +104,7 @@ class NonMaxSuppression(OpDef):
 NON_MAX_SUPPRESSION = register(NonMaxSuppression())
 
 
-def non_max_suppression(boxes, scores, max_output_boxes_per_class, iou_threshold=0.0, score_threshold=None,
+def non_max_suppression(boxes, scores, max_output_boxes_per_class, iou_threshold: float = 0.0, score_threshold=None,
                         center_point_box=0, name=None):
     """(batch, class, box) int64 rows of the boxes kept per batch and class (ONNX NonMaxSuppression)."""
     most = max_output_boxes_per_class

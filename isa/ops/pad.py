@@ -11,6 +11,9 @@ Padding is per axis a run before, the body and a run after; PAD_CONSTANT fills t
 PAD_REFLECT and PAD_SYMMETRIC read them backwards (negative strides), PAD_EDGE repeats the
 edge (zero strides), so every piece is one strided transfer and the pieces are disjoint.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,17 +21,22 @@ from ..errors import ShapeError, UnsupportedError
 from .arrange import Arrangement, Piece, Segment, View, assemble, check_vector_operand, fill_value, ints, known_ints, strides, whole
 from .base import Spec, apply, register
 
+if TYPE_CHECKING:
+    from numpy import ndarray
+
+    from isa.graph import Node, Tensor
+
 MODES = {"PAD_CONSTANT": "constant", "PAD_REFLECT": "reflect", "PAD_SYMMETRIC": "symmetric", "PAD_EDGE": "edge"}  # -> numpy's
 
 
-def _mode(pad_mode, op):
+def _mode(pad_mode: str, op: str) -> str:
     mode = str(pad_mode).upper()
     if mode not in MODES:
         raise UnsupportedError(f"{op}: unknown pad_mode {pad_mode!r}; known: {', '.join(MODES)}")
     return mode
 
 
-def _pad_segments(d, before, after, mode):
+def _pad_segments(d: int, before: int, after: int, mode: str) -> list[Segment]:
     """One axis of size d padded: (before run, body, after run) as output segments."""
     body = Segment(before, d, 0)
     if mode == "PAD_CONSTANT":
@@ -42,7 +50,7 @@ class Pad(Arrangement):
     name = "pad"
     kind = "local"  # 受限本地操作: local when the first 4 paddings are 0 (seed line 859)
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         x, mode, paddings = ins[0], params["pad_mode"], params["paddings"]
         rank = len(x.shape)
         if len(paddings) != 2 * rank:
@@ -58,16 +66,16 @@ class Pad(Arrangement):
         fill_value(params["pad_val"], x.dtype, self.name, "pad_val")
         return [Spec(tuple(d + paddings[2 * i] + paddings[2 * i + 1] for i, d in enumerate(x.shape)), x.dtype)]
 
-    def pieces(self, shapes, out_shape, params):
+    def pieces(self, shapes: list[tuple[int, ...]], out_shape: tuple[int, int], params: dict[str, Any]) -> list[Piece]:
         shape, p = shapes[0], params["paddings"]
         axes = [_pad_segments(d, p[2 * i], p[2 * i + 1], params["pad_mode"]) for i, d in enumerate(shape)]
         return assemble(axes, strides(shape), strides(out_shape), value=params["pad_val"])
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[ndarray], params: dict[str, Any], compute: dict[Any, Any] | None = None) -> list[ndarray]:
         return [_np_pad(arrays[0], params["paddings"], params)]
 
 
-def _np_pad(x, paddings, params):
+def _np_pad(x: ndarray, paddings: tuple[int, int, int, int] | list[int], params: dict[str, Any]) -> ndarray:
     pairs = [(paddings[2 * i], paddings[2 * i + 1]) for i in range(x.ndim)]
     mode = MODES[params["pad_mode"]]
     extra = {"constant_values": params["pad_val"]} if mode == "constant" else {}
@@ -77,7 +85,7 @@ def _np_pad(x, paddings, params):
 PAD = register(Pad())
 
 
-def pad(tensor_i, pad_val, paddings, pad_mode="PAD_CONSTANT", name=None):
+def pad(tensor_i: Tensor, pad_val: int, paddings: list[int], pad_mode: str = "PAD_CONSTANT", name: str | None = None) -> Tensor:
     """Pad each axis i by paddings[2i] before and paddings[2i + 1] after."""
     params = {"pad_val": pad_val, "paddings": ints(paddings, "pad", "paddings"), "pad_mode": _mode(pad_mode, "pad")}
     return apply(PAD, [tensor_i], params, name)
@@ -90,21 +98,21 @@ class PadV2(Pad):
     name = "pad_v2"
     kind = "global"  # seed line 866
 
-    def checked_inputs(self, node):
+    def checked_inputs(self, node: Node) -> int:
         return 1  # paddings is INT32 on every chip (lines 864-865); infer checks that
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         check_vector_operand(ins[1], 2 * len(ins[0].shape), self.name, "paddings")
         return super().infer(ins[:1], params)
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[ndarray], params: dict[str, Any], compute: dict[Any, Any] | None = None) -> list[ndarray]:
         return [_np_pad(arrays[0], arrays[1].tolist(), params)]
 
 
 PAD_V2 = register(PadV2())
 
 
-def pad_v2(tensor_i, paddings, pad_val, pad_mode="PAD_CONSTANT", name=None):
+def pad_v2(tensor_i: Tensor, paddings: Tensor, pad_val: int, pad_mode: str = "PAD_CONSTANT", name: str | None = None) -> Tensor:
     """pad with paddings given as an int32 tensor whose values the graph knows."""
     params = {"pad_val": pad_val, "paddings": known_ints(paddings, "pad_v2", "paddings"), "pad_mode": _mode(pad_mode, "pad_v2")}
     return apply(PAD_V2, [tensor_i, paddings], params, name)
@@ -112,7 +120,7 @@ def pad_v2(tensor_i, paddings, pad_val, pad_mode="PAD_CONSTANT", name=None):
 
 # ---- space_to_batch and batch_to_space ---------------------------------------------------------
 
-def _phase(count, size, block, phase, before):
+def _phase(count: int, size: int, block: int, phase: int, before: int) -> tuple[int, int]:
     """[first, last): the indices q in [0, count) for which q * block + phase - before lies in
     [0, size) (one phase of a blocked axis against the other side's extent)."""
     first = min(max(-((phase - before) // block), 0), count)
@@ -120,7 +128,7 @@ def _phase(count, size, block, phase, before):
     return first, last
 
 
-def _check_nchw(op, x, block, margins, margin_name):
+def _check_nchw(op: str, x: Spec, block: tuple[int, int], margins: tuple[int, int, int, int], margin_name: str) -> None:
     if len(x.shape) != 4:
         raise ShapeError(f"{op}: tensor_i must be 4-d NCHW, got shape {x.shape}")
     if len(block) != 2 or any(b < 1 for b in block):
@@ -136,7 +144,7 @@ class SpaceToBatch(Arrangement):
     name = "space_to_batch"
     kind = "global"  # seed line 874
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         x, block, p = ins[0], params["block_size"], params["pad"]
         _check_nchw(self.name, x, block, p, "pad")
         n, c, h, w = x.shape
@@ -145,7 +153,7 @@ class SpaceToBatch(Arrangement):
                 raise ShapeError(f"{self.name}: padded axis {axis} ({size} + {extra}) must be a multiple of block_size {b}")
         return [Spec((n * block[0] * block[1], c, (h + p[0] + p[1]) // block[0], (w + p[2] + p[3]) // block[1]), x.dtype)]
 
-    def pieces(self, shapes, out_shape, params):
+    def pieces(self, shapes: list[tuple[int, int, int, int]], out_shape: tuple[int, int, int, int], params: dict[str, Any]) -> list[Piece]:
         """Per phase (i, j): its batch block of the output, where the rows and columns that
         fall in the padding are filled with 0 and the rest read with strides (bh, bw)."""
         (n, c, h, w), (bh, bw), p = shapes[0], params["block_size"], params["pad"]
@@ -158,7 +166,7 @@ class SpaceToBatch(Arrangement):
                 pieces += assemble(axes, src_st, dst_st, value=0, dst_offset=(i * bw + j) * n * dst_st[0])
         return pieces
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[ndarray], params: dict[str, Any], compute: dict[Any, Any] | None = None) -> list[ndarray]:
         (bh, bw), p = params["block_size"], params["pad"]
         x = np.pad(arrays[0], ((0, 0), (0, 0), (p[0], p[1]), (p[2], p[3])))
         n, c, h, w = x.shape
@@ -166,7 +174,7 @@ class SpaceToBatch(Arrangement):
         return [y.reshape(bh * bw * n, c, h // bh, w // bw)]
 
 
-def _phased(count, size, block, phase, before):
+def _phased(count: int, size: int, block: int, phase: int, before: int) -> list[Segment]:
     """One phase of a padded axis as segments: fill, the input read `block` apart, fill."""
     first, last = _phase(count, size, block, phase, before)
     return [Segment(0, first), Segment(first, last - first, first * block + phase - before, block), Segment(last, count - last)]
@@ -175,7 +183,7 @@ def _phased(count, size, block, phase, before):
 SPACE_TO_BATCH = register(SpaceToBatch())
 
 
-def space_to_batch(tensor_i, block_size, pad, name=None):
+def space_to_batch(tensor_i: Tensor, block_size: list[int], pad: list[int], name: str | None = None) -> Tensor:
     """Move block_size[0] x block_size[1] phases of the zero-padded H and W into the batch."""
     params = {"block_size": ints(block_size, "space_to_batch", "block_size"), "pad": ints(pad, "space_to_batch", "pad")}
     return apply(SPACE_TO_BATCH, [tensor_i], params, name)
@@ -188,7 +196,7 @@ class BatchToSpace(Arrangement):
     name = "batch_to_space"
     kind = "global"  # seed line 890
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         x, block, crop = ins[0], params["block_size"], params["crop_size"]
         _check_nchw(self.name, x, block, crop, "crop_size")
         n, c, h, w = x.shape
@@ -200,7 +208,7 @@ class BatchToSpace(Arrangement):
                              "it must keep at least 1x1")
         return [Spec((n // (block[0] * block[1]), c, oh, ow), x.dtype)]
 
-    def pieces(self, shapes, out_shape, params):
+    def pieces(self, shapes: list[tuple[int, int, int, int]], out_shape: tuple[int, int, int, int], params: dict[str, Any]) -> list[Piece]:
         """Per phase (i, j): one transfer from its batch block into every bh-th row and bw-th
         column of the output, less the crop."""
         (_, c, h, w), (bh, bw), crop = shapes[0], params["block_size"], params["crop_size"]
@@ -215,7 +223,7 @@ class BatchToSpace(Arrangement):
                 pieces.append(Piece(0, src, dst))
         return pieces
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[ndarray], params: dict[str, Any], compute: dict[Any, Any] | None = None) -> list[ndarray]:
         (bh, bw), crop = params["block_size"], params["crop_size"]
         n, c, h, w = arrays[0].shape
         y = arrays[0].reshape(bh, bw, n // (bh * bw), c, h, w).transpose(2, 3, 4, 0, 5, 1).reshape(n // (bh * bw), c, h * bh, w * bw)
@@ -225,7 +233,7 @@ class BatchToSpace(Arrangement):
 BATCH_TO_SPACE = register(BatchToSpace())
 
 
-def batch_to_space(tensor_i, block_size, crop_size, name=None):
+def batch_to_space(tensor_i: Tensor, block_size: list[int], crop_size: list[int], name: str | None = None) -> Tensor:
     """Move block_size[0] x block_size[1] batch blocks back into H and W, then crop."""
     params = {"block_size": ints(block_size, "batch_to_space", "block_size"), "crop_size": ints(crop_size, "batch_to_space", "crop_size")}
     return apply(BATCH_TO_SPACE, [tensor_i], params, name)

@@ -19,8 +19,10 @@ pool_int's average is sum / count rounded half away from zero (quant_mode 1) or
 (sum * scale) >> rshift rounded half up (quant_mode 2), over the real inputs. An integer `pool`
 average rounds half away from zero too. The seed's optional tensor_mask output is not produced.
 """
+from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,15 +30,18 @@ from .. import dtypes
 from ..errors import ShapeError, UnsupportedError
 from .base import OpDef, Spec, apply, register
 
+if TYPE_CHECKING:
+    from isa.graph import Tensor
+
 
 class Pool(OpDef):
     kind = "local"
     template = "pool"
 
-    def __init__(self, name, spatial, integer):
+    def __init__(self, name: str, spatial: int, integer: bool) -> None:
         self.name, self.spatial, self.integer = name, spatial, integer
 
-    def out_spatial(self, sizes, params):
+    def out_spatial(self, sizes: tuple[int, int], params: dict[str, Any]) -> tuple[int, int]:
         out = []
         for n, k, s, (pb, pa) in zip(sizes, params["kernel"], params["strides"], params["pads"]):
             span = n + pb + pa - k
@@ -48,7 +53,7 @@ class Pool(OpDef):
             out.append(o)
         return tuple(out)
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) != 1:
             raise ShapeError(f"{self.name}: takes one tensor, got {len(ins)}")
         x = ins[0]
@@ -108,16 +113,17 @@ POOL_INT = register(Pool("pool_int", 2, integer=True))
 POOL3D_INT = register(Pool("pool3d_int", 3, integer=True))
 
 
-def _check(op, kernel, strides, pads):
+def _check(op: str, kernel: tuple[int, int], strides: tuple[int, int], pads: tuple[tuple[int, int], tuple[int, int]]) -> None:
     if any(k < 1 for k in kernel) or any(s < 1 for s in strides):
         raise ShapeError(f"{op}: kernel {tuple(kernel)} and strides {tuple(strides)} must be >= 1")
     if any(p < 0 for pair in pads for p in pair):
         raise ShapeError(f"{op}: pads {tuple(pads)} must be >= 0")
 
 
-def pool(tensor_i, stride_h=1, stride_w=1, kernel_h=1, kernel_w=1, pad_h=0, pad_w=0, pad_h_offset=0, pad_w_offset=0,
-         pooling_type="MAX", is_global_pooling=False, is_ceil_mode=False, is_ave_count_zero_pad=True,
-         ensure_pool_image=False, out_dtype=None, name=None):
+def pool(tensor_i: Tensor, stride_h: int = 1, stride_w: int = 1, kernel_h: int = 1, kernel_w: int = 1, pad_h: int = 0, pad_w: int = 0,
+         pad_h_offset: int = 0, pad_w_offset: int = 0,
+         pooling_type: str = "MAX", is_global_pooling: bool = False, is_ceil_mode: bool = False, is_ave_count_zero_pad: bool = True,
+         ensure_pool_image: bool = False, out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """Max or average pooling over H and W (see the module docstring)."""
     method = str(pooling_type).upper()
     if method not in ("MAX", "AVE"):
@@ -146,7 +152,7 @@ def _int_params(op, kernel, strides, pads, is_avg_pooling, out_ceil_mode, quant_
 
 
 def pool_int(tensor_i, stride_h=1, stride_w=1, pad_h_t=0, pad_h_b=0, pad_w_l=0, pad_w_r=0, kernel_h=1, kernel_w=1,
-             is_avg_pooling=False, out_ceil_mode=0, quant_mode=1, scale=1, rshift=0, out_dtype=None, name=None):
+             is_avg_pooling: bool = False, out_ceil_mode=0, quant_mode=1, scale=1, rshift=0, out_dtype=None, name=None):
     """Integer 2-d pooling: max, or an average in quant_mode 1 or 2 (see the module docstring)."""
     params = _int_params("pool_int", (kernel_h, kernel_w), (stride_h, stride_w), ((pad_h_t, pad_h_b), (pad_w_l, pad_w_r)),
                          is_avg_pooling, out_ceil_mode, quant_mode, scale, rshift, out_dtype)
@@ -154,7 +160,7 @@ def pool_int(tensor_i, stride_h=1, stride_w=1, pad_h_t=0, pad_h_b=0, pad_w_l=0, 
 
 
 def pool3d_int(tensor_i, stride_t=1, stride_h=1, stride_w=1, pad_t_0=0, pad_t_1=0, pad_h_0=0, pad_h_1=0, pad_w_0=0,
-               pad_w_1=0, kernel_t=1, kernel_h=1, kernel_w=1, is_avg_pooling=False, out_ceil_mode=0, quant_mode=1,
+               pad_w_1=0, kernel_t=1, kernel_h=1, kernel_w=1, is_avg_pooling: bool = False, out_ceil_mode=0, quant_mode=1,
                scale=1, rshift=0, out_dtype=None, name=None):
     """Integer 3-d pooling over (t, h, w)."""
     params = _int_params("pool3d_int", (kernel_t, kernel_h, kernel_w), (stride_t, stride_h, stride_w),

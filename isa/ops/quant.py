@@ -23,6 +23,7 @@ mode 1 of requant_int32 as `output >> -shift + offset`; the shift is meant to co
 2 keeps v as INT32, as modes 0 and 1 say they do. A per-channel value is a vector along
 dimension 1 (C of NCHW); it travels to the machine as a constant tensor of shape (1, C, 1, ...).
 """
+from __future__ import annotations
 
 import numpy as np
 
@@ -38,15 +39,15 @@ F32, I32 = "float32", "int32"
 class Quant(Elementwise):
     """A quantization op: tensor_i plus the per-channel constants its mode needs (`vectors`)."""
 
-    def __init__(self, name, modes):
+    def __init__(self, name: str, modes: tuple[int, ...]) -> None:
         super().__init__(name, None, None, ("tensor_i",))
         self.modes = modes
         self.variants = tuple(f"mode{m}" for m in modes)
 
-    def variant(self, params):
+    def variant(self, params) -> str:
         return f"mode{params['mode']}"
 
-    def checked_inputs(self, node):
+    def checked_inputs(self, node) -> int:
         return 1
 
     def infer(self, ins, params):
@@ -94,7 +95,7 @@ def _pick(is_pc, value, vector, what):
 # ---- requant_fp32_to_int --------------------------------------------------------------------
 
 class RequantFp32(Quant):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__("requant_fp32_to_int", (0, 1))
 
     def temps(self, params, ins, out):
@@ -124,8 +125,9 @@ class RequantFp32(Quant):
 REQUANT_FP32 = register(RequantFp32())
 
 
-def requant_fp32_to_int(tensor_i, is_scale_pc=False, scale_val=1.0, scale_vec=None, is_offset_pc=False, offset_val=0,
-                        offset_vec=None, offset_fp_val=0.0, offset_fp_vec=None, mode=0, out_dtype="int8", name=None):
+def requant_fp32_to_int(tensor_i, is_scale_pc: bool = False, scale_val: float = 1.0, scale_vec=None, is_offset_pc: bool = False,
+                        offset_val=0,
+                        offset_vec=None, offset_fp_val: float = 0.0, offset_fp_vec=None, mode=0, out_dtype: str = "int8", name=None):
     """Quantize: mode 0 saturate(int(round(input * scale)) + offset) for a FLOAT32 input,
     mode 1 saturate(int(round(float(input) * scale + offset_fp))) for an integer input."""
     integer_offset = mode == 0
@@ -142,7 +144,7 @@ def requant_fp32_to_int(tensor_i, is_scale_pc=False, scale_val=1.0, scale_vec=No
 # ---- requant_int32 --------------------------------------------------------------------------
 
 class RequantInt32(Quant):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__("requant_int32", (0, 1, 2))
 
     def temps(self, params, ins, out):
@@ -198,8 +200,8 @@ def _half_away(v, k):
 REQUANT_INT32 = register(RequantInt32())
 
 
-def requant_int32(tensor_i, is_mul_shift_pc=False, multiplier_val=1, scale_val=0, multiplier_vec=None, scale_vec=None,
-                  is_offset_pc=False, offset_val=0, offset_vec=None, mode=0, out_dtype="int8", name=None):
+def requant_int32(tensor_i, is_mul_shift_pc: bool = False, multiplier_val=1, scale_val=0, multiplier_vec=None, scale_vec=None,
+                  is_offset_pc: bool = False, offset_val=0, offset_vec=None, mode=0, out_dtype: str = "int8", name=None):
     """Requantize an integer tensor with a multiplier, a shift (the seed's `scale`) and an
     offset, in mode 0, 1 or 2 (see the module docstring)."""
     multiplier = _pick(is_mul_shift_pc, int(multiplier_val), multiplier_vec, "requant_int32 multiplier")
@@ -221,7 +223,7 @@ def requant_int32(tensor_i, is_mul_shift_pc=False, multiplier_val=1, scale_val=0
 # ---- dequant_int_to_fp32 --------------------------------------------------------------------
 
 class Dequant(Quant):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__("dequant_int_to_fp32", (0, 1))
 
     def temps(self, params, ins, out):
@@ -245,8 +247,9 @@ class Dequant(Quant):
 DEQUANT = register(Dequant())
 
 
-def dequant_int_to_fp32(tensor_i, is_scale_pc=False, scale_val=1.0, scale_vec=None, is_offset_pc=False, offset_val=0,
-                        offset_vec=None, offset_fp_val=0.0, offset_fp_vec=None, mode=0, out_dtype="float32", name=None):
+def dequant_int_to_fp32(tensor_i, is_scale_pc: bool = False, scale_val: float = 1.0, scale_vec=None, is_offset_pc: bool = False,
+                        offset_val=0,
+                        offset_vec=None, offset_fp_val: float = 0.0, offset_fp_vec=None, mode=0, out_dtype: str = "float32", name=None):
     """Dequantize, per tensor or per channel: mode 0 (input - offset) * scale with the integer
     offset, mode 1 (float(input) - offset_fp) * scale with the float one; the parameters are
     requant_fp32_to_int's (the seed gives both ops one struct)."""

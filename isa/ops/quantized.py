@@ -21,14 +21,19 @@ Round{[(x - zp_l) (*) (w - zp_r) + bias] * scale} + zp_o needs them subtracted a
 and the formula wins (docs/sources.md#known-slips). Inputs are padded with raw zeros, so a padded position
 counts as (0 - zp_l).
 """
+from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import dtypes
 from ..errors import ShapeError, UnsupportedError
 from .elementwise import In, Step, Tmp
+
+if TYPE_CHECKING:
+    from isa.ops.base import Spec
 
 INT8 = ("int8", "uint8")
 MODES = {
@@ -40,7 +45,7 @@ MODES = {
 ZERO_POINTS = ("left_zero_point", "right_zero_point", "output_zero_point")
 
 
-def shift_and_multiplier(scale, floor=False):
+def shift_and_multiplier(scale, floor: bool = False):
     """(rshift, scale * 2^rshift) for the seed's float32 scale."""
     scale = float(np.float32(scale))
     exact = math.log2(1 / scale) if 0 < scale <= 1 else 0.0
@@ -48,7 +53,7 @@ def shift_and_multiplier(scale, floor=False):
     return rshift, float(np.float32(scale * 2.0**rshift))
 
 
-def out_dtype(op, ins, params, bias_allowed=None):
+def out_dtype(op: str, ins: list[Spec], params: dict[str, Any], bias_allowed: tuple[str, ...] | None = None) -> str:
     """Check a quantized op's operands (left/input, right/weight, optional bias) and params for
     its mode; returns the output dtype."""
     mode = params["mode"]
@@ -77,11 +82,11 @@ def out_dtype(op, ins, params, bias_allowed=None):
     return out
 
 
-def _wide(bias_dtype):
+def _wide(bias_dtype) -> bool:
     return bias_dtype in ("int32", "float32")
 
 
-def epilogue(params, bias_dtype, out_dtype, float_acc=False, floor=False):
+def epilogue(params, bias_dtype, out_dtype, float_acc: bool = False, floor: bool = False):
     """(steps, scratch dtypes) from the accumulator In(0) (the bias In(1), the asymmetric mode's
     second product In(2)) to the result OUT. float_acc: the product was made in float32 (BM1684's
     depthwise convolution in the high-precision modes), so the result is round((acc + bias) * scale) + zp_o."""
@@ -117,7 +122,7 @@ def epilogue(params, bias_dtype, out_dtype, float_acc=False, floor=False):
     return steps + finish, temps
 
 
-def requantize(acc, bias, params, out, acc_zp=None, floor=False):
+def requantize(acc, bias, params, out, acc_zp=None, floor: bool = False):
     """The pseudo-code, transcribed: acc (and acc_zp) are exact integer products; bias is the
     op's bias (bias_v2 in the asymmetric mode) or None."""
     mode = params["mode"]

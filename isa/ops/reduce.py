@@ -164,7 +164,7 @@ class Reduce(Reduction):
 REDUCE = register(Reduce())
 
 
-def reduce(tensor_i, method="REDUCE_MEAN", axis_list=None, axis_num=None, keep_dims=True, *, out_dtype=None, name=None):
+def reduce(tensor_i, method: str = "REDUCE_MEAN", axis_list=None, axis_num=None, keep_dims: bool = True, *, out_dtype=None, name=None):
     """Reduce tensor_i over the axes of axis_list by REDUCE_MEAN, REDUCE_SUM, REDUCE_MAX,
     REDUCE_MIN or REDUCE_PROD; keep_dims leaves them as size-1 dimensions."""
     if not isinstance(tensor_i, Tensor):
@@ -230,7 +230,7 @@ class SoftmaxInt(Reduction):
     def reduced_axes(self, shape, params):
         return (1,)
 
-    def checked_inputs(self, node):
+    def checked_inputs(self, node) -> int:
         return 1  # the table is the op's own constant
 
     def infer(self, ins, params):
@@ -260,7 +260,7 @@ class SoftmaxInt(Reduction):
 SOFTMAX_INT = register(SoftmaxInt())
 
 
-def softmax_int(inputs, table, scale=1.0, zero_point=0, *, out_dtype=None, name=None):
+def softmax_int(inputs, table, scale: float = 1.0, zero_point=0, *, out_dtype=None, name=None):
     """Fixed-point softmax over C: a 256-entry exp table indexed by max - x, then
     saturate(int(round(prob * scale)) + zero_point) in the input's dtype."""
     if not isinstance(inputs, Tensor):
@@ -281,7 +281,7 @@ class HwAvg(Reduction):
     name = "hw_avg"
     variants = ("mode0", "mode1", "mode2")
 
-    def variant(self, params):
+    def variant(self, params) -> str:
         return f"mode{params['mode']}"
 
     def reduced_axes(self, shape, params):

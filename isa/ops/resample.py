@@ -148,8 +148,8 @@ class Interpolate(OpDef):
 INTERPOLATE = register(Interpolate())
 
 
-def interpolate(tensor_i, size=None, scale_factor=None, platform="TENSORFLOW", method="BILINEAR", align_corners=False,
-                half_pixel_centers=False, out_dtype=None, name=None):
+def interpolate(tensor_i, size=None, scale_factor=None, platform: str = "TENSORFLOW", method: str = "BILINEAR", align_corners: bool = False,
+                half_pixel_centers: bool = False, out_dtype=None, name=None):
     """Resize H and W to `size`, or by `scale_factor` (the seed's InterpolateParam)."""
     platform, method = str(platform).upper(), str(method).upper()
     if platform not in PLATFORMS:

@@ -1,4 +1,5 @@
 """Select ops (the seed's condition_select, select, lut)."""
+from __future__ import annotations
 
 from typing import ClassVar
 
@@ -32,7 +33,7 @@ class ConditionSelect(_Choice):
 
     values = (1, 2)
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__("condition_select", "select_gt", None, ("tensor_cond", "tensor_sel0", "tensor_sel1"))
 
     def steps(self, params, ins, out):
@@ -49,7 +50,7 @@ class Select(_Choice):
     values = (2, 3)
     TYPES: ClassVar[dict] = {"GREATER_THAN": ("select_gt", np.greater), "GREATER_EQUAL": ("select_ge", np.greater_equal)}
 
-    def __init__(self):
+    def __init__(self) -> None:
         inputs = ("tensor_a", "tensor_b", "tensor_c", "tensor_d")
         super().__init__("select", None, None, inputs, order=inputs + ("select_type",))
 
@@ -74,7 +75,7 @@ class Lut(Elementwise):
 
     table_inputs = (1,)
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__("lut", "lut", None, ("tensor_i", "table"))
 
     def infer(self, ins, params):

@@ -73,7 +73,7 @@ def out_of_range(index, size):
     return (int(bad[0]), int(index[bad[0]])) if len(bad) else None
 
 
-def range_message(found, dim, size):
+def range_message(found, dim, size) -> str:
     return f"index[{found[0]}] = {found[1]} is out of range for dim {dim} of size {size}"
 
 

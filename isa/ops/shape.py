@@ -163,7 +163,7 @@ class ReshapeV2(_View):
 
     name = "reshape_v2"
 
-    def checked_inputs(self, node):
+    def checked_inputs(self, node) -> int:
         return 1  # shape_info is INT32 on every chip (seed lines 1125-1127); infer checks it
 
     def infer(self, ins, params):

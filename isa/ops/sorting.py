@@ -124,7 +124,7 @@ class Arg(_SortOp):
 ARG = register(Arg())
 
 
-def arg(tensor_i, axis, method, out_dtype="int32", name=None):
+def arg(tensor_i, axis, method, out_dtype: str = "int32", name=None):
     """The index of the max (method 0 / "max") or min (1 / "min") of tensor_i along axis, the
     first one on ties; the axis's dim becomes 1."""
     methods = {0: "max", 1: "min", "max": "max", "min": "min"}
@@ -160,7 +160,7 @@ class Topk(_SortOp):
 TOPK = register(Topk())
 
 
-def topk(tensor_i, k=1, axis=0, descending=True, name=None):
+def topk(tensor_i, k=1, axis=0, descending: bool = True, name=None):
     """(tensor_val, tensor_idx): the k largest values along axis (the k smallest when not
     descending), in that order, and their indices (int32). Unstable: ties in no set order."""
     params = {"k": integer(k, "topk", "k", low=1), "axis": integer(axis, "topk", "axis"), "descending": bool(descending)}
@@ -213,14 +213,14 @@ SORT = register(Sort())
 ARGSORT = register(Argsort())
 
 
-def sort(tensor_i, dim=-1, stable=False, descending=False, name=None):
+def sort(tensor_i, dim=-1, stable: bool = False, descending: bool = False, name=None):
     """(index_o, tensor_o): tensor_i sorted along dim, ascending unless `descending`, and each
     element's index along dim in tensor_i (int32). `stable` keeps equal elements in input order."""
     params = {"dim": integer(dim, "sort", "dim"), "stable": bool(stable), "descending": bool(descending)}
     return apply(SORT, [tensor_i], params, name)
 
 
-def argsort(tensor_i, dim=-1, stable=False, descending=False, out_dtype="int32", name=None):
+def argsort(tensor_i, dim=-1, stable: bool = False, descending: bool = False, out_dtype: str = "int32", name=None):
     """index_o: the indices along dim that sort tensor_i (as `sort`'s index_o), int32 or float32."""
     params = {"dim": integer(dim, "argsort", "dim"), "stable": bool(stable), "descending": bool(descending),
               "out_dtype": out_dtype}

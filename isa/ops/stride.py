@@ -4,8 +4,10 @@ operand is not broadcast (size 1); there stride and offset do not apply.
 
 The DMA reads the operands with those strides, so these ops read their inputs from DDR: each
 starts a layer group (later local ops may still fuse behind it)."""
+from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,11 +15,16 @@ from ..errors import ShapeError
 from .base import Spec
 from .elementwise import Elementwise, broadcast_shape, define
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from numpy import ufunc
+
 
 class Strided(Elementwise):
     strided = True
 
-    def __init__(self, name, fn, ref, inputs, with_offset):
+    def __init__(self, name: str, fn: str, ref: ufunc | Callable, inputs: tuple[str, ...], with_offset: bool) -> None:
         order = tuple(inputs) + ("stride",) + (("offset",) if with_offset else ())
         super().__init__(name, fn, ref, inputs, order=order)
         self.with_offset = with_offset
@@ -64,7 +71,7 @@ class Strided(Elementwise):
 _TWO = ("tensor_i0", "tensor_i1")
 
 
-def _doc(fn, offset):
+def _doc(fn: str, offset: bool) -> str:
     where = "offset + i * stride" if offset else "i * stride"
     return f"tensor_o[i] = {fn}(tensor_i0[{where}], tensor_i1[{where}]) in every non-broadcast dimension."
 

@@ -104,13 +104,13 @@ NMS = register(Nms())
 NMS_V2 = register(NmsV2())
 
 
-def nms(boxes, scores, threshold, stable=False, name=None):
+def nms(boxes, scores, threshold, stable: bool = False, name=None):
     """Indices (int32) of the boxes non-maximum suppression keeps, in the order kept."""
     params = {"threshold": number(threshold, "nms", "threshold"), "stable": bool(stable)}
     return apply(NMS, [boxes, scores], params, name)
 
 
-def nms_v2(boxes, scores, iou_threshold, score_threshold, max_output_size, stable=False, name=None):
+def nms_v2(boxes, scores, iou_threshold, score_threshold, max_output_size, stable: bool = False, name=None):
     """As nms, over the boxes scoring above score_threshold, keeping at most max_output_size."""
     params = {"iou_threshold": number(iou_threshold, "nms_v2", "iou_threshold"),
               "score_threshold": number(score_threshold, "nms_v2", "score_threshold"),

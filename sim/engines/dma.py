@@ -2,6 +2,9 @@
 converting copies (a function applied on the way, as an Ascend FixPipe does): what they do to
 the bytes. What they cost is isa/timing/price.py's.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -11,8 +14,12 @@ from isa.instructions import IndexedDma
 
 from . import vector
 
+if TYPE_CHECKING:
+    from isa.instructions import Dma
+    from sim.memory import Memory
 
-def execute(instr, memories):
+
+def execute(instr: Dma, memories: dict[str, Memory]) -> None:
     if isinstance(instr, IndexedDma):
         return _indexed(instr, memories)
     if instr.fn:  # a converting DMA: the vector function of that name, applied on the way

@@ -14,7 +14,7 @@ from isa import dtypes
 _SMALL_INTS = {"int8": 2**7, "uint8": 2**8 - 1, "int16": 2**15, "uint16": 2**16 - 1}
 
 
-def execute(instr, memories):
+def execute(instr, memories) -> None:
     M, K, N = instr.dims()
     wide = dtypes.np_dtype(dtypes.compute_dtype(instr.a.dtype, instr.b.dtype, instr.c.dtype))
     a = memories[instr.a.mem].view(instr.a).reshape(M, K)

@@ -6,6 +6,7 @@ to the instruction's compute dtype; the result is stored with isa.dtypes.convert
 Where IEEE gives an answer (x/0, sqrt of a negative, log 0) it is the answer, silently.
 """
 
+
 import numpy as np
 
 from isa import dtypes
@@ -13,7 +14,7 @@ from isa.instructions import REDUCTIONS
 from isa.vector_fns import FNS
 
 
-def execute(instr, memories):
+def execute(instr, memories) -> None:
     cdt = dtypes.np_dtype(instr.cdt)
     args = [
         cdt.type(s) if isinstance(s, (int, float)) else memories[s.mem].view(s).astype(cdt)

@@ -11,15 +11,19 @@ prices a kernel exactly as functional mode does.
 Each family registers its kernels from its own module in this package with
 `@kernel(name, work)`; every module here is imported when the package is.
 """
+from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable
+import typing
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from isa.errors import ProgramError
 from isa.instructions import CUSTOM_PREFIX
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 @dataclass(frozen=True)
@@ -29,10 +33,10 @@ class Kernel:
     cycles: Callable | None = None  # or, for a user's op, its own cost in cycles
 
 
-KERNELS = {}  # name -> Kernel
+KERNELS: dict[str, Kernel] = {}  # name -> Kernel
 
 
-def kernel(name, work):
+def kernel(name: str, work: typing.Callable) -> typing.Callable:
     """Register the decorated function as kernel `name` whose work is `work(srcs, dsts, args)`."""
     def register(run):
         KERNELS[name] = Kernel(run, work)

@@ -14,6 +14,8 @@ Work, in elements (n the sorted dim, rows the number of lines along it):
     arg             the input's elements: one comparison each
 """
 
+from typing import Literal
+
 import numpy as np
 
 from . import kernel
@@ -27,7 +29,7 @@ STABLE_COST = 1.1
 
 def order(x, axis, descending, stable):
     """The indices sorting x along axis."""
-    kind = "stable" if stable else "heapsort"
+    kind: Literal["stable", "heapsort"] = "stable" if stable else "heapsort"
     if not descending:
         return np.argsort(x, axis=axis, kind=kind)
     last = x.shape[axis] - 1

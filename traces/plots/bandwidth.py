@@ -17,7 +17,7 @@ def ddr_traffic(trace, bins=1000):
     return edges, _average(trace.counters.get("ddr.read", ()), edges), _average(trace.counters.get("ddr.write", ()), edges)
 
 
-def plot_bandwidth(trace, path, bins=1000):
+def plot_bandwidth(trace, path, bins=1000) -> None:
     """DDR read and write traffic over time in GB/s as a PNG: read and write stacked (their sum
     shares the DDR's bandwidth), averaged over `bins` bins, under a line at the chip's peak. The
     bytes in the title are those the DMA engines moved, each contiguous run rounded up to the

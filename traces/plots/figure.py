@@ -19,7 +19,7 @@ def new_figure(height_inches):
     return fig
 
 
-def save(fig, path):
+def save(fig, path) -> None:
     """Write the PNG; the bounding box grows to take in a legend outside the axes."""
     fig.savefig(path, format="png", dpi=DPI, bbox_inches="tight", pad_inches=0.15)
 

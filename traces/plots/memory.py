@@ -20,7 +20,7 @@ def used_memories(trace):
     return [m for m in memory_names(trace) if any(v for _, v in trace.counters.get(f"memory.{m}", ()))]
 
 
-def plot_memory(trace, path, labels=4):
+def plot_memory(trace, path, labels=4) -> None:
     """Occupancy of each used memory over time as a PNG: one panel per memory with the bytes
     occupied (filled steps), the capacity (a red line; named in the legend when it is far above
     the peak and the axis is scaled to the peak), the fragmentation on a second axis, and the
@@ -41,7 +41,7 @@ def plot_memory(trace, path, labels=4):
     save(fig, path)
 
 
-def _panel(ax, trace, mem, end, time, labels):
+def _panel(ax, trace, mem, end, time, labels) -> None:
     scale, unit = time
     points = trace.counters[f"memory.{mem}"]
     capacity = trace.memories.get(mem, 0)
@@ -85,7 +85,7 @@ def _panel(ax, trace, mem, end, time, labels):
     ax.set_axisbelow(True)
 
 
-def _label_peak(ax, when, peak, biggest, left):
+def _label_peak(ax, when, peak, biggest, left) -> None:
     """A box on the side away from the peak marker naming the biggest buffers live at the peak."""
     lines = [f"at the peak ({human_bytes(peak)} at {when}):"]
     lines += [f"{b.name}  {human_bytes(b.size)}  @{b.addr:#x}" for b in biggest]

@@ -33,7 +33,7 @@ class Ceiling(NamedTuple):
 def roofline_points(trace):
     """A point per op that did arithmetic and moved DDR bytes, in order of first start."""
     summary = summarize(trace)
-    busy = {}  # op -> unit -> cycles
+    busy: dict[str, dict[str, float]] = {}  # op -> unit -> cycles
     for e in trace.events:
         if e.op and e.kind in _COMPUTE:
             units = busy.setdefault(e.op, {})
@@ -41,7 +41,7 @@ def roofline_points(trace):
     points = []
     for op in summary.ops.values():
         if op.intensity and op.achieved:
-            unit = max(busy[op.name], key=busy[op.name].get)
+            unit = max(busy[op.name], key=lambda u: busy[op.name][u])
             points.append(RooflinePoint(op.name, unit, op.intensity, op.achieved, op.cycles / trace.cycles if trace.cycles else 0.0,
                                         trace.op_dtypes.get(op.name, {}).get(unit, "")))
     return points
@@ -53,7 +53,7 @@ def ceilings(trace, points=None):
     used = {(p.unit, p.dtype) for p in points or () if p.dtype}
     found = []
     for unit, peaks in trace.peak_ops.items():
-        by_value = {}
+        by_value: dict[float, list[str]] = {}
         for dtype, ops_per_cycle in peaks.items():
             if not used or (unit, dtype) in used:
                 by_value.setdefault(ops_per_cycle, []).append(dtype)
@@ -61,7 +61,7 @@ def ceilings(trace, points=None):
     return sorted(found, key=lambda c: -c.ops_per_second)
 
 
-def plot_roofline(trace, path, labels=8):
+def plot_roofline(trace, path, labels=8) -> None:
     """The roofline as a PNG, log-log: a point per op (colour: the unit it used most; area: its
     share of the run), the `labels` longest ops named; the roof is the DDR bandwidth slope up to
     the highest peak of the units and dtypes the ops run in, with a dashed ceiling for each lower
@@ -83,7 +83,7 @@ def plot_roofline(trace, path, labels=8):
         roof = np.minimum(bandwidth * x, top) if top else bandwidth * x
         ax.plot(x, roof / 1e9, color="black", linewidth=1.8,
                 label=f"roof: DDR {bandwidth / 1e9:,.1f} GB/s" + (f", {_name(roofs[0])} {_rate(top)}" if top else ""))
-    lower = {}  # ops per second -> the ceilings at that height, below the roof
+    lower: dict[float, list] = {}  # ops per second -> the ceilings at that height, below the roof
     for ceiling in roofs[1:] if bandwidth else roofs:
         lower.setdefault(ceiling.ops_per_second, []).append(ceiling)
     for rate, same in lower.items():
@@ -121,7 +121,7 @@ def plot_roofline(trace, path, labels=8):
 def _labels(ax, points, near=14):
     """((x, y), text) labels for points: a point within `near` pixels of one already labelled
     joins its label, so ops at one place are named together instead of over each other."""
-    anchors = []  # [pixel position, data position, names]
+    anchors: list[list] = []  # [pixel position, data position, names]
     for p in points:
         position = (p.intensity, p.achieved / 1e9)
         pixel = ax.transData.transform(position)
@@ -140,12 +140,12 @@ def _x_range(values):
     return min(values) / 4, max(values) * 4
 
 
-def _name(ceiling):
+def _name(ceiling) -> str:
     shown = ", ".join(ceiling.dtypes[:3]) + (", ..." if len(ceiling.dtypes) > 3 else "")
     return f"{ceiling.unit} {shown}"
 
 
-def _rate(ops_per_second):
+def _rate(ops_per_second) -> str:
     for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M")):
         if ops_per_second >= factor:
             return f"{ops_per_second / factor:,.2f} {prefix}OP/s"

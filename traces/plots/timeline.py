@@ -9,10 +9,10 @@ _AXES_FRACTION = 0.8  # of the figure's width, for the pixel size of merged bars
 _WAIT, _NO_OP, _OTHER = "(wait)", "(no op)", "(other ops)"
 _GREYS = {_WAIT: "0.85", _NO_OP: "0.55", _OTHER: "#b9c4d0"}
 # tab20 without its two greys, which are kept for waits, op-less instructions and other ops
-_PALETTE = [c for i, c in enumerate(colormaps["tab20"].colors) if i not in (14, 15)]
+_PALETTE = [c for i, c in enumerate(colormaps["tab20"].colors) if i not in (14, 15)]  # type: ignore[attr-defined]  # tab20 is a ListedColormap
 
 
-def plot_timeline(trace, path, max_bars=5000):
+def plot_timeline(trace, path, max_bars=5000) -> None:
     """Gantt chart of `trace` as a PNG: a lane per engine (labelled with its utilization), a bar
     per instruction coloured by op. Up to 18 ops get a colour each; with more, the 17 busiest
     keep theirs and the rest share one "(other ops)" colour, so every colour names one op.
@@ -71,14 +71,15 @@ def _op_colours(events):
     """(colour key -> colour, [(colour, legend label)]). Coloured ops get colours in order of first
     start, so ops that follow each other differ; the legend lists them busiest first, then
     the grey keys."""
-    busy, first = {}, {}
+    busy: dict[str, float] = {}
+    first: dict[str, int] = {}
     for e in sorted(events, key=lambda e: e.start):
         key = _op(e)
         first.setdefault(key, len(first))
         busy[key] = busy.get(key, 0) + (e.end - e.start)
     ops = sorted((key for key in busy if key not in _GREYS), key=lambda key: (-busy[key], first[key]))
     coloured = ops if len(ops) <= len(_PALETTE) else ops[: len(_PALETTE) - 1]
-    colours = {op: _PALETTE[i % len(_PALETTE)] for i, op in enumerate(sorted(coloured, key=first.get))}
+    colours = {op: _PALETTE[i % len(_PALETTE)] for i, op in enumerate(sorted(coloured, key=lambda op: first[op]))}
     others = ops[len(coloured):]
     colours |= dict.fromkeys(others, _GREYS[_OTHER]) | _GREYS
     legend = [(colours[op], op) for op in coloured]
@@ -92,7 +93,7 @@ def _bars(events, merge_gap, colours=None):
     """Colour key -> [(start, width)] for one engine's events sorted by start. When merge_gap is
     given, an event that continues the previous bar's colour within merge_gap cycles extends it
     (ops that share the "other" colour merge too). Without colours, each op is its own key."""
-    merged = []  # [key, start, end] per bar
+    merged: list[list] = []  # [key, start, end] per bar
     for e in events:
         key = _op(e)
         if colours is not None and colours[key] == _GREYS[_OTHER]:
@@ -102,7 +103,7 @@ def _bars(events, merge_gap, colours=None):
             last[2] = max(last[2], e.end)
         else:
             merged.append([key, e.start, e.end])
-    bars = {}
+    bars: dict[str, list] = {}
     for key, start, end in merged:
         bars.setdefault(key, []).append((start, end - start))
     return bars

@@ -16,7 +16,7 @@ def align_up(value, granule):
 
 
 class Allocator:
-    def __init__(self, mem, capacity, granule, strategy="first_fit"):
+    def __init__(self, mem, capacity, granule, strategy: str = "first_fit") -> None:
         if strategy not in STRATEGIES:
             raise ConfigError(f"allocator for {mem}: unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
         self.mem, self.capacity, self.granule, self.strategy = mem, capacity, granule, strategy
@@ -63,7 +63,7 @@ class Allocator:
             gaps[i][1] -= size
         return True
 
-    def alloc(self, size, name, unused=False):
+    def alloc(self, size, name, unused: bool = False):
         """(addr, size) of a new buffer. With unused, only addresses no buffer has held yet
         (above the high-water mark): where bytes preloaded before the program starts stay
         intact until it reads them."""
@@ -93,7 +93,7 @@ class Allocator:
         self.live[addr] = (size, why)
         return addr, size
 
-    def free(self, addr):
+    def free(self, addr) -> None:
         del self.live[addr]
 
     def live_text(self, most=5):

@@ -63,7 +63,7 @@ class Chains:
     layer groups' own count (the module's docstring); `recut` cuts the groups of a chain the
     estimate declined into shorter chains."""
 
-    def __init__(self, ctx, groups):
+    def __init__(self, ctx, groups) -> None:
         self.ctx, self.groups, self.at = ctx, groups, {}
         self.mem = local_memory(ctx.chip)
         if not (ctx.policy.chain and ctx.policy.fuse) or self.mem is None or self.mem != ctx.units("vector")[0].vector.memory:
@@ -170,7 +170,7 @@ def _moved(ctx, chain):
     return total + sum(graph.tensors[t].nbytes for t in chain.groups[-1].stores)
 
 
-def lower_chain(ctx, chain):
+def lower_chain(ctx, chain) -> bool:
     """Emit the chain slice by slice; False (nothing emitted) when its windows do not fit or
     the lowering's estimate says layer by layer is faster. Layer by layer is searched only
     where its lower bound (each layer's floor, isa/lower/templates/conv.py) does not already exceed the
@@ -237,7 +237,7 @@ def _place_slices(ctx, chain, plan):
     return windows, held, plans, sliced
 
 
-def _release_slices(ctx, chain, placed):
+def _release_slices(ctx, chain, placed) -> None:
     windows, held, _, _ = placed
     _release(ctx, chain, windows)
     _unhold(ctx, held)
@@ -255,11 +255,11 @@ def _layered_cycles(ctx, chain, cycles):
     return total
 
 
-def _names(chain):
+def _names(chain) -> str:
     return f"{chain.groups[0].nodes[0].name}..{chain.groups[-1].nodes[0].name}"
 
 
-def _release(ctx, chain, windows):
+def _release(ctx, chain, windows) -> None:
     for t in chain.inner:
         del ctx.home[t]
         for buf in windows[t]:
@@ -326,7 +326,7 @@ def _hold(ctx, chain):
     return held
 
 
-def _unhold(ctx, held):
+def _unhold(ctx, held) -> None:
     for w, (home, buf) in held.items():
         ctx.home[w] = home
         ctx.em.release(buf)

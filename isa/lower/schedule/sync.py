@@ -17,7 +17,7 @@ import numpy as np
 class Clocks:
     """The engines' vector clocks and what each instruction knew when it was appended."""
 
-    def __init__(self, engines):
+    def __init__(self, engines) -> None:
         self._column = {name: k for k, name in enumerate(engines)}
         none = np.full(len(self._column), -1, np.int32)
         self.known = dict.fromkeys(engines, none)  # engine -> its vector clock (never written in place)
@@ -59,7 +59,7 @@ def accessed(engine: str, index: int, reads, writes) -> None:
             b.section[2][engine] = index
 
 
-def _merge(into, other):
+def _merge(into, other) -> None:
     for e, i in other.items():
         if into.get(e, -1) < i:
             into[e] = i

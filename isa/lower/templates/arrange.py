@@ -19,7 +19,7 @@ from ...ops import REGISTRY
 from .staging import staged_copy, view_region
 
 
-def lower_arrange(ctx, group):
+def lower_arrange(ctx, group) -> None:
     """Pieces are written in the op's order; an empty one, or one of an output nothing reads
     (a split's unused part), emits nothing."""
     node = group.nodes[0]

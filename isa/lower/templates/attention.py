@@ -296,7 +296,7 @@ class _Plan:
             src = Region(src.mem, src.addr, src.dtype, src.shape, tuple(0 if n == 1 else s for n, s in zip(full.shape, src.strides)))
             self._copy(src, home[self.mask.name], dense(mk.mem, mk.addr, self.mask.dtype, (1, hk, pr, tc)), mk, "mask", slot)
 
-    def _compute(self, t, it, j, count, c0, tc, kind, slot):
+    def _compute(self, t, it, j, count, c0, tc, kind, slot):  # noqa: PLR0915 - one block of online softmax, step by step as the kernel runs it
         em, name, b = self.em, self.node.name, self.b
         mx, vx = self.unit.matrix.name, self.unit.vector.name
         op = self.dtype

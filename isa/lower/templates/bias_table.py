@@ -28,7 +28,7 @@ def needs(chip, home, dtype, acc_dtype, table, n):
     return out + [(f"bias.stage{k}", mem, nbytes(dtype, (n,))) for k, mem in enumerate(stages(chip, home.mem, table))]
 
 
-def load(em, buf, home, dtype, length, start, n, acc_dtype, core, op):
+def load(em, buf, home, dtype, length, start, n, acc_dtype, core, op) -> None:
     """Emit the loads of elements start..start+n of the bias (a Buf of `length` in `dtype`)
     into buf("bias"), through buf("bias.stage<k>") (buf: a tile's Buf by its `needs` key)."""
     table = buf("bias")

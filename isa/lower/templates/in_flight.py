@@ -27,7 +27,7 @@ class InFlight:
     args: tuple
     cdt: str
 
-    def emit(self, em, src, src_bufs, dst, dst_buf, op):
+    def emit(self, em, src, src_bufs, dst, dst_buf, op) -> None:
         em.emit(self.engine, Dma(src, dst, op, self.fn, self.args, self.cdt), reads=src_bufs, writes=(dst_buf,))
 
 

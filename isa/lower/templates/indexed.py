@@ -28,7 +28,7 @@ from ..schedule.tiling import nbytes, sub_region
 from .staging import chunks, held_whole, staged_copy, stages, view_region
 
 
-def lower_indexed(ctx, group):
+def lower_indexed(ctx, group) -> None:
     node = group.nodes[0]
     opdef = REGISTRY[node.op]
     tensors = [ctx.graph.tensors[t] for t in node.inputs]
@@ -53,7 +53,7 @@ class _Access:
     """An indexed table in DDR: its region and buffer, the index region and buffer, and where a
     box of the rows' iteration space P + (n,) + Q reads or writes them."""
 
-    def __init__(self, ctx, op, table, table_buf, index, index_buf, wrap=False):
+    def __init__(self, ctx, op, table, table_buf, index, index_buf, wrap: bool = False) -> None:
         self.ctx, self.op, self.wrap = ctx, op, wrap
         self.table, self.table_buf, self.index, self.index_buf = table, table_buf, index, index_buf
         self.p, self.k = len(index.shape) - 2, index.shape[-1]
@@ -65,7 +65,7 @@ class _Access:
         table = sub_region(self.table, starts[:p] + (0,) * k + starts[p + 1:], extents[:p] + indexed + extents[p + 1:])
         return table, sub_region(self.index, starts[:p + 1] + (0,), extents[:p + 1] + (k,))
 
-    def gather(self, starts, extents, dst, dst_buf):
+    def gather(self, starts, extents, dst, dst_buf) -> None:
         """Gather the rows of a box into dst (any memory): the first hop from DDR is the
         indexed transfer, into a staging buffer when more hops follow."""
         em = self.ctx.em
@@ -78,7 +78,7 @@ class _Access:
             copy(em, here, here_buf, dst, dst_buf, self.op)
             em.release(here_buf)
 
-    def scatter(self, starts, extents, src, src_buf):
+    def scatter(self, starts, extents, src, src_buf) -> None:
         """Scatter src (any memory) to the rows of a box: the last hop into DDR is the indexed
         transfer, from a staging buffer when hops come before it."""
         em = self.ctx.em
@@ -114,13 +114,13 @@ def _scattered_through(chip, src):
 
 # ---- the transfers -----------------------------------------------------------------------
 
-def _gather(ctx, access, rows, rows_buf):
+def _gather(ctx, access, rows, rows_buf) -> None:
     needs = held_whole(_gathered_through(ctx.chip, "ddr"), rows.dtype)
     for starts, extents in chunks(ctx, rows.shape, needs, access.op):
         access.gather(starts, extents, sub_region(rows, starts, extents), rows_buf)
 
 
-def _scatter(ctx, access, rows, rows_buf):
+def _scatter(ctx, access, rows, rows_buf) -> None:
     needs = held_whole(_scattered_through(ctx.chip, "ddr"), rows.dtype)
     for starts, extents in chunks(ctx, rows.shape, needs, access.op, rows_whole=True):
         access.scatter(starts, extents, sub_region(rows, starts, extents), rows_buf)

@@ -36,7 +36,7 @@ class _Load:
 class _Node:
     """A node of the tail with what its op says about it."""
 
-    def __init__(self, graph, node, compute):
+    def __init__(self, graph, node, compute) -> None:
         self.node, self.opdef, self.compute = node, REGISTRY[node.op], compute
         ins = [graph.tensors[t] for t in node.inputs]
         self.shapes = [t.shape for t in ins]
@@ -58,7 +58,7 @@ class Tail:
     buffers); `stores` are the group's tensors needed outside it, given ones included.
     """
 
-    def __init__(self, ctx, nodes, stores, shape, given=()):
+    def __init__(self, ctx, nodes, stores, shape, given=()) -> None:
         self.ctx, self.graph, self.shape = ctx, ctx.graph, shape
         self.nodes = [_Node(ctx.graph, n, ctx.compute_map(n)) for n in nodes]
         self.stores, self.given = list(stores), set(given)
@@ -142,7 +142,7 @@ class Tail:
         buf = given[key] if key in self.given else bufs[self.place[key]]
         return buf.region(self.graph.tensors[key].dtype, extents), buf
 
-    def compute(self, engine, bufs, local, extents, given=None):
+    def compute(self, engine, bufs, local, extents, given=None) -> None:
         for k, n in enumerate(self.nodes):
             operands = []
             for i in range(len(n.node.inputs)):
@@ -156,7 +156,7 @@ class Tail:
             temps = [(bufs[self.place[("tmp", j, d)]].region(d, extents), bufs[self.place[("tmp", j, d)]]) for j, d in enumerate(n.temps)]
             emit_steps(self.ctx.em, engine, n.node.name, n.steps, operands, out, temps, n.compute)
 
-    def store(self, bufs, starts, extents, given=None):
+    def store(self, bufs, starts, extents, given=None) -> None:
         in_place = self.stored_in_place(_memory(bufs))
         for t in self.stores:
             if t in in_place:
@@ -244,7 +244,7 @@ def _assign_buffers(graph, nodes, loads, source, shape, stores, given):
             last_read[source[k, i]] = k
     place, holder = {}, {}
 
-    def new(key):
+    def new(key) -> None:
         place[key] = len(holder)
         holder[place[key]] = key
 

@@ -16,7 +16,7 @@ from ... import dtypes
 from ..memory.route import copy
 
 
-def lower_view(ctx, group):
+def lower_view(ctx, group) -> None:
     node = group.nodes[0]
     src, out = node.inputs[0], node.outputs[0]
     if out in ctx.home:  # a graph output: its own buffer
@@ -26,7 +26,7 @@ def lower_view(ctx, group):
         ctx.home[out] = ctx.home[src]
 
 
-def lower_constant(ctx, group):
+def lower_constant(ctx, group) -> None:
     node = group.nodes[0]
     out = node.outputs[0]
     t = ctx.graph.tensors[out]

@@ -31,7 +31,7 @@ from ..templates.rows import RowsTiled
 from ..templates.window import conv_axes, load_window, placed, tile_reads, window_view
 
 
-def lower_pool(ctx, group):
+def lower_pool(ctx, group) -> None:
     _Pool(ctx, group).run()
 
 
@@ -46,7 +46,7 @@ def pool_axes(graph, node):
 
 
 class _Pool(Priced, RowsTiled):
-    def __init__(self, ctx, group):
+    def __init__(self, ctx, group) -> None:
         self.ctx, self.em, self.group = ctx, ctx.em, group
         node = self.node = group.nodes[0]
         self.params = node.params
@@ -91,7 +91,7 @@ class _Pool(Priced, RowsTiled):
         """Whether a one-element tile's buffers fit in what is free now."""
         return self._fits((1,) * len(self.out.shape))
 
-    def floor(self):
+    def floor(self) -> int:
         """A lower bound of tiling()'s cycles without a search: none (0); the search is one tile."""
         return 0
 
@@ -131,7 +131,7 @@ class _Pool(Priced, RowsTiled):
         store()
         return loads, computed, (), rec.em.take()
 
-    def run(self, rows=None):
+    def run(self, rows=None) -> None:
         """Emit the pooling of output rows [rows[0], rows[1]) (default: all of them)."""
         if rows is not None:
             self.rows = rows
@@ -163,11 +163,11 @@ class _Pool(Priced, RowsTiled):
         out = bufs["out"]
         tail_local = {}
 
-        def load():
+        def load() -> None:
             load_window(self.ctx, self.vx, self.x, x_region, bufs["x"], self.axes, reads, starts[:2], self.fill, self.node.name)
             tail_local.update(self.tail.load(tail_bufs, starts, extents))
 
-        def compute():
+        def compute() -> None:
             window = window_view(x_region, self.axes, 2)
             target = bufs["sum"] if self.average else out
             result = target.region(self.acc_dtype, extents)
@@ -177,15 +177,15 @@ class _Pool(Priced, RowsTiled):
                 self._divide(bufs, result, starts[2:], extents, reads, buf_ext)
             self.tail.compute(self.vx.name, tail_bufs, tail_local, extents, {self.out.name: out})
 
-        def store():
+        def store() -> None:
             self.tail.store(tail_bufs, starts, extents, {self.out.name: out})
 
         return load, compute, store
 
-    def _vector(self, fn, dst, srcs, cdt, reads, writes):
+    def _vector(self, fn, dst, srcs, cdt, reads, writes) -> None:
         self.em.emit(self.vx.name, Vector(fn, dst, tuple(srcs), cdt, self.node.name), reads=reads, writes=(writes,))
 
-    def _divide(self, bufs, total, out_starts, extents, reads, buf_ext):
+    def _divide(self, bufs, total, out_starts, extents, reads, buf_ext) -> None:
         """out = total / count (pool_int quant_mode 2: (total * scale) >> rshift, half up)."""
         p, out = self.params, bufs["out"]
         out_region = out.region(self.out.dtype, extents)
@@ -240,5 +240,5 @@ class _Pool(Priced, RowsTiled):
 class _Roles:
     """An emitter whose buffers are the estimate's roles of a tile (the tail's)."""
 
-    def alloc(self, mem, nbytes, name, unused=False):
+    def alloc(self, mem, nbytes, name, unused: bool = False):
         return estimate.role(estimate.STEP, name, mem, nbytes)

@@ -90,7 +90,7 @@ class Layout:
     """How a tile of a tensor of `shape` sits in local memory: the kept axes in their order,
     then the reduced `axes`, dense."""
 
-    def __init__(self, shape, axes):
+    def __init__(self, shape, axes) -> None:
         self.shape, self.axes = tuple(shape), tuple(axes)
         self.kept = tuple(i for i in range(len(shape)) if i not in self.axes)
         self.order = self.kept + self.axes
@@ -123,7 +123,7 @@ class _Plan:
     """What one op loads, computes and stores per tile. Subclasses set `loads` and `stores`
     ((tensor name, "full" or "kept", buffer key)) and the buffers and steps."""
 
-    def __init__(self, ctx, node, stores):
+    def __init__(self, ctx, node, stores) -> None:
         self.ctx, self.em, self.node, self.p = ctx, ctx.em, node, node.params
         g = ctx.graph
         self.x = g.tensors[node.inputs[0]]
@@ -157,15 +157,15 @@ class _Plan:
 
     # ---- one tile ---------------------------------------------------------------------------
 
-    def prepare(self, once):
+    def prepare(self, once) -> None:
         """Work done once before the tiles (loads of tables and what is computed from them)."""
 
-    def load(self, bufs, kstarts, kext):
+    def load(self, bufs, kstarts, kext) -> None:
         for name, how, key in self.loads:
             there, local = self._pair(name, how, bufs[key], kstarts, kext)
             copy(self.em, there, self.ctx.home[name], local, bufs[key], self.node.name)
 
-    def store(self, bufs, kstarts, kext):
+    def store(self, bufs, kstarts, kext) -> None:
         for name, how, key in self.stores:
             if name in self.stored:
                 there, local = self._pair(name, how, bufs[key], kstarts, kext)
@@ -197,7 +197,7 @@ class _Plan:
         region, buf = operand
         return self.lay.spread(region), buf
 
-    def vector(self, fn, dst, srcs, cdt):
+    def vector(self, fn, dst, srcs, cdt) -> None:
         """dst = fn(*srcs): dst a (Region, Buf), srcs (Region, Buf) pairs or numbers."""
         regions = tuple(s[0] if isinstance(s, tuple) else s for s in srcs)
         reads = tuple(s[1] for s in srcs if isinstance(s, tuple))
@@ -219,7 +219,7 @@ class _Reduce(_Plan):
     magnitude), so it is exact below 2^24 and stays far above the saturation bound above it,
     with its sign exact; a zero factor gives 0 or NaN, and NaN stores as 0."""
 
-    def __init__(self, ctx, node, stores):
+    def __init__(self, ctx, node, stores) -> None:
         super().__init__(ctx, node, stores)
         self.out = self.outs[0]
         self.method, self.dtype = self.p["method"], self.x.dtype
@@ -238,7 +238,7 @@ class _Reduce(_Plan):
         out = [("x", self.full_bytes(self.dtype, kext)), ("out", nbytes(self.dtype, kext))]
         return out + ([("acc", nbytes(self.acc, kext))] if self.acc else [])
 
-    def compute(self, bufs, kext):
+    def compute(self, bufs, kext) -> None:
         x = self.full(bufs, "x", self.dtype, kext)
         out = self.kept(bufs, "out", self.dtype, kext)
         fn, n = REDUCE_FNS[self.method], self.lay.count
@@ -259,7 +259,7 @@ class _Reduce(_Plan):
 class _Softmax(_Plan):
     """m = max(x); e = exp(x - m); y = e / sum(e), in float32 (a float32 x is worked in place)."""
 
-    def __init__(self, ctx, node, stores):
+    def __init__(self, ctx, node, stores) -> None:
         super().__init__(ctx, node, stores)
         self.dtype = self.x.dtype
         self.loads = [(self.x.name, "full", "x")]
@@ -269,7 +269,7 @@ class _Softmax(_Plan):
         out = [("x", self.full_bytes(self.dtype, kext)), ("m", nbytes(F32, kext)), ("s", nbytes(F32, kext))]
         return out + ([("e", self.full_bytes(F32, kext))] if self.dtype != F32 else [])
 
-    def compute(self, bufs, kext):
+    def compute(self, bufs, kext) -> None:
         x = self.full(bufs, "x", self.dtype, kext)
         e = self.full(bufs, "x" if self.dtype == F32 else "e", F32, kext)
         m, s = self.kept(bufs, "m", F32, kext), self.kept(bufs, "s", F32, kext)
@@ -287,7 +287,7 @@ class _SoftmaxInt(_Plan):
     x as UINT8); t = table[d]; the sum of t; prob = t / sum; prob * scale; round (halves away
     from zero) to INT32; + zero_point, saturated to the input dtype, written over x."""
 
-    def __init__(self, ctx, node, stores):
+    def __init__(self, ctx, node, stores) -> None:
         super().__init__(ctx, node, stores)
         self.dtype, self.table = self.x.dtype, self.ins[1]
         self.loads = [(self.x.name, "full", "x")]
@@ -296,7 +296,7 @@ class _SoftmaxInt(_Plan):
     def once(self):
         return [("table", self.table.nbytes)]
 
-    def prepare(self, once):
+    def prepare(self, once) -> None:
         buf = once["table"]
         copy(self.em, self.ctx.home_region(self.table.name), self.ctx.home[self.table.name], buf.region(F32, (256,)), buf, self.node.name)
 
@@ -304,7 +304,7 @@ class _SoftmaxInt(_Plan):
         return [("x", self.full_bytes(self.dtype, kext)), ("t", self.full_bytes(F32, kext)),
                 ("max", nbytes(self.dtype, kext)), ("sum", nbytes(F32, kext))]
 
-    def compute(self, bufs, kext):
+    def compute(self, bufs, kext) -> None:
         x = self.full(bufs, "x", self.dtype, kext)
         d = self.full(bufs, "x", "uint8", kext)
         t, q = self.full(bufs, "t", F32, kext), self.full(bufs, "t", "int32", kext)
@@ -327,7 +327,7 @@ class _BatchNorm(_Plan):
     sum / count, then the sum of (x - mean)^2 / count), a = gamma / sqrt(variance + epsilon),
     then y = (x - mean) * a + beta, worked in place over x."""
 
-    def __init__(self, ctx, node, stores):
+    def __init__(self, ctx, node, stores) -> None:
         super().__init__(ctx, node, stores)
         self.affine = len(node.inputs) == 5
         self.global_stats = self.p["use_global_stats"]
@@ -345,7 +345,7 @@ class _BatchNorm(_Plan):
             out += [("gamma", nbytes(F32, kext)), ("beta", nbytes(F32, kext))]
         return out + ([("sq", self.full_bytes(F32, kext))] if not self.global_stats else [])
 
-    def compute(self, bufs, kext):
+    def compute(self, bufs, kext) -> None:
         x = self.full(bufs, "x", F32, kext)
         mean, var, a = (self.kept(bufs, k, F32, kext) for k in ("mean", "var", "a"))
         if self.global_stats:
@@ -379,7 +379,7 @@ class _HwAvg(_Plan):
     rounds half up exactly as floor(q) + (q - floor(q) >= 0.5) (q - floor(q) is exact in
     float32), mode 2 half away from zero (the `round` function)."""
 
-    def __init__(self, ctx, node, stores):
+    def __init__(self, ctx, node, stores) -> None:
         super().__init__(ctx, node, stores)
         self.hw, self.mode, self.dtype = self.ins[1], self.p["mode"], self.x.dtype
         self.loads = [(self.x.name, "full", "x")]
@@ -388,7 +388,7 @@ class _HwAvg(_Plan):
     def once(self):
         return [("hw", self.hw.nbytes), ("area", 4)]
 
-    def prepare(self, once):
+    def prepare(self, once) -> None:
         hw, area = once["hw"], once["area"]
         copy(self.em, self.ctx.home_region(self.hw.name), self.ctx.home[self.hw.name], hw.region(self.hw.dtype, (2,)), hw, self.node.name)
         self.vector("reduce_prod", (area.region("int32", ()), area), ((hw.region(self.hw.dtype, (2,)), hw),), I64)
@@ -397,7 +397,7 @@ class _HwAvg(_Plan):
         out = [("x", self.full_bytes(self.dtype, kext)), ("q", self.full_bytes(F32, kext))]
         return out + ([("r", self.full_bytes(F32, kext))] if self.mode == 1 else [])
 
-    def compute(self, bufs, kext):
+    def compute(self, bufs, kext) -> None:
         x, q = self.full(bufs, "x", self.dtype, kext), self.full(bufs, "q", F32, kext)
         area = bufs["area"]
         hw = (Region(area.mem, area.addr, "int32", tuple(kext), (0,) * len(kext)), area)
@@ -415,7 +415,7 @@ class _HwAvg(_Plan):
 class _HwMul(_Plan):
     """The INT32 product of the two entries (saturating), times scale in float32."""
 
-    def __init__(self, ctx, node, stores):
+    def __init__(self, ctx, node, stores) -> None:
         super().__init__(ctx, node, stores)
         self.loads = [(self.x.name, "full", "x")]
         self.stores = [(self.outs[0].name, "kept", "out")]
@@ -423,7 +423,7 @@ class _HwMul(_Plan):
     def buffers(self, kext):
         return [("x", self.full_bytes(self.x.dtype, kext)), ("area", nbytes("int32", kext)), ("out", nbytes(F32, kext))]
 
-    def compute(self, bufs, kext):
+    def compute(self, bufs, kext) -> None:
         area = self.kept(bufs, "area", "int32", kext)
         self.vector("reduce_prod", area, (self.full(bufs, "x", self.x.dtype, kext),), I64)
         self.vector("mul", self.kept(bufs, "out", F32, kext), (area, self.p["scale"]), F32)

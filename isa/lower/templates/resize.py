@@ -22,7 +22,7 @@ from ..schedule.tiling import halvings, nbytes, sub_region
 from .staging import stages
 
 
-def lower_resize(ctx, group):
+def lower_resize(ctx, group):  # noqa: PLR0915  # one template: slots, tiling and emission share its locals
     node = group.nodes[0]
     g, em, p = ctx.graph, ctx.em, node.params
     x, out = g.tensors[node.inputs[0]], g.tensors[node.outputs[0]]
@@ -81,10 +81,10 @@ def lower_resize(ctx, group):
             t = bufs["t"].region("float32", (kk, h, ow))
             yr = bufs["y"].region(out.dtype, (kk, oh, ow))
 
-            def load():
+            def load() -> None:
                 copy(em, sub_region(src_all, (p0, 0, 0), (kk, h, w)), ctx.home[x.name], xr, bufs["x"], node.name)
 
-            def compute():
+            def compute() -> None:
                 em.emit(mx.name, Matmul(xr, rxt_r, t, False, node.name, m=2), reads=(bufs["x"], local_rxt), writes=(bufs["t"],))
                 tb_buf, tb = bufs["t"], t
                 if "tb" in bufs:
@@ -96,7 +96,7 @@ def lower_resize(ctx, group):
                 y = Region(yr.mem, yr.addr, out.dtype, (oh, kk, ow), (ow, oh * ow, 1))
                 em.emit(mx.name, Matmul(ry_r, b, y, False, node.name), reads=(local_ry, tb_buf), writes=(bufs["y"],))
 
-            def store():
+            def store() -> None:
                 copy(em, yr, bufs["y"], sub_region(dst_all, (p0, 0, 0), (kk, oh, ow)), ctx.home[out.name], node.name)
 
             return load, compute, store

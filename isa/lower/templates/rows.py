@@ -14,7 +14,7 @@ from ..schedule.tiling import boxes
 
 
 class RowsTiled:
-    def init_rows(self):
+    def init_rows(self) -> None:
         self.rows = (0, self.out.shape[2]) if len(self.out.shape) > 2 else None  # the output rows run
         self._classes = {}  # (dimension, tile extent, rows) -> axis_classes' row
         self._tilings = {}  # how a run of rows reads -> tiling()

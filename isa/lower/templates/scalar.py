@@ -8,7 +8,7 @@ from ...instructions import Scalar
 from ...ops import REGISTRY
 
 
-def lower_scalar(ctx, group):
+def lower_scalar(ctx, group) -> None:
     node = group.nodes[0]
     g, em = ctx.graph, ctx.em
     engine = ctx.engine("scalar")

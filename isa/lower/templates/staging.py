@@ -41,7 +41,7 @@ def held_whole(mems, dtype):
     return lambda extents: [(m, nbytes(dtype, extents)) for m in mems]
 
 
-def chunks(ctx, shape, needs, what, rows_whole=False, most=None):
+def chunks(ctx, shape, needs, what, rows_whole: bool = False, most=None):
     """Boxes of `shape`, each as large as fits: needs(extents) gives the (memory, bytes) a box
     holds at once, most(extents) (if given) whether it is small enough. Outer dimensions are
     cut first; with rows_whole the first dimension (the rows) is cut last."""
@@ -68,7 +68,7 @@ def chunks(ctx, shape, needs, what, rows_whole=False, most=None):
     return boxes(shape, tile)
 
 
-def staged_copy(ctx, op, src, src_buf, dst, dst_buf, spread=False):
+def staged_copy(ctx, op, src, src_buf, dst, dst_buf, spread: bool = False) -> None:
     """Copy region src to region dst (same shape), in chunks when the route stages, each small
     enough that every memory on the way holds two of them (so one chunk's first hop overlaps
     the last chunk's last hop, isa/lower/memory/route.py); with spread, dealt among the chip's cores."""

@@ -5,7 +5,7 @@ from ...instructions import Vector
 from ...ops.elementwise import OUT, In, Tmp, computed, step_dtype
 
 
-def emit_steps(em, engine, op, steps, inputs, out, temps, compute=None):
+def emit_steps(em, engine, op, steps, inputs, out, temps, compute=None) -> None:
     """inputs, temps: (Region, Buf) per In(i) and Tmp(k), read at the tile's shape; out: the
     (Region, Buf) of the result; compute: the chip's compute map for the op's inputs."""
     for step in steps:

@@ -100,7 +100,7 @@ def _itemsize(region):
     return dtypes.itemsize(region.dtype)
 
 
-def load_window(ctx, engine, x, region, buf, axes, reads, lead_starts, fill, op, fillers=None):
+def load_window(ctx, engine, x, region, buf, axes, reads, lead_starts, fill, op, fillers=None) -> None:
     """Emit the loads of one input tile: `fill` (a number) where no real element lands, then the
     real elements by a strided DMA. x is the graph tensor; lead_starts the tile's first index in
     each leading dimension (batch, channel).
