@@ -22,6 +22,7 @@ one, every name is the YAML's and the order too. Overrides address the YAML, so
 import copy
 import dataclasses
 import difflib
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -30,7 +31,7 @@ from isa.errors import ConfigError, UnsupportedError
 from isa.instructions import SCALAR_FNS, STREAM_FNS, VECTOR_FNS
 
 from . import units
-from .schema import Chip, Engine, MatrixUnit, Memory, OpSupport, ScalarUnit, Signature, VectorUnit, core_name
+from .schema import Accuracy, Chip, Engine, MatrixUnit, Memory, OpSupport, ScalarUnit, Signature, VectorUnit, core_name
 
 REQUIRED, OPTIONAL = True, False
 ENGINE_KINDS = ("dma", "vector", "matrix", "scalar")
@@ -221,6 +222,18 @@ def _scalar_fn(value, at):
     if value not in SCALAR_FNS:
         raise at.error(f"unknown scalar kernel {value!r} (known: {', '.join(SCALAR_FNS)})")
     return value
+
+
+def _percent(value, at):
+    """A percentage written as a number (8.1) or with its sign (8.1%)."""
+    text = value[:-1].strip() if isinstance(value, str) and value.endswith("%") else None if isinstance(value, bool) else value
+    try:
+        number = float(text)
+    except (TypeError, ValueError):
+        raise at.error(f"expected a percentage such as 8.1 or 8.1%, got {units.describe(value)}") from None
+    if not math.isfinite(number):
+        raise at.error(f"expected a finite percentage, got {value!r}")
+    return number
 
 
 def _cycles_per(value, at):
@@ -527,6 +540,25 @@ def _cores(value, at):
     return cores
 
 
+_ACCURACY = {
+    "networks": (_count, REQUIRED),
+    "rows": (_count, REQUIRED),
+    "mean_error": (_percent, REQUIRED),
+    "worst_error": (_percent, REQUIRED),
+    "worst_row": (_text, REQUIRED),
+}
+
+
+def _accuracy(value, at):
+    fields = _fields(value, at, _ACCURACY)
+    if fields["mean_error"] < 0:
+        raise at.child(value, "mean_error").error(f"a mean absolute error is at least 0, got {fields['mean_error']}")
+    if abs(fields["worst_error"]) < fields["mean_error"]:
+        raise at.child(value, "worst_error").error(f"the worst row's error ({fields['worst_error']}%) is below the mean "
+                                                   f"({fields['mean_error']}%)")
+    return Accuracy(**fields)
+
+
 # In this order: the clock before anything in cycles, memories before the engines naming them.
 _CHIP = {
     "name": (_name, REQUIRED),
@@ -537,6 +569,7 @@ _CHIP = {
     "memories": (_memories, REQUIRED),
     "engines": (_table(_name, _engine), REQUIRED),
     "ops": (_table(_op_key, _op_support), REQUIRED),
+    "accuracy": (_accuracy, OPTIONAL),
 }
 
 
@@ -553,6 +586,7 @@ def _chip(raw, at):
         ops=fields["ops"],
         source=at.ctx.source,
         cores=cores,
+        accuracy=fields.get("accuracy"),
     )
 
 
