@@ -68,3 +68,18 @@ def test_bad_accuracy_is_a_config_error(field, value, message):
     block = {"networks": 3, "rows": 5, "mean_error": "8%", "worst_error": "-21%", "worst_row": "x FP32 b1"} | {field: value}
     with pytest.raises(ConfigError, match=message):
         chips.load("bm1684", overrides={"accuracy": block})
+
+
+def test_validate_table_read_back_and_plotted(tmp_path):
+    train = next(r for r in ROWS if r.split == "train")
+    held = next(r for r in ROWS if r.split == "validation")
+    outcomes = [V.Outcome(train, train.published_ms * 1.1), V.Outcome(held, held.published_ms * 0.8), V.Outcome(ROWS[-1], None, "why")]
+    V.write_csv(outcomes, tmp_path / "t.csv")
+    back = V.read_csv(tmp_path / "t.csv", ROWS)
+    assert [(o.row, o.ms) for o in back[:2]] == [(train, pytest.approx(train.published_ms * 1.1, rel=1e-3)),
+                                                (held, pytest.approx(held.published_ms * 0.8, rel=1e-3))]
+    assert back[2].ms is None
+    V.plot(back, tmp_path / "p.png")
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ConfigError, match="no row was simulated"):
+        V.plot(back[2:], tmp_path / "q.png")
