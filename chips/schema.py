@@ -83,13 +83,15 @@ class VectorUnit:
 
 @dataclass(frozen=True)
 class MatrixUnit:
-    """cycles = issue_latency + ceil(M/m)*ceil(N/n) * (ceil(K/depth(dtype)) * block(dtype, conv) + fill_drain)"""
+    """cycles = issue_latency + ceil(M/m)*ceil(N/n) * (ceil(K/depth(dtype)) * block(dtype, conv) + fill_drain);
+    with drain_hidden the fold is the max of the two terms, not their sum (isa/costs.py fold_cycles)"""
 
     m: int
     n: int
     k: int
     block_cycles: Mapping[str, int]  # operand dtype -> cycles per m x n x depth(dtype) block
     fill_drain: int = 0
+    drain_hidden: bool = False  # a block's fill and drain overlap the next block's compute (a fold costs the longer)
     # operand dtype -> cycles per block of a convolution's product (Matmul.conv), where the unit
     # runs convolutions at a rate of their own (BM1684X's float32); block_cycles where absent
     conv_block_cycles: Mapping[str, int] = field(default_factory=dict)
