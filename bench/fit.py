@@ -19,6 +19,7 @@ and written as the YAML's `accuracy:` block, which chips.load validates and `npu
     python bench/fit.py --chip bm1686 --dry-run        # print what would change
     python bench/fit.py --chip bm1686 --no-accuracy    # fit only
     python bench/fit.py --chip bm1686 --no-fit         # measure the accuracy only
+    python bench/fit.py --chip bm1684 --only engines.tiu.matrix.fill_drain  # one value
     python bench/fit.py --list                         # every fitted value and its rows
 """
 
@@ -233,6 +234,7 @@ def main(argv=None):
     parser.add_argument("--dataset", default=str(validate.DATASET), help="the CSV (default: docs/data/published.csv)")
     parser.add_argument("--no-fit", action="store_true", help="keep the fitted values; measure the accuracy only")
     parser.add_argument("--no-accuracy", action="store_true", help="fit only; leave the accuracy block as it is")
+    parser.add_argument("--only", action="append", help="fit only this dotted key (repeatable); the others keep their values")
     parser.add_argument("--passes", type=int, default=3, help="coordinate descent passes at most (default 3)")
     parser.add_argument("--dry-run", action="store_true", help="print the new values; write nothing")
     parser.add_argument("--list", action="store_true", help="print every fitted value with its rows and grid, and stop")
@@ -250,8 +252,9 @@ def main(argv=None):
                     print(f"{chip} {p.key} = {p.value}: rows {', '.join(p.rows)} ({n}); grid {', '.join(p.grid)}")
                 continue
             text, values = path.read_text(), {p.key: p.value for p in params}
-            if params and not args.no_fit:
-                values = fit(chip, params, rows, args.passes, log)
+            fitted = [p for p in params if not args.only or p.key in args.only]
+            if fitted and not args.no_fit:
+                values |= fit(chip, fitted, rows, args.passes, log)
                 log(f"{chip}: " + ", ".join(f"{k} = {v}" for k, v in values.items()))
                 text = with_values(text, params, values)
             if not args.no_accuracy:

@@ -2,6 +2,7 @@
 validation rows, values and the accuracy block written back so chips.load reads them, and a
 refit on a small training subset that lands on the committed value."""
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -19,12 +20,13 @@ ROWS = V.load()
 
 def test_parameters_are_the_tagged_values():
     found = {p.key: p for p in F.parameters("bm1686")}
-    assert found["engines.tiu.matrix.fill_drain"].value == "32"
-    assert found["engines.tiu.matrix.fill_drain"].rows == ("resnet50",)
-    assert found["engines.tiu.matrix.conv_block_cycles.float32"].grid == ("16", "24", "26", "28", "32")
+    fill, conv = found["engines.tiu.matrix.fill_drain"], found["engines.tiu.matrix.conv_block_cycles.float32"]
+    assert fill.rows == ("resnet50",) and fill.value in fill.grid
+    assert conv.rows == ("resnet50:FP32",) and conv.grid == ("16", "24", "26", "28", "32")
     chip = chips.load("bm1686")
-    assert chip.engines["tiu"].matrix.fill_drain == 32
-    assert chip.engines["tiu"].matrix.conv_block_cycles["float32"] == 26
+    assert chip.engines["tiu"].matrix.fill_drain == int(fill.value)
+    assert chip.engines["tiu"].matrix.conv_block_cycles["float32"] == int(conv.value)
+    assert found["engines.tiu.matrix.drain_hidden"].grid == ("false", "true")
 
 
 def test_a_value_outside_its_grid_is_refused():
@@ -46,15 +48,15 @@ def test_selectors_take_training_rows_only():
 def test_values_and_accuracy_written_back(tmp_path):
     path = F.yaml_path("bm1686")
     params = F.parameters("bm1686")
-    values = {p.key: p.value for p in params} | {"engines.tiu.matrix.fill_drain": "28"}
+    values = {p.key: p.value for p in params} | {"engines.tiu.matrix.fill_drain": "24"}
     block = {"networks": 5, "rows": 16, "mean_error": 9.5, "worst_error": -23.2, "worst_row": "c3d FP32 b1"}
     text = F.with_accuracy(F.with_values(path.read_text(), params, values), block)
     assert F.with_accuracy(text, block) == text  # the block replaced, not added again
-    assert {p.key: p.value for p in F.parameters("bm1686", text)}["engines.tiu.matrix.fill_drain"] == "28"
+    assert {p.key: p.value for p in F.parameters("bm1686", text)}["engines.tiu.matrix.fill_drain"] == "24"
     out = tmp_path / "bm1686.yaml"
     out.write_text(text)
     chip = chips.load(out)
-    assert chip.engines["tiu"].matrix.fill_drain == 28
+    assert chip.engines["tiu"].matrix.fill_drain == 24
     assert (chip.accuracy.networks, chip.accuracy.mean_error, chip.accuracy.worst_error) == (5, 9.5, -23.2)
     assert str(chip.accuracy) == "validated on 5 networks: mean error 10%, worst 23% (c3d FP32 b1)"
 
@@ -83,3 +85,14 @@ def test_validate_table_read_back_and_plotted(tmp_path):
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ConfigError, match="no row was simulated"):
         V.plot(back[2:], tmp_path / "q.png")
+
+
+def test_refit_on_a_small_training_subset_gives_the_committed_value():
+    """bm1686's DMA latency refitted on one of the rows it was fitted on (ResNet-50 INT8 batch 1),
+    over its committed value and the grid's neighbours: the committed value again (two or three
+    ResNet-50 runs, a few CPU-seconds each)."""
+    p = next(p for p in F.parameters("bm1686") if p.key == "engines.gdma.latency")
+    i = p.grid.index(p.value)
+    small = dataclasses.replace(p, rows=("resnet50:INT8:1",), grid=p.grid[max(i - 1, 0):i + 2])
+    values = F.fit("bm1686", [small], ROWS)
+    assert float(values[p.key]) == pytest.approx(float(p.value), rel=0.01)
