@@ -18,6 +18,8 @@ rule that drew it (docs/accuracy.md, "The dataset").
     python bench/validate.py --precision INT8 --split-only train
     python bench/validate.py --csv out/validate.csv            # also write the table
     python bench/validate.py --split                           # the split rule, family by family
+    python bench/validate.py --plot docs/images/accuracy.png   # also plot simulated against published
+    python bench/validate.py --from-csv out/validate.csv --plot docs/images/accuracy.png  # a table written before
 """
 
 import argparse
@@ -286,6 +288,56 @@ def write_csv(outcomes, path):
         out.writerows(cells(o) for o in outcomes)
 
 
+BAND = 0.20  # the plot's shaded band: within +-20% of the published time
+
+
+def plot(outcomes, path):
+    """Simulated against published time per item, one log-log panel per chip, training and
+    validation rows in two colours, the diagonal and its +-20% band."""
+    from traces.plots.figure import new_figure, save
+
+    simulated = [o for o in outcomes if o.ms is not None]
+    names = sorted({o.row.chip for o in simulated})
+    if not names:
+        raise ConfigError("--plot: no row was simulated")
+    fig = new_figure(4.2)
+    for k, name in enumerate(names):
+        ax = fig.add_subplot(1, len(names), k + 1)
+        mine = [o for o in simulated if o.row.chip == name]
+        values = [v for o in mine for v in (o.ms, o.row.published_ms)]
+        low, high = min(values) / 1.5, max(values) * 1.5
+        ax.fill_between([low, high], [low * (1 - BAND), high * (1 - BAND)], [low * (1 + BAND), high * (1 + BAND)],
+                        color="0.88", label="within ±20%")
+        ax.plot([low, high], [low, high], color="0.5", linewidth=0.8)
+        for split, colour in (("train", "tab:blue"), ("validation", "tab:orange")):
+            pts = [o for o in mine if o.row.split == split]
+            if pts:
+                ax.scatter([o.row.published_ms for o in pts], [o.ms for o in pts], s=14, color=colour, label=f"{split} ({len(pts)})",
+                           zorder=3)
+        ax.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high), title=name,
+               xlabel="published ms per item", ylabel="simulated ms per item" if k == 0 else None)
+        ax.legend(fontsize=8, loc="upper left")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    save(fig, path)
+
+
+def read_csv(path, rows):
+    """Outcomes from a table write_csv wrote, matched to the dataset's rows by network, chip,
+    precision and batch (rows the table lacks are left out)."""
+    index = {(r.network, r.chip, r.precision, str(r.batch)): r for r in rows}
+    out = []
+    try:
+        with open(path, newline="") as f:
+            for line in csv.DictReader(f):
+                row = index.get((line["network"], line["chip"], line["precision"], line["batch"]))
+                if row is not None:
+                    ms = line["simulated ms"]
+                    out.append(Outcome(row, float(ms) if ms != "-" else None, line["note"]))
+    except (OSError, KeyError, ValueError) as exc:
+        raise ConfigError(f"{path}: not a table bench/validate.py --csv wrote ({exc})") from None
+    return out
+
+
 def print_split(rows):
     families = sorted({r.family for r in rows})
     print("split rule: sha256('21:<family>') / 2^64 < 1/3 -> validation; calibrated families (resnet50) -> train")
@@ -305,6 +357,8 @@ def main(argv=None):
     parser.add_argument("--precision", action="append", choices=tuple(DTYPES), help="only this precision's rows (repeatable)")
     parser.add_argument("--split-only", choices=SPLITS, help="only this split's rows")
     parser.add_argument("--split", action="store_true", help="print the split rule's draw per family and stop")
+    parser.add_argument("--plot", help="write a PNG of simulated against published time per chip here")
+    parser.add_argument("--from-csv", help="take the outcomes from a table --csv wrote instead of simulating")
     args = parser.parse_args(argv)
     try:
         rows = load(args.dataset)
@@ -324,13 +378,23 @@ def main(argv=None):
         print(f"bench/validate.py: {exc}", file=sys.stderr)
         return 2
     print(f"{len(rows)} rows of {args.dataset}", flush=True)
-    outcomes = simulate(rows, overrides, progress=lambda o: print(f"  {'  '.join(cells(o))}  ({o.cpu_s:.0f} CPU-s)", flush=True))
-    print()
-    print(table(outcomes))
-    print()
-    print(summary(outcomes))
-    if args.csv:
-        write_csv(outcomes, args.csv)
+    try:
+        if args.from_csv:
+            outcomes = [o for o in read_csv(args.from_csv, rows) if o.row in rows]
+        else:
+            outcomes = simulate(rows, overrides, progress=lambda o: print(f"  {'  '.join(cells(o))}  ({o.cpu_s:.0f} CPU-s)", flush=True))
+        print()
+        print(table(outcomes))
+        print()
+        print(summary(outcomes))
+        if args.csv:
+            write_csv(outcomes, args.csv)
+        if args.plot:
+            plot(outcomes, args.plot)
+            print(f"wrote {args.plot}")
+    except isa.SimError as exc:
+        print(f"bench/validate.py: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

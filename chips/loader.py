@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,7 +33,7 @@ from isa.errors import ConfigError, UnsupportedError
 from isa.instructions import SCALAR_FNS, STREAM_FNS, VECTOR_FNS
 
 from . import units
-from .schema import Chip, Engine, MatrixUnit, Memory, OpSupport, ScalarUnit, Signature, VectorUnit, core_name
+from .schema import Accuracy, Chip, Engine, MatrixUnit, Memory, OpSupport, ScalarUnit, Signature, VectorUnit, core_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -230,6 +231,18 @@ def _scalar_fn(value, at):
     return value
 
 
+def _percent(value: object, at: _At) -> float:
+    """A percentage written as a number (8.1) or with its sign (8.1%)."""
+    text = value[:-1].strip() if isinstance(value, str) and value.endswith("%") else None if isinstance(value, bool) else value
+    try:
+        number = float(text)
+    except (TypeError, ValueError):
+        raise at.error(f"expected a percentage such as 8.1 or 8.1%, got {units.describe(value)}") from None
+    if not math.isfinite(number):
+        raise at.error(f"expected a finite percentage, got {value!r}")
+    return number
+
+
 def _cycles_per(value: str | int, at: _At) -> float:
     return at.convert(units.cycles_per, value, at.ctx.clock_hz)
 
@@ -373,6 +386,7 @@ _MATRIX = {
     "block_cycles": (_table(_dtype, _count), REQUIRED),
     "conv_block_cycles": (_table(_dtype, _count), OPTIONAL),
     "fill_drain": (_latency, OPTIONAL),
+    "drain_hidden": (_flag, OPTIONAL),
     "batch_slots": (_table(_dtype, _count), OPTIONAL),
     "a": (_local_memory, OPTIONAL),
     "b": (_local_memory, OPTIONAL),
@@ -534,6 +548,25 @@ def _cores(value: int, at: _At) -> int:
     return cores
 
 
+_ACCURACY = {
+    "networks": (_count, REQUIRED),
+    "rows": (_count, REQUIRED),
+    "mean_error": (_percent, REQUIRED),
+    "worst_error": (_percent, REQUIRED),
+    "worst_row": (_text, REQUIRED),
+}
+
+
+def _accuracy(value, at):
+    fields = _fields(value, at, _ACCURACY)
+    if fields["mean_error"] < 0:
+        raise at.child(value, "mean_error").error(f"a mean absolute error is at least 0, got {fields['mean_error']}")
+    if abs(fields["worst_error"]) < fields["mean_error"]:
+        raise at.child(value, "worst_error").error(f"the worst row's error ({fields['worst_error']}%) is below the mean "
+                                                   f"({fields['mean_error']}%)")
+    return Accuracy(**fields)
+
+
 # In this order: the clock before anything in cycles, memories before the engines naming them.
 _CHIP = {
     "name": (_name, REQUIRED),
@@ -544,6 +577,7 @@ _CHIP = {
     "memories": (_memories, REQUIRED),
     "engines": (_table(_name, _engine), REQUIRED),
     "ops": (_table(_op_key, _op_support), REQUIRED),
+    "accuracy": (_accuracy, OPTIONAL),
 }
 
 
@@ -560,6 +594,7 @@ def _chip(raw: YamlDict, at: _At) -> Chip:
         ops=fields["ops"],
         source=at.ctx.source,
         cores=cores,
+        accuracy=fields.get("accuracy"),
     )
 
 

@@ -61,6 +61,22 @@ class Memory:
 
 
 @dataclass(frozen=True)
+class Accuracy:
+    """How far the chip's estimates were from published times on networks it was not fitted to:
+    the validation rows of docs/data/published.csv, as bench/fit.py measured and wrote them."""
+
+    networks: int  # validation networks simulated
+    rows: int  # validation rows simulated
+    mean_error: float  # mean absolute error, percent
+    worst_error: float  # the worst row's signed error, percent
+    worst_row: str  # which row that is ("c3d FP32 b1")
+
+    def __str__(self):
+        return (f"validated on {self.networks} network{'s' * (self.networks != 1)}: mean error {self.mean_error:.0f}%, "
+                f"worst {abs(self.worst_error):.0f}% ({self.worst_row})")
+
+
+@dataclass(frozen=True)
 class VectorUnit:
     """cycles = issue_latency + ceil(elements / (lanes * per_lane[dtype])) * op_cycles[fn]"""
 
@@ -71,13 +87,15 @@ class VectorUnit:
 
 @dataclass(frozen=True)
 class MatrixUnit:
-    """cycles = issue_latency + ceil(M/m)*ceil(N/n) * (ceil(K/depth(dtype)) * block(dtype, conv) + fill_drain)"""
+    """cycles = issue_latency + ceil(M/m)*ceil(N/n) * (ceil(K/depth(dtype)) * block(dtype, conv) + fill_drain);
+    with drain_hidden the fold is the max of the two terms, not their sum (isa/costs.py fold_cycles)"""
 
     m: int
     n: int
     k: int
     block_cycles: Mapping[str, int]  # operand dtype -> cycles per m x n x depth(dtype) block
     fill_drain: int = 0
+    drain_hidden: bool = False  # a block's fill and drain overlap the next block's compute (a fold costs the longer)
     # operand dtype -> cycles per block of a convolution's product (Matmul.conv), where the unit
     # runs convolutions at a rate of their own (BM1684X's float32); block_cycles where absent
     conv_block_cycles: Mapping[str, int] = field(default_factory=dict)
@@ -191,6 +209,7 @@ class Chip:
     ops: Mapping[str, OpSupport]  # op name, "op.variant" (e.g. "active.relu") or "*"
     source: str = ""  # the file it was read from
     cores: int = 1  # cores, each with its copy of every memory and engine not shared (core_name)
+    accuracy: Accuracy | None = None  # its validation against published times (bench/fit.py), where measured
 
     @cached_property
     def memo(self):

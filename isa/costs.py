@@ -11,8 +11,10 @@ estimate (isa/lower/schedule/estimate.py) prices the tilings it chooses between 
   an engine's bandwidth counts the bytes it writes (an Ascend FixPipe's is the L2 write rate).
   An engine that keeps several transfers in flight (`Engine.in_flight`) runs a transfer's
   latency while the one before it moves its bytes (isa/timing/core.py, _Flight).
-- matrix: issue_latency + ceil(M/m) * ceil(N/n) * (ceil(K/k) * block_cycles[dtype] + fill_drain), k the
-  unit's depth in dtype; a convolution's product at conv_block_cycles[dtype] where the chip gives it.
+- matrix: issue_latency + ceil(M/m) * ceil(N/n) * fold, k the unit's depth in dtype, a fold
+  ceil(K/k) * block_cycles[dtype] + fill_drain; on a unit that drains one output block while it
+  computes the next (`drain_hidden`) max(ceil(K/k) * block_cycles[dtype], fill_drain). A
+  convolution's product at conv_block_cycles[dtype] where the chip gives it.
 - vector: issue_latency + ceil(elements / (lanes * per_lane[dtype])) * op_cycles[fn].
 """
 from __future__ import annotations
@@ -100,7 +102,15 @@ def matmul_cycles(M, K, N, unit, dtype, issue_latency, conv: bool = False):
     """One M x K by K x N product on a matrix unit, its operands of `dtype`; a convolution's
     when `conv` (isa/instructions.py, Matmul.conv)."""
     folds = math.ceil(M / unit.m) * math.ceil(N / unit.n)
-    return issue_latency + folds * (math.ceil(K / unit.depth(dtype)) * unit.block(dtype, conv) + unit.fill_drain)
+    return issue_latency + folds * fold_cycles(K, unit, dtype, conv)
+
+
+def fold_cycles(K, unit, dtype, conv=False):
+    """Cycles of one m x n output block over depth K: its K/k blocks, then the pipeline's fill
+    and drain; where the unit drains a block while it computes the next (`drain_hidden`), the
+    longer of the two."""
+    compute = math.ceil(K / unit.depth(dtype)) * unit.block(dtype, conv)
+    return max(compute, unit.fill_drain) if unit.drain_hidden else compute + unit.fill_drain
 
 
 def matmul_total(ms, ks, ns, unit, dtype, issue_latency, conv: bool = False):
@@ -118,8 +128,7 @@ def matmul_rows(sizes, per):
 
 def matmul_depths(ks, unit, dtype, conv: bool = False):
     """(how many, cycles of one fold over each) of a product's K sizes, a list of (value, how many)."""
-    depth, block = unit.depth(dtype), unit.block(dtype, conv)
-    return sum(c for _, c in ks), sum(c * (math.ceil(k / depth) * block + unit.fill_drain) for k, c in ks)
+    return sum(c for _, c in ks), sum(c * fold_cycles(k, unit, dtype, conv) for k, c in ks)
 
 
 def matmul_combined(m, k, n, issue_latency):

@@ -327,7 +327,7 @@ def _run(args) -> int:
     _check_result_files(args)
     inputs = _inputs(args, gf, chip)
     result = execute(program, chip, inputs, args.mode)
-    _report_result(args, program, result, f"lowered to {_counts(program)}")
+    _report_result(args, program, result, f"lowered to {_counts(program)}", chip)
     if getattr(args, "quantize", None) and args.mode == "functional":
         from .deploy import compared
 
@@ -363,7 +363,7 @@ def _exec(args) -> int:
     else:
         inputs = None
     result = execute(program, chip, inputs, args.mode)
-    _report_result(args, program, result, f"{args.program} holds {_counts(program)}")
+    _report_result(args, program, result, f"{args.program} holds {_counts(program)}", chip)
     return 0
 
 
@@ -398,11 +398,14 @@ def _check_result_files(args):
         raise ConfigError("--outputs needs functional mode: timing mode computes no values")
 
 
-def _report_result(args, program, result, what) -> None:
-    """The summary of a run (of run or exec) and the files asked for."""
+def _report_result(args, program, result, what, chip) -> None:
+    """The summary of a run (of run or exec) and the files asked for; in timing mode the
+    estimate beside how far the chip's estimates were from published times (its `accuracy:`)."""
     print(f"{program.graph} on {program.chip} ({args.mode} mode): {what}")
     _print_layer_groups(program)
     print(traces.format_summary(result.stats))
+    if args.mode == "timing" and chip.accuracy is not None:
+        print(f"{result.stats.seconds * 1e3:.3g} ms; {chip.name} {chip.accuracy}")
     if args.outputs:
         _write(args.outputs, lambda p: _savez(p, result.outputs))
     if args.trace:

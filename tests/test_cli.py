@@ -728,3 +728,21 @@ def test_run_lists_the_layer_groups(capsys):
     assert "res2b_a..res2b_c: 3 layers in 1 slice(s)" in out
     rc, out, _ = cli(capsys, "run", bottleneck, "--chip", "bm1684", "--mode", "timing", "--set", "policy.chain=false")
     assert rc == 0 and "layer groups:" not in out
+
+
+def test_a_timing_run_prints_the_chips_accuracy_beside_the_estimate(tmp_path, capsys):
+    """A chip YAML's `accuracy:` block (written by bench/fit.py) is printed after a timing run's
+    summary, with the estimate in milliseconds; a functional run and a chip without it print none."""
+    text = (chips.SHIPPED_DIR / "bm1684.yaml").read_text().split("\n# accuracy:")[0].split("\naccuracy:")[0]
+    path = tmp_path / "bm1684.yaml"
+    path.write_text(text + "\naccuracy:\n  networks: 14\n  rows: 30\n  mean_error: 8.2%\n  worst_error: -21.4%\n"
+                           "  worst_row: yolov8s INT8 b4\n")
+    rc, out, _ = cli(capsys, "run", MLP, "--chip", path, "--mode", "timing")
+    ms = sim.run(graphfile.load(MLP).graph, chips.load(path), mode="timing").seconds * 1e3
+    assert rc == 0
+    assert out.rstrip().splitlines()[-1] == (f"{ms:.3g} ms; bm1684 validated on 14 networks: mean error 8%, worst 21% "
+                                             "(yolov8s INT8 b4)")
+    rc, out, _ = cli(capsys, "run", MLP, "--chip", path)
+    assert rc == 0 and "validated on" not in out
+    rc, out, _ = cli(capsys, "run", MLP, "--chip", "generic", "--mode", "timing")
+    assert rc == 0 and "validated on" not in out

@@ -15,9 +15,10 @@ both spend the same cycles on the same instruction.
 - vector: issue_latency + ceil(elements / (lanes * per_lane[dtype])) * op_cycles[fn], dtype the
   widest operand's (the destination's on a tie), elements a reduction's source's.
 - matrix: issue_latency + ceil(M/m) * ceil(N/n) * (ceil(K/k) * block_cycles[dtype] + fill_drain),
-  dtype the left operand's; a convolution's product at conv_block_cycles[dtype] where the chip
-  gives it. An R x C output-stationary systolic array (m=R, n=C, k=1, block_cycles=1,
-  fill_drain=R+C-2) gives SCALE-Sim's published count folds * (K + R + C - 2) - 1 but for its -1.
+  the max of the two terms where the unit hides the drain (isa/costs.py), dtype the left
+  operand's; a convolution's product at conv_block_cycles[dtype] where the chip gives it. An
+  R x C output-stationary systolic array (m=R, n=C, k=1, block_cycles=1, fill_drain=R+C-2) gives
+  SCALE-Sim's published count folds * (K + R + C - 2) - 1 but for its -1.
 """
 
 import math

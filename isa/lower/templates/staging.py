@@ -21,7 +21,7 @@ from ..memory.alloc import shortfall
 from ..memory.route import route
 from ..schedule.pipeline import deal, least_step
 from ..schedule.tiling import boxes, choose_tile, nbytes, sub_region
-from .transpose import staged_reorder
+from .transpose import hops, staged_reorder
 
 
 def view_region(ctx, name, view):
@@ -73,7 +73,7 @@ def staged_copy(ctx, op, src, src_buf, dst, dst_buf, spread: bool = False) -> No
     enough that every memory on the way holds two of them (so one chunk's first hop overlaps
     the last chunk's last hop, isa/lower/memory/route.py); with spread, dealt among the chip's cores."""
     cores = ctx.chip.cores if spread else 1
-    needs = held_whole(stages(ctx.chip, src.mem, dst.mem) * 2, dst.dtype)
+    needs = held_whole([to for _, _, to in hops(ctx.chip, src, dst)[:-1]] * 2, dst.dtype)
     most = None
     if cores > 1:
         share = max(dst.nbytes / cores, least_step(ctx, src.mem, dst.mem), dtypes.itemsize(dst.dtype))

@@ -1,26 +1,49 @@
-"""A copy that reorders axes through local memory: where a DDR-to-DDR copy stages through an
-on-chip memory (an Ascend core: GM -> UB -> GM) and its source, read in the output's order,
-comes in runs shorter than a DDR burst (a transpose's: one element each), the first hop reads the
-source in its own memory order, whole bursts, and writes the staged chunk in the output's order
-(local memory has no burst), and the second hop writes the output in whole runs. This is the
-transpose a compiler does in local memory instead of moving a burst per element; the staging
-memory's own rate prices the reordering.
+"""A copy that reorders axes through local memory: where a DDR-to-DDR copy's source, read in the
+output's order, comes in runs shorter than a DDR burst (a transpose's: one element each), the
+first hop reads the source in its own memory order, whole bursts, and writes the staged chunk in
+the output's order (local memory has no burst), and the second hop writes the output in whole
+runs. This is the transpose a compiler does in local memory instead of moving a burst per
+element; the staging memory's own rate prices the reordering. A route that stages anyway (an
+Ascend core: GM -> UB -> GM) reorders on its way; where one engine copies DDR to DDR directly
+(the Sophgo GDMA), the copy goes round through a local memory without bursts that engine reaches
+(`hops`).
 """
 
 from ... import dtypes
 from ...costs import run_layout
+from ...errors import UnsupportedError
 from ...instructions import Dma, Region, dense
 from ..memory.route import copy, route
 
 
+def hops(chip, src, dst, core=None):
+    """The hops a copy of region src to region dst takes: its route's; or, where that is one hop
+    and reading src in its memory order gives longer runs, two through the first local memory
+    without bursts that one hop each reaches and leaves."""
+    direct = route(chip, src.mem, dst.mem, core)
+    order = _memory_order(src)
+    if len(direct) != 1 or order is None:
+        return direct
+    for mem in chip.memories.values():
+        if mem.kind != "local" or mem.burst > 1 or mem.core not in (0, core) or not _gains(chip, src, order, mem.name):
+            continue
+        try:
+            there, back = route(chip, src.mem, mem.name, core), route(chip, mem.name, dst.mem, core)
+        except UnsupportedError:
+            continue
+        if len(there) == len(back) == 1:
+            return there + back
+    return direct
+
+
 def staged_reorder(em, src, src_buf, dst, dst_buf, op, core=None):
     """route.copy's hops for src -> dst, the first reading src in its memory order where that
-    gives longer runs (two hops through a memory without bursts); route.copy otherwise."""
-    hops = route(em.chip, src.mem, dst.mem, core)
+    gives longer runs (two hops through a memory without bursts, `hops`); route.copy otherwise."""
+    route_hops = hops(em.chip, src, dst, core)
     order = _memory_order(src)
-    if len(hops) != 2 or order is None or not _gains(em.chip, src, order, hops[0][2]):
+    if len(route_hops) != 2 or order is None or not _gains(em.chip, src, order, route_hops[0][2]):
         return copy(em, src, src_buf, dst, dst_buf, op, core)
-    (first, _, mid), (second, _, _) = hops
+    (first, _, mid), (second, _, _) = route_hops
     stage = em.stage_buffer(mid, dst.nbytes, f"{op}/stage.{mid}", first)
     held = dense(mid, stage.addr, dst.dtype, dst.shape)  # the chunk in the output's order
     em.emit(first, Dma(_reordered(src, order), _reordered(held, order), op), reads=(src_buf,), writes=(stage,))

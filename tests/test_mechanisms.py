@@ -1,0 +1,85 @@
+"""The general timing mechanisms the published times called for (docs/accuracy.md), each shown
+on a small program in isolation: the cycles move the way the mechanism says."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import chips
+import isa
+import sim
+from isa import costs
+from isa import ops as O
+
+HEAD = (1, 3, 85, 20, 20)  # a YOLOv5 head's (batch, anchors, 5 + classes, H, W), permuted to (..., H, W, 85)
+
+
+def _permute(chip, dtype):
+    x = (np.random.default_rng(0).standard_normal(HEAD) * 10).astype(dtype)
+    g = isa.Graph("head_permute")
+    with g:
+        g.output(O.permute(g.input("x", x.shape, dtype), [0, 1, 3, 4, 2]), "y")
+    res = sim.run(g, chip, {"x": x})
+    np.testing.assert_array_equal(res.outputs["y"], x.transpose(0, 1, 3, 4, 2))
+    return res, x.nbytes
+
+
+@pytest.mark.parametrize("name", ["bm1684", "bm1686"])
+@pytest.mark.parametrize("dtype", ["int8", "float32"])
+def test_a_permute_on_a_chip_that_copies_ddr_to_ddr_goes_round_through_local_memory(name, dtype):
+    """The GDMA copies DDR to DDR directly; read in the output's order a head permute's source
+    comes one element a run, a 64-byte burst each. Through local memory (no bursts) it moves its
+    bytes about once each way; without a burst-free local memory it costs a burst per element."""
+    chip = chips.load(name)
+    res, nbytes = _permute(chip, dtype)
+    once = 2 * nbytes / chip.memories["ddr"].bandwidth  # cycles to read and write the bytes at DDR's rate
+    assert res.stats.ddr_write_bytes == nbytes
+    assert once < res.cycles < 1.3 * once + 2000
+    per_element, _ = _permute(chips.load(name, {"memories.lmem.burst": 64}), dtype)
+    burst = chip.memories["ddr"].burst
+    elements = nbytes // np.dtype(dtype).itemsize
+    assert per_element.cycles > elements * burst / chip.engines["gdma"].rate("ddr", "ddr") * 0.9
+
+
+def _product_cycles(chip, M, K, N):
+    a = np.random.default_rng(1).integers(-2, 3, (M, K)).astype("float16")
+    b = np.random.default_rng(2).integers(-2, 3, (K, N)).astype("float16")
+    g = isa.Graph("product")
+    with g:
+        g.output(O.matrix_mul(g.input("a", a.shape, "float16"), g.input("b", b.shape, "float16")), "c")
+    res = sim.run(g, chip, {"a": a, "b": b})
+    np.testing.assert_allclose(res.outputs["c"].astype(np.float32), a.astype(np.float32) @ b.astype(np.float32))
+    return res.stats.busy["tiu"]
+
+
+@pytest.mark.parametrize("K", [64, 2048])
+def test_a_hidden_drain_costs_a_fold_the_longer_of_its_blocks_and_its_drain(K):
+    """drain_hidden: a fold costs max(ceil(K/k) * block, fill_drain), not their sum. A shallow
+    product (K = 64: 8 cycles of float16 blocks per 32 of drain) keeps the drain and loses its blocks' cycles;
+    a deep one (K = 2048: 256 cycles of blocks) loses the whole drain."""
+    base = chips.load("bm1686")
+    unit = base.engines["tiu"].matrix
+    M, N = 4 * unit.m, 4 * unit.n
+    folds, blocks = 16, -(-K // unit.depth("float16")) * unit.block("float16")
+    summed = _product_cycles(chips.load("bm1686", {"engines.tiu.matrix.drain_hidden": False}), M, K, N)
+    hidden = _product_cycles(chips.load("bm1686", {"engines.tiu.matrix.drain_hidden": True}), M, K, N)
+    # the program is retiled for the cheaper folds (the estimate prices with the same formula), so at least that much is saved
+    assert summed - hidden >= folds * min(blocks, unit.fill_drain)
+    assert hidden >= folds * max(blocks, unit.fill_drain)
+
+
+@given(st.integers(1, 300), st.integers(1, 5000), st.integers(1, 300), st.sampled_from(["float32", "float16", "int8"]),
+       st.booleans(), st.integers(0, 64))
+@settings(max_examples=60, deadline=None)
+def test_the_fold_formula_and_its_separated_sum_agree(M, K, N, dtype, conv, fill):
+    """matmul_total (the estimate's separated sum) equals matmul_cycles, with the drain hidden or not."""
+    for hidden in (False, True):
+        unit = dataclasses.replace(chips.load("bm1686").engines["tiu"].matrix, fill_drain=fill, drain_hidden=hidden)
+        one = costs.matmul_cycles(M, K, N, unit, dtype, 20, conv)
+        assert costs.matmul_total([(M, 1)], [(K, 1)], [(N, 1)], unit, dtype, 20, conv) == one
+        blocks = -(-K // unit.depth(dtype)) * unit.block(dtype, conv)
+        folds = -(-M // unit.m) * -(-N // unit.n)
+        assert one == 20 + folds * (max(blocks, fill) if hidden else blocks + fill)
