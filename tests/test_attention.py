@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import chips
@@ -129,49 +128,6 @@ def test_a_decode_step_over_a_cache_is_left_unfused_and_right():
     model = llm.decoder_layer(small_llama(), 1, 1, 6, "float32", 0)
     g = isa.from_onnx(model)
     assert not any(n.op == "attention" for n in g.nodes)
-
-
-def attention_model(q_shape, k_shape, v_shape, causal_flag, opset=23, **attrs):
-    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in (("Q", q_shape), ("K", k_shape), ("V", v_shape))]
-    node = helper.make_node("Attention", ["Q", "K", "V"], ["Y"], is_causal=int(causal_flag), **attrs)
-    graph = helper.make_graph([node], "attention", inputs, [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-
-
-@pytest.mark.parametrize("chip", ["generic", "bm1686"])
-@pytest.mark.parametrize("causal_flag", [False, True])
-def test_onnx_attention_with_grouped_heads_matches_the_onnx_reference(chip, causal_flag):
-    q_shape, kv_shape = (2, 6, 10, 16), (2, 2, 10, 16)
-    model = attention_model(q_shape, kv_shape, kv_shape, causal_flag, scale=0.3)
-    rng = np.random.default_rng(2)
-    feeds = {"Q": rng.standard_normal(q_shape).astype(np.float32), "K": rng.standard_normal(kv_shape).astype(np.float32),
-             "V": rng.standard_normal(kv_shape).astype(np.float32)}
-    want = ReferenceEvaluator(model).run(None, feeds)[0]
-    res = sim.run(isa.from_onnx(model), chips.load(chip), feeds)
-    np.testing.assert_allclose(res.outputs["Y"], want, rtol=1e-4, atol=1e-4)
-
-
-def test_onnx_attention_of_3d_inputs_splits_the_heads():
-    model = attention_model((1, 7, 32), (1, 9, 16), (1, 9, 16), False, q_num_heads=4, kv_num_heads=2)
-    rng = np.random.default_rng(3)
-    feeds = {"Q": rng.standard_normal((1, 7, 32)).astype(np.float32), "K": rng.standard_normal((1, 9, 16)).astype(np.float32),
-             "V": rng.standard_normal((1, 9, 16)).astype(np.float32)}
-    want = ReferenceEvaluator(model).run(None, feeds)[0]
-    res = sim.run(isa.from_onnx(model), chips.load("generic"), feeds)
-    np.testing.assert_allclose(res.outputs["Y"], want, rtol=1e-4, atol=1e-4)
-
-
-def test_onnx_attention_with_a_cache_input_is_refused_by_name():
-    q = helper.make_tensor_value_info("Q", TensorProto.FLOAT, (1, 2, 1, 8))
-    kv = [helper.make_tensor_value_info(n, TensorProto.FLOAT, (1, 2, 3, 8)) for n in ("K", "V", "PK", "PV")]
-    node = helper.make_node("Attention", ["Q", "K", "V", "", "PK", "PV"], ["Y", "PKo", "PVo"])
-    out = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "PKo", "PVo")]
-    model = helper.make_model(helper.make_graph([node], "cached", [q, *kv], out), opset_imports=[helper.make_opsetid("", 23)])
-    with pytest.raises(UnsupportedError, match="past_key is not supported"):
-        isa.from_onnx(model)
-
-
-
 
 
 def test_the_published_figures_name_their_source_and_what_the_simulator_says(capsys):

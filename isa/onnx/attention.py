@@ -1,6 +1,7 @@
-"""Attention: ONNX's Attention op (opset 23) and the attention import pass, both mapped to npusim's
-attention op (isa/ops/attention.py), which the lowering runs as one fused kernel
-(isa/lower/templates/attention.py).
+"""Attention: the attention import pass, mapped to npusim's attention op (isa/ops/attention.py),
+which the lowering runs as one fused kernel (isa/lower/templates/attention.py). ONNX's own
+Attention op (opset 23) is not mapped: most of its backend cases use what the kernel does not run
+(a KV cache input, softcap, sliding windows, run-time boolean masks).
 
 The pass finds attention written out as exporters write it (torch.onnx, examples/llm.py):
 
@@ -13,13 +14,12 @@ product's right operand as it is (the key stored transposed, as a key cache is),
 Transpose of the last two axes read by this product alone, that Transpose's input.
 """
 
-import math
 
 import numpy as np
 import onnx
 from onnx import helper
 
-from .. import dtypes, ops
+from .. import ops
 from .builder import node_attr
 from .registry import onnx_op
 
@@ -33,88 +33,6 @@ def fused(b, node):
     mask = b.tensor(3) if b.has(3) else None
     return [ops.attention(b.tensor(0), b.tensor(1), b.tensor(2), mask, scale=float(b.attr("scale", 1.0)),
                           key_transposed=bool(b.attr("key_transposed", 0)))]
-
-
-@onnx_op("Attention")
-def attention(b, node):
-    """ONNX Attention without a cache: Q, K, V (and attn_mask), is_causal, scale, q_num_heads and
-    kv_num_heads for 3-D inputs; Y, with present_key and present_value (K and V, no past given)."""
-    for i, what in ((4, "past_key"), (5, "past_value"), (6, "nonpad_kv_seqlen")):
-        if b.has(i):
-            raise b.error(f"input {what} is not supported (npusim's attention takes the whole key and value)")
-    if len(node.output) > 3 and node.output[3]:
-        raise b.error("output qk_matmul_output is not supported (the fused kernel never writes the scores out)")
-    if b.attr("softcap", 0.0):
-        raise b.reject("softcap", b.attr("softcap"))
-    for window in ("left_window_size", "right_window_size"):
-        if b.attr(window, -1) != -1:
-            raise b.reject(window, b.attr(window), "a sliding window is not supported")
-    q, k, v = b.tensor(0), b.tensor(1), b.tensor(2)
-    rank = len(q.shape)
-    if rank == 3:
-        heads, kv_heads = b.attr("q_num_heads"), b.attr("kv_num_heads")
-        if not heads or not kv_heads:
-            raise b.error("3-D inputs need the attributes q_num_heads and kv_num_heads")
-        q, k, v = (_heads(b, t, n) for t, n in ((q, heads), (k, kv_heads), (v, kv_heads)))
-    elif rank != 4:
-        raise b.error(f"Q is rank {rank}; Attention takes 3-D (batch, sequence, hidden) or 4-D (batch, heads, sequence, head size)")
-    m, n, d = q.shape[2], k.shape[2], q.shape[3]
-    scale = b.attr("scale")
-    scale = 1 / math.sqrt(d) if scale is None else float(scale)
-    mask = _mask(b, q, m, n) if b.has(3) else None
-    if b.attr("is_causal", 0):
-        causal = np.triu(np.full((m, n), _lowest(q.dtype), dtypes.np_dtype(q.dtype)), 1)  # query i sees keys 0 .. i
-        known = b.known(3) if b.has(3) else None
-        if mask is None:
-            mask = b.const(causal)
-        elif known is not None:
-            mask = b.const(np.maximum(_additive(b, known, q.dtype) + causal, _lowest(q.dtype)).astype(causal.dtype))
-        else:
-            mask = ops.add(*b.bcast(mask, b.const(causal)))
-    y = ops.attention(q, k, v, mask, scale=scale)
-    if rank == 3:
-        batch, heads, seq, dv = y.shape
-        y = b.reshape(ops.permute(y, [0, 2, 1, 3]), (batch, seq, heads * dv))
-    outs = [y]
-    if len(node.output) > 1:
-        outs += [k, v][: len(node.output) - 1]
-    return outs
-
-
-def _heads(b, t, n):
-    """(batch, sequence, heads x size) -> (batch, heads, sequence, size)."""
-    batch, seq, hidden = t.shape
-    if hidden % n:
-        raise b.error(f"a hidden size of {hidden} does not split into {n} heads")
-    return ops.permute(b.reshape(t, (batch, seq, n, hidden // n)), [0, 2, 1, 3])
-
-
-def _lowest(dtype):
-    """What a masked position adds: the dtype's lowest finite value (not -inf, whose difference
-    with a row maximum of -inf would be undefined)."""
-    return float(np.finfo(dtypes.np_dtype(dtype if dtype != "bfloat16" else "float32")).min)
-
-
-def _additive(b, mask, dtype):
-    """A known mask as the float added to the scores: a boolean one is 0 where True, lowest where False."""
-    mask = np.asarray(mask)
-    if mask.dtype == bool:
-        return np.where(mask, 0.0, _lowest(dtype))
-    return np.maximum(mask.astype(np.float64), _lowest(dtype))
-
-
-def _mask(b, q, m, n):
-    """attn_mask as a float tensor of rank 2 or 4 added to the scores."""
-    known = b.known(3)
-    if known is not None:
-        array = _additive(b, known, q.dtype).astype(dtypes.np_dtype(q.dtype))
-        return b.const(array.reshape((1,) * (4 - array.ndim) + array.shape) if array.ndim not in (2, 4) else array)
-    mask = b.tensor(3)
-    if mask.dtype == "bool":
-        raise b.error("a boolean attn_mask known only at run time is not supported; give it as a float mask added to the scores")
-    if len(mask.shape) not in (2, 4):
-        mask = b.reshape(mask, (1,) * (4 - len(mask.shape)) + mask.shape)
-    return mask if mask.dtype == q.dtype else b.cast(mask, q.dtype)
 
 
 # ---- the import pass ------------------------------------------------------------------------------
@@ -186,8 +104,8 @@ def _match(g, out_mm, shapes):
         if scaled is None:
             return None
         mask = add.input[1] if add.input[0] == scaled else add.input[0]
-        if len(shapes.get(mask, ())) not in (2, 4):
-            return None
+        if len(shapes.get(mask, ())) not in (2, 4) or shapes[mask][-2:] != shapes[probs][-2:]:
+            return None  # the fused op takes a mask of the scores' (queries, keys), not one broadcast over them
         chain.insert(0, add)
         x = scaled
     scale_node = _private_producer(g, x, "Mul") or _private_producer(g, x, "Div")

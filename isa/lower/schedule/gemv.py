@@ -22,9 +22,13 @@ def is_gemv(rows: int, unit_rows: int) -> bool:
 def widths(n_limit: int, unit_n: int, line: int) -> list:
     """The column widths (tn) to weigh, largest first: those that cut N into equal tiles, in
     multiples of the unit's n and of `line` columns (a burst of DDR: no two tiles read parts of
-    one line, which a cache of DDR would fetch once for both); N itself when none does."""
+    one line, which a cache of DDR would fetch once for both); where none does, N and its halvings
+    in whole lines."""
     step = math.lcm(unit_n, line)
-    return sorted({n_limit} | {tn for tn in range(step, n_limit, step) if n_limit % tn == 0}, reverse=True)
+    equal = {tn for tn in range(step, n_limit, step) if n_limit % tn == 0}
+    if not equal:  # no equal cut: halvings in whole lines, the last tile shorter (N itself may not fit with a deep K block)
+        equal = {tn for tn in halvings(n_limit, step) if tn % step == 0}
+    return sorted({n_limit} | equal, reverse=True)
 
 
 def blocks(k_limit: int, depth: int) -> list:
