@@ -16,11 +16,11 @@ Transpose of the last two axes read by this product alone, that Transpose's inpu
 
 
 import numpy as np
-import onnx
 from onnx import helper
 
 from .. import ops
 from .builder import node_attr
+from .inference import static_shapes
 from .registry import onnx_op
 
 FUSED = "FusedAttention"
@@ -39,7 +39,7 @@ def fused(b, node):
 
 def fuse(source, g):
     """Rewrite every attention subgraph of g (a passes.Graph of source); what changed, for the note."""
-    shapes, elems = _shapes(source)
+    shapes, elems = static_shapes(source)
     infos, done = [], 0
     for node in list(g.nodes):
         found = g.alive(node) and _match(g, node, shapes)
@@ -57,31 +57,6 @@ def fuse(source, g):
     known = {v.name for v in graph.value_info}
     graph.value_info.extend(i for i in infos if i.name not in known)
     return f"{done} attention subgraph(s) became one fused attention each" if done else "nothing to fuse"
-
-
-def _shapes(source):
-    """(value name -> static shape, value name -> ONNX element type) by ONNX shape inference on the
-    graph with its small constants as initializers (a Reshape's shape) and the others as typed inputs."""
-    model = onnx.ModelProto()
-    model.CopyFrom(source.model)
-    weights, declared = source.weights, {i.name for i in model.graph.input}
-    for name in weights.names():
-        if weights.small(name):
-            model.graph.initializer.append(weights.proto(name))
-        elif name not in declared:
-            shape, elem = weights.type(name)
-            model.graph.input.append(helper.make_tensor_value_info(name, elem, shape))
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
-    except Exception:  # noqa: BLE001 - onnx's InferenceError: nothing is fused
-        return {}, {}
-    shapes, elems = {}, {}
-    for v in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output):
-        tt = v.type.tensor_type
-        if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
-            shapes[v.name] = tuple(d.dim_value for d in tt.shape.dim)
-            elems[v.name] = tt.elem_type
-    return shapes, elems
 
 
 def _match(g, out_mm, shapes):

@@ -9,15 +9,15 @@ Rewritten when the Transpose swaps the last two axes only, its result is read by
 and shape inference gives the left operand's rows as 1 and the output's shape in full."""
 
 import numpy as np
-import onnx
 from onnx import helper, numpy_helper
 
 from .builder import node_attr
+from .inference import static_shapes
 
 
 def rewrite(source, g):
     """Rewrite every such MatMul in g (a passes.Graph of source); what changed, for the note."""
-    shapes = _shapes(source)
+    shapes = static_shapes(source)[0]
     done = 0
     for node in list(g.nodes):
         if node.op_type != "MatMul" or not g.alive(node) or node.domain not in ("", "ai.onnx"):
@@ -27,9 +27,11 @@ def rewrite(source, g):
         if transpose is None or transpose.op_type != "Transpose" or not g.private(right):
             continue
         a, y = shapes.get(left), shapes.get(node.output[0])
+        if a is None or y is None:
+            continue
         perm = node_attr(transpose, "perm")
-        rank = len(a) if a else 0
-        if rank < 2 or a[-2] != 1 or y is None or perm is None or list(perm) != [*range(rank - 2), rank - 1, rank - 2]:
+        rank = len(a)
+        if rank < 2 or a[-2] != 1 or perm is None or list(perm) != [*range(rank - 2), rank - 1, rank - 2]:
             continue
         name = node.name or node.output[0]
         column = (*a[:-2], a[-1], 1)
@@ -48,26 +50,3 @@ def rewrite(source, g):
 
 def _shape_constant(name, shape):
     return helper.make_node("Constant", [], [name], name=name, value=numpy_helper.from_array(np.array(shape, np.int64), name))
-
-
-def _shapes(source):
-    """Static shapes of the graph's values (None where a dimension is unknown), by ONNX shape
-    inference on the graph with its weights declared as inputs of their shapes."""
-    model = onnx.ModelProto()
-    model.CopyFrom(source.model)
-    declared = {i.name for i in model.graph.input}
-    weights = source.weights
-    for name in weights.names():
-        if name not in declared:
-            shape, elem = weights.type(name)
-            model.graph.input.append(helper.make_tensor_value_info(name, elem, shape))
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
-    except Exception:  # noqa: BLE001 - onnx's InferenceError: nothing is rewritten
-        return {}
-    shapes = {}
-    for v in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output):
-        dims = v.type.tensor_type.shape.dim
-        if v.type.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in dims):
-            shapes[v.name] = tuple(d.dim_value for d in dims)
-    return shapes
