@@ -17,6 +17,7 @@ another (each still waits for what came before), and afterwards a reader waits f
 engine's last write.
 """
 
+import bisect
 from contextlib import contextmanager
 from itertools import pairwise
 
@@ -69,7 +70,7 @@ class Emitter:
         self.streams = {name: [] for name in chip.engines}
         self.clocks = Clocks(chip.engines)
         self.allocators = {m.name: Allocator(m.name, m.capacity, m.granule, allocator) for m in chip.memories.values()}
-        self._released = {name: [] for name in chip.memories}
+        self._released = {name: _Released() for name in chip.memories}
         self.buffers = []
         self.bindings = []
         self._bound = {}  # (name, role) -> (what was bound, its Buf)
@@ -80,15 +81,7 @@ class Emitter:
     def alloc(self, mem, nbytes, name, unused: bool = False):
         addr, size = self.allocators[mem].alloc(nbytes, name, unused)
         buf = Buf(name, mem, addr, size)
-        end = addr + size
-        keep = []
-        for old in self._released[mem]:
-            if old.addr < end and addr < old.addr + old.size:
-                buf.inherit(old)
-                if addr <= old.addr and old.addr + old.size <= end:
-                    continue  # wholly covered: its history now lives in buf
-            keep.append(old)
-        self._released[mem] = keep
+        self._released[mem].hand_on(buf)
         return buf
 
     def split(self, buf, at):
@@ -106,7 +99,7 @@ class Emitter:
         """Free buf's address range; record its lifetime (its parts') if it was used."""
         self.allocators[buf.mem].free(buf.addr)
         for b in buf.parts or (buf,):
-            self._released[b.mem].append(b)
+            self._released[b.mem].add(b)
             if b.first is not None:
                 last = tuple(f"{e}.{i}" for e, i in b.last.items())
                 self.buffers.append(Buffer(b.name, b.mem, b.addr, b.size, b.first, last))
@@ -193,6 +186,37 @@ class Emitter:
 
     def program(self):
         return Program(self.chip.name, self.graph_name, self.streams, self.bindings, self.buffers, self.notes)
+
+
+class _Released:
+    """What released buffers of a memory leave for a buffer placed over them to inherit: their
+    histories, as disjoint ranges sorted by address. A placed buffer takes the history of the
+    ranges it overlaps and the ranges keep only what it leaves uncovered (its own history
+    holds the rest), so a placement looks at a few ranges, not at every buffer ever released
+    there."""
+
+    def __init__(self) -> None:
+        self.addrs, self.ranges = [], []  # (addr, end, the released Buf whose history it holds)
+
+    def add(self, buf) -> None:
+        """A released buffer: placed over ranges it took, so it overlaps none."""
+        k = bisect.bisect_right(self.addrs, buf.addr)
+        self.addrs.insert(k, buf.addr)
+        self.ranges.insert(k, (buf.addr, buf.addr + buf.size, buf))
+
+    def hand_on(self, buf) -> None:
+        """buf inherits the history of the ranges it overlaps, which it then covers."""
+        addr, end = buf.addr, buf.addr + buf.size
+        lo, hi = max(bisect.bisect_right(self.addrs, addr) - 1, 0), bisect.bisect_left(self.addrs, end)
+        left = []
+        for start, stop, old in self.ranges[lo:hi]:
+            if stop <= addr:
+                left.append((start, stop, old))
+                continue
+            buf.inherit(old)
+            left += [(start, addr, old)] * (start < addr) + [(end, stop, old)] * (end < stop)
+        self.ranges[lo:hi] = left
+        self.addrs[lo:hi] = [r[0] for r in left]
 
 
 def _check_inside(instr, reads, writes):

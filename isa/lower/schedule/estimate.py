@@ -23,8 +23,9 @@ Steady state is priced once: where more than `repeats` consecutive positions of 
 along an axis, the middle reduction blocks of a tile, the batch) do the same work, the first
 `repeats` of them run and each one left out costs the time between the ends of the two before
 the last one run (which drains into what follows the loop). That time is taken only once it
-has settled, the same between the two positions before: otherwise more positions run (REPEATS,
-then twice as many, up to all).
+has settled, the same between the two positions before (or, where steps rotate among k buffer
+slots, the same for three runs of k positions: `_left_out`): otherwise more positions run
+(REPEATS, then twice as many, up to all).
 
 `bound` is a lower bound of the cycles (the busiest engine's total, or DDR's), so a search
 (isa/lower/schedule/tiling.py, `least`) replays only the candidates that can still win; the templates
@@ -45,6 +46,7 @@ from ..schedule.sync import Clocks, accessed
 from ..templates.window import filler
 
 REPEATS = 4  # the least positions of a loop that run before the rest are priced (module docstring)
+CYCLE = 4  # the most positions a settled loop may take to repeat its times (`_left_out`)
 
 STEP, TILE, KEPT, PART, STAGE = "step", "tile", "kept", "part", "stage"  # role scopes (`role`)
 
@@ -107,9 +109,10 @@ class Recorder:
 class Work(NamedTuple):
     """A step's instructions (Timed), in the order the template emits them: load (into its
     slot), product, and on a tile's last step finish (reads the accumulator) and store; fills:
-    on a tile's first step, the loads into the tile's own buffers (a bias, a fused tail's
-    operands), emitted after the step's loads; kept: the loads into a part of a kept operand,
-    emitted before them."""
+    on a tile's first step, the loads into the tile's own buffers its product reads (a bias),
+    emitted after the step's loads; tail: on a tile's first step, its fused tail's operand
+    loads, emitted as pipeline.pipeline emits a step's fill; kept: the loads into a part of a
+    kept operand, emitted before them."""
 
     load: tuple
     product: tuple
@@ -117,6 +120,7 @@ class Work(NamedTuple):
     store: tuple = ()
     fills: tuple = ()
     kept: tuple = ()
+    tail: tuple = ()
 
 
 class Priced:
@@ -293,13 +297,27 @@ class Estimate:
                 extra = 0.0
                 for left, mult, ends in loops:
                     times = [run.ends(marks[i]) for i in ends[:-1]]  # the last position drains into what follows
-                    period, before = times[-1] - times[-2], times[-2] - times[-3]
-                    settled = settled and abs(period - before) <= max(1.0, 0.002 * period)
-                    extra += left * mult * max(period, 0.0)
+                    left_out = _left_out(times, left)
+                    settled = settled and left_out is not None
+                    extra += mult * max(left_out if left_out is not None else left * (times[-1] - times[-2]), 0.0)
                 total = max(total, max(run.ends(m) for m in marks) + extra)
             if settled or not any(loops for _, loops in laid):
                 return total
             repeats *= 2
+
+
+def _left_out(times, left):
+    """The time `left` more positions of a loop take once settled, from the ends of its
+    positions run: once the last two positions' times are alike (within a rounding), or, for
+    steps that rotate among k buffer slots (k up to CYCLE), the last three runs of k positions
+    take the very same times, the positions left out repeat them; None until settled."""
+    periods = [b - a for a, b in itertools.pairwise(times)]
+    if len(periods) >= 2 and abs(periods[-1] - periods[-2]) <= max(1.0, 0.002 * periods[-1]):
+        return left * periods[-1]
+    for k in range(2, min(CYCLE, len(periods) // 3) + 1):
+        if periods[-k:] == periods[-2 * k:-k] == periods[-3 * k:-2 * k]:
+            return left // k * sum(periods[-k:]) + sum(periods[-k:][:left % k])
+    return None
 
 
 def _nest(tiles, periods, distinct, repeats):
@@ -392,7 +410,9 @@ class _Run(Observer):
         for i, s in enumerate(steps):
             if not double:
                 load(i)
-            elif i + 1 < len(steps):
+            if s.first:
+                self._part(work(s.key).tail, where[i], s, marks[i])
+            if double and i + 1 < len(steps):
                 load(i + 1)
             w = work(s.key)
             self._part(w.product, where[i], s, marks[i])

@@ -3,7 +3,8 @@ how tiles are dealt among units (the engines of one core that run a tile, isa/lo
 
 With double buffering, tile i+1's loads are emitted before tile i's compute, into the other
 buffer slot, so the DMA engine fetches ahead while the compute engine works; the emitter's
-inferred waits keep each slot from being overwritten before its reader is done.
+inferred waits keep each slot from being overwritten before its reader is done. A fused tail's
+operand loads (a step's fill) wait until tile i-1 has stored (`pipeline`).
 
 With several units, each takes a run of consecutive tiles (`deal`) and pipelines them with its
 own engines and slots; the units' stores into the group's outputs touch different bytes, so they
@@ -16,13 +17,20 @@ from ..memory.route import route
 
 
 def pipeline(steps, double_buffer):
-    """steps: (load, compute, store) callables per tile, in order."""
+    """steps: per step in order, its (load, compute, store) callables and, where it has loads
+    that only the end of its compute reads (a fused tail's operands), a fourth: fill. A step's
+    fill is emitted after the step before it has stored and before the next step's loads: in a
+    queue it shares with the step before's finish (an Ascend vector core's, which loads the
+    accumulator and the tail's operands), the finish comes first, so tiles' tails overlap
+    instead of each waiting for the tail before it to store."""
     if double_buffer and steps:
         steps[0][0]()
-    for i, (load, compute, store) in enumerate(steps):
+    for i, (load, compute, store, *fill) in enumerate(steps):
         if not double_buffer:
             load()
-        elif i + 1 < len(steps):
+        for f in fill:
+            f()
+        if double_buffer and i + 1 < len(steps):
             steps[i + 1][0]()
         compute()
         store()

@@ -405,13 +405,13 @@ class _Plan(Priced, RowsTiled):
         load = (() if kept else block) + self.piece("weight", toc, tic, oc0, i0)
         if self.shifted:
             load += self.piece("shift", tn, toc, tic, tos, self._reads(starts[2:], tos))
-        fills = self.piece("bias", toc, oc0) + tail_load if first else ()
+        fills = self.piece("bias", toc, oc0) if first else ()
         product = self.piece("product", tn, toc, tos, tic, first, kept)
         if last and self.flight is not None:
             finish, store = (), self.piece("flight", extents, starts if self.ctx.chip.cache is not None else (0,) * len(starts))
         else:
             finish, store = (self.piece("finish", extents) + tail_compute, tail_store) if last else ((), ())
-        return Work(load, product, finish, store, fills, block if kept else ())
+        return Work(load, product, finish, store, fills, block if kept else (), tail_load)
 
     def _reads(self, starts, outs):
         """What a tile of spatial extents `outs` from `starts` reads along each axis (first
@@ -628,9 +628,11 @@ class _Plan(Priced, RowsTiled):
                 self._load_weight(w_buf, oc0, ch_in, toc, tic, depthwise)
             if self.shifted:
                 self._shift(io, x_region, reads, ch_in, oc0, toc, tic, depthwise)
+            if first and self.bias:
+                self._load_bias(acc_bufs, oc0, toc)
+
+        def fill():
             if first:
-                if self.bias:
-                    self._load_bias(acc_bufs, oc0, toc)
                 tail_local.update(self.tail.load(tail_bufs, out_starts, out_extents))
 
         def compute():
@@ -648,7 +650,7 @@ class _Plan(Priced, RowsTiled):
             elif last:
                 self.tail.store(tail_bufs, out_starts, out_extents, {self.out.name: acc_bufs[self.result_key]})
 
-        return load, compute, store
+        return load, compute, store, fill
 
     def _load_bias(self, acc_bufs, oc0, toc):
         """A tile's bias, from output channel oc0: into the matrix unit's bias table, or the vector memory."""
