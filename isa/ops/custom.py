@@ -21,8 +21,12 @@ import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
 
 from ..errors import GraphError, ShapeError, UnsupportedError
+from ..graph import Graph, Tensor
 from ..instructions import CUSTOM_PREFIX
 from .base import OpDef, Spec, apply, register
 
@@ -38,7 +42,7 @@ class CustomOp:
     infer: Callable | None = None  # (specs, params) -> list of Spec
 
 
-CUSTOM = {}  # op_type -> CustomOp; sim/kernels looks the kernel "custom.<op_type>" up here
+CUSTOM: dict[str, CustomOp] = {}  # op_type -> CustomOp; sim/kernels looks the kernel "custom.<op_type>" up here
 
 
 def register_custom(name: str, compute: typing.Callable, cost: typing.Callable, infer: typing.Callable | None = None) -> CustomOp:
@@ -86,7 +90,7 @@ def _scalar(value, where):
     return float(value)
 
 
-def _is_number(text) -> bool:
+def _is_number(text: str) -> bool:
     try:
         float(text)
     except ValueError:
@@ -104,7 +108,7 @@ class CustomedOps(OpDef):
     template = "scalar"
     list_input = True  # the seed's tensor_i is a vector of tensors
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         op = lookup(params["op_type"])
         if op.infer is not None:
             outs = op.infer(list(ins), dict(params["param"]))
@@ -115,21 +119,22 @@ class CustomedOps(OpDef):
         if not isinstance(outs, (list, tuple)) or not outs or not all(isinstance(s, Spec) for s in outs):
             raise GraphError(f"customed_ops {op.name}: infer must return a non-empty list of isa.ops.Spec, got {outs!r}")
         cycles = op.cost([s.shape for s in ins], [s.shape for s in outs], dict(params["param"]))
-        if isinstance(cycles, bool) or not isinstance(cycles, Real) or not 0 <= cycles < math.inf:
+        if isinstance(cycles, bool) or not isinstance(cycles, Real) or not 0 <= float(cycles) < math.inf:
             raise GraphError(f"customed_ops {op.name}: cost must return a finite number of cycles >= 0, got {cycles!r}")
         return list(outs)
 
-    def kernel(self, ins, params):
+    def kernel(self, ins: list[Tensor], params: dict[str, Any]):
         return CUSTOM_PREFIX + params["op_type"], dict(params["param"])
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         return list(lookup(params["op_type"]).compute(list(arrays), dict(params["param"])))
 
 
 CUSTOMED_OPS = register(CustomedOps())
 
 
-def customed_ops(tensor_i, op_type, param=None, name=None, graph=None):
+def customed_ops(tensor_i: Sequence[Tensor], op_type: str, param: dict[str, Any] | None = None, name: str | None = None,
+                 graph: Graph | None = None) -> Tensor | tuple[Tensor, ...]:
     """Run the registered custom op `op_type` on the tensors tensor_i with the arguments `param`
     (a dict of numbers, words and lists of numbers). Returns its output, or a tuple of them."""
     if isinstance(tensor_i, (str, bytes)) or not isinstance(tensor_i, Sequence):

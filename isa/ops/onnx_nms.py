@@ -17,11 +17,13 @@ produced.
 """
 
 from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
-from .base import OpDef, Spec, apply, register
+from ..graph import Tensor
+from .base import OpDef, Spec, apply_one, register
 
 FLOATS = ("float32", "float16")
 
@@ -46,7 +48,7 @@ def select(boxes, scores, most, iou_threshold, score_threshold, center_point_box
             s = scores[b, c]
             candidates = [i for i in range(len(s)) if score_threshold is None or s[i] > s.dtype.type(score_threshold)]
             candidates.sort(key=lambda i: (-s[i], i))
-            kept = []
+            kept: list[int] = []
             for i in candidates:
                 if len(kept) == most:
                     break
@@ -75,7 +77,7 @@ class NonMaxSuppression(OpDef):
     template = "scalar"
     seed = "onnx"
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) != 2:
             raise ShapeError(f"non_max_suppression: takes boxes and scores, got {len(ins)} tensors")
         boxes, scores = ins
@@ -90,14 +92,15 @@ class NonMaxSuppression(OpDef):
         b, n, c = boxes.shape[0], boxes.shape[1], scores.shape[1]
         return [Spec((b * c * min(n, params["max_output_boxes_per_class"]), 3), "int64", bounded=True)]
 
-    def kernel(self, ins, params):
+    def kernel(self, ins: list[Tensor], params: dict[str, Any]):
         args = {k: params[k] for k in ("max_output_boxes_per_class", "iou_threshold", "center_point_box")}
         if params["score_threshold"] is not None:
             args["score_threshold"] = params["score_threshold"]
         return "non_max_suppression", args
 
-    def reference(self, arrays, params, compute=None):
-        return [select(*arrays, params["max_output_boxes_per_class"], params["iou_threshold"], params["score_threshold"],
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
+        boxes, scores = arrays
+        return [select(boxes, scores, params["max_output_boxes_per_class"], params["iou_threshold"], params["score_threshold"],
                        params["center_point_box"])]
 
 
@@ -105,7 +108,7 @@ NON_MAX_SUPPRESSION = register(NonMaxSuppression())
 
 
 def non_max_suppression(boxes, scores, max_output_boxes_per_class, iou_threshold: float = 0.0, score_threshold=None,
-                        center_point_box=0, name=None):
+                        center_point_box: int = 0, name: str | None = None) -> Tensor:
     """(batch, class, box) int64 rows of the boxes kept per batch and class (ONNX NonMaxSuppression)."""
     most = max_output_boxes_per_class
     if isinstance(most, bool) or not isinstance(most, Integral) or most < 1:
@@ -119,4 +122,4 @@ def non_max_suppression(boxes, scores, max_output_boxes_per_class, iou_threshold
     params = {"max_output_boxes_per_class": int(most), "iou_threshold": float(iou_threshold),
               "score_threshold": None if score_threshold is None else float(score_threshold),
               "center_point_box": int(center_point_box)}
-    return apply(NON_MAX_SUPPRESSION, [boxes, scores], params, name)
+    return apply_one(NON_MAX_SUPPRESSION, [boxes, scores], params, name)

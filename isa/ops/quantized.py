@@ -64,10 +64,10 @@ def out_dtype(op: str, ins: list[Spec], params: dict[str, Any], bias_allowed: tu
             raise UnsupportedError(f"{op}: the {what} is {t.dtype}; quantized {op} takes int8 or uint8")
     bias_types, out_types = MODES[mode]
     if mode == "HighPrecisionAsymmetric":
-        for z, t in zip(ZERO_POINTS, (ins[0].dtype, ins[1].dtype, params.get("out_dtype") or ins[0].dtype)):
-            lo, hi = dtypes.int_range(t) if dtypes.is_int(t) else (-(2**31), 2**31 - 1)
+        for z, dt in zip(ZERO_POINTS, (ins[0].dtype, ins[1].dtype, params.get("out_dtype") or ins[0].dtype)):
+            lo, hi = dtypes.int_range(dt) if dtypes.is_int(dt) else (-(2**31), 2**31 - 1)
             if not lo <= params[z] <= hi:
-                raise UnsupportedError(f"{op}: {z} {params[z]} is outside {t}'s range [{lo}, {hi}]")
+                raise UnsupportedError(f"{op}: {z} {params[z]} is outside {dt}'s range [{lo}, {hi}]")
     elif any(params[z] != 0 for z in ZERO_POINTS):
         raise UnsupportedError(f"{op}: {mode} needs all zero points to be 0")
     if len(ins) > 2:
@@ -82,11 +82,12 @@ def out_dtype(op: str, ins: list[Spec], params: dict[str, Any], bias_allowed: tu
     return out
 
 
-def _wide(bias_dtype) -> bool:
+def _wide(bias_dtype: str | None) -> bool:
     return bias_dtype in ("int32", "float32")
 
 
-def epilogue(params, bias_dtype, out_dtype, float_acc: bool = False, floor: bool = False):
+def epilogue(params: dict[str, Any], bias_dtype: str | None, out_dtype: str, float_acc: bool = False,
+             floor: bool = False) -> tuple[list[Step], list[str]]:
     """(steps, scratch dtypes) from the accumulator In(0) (the bias In(1), the asymmetric mode's
     second product In(2)) to the result OUT. float_acc: the product was made in float32 (BM1684's
     depthwise convolution in the high-precision modes), so the result is round((acc + bias) * scale) + zp_o."""
@@ -122,7 +123,7 @@ def epilogue(params, bias_dtype, out_dtype, float_acc: bool = False, floor: bool
     return steps + finish, temps
 
 
-def requantize(acc, bias, params, out, acc_zp=None, floor: bool = False):
+def requantize(acc, bias, params: dict[str, Any], out, acc_zp=None, floor: bool = False):
     """The pseudo-code, transcribed: acc (and acc_zp) are exact integer products; bias is the
     op's bias (bias_v2 in the asymmetric mode) or None."""
     mode = params["mode"]
@@ -149,7 +150,7 @@ def requantize(acc, bias, params, out, acc_zp=None, floor: bool = False):
     return dtypes.convert(dtypes.round_half_away(value).astype(np.int64) + params.get("output_zero_point", 0), out)
 
 
-def requantize_float(acc, bias, params, out):
+def requantize_float(acc, bias, params: dict[str, Any], out):
     """BM1684's depthwise convolution in a high-precision mode, computed in float32:
     round((acc + bias) * scale) + zp_o, acc being the exact (x - zp_l) (*) (w - zp_r)."""
     value = acc.astype(np.float32) + (0 if bias is None else bias.astype(np.float32))
@@ -157,7 +158,7 @@ def requantize_float(acc, bias, params, out):
     return dtypes.convert(dtypes.round_half_away(value).astype(np.int64) + params.get("output_zero_point", 0), out)
 
 
-def zero_point_operands(op, graph, operands, params, points, name=None):
+def zero_point_operands(op, graph, operands, params: dict[str, Any], points, name: str | None = None) -> None:
     """The integer family's zero points: each of `points` ({key: (is_const, value, vector)}) goes
     into params as a number, or, as a vector, onto operands as an int16 constant tensor whose
     position params[key + "_input"] records (params[key] is then "vector")."""
