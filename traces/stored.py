@@ -89,7 +89,7 @@ def from_data(data: object) -> Trace:
 def load(path: str | Path) -> Trace:
     """The Trace saved in a trace JSON that `write_chrome` wrote."""
     try:
-        with open_input(Path(path), regular=True) as f:
+        with open_input(path, regular=True) as f:
             size = os.fstat(f.fileno()).st_size
             text = f.read() if size <= TRACE_BYTES else None  # refused by its size, before it is read
     except OSError as exc:
