@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from isa import dtypes
-from isa.instructions import REDUCTIONS
+from isa.instructions import REDUCTIONS, Region
 from isa.vector_fns import FNS
 
 if TYPE_CHECKING:
-    from isa.instructions import Region, Vector
+    from isa.instructions import Vector
     from sim.memory import Memory
 
 
@@ -29,7 +29,9 @@ def execute(instr: Vector, memories: dict[str, Memory]) -> None:
         for s in instr.srcs
     ]
     if instr.fn in REDUCTIONS:  # the source's trailing dimensions are the reduced ones
-        args.append(tuple(range(len(instr.dst.shape), len(instr.srcs[0].shape))))
+        source = instr.srcs[0]
+        assert isinstance(source, Region)  # isa.instructions.check: a reduction reduces a region
+        args.append(tuple(range(len(instr.dst.shape), len(source.shape))))
     store(instr.fn, args, instr.dst, memories)
 
 
