@@ -50,7 +50,7 @@ class Copy(Elementwise):
 
     kind = "global"
 
-    def out_dtype(self, ins: list[Spec], params: dict[str, Any]):
+    def out_dtype(self, ins: list[Spec], params: dict[str, Any]) -> str:
         if params.get("out_dtype") not in (None, ins[0].dtype):
             raise UnsupportedError(f"copy: the output dtype must be the input's ({ins[0].dtype}), got {params['out_dtype']}")
         return ins[0].dtype

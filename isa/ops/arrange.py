@@ -94,7 +94,7 @@ def assemble(axes: list[list[Segment]], src_strides: tuple[int, ...], dst_stride
     later axis whole (so a constant border is 2 pieces per axis, not 3^rank blocks)."""
     pieces = []
 
-    def walk(axis, src_at, dst_at, shape: tuple[int, ...], src_steps, dst_steps) -> None:
+    def walk(axis: int, src_at: int, dst_at: int, shape: tuple[int, ...], src_steps: tuple[int, ...], dst_steps: tuple[int, ...]) -> None:
         if axis == len(axes):
             pieces.append(Piece(input, View(src_at, shape, src_steps), View(dst_at, shape, dst_steps), output))
             return

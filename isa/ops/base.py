@@ -6,6 +6,7 @@ reference. The reference exists for tests; results on the machine never come fro
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -77,6 +78,7 @@ class OpDef:
         return None
 
 
+TensorLike = Tensor | np.ndarray  # an op's tensor operand: a Tensor, or a numpy array its graph takes as a constant
 D = TypeVar("D", bound=OpDef)  # register gives back the subclass it was given
 
 def check_dtype(value: str, allowed: tuple[str, ...] | list[str], what: str) -> str:
@@ -90,21 +92,21 @@ def check_rank(spec: Spec, rank: int, what: str) -> None:
         raise ShapeError(f"{what}: expected rank {rank}, got shape {spec.shape}")
 
 
-def apply(opdef: OpDef, operands: list[Any | Tensor], params: dict[str, Any], name: str | None = None,
+def apply(opdef: OpDef, operands: Sequence[TensorLike], params: dict[str, Any], name: str | None = None,
           graph: Graph | None = None) -> Tensor | tuple[Tensor, ...]:
     """`outputs`, with an op of one output giving that Tensor alone."""
     outs = outputs(opdef, operands, params, name, graph)
     return outs[0] if len(outs) == 1 else outs
 
 
-def apply_one(opdef: OpDef, operands: list[Any | Tensor], params: dict[str, Any], name: str | None = None,
+def apply_one(opdef: OpDef, operands: Sequence[TensorLike], params: dict[str, Any], name: str | None = None,
               graph: Graph | None = None) -> Tensor:
     """`outputs` for an op of one output: that Tensor."""
     (out,) = outputs(opdef, operands, params, name, graph)
     return out
 
 
-def outputs(opdef: OpDef, operands: list[Any | Tensor], params: dict[str, Any], name: str | None = None,
+def outputs(opdef: OpDef, operands: Sequence[TensorLike], params: dict[str, Any], name: str | None = None,
             graph: Graph | None = None) -> tuple[Tensor, ...]:
     """Add a node for `opdef` to the graph of its tensor operands (else `graph`, else the graph
     of the enclosing `with graph:`); returns its outputs.

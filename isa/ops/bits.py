@@ -39,14 +39,14 @@ _ROUND: dict[int, Callable[[Fraction], int]] = {
 }
 
 
-def shifted(x, n, mode):
+def shifted(x: np.ndarray, n: np.ndarray, mode: int) -> np.ndarray:
     """Reference: x * 2^n, or for n < 0 the exact quotient x / 2^-n rounded by mode, in Python's
     integers, then saturated to x's 64-bit type (uint64 stays unsigned)."""
     x = np.asarray(x)
     lo, hi = (0, 2**64 - 1) if x.dtype == np.uint64 else (-(2**63), 2**63 - 1)
     rounding = _ROUND[mode]
 
-    def one(v, k):
+    def one(v: int, k: int) -> int:
         k = max(-70, min(70, int(k)))
         exact = int(v) * 2**k if k >= 0 else rounding(Fraction(int(v), 2**-k))
         return max(lo, min(hi, exact))
@@ -84,16 +84,16 @@ class Shift(Elementwise):
             raise UnsupportedError(f"{self.name}: input {ins[0].dtype} and output {outs[0].dtype} must both be signed or both unsigned")
         return outs
 
-    def out_dtype(self, ins: list[Spec], params: dict[str, Any]):
+    def out_dtype(self, ins: list[Spec], params: dict[str, Any]) -> str:
         return params.get("out_dtype") or ins[0].dtype
 
-    def operand_shape(self, i, shapes: list[tuple[int, ...]]):
+    def operand_shape(self, i: int, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
         """A per-channel count is a vector along dimension 0 (the seed: shape [tensor_i.shape(0)])."""
         if self.per_channel and i == 1:
             return (shapes[1][0],) + (1,) * (len(shapes[0]) - 1)
         return shapes[i]
 
-    def _mode(self, params: dict[str, Any]):
+    def _mode(self, params: dict[str, Any]) -> int:
         return self.mode if self.mode is not None else params["rounding_mode"]
 
     def steps(self, params: dict[str, Any], ins: list[str], out: str) -> list[Step]:

@@ -24,7 +24,7 @@ from .. import dtypes
 from ..errors import ShapeError, UnsupportedError
 from ..graph import Node, Tensor
 from . import quantized
-from .base import OpDef, Spec, apply_one, register
+from .base import OpDef, Spec, TensorLike, apply_one, register
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -259,7 +259,7 @@ class ConvV2(Conv):
     def checked_inputs(self, node: Node) -> int:
         return 2 + node.params["has_bias"]
 
-    def _zero_point(self, arrays: list[np.ndarray], params: dict[str, Any], key, axis_len):
+    def _zero_point(self, arrays: list[np.ndarray], params: dict[str, Any], key: str, axis_len):
         """The zero point `key` as an array broadcasting over channels, from its constant input or value."""
         if params[key] == "vector":
             return arrays[params[key + "_input"]].astype(np.int64).reshape(axis_len)
@@ -306,14 +306,16 @@ class ConvV2(Conv):
         return [dtypes.convert(acc, out)]
 
 
-def _v2(op, tensor_input: Tensor, tensor_weight: Tensor, tensor_bias: Tensor | None, groups, dilations, pads, strides, has_bias: bool,
-        is_izp_const, izp_val, izp_vec, is_kzp_const, kzp_val, kzp_vec, out_dtype: str | None, name: str | None) -> Tensor:
+def _v2(op: ConvV2, tensor_input: Tensor, tensor_weight: Tensor, tensor_bias: Tensor | None, groups, dilations, pads, strides,
+        has_bias: bool, is_izp_const, izp_val, izp_vec, is_kzp_const, kzp_val, kzp_vec, out_dtype: str | None, name: str | None) -> Tensor:
     if bool(has_bias) != (tensor_bias is not None):
         raise ShapeError(f"{op.name}: has_bias is {has_bias} but tensor_bias is {'missing' if tensor_bias is None else 'given'}")
     params = _params(op, tensor_input, tensor_weight, groups, dilations, pads, strides, {"mode": "v2"}, out_dtype)
     params["has_bias"] = int(tensor_bias is not None)
-    operands = [tensor_input, tensor_weight] + ([tensor_bias] if tensor_bias is not None else [])
-    points = {"izp": (is_izp_const, izp_val, izp_vec), "kzp": (is_kzp_const, kzp_val, kzp_vec)}
+    operands: list[TensorLike] = [tensor_input, tensor_weight]
+    if tensor_bias is not None:
+        operands.append(tensor_bias)
+    points: dict[str, quantized.ZeroPoint] = {"izp": (is_izp_const, izp_val, izp_vec), "kzp": (is_kzp_const, kzp_val, kzp_vec)}
     quantized.zero_point_operands(op.name, tensor_input.graph, operands, params, points, name)
     return apply_one(op, operands, params, name)
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import GraphError, ShapeError, UnsupportedError
 from ..graph import Graph, Tensor
-from ..instructions import CUSTOM_PREFIX
+from ..instructions import CUSTOM_PREFIX, ScalarArg
 from .base import OpDef, Spec, apply, register
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -56,7 +56,7 @@ def register_custom(name: str, compute: typing.Callable, cost: typing.Callable, 
     return CUSTOM[name]
 
 
-def lookup(op_type):
+def lookup(op_type: str) -> CustomOp:
     if op_type not in CUSTOM:
         known = ", ".join(sorted(CUSTOM)) or "none"
         raise UnsupportedError(f"customed_ops: op_type {op_type!r} is not registered (registered: {known}); "
@@ -64,7 +64,7 @@ def lookup(op_type):
     return CUSTOM[op_type]
 
 
-def _argument(key, value, op_type):
+def _argument(key: str, value: object, op_type: str) -> ScalarArg:
     """A param value as an instruction argument: an int, a float, a word or a tuple of numbers."""
     where = f"customed_ops {op_type}: param {key!r}"
     if isinstance(value, str):
@@ -72,15 +72,18 @@ def _argument(key, value, op_type):
             raise UnsupportedError(f"{where}: a string must be one word of at most 64 letters, digits, _ . - "
                                    f"starting with a letter or _ (and not a number), got {value!r}")
         return value
-    if isinstance(value, Sequence) or hasattr(value, "tolist"):
-        items = value.tolist() if hasattr(value, "tolist") else list(value)
-        if not isinstance(items, list):  # a numpy scalar
-            return _argument(key, items, op_type)
-        return tuple(_scalar(v, f"{where} element") for v in items)
-    return _scalar(value, where)
+    if hasattr(value, "tolist"):  # a numpy array or scalar
+        items = value.tolist()
+    elif isinstance(value, Sequence):
+        items = list(value)
+    else:
+        return _scalar(value, where)
+    if not isinstance(items, list):  # a numpy scalar
+        return _argument(key, items, op_type)
+    return tuple(_scalar(v, f"{where} element") for v in items)
 
 
-def _scalar(value, where):
+def _scalar(value: object, where: str) -> int | float:
     if isinstance(value, bool) or not isinstance(value, Real):
         raise UnsupportedError(f"{where} must be a number, a word or a list of numbers, got {type(value).__name__} {value!r}")
     if isinstance(value, Integral):
@@ -123,7 +126,7 @@ class CustomedOps(OpDef):
             raise GraphError(f"customed_ops {op.name}: cost must return a finite number of cycles >= 0, got {cycles!r}")
         return list(outs)
 
-    def kernel(self, ins: list[Tensor], params: dict[str, Any]):
+    def kernel(self, ins: list[Tensor], params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return CUSTOM_PREFIX + params["op_type"], dict(params["param"])
 
     def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:

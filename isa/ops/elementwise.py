@@ -20,7 +20,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -29,8 +29,10 @@ from ..errors import ShapeError, UnsupportedError
 from ..graph import Tensor
 from .base import OpDef, Spec, apply_one, register
 
+T = TypeVar("T")  # what _ordered orders: operands, or their values
+
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable, Sequence
 
     from numpy import ufunc
 
@@ -61,7 +63,7 @@ class Step:
     cdt: str | None = None  # compute dtype; None: step_dtype's rule
 
 
-def step_dtype(step, operand_dtypes):
+def step_dtype(step: Step, operand_dtypes: Sequence[str]) -> str:
     """The dtype a step computes in: its own, or isa.dtypes.compute_dtype's rule over its
     operands: float64 when one is float64, float32 when one is another float or a float number,
     else exact integers (int64, or uint64 for unsigned operands of which one is uint64).
@@ -73,7 +75,7 @@ def step_dtype(step, operand_dtypes):
     return dtypes.compute_dtype(*operand_dtypes, *numbers)
 
 
-def computed(dtype: str, compute: dict[str, str] | None):
+def computed(dtype: str, compute: dict[str, str] | None) -> str:
     """The dtype a chip computes an input of `dtype` in (BM1684: int32 -> float32)."""
     return (compute or {}).get(dtype, dtype)
 
@@ -91,10 +93,10 @@ def broadcast_shape(shapes: list[tuple[int, ...]], what: str) -> tuple[int, ...]
     return tuple(out)
 
 
-def check_number(value, what: str, integer: bool = False, low=None, high=None):
+def check_number(value: object, what: str, integer: bool = False, low: int | None = None, high: int | None = None) -> Real:
     if isinstance(value, bool) or not isinstance(value, Integral if integer else Real):
         raise UnsupportedError(f"{what} must be {'an integer' if integer else 'a number'}, got {value!r}")
-    if (low is not None and value < low) or (high is not None and value > high):
+    if (low is not None and value < low) or (high is not None and value > high):  # type: ignore[operator]  # a Real compares; typeshed's Real does not say
         raise UnsupportedError(f"{what} must be in [{low}, {high}], got {value}")
     return value
 
@@ -123,7 +125,7 @@ class Elementwise(OpDef):
     def tensors(self) -> int:
         return len(self.inputs)
 
-    def _ordered(self, tensors, scalars):
+    def _ordered(self, tensors: Iterable[T], scalars: Iterable[T]) -> tuple[T, ...]:
         """Operands in the seed's order, from tensors (in `inputs` order) and scalar values."""
         by_name = dict(zip(self.inputs, tensors))
         by_name.update(zip(self.scalars, scalars))
@@ -152,12 +154,13 @@ class Elementwise(OpDef):
         """How operand i broadcasts against the output (a per-channel vector may reshape)."""
         return shapes[i]
 
-    def load_kind(self, i, shapes: list[tuple[int, ...]], params: dict[str, Any]):
+    def load_kind(self, i: int, shapes: list[tuple[int, ...]], params: dict[str, Any]) -> tuple[object, ...]:
         """What distinguishes how operand i is read from DDR: two operands of a layer group
         with the same tensor and load kind share one load."""
         return ("whole",) if i in self.table_inputs else ("view", self.operand_shape(i, shapes))
 
-    def input_box(self, i, shape: tuple[int, ...], starts, extents, params: dict[str, Any]):
+    def input_box(self, i: int, shape: tuple[int, ...], starts: tuple[int, ...], extents: tuple[int, ...],
+                  params: dict[str, Any]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
         """The part of operand i (of shape `shape`, see operand_shape) a box of the output
         needs, as (starts, extents, steps): its size-1 dimensions stay at 0; a table operand is
         read whole."""
@@ -227,7 +230,7 @@ def define(opdef: Elementwise, doc: str | None) -> Callable[..., Tensor]:
     params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None) for n in ("out_dtype", "name")]
     signature = inspect.Signature(params)
 
-    def op(*args, **kwargs) -> Tensor:
+    def op(*args: object, **kwargs: object) -> Tensor:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         values = dict(bound.arguments)

@@ -9,6 +9,7 @@ tensors) in the shapes an IndexedDma takes: the table rows come from or go to, P
 dimensions) + Q; the indices, P + (n, k); the rows, P + (n,) + Q.
 """
 
+from collections.abc import Sequence
 from numbers import Integral
 from typing import Any
 
@@ -18,10 +19,10 @@ from .. import dtypes
 from ..errors import IndexRangeError, ShapeError, UnsupportedError
 from ..graph import Tensor
 from .arrange import View, dense, strides
-from .base import OpDef, Spec, apply_one, check_dtype, register
+from .base import OpDef, Spec, TensorLike, apply_one, check_dtype, register
 
 
-def known_values(operand):
+def known_values(operand: object) -> np.ndarray | None:
     """An operand's values when the graph knows them at build time (a numpy array, a constant, a
     tensor computed from shapes alone), else None."""
     if isinstance(operand, np.ndarray):
@@ -29,20 +30,20 @@ def known_values(operand):
     return operand.graph.known(operand) if isinstance(operand, Tensor) else None
 
 
-def check_known_indices(op, indices, dims, wrap, unique: bool = False) -> None:
+def check_known_indices(op: str, indices: np.ndarray, dims: Sequence[int], wrap: bool, unique: bool = False) -> None:
     """Build-time checks of known indices of shape (..., k) into dimensions `dims` (k of them):
     each in [0, d) (or [-d, d) with `wrap`), and with `unique` no k-tuple twice. The engine makes
     the same checks at run time (sim/engines/dma.py) for indices known only then."""
     values = np.asarray(indices, np.int64)
-    dims = np.asarray(dims, np.int64)
-    low = -dims if wrap else np.zeros_like(dims)
-    bad = (values < low) | (values >= dims)
+    sizes = np.asarray(dims, np.int64)
+    low = -sizes if wrap else np.zeros_like(sizes)
+    bad = (values < low) | (values >= sizes)
     if bad.any():
         at = tuple(int(v) for v in np.argwhere(bad)[0])
         raise IndexRangeError(f"{op}: index {int(values[at])} at position {at[:-1]} is out of range for a dimension of size "
-                              f"{int(dims[at[-1]])} (allowed {int(low[at[-1]])}..{int(dims[at[-1]]) - 1})")
+                              f"{int(sizes[at[-1]])} (allowed {int(low[at[-1]])}..{int(sizes[at[-1]]) - 1})")
     if unique:
-        rows = np.where(values < 0, values + dims, values).reshape(-1, len(dims))
+        rows = np.where(values < 0, values + sizes, values).reshape(-1, len(sizes))
         _, first, counts = np.unique(rows, axis=0, return_index=True, return_counts=True)
         if (counts > 1).any():
             twice = rows[first[counts > 1][0]]
@@ -50,7 +51,7 @@ def check_known_indices(op, indices, dims, wrap, unique: bool = False) -> None:
                                   "the result would depend on the order of the writes (the seed: indices must not repeat)")
 
 
-def _integer(value, op, param):
+def _integer(value: object, op: str, param: str) -> int:
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise ShapeError(f"{op}: {param} must be an integer, got {value!r}")
     return int(value)
@@ -93,7 +94,7 @@ class Gather(OpDef):
                              "rank(x) + rank(indices) - 1 - batch_dims <= 8)")
         return [Spec(out, x.dtype)]
 
-    def views(self, shapes: list[tuple[int, ...]], params: dict[str, Any]):
+    def views(self, shapes: list[tuple[int, ...]], params: dict[str, Any]) -> tuple[View, View, View]:
         """P = x.shape[:axis] (the batch dimensions, then the ones indices repeat over, read with
         stride 0), n = the indices after the batch dimensions, k = 1, Q = x.shape[axis + 1:]."""
         x, idx = shapes
@@ -116,7 +117,7 @@ class Gather(OpDef):
 GATHER = register(Gather())
 
 
-def gather(x, indices, axis: int = 0, batch_dims: int = 0, name: str | None = None) -> Tensor:
+def gather(x: Tensor, indices: TensorLike, axis: int = 0, batch_dims: int = 0, name: str | None = None) -> Tensor:
     """Slices of x along `axis` at `indices` (seed 001, tf.gather with batch_dims). A negative
     axis counts from the end of x's dimensions, a negative batch_dims from the end of indices'."""
     x_rank, i_rank = len(x.shape), len(indices.shape)
@@ -180,11 +181,11 @@ class ScatterND(OpDef):
             raise ShapeError(f"scatter_nd: updates must have shape indices.shape[:-1] + data.shape[{k}:] = {want}, got {upd.shape}")
         return [Spec(data.shape, data.dtype)]
 
-    def combine(self, params: dict[str, Any]):
+    def combine(self, params: dict[str, Any]) -> str | None:
         """The vector function combining rows, or None for a plain scatter."""
         return REDUCTIONS[params["reduction"]][0]
 
-    def views(self, shapes: list[tuple[int, ...]], params: dict[str, Any]):
+    def views(self, shapes: list[tuple[int, ...]], params: dict[str, Any]) -> tuple[View, View, View]:
         """P = (), n = the index tuples, k = indices.shape[-1], Q = data.shape[k:]."""
         data, idx, _ = shapes
         k = idx[-1]
@@ -209,7 +210,8 @@ class ScatterND(OpDef):
 SCATTER_ND = register(ScatterND())
 
 
-def scatter_nd(data, indices, updates, reduction: str = "none", opset: int = 18, name: str | None = None) -> Tensor:
+def scatter_nd(data: TensorLike, indices: TensorLike, updates: TensorLike, reduction: str = "none", opset: int = 18,
+               name: str | None = None) -> Tensor:
     """A copy of data with the slices at indices replaced by, or combined with, updates (ONNX
     ScatterND of `opset`: 11 and 13 have no reduction, 16 adds add and mul, 18 max and min)."""
     opset = _integer(opset, "scatter_nd", "opset")

@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import ShapeError, UnsupportedError
-from ..graph import Tensor
+from ..graph import Graph, Tensor
 from .arrange import fill_value, integer, ints, known_ints
 from .base import OpDef, Spec, apply_one, register
 
@@ -62,7 +62,7 @@ class ConstData(OpDef):
 CONSTDATA = register(ConstData())
 
 
-def constdata(array, dtype: str | None = None, name: str | None = None, graph=None) -> Tensor:
+def constdata(array, dtype: str | None = None, name: str | None = None, graph: Graph | None = None) -> Tensor:
     """A constant tensor holding `array` (in `dtype`, else the array's own). It has no tensor
     operand: it goes to `graph`, or to the graph of `with graph:`."""
     array = np.asarray(array)
@@ -96,7 +96,7 @@ class SequenceGen(OpDef):
                                    f"(seed line 1200), got {params['out_dtype']!r}")
         return [Spec(params["shape"], params["out_dtype"])]
 
-    def kernel(self, ins: list[Tensor], params: dict[str, Any]):
+    def kernel(self, ins: list[Tensor], params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return "sequence", {}
 
     def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
@@ -164,7 +164,7 @@ class Fill(OpDef):
     def check_values(self, params: dict[str, Any], shape: tuple[int, ...], dtype: str) -> None:
         """Rules between the parameters given as numbers (each is checked as it is given)."""
 
-    def static(self, key, value, dtype: str):
+    def static(self, key: str, value, dtype: str):
         """A parameter given as numbers, as the output dtype holds them (LINSPACE's beta: a list,
         one step per dimension)."""
         if not (self.vector_beta and key == self.PARAMS[1]):
@@ -173,7 +173,7 @@ class Fill(OpDef):
             raise ShapeError(f"{self.name}: {key} needs one step per output dimension (a list or a tensor), got {value!r}")
         return tuple(fill_value(_number(v, self.name, key), dtype, self.name, key) for v in np.asarray(value).reshape(-1).tolist())
 
-    def kernel(self, ins: list[Tensor], params: dict[str, Any]):
+    def kernel(self, ins: list[Tensor], params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         args = {"shape": params["shape"]}
         args.update((k, params[k]) for k in self.PARAMS + ("seed",) if params.get(k) is not None)
         return self.name, args
@@ -188,13 +188,13 @@ class Fill(OpDef):
         return wide(alpha), (np.array(beta, wide) if self.vector_beta else wide(beta))
 
 
-def _number(value, op, param):
+def _number(value: object, op: str, param) -> float:
     if isinstance(value, bool) or not isinstance(value, (Integral, float, np.floating)):
         raise UnsupportedError(f"{op}: {param} must be a number or a Tensor, got {value!r}")
     return int(value) if isinstance(value, Integral) else float(value)
 
 
-def _fill(opdef, shape: tuple[int, ...], values, dtype: str, name: str | None, graph, **extra) -> Tensor:
+def _fill(opdef, shape: tuple[int, ...], values, dtype: str, name: str | None, graph: Graph | None, **extra) -> Tensor:
     """Add a Fill node: `values` maps the two parameter names to numbers or Tensors. When either
     is a Tensor, both become the node's inputs (a number as a constant of the output's dtype)."""
     if isinstance(shape, Tensor):
@@ -238,7 +238,7 @@ class Linspace(Fill):
 LINSPACE = register(Linspace())
 
 
-def linspace(shape: tuple[int, ...], alpha, beta, dtype: str = "float32", name: str | None = None, graph=None):
+def linspace(shape: tuple[int, ...], alpha, beta, dtype: str = "float32", name: str | None = None, graph: Graph | None = None):
     """alpha + sum_d beta[d] * i_d at every index (i_0, ..., i_n) of `shape`; alpha a number or a
     one-element tensor, beta one step per dimension (a list, or a tensor of that many)."""
     return _fill(LINSPACE, shape, {"alpha": alpha, "beta": beta}, dtype, name, graph)
@@ -251,7 +251,7 @@ PHILOX_M = (0xD2511F53, 0xCD9E8D57)  # the round multipliers
 PHILOX_W = (0x9E3779B9, 0xBB67AE85)  # the key schedule's Weyl increments (golden ratio, sqrt(3) - 1)
 
 
-def philox4x32(counter, key, rounds: int = 10):
+def philox4x32(counter: tuple[int, int, int, int], key: tuple[int, int], rounds: int = 10) -> tuple[int, int, int, int]:
     """Random123's philox4x32_R: four 32-bit words from a 4-word counter and a 2-word key."""
     c0, c1, c2, c3 = counter
     k0, k1 = key
@@ -263,7 +263,7 @@ def philox4x32(counter, key, rounds: int = 10):
     return c0, c1, c2, c3
 
 
-def uniforms(count, seed):
+def uniforms(count: int, seed: int) -> list[tuple[float, float]]:
     """(u0, u1) in [0, 1) for elements 0 .. count - 1, from words 0 and 1 of each element's block."""
     key = (seed & MASK32, seed >> 32)
     blocks = [philox4x32((i & MASK32, i >> 32, 0, 0), key) for i in range(count)]
@@ -314,7 +314,7 @@ RANDOM_UNIFORM = register(RandomUniform())
 RANDOM_NORMAL = register(RandomNormal())
 
 
-def _seed(seed, op):
+def _seed(seed, op: str):
     seed = integer(seed, op, "seed", low=0)
     if seed >= SEED_LIMIT:
         raise UnsupportedError(f"{op}: seed must be below 2^64 (the Philox key is two 32-bit words), got {seed}")
@@ -322,13 +322,13 @@ def _seed(seed, op):
 
 
 def random_uniform(shape: tuple[int, ...], low: float = 0.0, high: float = 1.0, dtype: str = "float32", seed: int = 0,
-                   name: str | None = None, graph=None):
+                   name: str | None = None, graph: Graph | None = None):
     """Uniform random numbers in [low, high], Philox4x32-10 keyed by `seed`."""
     return _fill(RANDOM_UNIFORM, shape, {"low": low, "high": high}, dtype, name, graph, seed=_seed(seed, "random_uniform"))
 
 
 def random_normal(shape: tuple[int, ...], mean: float = 0.0, scale: float = 1.0, dtype: str = "float32", seed: int = 0,
-                  name: str | None = None, graph=None):
+                  name: str | None = None, graph: Graph | None = None):
     """Normal random numbers of mean `mean` and standard deviation `scale`, Philox4x32-10 and
     Box-Muller, keyed by `seed`."""
     return _fill(RANDOM_NORMAL, shape, {"mean": mean, "scale": scale}, dtype, name, graph, seed=_seed(seed, "random_normal"))

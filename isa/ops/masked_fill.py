@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
+from ..graph import Tensor
 from .arrange import fill_value
-from .base import Spec, check_dtype
+from .base import Spec, TensorLike, check_dtype
 from .elementwise import Elementwise, In, Step, Tmp, broadcast_shape, define
 from .gather import known_values
 
@@ -44,7 +45,7 @@ class MaskedFill(Elementwise):
         params["value"] = value
         return params
 
-    def operand_shape(self, i, shapes: list[tuple[int, ...]]):
+    def operand_shape(self, i: int, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
         """The mask with its missing leading dimensions as 1s."""
         return (1,) * (len(shapes[0]) - len(shapes[i])) + tuple(shapes[i])
 
@@ -84,7 +85,7 @@ class MaskedFill(Elementwise):
 _masked_fill = define(MaskedFill(), MaskedFill.__doc__)
 
 
-def masked_fill(x, mask, value, out_dtype: str | None = None, name: str | None = None):
+def masked_fill(x: TensorLike, mask: TensorLike, value: float, out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """x with value where mask is 1 (seed 000, FillOperation with withMask=true)."""
     known = known_values(mask)
     if known is not None:

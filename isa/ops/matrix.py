@@ -21,8 +21,9 @@ from .. import dtypes
 from ..errors import ShapeError, UnsupportedError
 from ..graph import Node, Tensor
 from . import quantized
-from .base import OpDef, Spec, apply_one, check_rank, register
+from .base import OpDef, Spec, TensorLike, apply_one, check_rank, register
 from .elementwise import In, Step
+from .quantized import ZeroPointVector
 
 FLOAT = ("float32", "float16", "bfloat16", "float64")
 
@@ -63,7 +64,8 @@ class MatrixMul(OpDef):
             return "float64"
         return "float32" if left_dtype in FLOAT else "int32"
 
-    def dims(self, left_shape: tuple[int, ...], right_shape: tuple[int, ...], params: dict[str, Any]):
+    def dims(self, left_shape: tuple[int, ...], right_shape: tuple[int, ...],
+             params: dict[str, Any]) -> tuple[tuple[int, ...], int, int, int]:
         """(batch shape, M, K, N): one 2-d product."""
         return (), left_shape[0], left_shape[1], right_shape[1]
 
@@ -134,7 +136,8 @@ class MatrixMulV2(OpDef):
     def checked_inputs(self, node: Node) -> int:
         return 2 + node.params["has_bias"]
 
-    def dims(self, left_shape: tuple[int, ...], right_shape: tuple[int, ...], params: dict[str, Any]):
+    def dims(self, left_shape: tuple[int, ...], right_shape: tuple[int, ...],
+             params: dict[str, Any]) -> tuple[tuple[int, ...], int, int, int]:
         """(batch shape, M, K, N) of the product; raises ShapeError when the operands disagree."""
         m, k = (left_shape[-1], left_shape[-2]) if params["left_trans"] else left_shape[-2:]
         k2, n = (right_shape[-1], right_shape[-2]) if params["right_trans"] else right_shape[-2:]
@@ -189,7 +192,8 @@ class MatrixMulV2(OpDef):
         return [dtypes.convert(acc, params.get("out_dtype") or "int32")]
 
 
-def _matmul_v2(op, left, right, bias, has_bias: bool | None, left_trans, right_trans, lzp, rzp, out_dtype: str | None,
+def _matmul_v2(op: MatrixMulV2, left: Tensor, right: TensorLike, bias: TensorLike | None, has_bias: bool | None, left_trans: bool,
+               right_trans: bool, lzp: quantized.ZeroPoint, rzp: quantized.ZeroPoint, out_dtype: str | None,
                name: str | None) -> Tensor:
     if has_bias is not None and bool(has_bias) != (bias is not None):
         raise ShapeError(f"{op.name}: has_bias is {has_bias} but the bias is {'missing' if bias is None else 'given'}")
@@ -205,16 +209,17 @@ FC_INT = register(MatrixMulV2("fc_int", (3,), (2,)))
 
 def matrix_mul_v2(matrix_left: Tensor, matrix_right: Tensor, bias: Tensor | np.ndarray | None = None, has_bias: bool | None = None,
                   is_left_trans: bool = False, is_right_trans: bool = False, is_lzp_const: bool = True, lzp_val: int = 0,
-                  lzp_vec: Tensor | np.ndarray | None = None, is_rzp_const: bool = True, rzp_val: int = 0,
-                  rzp_vec: Tensor | np.ndarray | None = None, out_dtype: str | None = None, name: str | None = None) -> Tensor:
+                  lzp_vec: ZeroPointVector | None = None, is_rzp_const: bool = True, rzp_val: int = 0,
+                  rzp_vec: ZeroPointVector | None = None, out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """(left - lzp) @ (right - rzp) + bias over 2-5 dimensional operands with batch broadcast (MatrixMulV2Param)."""
     return _matmul_v2(MATRIX_MUL_V2, matrix_left, matrix_right, bias, has_bias, is_left_trans, is_right_trans,
                       (is_lzp_const, lzp_val, lzp_vec), (is_rzp_const, rzp_val, rzp_vec), out_dtype, name)
 
 
 def fc_int(tensor_input: Tensor, tensor_kernel: Tensor, tensor_bias: Tensor | None = None, has_bias: bool | None = None,
-           weight_trans: bool = False, is_izp_const: bool = True, izp_val: int = 0, izp_vec=None, is_kzp_const: bool = True,
-           kzp_val: int = 0, kzp_vec=None, out_dtype: str | None = None, name: str | None = None):
+           weight_trans: bool = False, is_izp_const: bool = True, izp_val: int = 0, izp_vec: ZeroPointVector | None = None,
+           is_kzp_const: bool = True, kzp_val: int = 0, kzp_vec: ZeroPointVector | None = None, out_dtype: str | None = None,
+           name: str | None = None) -> Tensor:
     """Fully connected: (input [batch, rows, K] - izp) @ (kernel [K, N] - kzp) + bias (FCIntParam)."""
     return _matmul_v2(FC_INT, tensor_input, tensor_kernel, tensor_bias, has_bias, False, weight_trans,
                       (is_izp_const, izp_val, izp_vec), (is_kzp_const, kzp_val, kzp_vec), out_dtype, name)

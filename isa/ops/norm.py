@@ -28,14 +28,14 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
 from ..graph import Tensor
-from .base import Spec, outputs, register
+from .base import Spec, TensorLike, outputs, register
 from .reduce import Reduction, reduced_last, trailing
 
 F32 = "float32"
 NAMES = ("tensor_i", "mean_i", "variance_i", "gamma", "beta")
 
 
-def stat_factor(scale):
+def stat_factor(scale: float) -> float:
     """What the given statistics are multiplied by: float32 1 / scale, or 0 for a scale of 0 (Caffe)."""
     return 0.0 if scale == 0 else float(np.float32(1) / np.float32(scale))
 
@@ -91,8 +91,9 @@ class BatchNorm(Reduction):
 BATCH_NORM = register(BatchNorm())
 
 
-def batch_norm(tensor_i: Tensor, *more, epsilon: float = 1e-5, use_global_stats: bool = True, scale: float = 1.0,
-               method: str = "BATCH_NORM", out_dtype: str | None = None, name: str | None = None) -> tuple[Tensor, ...]:
+def batch_norm(tensor_i: TensorLike | list[TensorLike] | tuple[TensorLike, ...], *more: TensorLike, epsilon: float = 1e-5,
+               use_global_stats: bool = True, scale: float = 1.0, method: str = "BATCH_NORM", out_dtype: str | None = None,
+               name: str | None = None) -> tuple[Tensor, ...]:
     """Batch normalization of x with mean, variance[, gamma, beta]; returns
     (tensor_o, mean_o, variance_o)."""
     tensors = list(tensor_i) if isinstance(tensor_i, (list, tuple)) else [tensor_i]

@@ -23,12 +23,12 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
 from ..graph import Tensor
-from .base import OpDef, Spec, apply_one, register
+from .base import OpDef, Spec, TensorLike, apply_one, register
 
 FLOATS = ("float32", "float16")
 
 
-def corners(boxes, center_point_box):
+def corners(boxes: np.ndarray, center_point_box: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(y_min, x_min, y_max, x_max) columns of [..., 4] boxes."""
     if center_point_box:
         xc, yc, w, h = (boxes[..., i] for i in range(4))
@@ -37,7 +37,8 @@ def corners(boxes, center_point_box):
     return y.min(axis=-1), x.min(axis=-1), y.max(axis=-1), x.max(axis=-1)
 
 
-def select(boxes, scores, most, iou_threshold, score_threshold, center_point_box):
+def select(boxes: np.ndarray, scores: np.ndarray, most: int, iou_threshold: float, score_threshold: float | None,
+           center_point_box: int) -> np.ndarray:
     """The kept (batch, class, box) rows: the loop ONNX's reference runs, one class at a time."""
     rows = []
     threshold = boxes.dtype.type(iou_threshold)
@@ -92,7 +93,7 @@ class NonMaxSuppression(OpDef):
         b, n, c = boxes.shape[0], boxes.shape[1], scores.shape[1]
         return [Spec((b * c * min(n, params["max_output_boxes_per_class"]), 3), "int64", bounded=True)]
 
-    def kernel(self, ins: list[Tensor], params: dict[str, Any]):
+    def kernel(self, ins: list[Tensor], params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         args = {k: params[k] for k in ("max_output_boxes_per_class", "iou_threshold", "center_point_box")}
         if params["score_threshold"] is not None:
             args["score_threshold"] = params["score_threshold"]
@@ -107,7 +108,8 @@ class NonMaxSuppression(OpDef):
 NON_MAX_SUPPRESSION = register(NonMaxSuppression())
 
 
-def non_max_suppression(boxes, scores, max_output_boxes_per_class, iou_threshold: float = 0.0, score_threshold=None,
+def non_max_suppression(boxes: TensorLike, scores: TensorLike, max_output_boxes_per_class: int, iou_threshold: float = 0.0,
+                        score_threshold: float | None = None,
                         center_point_box: int = 0, name: str | None = None) -> Tensor:
     """(batch, class, box) int64 rows of the boxes kept per batch and class (ONNX NonMaxSuppression)."""
     most = max_output_boxes_per_class

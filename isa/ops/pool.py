@@ -100,7 +100,7 @@ class Pool(OpDef):
         return [dtypes.convert(out, dtypes.of_array(x))]
 
     @staticmethod
-    def _average(total, count, params: dict[str, Any], floats):
+    def _average(total, count: int, params: dict[str, Any], floats):
         if params.get("quant_mode") == 2:
             return (total * params["scale"] + (1 << (params["rshift"] - 1) if params["rshift"] > 0 else 0)) >> params["rshift"]
         with np.errstate(invalid="ignore"):  # an empty window's average: 0/0
@@ -140,7 +140,7 @@ def pool(tensor_i: Tensor, stride_h: int = 1, stride_w: int = 1, kernel_h: int =
     return apply_one(POOL, [tensor_i], params, name)
 
 
-def _int_params(op, kernel, strides, pads, is_avg_pooling, out_ceil_mode, quant_mode, scale, rshift, out_dtype: str | None):
+def _int_params(op: str, kernel, strides, pads, is_avg_pooling, out_ceil_mode, quant_mode, scale, rshift, out_dtype: str | None):
     _check(op, kernel, strides, pads)
     if is_avg_pooling and quant_mode not in (1, 2):
         raise UnsupportedError(f"{op}: quant_mode {quant_mode!r} must be 1 (divide) or 2 (scale and shift)")

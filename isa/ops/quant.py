@@ -62,18 +62,18 @@ class Quant(Elementwise):
                                  f"{x.shape[1] if len(x.shape) > 1 else '?'} entries along dimension 1 of {x.shape}")
         return [Spec(x.shape, dtypes.check(params["out_dtype"], f"{self.name} out_dtype"))]
 
-    def operand(self, params: dict[str, Any], key):
+    def operand(self, params: dict[str, Any], key: str):
         """The step operand for param `key`: a number, or In(k) for a per-channel vector."""
         value = params[key]
         return In(1 + params["vectors"].index(key)) if isinstance(value, list) else value
 
-    def per_channel(self, x, params: dict[str, Any], key):
+    def per_channel(self, x: np.ndarray, params: dict[str, Any], key: str):
         """params[key] as an array broadcasting along dimension 1 of x (reference side)."""
         value = np.asarray(params[key])
         return value.reshape((1, -1) + (1,) * (x.ndim - 2)) if value.ndim else value
 
 
-def _vector_inputs(x, params: dict[str, Any], derived):
+def _vector_inputs(x: Tensor, params: dict[str, Any], derived):
     """Constant tensors for the per-channel values `derived` names: {key: (values, dtype)}."""
     if not isinstance(x, Tensor):
         raise GraphError(f"expected a Tensor, got {type(x).__name__}")

@@ -24,12 +24,15 @@ counts as (0 - zp_l).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import dtypes
 from ..errors import ShapeError, UnsupportedError
+from ..graph import Graph
+from .base import TensorLike
 from .elementwise import In, Step, Tmp
 
 if TYPE_CHECKING:
@@ -158,7 +161,12 @@ def requantize_float(acc, bias, params: dict[str, Any], out):
     return dtypes.convert(dtypes.round_half_away(value).astype(np.int64) + params.get("output_zero_point", 0), out)
 
 
-def zero_point_operands(op, graph, operands, params: dict[str, Any], points, name: str | None = None) -> None:
+ZeroPointVector = np.ndarray | Sequence[int]  # per-channel zero points, as the integer family's *_vec arguments take them
+ZeroPoint = tuple[bool, int, ZeroPointVector | None]  # (is_const, value, vector) of one zero point
+
+
+def zero_point_operands(op: str, graph: Graph, operands: list[TensorLike], params: dict[str, Any], points: dict[str, ZeroPoint],
+                        name: str | None = None) -> None:
     """The integer family's zero points: each of `points` ({key: (is_const, value, vector)}) goes
     into params as a number, or, as a vector, onto operands as an int16 constant tensor whose
     position params[key + "_input"] records (params[key] is then "vector")."""

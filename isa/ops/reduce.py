@@ -38,7 +38,7 @@ hw_avg and hw_mul are reductions of a [2] tensor (a product of its two entries),
 on the reduction template too; they do not fuse with element-wise ops around them.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -46,7 +46,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import ShapeError, UnsupportedError
 from ..graph import Node, Tensor
-from .base import OpDef, Spec, apply_one, register
+from .base import OpDef, Spec, TensorLike, apply_one, register
 
 F32 = "float32"
 FLOATS = ("float32", "float16", "bfloat16")
@@ -57,7 +57,7 @@ REDUCERS: dict[str, Callable[..., Any]] = {"REDUCE_SUM": np.sum, "REDUCE_MEAN": 
                                           "REDUCE_PROD": np.prod}  # the references' numpy reductions (the mean divides after)
 
 
-def normalize_axes(op, axes, shape: tuple[int, ...]):
+def normalize_axes(op: str, axes: Sequence[int | np.integer], shape: tuple[int, ...]) -> tuple[int, ...]:
     """Axes of a tensor of `shape` as sorted non-negative ints; negative ones count from the
     end. An axis out of range or named twice is a ShapeError naming the op."""
     rank = len(shape)
@@ -74,7 +74,7 @@ def normalize_axes(op, axes, shape: tuple[int, ...]):
     return tuple(sorted(out))
 
 
-def reduced_last(x, axes):
+def reduced_last(x: np.ndarray, axes: Sequence[int]) -> np.ndarray:
     """x with its `axes` moved last (the others keep their order), as a contiguous array: the
     layout the reduction template gives a tile in local memory, so a reference that reduces it
     over its trailing axes adds in the machine's order."""
@@ -82,24 +82,24 @@ def reduced_last(x, axes):
     return np.ascontiguousarray(np.transpose(x, kept + tuple(axes)))
 
 
-def trailing(array, count):
+def trailing(array: np.ndarray, count: int) -> tuple[int, ...]:
     return tuple(range(array.ndim - count, array.ndim))
 
 
-def _check_out_dtype(op, params: dict[str, Any], dtype: str):
+def _check_out_dtype(op: str, params: dict[str, Any], dtype: str) -> str:
     if params.get("out_dtype") not in (None, dtype):
         raise UnsupportedError(f"{op}: the output dtype is {dtype}, got out_dtype {params['out_dtype']}")
     return dtype
 
 
-def _number(op, what: str, value):
+def _number(op: str, what: str, value: object) -> float:
     """value as a Python float (so an instruction's text form holds a plain number)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise UnsupportedError(f"{op}: {what} must be a number, got {value!r}")
     return float(value)
 
 
-def _check_count(op, ins: list[Spec], count, names) -> None:
+def _check_count(op: str, ins: list[Spec], count: int, names: Sequence[str]) -> None:
     if len(ins) != count:
         raise ShapeError(f"{op}: takes {', '.join(names)}, got {len(ins)} tensor(s)")
 
@@ -136,7 +136,7 @@ class Reduce(Reduction):
         return [Spec(self.out_shape(x.shape, axes, params["keep_dims"]), _check_out_dtype("reduce", params, x.dtype))]
 
     @staticmethod
-    def out_shape(shape: tuple[int, ...], axes, keep_dims) -> tuple[int, ...]:
+    def out_shape(shape: tuple[int, ...], axes: Sequence[int], keep_dims: bool) -> tuple[int, ...]:
         if keep_dims:
             return tuple(1 if i in axes else n for i, n in enumerate(shape))
         return tuple(n for i, n in enumerate(shape) if i not in axes) or (1,)
@@ -169,7 +169,8 @@ class Reduce(Reduction):
 REDUCE = register(Reduce())
 
 
-def reduce(tensor_i: Tensor, method: str = "REDUCE_MEAN", axis_list=None, axis_num=None, keep_dims: bool = True, *,
+def reduce(tensor_i: Tensor, method: str = "REDUCE_MEAN", axis_list: int | Sequence[int] | None = None, axis_num: int | None = None,
+           keep_dims: bool = True, *,
            out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """Reduce tensor_i over the axes of axis_list by REDUCE_MEAN, REDUCE_SUM, REDUCE_MAX,
     REDUCE_MIN or REDUCE_PROD; keep_dims leaves them as size-1 dimensions."""
@@ -180,7 +181,7 @@ def reduce(tensor_i: Tensor, method: str = "REDUCE_MEAN", axis_list=None, axis_n
         if isinstance(axis_num, bool) or not isinstance(axis_num, (int, np.integer)) or not 0 < axis_num <= len(axes):
             raise ShapeError(f"reduce: axis_num {axis_num!r} must be in 1..{len(axes)} (the length of axis_list {axes})")
         axes = axes[:axis_num]
-    params = {
+    params: dict[str, Any] = {
         "method": str(method).upper(),
         "axis_list": normalize_axes("reduce", axes, tensor_i.shape),
         "keep_dims": bool(keep_dims),
@@ -220,7 +221,7 @@ class Softmax(Reduction):
 SOFTMAX = register(Softmax())
 
 
-def softmax(tensor_i: Tensor, axis, *, out_dtype: str | None = None, name: str | None = None) -> Tensor:
+def softmax(tensor_i: Tensor, axis: int, *, out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """The normalized exponential of tensor_i along axis."""
     if not isinstance(tensor_i, Tensor):
         raise ShapeError(f"softmax: tensor_i must be a Tensor, got {type(tensor_i).__name__}")
@@ -266,19 +267,19 @@ class SoftmaxInt(Reduction):
 SOFTMAX_INT = register(SoftmaxInt())
 
 
-def softmax_int(inputs, table, scale: float = 1.0, zero_point: int = 0, *, out_dtype: str | None = None, name: str | None = None) -> Tensor:
+def softmax_int(inputs: Tensor, table: TensorLike | Sequence[float], scale: float = 1.0, zero_point: int = 0, *,
+                out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """Fixed-point softmax over C: a 256-entry exp table indexed by max - x, then
     saturate(int(round(prob * scale)) + zero_point) in the input's dtype."""
     if not isinstance(inputs, Tensor):
         raise ShapeError(f"softmax_int: inputs must be a Tensor, got {type(inputs).__name__}")
-    values = np.asarray(table, dtype=np.float64).reshape(-1) if not isinstance(table, Tensor) else None
-    if values is not None and values.size != 256:
-        raise ShapeError(f"softmax_int: the table must have 256 entries, got {values.size}")
+    operand: TensorLike = table if isinstance(table, Tensor) else np.asarray(table, dtype=np.float64).reshape(-1)
+    if isinstance(operand, np.ndarray) and operand.size != 256:
+        raise ShapeError(f"softmax_int: the table must have 256 entries, got {operand.size}")
     if isinstance(zero_point, bool) or not isinstance(zero_point, (int, np.integer)):
         raise UnsupportedError(f"softmax_int: zero_point must be an integer, got {zero_point!r}")
     params = {"scale": _number("softmax_int", "scale", scale), "zero_point": int(zero_point), "out_dtype": out_dtype}
-    operand = table if values is None else values.astype(np.float32)
-    return apply_one(SOFTMAX_INT, [inputs, operand], params, name)
+    return apply_one(SOFTMAX_INT, [inputs, operand if isinstance(operand, Tensor) else operand.astype(np.float32)], params, name)
 
 
 # ---- hw_avg and hw_mul -----------------------------------------------------------------------
@@ -350,6 +351,6 @@ class HwMul(Reduction):
 HW_MUL = register(HwMul())
 
 
-def hw_mul(tensor_i: Tensor, scale, *, out_dtype: str | None = None, name: str | None = None) -> Tensor:
+def hw_mul(tensor_i: Tensor, scale: float, *, out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """tensor_i[0] * tensor_i[1] * scale as a float32 [1] tensor (tensor_i holds H and W)."""
     return apply_one(HW_MUL, [tensor_i], {"scale": _number("hw_mul", "scale", scale), "out_dtype": out_dtype}, name)

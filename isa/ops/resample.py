@@ -5,6 +5,7 @@
     interpolate(tensor_i, size, scale_factor, platform, method, align_corners, half_pixel_centers)
 """
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,7 @@ class Upsample(Arrangement):
 UPSAMPLE = register(Upsample())
 
 
-def upsample(tensor_i: Tensor, scale, out_dtype: str | None = None, name: str | None = None) -> Tensor:
+def upsample(tensor_i: Tensor, scale: int, out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """Repeat every element of an NCHW tensor `scale` times along H and along W."""
     if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
         raise ShapeError(f"upsample: scale must be a positive integer, got {scale!r}")
@@ -56,7 +57,8 @@ PLATFORMS = ("OPENCV", "TENSORFLOW")
 METHODS = ("NEAREST", "BILINEAR")
 
 
-def weights(in_size, out_size, platform, method, align_corners, half_pixel_centers):
+def weights(in_size: int, out_size: int, platform: str, method: str, align_corners: bool,
+            half_pixel_centers: bool) -> list[list[tuple[int, float]]]:
     """The interpolation along one axis as a list, per output index, of (input index, weight).
 
     TENSORFLOW follows tf.image.resize (v1): the scale is (in - 1) / (out - 1) with
@@ -93,7 +95,7 @@ def weights(in_size, out_size, platform, method, align_corners, half_pixel_cente
     return out
 
 
-def matrix(in_size, out_size, params: dict[str, Any]):
+def matrix(in_size: int, out_size: int, params: dict[str, Any]) -> np.ndarray:
     """The axis's interpolation as an (out, in) float32 matrix: out = matrix @ in."""
     m = np.zeros((out_size, in_size), np.float32)
     for o, taps in enumerate(weights(in_size, out_size, params["platform"], params["method"], params["align_corners"],
@@ -122,7 +124,7 @@ class Interpolate(OpDef):
             raise UnsupportedError(f"interpolate: the output has the input's dtype {x.dtype}, out_dtype {params['out_dtype']} asked")
         return [Spec(x.shape[:2] + self.out_size(x.shape, params), x.dtype)]
 
-    def out_size(self, shape: tuple[int, ...], params: dict[str, Any]):
+    def out_size(self, shape: tuple[int, ...], params: dict[str, Any]) -> tuple[int, ...]:
         if params["size"]:
             return tuple(params["size"])
         return tuple(int(n * f) for n, f in zip(shape[2:], params["scale_factor"]))
@@ -151,9 +153,9 @@ class Interpolate(OpDef):
 INTERPOLATE = register(Interpolate())
 
 
-def interpolate(tensor_i: Tensor, size=None, scale_factor=None, platform: str = "TENSORFLOW", method: str = "BILINEAR",
-                align_corners: bool = False, half_pixel_centers: bool = False, out_dtype: str | None = None,
-                name: str | None = None) -> Tensor:
+def interpolate(tensor_i: Tensor, size: Sequence[int] | None = None, scale_factor: Sequence[float] | None = None,
+                platform: str = "TENSORFLOW", method: str = "BILINEAR", align_corners: bool = False, half_pixel_centers: bool = False,
+                out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """Resize H and W to `size`, or by `scale_factor` (the seed's InterpolateParam)."""
     platform, method = str(platform).upper(), str(method).upper()
     if platform not in PLATFORMS:
@@ -164,7 +166,7 @@ def interpolate(tensor_i: Tensor, size=None, scale_factor=None, platform: str = 
         raise UnsupportedError("interpolate: OPENCV is BILINEAR without align_corners (the seed; cv::resize's INTER_LINEAR)")
     if bool(size) == bool(scale_factor):
         raise ShapeError(f"interpolate: give either size or scale_factor (2 values), got size={size}, scale_factor={scale_factor}")
-    given = size or scale_factor
+    given: Sequence[float] = size or scale_factor or ()  # one of them, as checked above
     if len(given) != 2 or any(v <= 0 for v in given):
         raise ShapeError(f"interpolate: size or scale_factor needs 2 positive values, got {given}")
     params = {"size": tuple(int(v) for v in size) if size else None, "scale_factor": tuple(scale_factor) if scale_factor else None,

@@ -17,10 +17,10 @@ class _Choice(Elementwise):
 
     values: tuple[int, ...] = ()  # the value operands
 
-    def operand_shape(self, i, shapes: list[tuple[int, ...]]):
+    def operand_shape(self, i: int, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
         return (1,) * len(shapes[0]) if i in self.values and int(np.prod(shapes[i])) == 1 else shapes[i]
 
-    def out_dtype(self, ins: list[Spec], params: dict[str, Any]):
+    def out_dtype(self, ins: list[Spec], params: dict[str, Any]) -> str:
         a, b = (ins[i] for i in self.values)
         if a.dtype != b.dtype:
             names = [self.inputs[i] for i in self.values]

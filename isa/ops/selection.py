@@ -28,7 +28,7 @@ from .. import dtypes
 from ..errors import IndexRangeError, ShapeError, UnsupportedError
 from ..graph import Tensor
 from .arrange import integer
-from .base import OpDef, Spec, apply_one, register
+from .base import OpDef, Spec, TensorLike, apply_one, register
 from .sorting import axis_in
 
 
@@ -36,7 +36,7 @@ class _Global(OpDef):
     kind = "global"
     template = "scalar"
 
-    def kernel(self, ins: list[Tensor], params: dict[str, Any]):
+    def kernel(self, ins: list[Tensor], params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return self.name, {}
 
 
@@ -63,26 +63,26 @@ class MaskedSelect(_Global):
 MASKED_SELECT = register(MaskedSelect())
 
 
-def masked_select(tensor_i: Tensor, mask, name: str | None = None) -> Tensor:
+def masked_select(tensor_i: Tensor, mask: TensorLike, name: str | None = None) -> Tensor:
     """tensor_i's elements where mask is nonzero, row-major, as a 1-D tensor (at most tensor_i's
     size; the data decide how many)."""
     return apply_one(MASKED_SELECT, [tensor_i, mask], {}, name)
 
 
-def out_of_range(index, size):
+def out_of_range(index: np.ndarray, size: int) -> tuple[int, int] | None:
     """(position, value) of the first entry of `index` outside [0, size), or None."""
     bad = np.flatnonzero((index < 0) | (index >= size))
     return (int(bad[0]), int(index[bad[0]])) if len(bad) else None
 
 
-def range_message(found, dim, size) -> str:
+def range_message(found: tuple[int, int], dim: int, size: int) -> str:
     return f"index[{found[0]}] = {found[1]} is out of range for dim {dim} of size {size}"
 
 
 class IndexSelect(_Global):
     name = "index_select"
 
-    def dim(self, shape: tuple[int, ...], params: dict[str, Any]):
+    def dim(self, shape: tuple[int, ...], params: dict[str, Any]) -> int:
         return axis_in("index_select", params["dim"], shape)
 
     def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
@@ -96,7 +96,7 @@ class IndexSelect(_Global):
         dim = self.dim(x.shape, params)
         return [Spec(x.shape[:dim] + index.shape + x.shape[dim + 1:], x.dtype)]
 
-    def kernel(self, ins: list[Tensor], params: dict[str, Any]):
+    def kernel(self, ins: list[Tensor], params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return "index_select", {"dim": self.dim(ins[0].shape, params)}
 
     def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
@@ -112,7 +112,7 @@ class IndexSelect(_Global):
 INDEX_SELECT = register(IndexSelect())
 
 
-def index_select(tensor_i: Tensor, index, dim, name: str | None = None) -> Tensor:
+def index_select(tensor_i: Tensor, index: TensorLike, dim: int, name: str | None = None) -> Tensor:
     """The slices of tensor_i along dim at the positions in index (1-D), in index's order."""
     params = {"dim": integer(dim, "index_select", "dim")}
     known = index if isinstance(index, np.ndarray) else index.graph.known(index) if isinstance(index, Tensor) else None

@@ -17,6 +17,7 @@ is built.
 """
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -52,7 +53,7 @@ class Squeeze(_View):
         axes = self.axes(shape, params)
         return tuple(d for i, d in enumerate(shape) if i not in axes) or (1,)
 
-    def axes(self, shape: tuple[int, ...], params: dict[str, Any]):
+    def axes(self, shape: tuple[int, ...], params: dict[str, Any]) -> list[int]:
         rank = len(shape)
         if not params["axis"]:
             return [i for i, d in enumerate(shape) if d == 1]
@@ -76,7 +77,7 @@ class Squeeze(_View):
 SQUEEZE = register(Squeeze())
 
 
-def squeeze(tensor_i: Tensor, axis=(), name: str | None = None) -> Tensor:
+def squeeze(tensor_i: Tensor, axis: Sequence[int] = (), name: str | None = None) -> Tensor:
     """tensor_i without the size-1 axes listed in `axis` (every size-1 axis when it is empty)."""
     return apply_one(SQUEEZE, [tensor_i], {"axis": ints(axis, "squeeze", "axis")}, name)
 
@@ -101,14 +102,14 @@ class ExpandDims(_View):
 EXPAND_DIMS = register(ExpandDims())
 
 
-def expand_dims(tensor_i: Tensor, axis, ndims: int = 1, name: str | None = None) -> Tensor:
+def expand_dims(tensor_i: Tensor, axis: int, ndims: int = 1, name: str | None = None) -> Tensor:
     """Insert `ndims` size-1 axes before input axis `axis` (a negative axis counts from the end:
     -1 appends them)."""
     params = {"axis": integer(axis, "expand_dims", "axis"), "ndims": integer(ndims, "expand_dims", "ndims", low=1)}
     return apply_one(EXPAND_DIMS, [tensor_i], params, name)
 
 
-def resolve_shape(op, param, shape: tuple[int, ...], spec):
+def resolve_shape(op: str, param: str, shape: tuple[int, ...], spec: Sequence[int]) -> tuple[int, ...]:
     """The output shape a reshape parameter asks for: 0 keeps the input's size on that axis, one
     -1 takes what the others leave, a positive value is the size."""
     out, infer_at = [], None
@@ -137,7 +138,7 @@ def resolve_shape(op, param, shape: tuple[int, ...], spec):
     return tuple(out)
 
 
-def _numpy_shape(x, spec):
+def _numpy_shape(x: np.ndarray, spec: Sequence[int]) -> np.ndarray:
     """The reference's reading of a reshape parameter: numpy infers -1 itself."""
     return x.reshape([x.shape[i] if d == 0 else d for i, d in enumerate(spec)])
 
@@ -155,7 +156,7 @@ class Reshape(_View):
 RESHAPE = register(Reshape())
 
 
-def reshape(tensor_i: Tensor, reshape_param, name: str | None = None) -> Tensor:
+def reshape(tensor_i: Tensor, reshape_param: Sequence[int], name: str | None = None) -> Tensor:
     """tensor_i's elements in the shape reshape_param gives (0 keeps an axis, one -1 is inferred)."""
     return apply_one(RESHAPE, [tensor_i], {"reshape_param": ints(reshape_param, "reshape", "reshape_param")}, name)
 
@@ -186,7 +187,7 @@ class ReshapeV2(_View):
 RESHAPE_V2 = register(ReshapeV2())
 
 
-def reshape_v2(tensor_i: Tensor, shape_info, name: str | None = None) -> Tensor:
+def reshape_v2(tensor_i: Tensor, shape_info: Tensor, name: str | None = None) -> Tensor:
     """reshape with the parameter given as a 1-d int32 tensor whose values the graph knows."""
     if not isinstance(shape_info, Tensor):
         raise GraphError(f"reshape_v2: shape_info must be a Tensor (a constant or a shape_fetch output), got {type(shape_info).__name__}")
@@ -202,7 +203,7 @@ class ShapeFetch(OpDef):
     kind = "global"  # seed line 1135
     template = "constant"
 
-    def dims(self, shape: tuple[int, ...], params: dict[str, Any]):
+    def dims(self, shape: tuple[int, ...], params: dict[str, Any]) -> tuple[int, ...]:
         rank = len(shape)
         begin, end = (a + rank if a < 0 else a for a in (params["begin_axis"], params["end_axis"]))
         if not 0 <= begin < end <= rank:

@@ -23,7 +23,8 @@ BM1684 sorts only with stable=false (lines 1077, 1087): `stable` is a variant ("
 """
 
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, SupportsFloat
 
 import numpy as np
 
@@ -36,34 +37,34 @@ from .reduce import normalize_axes
 INDEX_DTYPES = ("int32", "float32")  # what an index output may be (arg's and argsort's out_dtype)
 
 
-def axis_in(op, axis, shape: tuple[int, ...]):
+def axis_in(op: str, axis: int, shape: tuple[int, ...]) -> int:
     """`axis` (negative counts from the end) as a non-negative axis of a tensor of `shape`."""
     return normalize_axes(op, (axis,), shape)[0]
 
 
-def index_dtype(op, out_dtype: str):
+def index_dtype(op: str, out_dtype: str) -> str:
     if out_dtype not in INDEX_DTYPES:
         raise UnsupportedError(f"{op}: out_dtype must be int32 or float32 (the index output), got {out_dtype!r}")
     return out_dtype
 
 
-def lines(x, axis):
+def lines(x: np.ndarray, axis: int) -> np.ndarray:
     """The 1-D lines of x along axis, as the rows of a 2-D array."""
     return np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis])
 
 
-def from_lines(rows, shape: tuple[int, ...], axis):
+def from_lines(rows: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray:
     """Rows (of any length) put back as the lines along axis of a tensor shaped like `shape`."""
     moved = tuple(d for i, d in enumerate(shape) if i != axis) + (rows.shape[1],)
     return np.moveaxis(rows.reshape(moved), -1, axis)
 
 
-def rank_key(value):
+def rank_key(value: SupportsFloat) -> tuple[int, SupportsFloat]:
     """A Python sort key in numpy's order: NaN above every number."""
     return (1, 0.0) if math.isnan(value) else (0, value)
 
 
-def ordered(row, descending):
+def ordered(row: Sequence[float], descending: bool) -> list[int]:
     """Positions of a line's elements in sorted order, equal ones in input order (Python's sort
     is stable, with reverse=True too)."""
     return sorted(range(len(row)), key=lambda i: rank_key(row[i]), reverse=descending)
@@ -74,15 +75,15 @@ class _SortOp(OpDef):
     template = "scalar"
     axis_param: str  # the param naming the sorted axis
 
-    def axis(self, shape: tuple[int, ...], params: dict[str, Any]):
+    def axis(self, shape: tuple[int, ...], params: dict[str, Any]) -> int:
         return axis_in(self.name, params[self.axis_param], shape)
 
-    def check_input(self, ins: list[Spec]):
+    def check_input(self, ins: list[Spec]) -> Spec:
         if len(ins) != 1:
             raise ShapeError(f"{self.name}: takes one tensor, got {len(ins)}")
         return ins[0]
 
-    def sorted_lines(self, x, params: dict[str, Any], count=None):
+    def sorted_lines(self, x: np.ndarray, params: dict[str, Any], count: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(indices, values) of x's lines along the op's axis in the reference's order, the first
         `count` of each line (all when None), shaped as tensors."""
         axis = self.axis(x.shape, params)
@@ -105,7 +106,7 @@ class Arg(_SortOp):
         axis = self.axis(x.shape, params)
         return [Spec(x.shape[:axis] + (1,) + x.shape[axis + 1:], index_dtype("arg", params["out_dtype"]))]
 
-    def kernel(self, ins: list[Tensor], params: dict[str, Any]):
+    def kernel(self, ins: list[Tensor], params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return "arg", {"axis": self.axis(ins[0].shape, params), "method": params["method"]}
 
     def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
@@ -127,7 +128,7 @@ class Arg(_SortOp):
 ARG = register(Arg())
 
 
-def arg(tensor_i: Tensor, axis, method, out_dtype: str = "int32", name: str | None = None) -> Tensor:
+def arg(tensor_i: Tensor, axis: int, method: int | str, out_dtype: str = "int32", name: str | None = None) -> Tensor:
     """The index of the max (method 0 / "max") or min (1 / "min") of tensor_i along axis, the
     first one on ties; the axis's dim becomes 1."""
     methods = {0: "max", 1: "min", "max": "max", "min": "min"}
@@ -152,7 +153,7 @@ class Topk(_SortOp):
         shape = x.shape[:axis] + (params["k"],) + x.shape[axis + 1:]
         return [Spec(shape, x.dtype), Spec(shape, "int32")]
 
-    def kernel(self, ins: list[Tensor], params: dict[str, Any]):
+    def kernel(self, ins: list[Tensor], params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return "topk", {"axis": self.axis(ins[0].shape, params), "k": params["k"], "descending": int(params["descending"])}
 
     def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
@@ -177,7 +178,7 @@ class _Sort(_SortOp):
     def variant(self, params: dict[str, Any]) -> str | None:
         return "stable" if params["stable"] else "unstable"
 
-    def kernel(self, ins: list[Tensor], params: dict[str, Any]):
+    def kernel(self, ins: list[Tensor], params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return self.name, {"axis": self.axis(ins[0].shape, params), "stable": int(params["stable"]),
                            "descending": int(params["descending"])}
 

@@ -42,7 +42,7 @@ class Strided(Elementwise):
             if st < 1 or (not 0 <= off < n and n != 1):
                 raise ShapeError(f"{self.name}: stride {st} must be >= 1 and offset {off} in [0, {n}) for a dimension of {n}")
 
-    def strided_shape(self, shape: tuple[int, ...], params: dict[str, Any]):
+    def strided_shape(self, shape: tuple[int, ...], params: dict[str, Any]) -> tuple[int, ...]:
         self._check(shape, params)
         return tuple(1 if n == 1 else math.ceil((n - off) / st) for n, st, off in zip(shape, params["stride"], params["offset"]))
 
@@ -52,10 +52,11 @@ class Strided(Elementwise):
         shape = broadcast_shape([self.strided_shape(s.shape, params) for s in ins], self.name)
         return [Spec(shape, self.out_dtype(ins, params))]
 
-    def load_kind(self, i, shapes: list[tuple[int, ...]], params: dict[str, Any]):
+    def load_kind(self, i: int, shapes: list[tuple[int, ...]], params: dict[str, Any]) -> tuple[object, ...]:
         return ("stride", tuple(params["stride"]), tuple(params["offset"]))
 
-    def input_box(self, i, shape: tuple[int, ...], starts, extents, params: dict[str, Any]):
+    def input_box(self, i: int, shape: tuple[int, ...], starts: tuple[int, ...], extents: tuple[int, ...],
+                  params: dict[str, Any]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
         pinned = [n == 1 for n in shape]
         return (
             tuple(0 if p else off + s * st for p, s, st, off in zip(pinned, starts, params["stride"], params["offset"])),
