@@ -16,6 +16,7 @@ seed says. Padding is with (raw) zeros.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,6 +26,7 @@ from ..errors import ShapeError, UnsupportedError
 from ..graph import Node, Tensor
 from . import quantized
 from .base import OpDef, Spec, TensorLike, apply_one, register
+from .quantized import ZeroPointVector
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -101,13 +103,13 @@ class Conv(OpDef):
     def asymmetric(self, params: dict[str, Any]) -> bool:
         return params["mode"] == "HighPrecisionAsymmetric"
 
-    def floor_shift(self, params: dict[str, Any]):
+    def floor_shift(self, params: dict[str, Any]) -> bool:
         """conv's HighPrecisionAsymmetric pseudo-code takes floor(log2(1/scale)); every other ceil."""
         return self.asymmetric(params)
 
     # ---- reference --------------------------------------------------------------------------
 
-    def products(self, x, w, params: dict[str, Any]):
+    def products(self, x: np.ndarray, w: np.ndarray, params: dict[str, Any]) -> np.ndarray:
         """The exact convolution of x and w (floats in float64, integers in int64), loop by loop."""
         return convolve(x, w, params["groups"], params["strides"], params["dilations"], params["pads"], self.transposed)
 
@@ -132,7 +134,7 @@ class Conv(OpDef):
         acc_zp = zr * self.products(x.astype(np.int64), np.ones_like(w, np.int64), params)
         return [quantized.requantize(acc, dtypes.convert(folded, "int32"), params, out.dtype, acc_zp, floor=self.floor_shift(params))]
 
-    def _window_sums(self, w, params: dict[str, Any], zr):
+    def _window_sums(self, w: np.ndarray, params: dict[str, Any], zr: np.ndarray | int) -> np.ndarray:
         """sum over each output channel's input channels and kernel of (w - zr), as [1, OC, 1...]."""
         w = w.astype(np.int64) - zr
         if self.transposed:  # [IC, OC/g, k...] -> per output channel
@@ -141,13 +143,14 @@ class Conv(OpDef):
             return w.reshape((1, -1) + (1,) * self.spatial)
         return w.sum(axis=tuple(range(1, w.ndim))).reshape((1, -1) + (1,) * self.spatial)
 
-    def float_compute(self, params: dict[str, Any], x_dtype: str, compute: dict[str, str] | None):
+    def float_compute(self, params: dict[str, Any], x_dtype: str, compute: dict[str, str] | None) -> bool:
         """BM1684 computes a depthwise convolution in FLOAT32 in the high-precision modes (the
         seed); a chip says so by computing the row's int8/uint8 in float32."""
         return params["mode"] != "LowPrecisionSymmetric" and dtypes.is_float((compute or {}).get(x_dtype, x_dtype))
 
 
-def convolve(x, w, groups, strides, dilations, pads, transposed):
+def convolve(x: np.ndarray, w: np.ndarray, groups: int, strides: Sequence[int], dilations: Sequence[int],
+             pads: Sequence[tuple[int, int]], transposed: bool) -> np.ndarray:
     """Direct convolution: for each kernel offset, the strided input slice against the weight."""
     wide = np.float64 if x.dtype.kind == "f" else np.int64
     x, w = x.astype(wide), w.astype(wide)
@@ -211,7 +214,7 @@ DECONV = register(Conv("deconv", 2, True, ("LowPrecisionSymmetric",)))
 CONV3D = register(Conv("conv3d", 3, False, ()))
 
 
-def _conv2d(op: Conv, doc: str) -> Callable:
+def _conv2d(op: Conv, doc: str) -> Callable[..., Tensor]:
     def fn(tensor_input: Tensor, tensor_weight: Tensor, tensor_bias: Tensor | None = None, dh: int = 1, dw: int = 1, pad_h_t: int = 0,
            pad_h_b: int = 0, pad_w_l: int = 0, pad_w_r: int = 0, stride_h: int = 1, stride_w: int = 1, groups: int = 1, scale: float = 1.0,
            mode: str = "LowPrecisionSymmetric", left_zero_point: int = 0, right_zero_point: int = 0, output_zero_point: int = 0,
@@ -231,8 +234,9 @@ conv = _conv2d(CONV, "2-d convolution (NCHW input, [OC, IC/groups, KH, KW] weigh
 deconv = _conv2d(DECONV, "2-d transposed convolution (NCHW input, [IC, OC/groups, KH, KW] weight).")
 
 
-def conv3d(tensor_input: Tensor, tensor_weight: Tensor, tensor_bias: Tensor | None = None, groups: int = 1, dilation=(1, 1, 1),
-           pad=(0, 0, 0, 0, 0, 0), stride=(1, 1, 1), out_dtype: str | None = None, name: str | None = None) -> Tensor:
+def conv3d(tensor_input: Tensor, tensor_weight: Tensor, tensor_bias: Tensor | None = None, groups: int = 1,
+           dilation: tuple[int, int, int] = (1, 1, 1), pad: tuple[int, int, int, int, int, int] = (0, 0, 0, 0, 0, 0),
+           stride: tuple[int, int, int] = (1, 1, 1), out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """3-d convolution (NCDHW). pad is the seed's order: d_bottom, d_top, h_bottom, h_top,
     w_bottom, w_top; bottom is the end of a dimension and top its start, as conv's pad_h_t is."""
     pads = tuple((pad[2 * i + 1], pad[2 * i]) for i in range(3))
@@ -259,7 +263,7 @@ class ConvV2(Conv):
     def checked_inputs(self, node: Node) -> int:
         return 2 + node.params["has_bias"]
 
-    def _zero_point(self, arrays: list[np.ndarray], params: dict[str, Any], key: str, axis_len):
+    def _zero_point(self, arrays: list[np.ndarray], params: dict[str, Any], key: str, axis_len: int) -> np.ndarray:
         """The zero point `key` as an array broadcasting over channels, from its constant input or value."""
         if params[key] == "vector":
             return arrays[params[key + "_input"]].astype(np.int64).reshape(axis_len)
@@ -275,7 +279,7 @@ class ConvV2(Conv):
                 raise ShapeError(f"{self.name}: {key}_vec needs {n} values, got {ins[params[key + '_input']].shape[0]}")
         return out
 
-    def _out_dtype(self, ins: list[Spec], params: dict[str, Any]):
+    def _out_dtype(self, ins: list[Spec], params: dict[str, Any]) -> str:
         for t, what in zip(ins, ("input", "weight")):
             if t.dtype not in ("int8", "uint8"):
                 raise UnsupportedError(f"{self.name}: the {what} is {t.dtype}; {self.name} takes int8 or uint8")
@@ -306,8 +310,10 @@ class ConvV2(Conv):
         return [dtypes.convert(acc, out)]
 
 
-def _v2(op: ConvV2, tensor_input: Tensor, tensor_weight: Tensor, tensor_bias: Tensor | None, groups, dilations, pads, strides,
-        has_bias: bool, is_izp_const, izp_val, izp_vec, is_kzp_const, kzp_val, kzp_vec, out_dtype: str | None, name: str | None) -> Tensor:
+def _v2(op: ConvV2, tensor_input: Tensor, tensor_weight: Tensor, tensor_bias: Tensor | None, groups: int, dilations: tuple[int, ...],
+        pads: tuple[tuple[int, int], ...], strides: tuple[int, ...], has_bias: bool, is_izp_const: bool, izp_val: int,
+        izp_vec: ZeroPointVector | None, is_kzp_const: bool, kzp_val: int, kzp_vec: ZeroPointVector | None, out_dtype: str | None,
+        name: str | None) -> Tensor:
     if bool(has_bias) != (tensor_bias is not None):
         raise ShapeError(f"{op.name}: has_bias is {has_bias} but tensor_bias is {'missing' if tensor_bias is None else 'given'}")
     params = _params(op, tensor_input, tensor_weight, groups, dilations, pads, strides, {"mode": "v2"}, out_dtype)
@@ -326,11 +332,12 @@ DECONV_V2 = register(ConvV2("deconv_v2", 2, True))
 DECONV3D_V2 = register(ConvV2("deconv3d_v2", 3, True))
 
 
-def _v2_2d(op: ConvV2) -> Callable:
+def _v2_2d(op: ConvV2) -> Callable[..., Tensor]:
     def fn(tensor_input: Tensor, tensor_weight: Tensor, tensor_bias: Tensor | None = None, dh: int = 1, dw: int = 1, pad_h_t: int = 0,
            pad_h_b: int = 0, pad_w_l: int = 0, pad_w_r: int = 0, stride_h: int = 1, stride_w: int = 1, groups: int = 1,
-           has_bias: bool | None = None, is_izp_const: bool = True, izp_val: int = 0, izp_vec=None, is_kzp_const: bool = True,
-           kzp_val: int = 0, kzp_vec=None, out_dtype: str | None = None, name: str | None = None):
+           has_bias: bool | None = None, is_izp_const: bool = True, izp_val: int = 0, izp_vec: ZeroPointVector | None = None,
+           is_kzp_const: bool = True, kzp_val: int = 0, kzp_vec: ZeroPointVector | None = None, out_dtype: str | None = None,
+           name: str | None = None) -> Tensor:
         has = tensor_bias is not None if has_bias is None else has_bias
         return _v2(op, tensor_input, tensor_weight, tensor_bias, groups, (dh, dw), ((pad_h_t, pad_h_b), (pad_w_l, pad_w_r)),
                    (stride_h, stride_w), has, is_izp_const, izp_val, izp_vec, is_kzp_const, kzp_val, kzp_vec, out_dtype, name)
@@ -340,11 +347,12 @@ def _v2_2d(op: ConvV2) -> Callable:
     return fn
 
 
-def _v2_3d(op: ConvV2) -> Callable:
+def _v2_3d(op: ConvV2) -> Callable[..., Tensor]:
     def fn(tensor_input: Tensor, tensor_weight: Tensor, tensor_bias: Tensor | None = None, dt: int = 1, dh: int = 1, dw: int = 1,
            pad_t_0: int = 0, pad_t_1: int = 0, pad_h_0: int = 0, pad_h_1: int = 0, pad_w_0: int = 0, pad_w_1: int = 0, stride_t: int = 1,
            stride_h: int = 1, stride_w: int = 1, groups: int = 1, has_bias: bool | None = None, is_izp_const: bool = True, izp_val: int = 0,
-           izp_vec=None, is_kzp_const: bool = True, kzp_val: int = 0, kzp_vec=None, out_dtype: str | None = None, name: str | None = None):
+           izp_vec: ZeroPointVector | None = None, is_kzp_const: bool = True, kzp_val: int = 0, kzp_vec: ZeroPointVector | None = None,
+           out_dtype: str | None = None, name: str | None = None) -> Tensor:
         has = tensor_bias is not None if has_bias is None else has_bias
         return _v2(op, tensor_input, tensor_weight, tensor_bias, groups, (dt, dh, dw),
                    ((pad_t_0, pad_t_1), (pad_h_0, pad_h_1), (pad_w_0, pad_w_1)), (stride_t, stride_h, stride_w), has,

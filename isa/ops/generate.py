@@ -31,12 +31,13 @@ from numbers import Integral
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import dtypes
 from ..errors import ShapeError, UnsupportedError
 from ..graph import Graph, Tensor
 from .arrange import fill_value, integer, ints, known_ints
-from .base import OpDef, Spec, apply_one, register
+from .base import OpDef, Spec, TensorLike, apply_one, register
 
 # ---- constdata --------------------------------------------------------------------------------
 
@@ -62,7 +63,7 @@ class ConstData(OpDef):
 CONSTDATA = register(ConstData())
 
 
-def constdata(array, dtype: str | None = None, name: str | None = None, graph: Graph | None = None) -> Tensor:
+def constdata(array: ArrayLike, dtype: str | None = None, name: str | None = None, graph: Graph | None = None) -> Tensor:
     """A constant tensor holding `array` (in `dtype`, else the array's own). It has no tensor
     operand: it goes to `graph`, or to the graph of `with graph:`."""
     array = np.asarray(array)
@@ -107,7 +108,7 @@ class SequenceGen(OpDef):
 SEQUENCE_GEN = register(SequenceGen())
 
 
-def sequence_gen(shape_tensor, out_dtype: str = "int32", name: str | None = None) -> Tensor:
+def sequence_gen(shape_tensor: Tensor, out_dtype: str = "int32", name: str | None = None) -> Tensor:
     """0, 1, 2, ... in the shape held by the 1-d int32 tensor shape_tensor (a constant or a
     shape_fetch output)."""
     if not isinstance(shape_tensor, Tensor):
@@ -134,7 +135,7 @@ class Fill(OpDef):
     PARAMS: tuple[str, ...] = ()  # the names of alpha and beta in this mode
     vector_beta = False  # LINSPACE: beta has one value per output dimension
 
-    def check_dtype(self, dtype: str):
+    def check_dtype(self, dtype: str) -> str:
         if dtype not in self.DTYPES:
             raise UnsupportedError(f"{self.name}: dtype {dtype!r} is not supported (seed 003: {', '.join(self.DTYPES)})")
         return dtype
@@ -164,7 +165,7 @@ class Fill(OpDef):
     def check_values(self, params: dict[str, Any], shape: tuple[int, ...], dtype: str) -> None:
         """Rules between the parameters given as numbers (each is checked as it is given)."""
 
-    def static(self, key: str, value, dtype: str):
+    def static(self, key: str, value: object, dtype: str) -> float | tuple[float, ...]:
         """A parameter given as numbers, as the output dtype holds them (LINSPACE's beta: a list,
         one step per dimension)."""
         if not (self.vector_beta and key == self.PARAMS[1]):
@@ -178,7 +179,7 @@ class Fill(OpDef):
         args.update((k, params[k]) for k in self.PARAMS + ("seed",) if params.get(k) is not None)
         return self.name, args
 
-    def operands(self, arrays: list[np.ndarray], params: dict[str, Any]):
+    def operands(self, arrays: list[np.ndarray], params: dict[str, Any]) -> tuple[np.generic, np.generic | np.ndarray]:
         """(alpha, beta) as float64 or int64 numbers (beta a vector for LINSPACE)."""
         wide = np.int64 if dtypes.is_int(params["dtype"]) else np.float64
         if arrays:
@@ -188,13 +189,14 @@ class Fill(OpDef):
         return wide(alpha), (np.array(beta, wide) if self.vector_beta else wide(beta))
 
 
-def _number(value: object, op: str, param) -> float:
+def _number(value: object, op: str, param: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (Integral, float, np.floating)):
         raise UnsupportedError(f"{op}: {param} must be a number or a Tensor, got {value!r}")
     return int(value) if isinstance(value, Integral) else float(value)
 
 
-def _fill(opdef, shape: tuple[int, ...], values, dtype: str, name: str | None, graph: Graph | None, **extra) -> Tensor:
+def _fill(opdef: Fill, shape: Sequence[int] | Tensor, values: dict[str, object], dtype: str, name: str | None, graph: Graph | None,
+          **extra: int) -> Tensor:
     """Add a Fill node: `values` maps the two parameter names to numbers or Tensors. When either
     is a Tensor, both become the node's inputs (a number as a constant of the output's dtype)."""
     if isinstance(shape, Tensor):
@@ -227,7 +229,8 @@ class Linspace(Fill):
                              f"({len(shape)} for shape {shape}), got {list(params['beta'])}")
 
     def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
-        alpha, beta = self.operands(arrays, params)
+        alpha, step = self.operands(arrays, params)
+        beta = np.asarray(step)  # one step per dimension (vector_beta)
         index = np.indices(params["shape"], dtype=np.int64)
         value = np.full(params["shape"], alpha)
         for d in range(len(params["shape"])):
@@ -238,7 +241,8 @@ class Linspace(Fill):
 LINSPACE = register(Linspace())
 
 
-def linspace(shape: tuple[int, ...], alpha, beta, dtype: str = "float32", name: str | None = None, graph: Graph | None = None):
+def linspace(shape: Sequence[int] | Tensor, alpha: float | Tensor, beta: Sequence[float] | TensorLike, dtype: str = "float32",
+             name: str | None = None, graph: Graph | None = None) -> Tensor:
     """alpha + sum_d beta[d] * i_d at every index (i_0, ..., i_n) of `shape`; alpha a number or a
     one-element tensor, beta one step per dimension (a list, or a tensor of that many)."""
     return _fill(LINSPACE, shape, {"alpha": alpha, "beta": beta}, dtype, name, graph)
@@ -273,7 +277,7 @@ def uniforms(count: int, seed: int) -> list[tuple[float, float]]:
 class RandomFill(Fill):
     DTYPES = ("float16", "float32")
 
-    def sample(self, u0, u1, alpha, beta):
+    def sample(self, u0: float, u1: float, alpha: float, beta: float) -> float:
         raise NotImplementedError
 
     def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
@@ -292,7 +296,7 @@ class RandomUniform(RandomFill):
         if params["low"] > params["high"]:
             raise UnsupportedError(f"random_uniform: low {params['low']} is above high {params['high']}")
 
-    def sample(self, u0, u1, low, high):
+    def sample(self, u0: float, u1: float, low: float, high: float) -> float:
         return low + (high - low) * u0
 
 
@@ -306,7 +310,7 @@ class RandomNormal(RandomFill):
         if params["scale"] < 0:
             raise UnsupportedError(f"random_normal: scale must be >= 0, got {params['scale']}")
 
-    def sample(self, u0, u1, mean, scale):
+    def sample(self, u0: float, u1: float, mean: float, scale: float) -> float:
         return mean + scale * math.sqrt(-2.0 * math.log(1.0 - u0)) * math.cos(2.0 * math.pi * u1)
 
 
@@ -314,21 +318,21 @@ RANDOM_UNIFORM = register(RandomUniform())
 RANDOM_NORMAL = register(RandomNormal())
 
 
-def _seed(seed, op: str):
+def _seed(seed: int, op: str) -> int:
     seed = integer(seed, op, "seed", low=0)
     if seed >= SEED_LIMIT:
         raise UnsupportedError(f"{op}: seed must be below 2^64 (the Philox key is two 32-bit words), got {seed}")
     return seed
 
 
-def random_uniform(shape: tuple[int, ...], low: float = 0.0, high: float = 1.0, dtype: str = "float32", seed: int = 0,
-                   name: str | None = None, graph: Graph | None = None):
+def random_uniform(shape: Sequence[int] | Tensor, low: float | Tensor = 0.0, high: float | Tensor = 1.0, dtype: str = "float32",
+                   seed: int = 0, name: str | None = None, graph: Graph | None = None) -> Tensor:
     """Uniform random numbers in [low, high], Philox4x32-10 keyed by `seed`."""
     return _fill(RANDOM_UNIFORM, shape, {"low": low, "high": high}, dtype, name, graph, seed=_seed(seed, "random_uniform"))
 
 
-def random_normal(shape: tuple[int, ...], mean: float = 0.0, scale: float = 1.0, dtype: str = "float32", seed: int = 0,
-                  name: str | None = None, graph: Graph | None = None):
+def random_normal(shape: Sequence[int] | Tensor, mean: float | Tensor = 0.0, scale: float | Tensor = 1.0, dtype: str = "float32",
+                  seed: int = 0, name: str | None = None, graph: Graph | None = None) -> Tensor:
     """Normal random numbers of mean `mean` and standard deviation `scale`, Philox4x32-10 and
     Box-Muller, keyed by `seed`."""
     return _fill(RANDOM_NORMAL, shape, {"mean": mean, "scale": scale}, dtype, name, graph, seed=_seed(seed, "random_normal"))

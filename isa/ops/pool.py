@@ -68,7 +68,7 @@ class Pool(OpDef):
 
     # ---- the seed's window rule, for the reference -------------------------------------------
 
-    def windows(self, sizes, params: dict[str, Any]):
+    def windows(self, sizes: tuple[int, ...], params: dict[str, Any]) -> list[list[tuple[slice, int]]]:
         """Per output position: (slices of the real input, count dividing an average)."""
         axes = []
         for n, k, s, (pb, pa), o in zip(sizes, params["kernel"], params["strides"], params["pads"], self.out_spatial(sizes, params)):
@@ -100,7 +100,7 @@ class Pool(OpDef):
         return [dtypes.convert(out, dtypes.of_array(x))]
 
     @staticmethod
-    def _average(total, count: int, params: dict[str, Any], floats):
+    def _average(total: np.ndarray, count: int, params: dict[str, Any], floats: bool) -> np.ndarray:
         if params.get("quant_mode") == 2:
             return (total * params["scale"] + (1 << (params["rshift"] - 1) if params["rshift"] > 0 else 0)) >> params["rshift"]
         with np.errstate(invalid="ignore"):  # an empty window's average: 0/0
@@ -113,7 +113,7 @@ POOL_INT = register(Pool("pool_int", 2, integer=True))
 POOL3D_INT = register(Pool("pool3d_int", 3, integer=True))
 
 
-def _check(op: str, kernel: tuple[int, int], strides: tuple[int, int], pads: tuple[tuple[int, int], tuple[int, int]]) -> None:
+def _check(op: str, kernel: tuple[int, ...], strides: tuple[int, ...], pads: tuple[tuple[int, int], ...]) -> None:
     if any(k < 1 for k in kernel) or any(s < 1 for s in strides):
         raise ShapeError(f"{op}: kernel {tuple(kernel)} and strides {tuple(strides)} must be >= 1")
     if any(p < 0 for pair in pads for p in pair):
@@ -140,7 +140,8 @@ def pool(tensor_i: Tensor, stride_h: int = 1, stride_w: int = 1, kernel_h: int =
     return apply_one(POOL, [tensor_i], params, name)
 
 
-def _int_params(op: str, kernel, strides, pads, is_avg_pooling, out_ceil_mode, quant_mode, scale, rshift, out_dtype: str | None):
+def _int_params(op: str, kernel: tuple[int, ...], strides: tuple[int, ...], pads: tuple[tuple[int, int], ...], is_avg_pooling: bool,
+                out_ceil_mode: int, quant_mode: int, scale: int, rshift: int, out_dtype: str | None) -> dict[str, Any]:
     _check(op, kernel, strides, pads)
     if is_avg_pooling and quant_mode not in (1, 2):
         raise UnsupportedError(f"{op}: quant_mode {quant_mode!r} must be 1 (divide) or 2 (scale and shift)")

@@ -48,7 +48,7 @@ MODES = {
 ZERO_POINTS = ("left_zero_point", "right_zero_point", "output_zero_point")
 
 
-def shift_and_multiplier(scale, floor: bool = False):
+def shift_and_multiplier(scale: float, floor: bool = False) -> tuple[int, float]:
     """(rshift, scale * 2^rshift) for the seed's float32 scale."""
     scale = float(np.float32(scale))
     exact = math.log2(1 / scale) if 0 < scale <= 1 else 0.0
@@ -126,14 +126,15 @@ def epilogue(params: dict[str, Any], bias_dtype: str | None, out_dtype: str, flo
     return steps + finish, temps
 
 
-def requantize(acc, bias, params: dict[str, Any], out, acc_zp=None, floor: bool = False):
+def requantize(acc: np.ndarray, bias: np.ndarray | None, params: dict[str, Any], out: str, acc_zp: np.ndarray | None = None,
+               floor: bool = False) -> np.ndarray:
     """The pseudo-code, transcribed: acc (and acc_zp) are exact integer products; bias is the
     op's bias (bias_v2 in the asymmetric mode) or None."""
     mode = params["mode"]
     rshift, multiplier = shift_and_multiplier(params["scale"], floor)
     scale = np.float32(params["scale"])
 
-    def rr(x):
+    def rr(x: np.ndarray) -> np.ndarray:
         return ((x >> (rshift - 1)) + 1) >> 1 if rshift > 0 else x
 
     acc = acc.astype(np.int64)
@@ -146,6 +147,7 @@ def requantize(acc, bias, params: dict[str, Any], out, acc_zp=None, floor: bool 
     imm = rr(acc if wide or bias is None else acc + bias.astype(np.int64))
     res = dtypes.convert(imm, "int16").astype(np.int64)
     if mode == "HighPrecisionAsymmetric":
+        assert acc_zp is not None  # the asymmetric mode's callers give the zero point's product
         res = dtypes.convert(res - dtypes.convert(rr(acc_zp.astype(np.int64)), "int16"), "int16").astype(np.int64)
     value = res.astype(np.float32) * np.float32(multiplier)
     if wide and bias is not None:
@@ -153,7 +155,7 @@ def requantize(acc, bias, params: dict[str, Any], out, acc_zp=None, floor: bool 
     return dtypes.convert(dtypes.round_half_away(value).astype(np.int64) + params.get("output_zero_point", 0), out)
 
 
-def requantize_float(acc, bias, params: dict[str, Any], out):
+def requantize_float(acc: np.ndarray, bias: np.ndarray | None, params: dict[str, Any], out: str) -> np.ndarray:
     """BM1684's depthwise convolution in a high-precision mode, computed in float32:
     round((acc + bias) * scale) + zp_o, acc being the exact (x - zp_l) (*) (w - zp_r)."""
     value = acc.astype(np.float32) + (0 if bias is None else bias.astype(np.float32))
