@@ -81,6 +81,7 @@ class OpDef:
 TensorLike = Tensor | np.ndarray  # an op's tensor operand: a Tensor, or a numpy array its graph takes as a constant
 D = TypeVar("D", bound=OpDef)  # register gives back the subclass it was given
 
+
 def check_dtype(value: str, allowed: tuple[str, ...] | list[str], what: str) -> str:
     if value not in allowed:
         raise UnsupportedError(f"{what}: dtype {value} is not supported (supported: {', '.join(allowed)})")
