@@ -73,7 +73,7 @@ def _shipped_path(name: str) -> Path:
     raise ConfigError(f"unknown chip {name!r} (available: {listed}; or give the path of a chip .yaml file)")
 
 
-def _aliases(stem):
+def _aliases(stem: str) -> list[str]:
     """A shipped chip's aliases as written (validated when that chip is loaded)."""
     raw = _read_shipped(SHIPPED_DIR / f"{stem}.yaml")
     aliases = raw.get("aliases") if isinstance(raw, dict) else None

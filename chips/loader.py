@@ -26,7 +26,7 @@ import difflib
 import math
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from isa import dtypes, limits, yamlfile
 from isa.errors import ConfigError, UnsupportedError
@@ -37,10 +37,15 @@ from .schema import Accuracy, Chip, Engine, MatrixUnit, Memory, OpSupport, Scala
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
-    from isa.yamlfile import YamlDict, YamlList
+    from isa.yamlfile import YamlDict
 
 REQUIRED, OPTIONAL = True, False
+Parser: TypeAlias = "Callable[[object, _At], Any]"  # (a YAML value, where it sits) -> the value parsed, or a ConfigError
+Spec: TypeAlias = "dict[str, tuple[Parser, bool]]"  # a section's keys: key -> (parser, REQUIRED or OPTIONAL)
+T = TypeVar("T")
+M = TypeVar("M", Memory, Engine)  # what _per_core copies per core
 ENGINE_KINDS = ("dma", "vector", "matrix", "scalar")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")  # no dots: a dot joins a core to a name ("c3.cube.12" is instruction 12 of core 3's cube)
 _COPY = re.compile(r"c(\d+)\.([A-Za-z][A-Za-z0-9_-]*)")  # a core's copy, "c3.l1"
@@ -53,7 +58,7 @@ def from_raw(raw: YamlDict, source: str, overrides: dict[str, str] | None = None
     return _chip(raw, _At(ctx, "", getattr(raw, "line", None)))
 
 
-def load_file(path, overrides=None):
+def load_file(path: str | Path, overrides: dict[str, str] | None = None) -> Chip:
     """Read and validate the chip YAML at `path`."""
     return from_raw(yamlfile.read(path), str(path), overrides)
 
@@ -80,7 +85,7 @@ def apply_overrides(raw: YamlDict, overrides: dict[str, str], source: str = "<ov
     return raw
 
 
-def _walk(mapping: YamlDict, parts: list[str], path: str, where: str) -> tuple[YamlDict, str]:
+def _walk(mapping: dict[Any, Any], parts: list[str], path: str, where: str) -> tuple[dict[Any, Any], str]:
     """(mapping, key) that `parts` names under `mapping`."""
     whole = ".".join(parts)
     if len(parts) == 1 or whole in mapping:
@@ -99,7 +104,7 @@ def _walk(mapping: YamlDict, parts: list[str], path: str, where: str) -> tuple[Y
     raise ConfigError(f"{where}: {path or 'the file'} has no key {parts[0]!r} (known: {known})")
 
 
-def _override_value(value: str, where: str) -> str:
+def _override_value(value: str, where: str) -> object:
     if not isinstance(value, str) or not value.strip():
         return value
     try:
@@ -115,11 +120,11 @@ class _Context:
     """One validation run: the file, the overrides, and what earlier sections established."""
 
     source: str
-    overrides: dict
+    overrides: dict[str, str]
     clock_hz: float = 0.0  # set once `clock` is parsed: bandwidths and latencies need it
-    memories: dict = field(default_factory=dict)  # set once `memories` is parsed: engines refer to them
+    memories: dict[str, Memory] = field(default_factory=dict)  # set once `memories` is parsed: engines refer to them
 
-    def prefix(self, path, line):
+    def prefix(self, path: str, line: int | None) -> str:
         for key, value in self.overrides.items():
             key = str(key)
             if path == key or path.startswith((key + ".", key + "[")):
@@ -138,18 +143,18 @@ class _At:
     line: int | None
     key: object = None
 
-    def child(self, container: YamlList | YamlDict, key: str | int) -> _At:
+    def child(self, container: list[Any] | dict[Any, Any], key: object) -> _At:
         if isinstance(container, list):
             path = f"{self.path}[{key}]"
         else:
             path = f"{self.path}.{key}" if self.path else str(key)
-        line = container.line_of(key) if hasattr(container, "line_of") else self.line
+        line = container.line_of(key) if isinstance(container, (yamlfile.YamlList, yamlfile.YamlDict)) else self.line
         return _At(self.ctx, path, line, key)
 
-    def error(self, message):
+    def error(self, message: str) -> ConfigError:
         return ConfigError(self.ctx.prefix(self.path, self.line) + message)
 
-    def convert(self, function: Callable, *args) -> float | int:
+    def convert(self, function: Callable[..., T], *args: object) -> T:
         """function(*args), with a ValueError turned into a ConfigError here."""
         try:
             return function(*args)
@@ -159,99 +164,103 @@ class _At:
 
 # ---- parsers: (value, at) -> parsed value ----------------------------------------------------
 
-def _size(value: str | int, at: _At) -> int:
+def _size(value: object, at: _At) -> int:
     return at.convert(units.size, value)
 
 
-def _count(value: int, at: _At) -> int:
+def _count(value: object, at: _At) -> int:
     return at.convert(units.count, value)
 
 
-def _frequency(value: str, at: _At) -> float:
+def _frequency(value: object, at: _At) -> float:
     return at.convert(units.frequency, value)
 
 
-def _bandwidth(value: int | str, at: _At) -> float:
+def _bandwidth(value: object, at: _At) -> float:
     return at.convert(units.bandwidth, value, at.ctx.clock_hz)
 
 
-def _latency(value: int, at: _At) -> int:
+def _latency(value: object, at: _At) -> int:
     return at.convert(units.latency, value, at.ctx.clock_hz)
 
 
-def _flag(value: bool, at: _At) -> bool:
+def _flag(value: object, at: _At) -> bool:
     if not isinstance(value, bool):
         raise at.error(f"expected true or false, got {units.describe(value)}")
     return value
 
 
-def _text(value: str, at: _At) -> str:
+def _text(value: object, at: _At) -> str:
     if not isinstance(value, str):
         raise at.error(f"expected a string, got {units.describe(value)}")
     return value
 
 
-def _name(value: str, at: _At) -> str:
+def _name(value: object, at: _At) -> str:
     if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise at.error(f"bad name {value!r}: use letters, digits, '_' and '-', starting with a letter")
     return value
 
 
-def _choice(*options) -> Callable:
-    def parse(value, at):
-        if value not in options:
+def _choice(*options: str) -> Parser:
+    def parse(value: object, at: _At) -> str:
+        if not isinstance(value, str) or value not in options:
             raise at.error(f"expected one of {', '.join(options)}, got {value!r}")
         return value
 
     return parse
 
 
-def _dtype(value: str, at: _At) -> str:
+def _dtype(value: object, at: _At) -> str:
+    if not isinstance(value, str):
+        raise at.error(f"unknown dtype {value!r} (known: {', '.join(dtypes.NAMES)})")
     try:
         return dtypes.check(value)
     except (UnsupportedError, TypeError):
         raise at.error(f"unknown dtype {value!r} (known: {', '.join(dtypes.NAMES)})") from None
 
 
-def _vector_fn(value: str, at: _At) -> str:
-    if value not in VECTOR_FNS:
+def _vector_fn(value: object, at: _At) -> str:
+    if not isinstance(value, str) or value not in VECTOR_FNS:
         raise at.error(f"unknown vector function {value!r} (known: {', '.join(VECTOR_FNS)})")
     return value
 
 
-def _stream_fn(value: str, at: _At) -> str:
-    if value not in STREAM_FNS:
+def _stream_fn(value: object, at: _At) -> str:
+    if not isinstance(value, str) or value not in STREAM_FNS:
         raise at.error(f"a dma converts with an element-wise function ({', '.join(STREAM_FNS)}), not {value!r}")
     return value
 
 
-def _scalar_fn(value, at):
-    if value not in SCALAR_FNS:
+def _scalar_fn(value: object, at: _At) -> str:
+    if not isinstance(value, str) or value not in SCALAR_FNS:
         raise at.error(f"unknown scalar kernel {value!r} (known: {', '.join(SCALAR_FNS)})")
     return value
 
 
 def _percent(value: object, at: _At) -> float:
     """A percentage written as a number (8.1) or with its sign (8.1%)."""
-    text = value[:-1].strip() if isinstance(value, str) and value.endswith("%") else None if isinstance(value, bool) else value
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, bytes)):  # what float() reads
+        raise at.error(f"expected a percentage such as 8.1 or 8.1%, got {units.describe(value)}")
+    text = value[:-1].strip() if isinstance(value, str) and value.endswith("%") else value
     try:
         number = float(text)
-    except (TypeError, ValueError):
+    except ValueError:
         raise at.error(f"expected a percentage such as 8.1 or 8.1%, got {units.describe(value)}") from None
     if not math.isfinite(number):
         raise at.error(f"expected a finite percentage, got {value!r}")
     return number
 
 
-def _cycles_per(value: str | int, at: _At) -> float:
+def _cycles_per(value: object, at: _At) -> float:
     return at.convert(units.cycles_per, value, at.ctx.clock_hz)
 
 
-def _factor(value, at):
+def _factor(value: object, at: _At) -> float:
     return at.convert(units.factor, value)
 
 
-def _memory_ref(value: str, at: _At) -> str:
+def _memory_ref(value: object, at: _At) -> str:
     """The name of a memory declared under `memories`."""
     if not isinstance(value, str) or value not in at.ctx.memories:
         copy_of = _COPY.fullmatch(value) if isinstance(value, str) else None
@@ -262,24 +271,26 @@ def _memory_ref(value: str, at: _At) -> str:
     return value
 
 
-def _local_memory(value: str, at: _At) -> str:
+def _local_memory(value: object, at: _At) -> str:
     """A local memory: compute engines read their operands from on-chip memory."""
-    memory = at.ctx.memories[_memory_ref(value, at)]
+    name = _memory_ref(value, at)
+    memory = at.ctx.memories[name]
     if memory.kind != "local":
-        raise at.error(f"memory {value!r} is {memory.kind}; compute operands must sit in a local memory")
-    return value
+        raise at.error(f"memory {name!r} is {memory.kind}; compute operands must sit in a local memory")
+    return name
 
 
-def _link(value: str, at: _At) -> tuple[str, str]:
+def _link(value: object, at: _At) -> tuple[str, str]:
     """"src->dst": a pair of memories a DMA engine moves data between."""
-    parts = value.split("->") if isinstance(value, str) else ()
+    parts = value.split("->") if isinstance(value, str) else []
     if len(parts) != 2:
         raise at.error(f"expected a link such as 'ddr->lmem', got {value!r}")
-    return tuple(_memory_ref(part.strip(), at) for part in parts)
+    src, dst = parts
+    return _memory_ref(src.strip(), at), _memory_ref(dst.strip(), at)
 
 
-def _list_of(item: Callable, least: int = 0) -> Callable:
-    def parse(value, at):
+def _list_of(item: Parser, least: int = 0) -> Parser:
+    def parse(value: object, at: _At) -> tuple[Any, ...]:
         if not isinstance(value, list):
             raise at.error(f"expected a list, got {units.describe(value)}")
         if len(value) < least:
@@ -289,33 +300,34 @@ def _list_of(item: Callable, least: int = 0) -> Callable:
     return parse
 
 
-def _set_of(item: Callable) -> Callable:
+def _set_of(item: Parser) -> Parser:
     as_list = _list_of(item)
     return lambda value, at: frozenset(as_list(value, at))
 
 
-def _mapping(value: YamlDict, at: _At) -> YamlDict:
+def _mapping(value: object, at: _At) -> dict[Any, Any]:
     if not isinstance(value, dict):
         raise at.error(f"expected a mapping, got {units.describe(value)}")
     return value
 
 
-def _table(key: Callable, item: Callable) -> Callable:
+def _table(key: Parser, item: Parser) -> Parser:
     """A mapping whose keys are checked by `key` and values parsed by `item`, both `(value, at)`."""
 
-    def parse(value, at):
+    def parse(value: object, at: _At) -> dict[Any, Any]:
+        mapping = _mapping(value, at)
         out = {}
-        for k, v in _mapping(value, at).items():
-            here = at.child(value, k)
+        for k, v in mapping.items():
+            here = at.child(mapping, k)
             out[key(k, here)] = item(v, here)
         return out
 
     return parse
 
 
-def _fields(value: YamlDict, at: _At, spec: dict[str, tuple[Callable, bool]]) -> dict[str, Any]:
+def _fields(value: object, at: _At, spec: Spec) -> dict[str, Any]:
     """Check a mapping against `spec` {key: (parser, REQUIRED/OPTIONAL)}; parse the keys it has."""
-    _mapping(value, at)
+    value = _mapping(value, at)
     for k in value:
         if k not in spec:
             raise at.child(value, k).error(f"unknown key {k!r} (known: {', '.join(spec)})")
@@ -327,7 +339,7 @@ def _fields(value: YamlDict, at: _At, spec: dict[str, tuple[Callable, bool]]) ->
 
 # ---- sections --------------------------------------------------------------------------------
 
-_MEMORY = {
+_MEMORY: Spec = {
     "kind": (_choice("global", "local", "host"), REQUIRED),
     "size": (_size, REQUIRED),
     "bandwidth": (_bandwidth, REQUIRED),
@@ -341,7 +353,8 @@ _MEMORY = {
 }
 
 
-def _memory(value: YamlDict, at: _At) -> Memory:
+def _memory(value: object, at: _At) -> Memory:
+    value = _mapping(value, at)
     fields = _fields(value, at, _MEMORY)
     shared = fields.pop("shared", False)
     if fields["kind"] != "local" and "shared" in value:
@@ -349,12 +362,13 @@ def _memory(value: YamlDict, at: _At) -> Memory:
                                               "only local memories are per core or shared")
     if fields.get("cache") and (fields["kind"] != "local" or not shared):
         raise at.child(value, "cache").error("only a shared local memory (an L2 every core reaches) can cache ddr")
-    return Memory(name=at.key, core=None if shared or fields["kind"] != "local" else 0, **fields)
+    return Memory(name=str(at.key), core=None if shared or fields["kind"] != "local" else 0, **fields)
 
 
-def _memories(value: YamlDict, at: _At) -> dict[str, Memory]:
+def _memories(value: object, at: _At) -> dict[str, Memory]:
     """Every chip has one off-chip memory, named `ddr` (so `memories.ddr.bandwidth` works everywhere),
     and may have one host memory (`kind: host`: where a graph's data lives, chips.Chip.data_memory)."""
+    value = _mapping(value, at)
     memories = _table(_name, _memory)(value, at)
     if "ddr" not in memories:
         raise at.error(f"no memory named 'ddr': every chip calls its off-chip memory ddr (memories: {', '.join(memories)})")
@@ -373,12 +387,12 @@ def _memories(value: YamlDict, at: _At) -> dict[str, Memory]:
     return memories
 
 
-_VECTOR = {
+_VECTOR: Spec = {
     "lanes": (_count, REQUIRED),
     "per_lane": (_table(_dtype, _count), REQUIRED),
     "op_cycles": (_table(_vector_fn, _count), OPTIONAL),
 }
-_MATRIX = {
+_MATRIX: Spec = {
     "m": (_count, REQUIRED),
     "n": (_count, REQUIRED),
     "k": (_count, REQUIRED),
@@ -393,13 +407,14 @@ _MATRIX = {
     "c": (_local_memory, OPTIONAL),
     "bias": (_local_memory, OPTIONAL),
 }
-_SCALAR = {
+_SCALAR: Spec = {
     "per_element": (_cycles_per, REQUIRED),
     "op_cycles": (_table(_scalar_fn, _factor), OPTIONAL),
 }
 
 
-def _matrix(value: YamlDict, at: _At) -> MatrixUnit:
+def _matrix(value: object, at: _At) -> MatrixUnit:
+    value = _mapping(value, at)
     fields = _fields(value, at, _MATRIX)
     for dtype in fields.get("conv_block_cycles", {}):
         if dtype not in fields["block_cycles"]:
@@ -410,7 +425,7 @@ def _matrix(value: YamlDict, at: _At) -> MatrixUnit:
 
 
 # The keys each engine kind adds to an engine; an engine of several kinds takes them all.
-_ENGINE_KIND_KEYS = {
+_ENGINE_KIND_KEYS: dict[str, Spec] = {
     "dma": {
         "links": (_list_of(_link, least=1), REQUIRED),
         "bandwidth": (_bandwidth, REQUIRED),
@@ -436,7 +451,7 @@ _ENGINE_KIND_KEYS = {
 }
 
 
-def _engine_kinds(value: YamlList | str, at: _At) -> tuple[str, ...]:
+def _engine_kinds(value: object, at: _At) -> tuple[str, ...]:
     """`kind: dma` or `kind: [vector, matrix]` (one instruction queue driving several units)."""
     kinds = tuple(value) if isinstance(value, list) else (value,)
     for kind in kinds:
@@ -447,12 +462,12 @@ def _engine_kinds(value: YamlList | str, at: _At) -> tuple[str, ...]:
     return kinds
 
 
-def _engine(value: YamlDict, at: _At) -> Engine:
-    _mapping(value, at)
+def _engine(value: object, at: _At) -> Engine:
+    value = _mapping(value, at)
     if "kind" not in value:
         raise at.error("missing required key 'kind'")
     kinds = _engine_kinds(value["kind"], at.child(value, "kind"))
-    spec = {"kind": (_engine_kinds, REQUIRED), "shared": (_flag, OPTIONAL)}
+    spec: Spec = {"kind": (_engine_kinds, REQUIRED), "shared": (_flag, OPTIONAL)}
     for kind in kinds:
         spec.update(_ENGINE_KIND_KEYS[kind])
     for k in value:
@@ -470,10 +485,10 @@ def _engine(value: YamlDict, at: _At) -> Engine:
     shared = fields.pop("shared", False)
     if shared:
         _check_shared_reach(value, at, fields)
-    return Engine(name=at.key, core=None if shared else 0, **fields)
+    return Engine(name=str(at.key), core=None if shared else 0, **fields)
 
 
-def _check_shared_reach(value: YamlDict, at: _At, fields: dict[str, int | ScalarUnit | tuple[str]]) -> None:
+def _check_shared_reach(value: dict[Any, Any], at: _At, fields: dict[str, Any]) -> None:
     """A shared engine reaches shared memories only: which core's copy would it use?"""
     refs = [("memory", fields.get("memory"))] + [("links", m) for link in fields.get("links", ()) for m in link]
     unit = fields.get("matrix")
@@ -484,7 +499,7 @@ def _check_shared_reach(value: YamlDict, at: _At, fields: dict[str, int | Scalar
                                              f"(mark it shared, or the engine not)")
 
 
-def _op_key(value: str, at: _At) -> str:
+def _op_key(value: object, at: _At) -> str:
     """An op name from isa.ops.REGISTRY, "op.variant" (e.g. "active.relu"), or "*" (every op)."""
     if value == "*":
         return value
@@ -502,8 +517,8 @@ def _op_key(value: str, at: _At) -> str:
     return str(value)
 
 
-_MIXED = {"in": (_set_of(_dtype), REQUIRED), "out": (_set_of(_dtype), REQUIRED)}
-def _signature(value: str, at: _At) -> Signature:
+_MIXED: Spec = {"in": (_set_of(_dtype), REQUIRED), "out": (_set_of(_dtype), REQUIRED)}
+def _signature(value: object, at: _At) -> Signature:
     """"int8|uint8, int16 -> int16|uint16": dtypes per input, `->`, dtypes of the result."""
     ins, arrow, out = str(value).partition("->") if isinstance(value, str) else ("", "", "")
     if not arrow or not ins.strip():
@@ -512,7 +527,7 @@ def _signature(value: str, at: _At) -> Signature:
     return Signature(tuple(alternatives(part) for part in ins.split(",")), alternatives(out))
 
 
-_OP = {
+_OP: Spec = {
     "kind": (_choice("local", "global"), OPTIONAL),
     "dtypes": (_set_of(_dtype), OPTIONAL),
     "mixed": (lambda value, at: _fields(value, at, _MIXED), OPTIONAL),
@@ -522,7 +537,7 @@ _OP = {
 }
 
 
-def _op_support(value: YamlDict, at: _At) -> OpSupport:
+def _op_support(value: object, at: _At) -> OpSupport:
     """A row that lists dtypes or signatures allows nothing else: no mixing unless it says
     `mixed`, no same-dtype use unless it lists `dtypes`; a row that lists none restricts nothing."""
     fields = _fields(value, at, _OP)
@@ -536,19 +551,19 @@ def _op_support(value: YamlDict, at: _At) -> OpSupport:
     return OpSupport(**fields)
 
 
-def _clock(value: str, at: _At) -> float:
+def _clock(value: object, at: _At) -> float:
     at.ctx.clock_hz = _frequency(value, at)
     return at.ctx.clock_hz
 
 
-def _cores(value: int, at: _At) -> int:
+def _cores(value: object, at: _At) -> int:
     cores = _count(value, at)
     if cores > limits.CORES:
         raise at.error(f"{cores} cores, more than the limit of {limits.CORES}")
     return cores
 
 
-_ACCURACY = {
+_ACCURACY: Spec = {
     "networks": (_count, REQUIRED),
     "rows": (_count, REQUIRED),
     "mean_error": (_percent, REQUIRED),
@@ -557,7 +572,8 @@ _ACCURACY = {
 }
 
 
-def _accuracy(value, at):
+def _accuracy(value: object, at: _At) -> Accuracy:
+    value = _mapping(value, at)
     fields = _fields(value, at, _ACCURACY)
     if fields["mean_error"] < 0:
         raise at.child(value, "mean_error").error(f"a mean absolute error is at least 0, got {fields['mean_error']}")
@@ -568,7 +584,7 @@ def _accuracy(value, at):
 
 
 # In this order: the clock before anything in cycles, memories before the engines naming them.
-_CHIP = {
+_CHIP: Spec = {
     "name": (_name, REQUIRED),
     "description": (_text, REQUIRED),
     "clock": (_clock, REQUIRED),
@@ -604,7 +620,7 @@ def _per_core(memories: dict[str, Memory], engines: dict[str, Engine], cores: in
     if cores == 1:
         return memories, engines
 
-    def copies(items, copy):
+    def copies(items: dict[str, M], copy: Callable[[M, int], M]) -> dict[str, M]:
         out = {name: item for name, item in items.items() if item.core is None}
         for core in range(cores):
             for item in items.values():
@@ -613,7 +629,7 @@ def _per_core(memories: dict[str, Memory], engines: dict[str, Engine], cores: in
                     out[made.name] = made
         return out
 
-    def engine_copy(engine, core):
+    def engine_copy(engine: Engine, core: int) -> Engine:
         mem = lambda name: name if name is None or memories[name].core is None else core_name(name, core, cores)  # noqa: E731
         unit = engine.matrix and dataclasses.replace(engine.matrix, a=mem(engine.matrix.a), b=mem(engine.matrix.b), c=mem(engine.matrix.c),
                                                      bias=mem(engine.matrix.bias))

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from isa.errors import UnsupportedError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
 
 def core_name(name: str, core: int, cores: int) -> str:
@@ -46,7 +46,7 @@ class Memory:
     cache: bool = False  # a shared on-chip memory that also caches ddr, in lines of ddr's burst (isa/timing/cache.py)
 
     @property
-    def base(self):
+    def base(self) -> str:
         """The name the chip YAML gives it: "l1" for core 3's copy "c3.l1"."""
         return base_name(self.name)
 
@@ -71,7 +71,7 @@ class Accuracy:
     worst_error: float  # the worst row's signed error, percent
     worst_row: str  # which row that is ("c3d FP32 b1")
 
-    def __str__(self):
+    def __str__(self) -> str:
         return (f"validated on {self.networks} network{'s' * (self.networks != 1)}: mean error {self.mean_error:.0f}%, "
                 f"worst {abs(self.worst_error):.0f}% ({self.worst_row})")
 
@@ -113,7 +113,7 @@ class MatrixUnit:
         """The K of one block in `dtype` (an Ascend cube's is 32 for int8, 16 for float16)."""
         return self.k_per_dtype.get(dtype, self.k)
 
-    def block(self, dtype, conv: bool = False):
+    def block(self, dtype: str, conv: bool = False) -> int:
         """Cycles per block in `dtype`: a convolution's (conv) at conv_block_cycles where given.
         A dtype the unit has no rate for is an UnsupportedError (a chip whose op table allows
         more than its unit multiplies)."""
@@ -154,7 +154,7 @@ class Engine:
     core: int | None = 0  # the core whose copy this is; None: one engine of the chip's, shared by the cores
 
     @property
-    def base(self):
+    def base(self) -> str:
         return base_name(self.name)
 
     def rate(self, src: str, dst: str) -> float:
@@ -162,7 +162,7 @@ class Engine:
         has one (BM1684X's GDMA loads faster than it stores), else the engine's bandwidth."""
         return self.link_bandwidth.get((src, dst), self.bandwidth)
 
-    def operand_memory(self, role):
+    def operand_memory(self, role: str) -> str | None:
         """Memory a compute operand must sit in; role is "a", "b" or "c" for matrix operands."""
         if role in ("a", "b", "c") and self.matrix is not None:
             return getattr(self.matrix, role) or self.memory
@@ -195,7 +195,7 @@ class Signature:
     inputs: tuple  # frozenset per input
     output: frozenset
 
-    def matches(self, ins, out):
+    def matches(self, ins: Sequence[str], out: str) -> bool:
         return len(ins) == len(self.inputs) and all(d in s for d, s in zip(ins, self.inputs)) and out in self.output
 
 
@@ -212,7 +212,7 @@ class Chip:
     accuracy: Accuracy | None = None  # its validation against published times (bench/fit.py), where measured
 
     @cached_property
-    def memo(self):
+    def memo(self) -> dict[Any, Any]:
         """A dict for what is worked out from the chip once and kept with it (isa/lower/memory/route.py's
         routes); not part of its value."""
         return {}
@@ -226,14 +226,14 @@ class Chip:
         return None
 
     @cached_property
-    def data_memory(self):
+    def data_memory(self) -> str:
         """Where a graph's inputs, outputs and the tensors passed between its layer groups live:
         the host's memory on a chip that has one (`kind: host`: the TPU v1's, across PCIe, its
         ddr holding the weights), else ddr."""
         return next((m.name for m in self.memories.values() if m.kind == "host"), "ddr")
 
     @cached_property
-    def cache(self):
+    def cache(self) -> Memory | None:
         """The memory that caches ddr (`cache: true`), or None."""
         return next((m for m in self.memories.values() if m.cache), None)
 
@@ -246,10 +246,10 @@ class Chip:
         return [*index.get((kind, None), ()), *index.get((kind, core), ())]
 
     @cached_property
-    def _engines_by_kind(self):
+    def _engines_by_kind(self) -> dict[tuple[str, int | str | None], list[Engine]]:
         """(kind, core) -> that core's engines of the kind ((kind, None) the shared ones, (kind,
         "all") every one): asked for per core, so looked up rather than scanned over every core's."""
-        index: dict[tuple, list] = {}
+        index: dict[tuple[str, int | str | None], list[Engine]] = {}
         for e in self.engines.values():
             for kind in e.kinds:
                 index.setdefault((kind, "all"), []).append(e)

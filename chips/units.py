@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from fractions import Fraction
 
 from isa.limits import NUMBER_DIGITS, NUMBER_EXPONENT, QUANTITY_MAX
@@ -27,22 +28,22 @@ SIZE_UNITS = {
     "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,  # binary, as SRAM sizes are quoted
 }
 FREQUENCY_UNITS = {"Hz": 1, "kHz": 10**3, "MHz": 10**6, "GHz": 10**9}
-TIME_UNITS = {"s": 1, "ms": Fraction(1, 10**3), "us": Fraction(1, 10**6), "ns": Fraction(1, 10**9)}
-PER_SECOND_UNITS = {f"{unit}/s": factor for unit, factor in SIZE_UNITS.items()}
+TIME_UNITS: dict[str, int | Fraction] = {"s": 1, "ms": Fraction(1, 10**3), "us": Fraction(1, 10**6), "ns": Fraction(1, 10**9)}
+PER_SECOND_UNITS: dict[str, int | Fraction] = {f"{unit}/s": factor for unit, factor in SIZE_UNITS.items()}
 PER_CYCLE = "B/cycle"
 CYCLES = "cycles"
 
 _QUANTITY = re.compile(r"\s*([-+]?[0-9.]+(?:[eE]([-+]?[0-9]+))?)\s*(\S*)\s*")
 
 
-def size(value: str | int) -> int:
+def size(value: object) -> int:
     """Bytes, a whole number >= 1: "512KiB", "12GiB", "1.5MB" (SI), "64B", or a plain 4096."""
     what = "a size such as 512KiB, 1.5MB or 4096 (bytes)"
     number, unit = _quantity(value, what)
     return _whole(number * _factor(unit, {"": 1, **SIZE_UNITS}, value, what), 1, value, what)
 
 
-def count(value: int) -> int:
+def count(value: object) -> int:
     """A plain whole number >= 1 (lanes, banks, elements per cycle, ...)."""
     what = "a whole number >= 1"
     number, unit = _quantity(value, what)
@@ -50,14 +51,14 @@ def count(value: int) -> int:
     return _whole(number, 1, value, what)
 
 
-def frequency(value: str) -> float:
+def frequency(value: object) -> float:
     """Hertz, > 0: "550MHz", "1.1GHz", or a plain 1e9."""
     what = "a frequency such as 550MHz, 1.1GHz or 1e9 (Hz)"
     number, unit = _quantity(value, what)
     return float(_positive(number * _factor(unit, {"": 1, **FREQUENCY_UNITS}, value, what), value, what))
 
 
-def bandwidth(value: int | str, clock_hz: float) -> float:
+def bandwidth(value: object, clock_hz: float) -> float:
     """Bytes per cycle of `clock_hz`, > 0: "32GB/s", "64GiB/s", or per cycle "64B/cycle" or a plain 64."""
     what = "a bandwidth such as 32GB/s, 64GiB/s, 64B/cycle or 64 (bytes per cycle)"
     number, unit = _quantity(value, what)
@@ -68,7 +69,7 @@ def bandwidth(value: int | str, clock_hz: float) -> float:
     return float(_positive(per_cycle, value, what))
 
 
-def latency(value: int, clock_hz: float) -> int:
+def latency(value: object, clock_hz: float) -> int:
     """Cycles of `clock_hz`, a whole number >= 0: a plain 100, "100cycles", or a time ("80ns",
     "1us") rounded up to whole cycles."""
     what = "a latency such as 100 (cycles), 80ns or 1us"
@@ -79,7 +80,7 @@ def latency(value: int, clock_hz: float) -> int:
     return _whole(Fraction(math.ceil(seconds * _exact(clock_hz))), 0, value, what)
 
 
-def cycles_per(value: int | str, clock_hz: float) -> float:
+def cycles_per(value: object, clock_hz: float) -> float:
     """Cycles of `clock_hz` per unit of work, > 0 and possibly fractional: a plain 0.25,
     "0.25cycles", or a time ("1.7ns"), for a unit clocked apart from the chip (a host CPU)."""
     what = "a cost such as 0.25 (cycles), 2cycles or 1.7ns"
@@ -89,7 +90,7 @@ def cycles_per(value: int | str, clock_hz: float) -> float:
     return float(_positive(number, value, what))
 
 
-def factor(value):
+def factor(value: object) -> float:
     """A plain number > 0, possibly fractional (a cost multiplier)."""
     what = "a number > 0 such as 2 or 1.5"
     number, unit = _quantity(value, what)
@@ -97,7 +98,7 @@ def factor(value):
     return float(_positive(number, value, what))
 
 
-def _quantity(value: int | str, what: str) -> tuple[Fraction, str]:
+def _quantity(value: object, what: str) -> tuple[Fraction, str]:
     """(exact number, unit text) of a YAML value; the unit is "" for a plain number."""
     if isinstance(value, bool):
         raise ValueError(f"expected {what}, got {value} (YAML reads on/off/yes/no/true/false as booleans)")
@@ -121,12 +122,12 @@ def _quantity(value: int | str, what: str) -> tuple[Fraction, str]:
         raise ValueError(f"expected {what}, got {value!r}") from None
 
 
-def _exact(number: float) -> Fraction:
+def _exact(number: float | Fraction) -> Fraction:
     """A float as the decimal it was written as (1.1 -> 11/10), an int as itself."""
     return Fraction(repr(number)) if isinstance(number, float) else Fraction(number)
 
 
-def _factor(unit: str, units: dict[str, int | Fraction], value: str | int, what: str) -> Fraction | int:
+def _factor(unit: str, units: Mapping[str, int | Fraction], value: object, what: str) -> Fraction | int:
     """The scale of `unit`; `units` lists every unit accepted here, so the error can name them."""
     if unit not in units:
         known = ", ".join(u for u in units if u) or "none"
@@ -134,13 +135,13 @@ def _factor(unit: str, units: dict[str, int | Fraction], value: str | int, what:
     return units[unit]
 
 
-def _positive(number: Fraction, value: int | str, what: str) -> Fraction:
+def _positive(number: Fraction, value: object, what: str) -> Fraction:
     if number <= 0:
         raise ValueError(f"{value!r} must be > 0; expected {what}")
     return _bounded(number, value, what)
 
 
-def _whole(number: Fraction, minimum: int, value: str | int, what: str) -> int:
+def _whole(number: Fraction, minimum: int, value: object, what: str) -> int:
     if number.denominator != 1:
         raise ValueError(f"{value!r} is not a whole number; expected {what}")
     if number < minimum:
@@ -148,7 +149,7 @@ def _whole(number: Fraction, minimum: int, value: str | int, what: str) -> int:
     return int(_bounded(number, value, what))
 
 
-def _bounded(number: Fraction, value: str | int, what: str) -> Fraction:
+def _bounded(number: Fraction, value: object, what: str) -> Fraction:
     """number, once it is 0 or within [1/QUANTITY_MAX, QUANTITY_MAX] in magnitude."""
     if number and not Fraction(1, QUANTITY_MAX) <= abs(number) <= QUANTITY_MAX:
         raise ValueError(f"{value!r} comes to {float(number):.3g} (bytes, Hz, cycles or bytes per cycle), outside the limits "
@@ -156,7 +157,7 @@ def _bounded(number: Fraction, value: str | int, what: str) -> Fraction:
     return number
 
 
-def describe(value) -> str:
+def describe(value: object) -> str:
     """A value's kind for an error message: "a list", "nothing (null)", "int 5"."""
     if value is None:
         return "nothing (null)"

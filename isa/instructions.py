@@ -33,6 +33,7 @@ expressed) of one memory starting at a byte address. Each opcode's meaning:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -54,7 +55,7 @@ class KernelSpec:
     and those it needs when it reads no sources (a Fill's two parameters, as numbers, or else
     as tensors)."""
 
-    srcs: tuple
+    srcs: tuple[int, ...]
     dsts: int
     args: Mapping[str, str] = field(default_factory=dict)
     optional: Mapping[str, str] = field(default_factory=dict)
@@ -88,12 +89,15 @@ TABLE_OPERANDS = dict.fromkeys(vector_fns.having(vector_fns.TABLE), (1,))
 STREAM_FNS = tuple(fn for fn in VECTOR_FNS if fn not in REDUCTIONS and fn not in TABLE_OPERANDS)
 
 
+ScalarArg = int | float | str | tuple[int | float, ...]  # a scalar kernel's argument value
+
+
 class Region(NamedTuple):
     mem: str
     addr: int  # byte address of element [0, ..., 0]
     dtype: str
-    shape: tuple
-    strides: tuple  # in elements; 0 repeats
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]  # in elements; 0 repeats
 
     @property
     def size(self) -> int:
@@ -131,13 +135,16 @@ def dense(mem: str, addr: int, dtype: str, shape: tuple[int, ...]) -> Region:
     return Region(mem, addr, dtype, tuple(shape), tuple(reversed(strides)))
 
 
+Operand = Region | int | float  # a vector function's operand: a region or a number
+
+
 @dataclass(frozen=True)
 class Dma:
     src: Region
     dst: Region
     op: str = ""
     fn: str = ""  # a converting DMA's vector function (the module docstring); "" copies
-    args: tuple = ()  # its numbers after the source
+    args: tuple[int | float, ...] = ()  # its numbers after the source
     cdt: str = ""  # its compute dtype
     kind = "dma"
 
@@ -146,7 +153,7 @@ class Dma:
 class Vector:
     fn: str
     dst: Region
-    srcs: tuple  # Region or number
+    srcs: tuple[Operand, ...]  # Region or number
     cdt: str
     op: str = ""
     kind = "vector"
@@ -164,7 +171,7 @@ class Matmul:
     conv: bool = False  # a convolution's product (the module docstring)
     kind = "matrix"
 
-    def dims(self):
+    def dims(self) -> tuple[int, int, int]:
         """(M, K, N)."""
         m, k, n = 1, 1, 1
         for d in self.a.shape[: self.m]:
@@ -196,32 +203,35 @@ class IndexedDma:
     kind = "dma"
 
     @property
-    def src(self):
+    def src(self) -> Region:
         return self.rows if self.scatter else self.table
 
     @property
-    def dst(self):
+    def dst(self) -> Region:
         return self.table if self.scatter else self.rows
 
 
 @dataclass(frozen=True)
 class Scalar:
     fn: str  # a SCALAR_FNS kernel, or CUSTOM_PREFIX + a registered custom op's name
-    dsts: tuple  # Regions written
-    srcs: tuple  # Regions read
-    args: tuple = ()  # (name, value) pairs: int, float, str (no spaces) or a tuple of numbers
+    dsts: tuple[Region, ...]  # Regions written
+    srcs: tuple[Region, ...]  # Regions read
+    args: tuple[tuple[str, ScalarArg], ...] = ()  # (name, value) pairs: int, float, str (no spaces) or a tuple of numbers
     op: str = ""
     kind = "scalar"
 
 
 @dataclass(frozen=True)
 class Wait:
-    on: tuple  # instruction ids "engine.index"
+    on: tuple[str, ...]  # instruction ids "engine.index"
     op: str = ""
     kind = "wait"
 
 
-def regions(instr: Dma) -> tuple[tuple[Region], tuple[Region]]:
+Instr = Dma | IndexedDma | Vector | Matmul | Scalar | Wait  # one instruction of an engine's stream
+
+
+def regions(instr: Instr) -> tuple[tuple[Region, ...], tuple[Region, ...]]:
     """(read regions, written regions) of an instruction."""
     if isinstance(instr, Dma):
         return (instr.src,), (instr.dst,)
@@ -239,7 +249,7 @@ def regions(instr: Dma) -> tuple[tuple[Region], tuple[Region]]:
 
 # ---- text form ------------------------------------------------------------------------------
 
-def instr_text(ident, instr):
+def instr_text(ident: str, instr: Instr) -> str:
     """One line: `<engine>.<index> <opcode> key=value ...`."""
     if isinstance(instr, Dma):
         body = f"dma src={instr.src.text()} dst={instr.dst.text()}"
@@ -264,17 +274,19 @@ def instr_text(ident, instr):
     return f"{ident} {body} op={instr.op}" if instr.op else f"{ident} {body}"
 
 
-def _arg_text(value):
+def _arg_text(value: ScalarArg) -> str:
     if isinstance(value, tuple):
         return "[" + "|".join(map(repr, value)) + "]"
     return value if isinstance(value, str) else repr(value)
 
 
-def _parse_arg(text, where):
+def _parse_arg(text: str, where: str) -> ScalarArg:
+    """A scalar kernel's argument: a list of numbers [a|b|...], a number, or else a word (a
+    region is no argument: kernels read regions as their sources)."""
     if text.startswith("[") and text.endswith("]"):
-        return tuple(_parse_operand(v, where) for v in text[1:-1].split("|") if v)
+        return tuple(_parse_number(v, where) for v in text[1:-1].split("|") if v)
     try:
-        return _parse_operand(text, where)
+        return _parse_number(text, where)
     except ProgramError:
         return text
 
@@ -282,7 +294,7 @@ def _parse_arg(text, where):
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")  # a memory or engine: "lmem", "c3.l1"
 
 
-def parse_name(text, what, where):
+def parse_name(text: str, what: str, where: str) -> str:
     """`text`, once it is a name such as a chip YAML gives memories and engines (a core's copy:
     "c3.l1")."""
     if not _NAME.fullmatch(text):
@@ -290,7 +302,7 @@ def parse_name(text, what, where):
     return text
 
 
-def parse_int(text, what, where, low=None, high=limits.QUANTITY_MAX):
+def parse_int(text: str, what: str, where: str, low: int | None = None, high: float = limits.QUANTITY_MAX) -> int:
     """The integer `text` writes (decimal, or 0x.. as addresses are), within [low, high]."""
     try:
         value = int(text, 0) if len(text) <= limits.NUMBER_DIGITS else None
@@ -302,7 +314,7 @@ def parse_int(text, what, where, low=None, high=limits.QUANTITY_MAX):
     return value
 
 
-def parse_id(text, where):
+def parse_id(text: str, where: str) -> tuple[str, int]:
     """(engine, index) of an instruction id "engine.index" ("c3.cube.12": core 3's cube)."""
     engine, dot, index = text.rpartition(".")
     if not dot:
@@ -310,7 +322,7 @@ def parse_id(text, where):
     return parse_name(engine, "engine of instruction id", where), parse_int(index, f"index of instruction id {text[:40]!r}", where, 0)
 
 
-def parse_region(text, where):
+def parse_region(text: str, where: str) -> Region:
     try:
         head, rest = text.split(":", 1)
         mem, addr = head.split("@")
@@ -334,10 +346,15 @@ def parse_region(text, where):
     return region
 
 
-def _parse_operand(text, where):
-    """A region, or a number: an integer within 64 bits (signed or not), or a float."""
+def _parse_operand(text: str, where: str) -> Operand:
+    """A region, or a number (_parse_number)."""
     if "@" in text:
         return parse_region(text, where)
+    return _parse_number(text, where)
+
+
+def _parse_number(text: str, where: str) -> int | float:
+    """An integer within 64 bits (signed or not), or a float."""
     try:
         return parse_int(text, "number", where, -(2**63), 2**64 - 1)
     except ProgramError:
@@ -347,7 +364,7 @@ def _parse_operand(text, where):
             raise ProgramError(f"{where}: bad operand {text[:40]!r}") from None
 
 
-def _split_operands(text):
+def _split_operands(text: str) -> list[str]:
     """Split `a,b` at top-level commas (regions contain commas inside brackets)."""
     parts, depth, cur = [], 0, ""
     for ch in text:
@@ -361,7 +378,7 @@ def _split_operands(text):
     return parts + [cur] if cur else parts
 
 
-def parse_instr(fields, where):
+def parse_instr(fields: list[str], where: str) -> Instr:
     """Parse the words after the instruction id, and check what it reads and writes (check)."""
     opcode, args = fields[0], {}
     for word in fields[1:]:
@@ -384,14 +401,14 @@ def parse_instr(fields, where):
     return instr
 
 
-def _flag(args, key, where):
+def _flag(args: dict[str, str], key: str, where: str) -> bool:
     value = args.pop(key, "0")
     if value not in ("0", "1"):
         raise ProgramError(f"{where}: {key}= is 0 or 1, got {value[:40]!r}")
     return value == "1"
 
 
-def _parse_vector(args, op, where):
+def _parse_vector(args: dict[str, str], op: str, where: str) -> Vector:
     fn = args.pop("fn")
     if fn not in VECTOR_FNS:
         raise ProgramError(f"{where}: unknown vector function {fn[:40]!r}")
@@ -401,14 +418,14 @@ def _parse_vector(args, op, where):
     return Vector(fn, parse_region(args.pop("dst"), where), srcs, _dtype(args.pop("cdt"), where), op)
 
 
-def _dtype(text, where):
+def _dtype(text: str, where: str) -> str:
     try:
         return dtypes.check(text, f"{where}: compute dtype")
     except SimError as exc:
         raise ProgramError(str(exc)) from None
 
 
-def _parse_scalar(args, op, where):
+def _parse_scalar(args: dict[str, str], op: str, where: str) -> Scalar:
     fn = args.pop("fn")
     if fn not in SCALAR_FNS and not fn.startswith(CUSTOM_PREFIX):
         raise ProgramError(f"{where}: unknown scalar kernel {fn[:40]!r}")
@@ -419,27 +436,28 @@ def _parse_scalar(args, op, where):
     return Scalar(fn, regions_of(args.pop("dst")), regions_of(args.pop("src")), tuple((k, _parse_arg(v, where)) for k, _, v in items), op)
 
 
-def _parse_dma(args, op, where):
+def _parse_dma(args: dict[str, str], op: str, where: str) -> Dma:
     src, dst = parse_region(args.pop("src"), where), parse_region(args.pop("dst"), where)
     fn = args.pop("fn", "")
     if not fn:
         return Dma(src, dst, op)
     if fn not in STREAM_FNS:
         raise ProgramError(f"{where}: a dma converts with an element-wise function ({', '.join(STREAM_FNS)}), not {fn[:40]!r}")
-    numbers = tuple(_parse_operand(a, where) for a in _split_operands(args.pop("args", "")))
-    if any(not isinstance(n, (int, float)) for n in numbers):
+    operands = tuple(_parse_operand(a, where) for a in _split_operands(args.pop("args", "")))
+    numbers = tuple(n for n in operands if not isinstance(n, Region))
+    if len(numbers) != len(operands):
         raise ProgramError(f"{where}: a converting dma's args are numbers (its only region is its source)")
     return Dma(src, dst, op, fn, numbers, _dtype(args.pop("cdt"), where))
 
 
-def _parse_indexed(scatter: bool) -> Callable:
-    def parse(args, op, where):
+def _parse_indexed(scatter: bool) -> Callable[[dict[str, str], str, str], IndexedDma]:
+    def parse(args: dict[str, str], op: str, where: str) -> IndexedDma:
         table, index, rows = (parse_region(args.pop(k), where) for k in ("table", "index", "rows"))
         return IndexedDma(table, index, rows, scatter, _flag(args, "wrap", where), op)
     return parse
 
 
-def _parse_matmul(args, op, where):
+def _parse_matmul(args: dict[str, str], op: str, where: str) -> Matmul:
     a, b, c = (parse_region(args.pop(k), where) for k in "abc")
     accumulate = args.pop("acc")
     if accumulate not in ("0", "1"):
@@ -449,7 +467,7 @@ def _parse_matmul(args, op, where):
     return Matmul(a, b, c, accumulate == "1", op, m, bias, _flag(args, "conv", where))
 
 
-def _parse_wait(args, op, where):
+def _parse_wait(args: dict[str, str], op: str, where: str) -> Wait:
     on = args.pop("on")
     ids = on.split(",")
     for ident in ids:
@@ -457,7 +475,7 @@ def _parse_wait(args, op, where):
     return Wait(tuple(ids), op)
 
 
-_PARSERS = {
+_PARSERS: dict[str, Callable[[dict[str, str], str, str], Instr]] = {
     "dma": _parse_dma,
     "gather": _parse_indexed(False),
     "scatter": _parse_indexed(True),
@@ -470,7 +488,7 @@ _PARSERS = {
 
 # ---- what an instruction's operands may be --------------------------------------------------
 
-def check(instr, where):
+def check(instr: Instr, where: str) -> None:
     """Raise a ProgramError unless the instruction's dtypes and operands are ones its unit
     computes with: a matmul multiplies floats by floats or integers by integers, a vector
     function's numbers fit its compute dtype, a LUT has a table of 256 entries, a scalar kernel
@@ -489,7 +507,7 @@ def check(instr, where):
         _check_kernel(instr, SCALAR_KERNELS[instr.fn], where)
 
 
-def _kind(dtype):
+def _kind(dtype: str) -> str:
     return "float" if dtypes.is_float(dtype) else "int" if dtypes.is_int(dtype) else dtype
 
 
@@ -498,7 +516,7 @@ _BOOL_CANNOT = vector_fns.having(vector_fns.NO_BOOL)
 _MODE_FNS = vector_fns.having(vector_fns.MODE)
 
 
-def _check_fn(fn, operands, cdt, where):
+def _check_fn(fn: str, operands: Sequence[Operand], cdt: str, where: str) -> None:
     if (fn in _INTEGER_FNS and _kind(cdt) == "float") or (cdt == "bool" and fn in _BOOL_CANNOT):
         raise ProgramError(f"{where}: {fn} does not compute in {cdt}")
     if fn in REDUCTIONS and not isinstance(operands[0], Region):
@@ -516,7 +534,7 @@ def _check_fn(fn, operands, cdt, where):
             raise ProgramError(f"{where}: the number {value!r} does not fit {fn}'s compute dtype {cdt}")
 
 
-def _fits(value, cdt):
+def _fits(value: float, cdt: str) -> bool:
     """Whether a number operand is one of cdt's values (an integer in range for an integer dtype)."""
     if dtypes.is_int(cdt) or cdt == "bool":
         lo, hi = (0, 1) if cdt == "bool" else dtypes.int_range(cdt)
@@ -524,7 +542,7 @@ def _fits(value, cdt):
     return True  # a float compute dtype rounds a number as it rounds the regions' values
 
 
-def _check_kernel(instr, spec, where):
+def _check_kernel(instr: Scalar, spec: KernelSpec, where: str) -> None:
     fn, srcs, args = instr.fn, instr.srcs, dict(instr.args)
     if len(srcs) not in spec.srcs or len(instr.dsts) != spec.dsts:
         want = " or ".join(map(str, spec.srcs))
@@ -544,15 +562,15 @@ def _check_kernel(instr, spec, where):
         _check_arg(instr, key, value, known[key], where)
 
 
-def _check_arg(instr, key, value, kind, where):
+def _check_arg(instr: Scalar, key: str, value: ScalarArg, kind: str, where: str) -> None:
     """One kernel argument against its kind."""
     rank = len(instr.srcs[0].shape) if instr.srcs else 0
-    integer = isinstance(value, int) and not isinstance(value, bool)
+    whole = value if isinstance(value, int) and not isinstance(value, bool) else None
     ok = {
-        "axis": integer and -rank <= value < rank,
+        "axis": whole is not None and -rank <= whole < rank,
         "flag": value in (0, 1),
-        "count": integer and value >= 0,
-        "seed": integer and 0 <= value < 2**64,
+        "count": whole is not None and whole >= 0,
+        "seed": whole is not None and 0 <= whole < 2**64,
         "number": isinstance(value, (int, float)),
         "numbers": isinstance(value, tuple) and all(isinstance(v, (int, float)) for v in value),
         "shape": isinstance(value, tuple) and value == instr.dsts[0].shape,
@@ -561,7 +579,7 @@ def _check_arg(instr, key, value, kind, where):
     if kind == "k":
         axis = dict(instr.args).get("axis")
         n = instr.srcs[0].shape[axis] if isinstance(axis, int) and -rank <= axis < rank else 0
-        ok = integer and 1 <= value <= n
+        ok = whole is not None and 1 <= whole <= n
     if not ok:
         want = {"axis": f"an axis of the source (of rank {rank})", "flag": "0 or 1", "count": "an integer >= 0",
                 "seed": "an integer in [0, 2^64)", "number": "a number", "numbers": "a list of numbers [a|b|...]",

@@ -60,7 +60,7 @@ def beneath(folder: Path, name: str) -> Path | None:
     return target if target.is_relative_to(folder) else None
 
 
-def open_input(path: Path, regular: bool = False) -> BufferedReader:
+def open_input(path: str | Path, regular: bool = False) -> BufferedReader:
     """`path` opened for reading in binary, without the wait for a writer that opening a FIFO
     makes (one with no writer then reads as empty); with `regular`, a FileNotFoundError-like
     OSError unless it is a regular file (a device or a FIFO named where a data file belongs).

@@ -21,10 +21,11 @@ import base64
 import binascii
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from . import limits
 from .errors import ProgramError
-from .instructions import instr_text, parse_id, parse_instr, parse_int, parse_name, parse_region
+from .instructions import Instr, Region, instr_text, parse_id, parse_instr, parse_int, parse_name, parse_region
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class Binding:
 
     name: str
     role: str
-    region: object  # instructions.Region
+    region: Region
     data: bytes = b""
 
 
@@ -47,30 +48,30 @@ class Buffer:
     addr: int
     size: int
     first: str
-    last: tuple
+    last: tuple[str, ...]
 
 
 @dataclass
 class Program:
     chip: str
     graph: str
-    streams: dict  # engine name -> list of instructions, in engine order
-    bindings: list
-    buffers: list
-    notes: list = field(default_factory=list)  # lines of text: placement decisions (e.g. a fallback to DDR)
+    streams: dict[str, list[Instr]]  # engine name -> its instructions, in engine order
+    bindings: list[Binding]
+    buffers: list[Buffer]
+    notes: list[str] = field(default_factory=list)  # lines of text: placement decisions (e.g. a fallback to DDR)
 
     def __len__(self) -> int:
         return sum(len(s) for s in self.streams.values())
 
-    def to_text(self):
+    def to_text(self) -> str:
         lines = [f".program chip={self.chip} graph={self.graph}"]
         lines += [f".engine {e}" for e in self.streams]
         for b in self.bindings:
             tag = {"input": ".input", "output": ".output", "const": ".const"}[b.role]
             data = " " + base64.b64encode(zlib.compress(b.data)).decode() if b.role == "const" else ""
             lines.append(f"{tag} {b.name} {b.region.text()}{data}")
-        for b in self.buffers:
-            lines.append(f".buffer {b.mem}@{b.addr:#x} size={b.size} name={b.name} first={b.first} last={','.join(b.last)}")
+        for buf in self.buffers:
+            lines.append(f".buffer {buf.mem}@{buf.addr:#x} size={buf.size} name={buf.name} first={buf.first} last={','.join(buf.last)}")
         lines += [f".note {note}" for note in self.notes]
         for engine, stream in self.streams.items():
             lines += [instr_text(f"{engine}.{i}", instr) for i, instr in enumerate(stream)]
@@ -89,7 +90,7 @@ class Program:
         return prog
 
 
-def read_program(path) -> Program:
+def read_program(path: str | Path) -> Program:
     """The Program in a text file (`npusim lower -o`, `run --program`, or one edited by hand), read
     up to PROGRAM_BYTES (isa/limits.py) and parsed by Program.from_text."""
     try:
@@ -114,10 +115,11 @@ class _Seen:
     constants may still take (all of them together at most the host-memory cap)."""
 
     def __init__(self) -> None:
-        self.names, self.left = set(), limits.HOST_MEMORY
+        self.names: set[tuple[str, str]] = set()
+        self.left = limits.HOST_MEMORY
 
 
-def _parse_line(prog, words, where, seen):
+def _parse_line(prog: Program, words: list[str], where: str, seen: _Seen) -> None:
     head = words[0]
     if head != ".program" and not prog.chip:
         raise ProgramError(f"{where}: a program's first line is `.program chip=NAME graph=NAME`, not {head[:40]!r}")
@@ -167,14 +169,14 @@ def _parse_line(prog, words, where, seen):
         stream.append(parse_instr(words[1:], where))
 
 
-def _count(words, n, form, where):
+def _count(words: list[str], n: int, form: str, where: str) -> None:
     if len(words) != n:
         raise ProgramError(f"{where}: expected {form}, got {len(words)} words")
 
 
-def _fields(words, keys, where):
+def _fields(words: list[str], keys: tuple[str, ...], where: str) -> dict[str, str]:
     """{key: value} of `key=value` words: each of `keys` exactly once, no other."""
-    fields = {}
+    fields: dict[str, str] = {}
     for word in words:
         key, sep, value = word.partition("=")
         if not sep or key not in keys or key in fields or not value:
@@ -186,7 +188,7 @@ def _fields(words, keys, where):
     return fields
 
 
-def _const_data(tensor, region, text, where, seen):
+def _const_data(tensor: str, region: Region, text: str, where: str, seen: _Seen) -> bytes:
     """A constant's bytes: base64 of zlib-compressed data, exactly as many bytes as its region
     holds. The region's size is checked before anything is inflated, against what the constants
     before it left of the host-memory cap, so no text inflates beyond it."""

@@ -41,7 +41,7 @@ class YamlDict(dict):
         self.line = line
         self.lines = {}  # key -> 1-based line of the key
 
-    def line_of(self, key: str) -> int:
+    def line_of(self, key: object) -> int | None:
         """Line of `key`, or of the mapping itself for a key it does not have (e.g. a missing one)."""
         return self.lines.get(key, self.line)
 
@@ -54,7 +54,7 @@ class YamlList(list):
         self.line = line
         self.lines = []  # index -> 1-based line of the item
 
-    def line_of(self, index: int) -> int:
+    def line_of(self, index: object) -> int | None:
         """Line of item `index`, or of the sequence itself for an index it does not have."""
         try:
             return self.lines[index]
@@ -62,7 +62,7 @@ class YamlList(list):
             return self.line
 
 
-def read(path: Path) -> YamlDict:
+def read(path: str | Path) -> YamlDict:
     """Parse the YAML file at `path` (see `parse`)."""
     try:
         with limits.open_input(path) as f:

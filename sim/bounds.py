@@ -20,7 +20,7 @@ from isa.instructions import Matmul, Wait, regions
 
 if TYPE_CHECKING:
     from chips.schema import Chip
-    from isa.instructions import Dma
+    from isa.instructions import Instr
     from isa.program import Program
 
 CACHE_WORD = 8  # bytes isa/timing/cache.py keeps per line of ddr: the access that last touched it
@@ -61,7 +61,7 @@ def check_run(chip: Chip, program: Program, extents: dict, functional: bool) -> 
                                    "a functional run computes in one instruction; timing mode prices it without computing")
 
 
-def _work(instr: Dma) -> int:
+def _work(instr: Instr) -> int:
     """Elements an instruction's computation goes over: a product's multiply-adds, else its
     largest operand's elements (a zero-stride view counts every element it repeats)."""
     if isinstance(instr, Matmul):

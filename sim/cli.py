@@ -27,13 +27,17 @@ so, the exit status 2, and the traceback with --debug. A reader that closes the 
 (`npusim ops | head`) ends the output quietly, with the status 141 a shell gives SIGPIPE.
 """
 
+from __future__ import annotations
+
 import argparse
 import contextlib
+import functools
 import os
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn, Protocol, TypeVar
 
 import numpy as np
 from tqdm import tqdm
@@ -53,11 +57,28 @@ from .peaks import peak_ops
 from .run import POLICY_PREFIX, configure, execute
 from .sweep import parse_grid, plot_sweep, sweep, table_rows, write_csv
 
+
+class _OfCore(Protocol):
+    """A memory or an engine, as _per_core lists them: core None is one shared by every core."""
+
+    @property
+    def core(self) -> int | None: ...
+
+
+T = TypeVar("T", bound=_OfCore)
+
+if TYPE_CHECKING:
+    from chips.schema import Chip, OpSupport
+    from isa.graph import Graph
+    from isa.lower.policy import Policy
+    from isa.program import Program
+    from sim.machine import Result
+
 BUG = 2  # exit status of a defect of npusim
 PIPE_CLOSED = 128 + 13  # a shell's status for a process SIGPIPE ends
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
     try:
@@ -82,7 +103,7 @@ def main(argv=None) -> int:
         return BUG
 
 
-def _one_line(exc):
+def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:2000]
 
 
@@ -96,11 +117,11 @@ class _Parser(argparse.ArgumentParser):
     """argparse's parser, whose usage errors are ConfigErrors: one line, exit status 1, as every
     other mistake of the user's."""
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         raise ConfigError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
-def _seed(text):
+def _seed(text: str) -> int:
     try:
         seed = int(text)
     except ValueError:
@@ -185,11 +206,11 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915  # one statement per 
     return p
 
 
-def _wide(parser) -> None:
+def _wide(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wide", action="store_true", help="print each row of the table on one line, whatever the terminal's width")
 
 
-def _result_files(parser) -> None:
+def _result_files(parser: argparse.ArgumentParser) -> None:
     """The files a run writes, as run and exec take them."""
     parser.add_argument("--outputs", help="write the outputs to this .npz")
     parser.add_argument("--trace", help="write a Chrome/Perfetto trace JSON here")
@@ -197,7 +218,7 @@ def _result_files(parser) -> None:
     parser.add_argument("--csv", help="write events.csv and ops.csv into this folder")
 
 
-def _overrides(pairs):
+def _overrides(pairs: Iterable[str]) -> dict[str, str]:
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -207,7 +228,7 @@ def _overrides(pairs):
     return out
 
 
-def _inputs(args, gf, chip):
+def _inputs(args: argparse.Namespace, gf: GraphFile, chip: Chip) -> Mapping[str, np.ndarray] | None:
     if not args.inputs:
         if args.mode == "timing":
             return None
@@ -220,7 +241,7 @@ def _inputs(args, gf, chip):
     return gf.rename(given) if hasattr(gf, "rename") else given
 
 
-def _data_limit(chip):
+def _data_limit(chip: Chip) -> tuple[int, str]:
     """(bytes, what they are) a run's data may take on the host: the host-memory cap, or the
     chip's data memory (ddr, or the host's) where that is smaller."""
     memory = chip.memories[chip.data_memory]
@@ -229,7 +250,7 @@ def _data_limit(chip):
     return limits.HOST_MEMORY, "the host-memory cap"
 
 
-def _read_npz(path, limit=None, what: str = "the host-memory cap"):
+def _read_npz(path: str, limit: int | None = None, what: str = "the host-memory cap") -> dict[str, np.ndarray]:
     """The arrays of an .npz (isa/npyfile.py: each size checked before it is read)."""
     try:
         return npyfile.read_npz(path, limit, what)
@@ -243,7 +264,7 @@ class OnnxGraph(GraphFile):
     run inputs, from --inputs by their ONNX names, or random (normal floats, integers in
     [0, 10), bools) drawn with --seed."""
 
-    def __init__(self, args) -> None:
+    def __init__(self, args: argparse.Namespace) -> None:
         from isa.onnx import from_onnx, load, static_inputs, tensor_name
 
         model, _ = load(args.graph)
@@ -263,7 +284,7 @@ class OnnxGraph(GraphFile):
         self.names = {n: tensor_name(n) for n in names if n not in needed}
         super().__init__(graph, _RandomInputs({n: (graph.tensors[n].shape, graph.tensors[n].dtype) for n in graph.inputs}, args.seed))
 
-    def rename(self, given):
+    def rename(self, given: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """--inputs arrays by the graph's input names (an ONNX scalar as its (1,) tensor)."""
         out = {}
         for onnx_name, array in given.items():
@@ -281,26 +302,26 @@ class _RandomInputs(Mapping):
 
     drawn: dict[str, np.ndarray] | None
 
-    def __init__(self, specs, seed) -> None:
+    def __init__(self, specs: dict[str, tuple[tuple[int, ...], str]], seed: int) -> None:
         self.specs, self.seed, self.drawn = specs, seed, None  # specs: input name -> (shape, dtype), in input order
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> np.ndarray:
         if self.drawn is None:
             rng = np.random.default_rng(self.seed)
             self.drawn = {n: _random(rng, shape, dtype) for n, (shape, dtype) in self.specs.items()}
         return self.drawn[name]
 
-    def __contains__(self, name) -> bool:
+    def __contains__(self, name: object) -> bool:
         return name in self.specs
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self.specs)
 
     def __len__(self) -> int:
         return len(self.specs)
 
 
-def _random(rng, shape, dtype):
+def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
     np_dtype = isa.dtypes.np_dtype(dtype)
     if dtype == "bool":
         return rng.integers(0, 2, shape).astype(bool)
@@ -309,18 +330,20 @@ def _random(rng, shape, dtype):
     return rng.standard_normal(shape).astype(np_dtype)
 
 
-def _load(args, chip):
+def _load(args: argparse.Namespace, chip: Chip) -> tuple[GraphFile, Graph]:
+    """(the graph file, the float graph it came from: with --quantize, the graph before it was deployed)."""
     gf = OnnxGraph(args) if Path(args.graph).suffix.lower() == ".onnx" else graphfile.load(args.graph, *_data_limit(chip))
+    float_graph = gf.graph
     if getattr(args, "quantize", None):
         from .deploy import deploy
 
-        gf = deploy(gf, args, chip)
-    return gf
+        float_graph = deploy(gf, args, chip)
+    return gf, float_graph
 
 
-def _run(args) -> int:
+def _run(args: argparse.Namespace) -> int:
     chip, policy = configure(args.chip, _overrides(args.set))  # policy.KEY=VALUE sets a placement knob, any other key a chip field
-    gf = _load(args, chip)
+    gf, float_graph = _load(args, chip)
     program = _lowered(gf.graph, chip, policy)
     if args.program:
         _write(args.program, lambda p: Path(p).write_text(program.to_text()))
@@ -332,14 +355,14 @@ def _run(args) -> int:
         from .deploy import compared
 
         print(f"{args.quantize} against float32:")
-        for line in compared(gf, inputs, result.outputs):
+        for line in compared(float_graph, inputs, result.outputs):
             print("  " + line)
     return 0
 
 
-def _lower(args) -> int:
+def _lower(args: argparse.Namespace) -> int:
     chip, policy = configure(args.chip, _overrides(args.set))
-    gf = _load(args, chip)
+    gf, _ = _load(args, chip)
     program = _lowered(gf.graph, chip, policy)
     _write(args.output, lambda p: Path(p).write_text(program.to_text()))
     print(f"{program.graph} on {chip.name}: lowered to {_counts(program)}")
@@ -347,7 +370,7 @@ def _lower(args) -> int:
     return 0
 
 
-def _exec(args) -> int:
+def _exec(args: argparse.Namespace) -> int:
     program = read_program(args.program)
     point = _overrides(args.set)
     policy = [key for key in point if key.startswith(POLICY_PREFIX)]
@@ -356,6 +379,7 @@ def _exec(args) -> int:
                           "(give it to npusim lower)")
     chip = chips.load(args.chip or program.chip, point)
     _check_result_files(args)
+    inputs: Mapping[str, np.ndarray] | None
     if args.inputs:
         inputs = _read_npz(args.inputs, *_data_limit(chip))
     elif args.mode == "functional":
@@ -367,7 +391,7 @@ def _exec(args) -> int:
     return 0
 
 
-def _lowered(graph, chip, policy):
+def _lowered(graph: Graph, chip: Chip, policy: Policy) -> Program:
     """isa.lower, with a progress bar over the ops on stderr when stderr is a terminal (never in
     a pipe, a file or a test): a large model takes seconds to lower. It updates once a layer
     group (mininterval 0: each update is drawn, however fast the lowering)."""
@@ -375,30 +399,30 @@ def _lowered(graph, chip, policy):
         return isa.lower(graph, chip, policy)
     with tqdm(total=len(graph.nodes), desc=f"lowering {graph.name}", unit="op", leave=False, file=sys.stderr,
               mininterval=0) as bar:
-        def progress(done, total) -> None:
+        def progress(done: int, total: int) -> None:
             bar.total = total
             bar.update(done - bar.n)
 
         return isa.lower(graph, chip, policy, progress)
 
 
-def _counts(program) -> str:
+def _counts(program: Program) -> str:
     waits = sum(1 for s in program.streams.values() for i in s if i.kind == "wait")
     return f"{len(program) - waits} instructions and {waits} waits"
 
 
-def _print_layer_groups(program) -> None:
+def _print_layer_groups(program: Program) -> None:
     groups = [n.removeprefix("layer group ") for n in program.notes if n.startswith("layer group") and "lowered layer by layer" not in n]
     if groups:  # isa/lower/schedule/chain.py's multi-layer groups, as the program notes them
         print("layer groups:\n" + "\n".join(f"  {g}" for g in groups))
 
 
-def _check_result_files(args):
+def _check_result_files(args: argparse.Namespace) -> None:
     if args.outputs and args.mode == "timing":
         raise ConfigError("--outputs needs functional mode: timing mode computes no values")
 
 
-def _report_result(args, program, result, what, chip) -> None:
+def _report_result(args: argparse.Namespace, program: Program, result: Result, what: str, chip: Chip) -> None:
     """The summary of a run (of run or exec) and the files asked for; in timing mode the
     estimate beside how far the chip's estimates were from published times (its `accuracy:`)."""
     print(f"{program.graph} on {program.chip} ({args.mode} mode): {what}")
@@ -412,34 +436,35 @@ def _report_result(args, program, result, what, chip) -> None:
         _write(args.trace, lambda p: traces.write_chrome(result.trace, p))
     if args.plots:
         for name, plot in _PLOTS.items():
-            _write(str(Path(args.plots) / f"{name}.png"), lambda p, plot=plot: plot(result.trace, p))
+            _write(str(Path(args.plots) / f"{name}.png"), functools.partial(plot, result.trace))
     if args.csv:
         _write_csv(args.csv, result.trace, result.stats)
 
 
-_PLOTS = {"timeline": traces.plot_timeline, "memory": traces.plot_memory, "bandwidth": traces.plot_bandwidth,
-          "roofline": traces.plot_roofline}
+_PLOTS: dict[str, Callable[[traces.Trace, str], None]] = {
+    "timeline": traces.plot_timeline, "memory": traces.plot_memory, "bandwidth": traces.plot_bandwidth, "roofline": traces.plot_roofline,
+}
 
 
-def _write_csv(folder, trace, summary) -> None:
+def _write_csv(folder: str, trace: traces.Trace, summary: traces.Summary) -> None:
     _write(str(Path(folder) / "events.csv"), lambda p: traces.write_events_csv(trace, p))
     _write(str(Path(folder) / "ops.csv"), lambda p: traces.write_ops_csv(summary, p))
 
 
-def _load_trace(path):
+def _load_trace(path: str) -> traces.Trace:
     try:
         return traces.load(path)
     except traces.TraceFileError as exc:
         raise InputError(str(exc)) from None
 
 
-def _top(n):
+def _top(n: int) -> int:
     if n < 0:
         raise ConfigError(f"--top {n}: must be 0 or more")
     return n
 
 
-def _report(args) -> int:
+def _report(args: argparse.Namespace) -> int:
     top = _top(args.top)
     trace = _load_trace(args.trace)
     summary = traces.summarize(trace)
@@ -450,7 +475,7 @@ def _report(args) -> int:
     return 0
 
 
-def _compare(args) -> int:
+def _compare(args: argparse.Namespace) -> int:
     top = _top(args.top)
     a, b = (traces.summarize(_load_trace(path)) for path in (args.a, args.b))
     print(f"A = {args.a}\nB = {args.b}")
@@ -458,7 +483,7 @@ def _compare(args) -> int:
     return 0
 
 
-def _sweep(args) -> int:
+def _sweep(args: argparse.Namespace) -> int:
     grid = parse_grid(args.grid)
     if args.scheduler:
         with dask_executor(args.scheduler) as executor:
@@ -472,12 +497,12 @@ def _sweep(args) -> int:
     return 0
 
 
-def _savez(path, arrays) -> None:
+def _savez(path: str, arrays: Mapping[str, np.ndarray]) -> None:
     with open(path, "wb") as f:  # np.savez would add ".npz" to a path without it
-        np.savez(f, **arrays)
+        np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy's stub: an output named allow_pickle would be read as that option
 
 
-def _write(path, writer):
+def _write(path: str, writer: Callable[[str], object]) -> None:
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         writer(path)
@@ -486,7 +511,7 @@ def _write(path, writer):
     print(f"wrote {path}")
 
 
-def _chips(args) -> int:
+def _chips(args: argparse.Namespace) -> int:
     """A row per shipped chip. On a chip of several cores the per-core memories and engines are
     listed once, as "24 x (...)", and the peaks are the whole chip's."""
     rows = [("chip", "clock", "local memory", "DDR", "matrix peak", "vector peak", "engines")]
@@ -509,7 +534,7 @@ def _chips(args) -> int:
     return 0
 
 
-def _per_core(chip, items, text):
+def _per_core(chip: Chip, items: Iterable[T], text: Callable[[T], str]) -> str:
     """items as text: on a chip of several cores, core 0's copies once as "N x (...)", then the
     shared ones."""
     if chip.cores == 1:
@@ -518,7 +543,7 @@ def _per_core(chip, items, text):
     return ", ".join([f"{chip.cores} x ({mine})"] * bool(mine) + [text(i) for i in items if i.core is None])
 
 
-def _ops(args) -> int:
+def _ops(args: argparse.Namespace) -> int:
     names = [args.chip] if args.chip else chips.available()
     loaded = [chips.load(n) for n in names]
     rows = [("op",) + tuple(c.name for c in loaded)]
@@ -529,11 +554,11 @@ def _ops(args) -> int:
     return 0
 
 
-def _support_text(row):
+def _support_text(row: OpSupport | None) -> str:
     return "-" if row is None else describe(row).replace("same-dtype: ", "")
 
 
-def _size(n) -> str:
+def _size(n: int) -> str:
     for unit in ("GiB", "MiB", "KiB"):
         scale = {"GiB": 1 << 30, "MiB": 1 << 20, "KiB": 1 << 10}[unit]
         if n >= scale:
@@ -541,13 +566,13 @@ def _size(n) -> str:
     return f"{n} B"
 
 
-def _table(rows, wide: bool = False) -> None:
+def _table(rows: Sequence[Sequence[object]], wide: bool = False) -> None:
     """Print rows left-aligned, fitted to the terminal's width (traces.text.table wraps the
     cells) unless `wide`."""
     print("\n".join(text.table(rows, indent="", left=range(len(rows[0])), width=None if wide else _terminal_width())))
 
 
-def _terminal_width():
+def _terminal_width() -> int | None:
     """The columns a table fits in: the terminal's (COLUMNS where it is set) when stdout is a
     terminal, else None: whole rows in a pipe or a file, for grep and scripts."""
     return shutil.get_terminal_size().columns if sys.stdout.isatty() else None

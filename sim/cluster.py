@@ -47,7 +47,7 @@ def dask_executor(address: str, timeout: float | None = None) -> Iterator[Execut
         client.close()
 
 
-def _reason(exc):
+def _reason(exc: BaseException) -> str:
     """The exception's message, and its cause's where that says more (a host name that does not resolve)."""
     cause = exc.__cause__
     return f"{exc} ({cause})" if cause is not None and str(cause) else str(exc)

@@ -7,8 +7,12 @@ measure each tensor's range. Without it, INT8 calibrates on the run's own inputs
 the random ones drawn with --seed). A functional run then prints each output's cosine
 similarity and largest absolute error against the float model's.
 """
+from __future__ import annotations
 
+import argparse
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import chips
 import isa
@@ -17,28 +21,37 @@ from isa.errors import ConfigError, InputError
 
 from .run import execute
 
+if TYPE_CHECKING:
+    import numpy as np
 
-def deploy(gf, args, chip):
-    """Replace gf.graph by its deployment in args.quantize for `chip`; print what went where."""
+    from chips.schema import Chip
+    from isa.deploy.calibration import Table
+    from isa.graph import Graph
+    from isa.graphfile import GraphFile
+
+
+def deploy(gf: GraphFile, args: argparse.Namespace, chip: Chip) -> Graph:
+    """Replace gf.graph by its deployment in args.quantize for `chip`; print what went where.
+    Returns the float graph it replaced (what `compared` measures the deployment against)."""
     dtype = isa.deploy.precision(args.quantize)
     calibration = None
     if args.calibration and dtype != "int8":
         raise ConfigError(f"--calibration {args.calibration}: a calibration is for --quantize INT8 only")
     if dtype == "int8":
         calibration = _calibration(gf, args)
-    gf.float_graph, gf.graph = gf.graph, isa.quantize(gf.graph, dtype, chip, calibration)
+    float_graph, gf.graph = gf.graph, isa.quantize(gf.graph, dtype, chip, calibration)
     for note in gf.graph.notes:
         if note.startswith("quantize "):
             print(note.removeprefix("quantize ").replace(":", " deployment:", 1))
-    return gf
+    return float_graph
 
 
-def compared(gf, inputs, outputs) -> list[str]:
+def compared(float_graph: Graph, inputs: Mapping[str, np.ndarray] | None, outputs: Mapping[str, np.ndarray]) -> list[str]:
     """What the deployment costs in accuracy: per output, its cosine similarity and largest
     absolute error against the float model's, run on `generic` in functional mode (as
     calibration runs it) on the same inputs."""
     generic = chips.load("generic")
-    want = execute(isa.lower(gf.float_graph, generic), generic, inputs).outputs
+    want = execute(isa.lower(float_graph, generic), generic, inputs).outputs
     lines = []
     for name, got in outputs.items():
         cosine, error = isa.deploy.similarity(got, want[name])
@@ -46,7 +59,7 @@ def compared(gf, inputs, outputs) -> list[str]:
     return lines
 
 
-def _calibration(gf, args):
+def _calibration(gf: GraphFile, args: argparse.Namespace) -> list[dict[str, np.ndarray]] | Table:
     if not args.calibration:
         if args.inputs:
             return [_sample(gf, args.inputs, "--inputs")]
@@ -61,9 +74,9 @@ def _calibration(gf, args):
     return isa.deploy.read_table(path)
 
 
-def _sample(gf, path, what):
+def _sample(gf: GraphFile, path: str | Path, what: str) -> dict[str, np.ndarray]:
     try:
-        arrays = npyfile.read_npz(path)
+        arrays = npyfile.read_npz(str(path))
     except InputError as exc:
         raise InputError(f"{what} {exc}") from None
     sample = gf.rename(arrays) if hasattr(gf, "rename") else arrays

@@ -41,7 +41,7 @@ def as_input(name: str, value: ndarray, region: Region) -> np.ndarray:
     return converted
 
 
-def _exact(array, have, converted, want):
+def _exact(array: np.ndarray, have: str, converted: np.ndarray, want: str) -> bool:
     """Whether converting `array` (of dtype `have`) to `want` gave `converted` without changing a value."""
     if array.size == 0:
         return True
@@ -62,7 +62,7 @@ def _exact(array, have, converted, want):
     return bool(np.all(back == array) and np.all(np.isfinite(wide)) and lo <= wide.min() and wide.max() < hi + 1)
 
 
-def _span(array, have):
+def _span(array: np.ndarray, have: str) -> str:
     if array.size == 0:
         return "[]"
     if dtypes.is_float(have):
@@ -73,7 +73,7 @@ def _span(array, have):
     return f"[{int(array.min())}, {int(array.max())}]"
 
 
-def _range(want) -> str:
+def _range(want: str) -> str:
     if want == "bool":
         return "0 or 1"
     if dtypes.is_int(want):

@@ -28,7 +28,7 @@ def _chip(chip: Chip | str, overrides: dict[str, Any] | None = None) -> Chip:
     return chips.load(chip, overrides) if isinstance(chip, str) else chip
 
 
-def configure(chip, point):
+def configure(chip: str, point: Mapping[str, str]) -> tuple[Chip, Policy]:
     """(Chip, Policy) from overrides (`--set` pairs, a sweep's point): "policy." keys make the
     Policy, the others override the chip (a shipped chip's name or a YAML path).
     A policy value in brackets loses them ("[w1,w2]" -> "w1,w2", as policy_from_overrides reads
@@ -38,7 +38,7 @@ def configure(chip, point):
     return chips.load(chip, overrides), policy_from_overrides(policy)
 
 
-def _unbracket(value):
+def _unbracket(value: str) -> str:
     return value[1:-1] if value.startswith("[") and value.endswith("]") else value
 
 

@@ -18,9 +18,11 @@ run raises a SimError (a tile that cannot fit the local memory) is a row carryin
 import csv
 import itertools
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -39,22 +41,23 @@ from .run import configure, run
 MODES = ("timing", "functional")
 OFF_CHIP = "ddr"  # the off-chip memory's name on every chip: the plot shows the others' peaks
 _DPI = 150
+LineStyle = Literal["-", "--", ":", "-."]  # a memory's line in the plot
 
 
 @dataclass(frozen=True)
 class Row:
     """One point of a sweep: its swept values and the run's figures, or the error it raised."""
 
-    values: dict  # swept key -> value as given
+    values: dict[str, str]  # swept key -> value as given
     cycles: int | None = None
     seconds: float | None = None
     instructions: int | None = None  # waits excluded
-    engine_instructions: dict = field(default_factory=dict)  # engine -> its instructions (DMA transfers on a DMA engine)
-    utilization: dict = field(default_factory=dict)  # engine -> busy cycles / cycles
+    engine_instructions: dict[str, int] = field(default_factory=dict)  # engine -> its instructions (DMA transfers on a DMA engine)
+    utilization: dict[str, float] = field(default_factory=dict)  # engine -> busy cycles / cycles
     ddr_read_bytes: int | None = None
     ddr_write_bytes: int | None = None
-    peak_bytes: dict = field(default_factory=dict)  # memory -> most bytes occupied at once
-    capacity_bytes: dict = field(default_factory=dict)  # memory -> its size at this point (failed points too)
+    peak_bytes: dict[str, float] = field(default_factory=dict)  # memory -> most bytes occupied at once
+    capacity_bytes: dict[str, int] = field(default_factory=dict)  # memory -> its size at this point (failed points too)
     error: str = ""  # "OutOfMemoryError: ..." when the point failed
 
 
@@ -63,20 +66,20 @@ class Sweep:
     graph: str  # the graph's name
     chip: str  # the chip as given (a shipped name or a YAML path)
     mode: str
-    grid: dict  # key -> tuple of values, in the order given
-    rows: list  # one Row per point, in cross-product order (the last key varies fastest)
+    grid: dict[str, tuple[str, ...]]  # key -> tuple of values, in the order given
+    rows: list[Row]  # one Row per point, in cross-product order (the last key varies fastest)
 
-    def engines(self):
+    def engines(self) -> list[str]:
         return _union(row.utilization for row in self.rows)
 
-    def memories(self):
+    def memories(self) -> list[str]:
         return _union(row.capacity_bytes for row in self.rows)
 
 
-def parse_grid(specs):
+def parse_grid(specs: Iterable[str]) -> dict[str, tuple[str, ...]]:
     """["KEY=V1,V2,...", ...] -> {KEY: (V1, V2, ...)}. Commas inside brackets do not split, so a
     value can be a list ("[w1,w2]")."""
-    grid = {}
+    grid: dict[str, tuple[str, ...]] = {}
     for spec in specs:
         key, sep, text = spec.partition("=")
         key = key.strip()
@@ -88,7 +91,7 @@ def parse_grid(specs):
     return grid
 
 
-def _split_values(text):
+def _split_values(text: str) -> list[str]:
     values, depth, start = [], 0, 0
     for i, ch in enumerate(text + ","):
         depth += (ch in "[{(") - (ch in "]})")
@@ -98,12 +101,12 @@ def _split_values(text):
     return values
 
 
-def points(grid):
+def points(grid: Mapping[str, Sequence[str]]) -> list[dict[str, str]]:
     """The cross product of the grid's values: one {key: value} per point, the last key fastest."""
     return [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())]
 
 
-def run_point(graph_path, chip, point, mode):
+def run_point(graph_path: str, chip: str, point: dict[str, str], mode: str) -> Row:
     """Load the graph file and the chip with this point's overrides, lower and execute: a Row.
     Runs in a worker, so it takes and returns plain picklable data."""
     gf = graphfile.load(graph_path)
@@ -119,7 +122,8 @@ def run_point(graph_path, chip, point, mode):
                s.ddr_write_bytes, dict(s.peak_bytes), capacity)
 
 
-def sweep(graph_path, chip, grid, mode: str = "timing", jobs=1, executor=None, progress: bool = True):
+def sweep(graph_path: str | Path, chip: str, grid: Mapping[str, Iterable[object]], mode: str = "timing", jobs: int = 1,
+          executor: Executor | None = None, progress: bool = True) -> Sweep:
     """Run `graph_path` (a graph file) on `chip` (a shipped chip's name or a chip YAML's path) at
     every point of `grid` ({key: [values]}), `jobs` points at a time in worker processes, or
     through `executor` (any concurrent.futures.Executor, such as a Dask Client's
@@ -139,8 +143,8 @@ def sweep(graph_path, chip, grid, mode: str = "timing", jobs=1, executor=None, p
     for point in todo:
         configure(chip, point)
     own = executor is None
-    executor = ProcessPoolExecutor(max_workers=jobs) if own else executor
-    rows = [None] * len(todo)
+    executor = ProcessPoolExecutor(max_workers=jobs) if executor is None else executor
+    rows: dict[int, Row] = {}  # position in the grid's order -> its row, as the points finish
     try:
         path = str(Path(graph_path).resolve())  # absolute paths: a worker may run in another folder
         chip_arg = str(Path(chip).resolve()) if chips.is_path(chip) else str(chip)
@@ -152,17 +156,17 @@ def sweep(graph_path, chip, grid, mode: str = "timing", jobs=1, executor=None, p
     finally:
         if own:
             executor.shutdown(cancel_futures=True)
-    return Sweep(gf.graph.name, str(chip), mode, grid, rows)
+    return Sweep(gf.graph.name, str(chip), mode, grid, [rows[i] for i in range(len(todo))])
 
 
-def _checked(grid):
+def _checked(grid: Mapping[str, Iterable[object]]) -> dict[str, tuple[str, ...]]:
     """The grid with each key's values as a tuple of strings, after checking there is something
     to sweep and no value is empty or listed twice."""
     if not grid:
         raise ConfigError("empty grid: give at least one KEY=V1,V2,... to sweep")
     checked = {}
-    for key, values in grid.items():
-        values = tuple(str(v).strip() for v in values)
+    for key, given in grid.items():
+        values = tuple(str(v).strip() for v in given)
         if not values:
             raise ConfigError(f"grid key {key}: no values")
         if "" in values:
@@ -174,12 +178,12 @@ def _checked(grid):
     return checked
 
 
-def _union(dicts):
+def _union(dicts: Iterable[Iterable[str]]) -> list[str]:
     """Keys of several dicts in order of first appearance."""
     return list(dict.fromkeys(k for d in dicts for k in d))
 
 
-def columns(result):
+def columns(result: Sweep) -> list[str]:
     """The CSV's header: the swept keys, then the figures."""
     return [
         *result.grid, "cycles", "seconds", "instructions", *(f"instructions.{e}" for e in result.engines()),
@@ -189,7 +193,7 @@ def columns(result):
     ]
 
 
-def write_csv(result, path) -> None:
+def write_csv(result: Sweep, path: str | Path) -> None:
     """One row per point: each swept key's value, then the figures (empty where the point failed)."""
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
@@ -204,11 +208,11 @@ def write_csv(result, path) -> None:
             ])
 
 
-def _blank(*values):
+def _blank(*values: object) -> list[object]:
     return ["" if v is None else v for v in values]
 
 
-def table_rows(result):
+def table_rows(result: Sweep) -> list[tuple[str, ...]]:
     """The points as text cells for a terminal table, a header row first. Engines that ran
     nothing at any point are left out (the CSV has every engine)."""
     engines = [e for e in result.engines() if any(row.engine_instructions.get(e) for row in result.rows)]
@@ -219,6 +223,7 @@ def table_rows(result):
         if row.error:
             figures = ("-",) * (len(rows[0]) - len(result.grid) - 1) + (row.error,)
         else:
+            assert row.seconds is not None and row.ddr_read_bytes is not None and row.ddr_write_bytes is not None  # a run's figures
             figures = (
                 f"{row.cycles:,}", f"{row.seconds * 1e6:,.2f}",
                 *(text for e in engines for text in (f"{row.engine_instructions[e]:,}", f"{row.utilization[e]:.1%}")),
@@ -228,20 +233,21 @@ def table_rows(result):
     return rows
 
 
-def _peak_text(row, memory):
+def _peak_text(row: Row, memory: str) -> str:
     """Peak bytes, with the share of the capacity for an on-chip memory (DDR is sized for a board, not the chip)."""
     peak, capacity = row.peak_bytes[memory], row.capacity_bytes.get(memory)
     return f"{human_bytes(peak)} ({peak / capacity:.0%})" if capacity and memory != OFF_CHIP else human_bytes(peak)
 
 
-def plot_sweep(result, path) -> None:
+def plot_sweep(result: Sweep, path: str | Path) -> None:
     """PNG: a column of two panels per swept key, cycles on top and the on-chip memories' peak
     bytes (with their capacity, log scale) below, against that key's values; one line per
     combination of the other keys' values, one line style per memory. Failed points are crosses
     at the foot of the cycles panel."""
     keys = list(result.grid)
     memories = [m for m in result.memories() if m != OFF_CHIP]
-    styles = dict(zip(memories, itertools.cycle(("-", "--", ":", "-."))))
+    line_styles: tuple[LineStyle, ...] = ("-", "--", ":", "-.")
+    styles = dict(zip(memories, itertools.cycle(line_styles)))
     fig = Figure(figsize=(8.0 * len(keys), 7.5), dpi=_DPI, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(2, len(keys), squeeze=False, sharex="col")
@@ -284,7 +290,7 @@ def plot_sweep(result, path) -> None:
     fig.savefig(path, format="png", dpi=_DPI)
 
 
-def _colours(n):
+def _colours(n: int) -> list[str] | list[tuple[float, float, float, float]]:
     """n line colours: the qualitative tab10 for up to ten lines, else steps along viridis (a
     swept key's values are usually ordered, small to large)."""
     if n <= 10:
@@ -292,5 +298,5 @@ def _colours(n):
     return [colormaps["viridis"](i / (n - 1)) for i in range(n)]
 
 
-def _nan_if_failed(row, value):
+def _nan_if_failed(row: Row, value: float | None) -> float | None:
     return float("nan") if row.error else value

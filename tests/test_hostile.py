@@ -336,6 +336,17 @@ def test_a_vector_number_that_does_not_fit_its_compute_dtype():
     raises(ProgramError, lambda: isa.Program.from_text(text), "program line 12", "the number 1000 does not fit add's compute dtype int8")
 
 
+def test_a_scalar_kernels_argument_is_a_number_a_list_of_numbers_or_a_word_and_survives_the_text_form():
+    text = PROGRAM.format(table=table()).replace(
+        "vector fn=relu cdt=float32 dst=lmem@0x0:float32[4;1] src=lmem@0x0:float32[4;1]",
+        "scalar fn=custom.mine dst=ddr@0x0:float32[4;1] src=ddr@0x0:float32[4;1] args=at:a@b;n:3;x:-0.5;xs:[1|2.5]")
+    program = isa.Program.from_text(text)
+    scalar = next(i for stream in program.streams.values() for i in stream if isinstance(i, isa.instructions.Scalar))
+    assert scalar.args == (("at", "a@b"), ("n", 3), ("x", -0.5), ("xs", (1, 2.5)))
+    assert isa.Program.from_text(program.to_text()) == program
+    raises(ProgramError, lambda: isa.Program.from_text(text.replace("xs:[1|2.5]", "xs:[1|a@b]")), "program line 12", "bad operand 'a@b'")
+
+
 def test_a_program_runs_only_on_the_chip_its_header_names():
     program = isa.Program.from_text(PROGRAM.format(table=table()).replace("chip=tiny", "chip=bm1684"))
     raises(ProgramError, lambda: sim.execute(program, chips.load(TINY), mode="timing"), "lowered for chip 'bm1684', not 'tiny'")

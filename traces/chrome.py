@@ -20,14 +20,17 @@ reading at a key it does not know), so `traces.load` can read the file back.
 
 import bisect
 import json
+from pathlib import Path
+from typing import Any
 
 from . import stored
+from .records import Event, Trace
 
 _PID = 1
 _COUNTERS = {"memory.": "bytes", "fragmentation.": "fraction"}  # counter prefix -> its value's name
 
 
-def write_chrome(trace, path) -> None:
+def write_chrome(trace: Trace, path: str | Path) -> None:
     """Write `trace` to `path`; the same trace always gives the same bytes."""
     document = {
         "displayTimeUnit": "ns",
@@ -41,15 +44,15 @@ def write_chrome(trace, path) -> None:
         json.dump(document, f, separators=(",", ":"))
 
 
-def _micros(trace, cycles):
+def _micros(trace: Trace, cycles: float) -> float:
     return cycles / trace.clock_hz * 1e6
 
 
-def _tids(trace):
+def _tids(trace: Trace) -> dict[str, int]:
     return {engine: i + 1 for i, engine in enumerate(trace.engines)}  # tid 0 reads as "no thread" in some viewers
 
 
-def _pids(trace):
+def _pids(trace: Trace) -> dict[str, int]:
     """engine -> its process: the chip's, or its core's ("c3.cube": core 3, after the chip's)."""
     cores: dict[str, int] = {}
     for engine in trace.engines:
@@ -59,7 +62,7 @@ def _pids(trace):
     return {engine: cores.get(engine.rpartition(".")[0], _PID) for engine in trace.engines}
 
 
-def _metadata(trace):
+def _metadata(trace: Trace) -> list[dict[str, Any]]:
     events = [{"ph": "M", "pid": _PID, "name": "process_name", "args": {"name": trace.chip}}]
     pids = _pids(trace)
     for engine, pid in pids.items():
@@ -73,7 +76,7 @@ def _metadata(trace):
     return events
 
 
-def _instructions(trace):
+def _instructions(trace: Trace) -> list[dict[str, Any]]:
     tids, pids = _tids(trace), _pids(trace)
     ordered = sorted(trace.events, key=lambda e: (e.start, tids[e.engine], e.index))
     return [
@@ -99,7 +102,7 @@ def _instructions(trace):
     ]
 
 
-def flow_pairs(trace):
+def flow_pairs(trace: Trace) -> list[tuple[Event, Event]]:
     """(event waited for, event held back) for every instruction a wait waited for, in the
     order of the waits in the program and of the instructions each names."""
     events = {(e.engine, e.index): e for e in trace.events}
@@ -109,7 +112,7 @@ def flow_pairs(trace):
             work.setdefault(e.engine, []).append(e.index)
     for indices in work.values():
         indices.sort()
-    pairs: list[tuple] = []
+    pairs: list[tuple[Event, Event]] = []
     for sync in trace.syncs:
         indices = work.get(sync.engine, [])
         k = bisect.bisect_right(indices, sync.index)
@@ -120,7 +123,7 @@ def flow_pairs(trace):
     return pairs
 
 
-def _flows(trace):
+def _flows(trace: Trace) -> list[dict[str, Any]]:
     tids, pids = _tids(trace), _pids(trace)
     flows = []
     for flow_id, (source, target) in enumerate(flow_pairs(trace), 1):
@@ -130,15 +133,15 @@ def _flows(trace):
     return flows
 
 
-def _middle(trace, event):
+def _middle(trace: Trace, event: Event) -> float:
     return _micros(trace, (event.start + event.end) / 2)
 
 
-def _counter(trace, name, cycle, args):
+def _counter(trace: Trace, name: str, cycle: float, args: dict[str, Any]) -> dict[str, Any]:
     return {"ph": "C", "pid": _PID, "name": name, "ts": _micros(trace, cycle), "args": args}
 
 
-def _memory_counters(trace):
+def _memory_counters(trace: Trace) -> list[dict[str, Any]]:
     return [
         _counter(trace, key, cycle, {value_name: value})
         for prefix, value_name in _COUNTERS.items()
@@ -148,11 +151,12 @@ def _memory_counters(trace):
     ]
 
 
-def _ddr_counter(trace):
+def _ddr_counter(trace: Trace) -> list[dict[str, Any]]:
     """One "ddr bandwidth" track with read and write in GB/s, a point whenever either changes."""
-    read = dict(trace.counters.get("ddr.read", ()))  # the last point at a cycle wins
-    write = dict(trace.counters.get("ddr.write", ()))
-    events, read_now, write_now = [], 0, 0
+    read = dict(trace.counters.get("ddr.read", []))  # the last point at a cycle wins
+    write = dict(trace.counters.get("ddr.write", []))
+    events: list[dict[str, Any]] = []
+    read_now, write_now = 0.0, 0.0
     for cycle in sorted(read.keys() | write.keys()):
         read_now = read.get(cycle, read_now)
         write_now = write.get(cycle, write_now)
@@ -161,5 +165,5 @@ def _ddr_counter(trace):
     return events
 
 
-def _gb_per_s(trace, bytes_per_cycle):
+def _gb_per_s(trace: Trace, bytes_per_cycle: float) -> float:
     return bytes_per_cycle * trace.clock_hz / 1e9

@@ -1,11 +1,14 @@
 """Two runs side by side, from their summaries: totals, engines, DDR traffic, memory, and the
 ops whose time (their share of the run, traces/summary.py) changed most."""
 
+from collections.abc import Iterable
+
 from .occupancy import NEGLIGIBLE_FRAGMENTATION
+from .summary import Summary
 from .text import human_bytes, table
 
 
-def format_comparison(a, b, labels=("A", "B"), top=10, width=None):
+def format_comparison(a: Summary, b: Summary, labels: tuple[str, str] = ("A", "B"), top: int = 10, width: int | None = None) -> str:
     """Text of two Summaries side by side with B/A ratios (differences for shares), then the
     `top` ops (matched by name) whose share of the time changed most in cycles; the tables fit
     `width` columns where given (traces.text.table)."""
@@ -37,39 +40,39 @@ def format_comparison(a, b, labels=("A", "B"), top=10, width=None):
     return "\n".join(lines)
 
 
-def _changed_ops(a, b, top):
+def _changed_ops(a: Summary, b: Summary, top: int) -> list[tuple[str, float | None, float | None]]:
     """(name, cycles in a or None, cycles in b or None), biggest change first (ties: name)."""
     times = [(name, _cycles_of(a, name), _cycles_of(b, name)) for name in _union(a.ops, b.ops)]
     times.sort(key=lambda row: (-abs((row[2] or 0) - (row[1] or 0)), row[0]))
     return times[:top]
 
 
-def _cycles_of(summary, name):
+def _cycles_of(summary: Summary, name: str) -> float | None:
     op = summary.ops.get(name)
     return op.cycles if op else None
 
 
-def _union(first, second):
+def _union(first: Iterable[str], second: Iterable[str]) -> list[str]:
     return list(first) + [key for key in second if key not in first]
 
 
-def _ratio(x, y):
+def _ratio(x: float | None, y: float | None) -> str:
     return f"{y / x:.2f}x" if x and y is not None else "-"
 
 
-def _busy(summary, engine) -> str:
+def _busy(summary: Summary, engine: str) -> str:
     if engine not in summary.busy:
         return "-"
     return f"{summary.busy[engine]:,.0f} ({summary.utilization[engine]:.1%})"
 
 
-def _bytes(peaks, mem):
+def _bytes(peaks: dict[str, float], mem: str) -> str:
     return human_bytes(peaks[mem]) if mem in peaks else "-"
 
 
-def _share(value):
+def _share(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
-def _cycles(span):
+def _cycles(span: float | None) -> str:
     return "-" if span is None else f"{span:,.0f}"

@@ -6,7 +6,8 @@ a buffer is live at cycle t when start <= t < end.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from traces.records import BufferSpan, Trace
@@ -15,7 +16,7 @@ _PREFIX = "memory."
 NEGLIGIBLE_FRAGMENTATION = 0.0005  # below this (0.0% to one decimal) reports and plots leave it out
 
 
-def memory_counters(buffers: list[BufferSpan], capacities: dict[str, int]) -> dict[str, list[tuple[int, int] | tuple[int, float]]]:
+def memory_counters(buffers: list[BufferSpan], capacities: dict[str, int]) -> dict[str, list[tuple[float, float]]]:
     """The "memory.<name>" (bytes occupied) and "fragmentation.<name>" step counters of every
     memory in `capacities` (name -> bytes), each starting at cycle 0. Fragmentation is
     1 - largest free block / free bytes: 0 when the free bytes are one block (or there are none),
@@ -23,11 +24,11 @@ def memory_counters(buffers: list[BufferSpan], capacities: dict[str, int]) -> di
     by_memory: dict[str, list] = {name: [] for name in capacities}
     for b in buffers:
         by_memory.setdefault(b.mem, []).append(b)
-    counters = {}
+    counters: dict[str, list[tuple[float, float]]] = {}
     for mem, spans in by_memory.items():
         capacity = capacities.get(mem, 0)
-        occupied: list[tuple[int, float]] = [(0, 0)]
-        fragmented: list[tuple[int, float]] = [(0, 0.0)]
+        occupied: list[tuple[float, float]] = [(0, 0)]
+        fragmented: list[tuple[float, float]] = [(0, 0.0)]
         live = {}  # position in spans -> BufferSpan
         for cycle, opening, closing in _changes(spans):
             for k in opening:
@@ -42,7 +43,7 @@ def memory_counters(buffers: list[BufferSpan], capacities: dict[str, int]) -> di
     return counters
 
 
-def fragmentation(blocks, capacity):
+def fragmentation(blocks: Iterable[BufferSpan], capacity: int) -> float:
     """1 - largest free block / free bytes of a memory of `capacity` bytes holding `blocks`
     (anything with addr and size; overlapping blocks count once)."""
     largest, used, cursor = 0, 0, 0
@@ -61,19 +62,19 @@ def memory_names(trace: Trace) -> list[str]:
     return list(trace.memories) + [name for name in counted if name not in trace.memories]
 
 
-def live_at(buffers, mem, cycle):
+def live_at(buffers: list[BufferSpan], mem: str, cycle: float) -> list[BufferSpan]:
     """The buffers of `mem` live at `cycle`, biggest first (ties: lowest address first)."""
     live = [b for b in buffers if b.mem == mem and b.start <= cycle < b.end]
     return sorted(live, key=lambda b: (-b.size, b.addr))
 
 
-def peak_cycle(points):
+def peak_cycle(points: Sequence[tuple[float, float]]) -> float:
     """The first cycle at which a step counter reaches its highest value (0 for no points)."""
     best = max(points, key=lambda p: p[1], default=(0, 0))
     return next(cycle for cycle, value in points if value == best[1]) if points else 0
 
 
-def _changes(spans: list[BufferSpan | Any]) -> list[Any | tuple[int, list[int], list[Any]] | tuple[int, list[Any], list[int]]]:
+def _changes(spans: list[BufferSpan]) -> list[tuple[float, list[int], list[int]]]:
     """(cycle, positions opening, positions closing) in order of cycle."""
     at: dict[float, tuple[list[int], list[int]]] = {}
     for k, b in enumerate(spans):
@@ -82,7 +83,7 @@ def _changes(spans: list[BufferSpan | Any]) -> list[Any | tuple[int, list[int], 
     return [(cycle, *at[cycle]) for cycle in sorted(at)]
 
 
-def _merged(blocks, capacity):
+def _merged(blocks: Iterable[BufferSpan], capacity: int) -> list[list[int]]:
     """The union of the blocks as sorted, disjoint (start, end) intervals clipped to capacity."""
     merged: list[list[int]] = []
     for addr, end in sorted((b.addr, min(b.addr + b.size, capacity)) for b in blocks):
@@ -93,7 +94,7 @@ def _merged(blocks, capacity):
     return merged
 
 
-def _step(points: list[tuple[int, int] | tuple[int, float]], cycle: int, value: float) -> None:
+def _step(points: list[tuple[float, float]], cycle: float, value: float) -> None:
     """Append a point when the value changes; a change at cycle 0 replaces the initial point."""
     if points[-1][0] == cycle:
         points[-1] = (cycle, value)

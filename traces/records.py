@@ -33,7 +33,7 @@ class Sync(NamedTuple):
 
     engine: str
     index: int  # type: ignore[assignment]  # the wait's position in its engine's stream (shadows tuple.index, never called)
-    on: tuple  # ((engine, index), ...) of the instructions it waited for
+    on: tuple[tuple[str, int], ...]  # ((engine, index), ...) of the instructions it waited for
 
 
 class BufferSpan(NamedTuple):
@@ -55,25 +55,25 @@ class Trace:
 
     chip: str
     clock_hz: float
-    engines: tuple  # engine names in chip order
-    memories: dict  # memory name -> capacity in bytes
+    engines: tuple[str, ...]  # engine names in chip order
+    memories: dict[str, int]  # memory name -> capacity in bytes
     cycles: int = 0  # total cycles of the run
-    events: list = field(default_factory=list)  # Event, in order of completion
+    events: list[Event] = field(default_factory=list)  # Event, in order of completion
     # Step counters, each a list of (cycle, value) points where the value changes:
     #   "memory.<name>"  bytes occupied in that memory
     #   "fragmentation.<name>"  1 - largest free block / free bytes in that memory (0 when full or empty)
     #   "ddr.read", "ddr.write"  DDR bandwidth in bytes per cycle
-    counters: dict = field(default_factory=dict)
-    syncs: list = field(default_factory=list)  # Sync, one per wait instruction, in program order
-    buffers: list = field(default_factory=list)  # BufferSpan: bound tensors, then planned buffers
+    counters: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    syncs: list[Sync] = field(default_factory=list)  # Sync, one per wait instruction, in program order
+    buffers: list[BufferSpan] = field(default_factory=list)  # BufferSpan: bound tensors, then planned buffers
     ddr_bandwidth: float = 0.0  # the chip's DDR bandwidth in bytes per cycle (0: not known)
     host_memory: str = ""  # the chip's host memory (`kind: host`: the TPU v1's, across PCIe), if it has one
     # unit kind ("matrix", "vector") -> dtype -> the chip's peak in ops per cycle over all its
     # engines of that kind (2 per multiply-accumulate, 1 per vector element)
-    peak_ops: dict = field(default_factory=dict)
+    peak_ops: dict[str, dict[str, float]] = field(default_factory=dict)
     # op -> unit kind -> the dtype its instructions of that kind run in (sim/peaks.py: op_dtypes),
     # whose peak is the op's roof on the roofline ({} when not known)
-    op_dtypes: dict = field(default_factory=dict)
+    op_dtypes: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def seconds(self, cycles: float) -> float:
         return cycles / self.clock_hz

@@ -16,14 +16,18 @@ import json
 import math
 import os
 from numbers import Real
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from isa.limits import open_input
 
 from .records import BufferSpan, Event, Sync, Trace
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
+
+Record = Event | Sync | BufferSpan
+R = TypeVar("R", Event, Sync, BufferSpan)  # _unpack gives back records of the kind it is given
 
 KEY = "npusim"
 FORMAT = 1
@@ -34,7 +38,7 @@ class TraceFileError(ValueError):
     """A file that cannot be read as an npusim trace: the message names the file and why."""
 
 
-def to_data(trace):
+def to_data(trace: Trace) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "chip": trace.chip,
@@ -53,7 +57,7 @@ def to_data(trace):
     }
 
 
-def from_data(data):
+def from_data(data: object) -> Trace:
     """The Trace `to_data` was given; a ValueError naming the field and value when data is not one."""
     if not isinstance(data, dict):
         raise ValueError(f"expected a mapping of fields, got {_show(data)}")
@@ -73,7 +77,7 @@ def from_data(data):
         cycles=data["cycles"],
         events=_unpack(Event, data["events"]),
         counters={name: [tuple(point) for point in points] for name, points in data["counters"].items()},
-        syncs=[s._replace(on=tuple(tuple(ident) for ident in s.on)) for s in _unpack(Sync, data["syncs"])],
+        syncs=[s._replace(on=tuple((engine, index) for engine, index in s.on)) for s in _unpack(Sync, data["syncs"])],
         buffers=_unpack(BufferSpan, data["buffers"]),
         ddr_bandwidth=data["ddr_bandwidth"],
         host_memory=data.get("host_memory", ""),
@@ -82,7 +86,7 @@ def from_data(data):
     )
 
 
-def load(path):
+def load(path: str | Path) -> Trace:
     """The Trace saved in a trace JSON that `write_chrome` wrote."""
     try:
         with open_input(path, regular=True) as f:
@@ -104,45 +108,45 @@ def load(path):
         raise TraceFileError(f"{path}: a damaged npusim trace ({exc})") from None
 
 
-def _show(value):
+def _show(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _text(v):
+def _text(v: object) -> bool:
     return isinstance(v, str)
 
 
-def _count(v):
+def _count(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
-def _amount(v):
+def _amount(v: object) -> bool:
     """A number >= 0 and finite: a time in cycles, a rate."""
     return isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v) and v >= 0  # type: ignore[operator]  # numbers.Real declares no <=; every Real has it
 
 
-def _clock(v):
-    return _amount(v) and v > 0
+def _clock(v: object) -> bool:
+    return _amount(v) and v > 0  # type: ignore[operator]  # _amount checked that v is a Real
 
 
-def _texts(v):
+def _texts(v: object) -> bool:
     return isinstance(v, list) and all(map(_text, v))
 
 
-def _ids(v):  # lists once read from JSON; tuples when to_data's own output is read back
+def _ids(v: object) -> bool:  # lists once read from JSON; tuples when to_data's own output is read back
     return isinstance(v, (list, tuple)) and all(isinstance(i, (list, tuple)) and len(i) == 2 and _text(i[0]) and _count(i[1]) for i in v)
 
 
-def _mapping_of(check: Callable) -> Callable:
+def _mapping_of(check: Callable[[object], bool]) -> Callable[[object], bool]:
     return lambda v: isinstance(v, dict) and all(_text(k) and check(x) for k, x in v.items())
 
 
-def _points(v):
+def _points(v: object) -> bool:
     return isinstance(v, list) and all(isinstance(p, (list, tuple)) and len(p) == 2 and _amount(p[0]) and _amount(p[1]) for p in v)
 
 
-def _block(v):
+def _block(v: object) -> bool:
     return isinstance(v, dict) and _texts(v.get("fields")) and isinstance(v.get("rows"), list)
 
 
@@ -159,7 +163,7 @@ _WHAT = {_text: "a string", _clock: "a finite number > 0", _texts: "a list of st
          _amount: "a finite number >= 0", _peaks: "a mapping of unit to dtype to number", _ids: "a list of [engine, index] pairs",
          _dtypes: "a mapping of op to unit to dtype"}
 # Each record's fields and what each holds.
-_FIELDS = {
+_FIELDS: dict[type, dict[str, Callable[[object], bool]]] = {
     Event: {"engine": _text, "index": _count, "kind": _text, "name": _text, "op": _text, "start": _amount, "end": _amount,
             "bytes": _count, "src": _text, "dst": _text, "note": _text, "ops": _count, "cached": _count},
     Sync: {"engine": _text, "index": _count, "on": _ids},
@@ -167,11 +171,11 @@ _FIELDS = {
 }
 
 
-def _records(kind, items):
+def _records(kind: type[Record], items: Sequence[Record]) -> dict[str, Any]:
     return {"fields": list(kind._fields), "rows": [list(item) for item in items]}
 
 
-def _unpack(kind, block):
+def _unpack(kind: type[R], block: dict[str, Any]) -> list[R]:
     fields = block["fields"]
     unknown = set(fields) - set(kind._fields)
     if unknown:
@@ -188,7 +192,7 @@ def _unpack(kind, block):
             if not check(value):
                 raise ValueError(f"{kind.__name__} {i}: {field} {_show(value)} is not {_WHAT[check]}")
         record = kind(**dict(zip(fields, row)))
-        if "start" in fields and record.end < record.start:
+        if isinstance(record, (Event, BufferSpan)) and "start" in fields and record.end < record.start:
             raise ValueError(f"{kind.__name__} {i}: it ends (cycle {record.end}) before it starts ({record.start})")
         records.append(record)
     return records

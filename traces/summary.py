@@ -33,7 +33,7 @@ class OpStats:
     name: str
     start: float  # start cycle of its first instruction
     end: float  # end cycle of its last instruction
-    busy: dict  # engine -> busy cycles, engines in order of first use
+    busy: dict[str, float]  # engine -> busy cycles, engines in order of first use
     dma_bytes: int  # bytes moved by its DMA instructions
     ddr_bytes: int  # bytes its DMA instructions read from and wrote to DDR (ddr->ddr counts twice)
     ops: int  # arithmetic it did (Event.ops)
@@ -41,21 +41,21 @@ class OpStats:
     seconds: float  # that share in seconds
 
     @property
-    def span(self):
+    def span(self) -> float:
         return self.end - self.start
 
     @property
-    def intensity(self):
+    def intensity(self) -> float | None:
         """Operational intensity: ops per DDR byte (None when it moved no DDR bytes)."""
         return self.ops / self.ddr_bytes if self.ddr_bytes else None
 
     @property
-    def achieved(self):
+    def achieved(self) -> float | None:
         """Ops per second over its share of the time (None for an op that took no time)."""
         return self.ops / self.seconds if self.seconds else None
 
     @property
-    def busiest_engine(self):
+    def busiest_engine(self) -> str:
         return max(self.busy, key=lambda engine: self.busy[engine])
 
 
@@ -66,27 +66,27 @@ class Summary:
     cycles: int
     seconds: float
     instructions: int  # events that are not waits
-    busy: dict  # engine -> busy cycles, engines in chip order
-    utilization: dict  # engine -> busy / cycles (0 when cycles is 0)
+    busy: dict[str, float]  # engine -> busy cycles, engines in chip order
+    utilization: dict[str, float]  # engine -> busy / cycles (0 when cycles is 0)
     ddr_read_bytes: int
     ddr_write_bytes: int
     cache_hit_bytes: int  # ddr bytes DMAs read from the chip's cache of it instead (isa/timing/cache.py)
     host_memory: str  # the chip's host memory ("" without one) and its traffic
     host_read_bytes: int
     host_write_bytes: int
-    peak_bytes: dict  # memory -> most bytes occupied at once
-    capacity_bytes: dict  # memory -> capacity (0 when the trace does not give it)
-    peak_fragmentation: dict  # memory -> highest 1 - largest free block / free bytes
-    ops: dict  # op name -> OpStats, in order of first start
+    peak_bytes: dict[str, float]  # memory -> most bytes occupied at once
+    capacity_bytes: dict[str, int]  # memory -> capacity (0 when the trace does not give it)
+    peak_fragmentation: dict[str, float]  # memory -> highest 1 - largest free block / free bytes
+    ops: dict[str, OpStats]  # op name -> OpStats, in order of first start
 
-    def slowest(self, n):
+    def slowest(self, n: int) -> list[OpStats]:
         """The n ops with the largest share of the time, largest first (ties: earliest start first)."""
         return sorted(self.ops.values(), key=lambda op: op.cycles, reverse=True)[:n]
 
 
 def summarize(trace: Trace) -> Summary:
     work = _Work(trace.events)
-    busy = dict.fromkeys(trace.engines, 0)
+    busy: dict[str, float] = dict.fromkeys(trace.engines, 0)
     for name, cycles in work.per_engine().items():
         busy[name] = busy.get(name, 0) + cycles
     dma = work.kind == work.code("kind", "dma")
@@ -169,7 +169,7 @@ def _memory_peaks(trace: Trace) -> dict[str, float]:
 
 
 def _peak(trace: Trace, counter: str) -> float | int:
-    return max((v for _, v in trace.counters.get(counter, ())), default=0)
+    return max((v for _, v in trace.counters.get(counter, [])), default=0)
 
 
 def _op_table(trace: Trace, work: _Work) -> dict[str, OpStats]:
@@ -223,13 +223,14 @@ def time_shares(first: ndarray, last: ndarray, op: ndarray, start: ndarray, end:
     work = np.bincount(ops, weights=ends - starts, minlength=len(first))
     points = np.unique(np.concatenate((starts, ends, first, last, [0.0])))
 
-    def level(lo, hi, weights):  # the weights of the intervals covering each step [points[k], points[k + 1])
+    # the weights of the intervals covering each step [points[k], points[k + 1])
+    def level(lo: ndarray, hi: ndarray, weights: ndarray) -> ndarray:
         delta = np.zeros(len(points))
         np.add.at(delta, np.searchsorted(points, lo), weights)
         np.add.at(delta, np.searchsorted(points, hi), -weights)
         return np.cumsum(delta)
 
-    def integral(rate, lo, hi):  # of a step function over [lo, hi) of each interval
+    def integral(rate: ndarray, lo: ndarray, hi: ndarray) -> ndarray:  # of a step function over [lo, hi) of each interval
         cumulative = np.concatenate(([0.0], np.cumsum(rate[:-1] * np.diff(points))))
         return cumulative[np.searchsorted(points, hi)] - cumulative[np.searchsorted(points, lo)]
 
@@ -245,7 +246,7 @@ def time_shares(first: ndarray, last: ndarray, op: ndarray, start: ndarray, end:
     return shares
 
 
-def format_summary(summary, top=5):
+def format_summary(summary: Summary, top: int = 5) -> str:
     """A compact report: totals, engines, DDR traffic, memory peaks and the `top` slowest ops."""
     s = summary
     lines = [
@@ -278,7 +279,7 @@ def format_summary(summary, top=5):
     return "\n".join(lines)
 
 
-def format_ops(summary, top=20, width=None):
+def format_ops(summary: Summary, top: int = 20, width: int | None = None) -> str:
     """The `top` ops by their share of the time as a table: that share in cycles and of the run,
     the span from first start to last end, busiest engine, DDR traffic, arithmetic, operational
     intensity (ops per DDR byte) and achieved rate over the share; fitted to `width` columns

@@ -1,9 +1,10 @@
 """Numbers and tables as text, for the summaries and comparisons the CLI prints."""
 
 import textwrap
+from collections.abc import Collection, Sequence
 
 
-def human_bytes(n):
+def human_bytes(n: float) -> str:
     """1536 -> '1.5 KiB'; below 1 KiB, plain bytes."""
     units = ["B", "KiB", "MiB", "GiB", "TiB"]
     power = 0
@@ -13,7 +14,7 @@ def human_bytes(n):
     return f"{n:,.0f} B" if power == 0 else f"{n:,.1f} {units[power]}"
 
 
-def si(n) -> str:
+def si(n: float) -> str:
     """33554432 -> '33.6M'; below 1000, the number to 3 significant digits."""
     for factor, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(n) >= factor:
@@ -24,33 +25,33 @@ def si(n) -> str:
 MIN_COLUMN = 8  # the narrowest a column is wrapped to where a table is wider than its room
 
 
-def table(rows, indent: str = "  ", left=(0,), width=None):
+def table(rows: Sequence[Sequence[object]], indent: str = "  ", left: Collection[int] = (0,), width: int | None = None) -> list[str]:
     """Lines of `rows` (lists of cells) in aligned columns two spaces apart: the columns in
     `left` left-aligned, the others (numbers) right-aligned. With a `width` the whole rows do
     not fit in, the cells wrap within narrower columns (table_columns), so no line is longer
     than `width` (one of at least 2 * MIN_COLUMN + 2 + len(indent) characters, with headers
     of words no longer than MIN_COLUMN)."""
-    rows = [[str(cell) for cell in row] for row in rows]
-    if not rows:
+    text = [[str(cell) for cell in row] for row in rows]
+    if not text:
         return []
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    whole = [_line(indent, row, widths, left) for row in rows]
+    widths = [max(len(row[i]) for row in text) for i in range(len(text[0]))]
+    whole = [_line(indent, row, widths, left) for row in text]
     if width is None or max(map(len, whole)) <= width:
         return whole
     room = width - len(indent)
-    least = [min(w, max([MIN_COLUMN, *map(len, head.split())])) for w, head in zip(widths, rows[0])]
+    least = [min(w, max([MIN_COLUMN, *map(len, head.split())])) for w, head in zip(widths, text[0])]
     lines: list[str] = []
     for columns, fitted in table_columns(widths, least, room):
         lines += [""] * bool(lines)  # a blank line between blocks
         aligned = [j for j, i in enumerate(columns) if i in left]
-        for row in rows:
+        for row in text:
             cells = [textwrap.wrap(row[i], max(w, 1), break_on_hyphens=False) or [""] for i, w in zip(columns, fitted)]
             for k in range(max(map(len, cells))):
                 lines.append(_line(indent, [c[k] if k < len(c) else "" for c in cells], fitted, aligned))
     return lines
 
 
-def table_columns(widths, least, room):
+def table_columns(widths: list[int], least: list[int], room: int) -> list[tuple[list[int], list[int]]]:
     """How a table whose rows are wider than `room` is printed: blocks of (column indices,
     their widths), each block led by the first column (the rows' names) and followed by as many
     others as fit at their `least` widths (the header's longest word, at least MIN_COLUMN, or
@@ -69,7 +70,7 @@ def table_columns(widths, least, room):
             for block in blocks]
 
 
-def _shares(widths, least, room):
+def _shares(widths: list[int], least: list[int], room: int) -> list[int]:
     """Widths for columns of natural `widths` in `room` characters (at least the sum of `least`):
     the highest level such that each column takes its width or the level, whichever is less,
     but never less than its `least`. Narrow columns keep their width; the wide ones share the rest equally."""
@@ -81,5 +82,5 @@ def _shares(widths, least, room):
     return fitted(low)
 
 
-def _line(indent, cells, widths, left):
+def _line(indent: str, cells: list[str], widths: list[int], left: Collection[int]) -> str:
     return indent + "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()

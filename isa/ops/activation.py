@@ -2,6 +2,7 @@
 Operator section (sin, cos)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ from ..errors import UnsupportedError
 from .elementwise import Elementwise, In, Step, check_number, define
 
 # ActiveType (short name) -> (vector function, reference on compute-dtype values)
-ACTIVE_TYPES = {
+ACTIVE_TYPES: dict[str, tuple[str, Callable[..., Any] | None]] = {  # name -> (vector function, reference; leaky_relu reads its slope)
     "tanh": ("tanh", np.tanh),
     "sigmoid": ("sigmoid", lambda x: 1 / (1 + np.exp(-x))),
     "relu": ("relu", lambda x: np.maximum(x, 0)),
@@ -50,21 +51,24 @@ class Active(Elementwise):
         slope = check_number(slopes[0], f"{self.name} negative slope") if kind == "leaky_relu" and slopes else 0.0
         return {"active_type": kind, "slope": float(slope), "out_dtype": params["out_dtype"]}
 
-    def variant(self, params):
+    def variant(self, params: dict[str, Any]) -> str | None:
         return params["active_type"]
 
-    def steps(self, params, ins, out):
+    def steps(self, params: dict[str, Any], ins: list[str], out: str) -> list[Step]:
         fn = ACTIVE_TYPES[params["active_type"]][0]
         operands = (In(0), params["slope"]) if fn == "leaky_relu" else (In(0),)
         # integer relu/absval stay exact; a slope or a transcendental function needs floats
         exact = (dtypes.is_int(ins[0]) and fn in ("relu", "abs")) or (params["slope"] == 0.0 and fn == "leaky_relu")
         return [Step(fn, operands, cdt=None if exact or dtypes.is_float(ins[0]) else "float32")]
 
-    def ref_fn(self, params):
+    def ref_fn(self, params: dict[str, Any]) -> Callable[..., Any]:
         if params["active_type"] == "leaky_relu":
             slope = params["slope"]
             return lambda x: np.where(x > 0, x, x * x.dtype.type(slope))
-        return ACTIVE_TYPES[params["active_type"]][1]
+        ref = ACTIVE_TYPES[params["active_type"]][1]
+        if ref is None:
+            raise NotImplementedError(f"active: {params['active_type']} has no reference function")
+        return ref
 
 
 active = define(Active("active", with_params=False), "tensor_o = activation(tensor_i), active_type one of the seed's ActiveType.")

@@ -2,10 +2,14 @@
 tensor-scalar arithmetic, axpy, copy, clamp, ceil/floor/round and cast."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from .. import dtypes
 from ..errors import UnsupportedError
+from .base import Spec
 from .elementwise import Elementwise, In, Step, define
 
 ONE = ("tensor_i",)
@@ -46,7 +50,7 @@ class Copy(Elementwise):
 
     kind = "global"
 
-    def out_dtype(self, ins, params):
+    def out_dtype(self, ins: list[Spec], params: dict[str, Any]) -> str:
         if params.get("out_dtype") not in (None, ins[0].dtype):
             raise UnsupportedError(f"copy: the output dtype must be the input's ({ins[0].dtype}), got {params['out_dtype']}")
         return ins[0].dtype
@@ -62,16 +66,16 @@ class Cast(Elementwise):
     def __init__(self) -> None:
         super().__init__("cast", "copy", None, ONE, defaults={})
 
-    def prepare(self, params):
+    def prepare(self, params: dict[str, Any]) -> dict[str, Any]:
         if not params.get("out_dtype"):
             raise UnsupportedError("cast: out_dtype is required")
         return params
 
-    def steps(self, params, ins, out):
+    def steps(self, params: dict[str, Any], ins: list[str], out: str) -> list[Step]:
         rounds = dtypes.is_float(ins[0]) and not dtypes.is_float(out)
         return [Step("round" if rounds else "copy", (In(0),), cdt=dtypes.compute_dtype(ins[0]))]
 
-    def ref_fn(self, params):
+    def ref_fn(self, params: dict[str, Any]) -> Callable[..., Any]:
         return lambda x: dtypes.round_half_away(x) if x.dtype.kind == "f" and dtypes.is_int(params["out_dtype"]) else x
 
 

@@ -5,9 +5,10 @@ dense strides, per-axis segments assembled into pieces, and their parameter chec
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,7 +49,7 @@ class Arrangement(OpDef):
 
     template = "arrange"
 
-    def pieces(self, shapes, out_shape, params):
+    def pieces(self, shapes: list[tuple[int, ...]], out_shape: tuple[int, ...], params: dict[str, Any]) -> list[Piece]:
         raise NotImplementedError
 
 
@@ -87,19 +88,21 @@ def whole(n: int) -> Segment:
 
 
 def assemble(axes: list[list[Segment]], src_strides: tuple[int, ...], dst_strides: tuple[int, ...], input: int = 0, output: int = 0,
-             value: int | None = None, dst_offset: int = 0) -> list[Piece]:
+             value: float | None = None, dst_offset: int = 0) -> list[Piece]:
     """The pieces of a box of the output given, per axis, the segments that tile it: one copy
     per combination of copy segments, and one fill per fill segment met, which covers every
     later axis whole (so a constant border is 2 pieces per axis, not 3^rank blocks)."""
     pieces = []
 
-    def walk(axis, src_at, dst_at, shape, src_steps, dst_steps) -> None:
+    def walk(axis: int, src_at: int, dst_at: int, shape: tuple[int, ...], src_steps: tuple[int, ...], dst_steps: tuple[int, ...]) -> None:
         if axis == len(axes):
             pieces.append(Piece(input, View(src_at, shape, src_steps), View(dst_at, shape, dst_steps), output))
             return
         for seg in axes[axis]:
             at = dst_at + seg.at * dst_strides[axis]
             if seg.start is None:
+                if value is None:
+                    raise ValueError("assemble: a fill segment needs the fill value")
                 rest = [(min(s.at for s in segs), max(s.at + s.count for s in segs)) for segs in axes[axis + 1:]]
                 at += sum(lo * st for (lo, _), st in zip(rest, dst_strides[axis + 1:]))
                 box = shape + (seg.count,) + tuple(hi - lo for lo, hi in rest)
@@ -114,7 +117,7 @@ def assemble(axes: list[list[Segment]], src_strides: tuple[int, ...], dst_stride
 
 # ---- parameter checks ----------------------------------------------------------------------
 
-def ints(values: list[int] | tuple[()], op: str, param: str, length: int | None = None, low: int | None = None) -> tuple[int, ...]:
+def ints(values: Sequence[int], op: str, param: str, length: int | None = None, low: int | None = None) -> tuple[int, ...]:
     """`values` as a tuple of ints, each >= `low`, `length` of them when given."""
     try:
         out = tuple(values)
@@ -163,7 +166,7 @@ def fill_value(value: float, dtype: str, op: str, param: str) -> float | int:
     return float(value)
 
 
-def known_ints(tensor: Tensor, op: str, param: str) -> tuple[int, ...]:
+def known_ints(tensor: Tensor | np.ndarray, op: str, param: str) -> tuple[int, ...]:
     """The values of an int32 vector operand, which must be known when the graph is built: the
     simulator plans memory before the run, so a shape may not wait for data."""
     if isinstance(tensor, np.ndarray):

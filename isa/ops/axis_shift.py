@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
 from .arrange import Arrangement, Segment, assemble, integer, strides, whole
-from .base import Spec, apply, register
+from .base import Spec, apply_one, register
 
 if TYPE_CHECKING:
     from numpy import ndarray
@@ -74,9 +74,9 @@ CLSHIFT = register(AxisShift("clshift", left=True, circular=True))
 CRSHIFT = register(AxisShift("crshift", left=False, circular=True))
 
 
-def _shift(opdef: AxisShift, tensor_i: Tensor, num: int, axis: int, name: None) -> Tensor:
+def _shift(opdef: AxisShift, tensor_i: Tensor, num: int, axis: int, name: str | None) -> Tensor:
     params = {"num": integer(num, opdef.name, "num", low=0), "axis": integer(axis, opdef.name, "axis")}
-    return apply(opdef, [tensor_i], params, name)
+    return apply_one(opdef, [tensor_i], params, name)
 
 
 def lshift(tensor_i: Tensor, num: int, axis: int = 1, name: str | None = None) -> Tensor:

@@ -6,8 +6,9 @@ reference. The reference exists for tests; results on the machine never come fro
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -20,10 +21,10 @@ if TYPE_CHECKING:
 
     from isa.graph import Graph, Node
 
-REGISTRY = {}  # op name -> OpDef
+REGISTRY: dict[str, Any] = {}  # op name -> OpDef; Any as isa/lower reads template hooks (kernel, views, transposed) off it by name
 
 
-def register(opdef: OpDef) -> OpDef:
+def register(opdef: D) -> D:
     if opdef.name in REGISTRY:
         raise ValueError(f"op {opdef.name} registered twice")
     REGISTRY[opdef.name] = opdef
@@ -35,7 +36,7 @@ class Spec:
     """A tensor's shape and dtype, as inference sees it; `bounded` when the shape is an upper
     bound and the data decide the first dimension (see isa.graph)."""
 
-    shape: tuple
+    shape: tuple[int, ...]
     dtype: str
     bounded: bool = False
 
@@ -44,19 +45,19 @@ class OpDef:
     name = ""
     kind = "local"  # the seed's class: "local" (本地操作, fusable) or "global" (全局操作, from DDR)
     template = ""  # the lowering template that runs it (isa/lower/templates/catalog.py)
-    variants = ()  # sub-keys a chip's op table may price separately ("active.relu")
+    variants: tuple[str, ...] = ()  # sub-keys a chip's op table may price separately ("active.relu")
     seed = "bmlang"  # the document that specifies it: bmlang, atb (Ascend), tensorrt or onnx
     list_input = False  # its function takes its tensors as one list (concat), not one by one
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         """Check operands and params; return the output Specs."""
         raise NotImplementedError
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[ndarray]:
         """Numpy whole-tensor semantics; `compute` maps a dtype to the dtype a chip computes it in."""
         raise NotImplementedError
 
-    def variant(self, params: dict[str, Any]) -> None:
+    def variant(self, params: dict[str, Any]) -> str | None:
         """The variant this instance is (a member of `variants`), or None."""
         return None
 
@@ -69,7 +70,7 @@ class OpDef:
         v = self.variant(params)
         return f"{self.name}.{v}" if v else self.name
 
-    def known_value(self, known: list[Any | ndarray | None], ins: list[Any | Spec], params: dict[str, Any]) -> None:
+    def known_value(self, known: list[ndarray | None], ins: list[Spec], params: dict[str, Any]) -> ndarray | None:
         """The output's values when they follow from what the graph knows when it is built
         (`known`: each input's values or None, `ins`: their Specs), or None. Ops whose results
         follow from shapes alone (shape_fetch) say so here, so that an op that needs a
@@ -77,7 +78,11 @@ class OpDef:
         return None
 
 
-def check_dtype(value, allowed, what):
+TensorLike = Tensor | np.ndarray  # an op's tensor operand: a Tensor, or a numpy array its graph takes as a constant
+D = TypeVar("D", bound=OpDef)  # register gives back the subclass it was given
+
+
+def check_dtype(value: str, allowed: tuple[str, ...] | list[str], what: str) -> str:
     if value not in allowed:
         raise UnsupportedError(f"{what}: dtype {value} is not supported (supported: {', '.join(allowed)})")
     return value
@@ -88,8 +93,22 @@ def check_rank(spec: Spec, rank: int, what: str) -> None:
         raise ShapeError(f"{what}: expected rank {rank}, got shape {spec.shape}")
 
 
-def apply(opdef: OpDef, operands: list[Any | Tensor], params: dict[str, Any], name: str | None = None,
+def apply(opdef: OpDef, operands: Sequence[TensorLike], params: dict[str, Any], name: str | None = None,
           graph: Graph | None = None) -> Tensor | tuple[Tensor, ...]:
+    """`outputs`, with an op of one output giving that Tensor alone."""
+    outs = outputs(opdef, operands, params, name, graph)
+    return outs[0] if len(outs) == 1 else outs
+
+
+def apply_one(opdef: OpDef, operands: Sequence[TensorLike], params: dict[str, Any], name: str | None = None,
+              graph: Graph | None = None) -> Tensor:
+    """`outputs` for an op of one output: that Tensor."""
+    (out,) = outputs(opdef, operands, params, name, graph)
+    return out
+
+
+def outputs(opdef: OpDef, operands: Sequence[TensorLike], params: dict[str, Any], name: str | None = None,
+            graph: Graph | None = None) -> tuple[Tensor, ...]:
     """Add a node for `opdef` to the graph of its tensor operands (else `graph`, else the graph
     of the enclosing `with graph:`); returns its outputs.
 
@@ -118,4 +137,4 @@ def apply(opdef: OpDef, operands: list[Any | Tensor], params: dict[str, Any], na
     value = opdef.known_value([graph.values.get(t.name) for t in tensors], ins, params)
     if value is not None:
         graph.values[outs[0].name] = value
-    return outs[0] if len(outs) == 1 else tuple(outs)
+    return tuple(outs)

@@ -11,12 +11,15 @@ by bit, take every integer dtype.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 from .. import dtypes
 from ..errors import UnsupportedError
+from .base import Spec
 from .elementwise import Elementwise, In, Step, Tmp, check_number, define
 
 INTS = ("int8", "uint8", "int16", "uint16", "int32", "uint32")  # the seed's
@@ -25,7 +28,7 @@ UNSIGNED = ("uint8", "uint16", "uint32")
 BITWISE = dtypes.INTS  # and, or, xor: bit by bit, so any integer width (64-bit and int4 too)
 
 # RoundingMode value -> rounding of an exact quotient (a Fraction) to an integer: the reference's own route
-_ROUND = {
+_ROUND: dict[int, Callable[[Fraction], int]] = {
     dtypes.HALF_TO_EVEN: round,
     dtypes.HALF_AWAY: lambda v: math.floor(v + Fraction(1, 2)) if v >= 0 else math.ceil(v - Fraction(1, 2)),
     dtypes.TOWARDS_ZERO: math.trunc,
@@ -36,14 +39,14 @@ _ROUND = {
 }
 
 
-def shifted(x, n, mode):
+def shifted(x: np.ndarray, n: np.ndarray, mode: int) -> np.ndarray:
     """Reference: x * 2^n, or for n < 0 the exact quotient x / 2^-n rounded by mode, in Python's
     integers, then saturated to x's 64-bit type (uint64 stays unsigned)."""
     x = np.asarray(x)
     lo, hi = (0, 2**64 - 1) if x.dtype == np.uint64 else (-(2**63), 2**63 - 1)
     rounding = _ROUND[mode]
 
-    def one(v, k):
+    def one(v: int, k: int) -> int:
         k = max(-70, min(70, int(k)))
         exact = int(v) * 2**k if k >= 0 else rounding(Fraction(int(v), 2**-k))
         return max(lo, min(hi, exact))
@@ -64,7 +67,7 @@ class Shift(Elementwise):
                          dtypes_allowed=allowed)
         self.sign, self.mode, self.count, self.per_channel = sign, mode, count, per_channel
 
-    def prepare(self, params):
+    def prepare(self, params: dict[str, Any]) -> dict[str, Any]:
         if self.mode is None:
             params["rounding_mode"] = dtypes.rounding(params["rounding_mode"])
         if self.count in self.scalars:
@@ -73,7 +76,7 @@ class Shift(Elementwise):
 
     restricted = 1  # the shifted tensor; a count tensor is any integer type
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) == 2 and not dtypes.is_int(ins[1].dtype):
             raise UnsupportedError(f"{self.name}: the count {ins[1].dtype} must be an integer tensor")
         outs = super().infer(ins, params)
@@ -81,23 +84,23 @@ class Shift(Elementwise):
             raise UnsupportedError(f"{self.name}: input {ins[0].dtype} and output {outs[0].dtype} must both be signed or both unsigned")
         return outs
 
-    def out_dtype(self, ins, params):
+    def out_dtype(self, ins: list[Spec], params: dict[str, Any]) -> str:
         return params.get("out_dtype") or ins[0].dtype
 
-    def operand_shape(self, i, shapes):
+    def operand_shape(self, i: int, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
         """A per-channel count is a vector along dimension 0 (the seed: shape [tensor_i.shape(0)])."""
         if self.per_channel and i == 1:
             return (shapes[1][0],) + (1,) * (len(shapes[0]) - 1)
         return shapes[i]
 
-    def _mode(self, params):
+    def _mode(self, params: dict[str, Any]) -> int:
         return self.mode if self.mode is not None else params["rounding_mode"]
 
-    def steps(self, params, ins, out):
+    def steps(self, params: dict[str, Any], ins: list[str], out: str) -> list[Step]:
         count = params[self.count] if self.count in self.scalars else In(1)
-        return [Step(self.fn, (In(0), count, self._mode(params)))]
+        return [Step(self.vector_fn(), (In(0), count, self._mode(params)))]
 
-    def ref_fn(self, params):
+    def ref_fn(self, params: dict[str, Any]) -> Callable[..., Any]:
         return lambda x, n: shifted(x, self.sign * np.asarray(n, np.int64), self._mode(params))
 
 
@@ -108,15 +111,15 @@ class RoundRshift(Shift):
         super().__init__(name, -1, dtypes.HALF_UP, scalar=scalar, count="scalar_num" if scalar else "tensor_num",
                          allowed=("int8", "uint8", "int16", "uint16", "int32"))
 
-    def temps(self, params, ins, out):
+    def temps(self, params: dict[str, Any], ins: list[str], out: str) -> list[str]:
         return [] if self.count in self.scalars else [ins[1]]
 
-    def steps(self, params, ins, out):
+    def steps(self, params: dict[str, Any], ins: list[str], out: str) -> list[Step]:
         if self.count in self.scalars:
             return [Step("rshift", (In(0), max(params[self.count], 0), dtypes.HALF_UP))]
         return [Step("max", (In(1), 0), Tmp(0)), Step("rshift", (In(0), Tmp(0), dtypes.HALF_UP))]
 
-    def ref_fn(self, params):
+    def ref_fn(self, params: dict[str, Any]) -> Callable[..., Any]:
         return lambda x, n: shifted(x, -np.maximum(np.asarray(n, np.int64), 0), dtypes.HALF_UP)
 
 

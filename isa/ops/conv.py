@@ -16,15 +16,17 @@ seed says. Padding is with (raw) zeros.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import dtypes
 from ..errors import ShapeError, UnsupportedError
-from ..graph import Tensor
+from ..graph import Node, Tensor
 from . import quantized
-from .base import OpDef, Spec, apply, register
+from .base import OpDef, Spec, TensorLike, apply_one, register
+from .quantized import ZeroPointVector
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -40,19 +42,18 @@ class Conv(OpDef):
     def __init__(self, name: str, spatial: int, transposed: bool, modes: tuple[str, ...]) -> None:
         self.name, self.spatial, self.transposed, self.modes = name, spatial, transposed, modes
 
-    def variant(self, params):
+    def variant(self, params: dict[str, Any]) -> str | None:
         return "depthwise" if params["depthwise"] else None
 
     # ---- shapes -----------------------------------------------------------------------------
 
-    def channels(self, x_shape: tuple[int, int, int, int], w_shape: tuple[int, int, int, int], groups: int) -> tuple[int, int,
-                 tuple[int, int]]:
+    def channels(self, x_shape: tuple[int, ...], w_shape: tuple[int, ...], groups: int) -> tuple[int, int, tuple[int, ...]]:
         """(in channels, out channels, kernel) of an input and weight shape."""
         if self.transposed:
             return w_shape[0], w_shape[1] * groups, w_shape[2:]
         return w_shape[1] * groups, w_shape[0], w_shape[2:]
 
-    def out_spatial(self, x_shape: tuple[int, int, int, int], kernel: tuple[int, int], params: dict[str, Any]) -> tuple[int, int]:
+    def out_spatial(self, x_shape: tuple[int, ...], kernel: tuple[int, ...], params: dict[str, Any]) -> tuple[int, ...]:
         pads, strides, dilations = params["pads"], params["strides"], params["dilations"]
         if self.transposed:
             return tuple((n - 1) * s - pb - pa + d * (k - 1) + 1
@@ -96,23 +97,23 @@ class Conv(OpDef):
                                    f"available (the seed gives {', '.join(self.modes) or 'none'})")
         return quantized.out_dtype(self.name, ins, params)
 
-    def acc_dtype(self, x_dtype, float_acc: bool = False):
+    def acc_dtype(self, x_dtype: str, float_acc: bool = False) -> str:
         return "float32" if x_dtype in FLOAT or float_acc else "int32"
 
-    def asymmetric(self, params):
+    def asymmetric(self, params: dict[str, Any]) -> bool:
         return params["mode"] == "HighPrecisionAsymmetric"
 
-    def floor_shift(self, params):
+    def floor_shift(self, params: dict[str, Any]) -> bool:
         """conv's HighPrecisionAsymmetric pseudo-code takes floor(log2(1/scale)); every other ceil."""
         return self.asymmetric(params)
 
     # ---- reference --------------------------------------------------------------------------
 
-    def products(self, x, w, params):
+    def products(self, x: np.ndarray, w: np.ndarray, params: dict[str, Any]) -> np.ndarray:
         """The exact convolution of x and w (floats in float64, integers in int64), loop by loop."""
         return convolve(x, w, params["groups"], params["strides"], params["dilations"], params["pads"], self.transposed)
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         x, w = arrays[0], arrays[1]
         bias = arrays[2] if len(arrays) == 3 else None
         out = self.infer([Spec(a.shape, dtypes.of_array(a)) for a in arrays], params)[0]
@@ -133,7 +134,7 @@ class Conv(OpDef):
         acc_zp = zr * self.products(x.astype(np.int64), np.ones_like(w, np.int64), params)
         return [quantized.requantize(acc, dtypes.convert(folded, "int32"), params, out.dtype, acc_zp, floor=self.floor_shift(params))]
 
-    def _window_sums(self, w, params, zr):
+    def _window_sums(self, w: np.ndarray, params: dict[str, Any], zr: np.ndarray | int) -> np.ndarray:
         """sum over each output channel's input channels and kernel of (w - zr), as [1, OC, 1...]."""
         w = w.astype(np.int64) - zr
         if self.transposed:  # [IC, OC/g, k...] -> per output channel
@@ -142,13 +143,14 @@ class Conv(OpDef):
             return w.reshape((1, -1) + (1,) * self.spatial)
         return w.sum(axis=tuple(range(1, w.ndim))).reshape((1, -1) + (1,) * self.spatial)
 
-    def float_compute(self, params, x_dtype, compute):
+    def float_compute(self, params: dict[str, Any], x_dtype: str, compute: dict[str, str] | None) -> bool:
         """BM1684 computes a depthwise convolution in FLOAT32 in the high-precision modes (the
         seed); a chip says so by computing the row's int8/uint8 in float32."""
         return params["mode"] != "LowPrecisionSymmetric" and dtypes.is_float((compute or {}).get(x_dtype, x_dtype))
 
 
-def convolve(x, w, groups, strides, dilations, pads, transposed):
+def convolve(x: np.ndarray, w: np.ndarray, groups: int, strides: Sequence[int], dilations: Sequence[int],
+             pads: Sequence[tuple[int, int]], transposed: bool) -> np.ndarray:
     """Direct convolution: for each kernel offset, the strided input slice against the weight."""
     wide = np.float64 if x.dtype.kind == "f" else np.int64
     x, w = x.astype(wide), w.astype(wide)
@@ -180,8 +182,8 @@ def convolve(x, w, groups, strides, dilations, pads, transposed):
 
 # ---- op functions ---------------------------------------------------------------------------
 
-def _params(op: Conv, x: Tensor, w: Tensor, groups: int, dilations: tuple[int, int], pads: tuple[tuple[int, int], tuple[int, int]],
-            strides: tuple[int, int], quant: dict[str, Any], out_dtype: str | None) -> dict[str, Any]:
+def _params(op: Conv, x: Tensor, w: Tensor, groups: int, dilations: tuple[int, ...], pads: tuple[tuple[int, int], ...],
+            strides: tuple[int, ...], quant: dict[str, Any], out_dtype: str | None) -> dict[str, Any]:
     for what, values in (("dilation", dilations), ("stride", strides)):
         if any(v < 1 for v in values):
             raise ShapeError(f"{op.name}: {what} {tuple(values)} must be >= 1")
@@ -212,15 +214,16 @@ DECONV = register(Conv("deconv", 2, True, ("LowPrecisionSymmetric",)))
 CONV3D = register(Conv("conv3d", 3, False, ()))
 
 
-def _conv2d(op: Conv, doc: str) -> Callable:
-    def fn(tensor_input, tensor_weight, tensor_bias=None, dh=1, dw=1, pad_h_t=0, pad_h_b=0, pad_w_l=0, pad_w_r=0,
-           stride_h=1, stride_w=1, groups=1, scale: float = 1.0, mode: str = "LowPrecisionSymmetric", left_zero_point=0,
-           right_zero_point=0, output_zero_point=0, out_dtype=None, name=None):
+def _conv2d(op: Conv, doc: str) -> Callable[..., Tensor]:
+    def fn(tensor_input: Tensor, tensor_weight: Tensor, tensor_bias: Tensor | None = None, dh: int = 1, dw: int = 1, pad_h_t: int = 0,
+           pad_h_b: int = 0, pad_w_l: int = 0, pad_w_r: int = 0, stride_h: int = 1, stride_w: int = 1, groups: int = 1, scale: float = 1.0,
+           mode: str = "LowPrecisionSymmetric", left_zero_point: int = 0, right_zero_point: int = 0, output_zero_point: int = 0,
+           out_dtype: str | None = None, name: str | None = None) -> Tensor:
         quant = _quant(scale, mode, left_zero_point, right_zero_point, output_zero_point)
         params = _params(op, tensor_input, tensor_weight, groups, (dh, dw), ((pad_h_t, pad_h_b), (pad_w_l, pad_w_r)),
                          (stride_h, stride_w), quant, out_dtype)
         operands = [tensor_input, tensor_weight] + ([tensor_bias] if tensor_bias is not None else [])
-        return apply(op, operands, params, name)
+        return apply_one(op, operands, params, name)
 
     fn.__name__ = fn.__qualname__ = op.name
     fn.__doc__ = doc
@@ -231,14 +234,15 @@ conv = _conv2d(CONV, "2-d convolution (NCHW input, [OC, IC/groups, KH, KW] weigh
 deconv = _conv2d(DECONV, "2-d transposed convolution (NCHW input, [IC, OC/groups, KH, KW] weight).")
 
 
-def conv3d(tensor_input, tensor_weight, tensor_bias=None, groups=1, dilation=(1, 1, 1), pad=(0, 0, 0, 0, 0, 0),
-           stride=(1, 1, 1), out_dtype=None, name=None):
+def conv3d(tensor_input: Tensor, tensor_weight: Tensor, tensor_bias: Tensor | None = None, groups: int = 1,
+           dilation: tuple[int, int, int] = (1, 1, 1), pad: tuple[int, int, int, int, int, int] = (0, 0, 0, 0, 0, 0),
+           stride: tuple[int, int, int] = (1, 1, 1), out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """3-d convolution (NCDHW). pad is the seed's order: d_bottom, d_top, h_bottom, h_top,
     w_bottom, w_top; bottom is the end of a dimension and top its start, as conv's pad_h_t is."""
     pads = tuple((pad[2 * i + 1], pad[2 * i]) for i in range(3))
     params = _params(CONV3D, tensor_input, tensor_weight, groups, dilation, pads, stride, _quant(1.0, "", 0, 0, 0), out_dtype)
     operands = [tensor_input, tensor_weight] + ([tensor_bias] if tensor_bias is not None else [])
-    return apply(CONV3D, operands, params, name)
+    return apply_one(CONV3D, operands, params, name)
 
 
 # ---- the integer family (NN/Matrix Int Operator): conv_v2, conv3d_v2, deconv_v2, deconv3d_v2 ----
@@ -256,16 +260,16 @@ class ConvV2(Conv):
     def __init__(self, name: str, spatial: int, transposed: bool) -> None:
         super().__init__(name, spatial, transposed, ())
 
-    def checked_inputs(self, node):
+    def checked_inputs(self, node: Node) -> int:
         return 2 + node.params["has_bias"]
 
-    def _zero_point(self, arrays, params, key, axis_len):
+    def _zero_point(self, arrays: list[np.ndarray], params: dict[str, Any], key: str, axis_len: int) -> np.ndarray:
         """The zero point `key` as an array broadcasting over channels, from its constant input or value."""
         if params[key] == "vector":
             return arrays[params[key + "_input"]].astype(np.int64).reshape(axis_len)
         return np.full(axis_len, params[key], np.int64)
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         data = ins[: 2 + params["has_bias"]]
         out = super().infer(data, dict(params, mode="v2"))
         x, w = ins[0], ins[1]
@@ -275,7 +279,7 @@ class ConvV2(Conv):
                 raise ShapeError(f"{self.name}: {key}_vec needs {n} values, got {ins[params[key + '_input']].shape[0]}")
         return out
 
-    def _out_dtype(self, ins, params):
+    def _out_dtype(self, ins: list[Spec], params: dict[str, Any]) -> str:
         for t, what in zip(ins, ("input", "weight")):
             if t.dtype not in ("int8", "uint8"):
                 raise UnsupportedError(f"{self.name}: the {what} is {t.dtype}; {self.name} takes int8 or uint8")
@@ -286,10 +290,10 @@ class ConvV2(Conv):
             raise UnsupportedError(f"{self.name}: the output must be int32 or uint32, got {out}")
         return out
 
-    def acc_dtype(self, x_dtype, float_acc: bool = False) -> str:
+    def acc_dtype(self, x_dtype: str, float_acc: bool = False) -> str:
         return "int32"
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         x, w = arrays[0].astype(np.int64), arrays[1].astype(np.int64)
         ic, oc, _kernel = self.channels(x.shape, w.shape, params["groups"])
         izp = self._zero_point(arrays, params, "izp", ic).reshape((1, ic) + (1,) * self.spatial)
@@ -306,16 +310,20 @@ class ConvV2(Conv):
         return [dtypes.convert(acc, out)]
 
 
-def _v2(op, tensor_input, tensor_weight, tensor_bias, groups, dilations, pads, strides, has_bias, is_izp_const, izp_val,
-        izp_vec, is_kzp_const, kzp_val, kzp_vec, out_dtype, name):
+def _v2(op: ConvV2, tensor_input: Tensor, tensor_weight: Tensor, tensor_bias: Tensor | None, groups: int, dilations: tuple[int, ...],
+        pads: tuple[tuple[int, int], ...], strides: tuple[int, ...], has_bias: bool, is_izp_const: bool, izp_val: int,
+        izp_vec: ZeroPointVector | None, is_kzp_const: bool, kzp_val: int, kzp_vec: ZeroPointVector | None, out_dtype: str | None,
+        name: str | None) -> Tensor:
     if bool(has_bias) != (tensor_bias is not None):
         raise ShapeError(f"{op.name}: has_bias is {has_bias} but tensor_bias is {'missing' if tensor_bias is None else 'given'}")
     params = _params(op, tensor_input, tensor_weight, groups, dilations, pads, strides, {"mode": "v2"}, out_dtype)
     params["has_bias"] = int(tensor_bias is not None)
-    operands = [tensor_input, tensor_weight] + ([tensor_bias] if tensor_bias is not None else [])
-    points = {"izp": (is_izp_const, izp_val, izp_vec), "kzp": (is_kzp_const, kzp_val, kzp_vec)}
+    operands: list[TensorLike] = [tensor_input, tensor_weight]
+    if tensor_bias is not None:
+        operands.append(tensor_bias)
+    points: dict[str, quantized.ZeroPoint] = {"izp": (is_izp_const, izp_val, izp_vec), "kzp": (is_kzp_const, kzp_val, kzp_vec)}
     quantized.zero_point_operands(op.name, tensor_input.graph, operands, params, points, name)
-    return apply(op, operands, params, name)
+    return apply_one(op, operands, params, name)
 
 
 CONV_V2 = register(ConvV2("conv_v2", 2, False))
@@ -324,10 +332,12 @@ DECONV_V2 = register(ConvV2("deconv_v2", 2, True))
 DECONV3D_V2 = register(ConvV2("deconv3d_v2", 3, True))
 
 
-def _v2_2d(op: ConvV2) -> Callable:
-    def fn(tensor_input, tensor_weight, tensor_bias=None, dh=1, dw=1, pad_h_t=0, pad_h_b=0, pad_w_l=0, pad_w_r=0,
-           stride_h=1, stride_w=1, groups=1, has_bias=None, is_izp_const: bool = True, izp_val=0, izp_vec=None,
-           is_kzp_const: bool = True, kzp_val=0, kzp_vec=None, out_dtype=None, name=None):
+def _v2_2d(op: ConvV2) -> Callable[..., Tensor]:
+    def fn(tensor_input: Tensor, tensor_weight: Tensor, tensor_bias: Tensor | None = None, dh: int = 1, dw: int = 1, pad_h_t: int = 0,
+           pad_h_b: int = 0, pad_w_l: int = 0, pad_w_r: int = 0, stride_h: int = 1, stride_w: int = 1, groups: int = 1,
+           has_bias: bool | None = None, is_izp_const: bool = True, izp_val: int = 0, izp_vec: ZeroPointVector | None = None,
+           is_kzp_const: bool = True, kzp_val: int = 0, kzp_vec: ZeroPointVector | None = None, out_dtype: str | None = None,
+           name: str | None = None) -> Tensor:
         has = tensor_bias is not None if has_bias is None else has_bias
         return _v2(op, tensor_input, tensor_weight, tensor_bias, groups, (dh, dw), ((pad_h_t, pad_h_b), (pad_w_l, pad_w_r)),
                    (stride_h, stride_w), has, is_izp_const, izp_val, izp_vec, is_kzp_const, kzp_val, kzp_vec, out_dtype, name)
@@ -337,10 +347,12 @@ def _v2_2d(op: ConvV2) -> Callable:
     return fn
 
 
-def _v2_3d(op: ConvV2) -> Callable:
-    def fn(tensor_input, tensor_weight, tensor_bias=None, dt=1, dh=1, dw=1, pad_t_0=0, pad_t_1=0, pad_h_0=0, pad_h_1=0,
-           pad_w_0=0, pad_w_1=0, stride_t=1, stride_h=1, stride_w=1, groups=1, has_bias=None, is_izp_const: bool = True, izp_val=0,
-           izp_vec=None, is_kzp_const: bool = True, kzp_val=0, kzp_vec=None, out_dtype=None, name=None):
+def _v2_3d(op: ConvV2) -> Callable[..., Tensor]:
+    def fn(tensor_input: Tensor, tensor_weight: Tensor, tensor_bias: Tensor | None = None, dt: int = 1, dh: int = 1, dw: int = 1,
+           pad_t_0: int = 0, pad_t_1: int = 0, pad_h_0: int = 0, pad_h_1: int = 0, pad_w_0: int = 0, pad_w_1: int = 0, stride_t: int = 1,
+           stride_h: int = 1, stride_w: int = 1, groups: int = 1, has_bias: bool | None = None, is_izp_const: bool = True, izp_val: int = 0,
+           izp_vec: ZeroPointVector | None = None, is_kzp_const: bool = True, kzp_val: int = 0, kzp_vec: ZeroPointVector | None = None,
+           out_dtype: str | None = None, name: str | None = None) -> Tensor:
         has = tensor_bias is not None if has_bias is None else has_bias
         return _v2(op, tensor_input, tensor_weight, tensor_bias, groups, (dt, dh, dw),
                    ((pad_t_0, pad_t_1), (pad_h_0, pad_h_1), (pad_w_0, pad_w_1)), (stride_t, stride_h, stride_w), has,

@@ -21,9 +21,13 @@ import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
 
 from ..errors import GraphError, ShapeError, UnsupportedError
-from ..instructions import CUSTOM_PREFIX
+from ..graph import Graph, Tensor
+from ..instructions import CUSTOM_PREFIX, ScalarArg
 from .base import OpDef, Spec, apply, register
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -38,7 +42,7 @@ class CustomOp:
     infer: Callable | None = None  # (specs, params) -> list of Spec
 
 
-CUSTOM = {}  # op_type -> CustomOp; sim/kernels looks the kernel "custom.<op_type>" up here
+CUSTOM: dict[str, CustomOp] = {}  # op_type -> CustomOp; sim/kernels looks the kernel "custom.<op_type>" up here
 
 
 def register_custom(name: str, compute: typing.Callable, cost: typing.Callable, infer: typing.Callable | None = None) -> CustomOp:
@@ -52,7 +56,7 @@ def register_custom(name: str, compute: typing.Callable, cost: typing.Callable, 
     return CUSTOM[name]
 
 
-def lookup(op_type):
+def lookup(op_type: str) -> CustomOp:
     if op_type not in CUSTOM:
         known = ", ".join(sorted(CUSTOM)) or "none"
         raise UnsupportedError(f"customed_ops: op_type {op_type!r} is not registered (registered: {known}); "
@@ -60,7 +64,7 @@ def lookup(op_type):
     return CUSTOM[op_type]
 
 
-def _argument(key, value, op_type):
+def _argument(key: str, value: object, op_type: str) -> ScalarArg:
     """A param value as an instruction argument: an int, a float, a word or a tuple of numbers."""
     where = f"customed_ops {op_type}: param {key!r}"
     if isinstance(value, str):
@@ -68,15 +72,18 @@ def _argument(key, value, op_type):
             raise UnsupportedError(f"{where}: a string must be one word of at most 64 letters, digits, _ . - "
                                    f"starting with a letter or _ (and not a number), got {value!r}")
         return value
-    if isinstance(value, Sequence) or hasattr(value, "tolist"):
-        items = value.tolist() if hasattr(value, "tolist") else list(value)
-        if not isinstance(items, list):  # a numpy scalar
-            return _argument(key, items, op_type)
-        return tuple(_scalar(v, f"{where} element") for v in items)
-    return _scalar(value, where)
+    if hasattr(value, "tolist"):  # a numpy array or scalar
+        items = value.tolist()
+    elif isinstance(value, Sequence):
+        items = list(value)
+    else:
+        return _scalar(value, where)
+    if not isinstance(items, list):  # a numpy scalar
+        return _argument(key, items, op_type)
+    return tuple(_scalar(v, f"{where} element") for v in items)
 
 
-def _scalar(value, where):
+def _scalar(value: object, where: str) -> int | float:
     if isinstance(value, bool) or not isinstance(value, Real):
         raise UnsupportedError(f"{where} must be a number, a word or a list of numbers, got {type(value).__name__} {value!r}")
     if isinstance(value, Integral):
@@ -86,7 +93,7 @@ def _scalar(value, where):
     return float(value)
 
 
-def _is_number(text) -> bool:
+def _is_number(text: str) -> bool:
     try:
         float(text)
     except ValueError:
@@ -104,7 +111,7 @@ class CustomedOps(OpDef):
     template = "scalar"
     list_input = True  # the seed's tensor_i is a vector of tensors
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         op = lookup(params["op_type"])
         if op.infer is not None:
             outs = op.infer(list(ins), dict(params["param"]))
@@ -115,21 +122,22 @@ class CustomedOps(OpDef):
         if not isinstance(outs, (list, tuple)) or not outs or not all(isinstance(s, Spec) for s in outs):
             raise GraphError(f"customed_ops {op.name}: infer must return a non-empty list of isa.ops.Spec, got {outs!r}")
         cycles = op.cost([s.shape for s in ins], [s.shape for s in outs], dict(params["param"]))
-        if isinstance(cycles, bool) or not isinstance(cycles, Real) or not 0 <= cycles < math.inf:
+        if isinstance(cycles, bool) or not isinstance(cycles, Real) or not 0 <= float(cycles) < math.inf:
             raise GraphError(f"customed_ops {op.name}: cost must return a finite number of cycles >= 0, got {cycles!r}")
         return list(outs)
 
-    def kernel(self, ins, params):
+    def kernel(self, ins: list[Tensor], params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return CUSTOM_PREFIX + params["op_type"], dict(params["param"])
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         return list(lookup(params["op_type"]).compute(list(arrays), dict(params["param"])))
 
 
 CUSTOMED_OPS = register(CustomedOps())
 
 
-def customed_ops(tensor_i, op_type, param=None, name=None, graph=None):
+def customed_ops(tensor_i: Sequence[Tensor], op_type: str, param: dict[str, Any] | None = None, name: str | None = None,
+                 graph: Graph | None = None) -> Tensor | tuple[Tensor, ...]:
     """Run the registered custom op `op_type` on the tensors tensor_i with the arguments `param`
     (a dict of numbers, words and lists of numbers). Returns its output, or a tuple of them."""
     if isinstance(tensor_i, (str, bytes)) or not isinstance(tensor_i, Sequence):

@@ -15,7 +15,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import ShapeError, UnsupportedError
 from .arrange import Arrangement, dense, fill_piece, fill_value, ints
-from .base import Spec, apply, register
+from .base import Spec, apply_one, register
 
 if TYPE_CHECKING:
     from numpy import ndarray
@@ -29,8 +29,9 @@ class Constant(Arrangement):
     line 1194; the ATB document gives Fill no class, and it reads nothing)."""
 
     kind = "global"
+    param: str  # the param holding the value
 
-    def pieces(self, shapes: list[Any | tuple[int, int]], out_shape: tuple[int, int], params: dict[str, Any]) -> list[Piece]:
+    def pieces(self, shapes: list[tuple[int, ...]], out_shape: tuple[int, ...], params: dict[str, Any]) -> list[Piece]:
         return [fill_piece(dense(out_shape), params[self.param])]
 
 
@@ -52,7 +53,7 @@ NUMBER_LIKE = register(NumberLike())
 
 def number_like(tensor_like: Tensor, scalar_i: float, name: str | None = None) -> Tensor:
     """A tensor of tensor_like's shape and dtype, every element scalar_i."""
-    return apply(NUMBER_LIKE, [tensor_like], {"scalar_i": scalar_i}, name)
+    return apply_one(NUMBER_LIKE, [tensor_like], {"scalar_i": scalar_i}, name)
 
 
 class Fill(Constant):
@@ -75,7 +76,7 @@ class Fill(Constant):
 FILL = register(Fill())
 
 
-def fill(out_dim: list[int], value: list[int] | int, dtype: str, graph: Graph | None = None, name: str | None = None) -> Tensor:
+def fill(out_dim: Sequence[int], value: list[int] | int, dtype: str, graph: Graph | None = None, name: str | None = None) -> Tensor:
     """A tensor of shape out_dim, every element value (a number or the seed's one-element
     list). It has no tensor operand: it goes to `graph`, or to the graph of `with graph:`."""
     out_dim = ints(out_dim, "fill", "out_dim", low=1)
@@ -85,4 +86,4 @@ def fill(out_dim: list[int], value: list[int] | int, dtype: str, graph: Graph | 
         if len(value) != 1:
             raise ShapeError(f"fill: value must hold exactly one element (the seed: value.size() == 1), got {len(value)}: {list(value)}")
         (value,) = value
-    return apply(FILL, [], {"out_dim": out_dim, "value": value, "dtype": dtype}, name, graph=graph)
+    return apply_one(FILL, [], {"out_dim": out_dim, "value": value, "dtype": dtype}, name, graph=graph)

@@ -6,6 +6,8 @@ where a OP b is kept as an INT32 intermediate (saturated there) and >> is the se
 arithmetic right shift, `((x >> (shift - 1)) + 1) >> 1` for shift > 0 (round half up)."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .. import dtypes
@@ -20,24 +22,24 @@ class ShiftedArith(Elementwise):
                  order: tuple[str, ...] | None = None) -> None:
         super().__init__(name, fn, _OPS[fn], inputs, scalars, order=order or tuple(inputs) + tuple(scalars) + ("shift",))
 
-    def prepare(self, params):
+    def prepare(self, params: dict[str, Any]) -> dict[str, Any]:
         check_number(params["shift"], f"{self.name} shift", integer=True, low=0, high=31)
         return params
 
-    def temps(self, params, ins, out):
+    def temps(self, params: dict[str, Any], ins: list[str], out: str) -> list[str]:
         return ["int32"]
 
-    def steps(self, params, ins, out):
+    def steps(self, params: dict[str, Any], ins: list[str], out: str) -> list[Step]:
         operands = self._ordered([In(i) for i in range(self.tensors)], [params[s] for s in self.scalars])
         return [
-            Step(self.fn, operands, Tmp(0), cdt="int64"),
+            Step(self.vector_fn(), operands, Tmp(0), cdt="int64"),
             Step("rshift", (Tmp(0), params["shift"], dtypes.HALF_UP), cdt="int64"),
         ]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         out = self.infer([Spec(a.shape, dtypes.of_array(a)) for a in arrays], params)[0]
         values = self._ordered([a.astype(np.int64) for a in arrays], [np.int64(params[s]) for s in self.scalars])
-        intermediate = dtypes.convert(self.ref(*values), "int32").astype(np.int64)
+        intermediate = dtypes.convert(self.ref_fn(params)(*values), "int32").astype(np.int64)
         shift = params["shift"]
         rounded = (intermediate + (1 << (shift - 1))) >> shift if shift > 0 else intermediate
         return [dtypes.convert(np.broadcast_to(rounded, out.shape), out.dtype)]

@@ -9,7 +9,9 @@ tensors) in the shapes an IndexedDma takes: the table rows come from or go to, P
 dimensions) + Q; the indices, P + (n, k); the rows, P + (n,) + Q.
 """
 
+from collections.abc import Sequence
 from numbers import Integral
+from typing import Any
 
 import numpy as np
 
@@ -17,10 +19,10 @@ from .. import dtypes
 from ..errors import IndexRangeError, ShapeError, UnsupportedError
 from ..graph import Tensor
 from .arrange import View, dense, strides
-from .base import OpDef, Spec, apply, check_dtype, register
+from .base import OpDef, Spec, TensorLike, apply_one, check_dtype, register
 
 
-def known_values(operand):
+def known_values(operand: object) -> np.ndarray | None:
     """An operand's values when the graph knows them at build time (a numpy array, a constant, a
     tensor computed from shapes alone), else None."""
     if isinstance(operand, np.ndarray):
@@ -28,20 +30,20 @@ def known_values(operand):
     return operand.graph.known(operand) if isinstance(operand, Tensor) else None
 
 
-def check_known_indices(op, indices, dims, wrap, unique: bool = False):
+def check_known_indices(op: str, indices: np.ndarray, dims: Sequence[int], wrap: bool, unique: bool = False) -> None:
     """Build-time checks of known indices of shape (..., k) into dimensions `dims` (k of them):
     each in [0, d) (or [-d, d) with `wrap`), and with `unique` no k-tuple twice. The engine makes
     the same checks at run time (sim/engines/dma.py) for indices known only then."""
     values = np.asarray(indices, np.int64)
-    dims = np.asarray(dims, np.int64)
-    low = -dims if wrap else np.zeros_like(dims)
-    bad = (values < low) | (values >= dims)
+    sizes = np.asarray(dims, np.int64)
+    low = -sizes if wrap else np.zeros_like(sizes)
+    bad = (values < low) | (values >= sizes)
     if bad.any():
         at = tuple(int(v) for v in np.argwhere(bad)[0])
         raise IndexRangeError(f"{op}: index {int(values[at])} at position {at[:-1]} is out of range for a dimension of size "
-                              f"{int(dims[at[-1]])} (allowed {int(low[at[-1]])}..{int(dims[at[-1]]) - 1})")
+                              f"{int(sizes[at[-1]])} (allowed {int(low[at[-1]])}..{int(sizes[at[-1]]) - 1})")
     if unique:
-        rows = np.where(values < 0, values + dims, values).reshape(-1, len(dims))
+        rows = np.where(values < 0, values + sizes, values).reshape(-1, len(sizes))
         _, first, counts = np.unique(rows, axis=0, return_index=True, return_counts=True)
         if (counts > 1).any():
             twice = rows[first[counts > 1][0]]
@@ -49,7 +51,7 @@ def check_known_indices(op, indices, dims, wrap, unique: bool = False):
                                   "the result would depend on the order of the writes (the seed: indices must not repeat)")
 
 
-def _integer(value, op, param):
+def _integer(value: object, op: str, param: str) -> int:
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise ShapeError(f"{op}: {param} must be an integer, got {value!r}")
     return int(value)
@@ -72,7 +74,7 @@ class Gather(OpDef):
     INDEX_DTYPES = ("int64", "int32", "uint32")  # seed 001, indices
     MAX_RANK = 8  # seed 001: "(n+1)+(m+1)-1-batchdims <= 8"
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) != 2:
             raise ShapeError(f"gather: takes x and indices, got {len(ins)} tensors")
         x, idx = ins
@@ -92,7 +94,7 @@ class Gather(OpDef):
                              "rank(x) + rank(indices) - 1 - batch_dims <= 8)")
         return [Spec(out, x.dtype)]
 
-    def views(self, shapes, params):
+    def views(self, shapes: list[tuple[int, ...]], params: dict[str, Any]) -> tuple[View, View, View]:
         """P = x.shape[:axis] (the batch dimensions, then the ones indices repeat over, read with
         stride 0), n = the indices after the batch dimensions, k = 1, Q = x.shape[axis + 1:]."""
         x, idx = shapes
@@ -103,7 +105,7 @@ class Gather(OpDef):
         index = View(0, prefix + (n, 1), batch + (0,) * (axis - b) + (1, 1))
         return dense(x), index, dense(prefix + (n,) + q)
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         x, idx = arrays
         axis, b = params["axis"], params["batch_dims"]
         out = np.empty(x.shape[:axis] + idx.shape[b:] + x.shape[axis + 1:], x.dtype)
@@ -115,7 +117,7 @@ class Gather(OpDef):
 GATHER = register(Gather())
 
 
-def gather(x, indices, axis=0, batch_dims=0, name=None):
+def gather(x: Tensor, indices: TensorLike, axis: int = 0, batch_dims: int = 0, name: str | None = None) -> Tensor:
     """Slices of x along `axis` at `indices` (seed 001, tf.gather with batch_dims). A negative
     axis counts from the end of x's dimensions, a negative batch_dims from the end of indices'."""
     x_rank, i_rank = len(x.shape), len(indices.shape)
@@ -128,7 +130,7 @@ def gather(x, indices, axis=0, batch_dims=0, name=None):
     known = known_values(indices)
     if known is not None:
         check_known_indices("gather", np.asarray(known)[..., None], (x.shape[params["axis"]],), wrap=False)
-    return apply(GATHER, [x, indices], params, name)
+    return apply_one(GATHER, [x, indices], params, name)
 
 
 # ---- scatter_nd --------------------------------------------------------------------------
@@ -157,7 +159,7 @@ class ScatterND(OpDef):
     scatter = True
     INDEX_DTYPES = ("int64", "int32")
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) != 3:
             raise ShapeError(f"scatter_nd: takes data, indices and updates, got {len(ins)} tensors")
         data, idx, upd = ins
@@ -179,18 +181,18 @@ class ScatterND(OpDef):
             raise ShapeError(f"scatter_nd: updates must have shape indices.shape[:-1] + data.shape[{k}:] = {want}, got {upd.shape}")
         return [Spec(data.shape, data.dtype)]
 
-    def combine(self, params):
+    def combine(self, params: dict[str, Any]) -> str | None:
         """The vector function combining rows, or None for a plain scatter."""
         return REDUCTIONS[params["reduction"]][0]
 
-    def views(self, shapes, params):
+    def views(self, shapes: list[tuple[int, ...]], params: dict[str, Any]) -> tuple[View, View, View]:
         """P = (), n = the index tuples, k = indices.shape[-1], Q = data.shape[k:]."""
         data, idx, _ = shapes
         k = idx[-1]
         n = int(np.prod(idx[:-1], dtype=np.int64))
         return dense(data), dense((n, k)), dense((n,) + data[k:])
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         """The seed's loop over np.ndindex(indices.shape[:-1])."""
         data, idx, upd = arrays
         out = data.copy()
@@ -208,7 +210,8 @@ class ScatterND(OpDef):
 SCATTER_ND = register(ScatterND())
 
 
-def scatter_nd(data, indices, updates, reduction: str = "none", opset=18, name=None):
+def scatter_nd(data: TensorLike, indices: TensorLike, updates: TensorLike, reduction: str = "none", opset: int = 18,
+               name: str | None = None) -> Tensor:
     """A copy of data with the slices at indices replaced by, or combined with, updates (ONNX
     ScatterND of `opset`: 11 and 13 have no reduction, 16 adds add and mul, 18 max and min)."""
     opset = _integer(opset, "scatter_nd", "opset")
@@ -224,4 +227,4 @@ def scatter_nd(data, indices, updates, reduction: str = "none", opset=18, name=N
     known = known_values(indices)
     if known is not None and len(indices.shape) >= 1 and indices.shape[-1] <= len(data.shape):
         check_known_indices("scatter_nd", known, data.shape[: indices.shape[-1]], wrap=True, unique=reduction == "none")
-    return apply(SCATTER_ND, [data, indices, updates], {"reduction": reduction, "opset": opset}, name)
+    return apply_one(SCATTER_ND, [data, indices, updates], {"reduction": reduction, "opset": opset}, name)

@@ -28,14 +28,16 @@ saturate). The references below are an independent plain-Python Philox.
 import math
 from collections.abc import Sequence
 from numbers import Integral
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import dtypes
 from ..errors import ShapeError, UnsupportedError
-from ..graph import Tensor
+from ..graph import Graph, Tensor
 from .arrange import fill_value, integer, ints, known_ints
-from .base import OpDef, Spec, apply, register
+from .base import OpDef, Spec, TensorLike, apply_one, register
 
 # ---- constdata --------------------------------------------------------------------------------
 
@@ -48,20 +50,20 @@ class ConstData(OpDef):
     kind = "global"  # seed line 1187, "but with no time cost on the TPU"
     template = "constant"
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         return [Spec(params["array"].shape, params["dtype"])]
 
-    def known_value(self, known, ins, params):
+    def known_value(self, known: list[np.ndarray | None], ins: list[Spec], params: dict[str, Any]) -> np.ndarray | None:
         return params["array"]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         return [params["array"]]
 
 
 CONSTDATA = register(ConstData())
 
 
-def constdata(array, dtype=None, name=None, graph=None):
+def constdata(array: ArrayLike, dtype: str | None = None, name: str | None = None, graph: Graph | None = None) -> Tensor:
     """A constant tensor holding `array` (in `dtype`, else the array's own). It has no tensor
     operand: it goes to `graph`, or to the graph of `with graph:`."""
     array = np.asarray(array)
@@ -71,7 +73,7 @@ def constdata(array, dtype=None, name=None, graph=None):
     if dtypes.is_int(dtype) and not np.array_equal(stored.reshape(array.shape), array):
         lo, hi = dtypes.int_range(dtype)
         raise UnsupportedError(f"constdata: the array holds values that are not integers in [{lo}, {hi}], so not {dtype}")
-    return apply(CONSTDATA, [], {"array": stored, "dtype": dtype}, name, graph=graph)
+    return apply_one(CONSTDATA, [], {"array": stored, "dtype": dtype}, name, graph=graph)
 
 
 # ---- sequence_gen -----------------------------------------------------------------------------
@@ -86,7 +88,7 @@ class SequenceGen(OpDef):
     template = "scalar"
     OUT_DTYPES = ("int32", "float32")
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         (spec,) = ins
         if spec.dtype != "int32" or len(spec.shape) != 1:
             raise UnsupportedError(f"sequence_gen: shape_tensor must be a 1-d int32 tensor (seed line 1200), got {spec.dtype} {spec.shape}")
@@ -95,10 +97,10 @@ class SequenceGen(OpDef):
                                    f"(seed line 1200), got {params['out_dtype']!r}")
         return [Spec(params["shape"], params["out_dtype"])]
 
-    def kernel(self, ins, params):
+    def kernel(self, ins: list[Tensor], params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return "sequence", {}
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         shape = [int(d) for d in arrays[0]]
         return [np.arange(math.prod(shape), dtype=np.int64).reshape(shape).astype(dtypes.np_dtype(params["out_dtype"]))]
 
@@ -106,14 +108,14 @@ class SequenceGen(OpDef):
 SEQUENCE_GEN = register(SequenceGen())
 
 
-def sequence_gen(shape_tensor, out_dtype: str = "int32", name=None):
+def sequence_gen(shape_tensor: Tensor, out_dtype: str = "int32", name: str | None = None) -> Tensor:
     """0, 1, 2, ... in the shape held by the 1-d int32 tensor shape_tensor (a constant or a
     shape_fetch output)."""
     if not isinstance(shape_tensor, Tensor):
         raise ShapeError("sequence_gen: shape_tensor must be a Tensor (a constant or "
                          f"a shape_fetch output), got {type(shape_tensor).__name__}")
     shape = ints(known_ints(shape_tensor, "sequence_gen", "shape_tensor"), "sequence_gen", "shape_tensor", low=1)
-    return apply(SEQUENCE_GEN, [shape_tensor], {"shape": shape, "out_dtype": out_dtype}, name)
+    return apply_one(SEQUENCE_GEN, [shape_tensor], {"shape": shape, "out_dtype": out_dtype}, name)
 
 
 # ---- TensorRT Fill ------------------------------------------------------------------------------
@@ -129,16 +131,16 @@ class Fill(OpDef):
     seed = "tensorrt"
     kind = "global"
     template = "scalar"
-    DTYPES = ()  # seed 003, "Data Types"
-    PARAMS = ()  # the names of alpha and beta in this mode
+    DTYPES: tuple[str, ...] = ()  # seed 003, "Data Types"
+    PARAMS: tuple[str, ...] = ()  # the names of alpha and beta in this mode
     vector_beta = False  # LINSPACE: beta has one value per output dimension
 
-    def check_dtype(self, dtype):
+    def check_dtype(self, dtype: str) -> str:
         if dtype not in self.DTYPES:
             raise UnsupportedError(f"{self.name}: dtype {dtype!r} is not supported (seed 003: {', '.join(self.DTYPES)})")
         return dtype
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         dtype = self.check_dtype(params["dtype"])
         shape = params["shape"]
         volume = math.prod(shape)
@@ -151,7 +153,7 @@ class Fill(OpDef):
             self.check_values(params, shape, dtype)
         return [Spec(shape, dtype)]
 
-    def check_operands(self, ins, shape, dtype):
+    def check_operands(self, ins: list[Spec], shape: tuple[int, ...], dtype: str) -> None:
         alpha, beta = self.PARAMS
         beta_size = len(shape) if self.vector_beta else 1
         for spec, key, size in ((ins[0], alpha, 1), (ins[1], beta, beta_size)):
@@ -160,10 +162,10 @@ class Fill(OpDef):
             if math.prod(spec.shape) != size or len(spec.shape) > 1:
                 raise ShapeError(f"{self.name}: {key} must be a tensor of {size} element(s) (a scalar or a vector), got shape {spec.shape}")
 
-    def check_values(self, params, shape, dtype) -> None:
+    def check_values(self, params: dict[str, Any], shape: tuple[int, ...], dtype: str) -> None:
         """Rules between the parameters given as numbers (each is checked as it is given)."""
 
-    def static(self, key, value, dtype):
+    def static(self, key: str, value: object, dtype: str) -> float | tuple[float, ...]:
         """A parameter given as numbers, as the output dtype holds them (LINSPACE's beta: a list,
         one step per dimension)."""
         if not (self.vector_beta and key == self.PARAMS[1]):
@@ -172,12 +174,12 @@ class Fill(OpDef):
             raise ShapeError(f"{self.name}: {key} needs one step per output dimension (a list or a tensor), got {value!r}")
         return tuple(fill_value(_number(v, self.name, key), dtype, self.name, key) for v in np.asarray(value).reshape(-1).tolist())
 
-    def kernel(self, ins, params):
+    def kernel(self, ins: list[Tensor], params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         args = {"shape": params["shape"]}
         args.update((k, params[k]) for k in self.PARAMS + ("seed",) if params.get(k) is not None)
         return self.name, args
 
-    def operands(self, arrays, params):
+    def operands(self, arrays: list[np.ndarray], params: dict[str, Any]) -> tuple[np.generic, np.generic | np.ndarray]:
         """(alpha, beta) as float64 or int64 numbers (beta a vector for LINSPACE)."""
         wide = np.int64 if dtypes.is_int(params["dtype"]) else np.float64
         if arrays:
@@ -187,13 +189,14 @@ class Fill(OpDef):
         return wide(alpha), (np.array(beta, wide) if self.vector_beta else wide(beta))
 
 
-def _number(value, op, param):
+def _number(value: object, op: str, param: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (Integral, float, np.floating)):
         raise UnsupportedError(f"{op}: {param} must be a number or a Tensor, got {value!r}")
     return int(value) if isinstance(value, Integral) else float(value)
 
 
-def _fill(opdef, shape, values, dtype, name, graph, **extra):
+def _fill(opdef: Fill, shape: Sequence[int] | Tensor, values: dict[str, object], dtype: str, name: str | None, graph: Graph | None,
+          **extra: int) -> Tensor:
     """Add a Fill node: `values` maps the two parameter names to numbers or Tensors. When either
     is a Tensor, both become the node's inputs (a number as a constant of the output's dtype)."""
     if isinstance(shape, Tensor):
@@ -205,10 +208,10 @@ def _fill(opdef, shape, values, dtype, name, graph, **extra):
     params = {"shape": shape, "dtype": opdef.check_dtype(dtype), **extra}
     static = {k: v if isinstance(v, Tensor) else opdef.static(k, v, dtype) for k, v in values.items()}
     if not any(isinstance(v, Tensor) for v in static.values()):
-        return apply(opdef, [], {**params, **static}, name, graph=graph)
+        return apply_one(opdef, [], {**params, **static}, name, graph=graph)
     operands = [v if isinstance(v, Tensor) else np.array(v, dtypes.np_dtype(dtype)).reshape(-1)
                 for v in static.values()]
-    return apply(opdef, operands, {**params, **dict.fromkeys(static)}, name, graph=graph)
+    return apply_one(opdef, operands, {**params, **dict.fromkeys(static)}, name, graph=graph)
 
 
 class Linspace(Fill):
@@ -220,13 +223,14 @@ class Linspace(Fill):
     PARAMS = ("alpha", "beta")
     vector_beta = True
 
-    def check_values(self, params, shape, dtype):
+    def check_values(self, params: dict[str, Any], shape: tuple[int, ...], dtype: str) -> None:
         if len(params["beta"]) != len(shape):
             raise ShapeError("linspace: beta needs one step per output dimension "
                              f"({len(shape)} for shape {shape}), got {list(params['beta'])}")
 
-    def reference(self, arrays, params, compute=None):
-        alpha, beta = self.operands(arrays, params)
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
+        alpha, step = self.operands(arrays, params)
+        beta = np.asarray(step)  # one step per dimension (vector_beta)
         index = np.indices(params["shape"], dtype=np.int64)
         value = np.full(params["shape"], alpha)
         for d in range(len(params["shape"])):
@@ -237,7 +241,8 @@ class Linspace(Fill):
 LINSPACE = register(Linspace())
 
 
-def linspace(shape, alpha, beta, dtype: str = "float32", name=None, graph=None):
+def linspace(shape: Sequence[int] | Tensor, alpha: float | Tensor, beta: Sequence[float] | TensorLike, dtype: str = "float32",
+             name: str | None = None, graph: Graph | None = None) -> Tensor:
     """alpha + sum_d beta[d] * i_d at every index (i_0, ..., i_n) of `shape`; alpha a number or a
     one-element tensor, beta one step per dimension (a list, or a tensor of that many)."""
     return _fill(LINSPACE, shape, {"alpha": alpha, "beta": beta}, dtype, name, graph)
@@ -250,7 +255,7 @@ PHILOX_M = (0xD2511F53, 0xCD9E8D57)  # the round multipliers
 PHILOX_W = (0x9E3779B9, 0xBB67AE85)  # the key schedule's Weyl increments (golden ratio, sqrt(3) - 1)
 
 
-def philox4x32(counter, key, rounds=10):
+def philox4x32(counter: tuple[int, int, int, int], key: tuple[int, int], rounds: int = 10) -> tuple[int, int, int, int]:
     """Random123's philox4x32_R: four 32-bit words from a 4-word counter and a 2-word key."""
     c0, c1, c2, c3 = counter
     k0, k1 = key
@@ -262,7 +267,7 @@ def philox4x32(counter, key, rounds=10):
     return c0, c1, c2, c3
 
 
-def uniforms(count, seed):
+def uniforms(count: int, seed: int) -> list[tuple[float, float]]:
     """(u0, u1) in [0, 1) for elements 0 .. count - 1, from words 0 and 1 of each element's block."""
     key = (seed & MASK32, seed >> 32)
     blocks = [philox4x32((i & MASK32, i >> 32, 0, 0), key) for i in range(count)]
@@ -272,10 +277,10 @@ def uniforms(count, seed):
 class RandomFill(Fill):
     DTYPES = ("float16", "float32")
 
-    def sample(self, u0, u1, alpha, beta):
+    def sample(self, u0: float, u1: float, alpha: float, beta: float) -> float:
         raise NotImplementedError
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         alpha, beta = (float(v) for v in self.operands(arrays, params))
         values = [self.sample(u0, u1, alpha, beta) for u0, u1 in uniforms(math.prod(params["shape"]), params["seed"])]
         return [dtypes.convert(np.array(values, np.float64).reshape(params["shape"]), params["dtype"])]
@@ -287,11 +292,11 @@ class RandomUniform(RandomFill):
     name = "random_uniform"
     PARAMS = ("low", "high")
 
-    def check_values(self, params, shape, dtype):
+    def check_values(self, params: dict[str, Any], shape: tuple[int, ...], dtype: str) -> None:
         if params["low"] > params["high"]:
             raise UnsupportedError(f"random_uniform: low {params['low']} is above high {params['high']}")
 
-    def sample(self, u0, u1, low, high):
+    def sample(self, u0: float, u1: float, low: float, high: float) -> float:
         return low + (high - low) * u0
 
 
@@ -301,11 +306,11 @@ class RandomNormal(RandomFill):
     name = "random_normal"
     PARAMS = ("mean", "scale")
 
-    def check_values(self, params, shape, dtype):
+    def check_values(self, params: dict[str, Any], shape: tuple[int, ...], dtype: str) -> None:
         if params["scale"] < 0:
             raise UnsupportedError(f"random_normal: scale must be >= 0, got {params['scale']}")
 
-    def sample(self, u0, u1, mean, scale):
+    def sample(self, u0: float, u1: float, mean: float, scale: float) -> float:
         return mean + scale * math.sqrt(-2.0 * math.log(1.0 - u0)) * math.cos(2.0 * math.pi * u1)
 
 
@@ -313,19 +318,21 @@ RANDOM_UNIFORM = register(RandomUniform())
 RANDOM_NORMAL = register(RandomNormal())
 
 
-def _seed(seed, op):
+def _seed(seed: int, op: str) -> int:
     seed = integer(seed, op, "seed", low=0)
     if seed >= SEED_LIMIT:
         raise UnsupportedError(f"{op}: seed must be below 2^64 (the Philox key is two 32-bit words), got {seed}")
     return seed
 
 
-def random_uniform(shape, low: float = 0.0, high: float = 1.0, dtype: str = "float32", seed=0, name=None, graph=None):
+def random_uniform(shape: Sequence[int] | Tensor, low: float | Tensor = 0.0, high: float | Tensor = 1.0, dtype: str = "float32",
+                   seed: int = 0, name: str | None = None, graph: Graph | None = None) -> Tensor:
     """Uniform random numbers in [low, high], Philox4x32-10 keyed by `seed`."""
     return _fill(RANDOM_UNIFORM, shape, {"low": low, "high": high}, dtype, name, graph, seed=_seed(seed, "random_uniform"))
 
 
-def random_normal(shape, mean: float = 0.0, scale: float = 1.0, dtype: str = "float32", seed=0, name=None, graph=None):
+def random_normal(shape: Sequence[int] | Tensor, mean: float | Tensor = 0.0, scale: float | Tensor = 1.0, dtype: str = "float32",
+                  seed: int = 0, name: str | None = None, graph: Graph | None = None) -> Tensor:
     """Normal random numbers of mean `mean` and standard deviation `scale`, Philox4x32-10 and
     Box-Muller, keyed by `seed`."""
     return _fill(RANDOM_NORMAL, shape, {"mean": mean, "scale": scale}, dtype, name, graph, seed=_seed(seed, "random_normal"))

@@ -7,12 +7,14 @@ an int8 mask is first compared with 0), so it tiles and fuses like the rest of t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
+from ..graph import Tensor
 from .arrange import fill_value
-from .base import Spec, check_dtype
+from .base import Spec, TensorLike, check_dtype
 from .elementwise import Elementwise, In, Step, Tmp, broadcast_shape, define
 from .gather import known_values
 
@@ -33,7 +35,7 @@ class MaskedFill(Elementwise):
     def __init__(self) -> None:
         super().__init__("masked_fill", "select_gt", None, inputs=("x", "mask"), scalars=("value",))
 
-    def prepare(self, params):
+    def prepare(self, params: dict[str, Any]) -> dict[str, Any]:
         value = params["value"]
         if isinstance(value, (Sequence, np.ndarray)):
             if len(value) != 1:
@@ -43,11 +45,11 @@ class MaskedFill(Elementwise):
         params["value"] = value
         return params
 
-    def operand_shape(self, i, shapes):
+    def operand_shape(self, i: int, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
         """The mask with its missing leading dimensions as 1s."""
         return (1,) * (len(shapes[0]) - len(shapes[i])) + tuple(shapes[i])
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) != 2:
             raise ShapeError(f"masked_fill: takes x and mask, got {len(ins)} tensors")
         x, mask = ins
@@ -63,17 +65,17 @@ class MaskedFill(Elementwise):
             raise UnsupportedError(f"masked_fill: the output has x's dtype {x.dtype}, out_dtype {params['out_dtype']} asked")
         return [Spec(x.shape, x.dtype)]
 
-    def steps(self, params, ins, out):
+    def steps(self, params: dict[str, Any], ins: list[str], out: str) -> list[Step]:
         """A bool mask is 0 or 1 already: one select. An int8 mask is first made 0/1 (nonzero = 1)."""
         value = fill_value(params["value"], ins[0], self.name, "value")  # an int for int32 x: exact, not through float32
         if ins[1] == "bool":
             return [Step("select_gt", (In(1), 0, value, In(0)))]
         return [Step("ne", (In(1), 0), Tmp(0)), Step("select_gt", (Tmp(0), 0, value, In(0)))]
 
-    def temps(self, params, ins, out):
+    def temps(self, params: dict[str, Any], ins: list[str], out: str) -> list[str]:
         return [] if ins[1] == "bool" else ["int8"]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         x, mask = arrays
         out = x.copy()
         out[np.broadcast_to(mask != 0, x.shape)] = np.asarray(params["value"]).astype(x.dtype)
@@ -83,7 +85,7 @@ class MaskedFill(Elementwise):
 _masked_fill = define(MaskedFill(), MaskedFill.__doc__)
 
 
-def masked_fill(x, mask, value, out_dtype=None, name=None):
+def masked_fill(x: TensorLike, mask: TensorLike, value: float, out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """x with value where mask is 1 (seed 000, FillOperation with withMask=true)."""
     known = known_values(mask)
     if known is not None:

@@ -19,10 +19,11 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import ShapeError, UnsupportedError
-from ..graph import Tensor
+from ..graph import Node, Tensor
 from . import quantized
-from .base import OpDef, Spec, apply, check_rank, register
+from .base import OpDef, Spec, TensorLike, apply_one, check_rank, register
 from .elementwise import In, Step
+from .quantized import ZeroPointVector
 
 FLOAT = ("float32", "float16", "bfloat16", "float64")
 
@@ -58,19 +59,20 @@ class MatrixMul(OpDef):
             raise UnsupportedError(f"matrix_mul: float operands give a {left.dtype} result, out_dtype {out} asked")
         return out
 
-    def acc_dtype(self, left_dtype):
+    def acc_dtype(self, left_dtype: str) -> str:
         if left_dtype == "float64":
             return "float64"
         return "float32" if left_dtype in FLOAT else "int32"
 
-    def dims(self, left_shape, right_shape, params):
+    def dims(self, left_shape: tuple[int, ...], right_shape: tuple[int, ...],
+             params: dict[str, Any]) -> tuple[tuple[int, ...], int, int, int]:
         """(batch shape, M, K, N): one 2-d product."""
         return (), left_shape[0], left_shape[1], right_shape[1]
 
-    def asymmetric(self, params):
+    def asymmetric(self, params: dict[str, Any]) -> bool:
         return params["mode"] == "HighPrecisionAsymmetric"
 
-    def epilogue(self, params, bias_dtype, out_dtype):
+    def epilogue(self, params: dict[str, Any], bias_dtype: str | None, out_dtype: str) -> tuple[list[Step], list[str]]:
         """(steps, scratch dtypes) from the accumulator In(0) (the bias In(1), a row read for every
         row; the asymmetric mode's second product In(2)) to the result OUT. When the result has
         the accumulator's dtype it is the accumulator itself."""
@@ -80,7 +82,7 @@ class MatrixMul(OpDef):
             return ([Step("copy", (In(0),))] if out_dtype != self.acc_dtype(out_dtype) else []), []
         return quantized.epilogue(params, bias_dtype, out_dtype)
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         left, right = arrays[0], arrays[1]
         bias = arrays[2] if len(arrays) == 3 else None
         out = self._out_dtype([Spec(a.shape, dtypes.of_array(a)) for a in arrays], params)
@@ -114,7 +116,7 @@ def matrix_mul(left: Tensor, right: Tensor, bias: Tensor | np.ndarray | None = N
                 raise UnsupportedError("matrix_mul: HighPrecisionAsymmetric folds zero points "
                                        f"offline, so {what} must be a constant (COEFF_TENSOR)")
     operands = [left, right] + ([bias] if bias is not None else [])
-    return apply(MATRIX_MUL, operands, params, name)
+    return apply_one(MATRIX_MUL, operands, params, name)
 
 
 # ---- the integer family: matrix_mul_v2 and fc_int -------------------------------------------
@@ -131,10 +133,11 @@ class MatrixMulV2(OpDef):
     def __init__(self, name: str, left_ranks: tuple[int, ...], right_ranks: tuple[int, ...]) -> None:
         self.name, self.left_ranks, self.right_ranks = name, left_ranks, right_ranks
 
-    def checked_inputs(self, node):
+    def checked_inputs(self, node: Node) -> int:
         return 2 + node.params["has_bias"]
 
-    def dims(self, left_shape, right_shape, params):
+    def dims(self, left_shape: tuple[int, ...], right_shape: tuple[int, ...],
+             params: dict[str, Any]) -> tuple[tuple[int, ...], int, int, int]:
         """(batch shape, M, K, N) of the product; raises ShapeError when the operands disagree."""
         m, k = (left_shape[-1], left_shape[-2]) if params["left_trans"] else left_shape[-2:]
         k2, n = (right_shape[-1], right_shape[-2]) if params["right_trans"] else right_shape[-2:]
@@ -147,7 +150,7 @@ class MatrixMulV2(OpDef):
             raise ShapeError(f"{self.name}: batch dimensions {left_shape[:-2]} and {right_shape[:-2]} do not broadcast") from None
         return tuple(batch), m, k, n
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         data = ins[: 2 + params["has_bias"]]
         left, right = data[0], data[1]
         for t, ranks, what in ((left, self.left_ranks, "left"), (right, self.right_ranks, "right")):
@@ -166,16 +169,16 @@ class MatrixMulV2(OpDef):
             raise UnsupportedError(f"{self.name}: the output must be int32 or uint32, got {out}")
         return [Spec(batch + (m, n), out)]
 
-    def acc_dtype(self, left_dtype) -> str:
+    def acc_dtype(self, left_dtype: str) -> str:
         return "int32"
 
-    def asymmetric(self, params) -> bool:
+    def asymmetric(self, params: dict[str, Any]) -> bool:
         return False
 
-    def epilogue(self, params, bias_dtype, out_dtype):
+    def epilogue(self, params: dict[str, Any], bias_dtype: str | None, out_dtype: str) -> tuple[list[Step], list[str]]:
         return ([Step("add", (In(0), In(1)))] if bias_dtype else ([Step("copy", (In(0),))] if out_dtype != "int32" else [])), []
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         left, right = arrays[0].astype(np.int64), arrays[1].astype(np.int64)
         if params["left_trans"]:
             left = np.swapaxes(left, -1, -2)
@@ -189,13 +192,15 @@ class MatrixMulV2(OpDef):
         return [dtypes.convert(acc, params.get("out_dtype") or "int32")]
 
 
-def _matmul_v2(op, left, right, bias, has_bias, left_trans, right_trans, lzp, rzp, out_dtype, name):
+def _matmul_v2(op: MatrixMulV2, left: Tensor, right: TensorLike, bias: TensorLike | None, has_bias: bool | None, left_trans: bool,
+               right_trans: bool, lzp: quantized.ZeroPoint, rzp: quantized.ZeroPoint, out_dtype: str | None,
+               name: str | None) -> Tensor:
     if has_bias is not None and bool(has_bias) != (bias is not None):
         raise ShapeError(f"{op.name}: has_bias is {has_bias} but the bias is {'missing' if bias is None else 'given'}")
     params = {"has_bias": int(bias is not None), "left_trans": bool(left_trans), "right_trans": bool(right_trans), "out_dtype": out_dtype}
     operands = [left, right] + ([bias] if bias is not None else [])
     quantized.zero_point_operands(op.name, left.graph, operands, params, {"lzp": lzp, "rzp": rzp}, name)
-    return apply(op, operands, params, name)
+    return apply_one(op, operands, params, name)
 
 
 MATRIX_MUL_V2 = register(MatrixMulV2("matrix_mul_v2", (2, 3, 4, 5), (2, 3, 4, 5)))
@@ -204,15 +209,17 @@ FC_INT = register(MatrixMulV2("fc_int", (3,), (2,)))
 
 def matrix_mul_v2(matrix_left: Tensor, matrix_right: Tensor, bias: Tensor | np.ndarray | None = None, has_bias: bool | None = None,
                   is_left_trans: bool = False, is_right_trans: bool = False, is_lzp_const: bool = True, lzp_val: int = 0,
-                  lzp_vec: Tensor | np.ndarray | None = None, is_rzp_const: bool = True, rzp_val: int = 0,
-                  rzp_vec: Tensor | np.ndarray | None = None, out_dtype: str | None = None, name: str | None = None) -> Tensor:
+                  lzp_vec: ZeroPointVector | None = None, is_rzp_const: bool = True, rzp_val: int = 0,
+                  rzp_vec: ZeroPointVector | None = None, out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """(left - lzp) @ (right - rzp) + bias over 2-5 dimensional operands with batch broadcast (MatrixMulV2Param)."""
     return _matmul_v2(MATRIX_MUL_V2, matrix_left, matrix_right, bias, has_bias, is_left_trans, is_right_trans,
                       (is_lzp_const, lzp_val, lzp_vec), (is_rzp_const, rzp_val, rzp_vec), out_dtype, name)
 
 
-def fc_int(tensor_input, tensor_kernel, tensor_bias=None, has_bias=None, weight_trans: bool = False, is_izp_const: bool = True, izp_val=0,
-           izp_vec=None, is_kzp_const: bool = True, kzp_val=0, kzp_vec=None, out_dtype=None, name=None):
+def fc_int(tensor_input: Tensor, tensor_kernel: Tensor, tensor_bias: Tensor | None = None, has_bias: bool | None = None,
+           weight_trans: bool = False, is_izp_const: bool = True, izp_val: int = 0, izp_vec: ZeroPointVector | None = None,
+           is_kzp_const: bool = True, kzp_val: int = 0, kzp_vec: ZeroPointVector | None = None, out_dtype: str | None = None,
+           name: str | None = None) -> Tensor:
     """Fully connected: (input [batch, rows, K] - izp) @ (kernel [K, N] - kzp) + bias (FCIntParam)."""
     return _matmul_v2(FC_INT, tensor_input, tensor_kernel, tensor_bias, has_bias, False, weight_trans,
                       (is_izp_const, izp_val, izp_vec), (is_kzp_const, kzp_val, kzp_vec), out_dtype, name)

@@ -34,7 +34,7 @@ from .arrange import (
     strides,
     whole,
 )
-from .base import Spec, apply, register
+from .base import Spec, apply_one, outputs, register
 
 if TYPE_CHECKING:
     from numpy import ndarray
@@ -66,7 +66,7 @@ PERMUTE = register(Permute())
 
 def permute(tensor_i: Tensor, order: list[int], name: str | None = None) -> Tensor:
     """Reorder the axes: output axis i is input axis order[i]."""
-    return apply(PERMUTE, [tensor_i], {"order": ints(order, "permute", "order")}, name)
+    return apply_one(PERMUTE, [tensor_i], {"order": ints(order, "permute", "order")}, name)
 
 
 class Tile(Arrangement):
@@ -102,17 +102,17 @@ REPEAT = register(Tile("repeat", "global", "reps"))
 
 def tile(tensor_i: Tensor, reps: list[int], name: str | None = None) -> Tensor:
     """Repeat the whole tensor reps[i] times along each axis i (numpy's tile)."""
-    return apply(TILE, [tensor_i], {"reps": ints(reps, "tile", "reps", low=1)}, name)
+    return apply_one(TILE, [tensor_i], {"reps": ints(reps, "tile", "reps", low=1)}, name)
 
 
 def broadcast(tensor_i: Tensor, times: list[int], name: str | None = None) -> Tensor:
     """As tile (the seed: broadcast is tile's copy): `times` copies along each axis."""
-    return apply(BROADCAST, [tensor_i], {"times": ints(times, "broadcast", "times", low=1)}, name)
+    return apply_one(BROADCAST, [tensor_i], {"times": ints(times, "broadcast", "times", low=1)}, name)
 
 
 def repeat(tensor_i: Tensor, reps: list[int], name: str | None = None) -> Tensor:
     """As tile (the seed: 功能同tile, whole-tensor copies, not numpy's per-element repeat)."""
-    return apply(REPEAT, [tensor_i], {"reps": ints(reps, "repeat", "reps", low=1)}, name)
+    return apply_one(REPEAT, [tensor_i], {"reps": ints(reps, "repeat", "reps", low=1)}, name)
 
 
 class Extract(Arrangement):
@@ -149,7 +149,7 @@ EXTRACT = register(Extract())
 def extract(tensor_i: Tensor, start: list[int], end: list[int], stride: list[int], name: str | None = None) -> Tensor:
     """Every stride[i]-th index from start[i] up to (not including) end[i], along each axis."""
     params = {key: ints(v, "extract", key) for key, v in (("start", start), ("end", end), ("stride", stride))}
-    return apply(EXTRACT, [tensor_i], params, name)
+    return apply_one(EXTRACT, [tensor_i], params, name)
 
 
 class ExtractV2(Extract):
@@ -179,7 +179,7 @@ EXTRACT_V2 = register(ExtractV2())
 def extract_v2(tensor_i: Tensor, start: Tensor, end: Tensor, stride: Tensor, name: str | None = None) -> Tensor:
     """extract with start, end and stride given as int32 tensors whose values the graph knows."""
     params = {key: known_ints(t, "extract_v2", key) for key, t in (("start", start), ("end", end), ("stride", stride))}
-    return apply(EXTRACT_V2, [tensor_i, start, end, stride], params, name)
+    return apply_one(EXTRACT_V2, [tensor_i, start, end, stride], params, name)
 
 
 class Interleave(Arrangement):
@@ -220,7 +220,7 @@ INTERLEAVE = register(Interleave())
 
 def interleave(tensor_i0: Tensor, tensor_i1: Tensor, axis: int, step: int, name: str | None = None) -> Tensor:
     """Runs of `step` indices along `axis`, from tensor_i0 and tensor_i1 in turn."""
-    return apply(INTERLEAVE, [tensor_i0, tensor_i1], {"axis": axis, "step": integer(step, "interleave", "step", low=1)}, name)
+    return apply_one(INTERLEAVE, [tensor_i0, tensor_i1], {"axis": axis, "step": integer(step, "interleave", "step", low=1)}, name)
 
 
 class Concat(Arrangement):
@@ -259,7 +259,7 @@ def concat(tensor_i: list[Tensor], axis: int, name: str | None = None) -> Tensor
     """Join a list of tensors along `axis`."""
     if not isinstance(tensor_i, (list, tuple)) or not tensor_i:
         raise ShapeError(f"concat: tensor_i must be a non-empty list of tensors, got {tensor_i!r}")
-    return apply(CONCAT, list(tensor_i), {"axis": axis}, name)
+    return apply_one(CONCAT, list(tensor_i), {"axis": axis}, name)
 
 
 class Split(Arrangement):
@@ -306,5 +306,4 @@ SPLIT = register(Split())
 def split(tensor_i: Tensor, axis: int, num: int, size: list[int] | None = None, name: str | None = None) -> list[Tensor]:
     """`num` parts along `axis`: equal ones, or of the extents in `size`. Returns a list."""
     params = {"axis": axis, "num": integer(num, "split", "num", low=1), "size": ints(() if size is None else size, "split", "size", low=1)}
-    outs = apply(SPLIT, [tensor_i], params, name)
-    return list(outs) if isinstance(outs, tuple) else [outs]
+    return list(outputs(SPLIT, [tensor_i], params, name))

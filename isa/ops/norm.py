@@ -22,18 +22,20 @@ folds gamma / sqrt(variance_o + epsilon) per channel first, so it may differ fro
 reference in the last bits.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
 from ..graph import Tensor
-from .base import Spec, apply, register
+from .base import Spec, TensorLike, outputs, register
 from .reduce import Reduction, reduced_last, trailing
 
 F32 = "float32"
 NAMES = ("tensor_i", "mean_i", "variance_i", "gamma", "beta")
 
 
-def stat_factor(scale):
+def stat_factor(scale: float) -> float:
     """What the given statistics are multiplied by: float32 1 / scale, or 0 for a scale of 0 (Caffe)."""
     return 0.0 if scale == 0 else float(np.float32(1) / np.float32(scale))
 
@@ -41,10 +43,10 @@ def stat_factor(scale):
 class BatchNorm(Reduction):
     name = "batch_norm"
 
-    def reduced_axes(self, shape, params):
+    def reduced_axes(self, shape: tuple[int, ...], params: dict[str, Any]) -> tuple[int, ...]:
         return tuple(i for i in range(len(shape)) if i != 1)
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) not in (3, 5):
             raise ShapeError(f"batch_norm: tensor_i must hold 3 or 5 tensors (x, mean, variance[, gamma, beta]), got {len(ins)}")
         x = ins[0]
@@ -65,7 +67,7 @@ class BatchNorm(Reduction):
             raise UnsupportedError(f"batch_norm: epsilon must be >= 0, got {params['epsilon']}")
         return [Spec(x.shape, F32), Spec((c,), F32), Spec((c,), F32)]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         x = arrays[0].astype(np.float32)
         c = x.shape[1]
         gamma = arrays[3] if len(arrays) == 5 else np.ones(c, np.float32)
@@ -89,8 +91,9 @@ class BatchNorm(Reduction):
 BATCH_NORM = register(BatchNorm())
 
 
-def batch_norm(tensor_i, *more, epsilon: float = 1e-5, use_global_stats: bool = True, scale: float = 1.0, method: str = "BATCH_NORM",
-               out_dtype=None, name=None):
+def batch_norm(tensor_i: TensorLike | list[TensorLike] | tuple[TensorLike, ...], *more: TensorLike, epsilon: float = 1e-5,
+               use_global_stats: bool = True, scale: float = 1.0, method: str = "BATCH_NORM", out_dtype: str | None = None,
+               name: str | None = None) -> tuple[Tensor, ...]:
     """Batch normalization of x with mean, variance[, gamma, beta]; returns
     (tensor_o, mean_o, variance_o)."""
     tensors = list(tensor_i) if isinstance(tensor_i, (list, tuple)) else [tensor_i]
@@ -105,4 +108,4 @@ def batch_norm(tensor_i, *more, epsilon: float = 1e-5, use_global_stats: bool = 
         "epsilon": float(epsilon), "use_global_stats": bool(use_global_stats), "scale": float(scale),
         "method": str(method).upper(), "out_dtype": out_dtype,
     }
-    return apply(BATCH_NORM, tensors, params, name)
+    return outputs(BATCH_NORM, tensors, params, name)

@@ -17,16 +17,18 @@ produced.
 """
 
 from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
-from .base import OpDef, Spec, apply, register
+from ..graph import Tensor
+from .base import OpDef, Spec, TensorLike, apply_one, register
 
 FLOATS = ("float32", "float16")
 
 
-def corners(boxes, center_point_box):
+def corners(boxes: np.ndarray, center_point_box: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(y_min, x_min, y_max, x_max) columns of [..., 4] boxes."""
     if center_point_box:
         xc, yc, w, h = (boxes[..., i] for i in range(4))
@@ -35,7 +37,8 @@ def corners(boxes, center_point_box):
     return y.min(axis=-1), x.min(axis=-1), y.max(axis=-1), x.max(axis=-1)
 
 
-def select(boxes, scores, most, iou_threshold, score_threshold, center_point_box):
+def select(boxes: np.ndarray, scores: np.ndarray, most: int, iou_threshold: float, score_threshold: float | None,
+           center_point_box: int) -> np.ndarray:
     """The kept (batch, class, box) rows: the loop ONNX's reference runs, one class at a time."""
     rows = []
     threshold = boxes.dtype.type(iou_threshold)
@@ -46,7 +49,7 @@ def select(boxes, scores, most, iou_threshold, score_threshold, center_point_box
             s = scores[b, c]
             candidates = [i for i in range(len(s)) if score_threshold is None or s[i] > s.dtype.type(score_threshold)]
             candidates.sort(key=lambda i: (-s[i], i))
-            kept = []
+            kept: list[int] = []
             for i in candidates:
                 if len(kept) == most:
                     break
@@ -75,7 +78,7 @@ class NonMaxSuppression(OpDef):
     template = "scalar"
     seed = "onnx"
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) != 2:
             raise ShapeError(f"non_max_suppression: takes boxes and scores, got {len(ins)} tensors")
         boxes, scores = ins
@@ -90,22 +93,24 @@ class NonMaxSuppression(OpDef):
         b, n, c = boxes.shape[0], boxes.shape[1], scores.shape[1]
         return [Spec((b * c * min(n, params["max_output_boxes_per_class"]), 3), "int64", bounded=True)]
 
-    def kernel(self, ins, params):
+    def kernel(self, ins: list[Tensor], params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         args = {k: params[k] for k in ("max_output_boxes_per_class", "iou_threshold", "center_point_box")}
         if params["score_threshold"] is not None:
             args["score_threshold"] = params["score_threshold"]
         return "non_max_suppression", args
 
-    def reference(self, arrays, params, compute=None):
-        return [select(*arrays, params["max_output_boxes_per_class"], params["iou_threshold"], params["score_threshold"],
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
+        boxes, scores = arrays
+        return [select(boxes, scores, params["max_output_boxes_per_class"], params["iou_threshold"], params["score_threshold"],
                        params["center_point_box"])]
 
 
 NON_MAX_SUPPRESSION = register(NonMaxSuppression())
 
 
-def non_max_suppression(boxes, scores, max_output_boxes_per_class, iou_threshold: float = 0.0, score_threshold=None,
-                        center_point_box=0, name=None):
+def non_max_suppression(boxes: TensorLike, scores: TensorLike, max_output_boxes_per_class: int, iou_threshold: float = 0.0,
+                        score_threshold: float | None = None,
+                        center_point_box: int = 0, name: str | None = None) -> Tensor:
     """(batch, class, box) int64 rows of the boxes kept per batch and class (ONNX NonMaxSuppression)."""
     most = max_output_boxes_per_class
     if isinstance(most, bool) or not isinstance(most, Integral) or most < 1:
@@ -119,4 +124,4 @@ def non_max_suppression(boxes, scores, max_output_boxes_per_class, iou_threshold
     params = {"max_output_boxes_per_class": int(most), "iou_threshold": float(iou_threshold),
               "score_threshold": None if score_threshold is None else float(score_threshold),
               "center_point_box": int(center_point_box)}
-    return apply(NON_MAX_SUPPRESSION, [boxes, scores], params, name)
+    return apply_one(NON_MAX_SUPPRESSION, [boxes, scores], params, name)

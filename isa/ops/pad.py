@@ -13,20 +13,22 @@ edge (zero strides), so every piece is one strided transfer and the pieces are d
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
 from .arrange import Arrangement, Piece, Segment, View, assemble, check_vector_operand, fill_value, ints, known_ints, strides, whole
-from .base import Spec, apply, register
+from .base import Spec, apply_one, register
 
 if TYPE_CHECKING:
     from numpy import ndarray
 
     from isa.graph import Node, Tensor
 
-MODES = {"PAD_CONSTANT": "constant", "PAD_REFLECT": "reflect", "PAD_SYMMETRIC": "symmetric", "PAD_EDGE": "edge"}  # -> numpy's
+_NumpyMode = Literal["constant", "reflect", "symmetric", "edge"]
+MODES: dict[str, _NumpyMode] = {"PAD_CONSTANT": "constant", "PAD_REFLECT": "reflect", "PAD_SYMMETRIC": "symmetric",
+                               "PAD_EDGE": "edge"}  # -> numpy's
 
 
 def _mode(pad_mode: str, op: str) -> str:
@@ -66,7 +68,7 @@ class Pad(Arrangement):
         fill_value(params["pad_val"], x.dtype, self.name, "pad_val")
         return [Spec(tuple(d + paddings[2 * i] + paddings[2 * i + 1] for i, d in enumerate(x.shape)), x.dtype)]
 
-    def pieces(self, shapes: list[tuple[int, ...]], out_shape: tuple[int, int], params: dict[str, Any]) -> list[Piece]:
+    def pieces(self, shapes: list[tuple[int, ...]], out_shape: tuple[int, ...], params: dict[str, Any]) -> list[Piece]:
         shape, p = shapes[0], params["paddings"]
         axes = [_pad_segments(d, p[2 * i], p[2 * i + 1], params["pad_mode"]) for i, d in enumerate(shape)]
         return assemble(axes, strides(shape), strides(out_shape), value=params["pad_val"])
@@ -75,11 +77,12 @@ class Pad(Arrangement):
         return [_np_pad(arrays[0], params["paddings"], params)]
 
 
-def _np_pad(x: ndarray, paddings: tuple[int, int, int, int] | list[int], params: dict[str, Any]) -> ndarray:
+def _np_pad(x: ndarray, paddings: tuple[int, ...] | list[int], params: dict[str, Any]) -> ndarray:
     pairs = [(paddings[2 * i], paddings[2 * i + 1]) for i in range(x.ndim)]
     mode = MODES[params["pad_mode"]]
-    extra = {"constant_values": params["pad_val"]} if mode == "constant" else {}
-    return np.pad(x, pairs, mode=mode, **extra)
+    if mode == "constant":
+        return np.pad(x, pairs, mode=mode, constant_values=params["pad_val"])
+    return np.pad(x, pairs, mode=mode)
 
 
 PAD = register(Pad())
@@ -88,7 +91,7 @@ PAD = register(Pad())
 def pad(tensor_i: Tensor, pad_val: int, paddings: list[int], pad_mode: str = "PAD_CONSTANT", name: str | None = None) -> Tensor:
     """Pad each axis i by paddings[2i] before and paddings[2i + 1] after."""
     params = {"pad_val": pad_val, "paddings": ints(paddings, "pad", "paddings"), "pad_mode": _mode(pad_mode, "pad")}
-    return apply(PAD, [tensor_i], params, name)
+    return apply_one(PAD, [tensor_i], params, name)
 
 
 class PadV2(Pad):
@@ -115,7 +118,7 @@ PAD_V2 = register(PadV2())
 def pad_v2(tensor_i: Tensor, paddings: Tensor, pad_val: int, pad_mode: str = "PAD_CONSTANT", name: str | None = None) -> Tensor:
     """pad with paddings given as an int32 tensor whose values the graph knows."""
     params = {"pad_val": pad_val, "paddings": known_ints(paddings, "pad_v2", "paddings"), "pad_mode": _mode(pad_mode, "pad_v2")}
-    return apply(PAD_V2, [tensor_i, paddings], params, name)
+    return apply_one(PAD_V2, [tensor_i, paddings], params, name)
 
 
 # ---- space_to_batch and batch_to_space ---------------------------------------------------------
@@ -128,7 +131,7 @@ def _phase(count: int, size: int, block: int, phase: int, before: int) -> tuple[
     return first, last
 
 
-def _check_nchw(op: str, x: Spec, block: tuple[int, int], margins: tuple[int, int, int, int], margin_name: str) -> None:
+def _check_nchw(op: str, x: Spec, block: tuple[int, int], margins: tuple[int, ...], margin_name: str) -> None:
     if len(x.shape) != 4:
         raise ShapeError(f"{op}: tensor_i must be 4-d NCHW, got shape {x.shape}")
     if len(block) != 2 or any(b < 1 for b in block):
@@ -153,7 +156,7 @@ class SpaceToBatch(Arrangement):
                 raise ShapeError(f"{self.name}: padded axis {axis} ({size} + {extra}) must be a multiple of block_size {b}")
         return [Spec((n * block[0] * block[1], c, (h + p[0] + p[1]) // block[0], (w + p[2] + p[3]) // block[1]), x.dtype)]
 
-    def pieces(self, shapes: list[tuple[int, int, int, int]], out_shape: tuple[int, int, int, int], params: dict[str, Any]) -> list[Piece]:
+    def pieces(self, shapes: list[tuple[int, ...]], out_shape: tuple[int, ...], params: dict[str, Any]) -> list[Piece]:
         """Per phase (i, j): its batch block of the output, where the rows and columns that
         fall in the padding are filled with 0 and the rest read with strides (bh, bw)."""
         (n, c, h, w), (bh, bw), p = shapes[0], params["block_size"], params["pad"]
@@ -186,7 +189,7 @@ SPACE_TO_BATCH = register(SpaceToBatch())
 def space_to_batch(tensor_i: Tensor, block_size: list[int], pad: list[int], name: str | None = None) -> Tensor:
     """Move block_size[0] x block_size[1] phases of the zero-padded H and W into the batch."""
     params = {"block_size": ints(block_size, "space_to_batch", "block_size"), "pad": ints(pad, "space_to_batch", "pad")}
-    return apply(SPACE_TO_BATCH, [tensor_i], params, name)
+    return apply_one(SPACE_TO_BATCH, [tensor_i], params, name)
 
 
 class BatchToSpace(Arrangement):
@@ -208,7 +211,7 @@ class BatchToSpace(Arrangement):
                              "it must keep at least 1x1")
         return [Spec((n // (block[0] * block[1]), c, oh, ow), x.dtype)]
 
-    def pieces(self, shapes: list[tuple[int, int, int, int]], out_shape: tuple[int, int, int, int], params: dict[str, Any]) -> list[Piece]:
+    def pieces(self, shapes: list[tuple[int, ...]], out_shape: tuple[int, ...], params: dict[str, Any]) -> list[Piece]:
         """Per phase (i, j): one transfer from its batch block into every bh-th row and bw-th
         column of the output, less the crop."""
         (_, c, h, w), (bh, bw), crop = shapes[0], params["block_size"], params["crop_size"]
@@ -236,4 +239,4 @@ BATCH_TO_SPACE = register(BatchToSpace())
 def batch_to_space(tensor_i: Tensor, block_size: list[int], crop_size: list[int], name: str | None = None) -> Tensor:
     """Move block_size[0] x block_size[1] batch blocks back into H and W, then crop."""
     params = {"block_size": ints(block_size, "batch_to_space", "block_size"), "crop_size": ints(crop_size, "batch_to_space", "crop_size")}
-    return apply(BATCH_TO_SPACE, [tensor_i], params, name)
+    return apply_one(BATCH_TO_SPACE, [tensor_i], params, name)

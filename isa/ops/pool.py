@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import ShapeError, UnsupportedError
-from .base import OpDef, Spec, apply, register
+from .base import OpDef, Spec, apply_one, register
 
 if TYPE_CHECKING:
     from isa.graph import Tensor
@@ -41,7 +41,7 @@ class Pool(OpDef):
     def __init__(self, name: str, spatial: int, integer: bool) -> None:
         self.name, self.spatial, self.integer = name, spatial, integer
 
-    def out_spatial(self, sizes: tuple[int, int], params: dict[str, Any]) -> tuple[int, int]:
+    def out_spatial(self, sizes: tuple[int, ...], params: dict[str, Any]) -> tuple[int, ...]:
         out = []
         for n, k, s, (pb, pa) in zip(sizes, params["kernel"], params["strides"], params["pads"]):
             span = n + pb + pa - k
@@ -68,7 +68,7 @@ class Pool(OpDef):
 
     # ---- the seed's window rule, for the reference -------------------------------------------
 
-    def windows(self, sizes, params):
+    def windows(self, sizes: tuple[int, ...], params: dict[str, Any]) -> list[list[tuple[slice, int]]]:
         """Per output position: (slices of the real input, count dividing an average)."""
         axes = []
         for n, k, s, (pb, pa), o in zip(sizes, params["kernel"], params["strides"], params["pads"], self.out_spatial(sizes, params)):
@@ -81,7 +81,7 @@ class Pool(OpDef):
             axes.append(per)
         return axes
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         x = arrays[0]
         axes = self.windows(x.shape[2:], params)
         floats = dtypes.is_float(dtypes.of_array(x))
@@ -100,7 +100,7 @@ class Pool(OpDef):
         return [dtypes.convert(out, dtypes.of_array(x))]
 
     @staticmethod
-    def _average(total, count, params, floats):
+    def _average(total: np.ndarray, count: int, params: dict[str, Any], floats: bool) -> np.ndarray:
         if params.get("quant_mode") == 2:
             return (total * params["scale"] + (1 << (params["rshift"] - 1) if params["rshift"] > 0 else 0)) >> params["rshift"]
         with np.errstate(invalid="ignore"):  # an empty window's average: 0/0
@@ -113,7 +113,7 @@ POOL_INT = register(Pool("pool_int", 2, integer=True))
 POOL3D_INT = register(Pool("pool3d_int", 3, integer=True))
 
 
-def _check(op: str, kernel: tuple[int, int], strides: tuple[int, int], pads: tuple[tuple[int, int], tuple[int, int]]) -> None:
+def _check(op: str, kernel: tuple[int, ...], strides: tuple[int, ...], pads: tuple[tuple[int, int], ...]) -> None:
     if any(k < 1 for k in kernel) or any(s < 1 for s in strides):
         raise ShapeError(f"{op}: kernel {tuple(kernel)} and strides {tuple(strides)} must be >= 1")
     if any(p < 0 for pair in pads for p in pair):
@@ -137,10 +137,11 @@ def pool(tensor_i: Tensor, stride_h: int = 1, stride_w: int = 1, kernel_h: int =
     params = {"kernel": (kernel_h, kernel_w), "strides": (stride_h, stride_w), "pads": pads, "method": method,
               "ceil": bool(is_ceil_mode), "count_pad": bool(is_ave_count_zero_pad), "ensure_image": bool(ensure_pool_image),
               "out_dtype": out_dtype}
-    return apply(POOL, [tensor_i], params, name)
+    return apply_one(POOL, [tensor_i], params, name)
 
 
-def _int_params(op, kernel, strides, pads, is_avg_pooling, out_ceil_mode, quant_mode, scale, rshift, out_dtype):
+def _int_params(op: str, kernel: tuple[int, ...], strides: tuple[int, ...], pads: tuple[tuple[int, int], ...], is_avg_pooling: bool,
+                out_ceil_mode: int, quant_mode: int, scale: int, rshift: int, out_dtype: str | None) -> dict[str, Any]:
     _check(op, kernel, strides, pads)
     if is_avg_pooling and quant_mode not in (1, 2):
         raise UnsupportedError(f"{op}: quant_mode {quant_mode!r} must be 1 (divide) or 2 (scale and shift)")
@@ -151,19 +152,21 @@ def _int_params(op, kernel, strides, pads, is_avg_pooling, out_ceil_mode, quant_
             "scale": int(scale), "rshift": int(rshift), "out_dtype": out_dtype}
 
 
-def pool_int(tensor_i, stride_h=1, stride_w=1, pad_h_t=0, pad_h_b=0, pad_w_l=0, pad_w_r=0, kernel_h=1, kernel_w=1,
-             is_avg_pooling: bool = False, out_ceil_mode=0, quant_mode=1, scale=1, rshift=0, out_dtype=None, name=None):
+def pool_int(tensor_i: Tensor, stride_h: int = 1, stride_w: int = 1, pad_h_t: int = 0, pad_h_b: int = 0, pad_w_l: int = 0, pad_w_r: int = 0,
+             kernel_h: int = 1, kernel_w: int = 1, is_avg_pooling: bool = False, out_ceil_mode: int = 0, quant_mode: int = 1,
+             scale: int = 1, rshift: int = 0, out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """Integer 2-d pooling: max, or an average in quant_mode 1 or 2 (see the module docstring)."""
     params = _int_params("pool_int", (kernel_h, kernel_w), (stride_h, stride_w), ((pad_h_t, pad_h_b), (pad_w_l, pad_w_r)),
                          is_avg_pooling, out_ceil_mode, quant_mode, scale, rshift, out_dtype)
-    return apply(POOL_INT, [tensor_i], params, name)
+    return apply_one(POOL_INT, [tensor_i], params, name)
 
 
-def pool3d_int(tensor_i, stride_t=1, stride_h=1, stride_w=1, pad_t_0=0, pad_t_1=0, pad_h_0=0, pad_h_1=0, pad_w_0=0,
-               pad_w_1=0, kernel_t=1, kernel_h=1, kernel_w=1, is_avg_pooling: bool = False, out_ceil_mode=0, quant_mode=1,
-               scale=1, rshift=0, out_dtype=None, name=None):
+def pool3d_int(tensor_i: Tensor, stride_t: int = 1, stride_h: int = 1, stride_w: int = 1, pad_t_0: int = 0, pad_t_1: int = 0,
+               pad_h_0: int = 0, pad_h_1: int = 0, pad_w_0: int = 0, pad_w_1: int = 0, kernel_t: int = 1, kernel_h: int = 1,
+               kernel_w: int = 1, is_avg_pooling: bool = False, out_ceil_mode: int = 0, quant_mode: int = 1, scale: int = 1,
+               rshift: int = 0, out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """Integer 3-d pooling over (t, h, w)."""
     params = _int_params("pool3d_int", (kernel_t, kernel_h, kernel_w), (stride_t, stride_h, stride_w),
                          ((pad_t_0, pad_t_1), (pad_h_0, pad_h_1), (pad_w_0, pad_w_1)),
                          is_avg_pooling, out_ceil_mode, quant_mode, scale, rshift, out_dtype)
-    return apply(POOL3D_INT, [tensor_i], params, name)
+    return apply_one(POOL3D_INT, [tensor_i], params, name)

@@ -25,12 +25,15 @@ dimension 1 (C of NCHW); it travels to the machine as a constant tensor of shape
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from .. import dtypes
 from ..errors import GraphError, ShapeError, UnsupportedError
-from ..graph import Tensor
-from .base import Spec, apply, register
+from ..graph import Node, Tensor
+from .base import Spec, apply_one, register
 from .elementwise import Elementwise, In, Step, Tmp
 
 F32, I32 = "float32", "int32"
@@ -44,13 +47,13 @@ class Quant(Elementwise):
         self.modes = modes
         self.variants = tuple(f"mode{m}" for m in modes)
 
-    def variant(self, params) -> str:
+    def variant(self, params: dict[str, Any]) -> str:
         return f"mode{params['mode']}"
 
-    def checked_inputs(self, node) -> int:
+    def checked_inputs(self, node: Node) -> int:
         return 1
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if params["mode"] not in self.modes:
             raise UnsupportedError(f"{self.name}: mode {params['mode']!r} is not one of {', '.join(map(str, self.modes))}")
         x = ins[0]
@@ -60,22 +63,22 @@ class Quant(Elementwise):
                                  f"{x.shape[1] if len(x.shape) > 1 else '?'} entries along dimension 1 of {x.shape}")
         return [Spec(x.shape, dtypes.check(params["out_dtype"], f"{self.name} out_dtype"))]
 
-    def operand(self, params, key):
+    def operand(self, params: dict[str, Any], key: str) -> In | float:
         """The step operand for param `key`: a number, or In(k) for a per-channel vector."""
         value = params[key]
         return In(1 + params["vectors"].index(key)) if isinstance(value, list) else value
 
-    def per_channel(self, x, params, key):
+    def per_channel(self, x: np.ndarray, params: dict[str, Any], key: str) -> np.ndarray:
         """params[key] as an array broadcasting along dimension 1 of x (reference side)."""
         value = np.asarray(params[key])
         return value.reshape((1, -1) + (1,) * (x.ndim - 2)) if value.ndim else value
 
 
-def _vector_inputs(x, params, derived):
+def _vector_inputs(x: Tensor, params: dict[str, Any], derived: dict[str, tuple[float | list[float], str]]) -> list[Tensor]:
     """Constant tensors for the per-channel values `derived` names: {key: (values, dtype)}."""
     if not isinstance(x, Tensor):
         raise GraphError(f"expected a Tensor, got {type(x).__name__}")
-    tensors = []
+    tensors: list[Tensor] = []
     for key, (values, dtype) in derived.items():
         if isinstance(values, list):
             shape = (1, len(values)) + (1,) * (len(x.shape) - 2)
@@ -84,7 +87,10 @@ def _vector_inputs(x, params, derived):
     return tensors
 
 
-def _pick(is_pc, value, vector, what):
+PerChannel = Sequence[float] | np.ndarray  # one value per channel (the *_vec arguments)
+
+
+def _pick(is_pc: bool, value: float, vector: PerChannel | None, what: str) -> float | list[float]:
     if not is_pc:
         return value
     if vector is None or len(vector) == 0:
@@ -98,10 +104,10 @@ class RequantFp32(Quant):
     def __init__(self) -> None:
         super().__init__("requant_fp32_to_int", (0, 1))
 
-    def temps(self, params, ins, out):
+    def temps(self, params: dict[str, Any], ins: list[str], out: str) -> list[str]:
         return [F32, I32] if params["mode"] == 0 else [F32]
 
-    def steps(self, params, ins, out):
+    def steps(self, params: dict[str, Any], ins: list[str], out: str) -> list[Step]:
         scale, offset = self.operand(params, "scale"), self.operand(params, "offset")
         if params["mode"] == 0:
             return [
@@ -111,7 +117,7 @@ class RequantFp32(Quant):
             ]
         return [Step("mul_add", (In(0), scale, offset), Tmp(0), cdt=F32), Step("round", (Tmp(0),), cdt=F32)]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         x = arrays[0]
         scale = np.float32(self.per_channel(x, params, "scale"))
         if params["mode"] == 0:
@@ -125,20 +131,20 @@ class RequantFp32(Quant):
 REQUANT_FP32 = register(RequantFp32())
 
 
-def requant_fp32_to_int(tensor_i, is_scale_pc: bool = False, scale_val: float = 1.0, scale_vec=None, is_offset_pc: bool = False,
-                        offset_val=0,
-                        offset_vec=None, offset_fp_val: float = 0.0, offset_fp_vec=None, mode=0, out_dtype: str = "int8", name=None):
+def requant_fp32_to_int(tensor_i: Tensor, is_scale_pc: bool = False, scale_val: float = 1.0, scale_vec: PerChannel | None = None,
+                        is_offset_pc: bool = False, offset_val: int = 0, offset_vec: PerChannel | None = None, offset_fp_val: float = 0.0,
+                        offset_fp_vec: PerChannel | None = None, mode: int = 0, out_dtype: str = "int8", name: str | None = None) -> Tensor:
     """Quantize: mode 0 saturate(int(round(input * scale)) + offset) for a FLOAT32 input,
     mode 1 saturate(int(round(float(input) * scale + offset_fp))) for an integer input."""
     integer_offset = mode == 0
-    params = {
+    params: dict[str, Any] = {
         "mode": mode, "out_dtype": out_dtype, "vectors": [],
         "scale": _pick(is_scale_pc, float(scale_val), scale_vec, "requant_fp32_to_int scale"),
         "offset": _pick(is_offset_pc, int(offset_val) if integer_offset else float(offset_fp_val),
                         offset_vec if integer_offset else offset_fp_vec, "requant_fp32_to_int offset"),
     }
     derived = {"scale": (params["scale"], F32), "offset": (params["offset"], I32 if integer_offset else F32)}
-    return apply(REQUANT_FP32, [tensor_i] + _vector_inputs(tensor_i, params, derived), params, name)
+    return apply_one(REQUANT_FP32, [tensor_i] + _vector_inputs(tensor_i, params, derived), params, name)
 
 
 # ---- requant_int32 --------------------------------------------------------------------------
@@ -147,10 +153,10 @@ class RequantInt32(Quant):
     def __init__(self) -> None:
         super().__init__("requant_int32", (0, 1, 2))
 
-    def temps(self, params, ins, out):
+    def temps(self, params: dict[str, Any], ins: list[str], out: str) -> list[str]:
         return [I32]
 
-    def steps(self, params, ins, out):
+    def steps(self, params: dict[str, Any], ins: list[str], out: str) -> list[Step]:
         m, offset = self.operand(params, "multiplier"), self.operand(params, "offset")
         mode = params["mode"]
         if mode == 0:
@@ -168,7 +174,7 @@ class RequantInt32(Quant):
             ]
         return [Step("mul_rshift", (In(0), m, self.operand(params, "rshift"), dtypes.HALF_UP), Tmp(0)), Step("add", (Tmp(0), offset))]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         x = arrays[0].astype(np.int64)
         m = np.asarray(self.per_channel(x, params, "multiplier"), np.int64)
         shift = np.asarray(self.per_channel(x, params, "shift"), np.int64)
@@ -187,12 +193,12 @@ class RequantInt32(Quant):
         return [dtypes.convert(v + offset, params["out_dtype"])]
 
 
-def _half_up(v, k):
+def _half_up(v: np.ndarray, k: np.ndarray | int) -> np.ndarray:
     """v / 2^k rounding half up (k >= 0)."""
     return np.floor_divide(v + np.where(k > 0, 2 ** np.maximum(k - 1, 0), 0), 2 ** np.asarray(k))
 
 
-def _half_away(v, k):
+def _half_away(v: np.ndarray, k: np.ndarray | int) -> np.ndarray:
     """v / 2^k rounding halves away from zero (k >= 0)."""
     return np.sign(v) * _half_up(np.abs(v), k)
 
@@ -200,13 +206,15 @@ def _half_away(v, k):
 REQUANT_INT32 = register(RequantInt32())
 
 
-def requant_int32(tensor_i, is_mul_shift_pc: bool = False, multiplier_val=1, scale_val=0, multiplier_vec=None, scale_vec=None,
-                  is_offset_pc: bool = False, offset_val=0, offset_vec=None, mode=0, out_dtype: str = "int8", name=None):
+def requant_int32(tensor_i: Tensor, is_mul_shift_pc: bool = False, multiplier_val: int = 1, scale_val: int = 0,
+                  multiplier_vec: PerChannel | None = None, scale_vec: PerChannel | None = None, is_offset_pc: bool = False,
+                  offset_val: int = 0, offset_vec: PerChannel | None = None, mode: int = 0, out_dtype: str = "int8",
+                  name: str | None = None) -> Tensor:
     """Requantize an integer tensor with a multiplier, a shift (the seed's `scale`) and an
     offset, in mode 0, 1 or 2 (see the module docstring)."""
     multiplier = _pick(is_mul_shift_pc, int(multiplier_val), multiplier_vec, "requant_int32 multiplier")
     shift = _pick(is_mul_shift_pc, int(scale_val), scale_vec, "requant_int32 shift")
-    params = {
+    params: dict[str, Any] = {
         "mode": mode, "out_dtype": out_dtype, "vectors": [], "multiplier": multiplier, "shift": shift,
         "offset": _pick(is_offset_pc, int(offset_val), offset_vec, "requant_int32 offset"),
     }
@@ -217,7 +225,7 @@ def requant_int32(tensor_i, is_mul_shift_pc: bool = False, multiplier_val=1, sca
     derived = {"multiplier": (multiplier, I32), "offset": (params["offset"], I32), "rshift": (params["rshift"], I32)}
     if mode == 0:
         derived["lshift"] = (params["lshift"], I32)
-    return apply(REQUANT_INT32, [tensor_i] + _vector_inputs(tensor_i, params, derived), params, name)
+    return apply_one(REQUANT_INT32, [tensor_i] + _vector_inputs(tensor_i, params, derived), params, name)
 
 
 # ---- dequant_int_to_fp32 --------------------------------------------------------------------
@@ -226,15 +234,15 @@ class Dequant(Quant):
     def __init__(self) -> None:
         super().__init__("dequant_int_to_fp32", (0, 1))
 
-    def temps(self, params, ins, out):
+    def temps(self, params: dict[str, Any], ins: list[str], out: str) -> list[str]:
         return [I32] if params["mode"] == 0 else [F32]
 
-    def steps(self, params, ins, out):
+    def steps(self, params: dict[str, Any], ins: list[str], out: str) -> list[Step]:
         cdt = "int64" if params["mode"] == 0 else F32  # mode 0's integer offset is subtracted exactly
         return [Step("sub", (In(0), self.operand(params, "offset")), Tmp(0), cdt=cdt),
                 Step("mul", (Tmp(0), self.operand(params, "scale")), cdt=F32)]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         x = arrays[0]
         offset = self.per_channel(x, params, "offset")
         if params["mode"] == 0:
@@ -247,18 +255,19 @@ class Dequant(Quant):
 DEQUANT = register(Dequant())
 
 
-def dequant_int_to_fp32(tensor_i, is_scale_pc: bool = False, scale_val: float = 1.0, scale_vec=None, is_offset_pc: bool = False,
-                        offset_val=0,
-                        offset_vec=None, offset_fp_val: float = 0.0, offset_fp_vec=None, mode=0, out_dtype: str = "float32", name=None):
+def dequant_int_to_fp32(tensor_i: Tensor, is_scale_pc: bool = False, scale_val: float = 1.0, scale_vec: PerChannel | None = None,
+                        is_offset_pc: bool = False, offset_val: int = 0, offset_vec: PerChannel | None = None, offset_fp_val: float = 0.0,
+                        offset_fp_vec: PerChannel | None = None, mode: int = 0, out_dtype: str = "float32",
+                        name: str | None = None) -> Tensor:
     """Dequantize, per tensor or per channel: mode 0 (input - offset) * scale with the integer
     offset, mode 1 (float(input) - offset_fp) * scale with the float one; the parameters are
     requant_fp32_to_int's (the seed gives both ops one struct)."""
     integer_offset = mode == 0
-    params = {
+    params: dict[str, Any] = {
         "mode": mode, "out_dtype": out_dtype, "vectors": [],
         "scale": _pick(is_scale_pc, float(scale_val), scale_vec, "dequant_int_to_fp32 scale"),
         "offset": _pick(is_offset_pc, int(offset_val) if integer_offset else float(offset_fp_val),
                         offset_vec if integer_offset else offset_fp_vec, "dequant_int_to_fp32 offset"),
     }
     derived = {"offset": (params["offset"], I32 if integer_offset else F32), "scale": (params["scale"], F32)}
-    return apply(DEQUANT, [tensor_i] + _vector_inputs(tensor_i, params, derived), params, name)
+    return apply_one(DEQUANT, [tensor_i] + _vector_inputs(tensor_i, params, derived), params, name)

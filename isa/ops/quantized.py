@@ -24,12 +24,15 @@ counts as (0 - zp_l).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import dtypes
 from ..errors import ShapeError, UnsupportedError
+from ..graph import Graph
+from .base import TensorLike
 from .elementwise import In, Step, Tmp
 
 if TYPE_CHECKING:
@@ -45,7 +48,7 @@ MODES = {
 ZERO_POINTS = ("left_zero_point", "right_zero_point", "output_zero_point")
 
 
-def shift_and_multiplier(scale, floor: bool = False):
+def shift_and_multiplier(scale: float, floor: bool = False) -> tuple[int, float]:
     """(rshift, scale * 2^rshift) for the seed's float32 scale."""
     scale = float(np.float32(scale))
     exact = math.log2(1 / scale) if 0 < scale <= 1 else 0.0
@@ -64,10 +67,10 @@ def out_dtype(op: str, ins: list[Spec], params: dict[str, Any], bias_allowed: tu
             raise UnsupportedError(f"{op}: the {what} is {t.dtype}; quantized {op} takes int8 or uint8")
     bias_types, out_types = MODES[mode]
     if mode == "HighPrecisionAsymmetric":
-        for z, t in zip(ZERO_POINTS, (ins[0].dtype, ins[1].dtype, params.get("out_dtype") or ins[0].dtype)):
-            lo, hi = dtypes.int_range(t) if dtypes.is_int(t) else (-(2**31), 2**31 - 1)
+        for z, dt in zip(ZERO_POINTS, (ins[0].dtype, ins[1].dtype, params.get("out_dtype") or ins[0].dtype)):
+            lo, hi = dtypes.int_range(dt) if dtypes.is_int(dt) else (-(2**31), 2**31 - 1)
             if not lo <= params[z] <= hi:
-                raise UnsupportedError(f"{op}: {z} {params[z]} is outside {t}'s range [{lo}, {hi}]")
+                raise UnsupportedError(f"{op}: {z} {params[z]} is outside {dt}'s range [{lo}, {hi}]")
     elif any(params[z] != 0 for z in ZERO_POINTS):
         raise UnsupportedError(f"{op}: {mode} needs all zero points to be 0")
     if len(ins) > 2:
@@ -82,11 +85,12 @@ def out_dtype(op: str, ins: list[Spec], params: dict[str, Any], bias_allowed: tu
     return out
 
 
-def _wide(bias_dtype) -> bool:
+def _wide(bias_dtype: str | None) -> bool:
     return bias_dtype in ("int32", "float32")
 
 
-def epilogue(params, bias_dtype, out_dtype, float_acc: bool = False, floor: bool = False):
+def epilogue(params: dict[str, Any], bias_dtype: str | None, out_dtype: str, float_acc: bool = False,
+             floor: bool = False) -> tuple[list[Step], list[str]]:
     """(steps, scratch dtypes) from the accumulator In(0) (the bias In(1), the asymmetric mode's
     second product In(2)) to the result OUT. float_acc: the product was made in float32 (BM1684's
     depthwise convolution in the high-precision modes), so the result is round((acc + bias) * scale) + zp_o."""
@@ -122,14 +126,15 @@ def epilogue(params, bias_dtype, out_dtype, float_acc: bool = False, floor: bool
     return steps + finish, temps
 
 
-def requantize(acc, bias, params, out, acc_zp=None, floor: bool = False):
+def requantize(acc: np.ndarray, bias: np.ndarray | None, params: dict[str, Any], out: str, acc_zp: np.ndarray | None = None,
+               floor: bool = False) -> np.ndarray:
     """The pseudo-code, transcribed: acc (and acc_zp) are exact integer products; bias is the
     op's bias (bias_v2 in the asymmetric mode) or None."""
     mode = params["mode"]
     rshift, multiplier = shift_and_multiplier(params["scale"], floor)
     scale = np.float32(params["scale"])
 
-    def rr(x):
+    def rr(x: np.ndarray) -> np.ndarray:
         return ((x >> (rshift - 1)) + 1) >> 1 if rshift > 0 else x
 
     acc = acc.astype(np.int64)
@@ -142,6 +147,7 @@ def requantize(acc, bias, params, out, acc_zp=None, floor: bool = False):
     imm = rr(acc if wide or bias is None else acc + bias.astype(np.int64))
     res = dtypes.convert(imm, "int16").astype(np.int64)
     if mode == "HighPrecisionAsymmetric":
+        assert acc_zp is not None  # the asymmetric mode's callers give the zero point's product
         res = dtypes.convert(res - dtypes.convert(rr(acc_zp.astype(np.int64)), "int16"), "int16").astype(np.int64)
     value = res.astype(np.float32) * np.float32(multiplier)
     if wide and bias is not None:
@@ -149,7 +155,7 @@ def requantize(acc, bias, params, out, acc_zp=None, floor: bool = False):
     return dtypes.convert(dtypes.round_half_away(value).astype(np.int64) + params.get("output_zero_point", 0), out)
 
 
-def requantize_float(acc, bias, params, out):
+def requantize_float(acc: np.ndarray, bias: np.ndarray | None, params: dict[str, Any], out: str) -> np.ndarray:
     """BM1684's depthwise convolution in a high-precision mode, computed in float32:
     round((acc + bias) * scale) + zp_o, acc being the exact (x - zp_l) (*) (w - zp_r)."""
     value = acc.astype(np.float32) + (0 if bias is None else bias.astype(np.float32))
@@ -157,7 +163,12 @@ def requantize_float(acc, bias, params, out):
     return dtypes.convert(dtypes.round_half_away(value).astype(np.int64) + params.get("output_zero_point", 0), out)
 
 
-def zero_point_operands(op, graph, operands, params, points, name=None):
+ZeroPointVector = np.ndarray | Sequence[int]  # per-channel zero points, as the integer family's *_vec arguments take them
+ZeroPoint = tuple[bool, int, ZeroPointVector | None]  # (is_const, value, vector) of one zero point
+
+
+def zero_point_operands(op: str, graph: Graph, operands: list[TensorLike], params: dict[str, Any], points: dict[str, ZeroPoint],
+                        name: str | None = None) -> None:
     """The integer family's zero points: each of `points` ({key: (is_const, value, vector)}) goes
     into params as a number, or, as a vector, onto operands as an int16 constant tensor whose
     position params[key + "_input"] records (params[key] is then "vector")."""

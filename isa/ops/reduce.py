@@ -38,21 +38,26 @@ hw_avg and hw_mul are reductions of a [2] tensor (a product of its two entries),
 on the reduction template too; they do not fuse with element-wise ops around them.
 """
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import numpy as np
 
 from .. import dtypes
 from ..errors import ShapeError, UnsupportedError
-from ..graph import Tensor
-from .base import OpDef, Spec, apply, register
+from ..graph import Node, Tensor
+from .base import OpDef, Spec, TensorLike, apply_one, register
 
 F32 = "float32"
 FLOATS = ("float32", "float16", "bfloat16")
 METHODS = ("REDUCE_MEAN", "REDUCE_SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD")
 REDUCE_DTYPES = FLOATS + ("int8", "uint8", "int16", "uint16")
 HW_INTS = ("int8", "uint8", "int16", "uint16", "int32", "uint32")
+REDUCERS: dict[str, Callable[..., Any]] = {"REDUCE_SUM": np.sum, "REDUCE_MEAN": np.sum, "REDUCE_MAX": np.max, "REDUCE_MIN": np.min,
+                                          "REDUCE_PROD": np.prod}  # the references' numpy reductions (the mean divides after)
 
 
-def normalize_axes(op, axes, shape):
+def normalize_axes(op: str, axes: Sequence[int | np.integer], shape: tuple[int, ...]) -> tuple[int, ...]:
     """Axes of a tensor of `shape` as sorted non-negative ints; negative ones count from the
     end. An axis out of range or named twice is a ShapeError naming the op."""
     rank = len(shape)
@@ -69,7 +74,7 @@ def normalize_axes(op, axes, shape):
     return tuple(sorted(out))
 
 
-def reduced_last(x, axes):
+def reduced_last(x: np.ndarray, axes: Sequence[int]) -> np.ndarray:
     """x with its `axes` moved last (the others keep their order), as a contiguous array: the
     layout the reduction template gives a tile in local memory, so a reference that reduces it
     over its trailing axes adds in the machine's order."""
@@ -77,24 +82,24 @@ def reduced_last(x, axes):
     return np.ascontiguousarray(np.transpose(x, kept + tuple(axes)))
 
 
-def trailing(array, count):
+def trailing(array: np.ndarray, count: int) -> tuple[int, ...]:
     return tuple(range(array.ndim - count, array.ndim))
 
 
-def _check_out_dtype(op, params, dtype):
+def _check_out_dtype(op: str, params: dict[str, Any], dtype: str) -> str:
     if params.get("out_dtype") not in (None, dtype):
         raise UnsupportedError(f"{op}: the output dtype is {dtype}, got out_dtype {params['out_dtype']}")
     return dtype
 
 
-def _number(op, what, value):
+def _number(op: str, what: str, value: object) -> float:
     """value as a Python float (so an instruction's text form holds a plain number)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise UnsupportedError(f"{op}: {what} must be a number, got {value!r}")
     return float(value)
 
 
-def _check_count(op, ins, count, names):
+def _check_count(op: str, ins: list[Spec], count: int, names: Sequence[str]) -> None:
     if len(ins) != count:
         raise ShapeError(f"{op}: takes {', '.join(names)}, got {len(ins)} tensor(s)")
 
@@ -105,7 +110,7 @@ class Reduction(OpDef):
     kind = "local"
     template = "reduce"
 
-    def reduced_axes(self, shape, params):
+    def reduced_axes(self, shape: tuple[int, ...], params: dict[str, Any]) -> tuple[int, ...]:
         """The axes of input 0 (of `shape`) that the op reduces."""
         raise NotImplementedError
 
@@ -115,10 +120,10 @@ class Reduction(OpDef):
 class Reduce(Reduction):
     name = "reduce"
 
-    def reduced_axes(self, shape, params):
+    def reduced_axes(self, shape: tuple[int, ...], params: dict[str, Any]) -> tuple[int, ...]:
         return normalize_axes("reduce", params["axis_list"], shape)
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         _check_count("reduce", ins, 1, ["tensor_i"])
         x = ins[0]
         if params["method"] not in METHODS:
@@ -131,12 +136,12 @@ class Reduce(Reduction):
         return [Spec(self.out_shape(x.shape, axes, params["keep_dims"]), _check_out_dtype("reduce", params, x.dtype))]
 
     @staticmethod
-    def out_shape(shape, axes, keep_dims):
+    def out_shape(shape: tuple[int, ...], axes: Sequence[int], keep_dims: bool) -> tuple[int, ...]:
         if keep_dims:
             return tuple(1 if i in axes else n for i, n in enumerate(shape))
         return tuple(n for i, n in enumerate(shape) if i not in axes) or (1,)
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         x = arrays[0]
         out = self.infer([Spec(x.shape, dtypes.of_array(x))], params)[0]
         axes = self.reduced_axes(x.shape, params)
@@ -144,7 +149,7 @@ class Reduce(Reduction):
         dims, n, method = trailing(lay, len(axes)), int(np.prod([x.shape[a] for a in axes])), params["method"]
         if dtypes.is_float(out.dtype):
             v = lay.astype(np.float32)
-            fn = {"REDUCE_SUM": np.sum, "REDUCE_MEAN": np.sum, "REDUCE_MAX": np.max, "REDUCE_MIN": np.min, "REDUCE_PROD": np.prod}[method]
+            fn = REDUCERS[method]
             result = np.asarray(fn(v, axis=dims), np.float32)
             if method == "REDUCE_MEAN":
                 result = result * np.float32(1 / n)
@@ -154,7 +159,7 @@ class Reduce(Reduction):
             result = np.asarray(np.clip(exact, lo, hi), object).astype(np.int64)
         else:
             v = lay.astype(np.int64)
-            fn = {"REDUCE_SUM": np.sum, "REDUCE_MEAN": np.sum, "REDUCE_MAX": np.max, "REDUCE_MIN": np.min}[method]
+            fn = REDUCERS[method]  # not REDUCE_PROD, exact above
             result = np.asarray(fn(v, axis=dims))
             if method == "REDUCE_MEAN":
                 result = np.rint(result / n)  # half to even
@@ -164,7 +169,9 @@ class Reduce(Reduction):
 REDUCE = register(Reduce())
 
 
-def reduce(tensor_i, method: str = "REDUCE_MEAN", axis_list=None, axis_num=None, keep_dims: bool = True, *, out_dtype=None, name=None):
+def reduce(tensor_i: Tensor, method: str = "REDUCE_MEAN", axis_list: int | Sequence[int] | None = None, axis_num: int | None = None,
+           keep_dims: bool = True, *,
+           out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """Reduce tensor_i over the axes of axis_list by REDUCE_MEAN, REDUCE_SUM, REDUCE_MAX,
     REDUCE_MIN or REDUCE_PROD; keep_dims leaves them as size-1 dimensions."""
     if not isinstance(tensor_i, Tensor):
@@ -174,7 +181,7 @@ def reduce(tensor_i, method: str = "REDUCE_MEAN", axis_list=None, axis_num=None,
         if isinstance(axis_num, bool) or not isinstance(axis_num, (int, np.integer)) or not 0 < axis_num <= len(axes):
             raise ShapeError(f"reduce: axis_num {axis_num!r} must be in 1..{len(axes)} (the length of axis_list {axes})")
         axes = axes[:axis_num]
-    params = {
+    params: dict[str, Any] = {
         "method": str(method).upper(),
         "axis_list": normalize_axes("reduce", axes, tensor_i.shape),
         "keep_dims": bool(keep_dims),
@@ -182,7 +189,7 @@ def reduce(tensor_i, method: str = "REDUCE_MEAN", axis_list=None, axis_num=None,
     }
     if params["method"] not in METHODS and "REDUCE_" + params["method"] in METHODS:
         params["method"] = "REDUCE_" + params["method"]  # "sum", "MEAN" ...
-    return apply(REDUCE, [tensor_i], params, name)
+    return apply_one(REDUCE, [tensor_i], params, name)
 
 
 # ---- softmax ---------------------------------------------------------------------------------
@@ -190,10 +197,10 @@ def reduce(tensor_i, method: str = "REDUCE_MEAN", axis_list=None, axis_num=None,
 class Softmax(Reduction):
     name = "softmax"
 
-    def reduced_axes(self, shape, params):
+    def reduced_axes(self, shape: tuple[int, ...], params: dict[str, Any]) -> tuple[int, ...]:
         return normalize_axes("softmax", [params["axis"]], shape)
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         _check_count("softmax", ins, 1, ["tensor_i"])
         x = ins[0]
         if x.dtype not in FLOATS:
@@ -201,7 +208,7 @@ class Softmax(Reduction):
         self.reduced_axes(x.shape, params)
         return [Spec(x.shape, _check_out_dtype("softmax", params, x.dtype))]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         x = arrays[0]
         (axis,) = self.reduced_axes(x.shape, params)
         lay = reduced_last(x.astype(np.float32), (axis,))
@@ -214,12 +221,12 @@ class Softmax(Reduction):
 SOFTMAX = register(Softmax())
 
 
-def softmax(tensor_i, axis, *, out_dtype=None, name=None):
+def softmax(tensor_i: Tensor, axis: int, *, out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """The normalized exponential of tensor_i along axis."""
     if not isinstance(tensor_i, Tensor):
         raise ShapeError(f"softmax: tensor_i must be a Tensor, got {type(tensor_i).__name__}")
     (axis,) = normalize_axes("softmax", [axis], tensor_i.shape)
-    return apply(SOFTMAX, [tensor_i], {"axis": axis, "out_dtype": out_dtype}, name)
+    return apply_one(SOFTMAX, [tensor_i], {"axis": axis, "out_dtype": out_dtype}, name)
 
 
 # ---- softmax_int -----------------------------------------------------------------------------
@@ -227,13 +234,13 @@ def softmax(tensor_i, axis, *, out_dtype=None, name=None):
 class SoftmaxInt(Reduction):
     name = "softmax_int"
 
-    def reduced_axes(self, shape, params):
+    def reduced_axes(self, shape: tuple[int, ...], params: dict[str, Any]) -> tuple[int, ...]:
         return (1,)
 
-    def checked_inputs(self, node) -> int:
+    def checked_inputs(self, node: Node) -> int:
         return 1  # the table is the op's own constant
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         _check_count("softmax_int", ins, 2, ["inputs", "the table"])
         x, table = ins
         if x.dtype not in ("int8", "uint8"):
@@ -246,7 +253,7 @@ class SoftmaxInt(Reduction):
         _number("softmax_int", "zero_point", params["zero_point"])
         return [Spec(x.shape, _check_out_dtype("softmax_int", params, x.dtype))]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         x, table = arrays
         lay = reduced_last(x.astype(np.int64), (1,))
         t = table.reshape(-1).astype(np.float32)[lay.max(axis=-1, keepdims=True) - lay]
@@ -260,19 +267,19 @@ class SoftmaxInt(Reduction):
 SOFTMAX_INT = register(SoftmaxInt())
 
 
-def softmax_int(inputs, table, scale: float = 1.0, zero_point=0, *, out_dtype=None, name=None):
+def softmax_int(inputs: Tensor, table: TensorLike | Sequence[float], scale: float = 1.0, zero_point: int = 0, *,
+                out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """Fixed-point softmax over C: a 256-entry exp table indexed by max - x, then
     saturate(int(round(prob * scale)) + zero_point) in the input's dtype."""
     if not isinstance(inputs, Tensor):
         raise ShapeError(f"softmax_int: inputs must be a Tensor, got {type(inputs).__name__}")
-    values = np.asarray(table, dtype=np.float64).reshape(-1) if not isinstance(table, Tensor) else None
-    if values is not None and values.size != 256:
-        raise ShapeError(f"softmax_int: the table must have 256 entries, got {values.size}")
+    operand: TensorLike = table if isinstance(table, Tensor) else np.asarray(table, dtype=np.float64).reshape(-1)
+    if isinstance(operand, np.ndarray) and operand.size != 256:
+        raise ShapeError(f"softmax_int: the table must have 256 entries, got {operand.size}")
     if isinstance(zero_point, bool) or not isinstance(zero_point, (int, np.integer)):
         raise UnsupportedError(f"softmax_int: zero_point must be an integer, got {zero_point!r}")
     params = {"scale": _number("softmax_int", "scale", scale), "zero_point": int(zero_point), "out_dtype": out_dtype}
-    operand = table if values is None else values.astype(np.float32)
-    return apply(SOFTMAX_INT, [inputs, operand], params, name)
+    return apply_one(SOFTMAX_INT, [inputs, operand if isinstance(operand, Tensor) else operand.astype(np.float32)], params, name)
 
 
 # ---- hw_avg and hw_mul -----------------------------------------------------------------------
@@ -281,13 +288,13 @@ class HwAvg(Reduction):
     name = "hw_avg"
     variants = ("mode0", "mode1", "mode2")
 
-    def variant(self, params) -> str:
+    def variant(self, params: dict[str, Any]) -> str:
         return f"mode{params['mode']}"
 
-    def reduced_axes(self, shape, params):
+    def reduced_axes(self, shape: tuple[int, ...], params: dict[str, Any]) -> tuple[int, ...]:
         return ()  # input 0 is divided element-wise; the reduction is of tensor_hw
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         _check_count("hw_avg", ins, 2, ["tensor_i", "tensor_hw"])
         x, hw = ins
         mode = params["mode"]
@@ -299,7 +306,7 @@ class HwAvg(Reduction):
             raise ShapeError(f"hw_avg: tensor_hw must be an integer tensor of shape [2] (H, W), got {hw.dtype}{list(hw.shape)}")
         return [Spec(x.shape, _check_out_dtype("hw_avg", params, F32 if mode == 0 else x.dtype))]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         x, hw = arrays
         out = self.infer([Spec(a.shape, dtypes.of_array(a)) for a in arrays], params)[0]
         area = dtypes.convert(np.int64(hw[0]) * np.int64(hw[1]), "int32")
@@ -315,19 +322,19 @@ class HwAvg(Reduction):
 HW_AVG = register(HwAvg())
 
 
-def hw_avg(tensor_i, tensor_hw, mode=0, *, out_dtype=None, name=None):
+def hw_avg(tensor_i: Tensor, tensor_hw: Tensor, mode: int = 0, *, out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """tensor_i / (tensor_hw[0] * tensor_hw[1]): mode 0 as float32; mode 1 rounded half up and
     mode 2 rounded half away from zero, in tensor_i's dtype."""
-    return apply(HW_AVG, [tensor_i, tensor_hw], {"mode": mode, "out_dtype": out_dtype}, name)
+    return apply_one(HW_AVG, [tensor_i, tensor_hw], {"mode": mode, "out_dtype": out_dtype}, name)
 
 
 class HwMul(Reduction):
     name = "hw_mul"
 
-    def reduced_axes(self, shape, params):
+    def reduced_axes(self, shape: tuple[int, ...], params: dict[str, Any]) -> tuple[int, ...]:
         return (0,)
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         _check_count("hw_mul", ins, 1, ["tensor_i"])
         x = ins[0]
         if x.shape != (2,) or x.dtype not in HW_INTS:
@@ -335,7 +342,7 @@ class HwMul(Reduction):
         _number("hw_mul", "scale", params["scale"])
         return [Spec((1,), _check_out_dtype("hw_mul", params, F32))]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         x = arrays[0]
         area = dtypes.convert(np.int64(x[0]) * np.int64(x[1]), "int32")
         return [np.asarray([np.float32(area) * np.float32(params["scale"])], np.float32)]
@@ -344,6 +351,6 @@ class HwMul(Reduction):
 HW_MUL = register(HwMul())
 
 
-def hw_mul(tensor_i, scale, *, out_dtype=None, name=None):
+def hw_mul(tensor_i: Tensor, scale: float, *, out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """tensor_i[0] * tensor_i[1] * scale as a float32 [1] tensor (tensor_i holds H and W)."""
-    return apply(HW_MUL, [tensor_i], {"scale": _number("hw_mul", "scale", scale), "out_dtype": out_dtype}, name)
+    return apply_one(HW_MUL, [tensor_i], {"scale": _number("hw_mul", "scale", scale), "out_dtype": out_dtype}, name)

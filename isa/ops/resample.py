@@ -5,18 +5,22 @@
     interpolate(tensor_i, size, scale_factor, platform, method, align_corners, half_pixel_centers)
 """
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
+from ..graph import Tensor
 from .arrange import Arrangement, Piece, View
-from .base import OpDef, Spec, apply, register
+from .base import OpDef, Spec, apply_one, register
 
 
 class Upsample(Arrangement):
     name = "upsample"
     kind = "local"
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) != 1 or len(ins[0].shape) != 4:
             raise ShapeError(f"upsample: takes one NCHW tensor, got shapes {[s.shape for s in ins]}")
         if params.get("out_dtype") not in (None, ins[0].dtype):
@@ -25,14 +29,14 @@ class Upsample(Arrangement):
         s = params["scale"]
         return [Spec((n, c, h * s, w * s), ins[0].dtype)]
 
-    def pieces(self, shapes, out_shape, params):
+    def pieces(self, shapes: list[tuple[int, ...]], out_shape: tuple[int, ...], params: dict[str, Any]) -> list[Piece]:
         """One transfer: the input read as (n, c, h, s, w, s) with the two s dimensions at stride 0."""
         (n, c, h, w), s = shapes[0], params["scale"]
         src = View(0, (n, c, h, s, w, s), (c * h * w, h * w, w, 0, 1, 0))
         dst = View(0, (n, c, h, s, w, s), (c * h * s * w * s, h * s * w * s, s * w * s, w * s, s, 1))
         return [Piece(0, src, dst)]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         s = params["scale"]
         return [arrays[0].repeat(s, axis=2).repeat(s, axis=3)]
 
@@ -40,11 +44,11 @@ class Upsample(Arrangement):
 UPSAMPLE = register(Upsample())
 
 
-def upsample(tensor_i, scale, out_dtype=None, name=None):
+def upsample(tensor_i: Tensor, scale: int, out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """Repeat every element of an NCHW tensor `scale` times along H and along W."""
     if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
         raise ShapeError(f"upsample: scale must be a positive integer, got {scale!r}")
-    return apply(UPSAMPLE, [tensor_i], {"scale": scale, "out_dtype": out_dtype}, name)
+    return apply_one(UPSAMPLE, [tensor_i], {"scale": scale, "out_dtype": out_dtype}, name)
 
 
 # ---- interpolate ----------------------------------------------------------------------------
@@ -53,7 +57,8 @@ PLATFORMS = ("OPENCV", "TENSORFLOW")
 METHODS = ("NEAREST", "BILINEAR")
 
 
-def weights(in_size, out_size, platform, method, align_corners, half_pixel_centers):
+def weights(in_size: int, out_size: int, platform: str, method: str, align_corners: bool,
+            half_pixel_centers: bool) -> list[list[tuple[int, float]]]:
     """The interpolation along one axis as a list, per output index, of (input index, weight).
 
     TENSORFLOW follows tf.image.resize (v1): the scale is (in - 1) / (out - 1) with
@@ -90,7 +95,7 @@ def weights(in_size, out_size, platform, method, align_corners, half_pixel_cente
     return out
 
 
-def matrix(in_size, out_size, params):
+def matrix(in_size: int, out_size: int, params: dict[str, Any]) -> np.ndarray:
     """The axis's interpolation as an (out, in) float32 matrix: out = matrix @ in."""
     m = np.zeros((out_size, in_size), np.float32)
     for o, taps in enumerate(weights(in_size, out_size, params["platform"], params["method"], params["align_corners"],
@@ -109,7 +114,7 @@ class Interpolate(OpDef):
     kind = "global"
     template = "resize"
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) != 1 or len(ins[0].shape) != 4:
             raise ShapeError(f"interpolate: takes one NCHW tensor, got shapes {[s.shape for s in ins]}")
         x = ins[0]
@@ -119,12 +124,12 @@ class Interpolate(OpDef):
             raise UnsupportedError(f"interpolate: the output has the input's dtype {x.dtype}, out_dtype {params['out_dtype']} asked")
         return [Spec(x.shape[:2] + self.out_size(x.shape, params), x.dtype)]
 
-    def out_size(self, shape, params):
+    def out_size(self, shape: tuple[int, ...], params: dict[str, Any]) -> tuple[int, ...]:
         if params["size"]:
             return tuple(params["size"])
         return tuple(int(n * f) for n, f in zip(shape[2:], params["scale_factor"]))
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         """Pixel by pixel from the taps, in float32: each output the weighted sum of its rows
         of weighted columns."""
         x = arrays[0].astype(np.float32)
@@ -148,8 +153,9 @@ class Interpolate(OpDef):
 INTERPOLATE = register(Interpolate())
 
 
-def interpolate(tensor_i, size=None, scale_factor=None, platform: str = "TENSORFLOW", method: str = "BILINEAR", align_corners: bool = False,
-                half_pixel_centers: bool = False, out_dtype=None, name=None):
+def interpolate(tensor_i: Tensor, size: Sequence[int] | None = None, scale_factor: Sequence[float] | None = None,
+                platform: str = "TENSORFLOW", method: str = "BILINEAR", align_corners: bool = False, half_pixel_centers: bool = False,
+                out_dtype: str | None = None, name: str | None = None) -> Tensor:
     """Resize H and W to `size`, or by `scale_factor` (the seed's InterpolateParam)."""
     platform, method = str(platform).upper(), str(method).upper()
     if platform not in PLATFORMS:
@@ -160,10 +166,10 @@ def interpolate(tensor_i, size=None, scale_factor=None, platform: str = "TENSORF
         raise UnsupportedError("interpolate: OPENCV is BILINEAR without align_corners (the seed; cv::resize's INTER_LINEAR)")
     if bool(size) == bool(scale_factor):
         raise ShapeError(f"interpolate: give either size or scale_factor (2 values), got size={size}, scale_factor={scale_factor}")
-    given = size or scale_factor
+    given: Sequence[float] = size or scale_factor or ()  # one of them, as checked above
     if len(given) != 2 or any(v <= 0 for v in given):
         raise ShapeError(f"interpolate: size or scale_factor needs 2 positive values, got {given}")
     params = {"size": tuple(int(v) for v in size) if size else None, "scale_factor": tuple(scale_factor) if scale_factor else None,
               "platform": platform, "method": method, "align_corners": bool(align_corners),
               "half_pixel_centers": bool(half_pixel_centers), "out_dtype": out_dtype}
-    return apply(INTERPOLATE, [tensor_i], params, name)
+    return apply_one(INTERPOLATE, [tensor_i], params, name)

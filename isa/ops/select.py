@@ -1,7 +1,8 @@
 """Select ops (the seed's condition_select, select, lut)."""
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -14,12 +15,12 @@ class _Choice(Elementwise):
     """An op choosing between two value operands (positions `values`), which share the result's
     dtype; a one-element value operand (a COEFF_TENSOR, the seed says) serves every element."""
 
-    values = ()
+    values: tuple[int, ...] = ()  # the value operands
 
-    def operand_shape(self, i, shapes):
+    def operand_shape(self, i: int, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
         return (1,) * len(shapes[0]) if i in self.values and int(np.prod(shapes[i])) == 1 else shapes[i]
 
-    def out_dtype(self, ins, params):
+    def out_dtype(self, ins: list[Spec], params: dict[str, Any]) -> str:
         a, b = (ins[i] for i in self.values)
         if a.dtype != b.dtype:
             names = [self.inputs[i] for i in self.values]
@@ -36,10 +37,10 @@ class ConditionSelect(_Choice):
     def __init__(self) -> None:
         super().__init__("condition_select", "select_gt", None, ("tensor_cond", "tensor_sel0", "tensor_sel1"))
 
-    def steps(self, params, ins, out):
+    def steps(self, params: dict[str, Any], ins: list[str], out: str) -> list[Step]:
         return [Step("select_gt", (In(0), 0, In(1), In(2)))]
 
-    def ref_fn(self, params):
+    def ref_fn(self, params: dict[str, Any]) -> Callable[..., Any]:
         return lambda cond, a, b: np.where(cond > 0, a, b)
 
 
@@ -54,17 +55,17 @@ class Select(_Choice):
         inputs = ("tensor_a", "tensor_b", "tensor_c", "tensor_d")
         super().__init__("select", None, None, inputs, order=inputs + ("select_type",))
 
-    def prepare(self, params):
+    def prepare(self, params: dict[str, Any]) -> dict[str, Any]:
         kind = str(params["select_type"]).upper()
         if kind not in self.TYPES:
             raise UnsupportedError(f"select: unknown select_type {params['select_type']!r}; known: {', '.join(self.TYPES)}")
         params["select_type"] = kind
         return params
 
-    def steps(self, params, ins, out):
+    def steps(self, params: dict[str, Any], ins: list[str], out: str) -> list[Step]:
         return [Step(self.TYPES[params["select_type"]][0], (In(0), In(1), In(2), In(3)))]
 
-    def ref_fn(self, params):
+    def ref_fn(self, params: dict[str, Any]) -> Callable[..., Any]:
         compare = self.TYPES[params["select_type"]][1]
         return lambda a, b, c, d: np.where(compare(a, b), c, d)
 
@@ -78,7 +79,7 @@ class Lut(Elementwise):
     def __init__(self) -> None:
         super().__init__("lut", "lut", None, ("tensor_i", "table"))
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) != 2:
             raise ShapeError(f"lut: takes tensor_i and table, got {len(ins)} tensors")
         if ins[0].dtype not in ("int8", "uint8"):
@@ -89,10 +90,10 @@ class Lut(Elementwise):
             raise UnsupportedError(f"lut: the output dtype is the table's ({ins[1].dtype}), got {params['out_dtype']}")
         return [Spec(ins[0].shape, ins[1].dtype)]
 
-    def steps(self, params, ins, out):
+    def steps(self, params: dict[str, Any], ins: list[str], out: str) -> list[Step]:
         return [Step("lut", (In(0), In(1)), cdt=ins[1])]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         x, table = arrays
         return [table.reshape(-1)[x.view(np.uint8) if x.dtype == np.int8 else x]]
 

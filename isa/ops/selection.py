@@ -20,13 +20,15 @@ are as long as the data decide: their shape is an upper bound (isa.graph) and th
 reports the shape produced.
 """
 
+from typing import Any
+
 import numpy as np
 
 from .. import dtypes
 from ..errors import IndexRangeError, ShapeError, UnsupportedError
 from ..graph import Tensor
 from .arrange import integer
-from .base import OpDef, Spec, apply, register
+from .base import OpDef, Spec, TensorLike, apply_one, register
 from .sorting import axis_in
 
 
@@ -34,14 +36,14 @@ class _Global(OpDef):
     kind = "global"
     template = "scalar"
 
-    def kernel(self, ins, params):
+    def kernel(self, ins: list[Tensor], params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return self.name, {}
 
 
 class MaskedSelect(_Global):
     name = "masked_select"
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) != 2:
             raise ShapeError(f"masked_select: takes tensor_i and mask, got {len(ins)} tensors")
         x, mask = ins
@@ -52,7 +54,7 @@ class MaskedSelect(_Global):
                              "(for [2, 5, 10, 1000]: [1, 5, 10, 1000], [1, 1, 10, 1000], [1, 1, 1, 1000])")
         return [Spec((int(np.prod(x.shape)),), x.dtype, bounded=True)]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         x, mask = arrays
         picked = [x[i] for i in np.ndindex(x.shape) if mask[tuple(j if m > 1 else 0 for j, m in zip(i, mask.shape))] != 0]
         return [np.array(picked, x.dtype).reshape(-1)]
@@ -61,29 +63,29 @@ class MaskedSelect(_Global):
 MASKED_SELECT = register(MaskedSelect())
 
 
-def masked_select(tensor_i, mask, name=None):
+def masked_select(tensor_i: Tensor, mask: TensorLike, name: str | None = None) -> Tensor:
     """tensor_i's elements where mask is nonzero, row-major, as a 1-D tensor (at most tensor_i's
     size; the data decide how many)."""
-    return apply(MASKED_SELECT, [tensor_i, mask], {}, name)
+    return apply_one(MASKED_SELECT, [tensor_i, mask], {}, name)
 
 
-def out_of_range(index, size):
+def out_of_range(index: np.ndarray, size: int) -> tuple[int, int] | None:
     """(position, value) of the first entry of `index` outside [0, size), or None."""
     bad = np.flatnonzero((index < 0) | (index >= size))
     return (int(bad[0]), int(index[bad[0]])) if len(bad) else None
 
 
-def range_message(found, dim, size) -> str:
+def range_message(found: tuple[int, int], dim: int, size: int) -> str:
     return f"index[{found[0]}] = {found[1]} is out of range for dim {dim} of size {size}"
 
 
 class IndexSelect(_Global):
     name = "index_select"
 
-    def dim(self, shape, params):
+    def dim(self, shape: tuple[int, ...], params: dict[str, Any]) -> int:
         return axis_in("index_select", params["dim"], shape)
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) != 2:
             raise ShapeError(f"index_select: takes tensor_i and index, got {len(ins)} tensors")
         x, index = ins
@@ -94,10 +96,10 @@ class IndexSelect(_Global):
         dim = self.dim(x.shape, params)
         return [Spec(x.shape[:dim] + index.shape + x.shape[dim + 1:], x.dtype)]
 
-    def kernel(self, ins, params):
+    def kernel(self, ins: list[Tensor], params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return "index_select", {"dim": self.dim(ins[0].shape, params)}
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         x, index = arrays
         dim = self.dim(x.shape, params)
         shape = x.shape[:dim] + index.shape + x.shape[dim + 1:]
@@ -110,7 +112,7 @@ class IndexSelect(_Global):
 INDEX_SELECT = register(IndexSelect())
 
 
-def index_select(tensor_i, index, dim, name=None):
+def index_select(tensor_i: Tensor, index: TensorLike, dim: int, name: str | None = None) -> Tensor:
     """The slices of tensor_i along dim at the positions in index (1-D), in index's order."""
     params = {"dim": integer(dim, "index_select", "dim")}
     known = index if isinstance(index, np.ndarray) else index.graph.known(index) if isinstance(index, Tensor) else None
@@ -119,19 +121,19 @@ def index_select(tensor_i, index, dim, name=None):
         found = out_of_range(known, tensor_i.shape[dim])
         if found:
             raise IndexRangeError(f"index_select: {range_message(found, dim, tensor_i.shape[dim])}")
-    return apply(INDEX_SELECT, [tensor_i, index], params, name)
+    return apply_one(INDEX_SELECT, [tensor_i, index], params, name)
 
 
 class Where(_Global):
     name = "where"
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) != 1:
             raise ShapeError(f"where: takes one tensor, got {len(ins)}")
         x = ins[0]
         return [Spec((int(np.prod(x.shape)), len(x.shape)), "int32", bounded=True)]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         x = arrays[0]
         found = [i for i in np.ndindex(x.shape) if x[i] != 0]
         return [np.array(found, np.int32).reshape(len(found), x.ndim)]
@@ -140,6 +142,6 @@ class Where(_Global):
 WHERE = register(Where())
 
 
-def where(tensor_i, name=None):
+def where(tensor_i: Tensor, name: str | None = None) -> Tensor:
     """The coordinates (int32, one row of rank values each) of tensor_i's nonzero elements."""
-    return apply(WHERE, [tensor_i], {}, name)
+    return apply_one(WHERE, [tensor_i], {}, name)

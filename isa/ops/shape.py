@@ -17,13 +17,15 @@ is built.
 """
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from ..errors import GraphError, ShapeError, UnsupportedError
-from ..graph import Tensor
+from ..graph import Node, Tensor
 from .arrange import integer, ints, known_ints
-from .base import OpDef, Spec, apply, register
+from .base import OpDef, Spec, apply_one, register
 
 
 class _View(OpDef):
@@ -33,9 +35,12 @@ class _View(OpDef):
     kind = "global"  # seed lines 1101, 1108, 1118, 1128
     template = "view"
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         x = ins[0]
         return [Spec(self.out_shape(x.shape, params), x.dtype)]
+
+    def out_shape(self, shape: tuple[int, ...], params: dict[str, Any]) -> tuple[int, ...]:
+        raise NotImplementedError
 
 
 class Squeeze(_View):
@@ -44,11 +49,11 @@ class Squeeze(_View):
 
     name = "squeeze"
 
-    def out_shape(self, shape, params):
+    def out_shape(self, shape: tuple[int, ...], params: dict[str, Any]) -> tuple[int, ...]:
         axes = self.axes(shape, params)
         return tuple(d for i, d in enumerate(shape) if i not in axes) or (1,)
 
-    def axes(self, shape, params):
+    def axes(self, shape: tuple[int, ...], params: dict[str, Any]) -> list[int]:
         rank = len(shape)
         if not params["axis"]:
             return [i for i, d in enumerate(shape) if d == 1]
@@ -64,7 +69,7 @@ class Squeeze(_View):
             raise ShapeError(f"squeeze: axis {wide[0]} has size {shape[wide[0]]}, not 1 (input shape {shape})")
         return axes
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         y = np.squeeze(arrays[0], axis=tuple(params["axis"]) or None)
         return [y.reshape(1) if y.ndim == 0 else y]
 
@@ -72,22 +77,22 @@ class Squeeze(_View):
 SQUEEZE = register(Squeeze())
 
 
-def squeeze(tensor_i, axis=(), name=None):
+def squeeze(tensor_i: Tensor, axis: Sequence[int] = (), name: str | None = None) -> Tensor:
     """tensor_i without the size-1 axes listed in `axis` (every size-1 axis when it is empty)."""
-    return apply(SQUEEZE, [tensor_i], {"axis": ints(axis, "squeeze", "axis")}, name)
+    return apply_one(SQUEEZE, [tensor_i], {"axis": ints(axis, "squeeze", "axis")}, name)
 
 
 class ExpandDims(_View):
     name = "expand_dims"
 
-    def out_shape(self, shape, params):
+    def out_shape(self, shape: tuple[int, ...], params: dict[str, Any]) -> tuple[int, ...]:
         rank, axis = len(shape), params["axis"]
         if not -rank - 1 <= axis <= rank:
             raise ShapeError(f"expand_dims: axis must be in [{-rank - 1}, {rank}] for a rank-{rank} tensor, got {axis}")
         at = axis % (rank + 1)
         return shape[:at] + (1,) * params["ndims"] + shape[at:]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         x, axis = arrays[0], params["axis"]
         for _ in range(params["ndims"]):
             x = np.expand_dims(x, axis if axis >= 0 else x.ndim + axis + 1)
@@ -97,14 +102,14 @@ class ExpandDims(_View):
 EXPAND_DIMS = register(ExpandDims())
 
 
-def expand_dims(tensor_i, axis, ndims=1, name=None):
+def expand_dims(tensor_i: Tensor, axis: int, ndims: int = 1, name: str | None = None) -> Tensor:
     """Insert `ndims` size-1 axes before input axis `axis` (a negative axis counts from the end:
     -1 appends them)."""
     params = {"axis": integer(axis, "expand_dims", "axis"), "ndims": integer(ndims, "expand_dims", "ndims", low=1)}
-    return apply(EXPAND_DIMS, [tensor_i], params, name)
+    return apply_one(EXPAND_DIMS, [tensor_i], params, name)
 
 
-def resolve_shape(op, param, shape, spec):
+def resolve_shape(op: str, param: str, shape: tuple[int, ...], spec: Sequence[int]) -> tuple[int, ...]:
     """The output shape a reshape parameter asks for: 0 keeps the input's size on that axis, one
     -1 takes what the others leave, a positive value is the size."""
     out, infer_at = [], None
@@ -133,7 +138,7 @@ def resolve_shape(op, param, shape, spec):
     return tuple(out)
 
 
-def _numpy_shape(x, spec):
+def _numpy_shape(x: np.ndarray, spec: Sequence[int]) -> np.ndarray:
     """The reference's reading of a reshape parameter: numpy infers -1 itself."""
     return x.reshape([x.shape[i] if d == 0 else d for i, d in enumerate(spec)])
 
@@ -141,19 +146,19 @@ def _numpy_shape(x, spec):
 class Reshape(_View):
     name = "reshape"
 
-    def out_shape(self, shape, params):
+    def out_shape(self, shape: tuple[int, ...], params: dict[str, Any]) -> tuple[int, ...]:
         return resolve_shape(self.name, "reshape_param", shape, params["reshape_param"])
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         return [_numpy_shape(arrays[0], params["reshape_param"])]
 
 
 RESHAPE = register(Reshape())
 
 
-def reshape(tensor_i, reshape_param, name=None):
+def reshape(tensor_i: Tensor, reshape_param: Sequence[int], name: str | None = None) -> Tensor:
     """tensor_i's elements in the shape reshape_param gives (0 keeps an axis, one -1 is inferred)."""
-    return apply(RESHAPE, [tensor_i], {"reshape_param": ints(reshape_param, "reshape", "reshape_param")}, name)
+    return apply_one(RESHAPE, [tensor_i], {"reshape_param": ints(reshape_param, "reshape", "reshape_param")}, name)
 
 
 class ReshapeV2(_View):
@@ -163,30 +168,30 @@ class ReshapeV2(_View):
 
     name = "reshape_v2"
 
-    def checked_inputs(self, node) -> int:
+    def checked_inputs(self, node: Node) -> int:
         return 1  # shape_info is INT32 on every chip (seed lines 1125-1127); infer checks it
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         info = ins[1]
         if info.dtype != "int32" or len(info.shape) != 1:
             raise UnsupportedError(f"reshape_v2: shape_info must be a 1-d int32 tensor (seed line 1126), got {info.dtype} {info.shape}")
         return super().infer(ins, params)
 
-    def out_shape(self, shape, params):
+    def out_shape(self, shape: tuple[int, ...], params: dict[str, Any]) -> tuple[int, ...]:
         return resolve_shape(self.name, "shape_info", shape, params["shape_info"])
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         return [_numpy_shape(arrays[0], arrays[1].tolist())]
 
 
 RESHAPE_V2 = register(ReshapeV2())
 
 
-def reshape_v2(tensor_i, shape_info, name=None):
+def reshape_v2(tensor_i: Tensor, shape_info: Tensor, name: str | None = None) -> Tensor:
     """reshape with the parameter given as a 1-d int32 tensor whose values the graph knows."""
     if not isinstance(shape_info, Tensor):
         raise GraphError(f"reshape_v2: shape_info must be a Tensor (a constant or a shape_fetch output), got {type(shape_info).__name__}")
-    return apply(RESHAPE_V2, [tensor_i, shape_info], {"shape_info": known_ints(shape_info, "reshape_v2", "shape_info")}, name)
+    return apply_one(RESHAPE_V2, [tensor_i, shape_info], {"shape_info": known_ints(shape_info, "reshape_v2", "shape_info")}, name)
 
 
 class ShapeFetch(OpDef):
@@ -198,7 +203,7 @@ class ShapeFetch(OpDef):
     kind = "global"  # seed line 1135
     template = "constant"
 
-    def dims(self, shape, params):
+    def dims(self, shape: tuple[int, ...], params: dict[str, Any]) -> tuple[int, ...]:
         rank = len(shape)
         begin, end = (a + rank if a < 0 else a for a in (params["begin_axis"], params["end_axis"]))
         if not 0 <= begin < end <= rank:
@@ -207,22 +212,22 @@ class ShapeFetch(OpDef):
                              f"< end <= {rank} after counting negatives from the end)")
         return shape[begin:end:params["step"]]
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         return [Spec((len(self.dims(ins[0].shape, params)),), "int32")]
 
-    def known_value(self, known, ins, params):
+    def known_value(self, known: list[np.ndarray | None], ins: list[Spec], params: dict[str, Any]) -> np.ndarray | None:
         return np.array(self.dims(ins[0].shape, params), np.int32)
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         return [np.array(arrays[0].shape[params["begin_axis"]:params["end_axis"]:params["step"]], np.int32)]
 
 
 SHAPE_FETCH = register(ShapeFetch())
 
 
-def shape_fetch(tensor_i, begin_axis=0, end_axis=1, step=1, name=None):
+def shape_fetch(tensor_i: Tensor, begin_axis: int = 0, end_axis: int = 1, step: int = 1, name: str | None = None) -> Tensor:
     """The sizes of tensor_i's axes begin_axis, begin_axis + step, ... before end_axis, as int32."""
     params = {"begin_axis": integer(begin_axis, "shape_fetch", "begin_axis"), "end_axis": integer(end_axis, "shape_fetch", "end_axis"),
               "step": integer(step, "shape_fetch", "step", low=1)}
-    return apply(SHAPE_FETCH, [tensor_i], params, name)
+    return apply_one(SHAPE_FETCH, [tensor_i], params, name)
 

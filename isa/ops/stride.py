@@ -7,7 +7,7 @@ starts a layer group (later local ops may still fuse behind it)."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,12 +29,12 @@ class Strided(Elementwise):
         super().__init__(name, fn, ref, inputs, order=order)
         self.with_offset = with_offset
 
-    def prepare(self, params):
+    def prepare(self, params: dict[str, Any]) -> dict[str, Any]:
         params["stride"] = [int(s) for s in params["stride"]]
         params["offset"] = [int(o) for o in params.get("offset") or [0] * len(params["stride"])]
         return params
 
-    def _check(self, shape, params):
+    def _check(self, shape: tuple[int, ...], params: dict[str, Any]) -> None:
         stride, offset = params["stride"], params["offset"]
         if len(stride) != len(shape) or len(offset) != len(shape):
             raise ShapeError(f"{self.name}: stride {stride} and offset {offset} need one entry per dimension of {shape}")
@@ -42,20 +42,21 @@ class Strided(Elementwise):
             if st < 1 or (not 0 <= off < n and n != 1):
                 raise ShapeError(f"{self.name}: stride {st} must be >= 1 and offset {off} in [0, {n}) for a dimension of {n}")
 
-    def strided_shape(self, shape, params):
+    def strided_shape(self, shape: tuple[int, ...], params: dict[str, Any]) -> tuple[int, ...]:
         self._check(shape, params)
         return tuple(1 if n == 1 else math.ceil((n - off) / st) for n, st, off in zip(shape, params["stride"], params["offset"]))
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) != self.tensors:
             raise ShapeError(f"{self.name}: takes {self.tensors} tensor(s), got {len(ins)}")
         shape = broadcast_shape([self.strided_shape(s.shape, params) for s in ins], self.name)
         return [Spec(shape, self.out_dtype(ins, params))]
 
-    def load_kind(self, i, shapes, params):
+    def load_kind(self, i: int, shapes: list[tuple[int, ...]], params: dict[str, Any]) -> tuple[object, ...]:
         return ("stride", tuple(params["stride"]), tuple(params["offset"]))
 
-    def input_box(self, i, shape, starts, extents, params):
+    def input_box(self, i: int, shape: tuple[int, ...], starts: tuple[int, ...], extents: tuple[int, ...],
+                  params: dict[str, Any]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
         pinned = [n == 1 for n in shape]
         return (
             tuple(0 if p else off + s * st for p, s, st, off in zip(pinned, starts, params["stride"], params["offset"])),
@@ -63,7 +64,7 @@ class Strided(Elementwise):
             tuple(1 if p else st for p, st in zip(pinned, params["stride"])),
         )
 
-    def reference_operands(self, arrays, params):
+    def reference_operands(self, arrays: list[np.ndarray], params: dict[str, Any]) -> list[np.ndarray]:
         return [a[tuple(slice(None) if n == 1 else slice(off, None, st) for n, st, off in zip(a.shape, params["stride"], params["offset"]))]
                 for a in arrays]
 

@@ -29,7 +29,7 @@ def execute(instr: Dma, memories: dict[str, Memory]) -> None:
     memories[instr.dst.mem].view(instr.dst)[...] = memories[instr.src.mem].view(instr.src)
 
 
-def _indexed(instr, memories):
+def _indexed(instr: IndexedDma, memories: dict[str, Memory]) -> None:
     table = memories[instr.table.mem].view(instr.table)
     rows = memories[instr.rows.mem].view(instr.rows)
     given = memories[instr.index.mem].view(instr.index).astype(np.int64)

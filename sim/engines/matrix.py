@@ -5,16 +5,24 @@ Floats multiply and accumulate in float32 (float64 when an operand is float64); 
 exactly (in int64, or uint64 for uint64 operands), saturated to the accumulator.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from isa import dtypes
+
+if TYPE_CHECKING:
+    from isa.instructions import Matmul
+    from sim.memory import Memory
 
 # Integer products numpy would multiply without BLAS: the operands' largest magnitudes, for
 # those whose sums float64 holds exactly (below 2^53) at any K a tile has.
 _SMALL_INTS = {"int8": 2**7, "uint8": 2**8 - 1, "int16": 2**15, "uint16": 2**16 - 1}
 
 
-def execute(instr, memories) -> None:
+def execute(instr: Matmul, memories: dict[str, Memory]) -> None:
     M, K, N = instr.dims()
     wide = dtypes.np_dtype(dtypes.compute_dtype(instr.a.dtype, instr.b.dtype, instr.c.dtype))
     a = memories[instr.a.mem].view(instr.a).reshape(M, K)

@@ -4,7 +4,10 @@ cycles = issue_latency + ceil(per_element * op_cycles[fn] * work), work from the
 the operands' shapes; a user's custom op gives its cycles itself (plus issue_latency).
 """
 
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,17 +15,23 @@ from isa import dtypes
 from isa.errors import ProgramError, SimError
 from sim.kernels import lookup
 
+if TYPE_CHECKING:
+    from chips.schema import Engine
+    from isa.instructions import Region, Scalar
+    from sim.memory import Memory
 
-def cycles(instr, engine, where):
+
+def cycles(instr: Scalar, engine: Engine, where: str) -> int:
     k = lookup(instr.fn, where)
     srcs, dsts, args = [r.shape for r in instr.srcs], [r.shape for r in instr.dsts], dict(instr.args)
     if k.cycles is not None:
         return engine.issue_latency + math.ceil(k.cycles(srcs, dsts, args))
     unit = engine.scalar
+    assert unit is not None and k.work is not None  # the loader gives a scalar engine its unit; built-in kernels their work
     return engine.issue_latency + math.ceil(unit.per_element * unit.op_cycles.get(instr.fn, 1) * k.work(srcs, dsts, args))
 
 
-def execute(instr, memories):
+def execute(instr: Scalar, memories: dict[str, Memory]) -> list[tuple[Region, tuple[int, ...]]]:
     """Run the kernel; returns (region, shape) for each destination it filled only in part."""
     where = f"op {instr.op or '?'}, kernel {instr.fn}"
     arrays = [memories[r.mem].view(r).copy() for r in instr.srcs]

@@ -7,25 +7,35 @@ Where IEEE gives an answer (x/0, sqrt of a negative, log 0) it is the answer, si
 """
 
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from isa import dtypes
-from isa.instructions import REDUCTIONS
+from isa.instructions import REDUCTIONS, Region
 from isa.vector_fns import FNS
 
+if TYPE_CHECKING:
+    from isa.instructions import Vector
+    from sim.memory import Memory
 
-def execute(instr, memories) -> None:
+
+def execute(instr: Vector, memories: dict[str, Memory]) -> None:
     cdt = dtypes.np_dtype(instr.cdt)
     args = [
         cdt.type(s) if isinstance(s, (int, float)) else memories[s.mem].view(s).astype(cdt)
         for s in instr.srcs
     ]
     if instr.fn in REDUCTIONS:  # the source's trailing dimensions are the reduced ones
-        args.append(tuple(range(len(instr.dst.shape), len(instr.srcs[0].shape))))
+        source = instr.srcs[0]
+        assert isinstance(source, Region)  # isa.instructions.check: a reduction reduces a region
+        args.append(tuple(range(len(instr.dst.shape), len(source.shape))))
     store(instr.fn, args, instr.dst, memories)
 
 
-def store(fn, args, dst, memories):
+def store(fn: str, args: list, dst: Region, memories: dict[str, Memory]) -> None:
     """dst = FNS[fn].meaning(*args), its operands already in the compute dtype, saturated into dst's
     dtype (a converting DMA stores its result so too, sim/engines/dma.py)."""
     with np.errstate(all="ignore"):

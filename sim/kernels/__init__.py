@@ -36,15 +36,15 @@ class Kernel:
 KERNELS: dict[str, Kernel] = {}  # name -> Kernel
 
 
-def kernel(name: str, work: typing.Callable) -> typing.Callable:
+def kernel(name: str, work: Callable[..., float]) -> Callable[[Callable], Callable]:
     """Register the decorated function as kernel `name` whose work is `work(srcs, dsts, args)`."""
-    def register(run):
+    def register(run: Callable) -> Callable:
         KERNELS[name] = Kernel(run, work)
         return run
     return register
 
 
-def lookup(fn, where):
+def lookup(fn: str, where: str) -> Kernel:
     """The kernel an instruction names: a built-in one, or a user's op registered with
     isa.ops.register_custom (its compute function and its cost function)."""
     if fn.startswith(CUSTOM_PREFIX):

@@ -6,6 +6,9 @@ Every element is one element of work. The random numbers come from a counter-bas
 would give the same numbers; here it is one vectorized numpy call.
 """
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from . import kernel
@@ -16,11 +19,11 @@ MASK32 = 0xFFFFFFFF
 UNIT = 2.0**-24  # a uniform from the top 24 bits of a word
 
 
-def elements(srcs, dsts, args):
+def elements(srcs: list[tuple[int, ...]], dsts: list[tuple[int, ...]], args: dict[str, Any]) -> int:
     return int(np.prod(dsts[0], dtype=np.int64))
 
 
-def philox4x32_10(counter, key):
+def philox4x32_10(counter: Sequence[np.ndarray | int], key: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Philox4x32-10 on arrays: counter is four uint32 arrays, key two Python ints; returns the
     four uint32 result words."""
     c0, c1, c2, c3 = (np.asarray(c, np.uint32) for c in counter)
@@ -39,7 +42,7 @@ def philox4x32_10(counter, key):
     return c0, c1, c2, c3
 
 
-def _uniforms(shape, seed):
+def _uniforms(shape: tuple[int, ...], seed: int) -> list[np.ndarray]:
     """(u0, u1) in [0, 1) per element, from words 0 and 1 of the element's Philox block."""
     index = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.uint64)
     counter = ((index & np.uint64(MASK32)).astype(np.uint32), (index >> np.uint64(32)).astype(np.uint32), 0, 0)
@@ -47,7 +50,7 @@ def _uniforms(shape, seed):
     return [((w >> np.uint32(8)).astype(np.float64) * UNIT).reshape(shape) for w in (w0, w1)]
 
 
-def _pair(arrays, args, names, wide):
+def _pair(arrays: list[np.ndarray], args: dict[str, Any], names: tuple[str, str], wide: type[np.generic]) -> tuple[np.ndarray, ...]:
     """The mode's two parameters: from the source tensors when they are inputs, else the args."""
     if arrays:
         return tuple(a.astype(wide).reshape(-1) for a in arrays)
@@ -55,14 +58,14 @@ def _pair(arrays, args, names, wide):
 
 
 @kernel("sequence", elements)
-def sequence(arrays, args):
+def sequence(arrays: list[np.ndarray], args: dict[str, Any]) -> list[np.ndarray]:
     """0, 1, 2, ... in the shape the source (a 1-d int32 shape tensor) holds."""
     shape = tuple(int(d) for d in arrays[0])
     return [np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)]
 
 
 @kernel("linspace", elements)
-def linspace(arrays, args):
+def linspace(arrays: list[np.ndarray], args: dict[str, Any]) -> list[np.ndarray]:
     """alpha + sum_d beta[d] * i_d, in int64 when alpha is an integer, else float64."""
     shape = tuple(args["shape"])
     integral = arrays[0].dtype.kind in "iu" if arrays else isinstance(args["alpha"], int)
@@ -75,14 +78,14 @@ def linspace(arrays, args):
 
 
 @kernel("random_uniform", elements)
-def random_uniform(arrays, args):
+def random_uniform(arrays: list[np.ndarray], args: dict[str, Any]) -> list[np.ndarray]:
     low, high = (v[0] for v in _pair(arrays, args, ("low", "high"), np.float64))
     u0, _ = _uniforms(tuple(args["shape"]), args["seed"])
     return [low + (high - low) * u0]
 
 
 @kernel("random_normal", elements)
-def random_normal(arrays, args):
+def random_normal(arrays: list[np.ndarray], args: dict[str, Any]) -> list[np.ndarray]:
     mean, scale = (v[0] for v in _pair(arrays, args, ("mean", "scale"), np.float64))
     u0, u1 = _uniforms(tuple(args["shape"]), args["seed"])
     return [mean + scale * np.sqrt(-2.0 * np.log(1.0 - u0)) * np.cos(2.0 * np.pi * u1)]

@@ -10,25 +10,27 @@ output's bound) and a candidate: N * max(1, ceil(log2 N)) [* STABLE_COST] + M * 
 worst case (no box suppressed, none below score_threshold).
 """
 
+from typing import Any
+
 import numpy as np
 
 from . import kernel
 from .sort import order, sort_work
 
 
-def _work(srcs, dsts, args):
+def _work(srcs: list[tuple[int, ...]], dsts: list[tuple[int, ...]], args: dict[str, Any]) -> float:
     n = srcs[0][0]
     return sort_work(1, n, args["stable"]) + dsts[0][0] * n
 
 
-def _corners(boxes):
+def _corners(boxes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(y1, x1, y2, x2) columns with y1 <= y2 and x1 <= x2."""
     y, x = boxes[:, 0::2], boxes[:, 1::2]
     return y.min(axis=1), x.min(axis=1), y.max(axis=1), x.max(axis=1)
 
 
 @kernel("nms", _work)
-def nms(arrays, args):
+def nms(arrays: list[np.ndarray], args: dict[str, Any]) -> list[np.ndarray]:
     boxes, scores = arrays
     candidates = order(scores, 0, descending=True, stable=args["stable"])
     if "score_threshold" in args:

@@ -10,19 +10,21 @@ pair of a kept box (at most M = min(N, max_output_boxes_per_class)) and a candid
 B * C * (N * max(1, ceil(log2 N)) * STABLE_COST + M * N).
 """
 
+from typing import Any
+
 import numpy as np
 
 from . import kernel
 from .sort import order, sort_work
 
 
-def _work(srcs, dsts, args):
+def _work(srcs: list[tuple[int, ...]], dsts: list[tuple[int, ...]], args: dict[str, Any]) -> float:
     (b, n, _), c = srcs[0], srcs[1][1]
     most = min(n, args["max_output_boxes_per_class"])
     return b * c * (sort_work(1, n, True) + most * n)
 
 
-def _corners(boxes, center):
+def _corners(boxes: np.ndarray, center: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(y_min, x_min, y_max, x_max) columns of [N, 4] boxes."""
     if center:
         half_w, half_h = boxes[:, 2] / 2, boxes[:, 3] / 2
@@ -32,7 +34,7 @@ def _corners(boxes, center):
 
 
 @kernel("non_max_suppression", _work)
-def non_max_suppression(arrays, args):
+def non_max_suppression(arrays: list[np.ndarray], args: dict[str, Any]) -> list[np.ndarray]:
     boxes, scores = arrays
     most = args["max_output_boxes_per_class"]
     threshold = boxes.dtype.type(args["iou_threshold"])

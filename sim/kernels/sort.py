@@ -14,7 +14,7 @@ Work, in elements (n the sorted dim, rows the number of lines along it):
     arg             the input's elements: one comparison each
 """
 
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from . import kernel
 STABLE_COST = 1.1
 
 
-def order(x, axis, descending, stable):
+def order(x: np.ndarray, axis: int, descending: bool, stable: bool) -> np.ndarray:
     """The indices sorting x along axis."""
     kind: Literal["stable", "heapsort"] = "stable" if stable else "heapsort"
     if not descending:
@@ -36,40 +36,40 @@ def order(x, axis, descending, stable):
     return last - np.flip(np.argsort(np.flip(x, axis), axis=axis, kind=kind), axis)
 
 
-def sort_work(rows, n, stable):
+def sort_work(rows: int, n: int, stable: bool) -> float:
     return rows * n * max(1, (n - 1).bit_length()) * (STABLE_COST if stable else 1)
 
 
-def _sort_work(srcs, dsts, args):
+def _sort_work(srcs: list[tuple[int, ...]], dsts: list[tuple[int, ...]], args: dict[str, Any]) -> float:
     shape = srcs[0]
     n = shape[args["axis"]]
     return sort_work(int(np.prod(shape)) // n, n, args["stable"])
 
 
-def _topk_work(srcs, dsts, args):
+def _topk_work(srcs: list[tuple[int, ...]], dsts: list[tuple[int, ...]], args: dict[str, Any]) -> int:
     return int(np.prod(srcs[0])) * args["k"].bit_length()
 
 
 @kernel("sort", _sort_work)
-def sort(arrays, args):
+def sort(arrays: list[np.ndarray], args: dict[str, Any]) -> list[np.ndarray]:
     x = arrays[0]
     idx = order(x, args["axis"], args["descending"], args["stable"])
     return [idx, np.take_along_axis(x, idx, args["axis"])]
 
 
 @kernel("argsort", _sort_work)
-def argsort(arrays, args):
+def argsort(arrays: list[np.ndarray], args: dict[str, Any]) -> list[np.ndarray]:
     return [order(arrays[0], args["axis"], args["descending"], args["stable"])]
 
 
 @kernel("topk", _topk_work)
-def topk(arrays, args):
+def topk(arrays: list[np.ndarray], args: dict[str, Any]) -> list[np.ndarray]:
     x, axis = arrays[0], args["axis"]
     idx = np.take(order(x, axis, args["descending"], stable=False), np.arange(args["k"]), axis)
     return [np.take_along_axis(x, idx, axis), idx]
 
 
 @kernel("arg", lambda srcs, dsts, args: int(np.prod(srcs[0])))
-def arg(arrays, args):
+def arg(arrays: list[np.ndarray], args: dict[str, Any]) -> list[np.ndarray]:
     find = np.argmax if args["method"] == "max" else np.argmin
     return [find(arrays[0], axis=args["axis"], keepdims=True)]

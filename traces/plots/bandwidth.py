@@ -1,23 +1,26 @@
 """DDR traffic over time against the chip's DDR bandwidth."""
 
 import math
+from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
+from ..records import Trace
 from ..text import human_bytes
 from .figure import LABEL_SIZE, SMALL_SIZE, TITLE_SIZE, end_cycle, new_figure, save, time_unit
 
 
-def ddr_traffic(trace, bins=1000):
+def ddr_traffic(trace: Trace, bins: int = 1000) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(bin edges in cycles, read bytes per cycle, write bytes per cycle): the DDR counters
     averaged over at most `bins` equal bins of the run (one per cycle for a shorter run), so
     a bin holds exactly the bytes that moved in it."""
     end = end_cycle(trace) or 1
     edges = np.linspace(0, end, max(1, min(bins, math.ceil(end))) + 1)
-    return edges, _average(trace.counters.get("ddr.read", ()), edges), _average(trace.counters.get("ddr.write", ()), edges)
+    return edges, _average(trace.counters.get("ddr.read", []), edges), _average(trace.counters.get("ddr.write", []), edges)
 
 
-def plot_bandwidth(trace, path, bins=1000) -> None:
+def plot_bandwidth(trace: Trace, path: str | Path, bins: int = 1000) -> None:
     """DDR read and write traffic over time in GB/s as a PNG: read and write stacked (their sum
     shares the DDR's bandwidth), averaged over `bins` bins, under a line at the chip's peak. The
     bytes in the title are those the DMA engines moved, each contiguous run rounded up to the
@@ -52,7 +55,7 @@ def plot_bandwidth(trace, path, bins=1000) -> None:
     save(fig, path)
 
 
-def _average(points, edges):
+def _average(points: Sequence[tuple[float, float]], edges: np.ndarray) -> np.ndarray:
     """Mean of a step counter over each bin between `edges`, from its integral at the edges."""
     steps = dict(points)  # the last point at a cycle holds
     if not steps:

@@ -1,7 +1,12 @@
 """Memory occupancy over time: a panel per memory that held anything, with its capacity, its
 fragmentation and the biggest buffers live at its peak."""
 
+from pathlib import Path
+
+from matplotlib.axes import Axes
+
 from ..occupancy import NEGLIGIBLE_FRAGMENTATION, live_at, memory_names, peak_cycle
+from ..records import BufferSpan, Trace
 from ..text import human_bytes
 from .figure import LABEL_SIZE, SMALL_SIZE, TITLE_SIZE, end_cycle, new_figure, save, time_unit
 
@@ -9,18 +14,18 @@ _BYTE_UNITS = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"), (1, "B"))
 _FULL_SCALE = 0.25  # the axis reaches the capacity when the peak is at least this share of it
 
 
-def peak_buffers(trace, mem, n):
+def peak_buffers(trace: Trace, mem: str, n: int) -> tuple[float, list[BufferSpan]]:
     """(cycle of the memory's peak occupancy, the n biggest buffers live then)."""
-    cycle = peak_cycle(trace.counters.get(f"memory.{mem}", ()))
+    cycle = peak_cycle(trace.counters.get(f"memory.{mem}", []))
     return cycle, live_at(trace.buffers, mem, cycle)[:n]
 
 
-def used_memories(trace):
+def used_memories(trace: Trace) -> list[str]:
     """Memories whose occupancy rose above zero, in the trace's order."""
-    return [m for m in memory_names(trace) if any(v for _, v in trace.counters.get(f"memory.{m}", ()))]
+    return [m for m in memory_names(trace) if any(v for _, v in trace.counters.get(f"memory.{m}", []))]
 
 
-def plot_memory(trace, path, labels=4) -> None:
+def plot_memory(trace: Trace, path: str | Path, labels: int = 4) -> None:
     """Occupancy of each used memory over time as a PNG: one panel per memory with the bytes
     occupied (filled steps), the capacity (a red line; named in the legend when it is far above
     the peak and the axis is scaled to the peak), the fragmentation on a second axis, and the
@@ -41,7 +46,7 @@ def plot_memory(trace, path, labels=4) -> None:
     save(fig, path)
 
 
-def _panel(ax, trace, mem, end, time, labels) -> None:
+def _panel(ax: Axes, trace: Trace, mem: str, end: float, time: tuple[float, str], labels: int) -> None:
     scale, unit = time
     points = trace.counters[f"memory.{mem}"]
     capacity = trace.memories.get(mem, 0)
@@ -61,7 +66,7 @@ def _panel(ax, trace, mem, end, time, labels) -> None:
     ax.set_ylim(0, (capacity if full else peak) / factor * 1.12)
     ax.set_ylabel(f"occupied ({byte_unit})", fontsize=LABEL_SIZE)
 
-    fragmentation = trace.counters.get(f"fragmentation.{mem}", ())
+    fragmentation = trace.counters.get(f"fragmentation.{mem}", [])
     peak_fragmentation = max((v for _, v in fragmentation), default=0)
     if peak_fragmentation >= NEGLIGIBLE_FRAGMENTATION:
         twin = ax.twinx()
@@ -85,7 +90,7 @@ def _panel(ax, trace, mem, end, time, labels) -> None:
     ax.set_axisbelow(True)
 
 
-def _label_peak(ax, when, peak, biggest, left) -> None:
+def _label_peak(ax: Axes, when: str, peak: float, biggest: list[BufferSpan], left: bool) -> None:
     """A box on the side away from the peak marker naming the biggest buffers live at the peak."""
     lines = [f"at the peak ({human_bytes(peak)} at {when}):"]
     lines += [f"{b.name}  {human_bytes(b.size)}  @{b.addr:#x}" for b in biggest]
@@ -94,7 +99,7 @@ def _label_peak(ax, when, peak, biggest, left) -> None:
             bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": "0.7", "alpha": 0.9})
 
 
-def _byte_unit(n):
+def _byte_unit(n: float) -> tuple[int, str]:
     for factor, name in _BYTE_UNITS:
         if n >= factor:
             return factor, name

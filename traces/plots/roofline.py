@@ -4,10 +4,13 @@ the ops run in (`Trace.op_dtypes`): a float32 model's roof is the float32 peak, 
 An op's rate is over its share of the time (traces/summary.py), so the ops of a layer group are
 not each given the whole group's span."""
 
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+from matplotlib.axes import Axes
 
+from ..records import Trace
 from ..summary import summarize
 from .figure import LABEL_SIZE, SMALL_SIZE, TITLE_SIZE, new_figure, save
 
@@ -26,11 +29,11 @@ class RooflinePoint(NamedTuple):
 
 class Ceiling(NamedTuple):
     unit: str  # "matrix" or "vector"
-    dtypes: tuple  # the dtypes that reach this peak
+    dtypes: tuple[str, ...]  # the dtypes that reach this peak
     ops_per_second: float
 
 
-def roofline_points(trace):
+def roofline_points(trace: Trace) -> list[RooflinePoint]:
     """A point per op that did arithmetic and moved DDR bytes, in order of first start."""
     summary = summarize(trace)
     busy: dict[str, dict[str, float]] = {}  # op -> unit -> cycles
@@ -47,7 +50,7 @@ def roofline_points(trace):
     return points
 
 
-def ceilings(trace, points=None):
+def ceilings(trace: Trace, points: list[RooflinePoint] | None = None) -> list[Ceiling]:
     """The compute peaks in ops per second, highest first: one per distinct peak of each unit;
     given `points` that know their dtypes, only the peaks of the units and dtypes they run in."""
     used = {(p.unit, p.dtype) for p in points or () if p.dtype}
@@ -61,7 +64,7 @@ def ceilings(trace, points=None):
     return sorted(found, key=lambda c: -c.ops_per_second)
 
 
-def plot_roofline(trace, path, labels=8) -> None:
+def plot_roofline(trace: Trace, path: str | Path, labels: int = 8) -> None:
     """The roofline as a PNG, log-log: a point per op (colour: the unit it used most; area: its
     share of the run), the `labels` longest ops named; the roof is the DDR bandwidth slope up to
     the highest peak of the units and dtypes the ops run in, with a dashed ceiling for each lower
@@ -103,8 +106,8 @@ def plot_roofline(trace, path, labels=8) -> None:
     ys = [p.achieved / 1e9 for p in points] + ([top / 1e9] if top else [])
     if ys:
         ax.set_ylim(min(ys) / 5, max(ys) * 3)
-    for (x, y), names in _labels(ax, sorted(points, key=lambda p: -p.share)[:labels]):
-        ax.annotate(names, (x, y), xytext=(6, 4), textcoords="offset points", fontsize=SMALL_SIZE, zorder=4)
+    for at, names in _labels(ax, sorted(points, key=lambda p: -p.share)[:labels]):
+        ax.annotate(names, at, xytext=(6, 4), textcoords="offset points", fontsize=SMALL_SIZE, zorder=4)
     ax.set_xlabel("operational intensity (ops per DDR byte)", fontsize=LABEL_SIZE)
     ax.set_ylabel("achieved (GOP/s)", fontsize=LABEL_SIZE)
     ax.tick_params(labelsize=SMALL_SIZE)
@@ -118,7 +121,7 @@ def plot_roofline(trace, path, labels=8) -> None:
     save(fig, path)
 
 
-def _labels(ax, points, near=14):
+def _labels(ax: Axes, points: list[RooflinePoint], near: float = 14) -> list[tuple[tuple[float, float], str]]:
     """((x, y), text) labels for points: a point within `near` pixels of one already labelled
     joins its label, so ops at one place are named together instead of over each other."""
     anchors: list[list] = []  # [pixel position, data position, names]
@@ -133,19 +136,19 @@ def _labels(ax, points, near=14):
     return [(position, ", ".join(names)) for _, position, names in anchors]
 
 
-def _x_range(values):
+def _x_range(values: list[float]) -> tuple[float, float]:
     values = [v for v in values if v > 0]
     if not values:
         return 0.1, 100.0
     return min(values) / 4, max(values) * 4
 
 
-def _name(ceiling) -> str:
+def _name(ceiling: Ceiling) -> str:
     shown = ", ".join(ceiling.dtypes[:3]) + (", ..." if len(ceiling.dtypes) > 3 else "")
     return f"{ceiling.unit} {shown}"
 
 
-def _rate(ops_per_second) -> str:
+def _rate(ops_per_second: float) -> str:
     for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M")):
         if ops_per_second >= factor:
             return f"{ops_per_second / factor:,.2f} {prefix}OP/s"

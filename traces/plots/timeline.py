@@ -1,8 +1,11 @@
 """The timeline: a Gantt chart with a lane per engine and a bar per instruction, coloured by op."""
 
+from pathlib import Path
+
 from matplotlib import colormaps
 from matplotlib.patches import Patch
 
+from ..records import Event, Trace
 from .figure import DPI, LABEL_SIZE, SMALL_SIZE, TITLE_SIZE, WIDTH_INCHES, end_cycle, new_figure, save, time_unit
 
 _AXES_FRACTION = 0.8  # of the figure's width, for the pixel size of merged bars
@@ -12,7 +15,7 @@ _GREYS = {_WAIT: "0.85", _NO_OP: "0.55", _OTHER: "#b9c4d0"}
 _PALETTE = [c for i, c in enumerate(colormaps["tab20"].colors) if i not in (14, 15)]  # type: ignore[attr-defined]  # tab20 is a ListedColormap
 
 
-def plot_timeline(trace, path, max_bars=5000) -> None:
+def plot_timeline(trace: Trace, path: str | Path, max_bars: int = 5000) -> None:
     """Gantt chart of `trace` as a PNG: a lane per engine (labelled with its utilization), a bar
     per instruction coloured by op. Up to 18 ops get a colour each; with more, the 17 busiest
     keep theirs and the rest share one "(other ops)" colour, so every colour names one op.
@@ -31,7 +34,7 @@ def plot_timeline(trace, path, max_bars=5000) -> None:
     aggregate = len(trace.events) > max_bars
     pixel_cycles = end / (WIDTH_INCHES * DPI * _AXES_FRACTION)
     scale, unit = time_unit(trace, end)
-    busy = dict.fromkeys(trace.engines, 0)
+    busy: dict[str, float] = dict.fromkeys(trace.engines, 0)
     for lane, engine in enumerate(trace.engines):
         events = sorted((e for e in trace.events if e.engine == engine), key=lambda e: e.start)
         busy[engine] = sum(e.end - e.start for e in events if e.kind != "wait")
@@ -61,13 +64,13 @@ def plot_timeline(trace, path, max_bars=5000) -> None:
     save(fig, path)
 
 
-def _op(event):
+def _op(event: Event) -> str:
     if event.kind == "wait":
         return _WAIT
     return event.op or _NO_OP
 
 
-def _op_colours(events):
+def _op_colours(events: list[Event]) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """(colour key -> colour, [(colour, legend label)]). Coloured ops get colours in order of first
     start, so ops that follow each other differ; the legend lists them busiest first, then
     the grey keys."""
@@ -89,7 +92,7 @@ def _op_colours(events):
     return colours, legend
 
 
-def _bars(events, merge_gap, colours=None):
+def _bars(events: list[Event], merge_gap: float | None, colours: dict[str, str] | None = None) -> dict[str, list[tuple[float, float]]]:
     """Colour key -> [(start, width)] for one engine's events sorted by start. When merge_gap is
     given, an event that continues the previous bar's colour within merge_gap cycles extends it
     (ops that share the "other" colour merge too). Without colours, each op is its own key."""
@@ -103,7 +106,7 @@ def _bars(events, merge_gap, colours=None):
             last[2] = max(last[2], e.end)
         else:
             merged.append([key, e.start, e.end])
-    bars: dict[str, list] = {}
+    bars: dict[str, list[tuple[float, float]]] = {}
     for key, start, end in merged:
         bars.setdefault(key, []).append((start, end - start))
     return bars
