@@ -81,6 +81,8 @@ class Graph:
         self.name = self._check_name(name, "graph name")
         self.tensors = {}  # name -> Tensor
         self.inputs = []  # tensor names
+        self.states = []  # tensor names of the graph state (`state`), in declaration order
+        self.kept = []  # tensors the graph computes though no output returns them (a state's update)
         self.constants = {}  # tensor name -> numpy array
         self.nodes = []
         self.outputs = {}  # output name -> tensor name
@@ -108,6 +110,38 @@ class Graph:
         t = self._new_tensor(name, _check_shape(shape, f"input {name}"), dtypes.check(dtype, f"input {name}"))
         self.inputs.append(name)
         return t
+
+    def state(self, name: str, shape: tuple[int, ...], dtype: str = "float32") -> Tensor:
+        """A tensor of graph state: bytes in DDR that outlive a run, as a serving engine keeps a
+        language model's key and value caches between decode steps. A run reads and updates them
+        in place through the cache ops (isa/ops/cache.py); sim.Session keeps them between runs."""
+        t = self._new_tensor(name, _check_shape(shape, f"state {name}"), dtypes.check(dtype, f"state {name}"))
+        self.states.append(name)
+        return t
+
+    def keep(self, tensor: Tensor) -> Tensor:
+        """Compute `tensor` though no output returns it: a state's update is its effect."""
+        self.kept.append(self.tensor(tensor).name)
+        return tensor
+
+    def results(self) -> set[str]:
+        """The tensors a run must compute: the outputs' and the kept ones (`keep`)."""
+        return {*self.outputs.values(), *self.kept}
+
+    def input_from(self, name: str, make) -> Tensor:
+        """Replace input `name` by the single output of the node `make()` adds, named `name`, of the
+        input's shape and dtype, from tensors no node computes (a state): the input's users read it
+        unchanged. The node goes first, so the nodes stay in a topological order."""
+        if name not in self.inputs:
+            raise GraphError(f"graph {self.name}: {name!r} is not an input (inputs: {', '.join(self.inputs) or 'none'})")
+        old = self.tensors.pop(name)
+        self.inputs.remove(name)
+        made = make()
+        if made.name != name or (made.shape, made.dtype) != (old.shape, old.dtype) or any(t in self.producer for t in self.nodes[-1].inputs):
+            raise GraphError(f"graph {self.name}: input {name!r} ({old.dtype}{list(old.shape)}) replaced by {made!r}, made from "
+                             f"computed tensors or of another name, shape or dtype")
+        self.nodes.insert(0, self.nodes.pop())
+        return made
 
     def constant(self, name: str, array: ndarray, dtype: str | None = None) -> Tensor:
         """A COEFF tensor: its bytes are preloaded in DDR before the run. An empty constant (a

@@ -22,6 +22,7 @@ from .memory.route import copy
 from .policy import Policy, policy_from_overrides
 from .schedule.chain import Chains, lower_chain
 from .schedule.fusion import groups as make_groups
+from .templates.cache import bind_states
 from .templates.catalog import TEMPLATES, VIEW
 
 __all__ = ["TEMPLATES", "Policy", "lower", "policy_from_overrides"]
@@ -155,7 +156,8 @@ def _in_ddr_only(groups, shares):
 
 
 def _bind(ctx, ddr_only):
-    """Inputs, constants and outputs get their places first, in that order: constants in DDR (a
+    """Graph state, inputs, constants and outputs get their places first, in that order: states in
+    DDR (isa/lower/templates/cache.py), constants in DDR (a
     pinned one in on-chip memory), inputs and outputs in the chip's data memory (DDR, or the
     host's where it has one, unless a template that reads DDR only touches them). Returns the
     outputs that alias a tensor placed already, as (output name, tensor name, Buf)."""
@@ -165,6 +167,7 @@ def _bind(ctx, ddr_only):
     if ctx.policy.pinned and local is None:
         raise ConfigError(f"policy.pinned: chip {ctx.chip.name} has no on-chip memory every core reaches (each of its "
                           f"{ctx.chip.cores} cores has its own), so nothing can be pinned")
+    bind_states(ctx)
     for name in g.inputs:
         t = g.tensors[name]
         ctx.home[name] = em.bind(name, "input", t.dtype, t.shape, mem=data(name))

@@ -28,6 +28,7 @@ from .arith import (
 from .attention import attention
 from .axis_shift import clshift, crshift, lshift, rshift
 from .base import REGISTRY, OpDef, Spec
+from .cache import cache_append, cache_read
 from .bits import (
     arith_lshift,
     arith_lshifts,

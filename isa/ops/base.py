@@ -47,6 +47,7 @@ class OpDef:
     variants = ()  # sub-keys a chip's op table may price separately ("active.relu")
     seed = "bmlang"  # the document that specifies it: bmlang, atb (Ascend), tensorrt or onnx
     list_input = False  # its function takes its tensors as one list (concat), not one by one
+    table = True  # a chip runs it only where its op table has a row for it (False: DMA copies any chip runs)
 
     def infer(self, ins, params):
         """Check operands and params; return the output Specs."""
