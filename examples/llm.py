@@ -139,6 +139,28 @@ def ends(cfg, batch=1, seq=1, dtype="float16", seed=0, embedding=True):
     return net.model(f"{cfg.name} embedding, final norm and head, random weights (seed {seed})")
 
 
+def kv_caches(cfg, batch, capacity, past=0, layers=1):
+    """The key and value caches of `layers` layers as graph state of `capacity` positions
+    (isa/ops/cache.py): "cache.{i}.key" (batch, KV heads, head size, capacity) and "cache.{i}.value"
+    (batch, KV heads, capacity, head size), in this builder's layouts, read as "past.{i}.*" (when
+    past > 0) and appended to from "present.{i}.*"."""
+    from isa.ops.cache import Cache
+
+    d, kv = cfg.head_size, cfg.kv_heads
+    return [Cache(f"cache.{i}.{kind}", shape, axis, f"past.{i}.{kind}" if past else None, f"present.{i}.{kind}")
+            for i in range(layers)
+            for kind, shape, axis in (("key", (batch, kv, d, capacity), 3), ("value", (batch, kv, capacity, d), 2))]
+
+
+def with_kv_cache(graph, cfg, batch, capacity, past=0, layers=1):
+    """An imported layer or model of this builder (isa.from_onnx of decoder_layer or model) as a step
+    that keeps its KV cache in DDR between runs: its caches read from graph state and its new key
+    and value rows appended to it at position `past` (run it in a sim.Session)."""
+    from isa.ops.cache import keep_in_state
+
+    return keep_in_state(graph, kv_caches(cfg, batch, capacity, past, layers), past)
+
+
 def _net(cfg, what, dtype, seed):
     if cfg.hidden % cfg.heads or cfg.heads % cfg.kv_heads or cfg.head_size % 2:
         raise ValueError(f"{cfg.name}: hidden {cfg.hidden}, heads {cfg.heads}, KV heads {cfg.kv_heads}: the head size must be even "

@@ -137,7 +137,8 @@ class Graph:
         old = self.tensors.pop(name)
         self.inputs.remove(name)
         made = make()
-        if made.name != name or (made.shape, made.dtype) != (old.shape, old.dtype) or any(t in self.producer for t in self.nodes[-1].inputs):
+        computed = any(t in self.producer for t in self.nodes[-1].inputs)
+        if made.name != name or (made.shape, made.dtype) != (old.shape, old.dtype) or computed:
             raise GraphError(f"graph {self.name}: input {name!r} ({old.dtype}{list(old.shape)}) replaced by {made!r}, made from "
                              f"computed tensors or of another name, shape or dtype")
         self.nodes.insert(0, self.nodes.pop())

@@ -156,7 +156,8 @@ def _parse_line(prog, words, where, seen):
         prog.buffers.append(Buffer(f["name"], parse_name(mem, "memory", where), parse_int(addr, "address", where, 0),
                                    parse_int(f["size"], "size", where, 0), first, last))
     elif head.startswith("."):
-        raise ProgramError(f"{where}: unknown directive {head[:40]!r} (known: .program, .engine, .state, .input, .output, .const, .buffer, .note)")
+        raise ProgramError(f"{where}: unknown directive {head[:40]!r} "
+                           "(known: .program, .engine, .state, .input, .output, .const, .buffer, .note)")
     else:
         engine, index = parse_id(head, where)
         stream = prog.streams.get(engine)

@@ -24,7 +24,7 @@ import json
 from . import stored
 
 _PID = 1
-_COUNTERS = {"memory.": "bytes", "fragmentation.": "fraction"}  # counter prefix -> its value's name
+_COUNTERS = {"memory.": "bytes", "state.": "bytes", "fragmentation.": "fraction"}  # counter prefix -> its value's name
 
 
 def write_chrome(trace, path) -> None:

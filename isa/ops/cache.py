@@ -14,26 +14,35 @@ DMA engines copy DDR runs them. Positions are fixed when the graph is built, as 
 a decode step at position p is a graph of its own.
 """
 
+from __future__ import annotations
+
+from dataclasses import dataclass
 from numbers import Integral
+from typing import TYPE_CHECKING, Any
 
 from ..errors import GraphError, ShapeError, UnsupportedError
 from ..graph import Tensor
 from .base import OpDef, Spec, apply, register
 
+if TYPE_CHECKING:
+    from numpy import ndarray
 
-def _axis(axis, rank, op):
-    if isinstance(axis, bool) or not isinstance(axis, Integral) or not -rank <= axis < rank:
+    from ..graph import Graph
+
+
+def _axis(axis: Any, rank: int, op: str) -> int:
+    if isinstance(axis, bool) or not isinstance(axis, Integral) or not -rank <= int(axis) < rank:
         raise ShapeError(f"{op}: axis {axis!r} is not an axis of a rank-{rank} state (allowed: {-rank}..{rank - 1})")
     return int(axis) % rank
 
 
-def _whole(value, op, what):
+def _whole(value: Any, op: str, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise ShapeError(f"{op}: {what} must be an integer, got {value!r}")
     return int(value)
 
 
-def check_read(state: tuple, length, axis, where: str) -> tuple:
+def check_read(state: tuple, length: Any, axis: Any, where: str) -> tuple:
     """The shape positions [0, length) of a state of shape `state` along `axis` take."""
     axis = _axis(axis, len(state), where)
     length = _whole(length, where, "length")
@@ -43,7 +52,7 @@ def check_read(state: tuple, length, axis, where: str) -> tuple:
     return state[:axis] + (length,) + state[axis + 1:]
 
 
-def check_append(state: tuple, rows: tuple, position, axis, where: str) -> int:
+def check_append(state: tuple, rows: tuple, position: Any, axis: Any, where: str) -> int:
     """The axis rows of shape `rows` go along, written at `position` into a state of shape `state`."""
     axis = _axis(axis, len(state), where)
     position = _whole(position, where, "position")
@@ -64,12 +73,12 @@ class CacheRead(OpDef):
     seed = "runtime"
     table = False  # a view and DMA copies: no chip's op table lists it (module docstring)
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) != 1:
             raise ShapeError(f"cache_read: takes one state, got {len(ins)} tensors")
         return [Spec(check_read(ins[0].shape, params["length"], params["axis"], "cache_read"), ins[0].dtype)]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[ndarray], params: dict[str, Any], compute: Any = None) -> list[ndarray]:
         index = [slice(None)] * arrays[0].ndim
         index[params["axis"]] = slice(0, params["length"])
         return [arrays[0][tuple(index)].copy()]
@@ -82,7 +91,7 @@ class CacheAppend(OpDef):
     seed = "runtime"
     table = False
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) != 2:
             raise ShapeError(f"cache_append: takes a state and its new rows, got {len(ins)} tensors")
         state, rows = ins
@@ -91,7 +100,7 @@ class CacheAppend(OpDef):
         check_append(state.shape, rows.shape, params["position"], params["axis"], "cache_append")
         return [Spec(state.shape, state.dtype)]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[ndarray], params: dict[str, Any], compute: Any = None) -> list[ndarray]:
         state, rows = arrays
         out = state.copy()
         index = [slice(None)] * state.ndim
@@ -104,7 +113,7 @@ CACHE_READ = register(CacheRead())
 CACHE_APPEND = register(CacheAppend())
 
 
-def _state(tensor, op):
+def _state(tensor: Any, op: str) -> Tensor:
     if not isinstance(tensor, Tensor) or tensor.name not in tensor.graph.states:
         raise GraphError(f"{op}: its first operand must be a state of the graph (isa.Graph.state), got {tensor!r}")
     return tensor
@@ -116,7 +125,8 @@ def cache_read(state: Tensor, length: int, axis: int, name: str | None = None) -
     where = f"cache_read of state {state.name}"
     axis = _axis(axis, len(state.shape), where)
     check_read(state.shape, length, axis, where)
-    return apply(CACHE_READ, [state], {"length": int(length), "axis": axis}, name)
+    out = apply(CACHE_READ, [state], {"length": int(length), "axis": axis}, name)
+    return _one(out)
 
 
 def cache_append(state: Tensor, rows: Tensor, position: int, axis: int, name: str | None = None) -> Tensor:
@@ -129,5 +139,38 @@ def cache_append(state: Tensor, rows: Tensor, position: int, axis: int, name: st
     position = _whole(position, where, "position")
     if isinstance(rows, Tensor):
         check_append(state.shape, rows.shape, position, axis, where)
-    out = apply(CACHE_APPEND, [state, rows], {"position": int(position), "axis": axis}, name)
-    return state.graph.keep(out)
+    out = apply(CACHE_APPEND, [state, rows], {"position": position, "axis": axis}, name)
+    return state.graph.keep(_one(out))
+
+
+def _one(out: Tensor | tuple[Tensor, ...]) -> Tensor:
+    """apply()'s output of an op of one output."""
+    return out[0] if isinstance(out, tuple) else out
+
+
+@dataclass(frozen=True)
+class Cache:
+    """A cache a graph keeps as state `state` of `shape`, positions along `axis`: the graph's input
+    `read` (None: the graph reads none) held its positions [0, position), its output `written`
+    the rows for [position, position + n)."""
+
+    state: str
+    shape: tuple
+    axis: int
+    read: str | None
+    written: str
+
+
+def keep_in_state(graph: Graph, caches: list[Cache], position: int) -> Graph:
+    """`graph`, changed in place: each cache a state (declared in the caches' order), its input a
+    read of the state's positions [0, position) and its output appended to it at `position`."""
+    for c in caches:
+        if c.written not in graph.outputs:
+            raise GraphError(f"graph {graph.name}: cache {c.state}'s rows come from output {c.written!r}, which it does not have "
+                             f"(outputs: {', '.join(graph.outputs)})")
+        rows = graph.tensors[graph.outputs.pop(c.written)]
+        state = graph.state(c.state, c.shape, rows.dtype)
+        if c.read is not None:
+            graph.input_from(c.read, lambda c=c, state=state: cache_read(state, position, c.axis, name=c.read))
+        cache_append(state, rows, position, c.axis, name=f"{c.state}.append")
+    return graph

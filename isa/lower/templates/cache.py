@@ -12,35 +12,46 @@ runtimes' ReshapeAndCache or device-to-device memcpy does. The emitter orders th
 of a state's Buf, so the cache ops act in graph order.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from ...errors import GraphError, UnsupportedError
 from ...ops import REGISTRY
 from ..schedule.tiling import sub_region
 from .staging import staged_copy
+
+if TYPE_CHECKING:
+    from ...graph import Graph, Node
+    from ..emit import Emitter
+    from ..context import Lowering
+    from ..schedule.fusion import Group
 
 # templates that read an operand through its region's strides at the tensor's own shape (the
 # arrangement ops' views, isa/lower/templates/staging.py view_region, as an ONNX MatMul's per-head extracts)
 READS_IN_PLACE = ("matmul", "arrange")
 
 
-def bind_states(ctx) -> None:
+def bind_states(ctx: Lowering) -> None:
     """Bind each state of the graph in DDR (role "state"), in declaration order, its Buf holding
     positions [0, capacity) of the axis its cache ops name."""
-    g = ctx.graph
+    g: Graph = ctx.graph  # type: ignore[assignment]  # Lowering.graph is typed object
+    em: Emitter = ctx.em  # type: ignore[assignment]
     for name in g.states:
         t = g.tensors[name]
         axes = {n.params["axis"] for n in g.consumers(name)}
         if len(axes) > 1:
             raise GraphError(f"state {name}: its cache ops name different axes ({', '.join(map(str, sorted(axes)))}); a cache "
                              "has one axis of positions")
-        buf = ctx.home[name] = ctx.em.bind(name, "state", t.dtype, t.shape, mem="ddr")
+        buf = ctx.home[name] = em.bind(name, "state", t.dtype, t.shape, mem="ddr")
         if axes:
             axis = axes.pop()
             buf.window = (axis, 0, t.shape[axis])
 
 
-def lower_cache(ctx, group) -> None:
+def lower_cache(ctx: Lowering, group: Group) -> None:
     node = group.nodes[0]
-    g = ctx.graph
+    g: Graph = ctx.graph  # type: ignore[assignment]
     state, out = node.inputs[0], node.outputs[0]
     buf = ctx.home[state]
     t = g.tensors[state]
@@ -59,11 +70,12 @@ def lower_cache(ctx, group) -> None:
         ctx.home[out] = buf
 
 
-def _check_readers(ctx, node) -> None:
+def _check_readers(ctx: Lowering, node: Node) -> None:
     """A read of a cache is a strided view of it: only templates that read their operands through
     their regions' strides may take it."""
     out = node.outputs[0]
-    for user in ctx.graph.consumers(out):
+    g: Graph = ctx.graph  # type: ignore[assignment]
+    for user in g.consumers(out):
         template = REGISTRY[user.op].template
         if template not in READS_IN_PLACE:
             raise UnsupportedError(f"op {user.op} {user.name} reads {out}, a read of cache {node.inputs[0]} in place, which only "
