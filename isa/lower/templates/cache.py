@@ -23,8 +23,8 @@ from .staging import staged_copy
 
 if TYPE_CHECKING:
     from ...graph import Graph, Node
-    from ..emit import Emitter
     from ..context import Lowering
+    from ..emit import Emitter
     from ..schedule.fusion import Group
 
 # templates that read an operand through its region's strides at the tensor's own shape (the
