@@ -172,7 +172,7 @@ def run(args):
     capacity = prompt + generate
 
     def cached(past, layers=1):  # the KV cache kept in DDR as graph state: read at [0, past), appended at past
-        return lambda graph: llm.with_kv_cache(graph, cfg, batch, capacity, past, layers)
+        return lambda graph: llm.with_kv_cache(graph, cfg, batch, capacity, past, 1 if past else prompt, layers)
 
     prefill = simulate(lambda: llm.decoder_layer(cfg, batch, prompt, 0, act, args.seed), chip, args.top, quantize, passes, cached(0))
     prefill_ends, refused = simulate_ends(cfg, chip, batch, prompt, dtype, args.seed)

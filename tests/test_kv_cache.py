@@ -101,10 +101,11 @@ def test_a_program_with_state_reads_back_from_its_text():
 
 # ---- the KV cache of examples/llm.py's layers ----------------------------------------------------
 
-def layer_step(cfg, seq, past, capacity, dtype, layers=1):
+def layer_step(cfg, seq, past, capacity, dtype, layers=1, block=None, table=None):
     build = llm.model if layers > 1 else llm.decoder_layer
-    onnx_model = build(cfg, seq=seq, past=past, dtype=dtype)
-    return onnx_model, llm.with_kv_cache(isa.from_onnx(onnx_model), cfg, 1, capacity, past, layers)
+    onnx_model = build(cfg, seq=seq, past=past, dtype=dtype, block=block)
+    graph = llm.with_kv_cache(isa.from_onnx(onnx_model), cfg, 1, capacity, past=past, seq=seq, layers=layers, block=block, table=table)
+    return onnx_model, graph
 
 
 @pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-5), ("bm1686", "float32", 1e-5), ("bm1684", "float32", 1e-5),
@@ -147,6 +148,26 @@ def test_a_whole_model_decodes_over_its_kept_caches_as_the_reference_does():
     got = session.run(graph, {"input_ids": ids[:, 4:]})
     np.testing.assert_allclose(got.outputs["logits"], want, rtol=1e-4, atol=1e-4)
     assert [b.name for b in got.program.bindings if b.role == "state"] == [f"cache.{i}.{k}" for i in range(2) for k in ("key", "value")]
+
+
+@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-5), ("ascend910b", "float16", 1e-2)])
+def test_a_paged_cache_decodes_as_the_contiguous_one(chip, dtype, tol):
+    """A cache in blocks of 4 positions, its 3 pool blocks holding the sequence's blocks 2, 0, 1
+    (the block table [1, 2, 0]): a prefill of 6 tokens fills blocks 0 and half of 1, a chunk of 3
+    tokens fills block 1 and starts block 2, a decode step adds the 10th position; each step's output
+    is the contiguous cache's, and the pool's blocks in table order are the contiguous cache's bytes."""
+    x = np.random.default_rng(4).standard_normal((1, 10, TINY.hidden)).astype(dtype)
+    paged, whole = sim.Session(chip), sim.Session(chip)
+    for seq, past in ((6, 0), (3, 6), (1, 9)):
+        feeds = {"x": x[:, past:past + seq]}
+        got = paged.run(layer_step(TINY, seq, past, 12, dtype, block=4, table=[1, 2, 0])[1], feeds).outputs["y"]
+        want = whole.run(layer_step(TINY, seq, past, 12, dtype)[1], feeds).outputs["y"]
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+    for kind, axis in (("key", 3), ("value", 2)):
+        pool = np.concatenate([paged.state[f"cache.0.{kind}.{k}"] for k in (1, 2, 0)], axis=axis)
+        np.testing.assert_array_equal(pool, whole.state[f"cache.0.{kind}"])
+    program = isa.lower(layer_step(TINY, 1, 9, 12, dtype, block=4, table=[1, 2, 0])[1], chips.load(chip))
+    assert [(b.name, b.role) for b in program.bindings[:3]] == [(f"cache.0.key.{k}", "state") for k in range(3)]
 
 
 def test_the_trace_shows_the_cache_as_graph_state(tmp_path):

@@ -150,27 +150,30 @@ def _one(out: Tensor | tuple[Tensor, ...]) -> Tensor:
 
 @dataclass(frozen=True)
 class Cache:
-    """A cache a graph keeps as state `state` of `shape`, positions along `axis`: the graph's input
-    `read` (None: the graph reads none) held its positions [0, position), its output `written`
-    the rows for [position, position + n)."""
+    """A cache a graph keeps as state `state` of `shape` and `dtype`, positions along `axis`: the
+    graph's input `read` (None: the graph reads none) held its positions [0, position), its output
+    `written` (None: none) the rows for [position, position + n). A state neither read nor written
+    is still declared: the states' addresses stay those of the other steps' programs."""
 
     state: str
     shape: tuple
+    dtype: str
     axis: int
-    read: str | None
-    written: str
+    position: int
+    read: str | None = None
+    written: str | None = None
 
 
-def keep_in_state(graph: Graph, caches: list[Cache], position: int) -> Graph:
+def keep_in_state(graph: Graph, caches: list[Cache]) -> Graph:
     """`graph`, changed in place: each cache a state (declared in the caches' order), its input a
-    read of the state's positions [0, position) and its output appended to it at `position`."""
+    read of the state's positions [0, position) and its output appended to it at its position."""
     for c in caches:
-        if c.written not in graph.outputs:
+        if c.written is not None and c.written not in graph.outputs:
             raise GraphError(f"graph {graph.name}: cache {c.state}'s rows come from output {c.written!r}, which it does not have "
                              f"(outputs: {', '.join(graph.outputs)})")
-        rows = graph.tensors[graph.outputs.pop(c.written)]
-        state = graph.state(c.state, c.shape, rows.dtype)
+        state = graph.state(c.state, c.shape, c.dtype)
         if c.read is not None:
-            graph.input_from(c.read, lambda c=c, state=state: cache_read(state, position, c.axis, name=c.read))
-        cache_append(state, rows, position, c.axis, name=f"{c.state}.append")
+            graph.input_from(c.read, lambda c=c, state=state: cache_read(state, c.position, c.axis, name=c.read))
+        if c.written is not None:
+            cache_append(state, graph.tensors[graph.outputs.pop(c.written)], c.position, c.axis, name=f"{c.state}.append")
     return graph
