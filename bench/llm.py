@@ -208,7 +208,8 @@ def run(args):
         + (f" {multiplied}" if not args.whole
            else f"; x {cfg.layers} + head would be {(cfg.layers * layer_step + decode_ends.seconds) * 1e3:.2f} ms"))
     state = steps[len(steps) // 2].state_bytes
-    out(f"KV cache: graph state in DDR, {capacity} positions: {state / 1e6:.2f} MB a layer x {cfg.layers} = {state * cfg.layers / 1e9:.3f} GB; "
+    out(f"KV cache: graph state in DDR, {capacity} positions: {state / 1e6:.2f} MB a layer x {cfg.layers} = "
+        f"{state * cfg.layers / 1e9:.3f} GB; "
         f"prefill appends the prompt's rows, a decode step reads the cache where it lies and appends its token's")
     if quantize:  # the same step with float16 weights, compiled the same way: what the weight bytes buy
         middle = lengths[len(lengths) // 2]

@@ -90,7 +90,7 @@ def test_a_session_in_timing_mode_gives_the_functional_cycles():
 def test_a_program_with_state_reads_back_from_its_text():
     program = isa.lower(step((2, 8, 4), 1, 2, 1, read=2), chips.load("generic"))
     text = program.to_text()
-    assert re.search(r"^\.state cache ddr@0x0:float32\[2,8,4;32,4,1\]$", text, re.M)
+    assert re.search(r"^\.state cache ddr@0x0:float32\[2,8,4;32,4,1\]$", text, re.MULTILINE)
     state = {"cache": np.arange(64, dtype=np.float32).reshape(2, 8, 4)}
     rows = np.full((2, 1, 4), 7, np.float32)
     again = sim.execute(isa.Program.from_text(text), "generic", {"rows": rows}, state=state)
@@ -186,7 +186,8 @@ def test_the_trace_shows_the_cache_as_graph_state(tmp_path):
 
 def test_an_append_beyond_the_cache_names_the_state_the_position_and_the_length():
     with pytest.raises(isa.ShapeError, match=r"cache_append of 'rows' into state cache: 2 position\(s\) from position 7 along axis 1 "
-                                             r"reach position 9, beyond the cache's 8 \(state shape \(2, 8, 4\); a position is in 0\.\.6\)"):
+                                             r"reach position 9, beyond the cache's 8 \(state shape \(2, 8, 4\); "
+                                             r"a position is in 0\.\.6\)"):
         g = isa.Graph("g")
         O.cache_append(g.state("cache", (2, 8, 4)), g.input("rows", (2, 2, 4)), 7, 1)
 
@@ -197,7 +198,8 @@ def test_an_append_beyond_the_cache_names_the_state_the_position_and_the_length(
     (lambda g, c: O.cache_append(c, g.input("rows", (2, 1, 4)), -1, 1), isa.ShapeError, r"from position -1 along axis 1"),
     (lambda g, c: O.cache_append(c, g.input("rows", (2, 1, 4), "float16"), 0, 1), isa.UnsupportedError,
      r"rows of float16 into a state of float32"),
-    (lambda g, c: O.cache_read(c, 9, 1), isa.ShapeError, r"cache_read of state cache: length 9 along axis 1 is beyond the cache's 8 positions"),
+    (lambda g, c: O.cache_read(c, 9, 1), isa.ShapeError,
+     r"cache_read of state cache: length 9 along axis 1 is beyond the cache's 8 positions"),
     (lambda g, c: O.cache_read(c, 2, 3), isa.ShapeError, r"axis 3 is not an axis of a rank-3 state \(allowed: -3\.\.2\)"),
     (lambda g, c: O.cache_read(c, 2.5, 1), isa.ShapeError, r"length must be an integer, got 2\.5"),
     (lambda g, c: O.cache_read(g.input("x", (2, 8, 4)), 2, 1), isa.GraphError, r"cache_read: its first operand must be a state"),
