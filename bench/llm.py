@@ -10,7 +10,8 @@ layer for one token over a cache of length L, taken at the middle of the generat
 token count is the generation's time). The caches are graph state (isa/ops/cache.py): each layer's
 key and value caches of prompt + generate positions stay in DDR between runs, as a serving engine
 keeps them; prefill appends the prompt's rows, a decode step reads the cache where it lies and
-appends its token's rows. The floor of a decode step is its DDR bytes (weights and the cache it
+appends its token's rows; with --kv-block N the caches are paged, a pool of blocks of N positions
+per layer, scored block by block. The floor of a decode step is its DDR bytes (weights and the cache it
 reads) over the DDR bandwidth.
 
 With --whole, a decode step is the whole model as one graph (embedding, every layer, final norm and
@@ -24,6 +25,7 @@ multiplies one layer.
     python bench/llm.py --model llama2-7b --chip ascend910b --dtype float16 --batch 1 --prompt 512 --generate 128
     python bench/llm.py --model tinyllama-1.1b --chip bm1686 --dtype float32 --prompt 128 --generate 64 --samples 2
     python bench/llm.py --model tinyllama-1.1b --chip bm1686 --dtype w4a16 --prompt 64 --generate 32
+    python bench/llm.py --model tinyllama-1.1b --chip bm1686 --dtype float32 --prompt 128 --generate 64 --kv-block 64
     python bench/llm.py --model tinyllama-1.1b --chip ascend910b --layers 4 --whole
 """
 
@@ -172,9 +174,9 @@ def run(args):
     capacity = prompt + generate
 
     def cached(past, layers=1):  # the KV cache kept in DDR as graph state: read at [0, past), appended at past
-        return lambda graph: llm.with_kv_cache(graph, cfg, batch, capacity, past, 1 if past else prompt, layers)
+        return lambda graph: llm.with_kv_cache(graph, cfg, batch, capacity, past, 1 if past else prompt, layers, args.kv_block)
 
-    prefill = simulate(lambda: llm.decoder_layer(cfg, batch, prompt, 0, act, args.seed), chip, args.top, quantize, passes, cached(0))
+    prefill = simulate(lambda: llm.decoder_layer(cfg, batch, prompt, 0, act, args.seed, args.kv_block), chip, args.top, quantize, passes, cached(0))
     prefill_ends, refused = simulate_ends(cfg, chip, batch, prompt, dtype, args.seed)
     if refused:
         out(f"the embedding lookup is not simulated: {refused}")
@@ -186,7 +188,7 @@ def run(args):
     lengths = decode_lengths(prompt, generate, args.samples)
     decode_ends, _ = simulate_ends(cfg, chip, batch, 1, dtype, args.seed)
     if args.whole:
-        wholes = [simulate(lambda n=n: llm.model(cfg, batch, 1, n, act, args.seed), chip, args.top, quantize, keep=cached(n, cfg.layers))
+        wholes = [simulate(lambda n=n: llm.model(cfg, batch, 1, n, act, args.seed, args.kv_block), chip, args.top, quantize, keep=cached(n, cfg.layers))
                   for n in lengths]
         tpot = sum(s.seconds for s in wholes) / len(wholes)
         out(f"decode: the whole model ({cfg.layers} layers, embedding and head) simulated as one graph: time per output token "
@@ -195,7 +197,7 @@ def run(args):
         cpu = {k: sum(s.cpu[k] for s in wholes) for k in ("build", "lower", "simulate")}
         out(f"  whole-model decode step{'s' if len(wholes) > 1 else ''}: CPU seconds build and import {cpu['build']:.1f}, "
             f"lower {cpu['lower']:.1f}, simulate {cpu['simulate']:.1f}")
-    steps = [simulate(lambda n=n: llm.decoder_layer(cfg, batch, 1, n, act, args.seed), chip, args.top, quantize, keep=cached(n))
+    steps = [simulate(lambda n=n: llm.decoder_layer(cfg, batch, 1, n, act, args.seed, args.kv_block), chip, args.top, quantize, keep=cached(n))
              for n in lengths]
     layer_step = sum(s.seconds for s in steps) / len(steps)
     tpot = sum(s.seconds for s in wholes) / len(wholes) if args.whole else cfg.layers * layer_step + decode_ends.seconds
@@ -208,12 +210,13 @@ def run(args):
         + (f" {multiplied}" if not args.whole
            else f"; x {cfg.layers} + head would be {(cfg.layers * layer_step + decode_ends.seconds) * 1e3:.2f} ms"))
     state = steps[len(steps) // 2].state_bytes
-    out(f"KV cache: graph state in DDR, {capacity} positions: {state / 1e6:.2f} MB a layer x {cfg.layers} = "
+    paged = f" in blocks of {args.kv_block} (paged)" if args.kv_block else ""
+    out(f"KV cache: graph state in DDR, {capacity} positions{paged}: {state / 1e6:.2f} MB a layer x {cfg.layers} = "
         f"{state * cfg.layers / 1e9:.3f} GB; "
         f"prefill appends the prompt's rows, a decode step reads the cache where it lies and appends its token's")
     if quantize:  # the same step with float16 weights, compiled the same way: what the weight bytes buy
         middle = lengths[len(lengths) // 2]
-        base = simulate(lambda: llm.decoder_layer(cfg, batch, 1, middle, act, args.seed), chip, 0, "float16", keep=cached(middle))
+        base = simulate(lambda: llm.decoder_layer(cfg, batch, 1, middle, act, args.seed, args.kv_block), chip, 0, "float16", keep=cached(middle))
         out(f"decode with float16 weights (compiled the same way): one layer {base.seconds * 1e3:.3f} ms at cache length "
             f"{lengths[len(lengths) // 2]}; {dtype} takes {layer_step / base.seconds:.2f}x its time for "
             f"{weight_bytes(dtype) / DTYPE_BYTES['float16']:.2f}x its weight bytes")
@@ -251,13 +254,14 @@ def main(argv=None):
     p.add_argument("--published", action="store_true", help="print the published figures for these chips against the simulator")
     p.add_argument("--layers", type=int, help="a model of this many layers (default: the configuration's)")
     p.add_argument("--whole", action="store_true", help="simulate a decode step as the whole model, one graph (see above)")
+    p.add_argument("--kv-block", type=int, help="keep the KV cache paged, in blocks of this many positions (default: contiguous)")
     args = p.parse_args(argv)
     if args.published:
         for line in llm_published.rows(llm.CONFIGS, chips.load, weights_read_per_token):
             print(line)
         return 0
-    if min(args.batch, args.prompt, args.generate, args.samples, args.layers or 1) < 1 or args.top < 0:
-        p.error("--batch, --prompt, --generate, --samples and --layers are at least 1, --top at least 0")
+    if min(args.batch, args.prompt, args.generate, args.samples, args.layers or 1, args.kv_block or 1) < 1 or args.top < 0:
+        p.error("--batch, --prompt, --generate, --samples, --layers and --kv-block are at least 1, --top at least 0")
     try:
         return run(args)
     except SimError as e:
