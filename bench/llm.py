@@ -176,7 +176,10 @@ def run(args):
     def cached(past, layers=1):  # the KV cache kept in DDR as graph state: read at [0, past), appended at past
         return lambda graph: llm.with_kv_cache(graph, cfg, batch, capacity, past, 1 if past else prompt, layers, args.kv_block)
 
-    prefill = simulate(lambda: llm.decoder_layer(cfg, batch, prompt, 0, act, args.seed, args.kv_block), chip, args.top, quantize, passes, cached(0))
+    def layer(seq, past):
+        return llm.decoder_layer(cfg, batch, seq, past, act, args.seed, args.kv_block)
+
+    prefill = simulate(lambda: layer(prompt, 0), chip, args.top, quantize, passes, cached(0))
     prefill_ends, refused = simulate_ends(cfg, chip, batch, prompt, dtype, args.seed)
     if refused:
         out(f"the embedding lookup is not simulated: {refused}")
@@ -188,7 +191,8 @@ def run(args):
     lengths = decode_lengths(prompt, generate, args.samples)
     decode_ends, _ = simulate_ends(cfg, chip, batch, 1, dtype, args.seed)
     if args.whole:
-        wholes = [simulate(lambda n=n: llm.model(cfg, batch, 1, n, act, args.seed, args.kv_block), chip, args.top, quantize, keep=cached(n, cfg.layers))
+        wholes = [simulate(lambda n=n: llm.model(cfg, batch, 1, n, act, args.seed, args.kv_block),
+                           chip, args.top, quantize, keep=cached(n, cfg.layers))
                   for n in lengths]
         tpot = sum(s.seconds for s in wholes) / len(wholes)
         out(f"decode: the whole model ({cfg.layers} layers, embedding and head) simulated as one graph: time per output token "
@@ -197,7 +201,7 @@ def run(args):
         cpu = {k: sum(s.cpu[k] for s in wholes) for k in ("build", "lower", "simulate")}
         out(f"  whole-model decode step{'s' if len(wholes) > 1 else ''}: CPU seconds build and import {cpu['build']:.1f}, "
             f"lower {cpu['lower']:.1f}, simulate {cpu['simulate']:.1f}")
-    steps = [simulate(lambda n=n: llm.decoder_layer(cfg, batch, 1, n, act, args.seed, args.kv_block), chip, args.top, quantize, keep=cached(n))
+    steps = [simulate(lambda n=n: layer(1, n), chip, args.top, quantize, keep=cached(n))
              for n in lengths]
     layer_step = sum(s.seconds for s in steps) / len(steps)
     tpot = sum(s.seconds for s in wholes) / len(wholes) if args.whole else cfg.layers * layer_step + decode_ends.seconds
@@ -216,7 +220,7 @@ def run(args):
         f"prefill appends the prompt's rows, a decode step reads the cache where it lies and appends its token's")
     if quantize:  # the same step with float16 weights, compiled the same way: what the weight bytes buy
         middle = lengths[len(lengths) // 2]
-        base = simulate(lambda: llm.decoder_layer(cfg, batch, 1, middle, act, args.seed, args.kv_block), chip, 0, "float16", keep=cached(middle))
+        base = simulate(lambda: layer(1, middle), chip, 0, "float16", keep=cached(middle))
         out(f"decode with float16 weights (compiled the same way): one layer {base.seconds * 1e3:.3f} ms at cache length "
             f"{lengths[len(lengths) // 2]}; {dtype} takes {layer_step / base.seconds:.2f}x its time for "
             f"{weight_bytes(dtype) / DTYPE_BYTES['float16']:.2f}x its weight bytes")
