@@ -20,7 +20,7 @@ import numpy as np
 from typing_extensions import Self
 
 from . import dtypes
-from .errors import GraphError, ShapeError
+from .errors import GraphError, ShapeError, SimError
 
 if TYPE_CHECKING:
     from numpy import ndarray
@@ -129,16 +129,21 @@ class Graph:
         return {*self.outputs.values(), *self.kept}
 
     def input_from(self, name: str, make) -> Tensor:
-        """Replace input `name` by the single output of the node `make()` adds, named `name`, of the
-        input's shape and dtype, from tensors no node computes (a state): the input's users read it
-        unchanged. The node goes first, so the nodes stay in a topological order."""
+        """Replace input `name` by the single output of the one node `make()` adds, named `name`, of
+        the input's shape and dtype, from tensors no node computes (a state): the input's users read
+        it unchanged. The node goes first, so the nodes stay in a topological order."""
         if name not in self.inputs:
             raise GraphError(f"graph {self.name}: {name!r} is not an input (inputs: {', '.join(self.inputs) or 'none'})")
-        old = self.tensors.pop(name)
+        old, at, nodes = self.tensors.pop(name), self.inputs.index(name), len(self.nodes)
         self.inputs.remove(name)
-        made = make()
-        computed = any(t in self.producer for t in self.nodes[-1].inputs)
-        if made.name != name or (made.shape, made.dtype) != (old.shape, old.dtype) or computed:
+        try:
+            made = make()
+        except SimError:
+            self.tensors[name] = old  # make() refused before adding its node: the input stays
+            self.inputs.insert(at, name)
+            raise
+        computed = any(t in self.producer for n in self.nodes[nodes:] for t in n.inputs)
+        if made.name != name or (made.shape, made.dtype) != (old.shape, old.dtype) or computed or len(self.nodes) != nodes + 1:
             raise GraphError(f"graph {self.name}: input {name!r} ({old.dtype}{list(old.shape)}) replaced by {made!r}, made from "
                              f"computed tensors or of another name, shape or dtype")
         self.nodes.insert(0, self.nodes.pop())

@@ -245,3 +245,17 @@ def test_a_step_past_the_caches_capacity_names_it():
     with pytest.raises(isa.ShapeError, match=r"cache_append of 'layers\.0\.key' into state cache\.0\.key: 1 position\(s\) from position 8 "
                                              r"along axis 3 reach position 9, beyond the cache's 8"):
         layer_step(TINY, 1, 8, 8, "float32")
+
+
+def test_an_input_is_replaced_by_a_read_of_its_shape_or_kept():
+    g = isa.Graph("g")
+    x, cache = g.input("x", (2, 3, 4)), g.state("cache", (2, 8, 4))
+    with pytest.raises(isa.ShapeError, match=r"length 9 along axis 1 is beyond the cache's 8 positions"):
+        g.input_from("x", lambda: O.cache_read(cache, 9, 1, name="x"))
+    assert g.inputs == ["x"] and g.tensors["x"] is x  # the refused read changed nothing
+    with pytest.raises(isa.GraphError, match=r"input 'x' \(float32\[2, 3, 4\]\) replaced by Tensor\('x', \(2, 2, 4\), float32\)"):
+        g.input_from("x", lambda: O.cache_read(cache, 2, 1, name="x"))
+    h = isa.Graph("h")
+    h.input("y", (2, 3, 4))
+    read = h.input_from("y", lambda: O.cache_read(h.state("cache", (2, 8, 4)), 3, 1, name="y"))
+    assert h.inputs == [] and h.nodes[0].op == "cache_read" and read is h.tensors["y"]

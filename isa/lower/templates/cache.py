@@ -39,7 +39,7 @@ def bind_states(ctx: Lowering) -> None:
     em: Emitter = ctx.em  # type: ignore[assignment]
     for name in g.states:
         t = g.tensors[name]
-        axes = {n.params["axis"] for n in g.consumers(name)}
+        axes = {n.params["axis"] for n in g.consumers(name) if REGISTRY[n.op].template == "cache"}
         if len(axes) > 1:
             raise GraphError(f"state {name}: its cache ops name different axes ({', '.join(map(str, sorted(axes)))}); a cache "
                              "has one axis of positions")
