@@ -68,6 +68,33 @@ def test_appends_and_reads_equal_numpy_and_persist_between_runs(data, rank, chun
         np.testing.assert_array_equal(session.state["cache"], want)  # written positions kept, the rest still zero
 
 
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=2, max_size=4))
+def test_arrangements_read_a_cache_in_place_as_numpy_does(data, shape):
+    """A read of a cache is a strided view: permute, extract (with steps) and tile take it where it lies."""
+    shape = tuple(shape)
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    length = data.draw(st.integers(1, shape[axis]))
+    full = shape[:axis] + (shape[axis] + data.draw(st.integers(0, 3)),) + shape[axis + 1:]
+    seen_shape = shape[:axis] + (length,) + shape[axis + 1:]
+    order = data.draw(st.permutations(range(len(shape))))
+    start = [data.draw(st.integers(0, n - 1)) for n in seen_shape]
+    step = [data.draw(st.integers(1, 3)) for _ in seen_shape]
+    reps = [data.draw(st.integers(1, 2)) for _ in seen_shape]
+    g = isa.Graph("arrange")
+    with g:
+        seen = O.cache_read(g.state("cache", full), length, axis)
+        g.output(O.permute(seen, order), "permuted")
+        g.output(O.extract(seen, start, list(seen_shape), step), "extracted")
+        g.output(O.tile(seen, reps), "tiled")
+    state = np.random.default_rng(len(shape)).standard_normal(full).astype(np.float32)
+    got = sim.execute(isa.lower(g, chips.load("generic")), "generic", {}, state={"cache": state}).outputs
+    view = positions(state, axis, 0, length)
+    np.testing.assert_array_equal(got["permuted"], view.transpose(order))
+    np.testing.assert_array_equal(got["extracted"], view[tuple(slice(a, None, s) for a, s in zip(start, step))])
+    np.testing.assert_array_equal(got["tiled"], np.tile(view, reps))
+
+
 @pytest.mark.parametrize("chip", ["bm1684", "ascend910b"])
 def test_a_cache_on_a_chip_that_stages_its_ddr_copies(chip):
     dtype = "float16" if chip == "ascend910b" else "float32"
