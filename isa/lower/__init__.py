@@ -157,10 +157,10 @@ def _in_ddr_only(groups, shares):
 
 def _bind(ctx, ddr_only):
     """Graph state, inputs, constants and outputs get their places first, in that order: states in
-    DDR (isa/lower/templates/cache.py), constants in DDR (a
-    pinned one in on-chip memory), inputs and outputs in the chip's data memory (DDR, or the
-    host's where it has one, unless a template that reads DDR only touches them). Returns the
-    outputs that alias a tensor placed already, as (output name, tensor name, Buf)."""
+    DDR (isa/lower/templates/cache.py), constants in DDR (a pinned one in on-chip memory), inputs
+    and outputs in the chip's data memory (DDR, or the host's where it has one, unless a template
+    that reads DDR only touches them). Returns the outputs that alias a tensor placed already, as
+    (output name, tensor name, Buf)."""
     g, em = ctx.graph, ctx.em
     data = lambda name: "ddr" if name in ddr_only else ctx.chip.data_memory  # noqa: E731
     local = local_memory(ctx.chip) if ctx.policy.pinned else None
