@@ -176,9 +176,14 @@ def with_kv_cache(graph, cfg, batch, capacity, past=0, seq=1, layers=1, block=No
     """An imported layer or model of this builder (isa.from_onnx of decoder_layer or model, built with
     the same `block`) as a step that keeps its KV cache in DDR between runs: its caches read from graph
     state, its new key and value rows appended at position `past` (run it in a sim.Session)."""
+    from isa.errors import GraphError
     from isa.ops.cache import keep_in_state
 
-    dtype = graph.tensors[graph.outputs["present.0.key" if block is None else f"present.0.key.{past // block}"]].dtype
+    rows = "present.0.key" if block is None else f"present.0.key.{past // block}"
+    if rows not in graph.outputs:
+        raise GraphError(f"graph {graph.name}: no output {rows!r} (outputs: {', '.join(graph.outputs)}); a step over a cache "
+                         f"{'in blocks of ' + str(block) if block else 'not in blocks'} is built with block={block}")
+    dtype = graph.tensors[graph.outputs[rows]].dtype
     return keep_in_state(graph, kv_caches(cfg, batch, capacity, dtype, past, seq, layers, block, table))
 
 

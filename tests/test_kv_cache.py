@@ -286,3 +286,8 @@ def test_an_input_is_replaced_by_a_read_of_its_shape_or_kept():
     h.input("y", (2, 3, 4))
     read = h.input_from("y", lambda: O.cache_read(h.state("cache", (2, 8, 4)), 3, 1, name="y"))
     assert h.inputs == [] and h.nodes[0].op == "cache_read" and read is h.tensors["y"]
+
+
+def test_a_paged_step_of_a_layer_built_whole_is_refused():
+    with pytest.raises(isa.GraphError, match=r"no output 'present\.0\.key\.1' .* a step over a cache in blocks of 4 is built with block=4"):
+        llm.with_kv_cache(isa.from_onnx(llm.decoder_layer(TINY, seq=1, past=5, dtype="float32")), TINY, 1, 8, past=5, block=4)
