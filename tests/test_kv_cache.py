@@ -204,6 +204,8 @@ def test_the_trace_shows_the_cache_as_graph_state(tmp_path):
     spans = [b for b in result.trace.buffers if b.kind == "state"]
     assert sorted(b.name for b in spans) == ["cache.0.key", "cache.0.value"] and sum(b.size for b in spans) == cache_bytes
     assert result.trace.counters["state.ddr"] == [(0, cache_bytes)]
+    assert result.stats.state_bytes == {"ddr": cache_bytes}
+    assert re.search(r"^  ddr .*, graph state \(KV cache\) 2\.0 KiB$", traces.format_summary(result.stats), re.MULTILINE)
     assert from_data(to_data(result.trace)).buffers == result.trace.buffers  # the kind is stored
     traces.plot_memory(result.trace, tmp_path / "memory.png")
     assert (tmp_path / "memory.png").stat().st_size > 0
