@@ -7,10 +7,13 @@ language model's decode steps keep in DDR between runs.
 
 A read is a view: products read the cache where it lies (isa/lower/templates/cache.py), as a
 serving engine's attention kernel reads its cache. An append is one DMA of the new rows into the
-cache, as the runtimes do it: Ascend ATB's ReshapeAndCache writes a step's keys and values into
-the cache, Sophgo's LLM-TPU demos copy a block's new key and value rows into the cache with a
-device-to-device memcpy (bm_memcpy_d2d). Neither is an op of a chip's op table: any chip whose
-DMA engines copy DDR runs them. Positions are fixed when the graph is built, as the shapes are:
+cache, as the runtimes do it: Ascend ATB's ReshapeAndCacheOperation writes a step's keys and
+values into one layer's key and value caches in place, at each token's slot (block id x block size
++ offset; CANN 8.0.RC3 ATB API reference, hiascend.com .../80RC3/apiref/ascendtbapi/ascendtb_01_0089.html);
+Sophgo's LLM-TPU demos copy each block's new key and value rows into the layer's cache at the
+token's offset with bm_memcpy_d2d_byte (sophgo/LLM-TPU models/Llama2/python_demo/chat.cpp @
+0eea0dc, forward_next). Neither is an op of a chip's op table: any chip whose DMA engines copy DDR
+runs them. Positions are fixed when the graph is built, as the shapes are:
 a decode step at position p is a graph of its own.
 """
 
