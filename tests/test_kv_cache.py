@@ -108,6 +108,22 @@ def test_a_cache_on_a_chip_that_stages_its_ddr_copies(chip):
     assert not session.state["cache"][..., 6:].any()
 
 
+@pytest.mark.parametrize("chip, dtype", [("generic", "float32"), ("ascend910b", "float16"), ("bm1684", "float32")])
+def test_the_cache_ops_act_in_graph_order(chip, dtype):
+    """A read after an append, in one program, sees the appended row (the emitter orders the
+    accesses of the state's buffer across engines and cores)."""
+    g = isa.Graph("read_after_append")
+    with g:
+        cache = g.state("cache", (8, 16), dtype)
+        O.cache_append(cache, O.adds(g.input("rows", (1, 16), dtype), 0.0), 2, 0)
+        g.output(O.matrix_mul(O.cache_read(cache, 3, 0), g.constant("w", np.eye(16, dtype=dtype))), "y")
+    state = {"cache": np.arange(128).reshape(8, 16).astype(dtype)}
+    got = sim.execute(isa.lower(g, chips.load(chip)), chip, {"rows": np.full((1, 16), 7, dtype)}, state=state)
+    want = state["cache"][:3].copy()
+    want[2] = 7
+    np.testing.assert_array_equal(got.outputs["y"], want)
+
+
 def test_a_session_in_timing_mode_gives_the_functional_cycles():
     shape, rows = (4, 8, 16), np.ones((4, 1, 16), np.float32)
     cycles = [sim.Session("bm1686", mode).run(step(shape, 1, 3, 1, read=3), {"rows": rows}).cycles for mode in ("functional", "timing")]
