@@ -7,9 +7,12 @@ identical in shape, so each would take the same time); the embedding lookup, fin
 simulated once as their own graph. Prefill is one layer over the whole prompt; a decode step is one
 layer for one token over a cache of length L, taken at the middle of the generation (or, with
 --samples N, averaged over N lengths spread over it: the mean step time, whose product with the
-token count is the generation's time). The caches are the layer's inputs (in DDR, as a serving
-engine keeps them); each layer's new key and value rows are its outputs. The floor of a decode step
-is its DDR bytes (weights and the cache it reads) over the DDR bandwidth.
+token count is the generation's time). The caches are graph state (isa/ops/cache.py): each layer's
+key and value caches of prompt + generate positions stay in DDR between runs, as a serving engine
+keeps them; prefill appends the prompt's rows, a decode step reads the cache where it lies and
+appends its token's rows; with --kv-block N the caches are paged, a pool of blocks of N positions
+per layer, scored block by block. The floor of a decode step is its DDR bytes (weights and the cache it
+reads) over the DDR bandwidth.
 
 With --whole, a decode step is the whole model as one graph (embedding, every layer, final norm and
 head), lowered and simulated in timing mode: one layer's first weight loads then overlap the previous
@@ -22,6 +25,7 @@ multiplies one layer.
     python bench/llm.py --model llama2-7b --chip ascend910b --dtype float16 --batch 1 --prompt 512 --generate 128
     python bench/llm.py --model tinyllama-1.1b --chip bm1686 --dtype float32 --prompt 128 --generate 64 --samples 2
     python bench/llm.py --model tinyllama-1.1b --chip bm1686 --dtype w4a16 --prompt 64 --generate 32
+    python bench/llm.py --model tinyllama-1.1b --chip bm1686 --dtype float32 --prompt 128 --generate 64 --kv-block 64
     python bench/llm.py --model tinyllama-1.1b --chip ascend910b --layers 4 --whole
 """
 
@@ -36,8 +40,8 @@ import isa
 import sim
 from isa.errors import OutOfMemoryError, SimError, UnsupportedError
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))  # first: `llm` is examples/llm.py, not this script
 import llm
 import llm_published
 
@@ -67,6 +71,7 @@ class Simulated:
     cpu: dict  # "build", "lower", "simulate" -> CPU seconds
     slowest: list  # (op name, span in seconds, DDR bytes) of the ops with the longest spans, longest first
     instructions: int  # of the lowered program
+    state_bytes: int  # of the program's graph state (its KV cache)
 
 
 def footprint(cfg, dtype, batch, tokens):
@@ -85,12 +90,15 @@ def check_fits(cfg, chip, dtype, batch, tokens):
     return weights, kv
 
 
-def simulate(build, chip, top=3, quantize=None, passes=None):
+def simulate(build, chip, top=3, quantize=None, passes=None, keep=None):
     """Build an ONNX model (a callable), import (deployed in `quantize`, a weight-only scheme, with
-    the named import passes, default all), lower and run it in timing mode."""
+    the named import passes, default all), keep its KV cache as graph state (`keep`, a callable
+    changing the imported graph: examples/llm.py's with_kv_cache), lower and run it in timing mode."""
     cpu = {}
     start = time.process_time()
     graph = isa.from_onnx(build(), quantize=quantize, chip=chip if quantize else None, passes=passes)
+    if keep:
+        keep(graph)
     cpu["build"] = time.process_time() - start
     start = time.process_time()
     program = isa.lower(graph, chip)
@@ -105,7 +113,8 @@ def simulate(build, chip, top=3, quantize=None, passes=None):
     utilization = {kind: sum(v) / len(v) for kind, v in kinds.items()}
     slowest = [(op.name, op.seconds, op.ddr_bytes) for op in result.stats.slowest(top)]
     ddr_bytes = result.stats.ddr_read_bytes + result.stats.ddr_write_bytes
-    return Simulated(result.seconds, result.cycles, utilization, ddr_bytes, cpu, slowest, len(program))
+    state = sum(b.region.nbytes for b in program.bindings if b.role == "state")
+    return Simulated(result.seconds, result.cycles, utilization, ddr_bytes, cpu, slowest, len(program), state)
 
 
 def simulate_ends(cfg, chip, batch, seq, dtype, seed):
@@ -162,7 +171,15 @@ def run(args):
 
     act, quantize = activations(dtype), (dtype if dtype in WEIGHT_ONLY else None)
     passes = [p for p in isa.onnx.PASSES if p != "attention"] if args.unfused_attention else None
-    prefill = simulate(lambda: llm.decoder_layer(cfg, batch, prompt, 0, act, args.seed), chip, args.top, quantize, passes)
+    capacity = prompt + generate
+
+    def cached(past, layers=1):  # the KV cache kept in DDR as graph state: read at [0, past), appended at past
+        return lambda graph: llm.with_kv_cache(graph, cfg, batch, capacity, past, 1 if past else prompt, layers, args.kv_block)
+
+    def layer(seq, past):
+        return llm.decoder_layer(cfg, batch, seq, past, act, args.seed, args.kv_block)
+
+    prefill = simulate(lambda: layer(prompt, 0), chip, args.top, quantize, passes, cached(0))
     prefill_ends, refused = simulate_ends(cfg, chip, batch, prompt, dtype, args.seed)
     if refused:
         out(f"the embedding lookup is not simulated: {refused}")
@@ -174,7 +191,9 @@ def run(args):
     lengths = decode_lengths(prompt, generate, args.samples)
     decode_ends, _ = simulate_ends(cfg, chip, batch, 1, dtype, args.seed)
     if args.whole:
-        wholes = [simulate(lambda n=n: llm.model(cfg, batch, 1, n, act, args.seed), chip, args.top, quantize) for n in lengths]
+        wholes = [simulate(lambda n=n: llm.model(cfg, batch, 1, n, act, args.seed, args.kv_block),
+                           chip, args.top, quantize, keep=cached(n, cfg.layers))
+                  for n in lengths]
         tpot = sum(s.seconds for s in wholes) / len(wholes)
         out(f"decode: the whole model ({cfg.layers} layers, embedding and head) simulated as one graph: time per output token "
             f"{tpot * 1e3:.2f} ms; its layers take {(tpot - decode_ends.seconds) / cfg.layers * 1e3:.3f} ms each after the "
@@ -182,7 +201,8 @@ def run(args):
         cpu = {k: sum(s.cpu[k] for s in wholes) for k in ("build", "lower", "simulate")}
         out(f"  whole-model decode step{'s' if len(wholes) > 1 else ''}: CPU seconds build and import {cpu['build']:.1f}, "
             f"lower {cpu['lower']:.1f}, simulate {cpu['simulate']:.1f}")
-    steps = [simulate(lambda n=n: llm.decoder_layer(cfg, batch, 1, n, act, args.seed), chip, args.top, quantize) for n in lengths]
+    steps = [simulate(lambda n=n: layer(1, n), chip, args.top, quantize, keep=cached(n))
+             for n in lengths]
     layer_step = sum(s.seconds for s in steps) / len(steps)
     tpot = sum(s.seconds for s in wholes) / len(wholes) if args.whole else cfg.layers * layer_step + decode_ends.seconds
     floors = [decode_floor(cfg, chip, dtype, batch, n) for n in lengths]
@@ -193,8 +213,14 @@ def run(args):
         f"{ddr_bandwidth(chip) / 1e9:.0f} GB/s, {layer_step / floor:.2f}x the floor)"
         + (f" {multiplied}" if not args.whole
            else f"; x {cfg.layers} + head would be {(cfg.layers * layer_step + decode_ends.seconds) * 1e3:.2f} ms"))
+    state = steps[len(steps) // 2].state_bytes
+    paged = f" in blocks of {args.kv_block} (paged)" if args.kv_block else ""
+    out(f"KV cache: graph state in DDR, {capacity} positions{paged}: {state / 1e6:.2f} MB a layer x {cfg.layers} = "
+        f"{state * cfg.layers / 1e9:.3f} GB; "
+        f"prefill appends the prompt's rows, a decode step reads the cache where it lies and appends its token's")
     if quantize:  # the same step with float16 weights, compiled the same way: what the weight bytes buy
-        base = simulate(lambda: llm.decoder_layer(cfg, batch, 1, lengths[len(lengths) // 2], act, args.seed), chip, 0, "float16")
+        middle = lengths[len(lengths) // 2]
+        base = simulate(lambda: layer(1, middle), chip, 0, "float16", keep=cached(middle))
         out(f"decode with float16 weights (compiled the same way): one layer {base.seconds * 1e3:.3f} ms at cache length "
             f"{lengths[len(lengths) // 2]}; {dtype} takes {layer_step / base.seconds:.2f}x its time for "
             f"{weight_bytes(dtype) / DTYPE_BYTES['float16']:.2f}x its weight bytes")
@@ -232,13 +258,14 @@ def main(argv=None):
     p.add_argument("--published", action="store_true", help="print the published figures for these chips against the simulator")
     p.add_argument("--layers", type=int, help="a model of this many layers (default: the configuration's)")
     p.add_argument("--whole", action="store_true", help="simulate a decode step as the whole model, one graph (see above)")
+    p.add_argument("--kv-block", type=int, help="keep the KV cache paged, in blocks of this many positions (default: contiguous)")
     args = p.parse_args(argv)
     if args.published:
         for line in llm_published.rows(llm.CONFIGS, chips.load, weights_read_per_token):
             print(line)
         return 0
-    if min(args.batch, args.prompt, args.generate, args.samples, args.layers or 1) < 1 or args.top < 0:
-        p.error("--batch, --prompt, --generate, --samples and --layers are at least 1, --top at least 0")
+    if min(args.batch, args.prompt, args.generate, args.samples, args.layers or 1, args.kv_block or 1) < 1 or args.top < 0:
+        p.error("--batch, --prompt, --generate, --samples, --layers and --kv-block are at least 1, --top at least 0")
     try:
         return run(args)
     except SimError as e:

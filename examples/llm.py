@@ -100,26 +100,27 @@ def config(name, **changes):
     return dataclasses.replace(CONFIGS[name], **changes)
 
 
-def decoder_layer(cfg, batch=1, seq=1, past=0, dtype="float16", seed=0):
-    """One decoder layer: "x" (batch, seq, hidden) -> "y", "present.0.key", "present.0.value"."""
+def decoder_layer(cfg, batch=1, seq=1, past=0, dtype="float16", seed=0, block=None):
+    """One decoder layer: "x" (batch, seq, hidden) -> "y", "present.0.key", "present.0.value" (with
+    `block`, its caches in blocks of that many positions: see `_layer`)."""
     net = _net(cfg, "decoder_layer", dtype, seed)
     x = net.input("x", (batch, seq, cfg.hidden))
-    y, key, value = _layer(net, cfg, x, 0, batch, seq, past)
+    y, presents = _layer(net, cfg, x, 0, batch, seq, past, block)
     net.output(y, "y")
-    net.output(key, "present.0.key")
-    net.output(value, "present.0.value")
+    for value, name in presents:
+        net.output(value, name)
     return net.model(f"{cfg.name} decoder layer, {seq} new tokens over {past} cached, random weights (seed {seed})")
 
 
-def model(cfg, batch=1, seq=1, past=0, dtype="float16", seed=0):
+def model(cfg, batch=1, seq=1, past=0, dtype="float16", seed=0, block=None):
     """The whole model: "input_ids" (batch, seq) -> the last position's "logits" (batch, 1, vocab)
-    and each layer's "present.{i}.key" / "present.{i}.value"."""
+    and each layer's "present.{i}.key" / "present.{i}.value" (per block with `block`)."""
     net = _net(cfg, "decoder", dtype, seed)
     x = _embedding(net, cfg, batch, seq)
     presents = []
     for i in range(cfg.layers):
-        x, key, value = _layer(net, cfg, x, i, batch, seq, past)
-        presents += [(key, f"present.{i}.key"), (value, f"present.{i}.value")]
+        x, rows = _layer(net, cfg, x, i, batch, seq, past, block)
+        presents += rows
     if seq > 1:
         x = net.slice(x, [seq - 1], [seq], [1], "last")
     net.output(_head(net, cfg, x), "logits")
@@ -137,6 +138,53 @@ def ends(cfg, batch=1, seq=1, dtype="float16", seed=0, embedding=True):
         net.output(_embedding(net, cfg, batch, seq), "embedded")
     net.output(_head(net, cfg, net.input("h", (batch, 1, cfg.hidden))), "logits")
     return net.model(f"{cfg.name} embedding, final norm and head, random weights (seed {seed})")
+
+
+def kv_caches(cfg, batch, capacity, dtype, past=0, seq=1, layers=1, block=None, table=None):
+    """The key and value caches of `layers` layers as graph state (isa/ops/cache.py), for a step of
+    `seq` new tokens after `past` cached, in this builder's layouts: "cache.{i}.key" (batch, KV heads,
+    head size, capacity) and "cache.{i}.value" (batch, KV heads, capacity, head size), read as
+    "past.{i}.*" and appended to from "present.{i}.*". With `block`, paged: each layer's caches are a
+    pool of capacity / block blocks, "cache.{i}.key.{k}" (batch, KV heads, head size, block), and the
+    block table `table` (default: in order) says which pool block holds the sequence's block j, as a
+    serving engine's block manager assigns them; the step reads and appends the blocks it names."""
+    from isa.ops.cache import Cache
+
+    d, kv = cfg.head_size, cfg.kv_heads
+    if block is None:
+        return [Cache(f"cache.{i}.{kind}", shape, dtype, axis, past, f"past.{i}.{kind}" if past else None, f"present.{i}.{kind}")
+                for i in range(layers)
+                for kind, shape, axis in (("key", (batch, kv, d, capacity), 3), ("value", (batch, kv, capacity, d), 2))]
+    pool = -(-capacity // block)
+    table = list(range(pool)) if table is None else list(table)
+    if sorted(table) != list(range(pool)):
+        raise ValueError(f"block table {table}: expected each of the pool's {pool} blocks (0..{pool - 1}) once")
+    read, written = blocks(past, seq, block)
+    read, written = dict(read), {j: first for j, first, _ in written}
+    held = {k: j for j, k in enumerate(table)}  # pool block -> the sequence's block it holds
+    caches = []
+    for i in range(layers):
+        for kind, shape, axis in (("key", (batch, kv, d, block), 3), ("value", (batch, kv, block, d), 2)):
+            for k in range(pool):
+                j = held[k]
+                caches.append(Cache(f"cache.{i}.{kind}.{k}", shape, dtype, axis, read.get(j, 0) if j not in written else written[j],
+                                    f"past.{i}.{kind}.{j}" if j in read else None, f"present.{i}.{kind}.{j}" if j in written else None))
+    return caches
+
+
+def with_kv_cache(graph, cfg, batch, capacity, past=0, seq=1, layers=1, block=None, table=None):
+    """An imported layer or model of this builder (isa.from_onnx of decoder_layer or model, built with
+    the same `block`) as a step that keeps its KV cache in DDR between runs: its caches read from graph
+    state, its new key and value rows appended at position `past` (run it in a sim.Session)."""
+    from isa.errors import GraphError
+    from isa.ops.cache import keep_in_state
+
+    rows = "present.0.key" if block is None else f"present.0.key.{past // block}"
+    if rows not in graph.outputs:
+        raise GraphError(f"graph {graph.name}: no output {rows!r} (outputs: {', '.join(graph.outputs)}); a step over a cache "
+                         f"{'in blocks of ' + str(block) if block else 'not in blocks'} is built with block={block}")
+    dtype = graph.tensors[graph.outputs[rows]].dtype
+    return keep_in_state(graph, kv_caches(cfg, batch, capacity, dtype, past, seq, layers, block, table))
 
 
 def _net(cfg, what, dtype, seed):
@@ -196,8 +244,23 @@ def _projection(net, x, out, name, bias=False):
     return net.binary("Add", y, net.const(f"{name}.bias", net.normal(out, 0.02)), name) if bias else y
 
 
-def _layer(net, cfg, x, i, batch, seq, past):
-    """One decoder layer's nodes under "layers.{i}.": the layer's output and its new key and value rows."""
+def blocks(past, seq, block):
+    """(the cached positions' blocks as (index, length), the new rows' blocks as (index, first
+    position in it, count)) of a cache in blocks of `block` positions (None: one block)."""
+    if block is None:
+        return ([(None, past)] if past else []), [(None, past, seq)]
+    read = [(j, min(block, past - j * block)) for j in range(-(-past // block))]
+    written = [(j, max(past, j * block) - j * block, min(past + seq, (j + 1) * block) - max(past, j * block))
+               for j in range(past // block, (past + seq - 1) // block + 1)]
+    return read, written
+
+
+def _layer(net, cfg, x, i, batch, seq, past, block=None):
+    """One decoder layer's nodes under "layers.{i}.": the layer's output and its new key and value
+    rows as (tensor, output name). With `block`, the caches come in blocks of that many positions,
+    as a paged cache keeps them (vLLM's PagedAttention, MindIE): the cached positions as one input
+    per block ("past.{i}.key.{j}", the last block's filled part), scored block by block, and the new
+    rows as one output per block they fall in ("present.{i}.key.{j}")."""
     p = f"layers.{i}"
     d, kv, g = cfg.head_size, cfg.kv_heads, cfg.group
     h = _rms_norm(net, cfg, x, f"{p}.input_layernorm")
@@ -216,15 +279,23 @@ def _layer(net, cfg, x, i, batch, seq, past):
     if seq > 1:  # causal: a new token sees the cache and the new tokens up to itself (each query group alike)
         causal = np.triu(np.full((seq, seq), np.finfo(net.dtype).min, np.float64), 1)
         scores = net.binary("Add", scores, net.const(f"{p}.causal_mask", np.tile(causal, (g, 1))), f"{p}.masked")
+    read, written = blocks(past, seq, block)
     if past:
-        key_cache = net.input(f"past.{i}.key", (batch, kv, d, past))
-        value_cache = net.input(f"past.{i}.value", (batch, kv, past, d))
-        cached = net.binary("Mul", net.node("MatMul", [q, key_cache], f"{p}.scores_cache", (*rows, past)), scale, f"{p}.scaled_cache")
-        probs = net.softmax(net.concat([cached, scores], 3, f"{p}.scores"), 3, f"{p}.probs")
-        p_cache = net.slice(probs, [0], [past], [3], f"{p}.probs_cache")
+        parts, at = [], 0
+        for j, n in read:
+            tag = "" if j is None else f".{j}"
+            key_cache = net.input(f"past.{i}.key{tag}", (batch, kv, d, n))
+            value_cache = net.input(f"past.{i}.value{tag}", (batch, kv, n, d))
+            parts.append((net.binary("Mul", net.node("MatMul", [q, key_cache], f"{p}.scores_cache{tag}", (*rows, n)), scale,
+                                     f"{p}.scaled_cache{tag}"), value_cache, at, n, tag))
+            at += n
+        probs = net.softmax(net.concat([s for s, *_ in parts] + [scores], 3, f"{p}.scores"), 3, f"{p}.probs")
         p_new = net.slice(probs, [past], [past + seq], [3], f"{p}.probs_new")
-        ctx = net.binary("Add", net.node("MatMul", [p_cache, value_cache], f"{p}.ctx_cache", (*rows, d)),
-                         net.node("MatMul", [p_new, v], f"{p}.ctx_new", (*rows, d)), f"{p}.ctx")
+        ctx = net.node("MatMul", [p_new, v], f"{p}.ctx_new", (*rows, d))
+        for _, value_cache, at, n, tag in parts:
+            p_cache = net.slice(probs, [at], [at + n], [3], f"{p}.probs_cache{tag}")
+            ctx = net.binary("Add", net.node("MatMul", [p_cache, value_cache], f"{p}.ctx_cache{tag}", (*rows, d)), ctx,
+                             f"{p}.ctx{tag}" if tag else f"{p}.ctx")
     else:
         ctx = net.node("MatMul", [net.softmax(scores, 3, f"{p}.probs"), v], f"{p}.ctx", (*rows, d))
     ctx = net.reshape(net.transpose(net.reshape(ctx, (batch, cfg.heads, seq, d), f"{p}.ctx_heads"), (0, 2, 1, 3), f"{p}.ctx_t"),
@@ -234,7 +305,13 @@ def _layer(net, cfg, x, i, batch, seq, past):
     gate = _projection(net, h, cfg.mlp, f"{p}.mlp.gate_proj")
     up = _projection(net, h, cfg.mlp, f"{p}.mlp.up_proj")
     down = _projection(net, net.binary("Mul", net.silu(gate, f"{p}.mlp.act"), up, f"{p}.mlp.swiglu"), cfg.hidden, f"{p}.mlp.down_proj")
-    return net.binary("Add", x, down, f"{p}.residual2"), key, v
+    presents = []
+    for j, first, n in written:  # the new rows, whole or cut at the blocks' edges
+        tag, lo = ("", 0) if j is None else (f".{j}", j * block + first - past)
+        whole = n == seq
+        presents += [(key if whole else net.slice(key, [lo], [lo + n], [3], f"{p}.key{tag}"), f"present.{i}.key{tag}"),
+                     (v if whole else net.slice(v, [lo], [lo + n], [2], f"{p}.value{tag}"), f"present.{i}.value{tag}")]
+    return net.binary("Add", x, down, f"{p}.residual2"), presents
 
 
 def main(argv=None):

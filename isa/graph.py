@@ -20,7 +20,7 @@ import numpy as np
 from typing_extensions import Self
 
 from . import dtypes
-from .errors import GraphError, ShapeError
+from .errors import GraphError, ShapeError, SimError
 
 if TYPE_CHECKING:
     from numpy import ndarray
@@ -81,6 +81,8 @@ class Graph:
         self.name = self._check_name(name, "graph name")
         self.tensors = {}  # name -> Tensor
         self.inputs = []  # tensor names
+        self.states = []  # tensor names of the graph state (`state`), in declaration order
+        self.kept = []  # tensors the graph computes though no output returns them (a state's update)
         self.constants = {}  # tensor name -> numpy array
         self.nodes = []
         self.outputs = {}  # output name -> tensor name
@@ -108,6 +110,44 @@ class Graph:
         t = self._new_tensor(name, _check_shape(shape, f"input {name}"), dtypes.check(dtype, f"input {name}"))
         self.inputs.append(name)
         return t
+
+    def state(self, name: str, shape: tuple[int, ...], dtype: str = "float32") -> Tensor:
+        """A tensor of graph state: bytes in DDR that outlive a run, as a serving engine keeps a
+        language model's key and value caches between decode steps. A run reads and updates them
+        in place through the cache ops (isa/ops/cache.py); sim.Session keeps them between runs."""
+        t = self._new_tensor(name, _check_shape(shape, f"state {name}"), dtypes.check(dtype, f"state {name}"))
+        self.states.append(name)
+        return t
+
+    def keep(self, tensor: Tensor) -> Tensor:
+        """Compute `tensor` though no output returns it: a state's update is its effect."""
+        self.kept.append(self.tensor(tensor).name)
+        return tensor
+
+    def results(self) -> set[str]:
+        """The tensors a run must compute: the outputs' and the kept ones (`keep`)."""
+        return {*self.outputs.values(), *self.kept}
+
+    def input_from(self, name: str, make) -> Tensor:
+        """Replace input `name` by the single output of the one node `make()` adds, named `name`, of
+        the input's shape and dtype, from tensors no node computes (a state): the input's users read
+        it unchanged. The node goes first, so the nodes stay in a topological order."""
+        if name not in self.inputs:
+            raise GraphError(f"graph {self.name}: {name!r} is not an input (inputs: {', '.join(self.inputs) or 'none'})")
+        old, at, nodes = self.tensors.pop(name), self.inputs.index(name), len(self.nodes)
+        self.inputs.remove(name)
+        try:
+            made = make()
+        except SimError:
+            self.tensors[name] = old  # make() refused before adding its node: the input stays
+            self.inputs.insert(at, name)
+            raise
+        computed = any(t in self.producer for n in self.nodes[nodes:] for t in n.inputs)
+        if made.name != name or (made.shape, made.dtype) != (old.shape, old.dtype) or computed or len(self.nodes) != nodes + 1:
+            raise GraphError(f"graph {self.name}: input {name!r} ({old.dtype}{list(old.shape)}) replaced by {made!r}, made from "
+                             f"computed tensors or of another name, shape or dtype")
+        self.nodes.insert(0, self.nodes.pop())
+        return made
 
     def constant(self, name: str, array: ndarray, dtype: str | None = None) -> Tensor:
         """A COEFF tensor: its bytes are preloaded in DDR before the run. An empty constant (a

@@ -1,6 +1,7 @@
 """Program: what lowering hands to the machine. One instruction stream per engine, the tensors
-bound for the whole run (inputs, outputs and constants in DDR, constants pinned in on-chip
-memory; a constant's bytes travel with the program), the buffers the memory planner placed,
+bound for the whole run (graph state, inputs, outputs and constants in DDR, constants pinned in
+on-chip memory; a constant's bytes travel with the program; a state's stay in DDR between runs,
+sim.Session), the buffers the memory planner placed,
 each with the instructions that open and close its lifetime, and notes on placement choices.
 
 Its text form has one item per line, so a program can be read, diffed, edited and run again
@@ -30,8 +31,9 @@ from .instructions import Instr, Region, instr_text, parse_id, parse_instr, pars
 
 @dataclass(frozen=True)
 class Binding:
-    """A graph tensor placed for the whole run: role is "input", "output" or "const" (with its
-    bytes). Inputs and outputs are in DDR; a constant is in DDR or pinned in on-chip memory."""
+    """A graph tensor placed for the whole run: role is "state", "input", "output" or "const" (with
+    its bytes). States, inputs and outputs are in DDR; a constant is in DDR or pinned in on-chip
+    memory."""
 
     name: str
     role: str
@@ -67,7 +69,7 @@ class Program:
         lines = [f".program chip={self.chip} graph={self.graph}"]
         lines += [f".engine {e}" for e in self.streams]
         for b in self.bindings:
-            tag = {"input": ".input", "output": ".output", "const": ".const"}[b.role]
+            tag = {"state": ".state", "input": ".input", "output": ".output", "const": ".const"}[b.role]
             data = " " + base64.b64encode(zlib.compress(b.data)).decode() if b.role == "const" else ""
             lines.append(f"{tag} {b.name} {b.region.text()}{data}")
         for buf in self.buffers:
@@ -134,7 +136,7 @@ def _parse_line(prog: Program, words: list[str], where: str, seen: _Seen) -> Non
         if engine in prog.streams:
             raise ProgramError(f"{where}: engine {engine} declared twice")
         prog.streams[engine] = []
-    elif head in (".input", ".output", ".const"):
+    elif head in (".state", ".input", ".output", ".const"):
         role = head[1:]
         _count(words, 4 if role == "const" else 3, f"`{head} NAME REGION" + (" DATA`" if role == "const" else "`"), where)
         if (role, words[1]) in seen.names:  # a constant may also be an output, but not two constants
@@ -156,7 +158,8 @@ def _parse_line(prog: Program, words: list[str], where: str, seen: _Seen) -> Non
         prog.buffers.append(Buffer(f["name"], parse_name(mem, "memory", where), parse_int(addr, "address", where, 0),
                                    parse_int(f["size"], "size", where, 0), first, last))
     elif head.startswith("."):
-        raise ProgramError(f"{where}: unknown directive {head[:40]!r} (known: .program, .engine, .input, .output, .const, .buffer, .note)")
+        raise ProgramError(f"{where}: unknown directive {head[:40]!r} "
+                           "(known: .program, .engine, .state, .input, .output, .const, .buffer, .note)")
     else:
         engine, index = parse_id(head, where)
         stream = prog.streams.get(engine)

@@ -16,8 +16,9 @@ from isa.errors import (
 
 from .machine import Machine, Result
 from .run import execute, run
+from .session import Session
 
 __all__ = [
     "ClusterError", "ConfigError", "DeadlockError", "GraphError", "IndexRangeError", "InputError", "Machine", "OutOfMemoryError",
-    "ProgramError", "Result", "ShapeError", "SimError", "UnsupportedError", "execute", "run",
+    "ProgramError", "Result", "Session", "ShapeError", "SimError", "UnsupportedError", "execute", "run",
 ]

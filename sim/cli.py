@@ -549,7 +549,7 @@ def _ops(args: argparse.Namespace) -> int:
     rows = [("op",) + tuple(c.name for c in loaded)]
     for name, opdef in sorted(isa.ops.REGISTRY.items()):
         for key in [name] + [f"{name}.{v}" for v in opdef.variants]:
-            rows.append((key,) + tuple(_support_text(c.support(key)) for c in loaded))
+            rows.append((key,) + tuple(_support_text(c.support(key)) if opdef.table else "any dtype (DMA copies)" for c in loaded))
     _table(rows, args.wide)
     return 0
 

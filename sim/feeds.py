@@ -22,21 +22,21 @@ if TYPE_CHECKING:
     from isa.instructions import Region
 
 
-def as_input(name: str, value: ndarray, region: Region) -> np.ndarray:
-    """`value` as the array input `name` (bound at `region`) is written from."""
+def as_input(name: str, value: ndarray, region: Region, what: str = "input") -> np.ndarray:
+    """`value` as the array input `name` (bound at `region`; `what` it is: an input, a state) is written from."""
     array = np.asarray(value)
     if array.shape != region.shape:
-        raise InputError(f"input {name!r}: expected shape {region.shape}, got {array.shape}")
+        raise InputError(f"{what} {name!r}: expected shape {region.shape}, got {array.shape}")
     want = region.dtype
     try:
         have = dtypes.of_array(array)
     except SimError:
-        raise InputError(f"input {name!r}: expected {want}, got {array.dtype}, which is no npusim dtype") from None
+        raise InputError(f"{what} {name!r}: expected {want}, got {array.dtype}, which is no npusim dtype") from None
     if have == want:
         return array.astype(dtypes.np_dtype(want), copy=False)  # the same dtype of another byte order
     converted = dtypes.convert(array, want)
     if not _exact(array, have, converted, want):
-        raise InputError(f"input {name!r}: {have} values in {_span(array, have)} do not all convert exactly to {want} "
+        raise InputError(f"{what} {name!r}: {have} values in {_span(array, have)} do not all convert exactly to {want} "
                          f"({_range(want)}); convert them first if the change is meant")
     return converted
 

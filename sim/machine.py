@@ -9,7 +9,7 @@ costs without touching bytes, so both modes give the same cycles. Every instruct
 trace event, every placed buffer a span of its memory's occupancy.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -39,6 +39,7 @@ class Result:
     stats: Summary  # busy and utilization per engine, DDR bytes, memory peaks and fragmentation, per-op table
     trace: Trace
     program: Program  # the program that ran
+    state: dict = field(default_factory=dict)  # graph state name -> its bytes after the run, as an array (functional mode)
 
 
 class Machine:
@@ -53,15 +54,20 @@ class Machine:
 
     # ---- data in and out --------------------------------------------------------------------
 
-    def load(self, inputs):
+    def load(self, inputs, state=None):
         """Write constants (each in its binding's memory: DDR, or on chip where the policy pinned
-        it) and the given inputs into place. Inputs are checked against the bindings in both
-        modes; timing mode needs none and writes nothing."""
+        it), the given inputs and graph state into place. Inputs and state are checked against the
+        bindings in both modes; timing mode needs none and writes nothing. A state not given
+        starts as zeros (fresh DDR)."""
         given = inputs is not None
-        inputs = dict(inputs or {})
+        inputs, state = dict(inputs or {}), dict(state or {})
         for b in self.program.bindings:
             memory = self.memories[b.region.mem]
-            if b.role == "const" and self.functional:
+            if b.role == "state" and b.name in state:
+                value = as_input(b.name, state.pop(b.name), b.region, "state")
+                if self.functional:
+                    memory.write(b.region, value)
+            elif b.role == "const" and self.functional:
                 memory.view(b.region).reshape(-1).view(np.uint8)[...] = np.frombuffer(b.data, np.uint8)
             elif b.role == "input" and (given or self.functional):
                 if b.name not in inputs:
@@ -69,9 +75,16 @@ class Machine:
                 value = as_input(b.name, inputs.pop(b.name), b.region)
                 if self.functional:
                     memory.write(b.region, value)
-        if inputs:
-            known = [b.name for b in self.program.bindings if b.role == "input"]
-            raise InputError(f"unknown input(s) {', '.join(sorted(inputs))}; the program's inputs are {', '.join(known)}")
+        for what, left in (("input", inputs), ("state", state)):
+            if left:
+                known = [b.name for b in self.program.bindings if b.role == what] or ["none"]
+                raise InputError(f"unknown {what}(s) {', '.join(sorted(left))}; the program's {what}s are {', '.join(known)}")
+
+    def states(self):
+        """Each graph state's bytes after the run, as an array (functional mode)."""
+        if not self.functional:
+            return {}
+        return {b.name: self.memories[b.region.mem].read(b.region) for b in self.program.bindings if b.role == "state"}
 
     def outputs(self):
         """Each output's values; one a kernel filled only in part has the shape it produced."""
@@ -84,8 +97,8 @@ class Machine:
 
     # ---- running ----------------------------------------------------------------------------
 
-    def run(self, inputs=None):
-        self.load(inputs)
+    def run(self, inputs=None, state=None):
+        self.load(inputs, state)
         self.produced = {}  # DDR address -> the shape a kernel produced there, when not its region's
         self.events = []
         self.occupancy = _Occupancy(self.program)
@@ -100,7 +113,7 @@ class Machine:
         trace.counters.update(memory_counters(trace.buffers, trace.memories))
         trace.counters["ddr.read"], trace.counters["ddr.write"] = timeline.arbiter.read, timeline.arbiter.write
         trace.op_dtypes = op_dtypes(self.program, self.costs)  # the roofline's roof of each op
-        return Result(self.outputs(), cycles, self.chip.seconds(cycles), summarize(trace), trace, self.program)
+        return Result(self.outputs(), cycles, self.chip.seconds(cycles), summarize(trace), trace, self.program, self.states())
 
     def _produced(self, partial):
         for region, shape in partial:
@@ -357,6 +370,6 @@ class _Occupancy:
                 self.end[k] = now
 
     def spans(self, cycles):
-        """BufferSpans: the bindings (live from 0 to `cycles`), then the planned buffers."""
-        bound = [BufferSpan(b.name, b.region.mem, b.region.addr, b.region.nbytes, 0, cycles) for b in self.program.bindings]
+        """BufferSpans: the bindings (live from 0 to `cycles`, of their role's kind), then the planned buffers."""
+        bound = [BufferSpan(b.name, b.region.mem, b.region.addr, b.region.nbytes, 0, cycles, b.role) for b in self.program.bindings]
         return bound + [BufferSpan(b.name, b.mem, b.addr, b.size, self.start[k], self.end[k]) for k, b in enumerate(self.program.buffers)]

@@ -42,14 +42,16 @@ def _unbracket(value: str) -> str:
     return value[1:-1] if value.startswith("[") and value.endswith("]") else value
 
 
-def execute(program: Program, chip: Chip, inputs: Mapping[str, ndarray] | None = None, mode: str = "functional") -> Result:
-    """Run a lowered program on a chip (a Chip or a shipped chip's name)."""
+def execute(program: Program, chip: Chip, inputs: Mapping[str, ndarray] | None = None, mode: str = "functional",
+            state: Mapping[str, ndarray] | None = None) -> Result:
+    """Run a lowered program on a chip (a Chip or a shipped chip's name); `state` gives graph
+    state's bytes (zeros where not given; sim.Session keeps them between runs)."""
     chip = _chip(chip)
     check_chip(chip, program)  # before the machine checks the program's engines and memories against the chip
     enabled = gc.isenabled()
     gc.disable()  # a run allocates many long-lived objects and frees none: collections find nothing
     try:
-        return Machine(chip, program, mode).run(inputs)
+        return Machine(chip, program, mode).run(inputs, state)
     finally:
         if enabled:
             gc.enable()

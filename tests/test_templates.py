@@ -25,7 +25,7 @@ def test_each_template_role():
     assert having(lambda t: t.homes == "ddr") == ["indexed", "scalar"]
     assert having(lambda t: t.head) == ["conv", "elementwise", "pool"]
     assert having(lambda t: t.tail) == ["elementwise"]
-    assert having(lambda t: t.places_outputs) == ["constant", "view"]
+    assert having(lambda t: t.places_outputs) == ["cache", "constant", "view"]
     assert having(lambda t: t.slicing is not None) == ["conv", "pool"]
 
 

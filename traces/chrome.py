@@ -27,7 +27,7 @@ from . import stored
 from .records import Event, Trace
 
 _PID = 1
-_COUNTERS = {"memory.": "bytes", "fragmentation.": "fraction"}  # counter prefix -> its value's name
+_COUNTERS = {"memory.": "bytes", "state.": "bytes", "fragmentation.": "fraction"}  # counter prefix -> its value's name
 
 
 def write_chrome(trace: Trace, path: str | Path) -> None:

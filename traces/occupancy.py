@@ -13,12 +13,14 @@ if TYPE_CHECKING:
     from traces.records import BufferSpan, Trace
 
 _PREFIX = "memory."
+STATE = "state."
 NEGLIGIBLE_FRAGMENTATION = 0.0005  # below this (0.0% to one decimal) reports and plots leave it out
 
 
 def memory_counters(buffers: list[BufferSpan], capacities: dict[str, int]) -> dict[str, list[tuple[float, float]]]:
     """The "memory.<name>" (bytes occupied) and "fragmentation.<name>" step counters of every
-    memory in `capacities` (name -> bytes), each starting at cycle 0. Fragmentation is
+    memory in `capacities` (name -> bytes), each starting at cycle 0, and "state.<name>" (bytes
+    of graph state: a language model's KV cache, kept between runs) of a memory that holds any. Fragmentation is
     1 - largest free block / free bytes: 0 when the free bytes are one block (or there are none),
     near 1 when they are scattered in small holes between live buffers."""
     by_memory: dict[str, list] = {name: [] for name in capacities}
@@ -38,6 +40,9 @@ def memory_counters(buffers: list[BufferSpan], capacities: dict[str, int]) -> di
             _step(occupied, cycle, sum(b.size for b in live.values()))
             _step(fragmented, cycle, fragmentation(live.values(), capacity))
         counters[_PREFIX + mem] = occupied
+        state = [b for b in spans if b.kind == "state"]
+        if state:
+            counters[STATE + mem] = [(0, sum(b.size for b in state))]  # bound: held the whole run
         if capacity:
             counters[f"fragmentation.{mem}"] = fragmented
     return counters

@@ -47,6 +47,7 @@ class BufferSpan(NamedTuple):
     size: int  # bytes
     start: float  # cycle
     end: float  # cycle
+    kind: str = ""  # a bound tensor's role: "state" (graph state: a KV cache), "input", "output", "const"; "" for a planned buffer
 
 
 @dataclass

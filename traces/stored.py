@@ -167,7 +167,7 @@ _FIELDS: dict[type, dict[str, Callable[[object], bool]]] = {
     Event: {"engine": _text, "index": _count, "kind": _text, "name": _text, "op": _text, "start": _amount, "end": _amount,
             "bytes": _count, "src": _text, "dst": _text, "note": _text, "ops": _count, "cached": _count},
     Sync: {"engine": _text, "index": _count, "on": _ids},
-    BufferSpan: {"name": _text, "mem": _text, "addr": _count, "size": _count, "start": _amount, "end": _amount},
+    BufferSpan: {"name": _text, "mem": _text, "addr": _count, "size": _count, "start": _amount, "end": _amount, "kind": _text},
 }
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .occupancy import NEGLIGIBLE_FRAGMENTATION, memory_names
+from .occupancy import NEGLIGIBLE_FRAGMENTATION, STATE, memory_names
 from .records import Event
 from .text import human_bytes, si, table
 
@@ -78,6 +78,7 @@ class Summary:
     capacity_bytes: dict[str, int]  # memory -> capacity (0 when the trace does not give it)
     peak_fragmentation: dict[str, float]  # memory -> highest 1 - largest free block / free bytes
     ops: dict[str, OpStats]  # op name -> OpStats, in order of first start
+    state_bytes: dict[str, int]  # memory -> bytes of graph state it holds (a KV cache kept between runs), where any
 
     def slowest(self, n: int) -> list[OpStats]:
         """The n ops with the largest share of the time, largest first (ties: earliest start first)."""
@@ -112,6 +113,7 @@ def summarize(trace: Trace) -> Summary:
         capacity_bytes={name: trace.memories.get(name, 0) for name in peaks},
         peak_fragmentation={name: _peak(trace, "fragmentation." + name) for name in peaks},
         ops=_op_table(trace, work),
+        state_bytes={name: int(_peak(trace, STATE + name)) for name in peaks if STATE + name in trace.counters},
     )
 
 
@@ -267,7 +269,8 @@ def format_summary(summary: Summary, top: int = 5) -> str:
         of = f" of {human_bytes(capacity)} ({peak / capacity:.1%})" if capacity else ""
         fragmented = s.peak_fragmentation.get(name, 0)
         holes = f", fragmentation up to {fragmented:.1%}" if fragmented >= NEGLIGIBLE_FRAGMENTATION else ""
-        lines.append(f"  {name:<{width}}  {human_bytes(peak)}{of}{holes}")
+        state = f", graph state (KV cache) {human_bytes(s.state_bytes[name])}" if name in s.state_bytes else ""
+        lines.append(f"  {name:<{width}}  {human_bytes(peak)}{of}{holes}{state}")
     slowest = s.slowest(top)
     if slowest:
         op_width = max(len("op"), *(len(op.name) for op in slowest))

@@ -22,6 +22,7 @@ from .memory.route import copy
 from .policy import Policy, policy_from_overrides
 from .schedule.chain import Chains, lower_chain
 from .schedule.fusion import groups as make_groups
+from .templates.cache import bind_states
 from .templates.catalog import TEMPLATES, VIEW
 
 __all__ = ["TEMPLATES", "Policy", "lower", "policy_from_overrides"]
@@ -155,16 +156,18 @@ def _in_ddr_only(groups, shares):
 
 
 def _bind(ctx, ddr_only):
-    """Inputs, constants and outputs get their places first, in that order: constants in DDR (a
-    pinned one in on-chip memory), inputs and outputs in the chip's data memory (DDR, or the
-    host's where it has one, unless a template that reads DDR only touches them). Returns the
-    outputs that alias a tensor placed already, as (output name, tensor name, Buf)."""
+    """Graph state, inputs, constants and outputs get their places first, in that order: states in
+    DDR (isa/lower/templates/cache.py), constants in DDR (a pinned one in on-chip memory), inputs
+    and outputs in the chip's data memory (DDR, or the host's where it has one, unless a template
+    that reads DDR only touches them). Returns the outputs that alias a tensor placed already, as
+    (output name, tensor name, Buf)."""
     g, em = ctx.graph, ctx.em
     data = lambda name: "ddr" if name in ddr_only else ctx.chip.data_memory  # noqa: E731
     local = local_memory(ctx.chip) if ctx.policy.pinned else None
     if ctx.policy.pinned and local is None:
         raise ConfigError(f"policy.pinned: chip {ctx.chip.name} has no on-chip memory every core reaches (each of its "
                           f"{ctx.chip.cores} cores has its own), so nothing can be pinned")
+    bind_states(ctx)
     for name in g.inputs:
         t = g.tensors[name]
         ctx.home[name] = em.bind(name, "input", t.dtype, t.shape, mem=data(name))

@@ -43,6 +43,8 @@ def allows(row, ins, out):
 
 def check_graph(graph, chip):
     for node in graph.nodes:
+        if not REGISTRY[node.op].table:
+            continue
         key = REGISTRY[node.op].support_key(node.params)
         row = chip.support(key)
         ins, out = _dtypes(graph, node)

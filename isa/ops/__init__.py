@@ -46,6 +46,7 @@ from .bits import (
     round_rshift,
     round_rshifts,
 )
+from .cache import cache_append, cache_read
 from .compare import eq, eqs, ge, ges, gt, gts, le, les, lt, lts, ne, nes
 from .conv import conv, conv3d, conv3d_v2, conv_v2, deconv, deconv3d_v2, deconv_v2
 from .custom import customed_ops, register_custom

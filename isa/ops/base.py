@@ -46,8 +46,9 @@ class OpDef:
     kind = "local"  # the seed's class: "local" (本地操作, fusable) or "global" (全局操作, from DDR)
     template = ""  # the lowering template that runs it (isa/lower/templates/catalog.py)
     variants: tuple[str, ...] = ()  # sub-keys a chip's op table may price separately ("active.relu")
-    seed = "bmlang"  # the document that specifies it: bmlang, atb (Ascend), tensorrt or onnx
+    seed = "bmlang"  # the document that specifies it: bmlang, atb (Ascend), tensorrt, onnx, or runtime (isa/ops/cache.py)
     list_input = False  # its function takes its tensors as one list (concat), not one by one
+    table = True  # a chip runs it only where its op table has a row for it (False: DMA copies any chip runs)
 
     def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         """Check operands and params; return the output Specs."""

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from matplotlib.axes import Axes
 
-from ..occupancy import NEGLIGIBLE_FRAGMENTATION, live_at, memory_names, peak_cycle
+from ..occupancy import NEGLIGIBLE_FRAGMENTATION, STATE, live_at, memory_names, peak_cycle
 from ..records import BufferSpan, Trace
 from ..text import human_bytes
 from .figure import LABEL_SIZE, SMALL_SIZE, TITLE_SIZE, end_cycle, new_figure, save, time_unit
@@ -28,8 +28,9 @@ def used_memories(trace: Trace) -> list[str]:
 def plot_memory(trace: Trace, path: str | Path, labels: int = 4) -> None:
     """Occupancy of each used memory over time as a PNG: one panel per memory with the bytes
     occupied (filled steps), the capacity (a red line; named in the legend when it is far above
-    the peak and the axis is scaled to the peak), the fragmentation on a second axis, and the
-    `labels` biggest buffers live at the peak listed by name next to a marker at the peak."""
+    the peak and the axis is scaled to the peak), the graph state among them (a KV cache, its own
+    colour), the fragmentation on a second axis, and the `labels` biggest buffers live at the peak
+    listed by name next to a marker at the peak."""
     mems = used_memories(trace)
     end = end_cycle(trace)
     scale, unit = time_unit(trace, end)
@@ -57,6 +58,10 @@ def _panel(ax: Axes, trace: Trace, mem: str, end: float, time: tuple[float, str]
     values = [v / factor for _, v in points]
     ax.stairs(values, times, fill=True, color="#4c72b0", alpha=0.35, linewidth=0)
     ax.stairs(values, times, color="#4c72b0", linewidth=1.0, label="occupied")
+    state = trace.counters.get(STATE + mem)
+    if state:
+        ax.stairs([v / factor for _, v in state], [c * scale for c, _ in state] + [end * scale], fill=True, color="#dd8452",
+                  alpha=0.6, linewidth=0, label=f"graph state (KV cache) {human_bytes(state[-1][1])}")
     if capacity:
         label = f"capacity {human_bytes(capacity)}" + ("" if full else " (off scale)")
         if full:
@@ -93,7 +98,7 @@ def _panel(ax: Axes, trace: Trace, mem: str, end: float, time: tuple[float, str]
 def _label_peak(ax: Axes, when: str, peak: float, biggest: list[BufferSpan], left: bool) -> None:
     """A box on the side away from the peak marker naming the biggest buffers live at the peak."""
     lines = [f"at the peak ({human_bytes(peak)} at {when}):"]
-    lines += [f"{b.name}  {human_bytes(b.size)}  @{b.addr:#x}" for b in biggest]
+    lines += [f"{b.name}{' (state)' if b.kind == 'state' else ''}  {human_bytes(b.size)}  @{b.addr:#x}" for b in biggest]
     ax.text(0.01 if left else 0.99, 0.5, "\n".join(lines), transform=ax.transAxes, fontsize=SMALL_SIZE,
             ha="left" if left else "right", va="center", multialignment="left", family="monospace",
             bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": "0.7", "alpha": 0.9})

@@ -18,8 +18,8 @@ class Group:
 
 
 def live_nodes(graph):
-    """Nodes whose outputs reach a graph output, in graph order."""
-    needed = set(graph.outputs.values())
+    """Nodes whose outputs reach a graph output or a kept tensor (a state's update), in graph order."""
+    needed = graph.results()
     keep = []
     for node in reversed(graph.nodes):
         if needed.intersection(node.outputs):

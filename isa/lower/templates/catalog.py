@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ...ops import REGISTRY
 from .arrange import lower_arrange
 from .attention import lower_attention
+from .cache import lower_cache
 from .conv import conv_node_axes, lower_conv, plan_conv
 from .indexed import lower_indexed
 from .local import lower_elementwise
@@ -67,6 +68,7 @@ TEMPLATES = {t.name: t for t in (
     Template("matmul", lower_matmul), Template("reduce", lower_reduce), Template("resize", lower_resize),
     Template("arrange", lower_arrange), Template("constant", lower_constant, places_outputs=True),
     Template("attention", lower_attention),  # fused attention: the scores stay on chip
+    Template("cache", lower_cache, places_outputs=True),  # graph state: reads in place, appends by DMA
     Template("scalar", lower_scalar, homes="ddr"),  # the scalar engine's kernels read and write DDR
     Template("indexed", lower_indexed, homes="ddr"),  # a gather or scatter indexes a table in DDR
 )}

@@ -12,10 +12,11 @@ chunk smaller than a DMA moves in its own latency) and dealt among the cores, ea
 chunks along its own route (isa/lower/memory/route.py), its writes disjoint from the others'.
 """
 
+import math
 from contextlib import nullcontext
 
 from ... import dtypes
-from ...errors import OutOfMemoryError
+from ...errors import OutOfMemoryError, UnsupportedError
 from ...instructions import Region
 from ..memory.alloc import shortfall
 from ..memory.route import route
@@ -26,9 +27,35 @@ from .transpose import hops, staged_reorder
 
 def view_region(ctx, name, view):
     """The region of tensor `name`, where it lives, that an op's View (offset, shape, element
-    strides) names."""
+    strides) names. A View counts elements of the dense tensor; where the tensor lies strided
+    (its Buf holds a window: a read of a cache, isa/lower/templates/cache.py), each of its steps
+    is taken as the index steps it makes, which must not carry from one axis to the next."""
     t, buf = ctx.graph.tensors[name], ctx.home[name]
-    return Region(buf.mem, buf.addr + view.offset * dtypes.itemsize(t.dtype), t.dtype, tuple(view.shape), tuple(view.strides))
+    if buf.window is None:
+        return Region(buf.mem, buf.addr + view.offset * dtypes.itemsize(t.dtype), t.dtype, tuple(view.shape), tuple(view.strides))
+    return _strided_view(buf.region(t.dtype, t.shape), t.name, view)
+
+
+def _strided_view(where, name, view):
+    """View (in elements of a dense tensor of where.shape) of the tensor lying at Region `where`."""
+    shape = where.shape
+    dense = [math.prod(shape[k + 1:]) for k in range(len(shape))]
+
+    def steps(n):  # n dense elements as index steps per axis (sign kept: -(steps of -n))
+        sign, n = (-1, -n) if n < 0 else (1, n)
+        return [sign * (n // d % s) if k else sign * (n // d) for k, (d, s) in enumerate(zip(dense, shape))]
+
+    start, moves = steps(view.offset), [steps(s) for s in view.strides]
+    for k, n in enumerate(shape):  # the view's extreme indices on each axis stay on it: no step carried
+        low = start[k] + sum((e - 1) * min(m[k], 0) for e, m in zip(view.shape, moves))
+        high = start[k] + sum((e - 1) * max(m[k], 0) for e, m in zip(view.shape, moves))
+        if low < 0 or high >= n:
+            raise UnsupportedError(f"tensor {name}: a view (offset {view.offset}, shape {view.shape}, strides {view.strides}) of it "
+                                   f"crosses its axes, and it lies strided ({where.text()})")
+    item = dtypes.itemsize(where.dtype)
+    addr = where.addr + sum(i * s for i, s in zip(start, where.strides)) * item
+    strides = tuple(sum(a * s for a, s in zip(m, where.strides)) for m in moves)
+    return Region(where.mem, addr, where.dtype, tuple(view.shape), strides)
 
 
 def stages(chip, src, dst):

@@ -1,0 +1,311 @@
+"""Graph state and the KV cache (isa/ops/cache.py, isa/lower/templates/cache.py, sim/session.py):
+appends and reads against numpy over random shapes, the cache's bytes persisting in the simulated
+DDR between runs, a decode step over the cache a prefill wrote equal to the longer prefill's last
+position (examples/llm.py's layers and a whole model, on generic, the Sophgo chips and ascend910b),
+the trace's state buffers, and every bad input refused with a SimError naming it."""
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx.reference import ReferenceEvaluator
+
+import chips
+import isa
+import sim
+import traces
+from traces.stored import from_data, to_data
+
+O = isa.ops
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+import llm  # noqa: E402
+
+TINY = llm.config("tinyllama-1.1b", layers=2, hidden=64, heads=4, kv_heads=2, mlp=96, vocab=50)
+
+
+def step(shape, axis, position, n, read=0, dtype="float32"):
+    """A graph appending input "rows" (n positions) at `position` to state "cache" and, with
+    read > 0, giving positions [0, read) of the cache as "seen" (read before the append)."""
+    g = isa.Graph("step")
+    with g:
+        cache = g.state("cache", shape, dtype)
+        rows_shape = shape[:axis] + (n,) + shape[axis + 1:]
+        rows = g.input("rows", rows_shape, dtype)
+        if read:
+            g.output(O.cache_read(cache, read, axis), "seen")
+        O.cache_append(cache, O.adds(rows, 0.0), position, axis)
+    return g
+
+
+def positions(array, axis, lo, hi):
+    index = [slice(None)] * array.ndim
+    index[axis] = slice(lo, hi)
+    return array[tuple(index)]
+
+
+# ---- the cache ops on the machine --------------------------------------------------------------
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), rank=st.integers(1, 4), chunks=st.lists(st.integers(1, 4), min_size=1, max_size=4))
+def test_appends_and_reads_equal_numpy_and_persist_between_runs(data, rank, chunks):
+    shape = tuple(data.draw(st.lists(st.integers(1, 5), min_size=rank, max_size=rank)))
+    axis = data.draw(st.integers(0, rank - 1))
+    capacity = sum(chunks) + data.draw(st.integers(0, 3))
+    shape = shape[:axis] + (capacity,) + shape[axis + 1:]
+    rng = np.random.default_rng(sum(shape) + len(chunks))
+    session, want, at = sim.Session("generic"), np.zeros(shape, np.float32), 0
+    for n in chunks:
+        rows = rng.standard_normal(shape[:axis] + (n,) + shape[axis + 1:]).astype(np.float32)
+        result = session.run(step(shape, axis, at, n, read=at), {"rows": rows})
+        if at:
+            np.testing.assert_array_equal(result.outputs["seen"], positions(want, axis, 0, at))
+        positions(want, axis, at, at + n)[...] = rows
+        at += n
+        np.testing.assert_array_equal(session.state["cache"], want)  # written positions kept, the rest still zero
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=2, max_size=4))
+def test_arrangements_read_a_cache_in_place_as_numpy_does(data, shape):
+    """A read of a cache is a strided view: permute, extract (with steps) and tile take it where it lies."""
+    shape = tuple(shape)
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    length = data.draw(st.integers(1, shape[axis]))
+    full = shape[:axis] + (shape[axis] + data.draw(st.integers(0, 3)),) + shape[axis + 1:]
+    seen_shape = shape[:axis] + (length,) + shape[axis + 1:]
+    order = data.draw(st.permutations(range(len(shape))))
+    start = [data.draw(st.integers(0, n - 1)) for n in seen_shape]
+    step = [data.draw(st.integers(1, 3)) for _ in seen_shape]
+    reps = [data.draw(st.integers(1, 2)) for _ in seen_shape]
+    g = isa.Graph("arrange")
+    with g:
+        seen = O.cache_read(g.state("cache", full), length, axis)
+        g.output(O.permute(seen, order), "permuted")
+        g.output(O.extract(seen, start, list(seen_shape), step), "extracted")
+        g.output(O.tile(seen, reps), "tiled")
+    state = np.random.default_rng(len(shape)).standard_normal(full).astype(np.float32)
+    got = sim.execute(isa.lower(g, chips.load("generic")), "generic", {}, state={"cache": state}).outputs
+    view = positions(state, axis, 0, length)
+    np.testing.assert_array_equal(got["permuted"], view.transpose(order))
+    np.testing.assert_array_equal(got["extracted"], view[tuple(slice(a, None, s) for a, s in zip(start, step))])
+    np.testing.assert_array_equal(got["tiled"], np.tile(view, reps))
+
+
+@pytest.mark.parametrize("chip", ["bm1684", "ascend910b"])
+def test_a_cache_on_a_chip_that_stages_its_ddr_copies(chip):
+    dtype = "float16" if chip == "ascend910b" else "float32"
+    shape, session = (2, 3, 6, 8), sim.Session(chip)
+    first = np.arange(2 * 3 * 6 * 5).reshape(2, 3, 6, 5).astype(dtype)
+    session.run(step(shape, 3, 0, 5, dtype=dtype), {"rows": first})
+    second = -np.arange(2 * 3 * 6).reshape(2, 3, 6, 1).astype(dtype)
+    result = session.run(step(shape, 3, 5, 1, read=5, dtype=dtype), {"rows": second})
+    np.testing.assert_array_equal(result.outputs["seen"], first)
+    np.testing.assert_array_equal(session.state["cache"][..., :6], np.concatenate([first, second], axis=3))
+    assert not session.state["cache"][..., 6:].any()
+
+
+@pytest.mark.parametrize("chip, dtype", [("generic", "float32"), ("ascend910b", "float16"), ("bm1684", "float32")])
+def test_the_cache_ops_act_in_graph_order(chip, dtype):
+    """A read after an append, in one program, sees the appended row (the emitter orders the
+    accesses of the state's buffer across engines and cores)."""
+    g = isa.Graph("read_after_append")
+    with g:
+        cache = g.state("cache", (8, 16), dtype)
+        O.cache_append(cache, O.adds(g.input("rows", (1, 16), dtype), 0.0), 2, 0)
+        g.output(O.matrix_mul(O.cache_read(cache, 3, 0), g.constant("w", np.eye(16, dtype=dtype))), "y")
+    state = {"cache": np.arange(128).reshape(8, 16).astype(dtype)}
+    got = sim.execute(isa.lower(g, chips.load(chip)), chip, {"rows": np.full((1, 16), 7, dtype)}, state=state)
+    want = state["cache"][:3].copy()
+    want[2] = 7
+    np.testing.assert_array_equal(got.outputs["y"], want)
+
+
+def test_a_session_in_timing_mode_gives_the_functional_cycles():
+    shape, rows = (4, 8, 16), np.ones((4, 1, 16), np.float32)
+    cycles = [sim.Session("bm1686", mode).run(step(shape, 1, 3, 1, read=3), {"rows": rows}).cycles for mode in ("functional", "timing")]
+    assert cycles[0] == cycles[1] > 0
+
+
+def test_a_program_with_state_reads_back_from_its_text():
+    program = isa.lower(step((2, 8, 4), 1, 2, 1, read=2), chips.load("generic"))
+    text = program.to_text()
+    assert re.search(r"^\.state cache ddr@0x0:float32\[2,8,4;32,4,1\]$", text, re.MULTILINE)
+    state = {"cache": np.arange(64, dtype=np.float32).reshape(2, 8, 4)}
+    rows = np.full((2, 1, 4), 7, np.float32)
+    again = sim.execute(isa.Program.from_text(text), "generic", {"rows": rows}, state=state)
+    np.testing.assert_array_equal(again.outputs["seen"], state["cache"][:, :2])
+    np.testing.assert_array_equal(again.state["cache"][:, 2:3], rows)
+    np.testing.assert_array_equal(np.delete(again.state["cache"], 2, axis=1), np.delete(state["cache"], 2, axis=1))
+
+
+# ---- the KV cache of examples/llm.py's layers ----------------------------------------------------
+
+def layer_step(cfg, seq, past, capacity, dtype, layers=1, block=None, table=None):
+    build = llm.model if layers > 1 else llm.decoder_layer
+    onnx_model = build(cfg, seq=seq, past=past, dtype=dtype, block=block)
+    graph = llm.with_kv_cache(isa.from_onnx(onnx_model), cfg, 1, capacity, past=past, seq=seq, layers=layers, block=block, table=table)
+    return onnx_model, graph
+
+
+@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-5), ("bm1686", "float32", 1e-5), ("bm1684", "float32", 1e-5),
+                                              ("ascend910b", "float16", 1e-2)])
+def test_a_decode_step_over_the_kept_cache_equals_the_prefills_last_position(chip, dtype, tol):
+    """Prefill 5 tokens into a cache of 8 positions kept in the session's DDR, decode the 6th
+    (its cache not given as an input: read where the prefill left it): its output is the
+    6-token prefill's last row, the prefill's cache rows are the same bytes after the step, the
+    step's rows are the 6-token prefill's, and the positions after them are still zero."""
+    x = np.random.default_rng(2).standard_normal((1, 6, TINY.hidden)).astype(dtype)
+    full = sim.run(isa.from_onnx(llm.decoder_layer(TINY, seq=6, dtype=dtype)), chip, {"x": x}).outputs
+    session = sim.Session(chip)
+    session.run(layer_step(TINY, 5, 0, 8, dtype)[1], {"x": x[:, :5]})
+    prefilled = {name: value.copy() for name, value in session.state.items()}
+    decode = session.run(layer_step(TINY, 1, 5, 8, dtype)[1], {"x": x[:, 5:]})
+    first = decode.program.bindings[0]
+    assert (first.name, first.role, first.region.addr) == ("cache.0.key", "state", 0)  # states bound first
+    np.testing.assert_allclose(decode.outputs["y"][:, 0].astype(np.float64), full["y"][:, 5].astype(np.float64), rtol=tol, atol=tol)
+    assert set(decode.outputs) == {"y"}  # the new rows went into the cache, not out
+    key, value = session.state["cache.0.key"], session.state["cache.0.value"]
+    np.testing.assert_array_equal(key[..., :5], prefilled["cache.0.key"][..., :5])
+    np.testing.assert_array_equal(value[:, :, :5], prefilled["cache.0.value"][:, :, :5])
+    np.testing.assert_allclose(key[..., :6].astype(np.float64), full["present.0.key"].astype(np.float64), rtol=tol, atol=tol)
+    np.testing.assert_allclose(value[:, :, :6].astype(np.float64), full["present.0.value"].astype(np.float64), rtol=tol, atol=tol)
+    assert not key[..., 6:].any() and not value[:, :, 6:].any()
+
+
+def test_a_whole_model_decodes_over_its_kept_caches_as_the_reference_does():
+    """Two layers, their four caches state; the decode step's logits equal the ONNX reference
+    evaluator's for the same step given the session's caches as inputs."""
+    ids = np.random.default_rng(3).integers(0, TINY.vocab, (1, 5)).astype(np.int64)
+    session = sim.Session("generic")
+    session.run(layer_step(TINY, 4, 0, 8, "float32", layers=2)[1], {"input_ids": ids[:, :4]})
+    model, graph = layer_step(TINY, 1, 4, 8, "float32", layers=2)
+    feeds = {"input_ids": ids[:, 4:]}
+    for i in range(2):
+        feeds[f"past.{i}.key"] = session.state[f"cache.{i}.key"][..., :4]
+        feeds[f"past.{i}.value"] = session.state[f"cache.{i}.value"][:, :, :4]
+    want = ReferenceEvaluator(model).run(["logits"], feeds)[0]
+    got = session.run(graph, {"input_ids": ids[:, 4:]})
+    np.testing.assert_allclose(got.outputs["logits"], want, rtol=1e-4, atol=1e-4)
+    assert [b.name for b in got.program.bindings if b.role == "state"] == [f"cache.{i}.{k}" for i in range(2) for k in ("key", "value")]
+
+
+@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-5), ("ascend910b", "float16", 1e-2)])
+def test_a_paged_cache_decodes_as_the_contiguous_one(chip, dtype, tol):
+    """A cache in blocks of 4 positions, its 3 pool blocks holding the sequence's blocks 2, 0, 1
+    (the block table [1, 2, 0]): a prefill of 6 tokens fills blocks 0 and half of 1, a chunk of 3
+    tokens fills block 1 and starts block 2, a decode step adds the 10th position; each step's output
+    is the contiguous cache's, and the pool's blocks in table order are the contiguous cache's bytes."""
+    x = np.random.default_rng(4).standard_normal((1, 10, TINY.hidden)).astype(dtype)
+    paged, whole = sim.Session(chip), sim.Session(chip)
+    for seq, past in ((6, 0), (3, 6), (1, 9)):
+        feeds = {"x": x[:, past:past + seq]}
+        got = paged.run(layer_step(TINY, seq, past, 12, dtype, block=4, table=[1, 2, 0])[1], feeds).outputs["y"]
+        want = whole.run(layer_step(TINY, seq, past, 12, dtype)[1], feeds).outputs["y"]
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+    for kind, axis in (("key", 3), ("value", 2)):
+        pool = np.concatenate([paged.state[f"cache.0.{kind}.{k}"] for k in (1, 2, 0)], axis=axis)
+        np.testing.assert_array_equal(pool, whole.state[f"cache.0.{kind}"])
+    program = isa.lower(layer_step(TINY, 1, 9, 12, dtype, block=4, table=[1, 2, 0])[1], chips.load(chip))
+    assert [(b.name, b.role) for b in program.bindings[:3]] == [(f"cache.0.key.{k}", "state") for k in range(3)]
+
+
+def test_the_trace_shows_the_cache_as_graph_state(tmp_path):
+    session = sim.Session("bm1686")
+    result = session.run(layer_step(TINY, 3, 0, 8, "float32")[1], {"x": np.ones((1, 3, TINY.hidden), np.float32)})
+    cache_bytes = 2 * 1 * TINY.kv_heads * TINY.head_size * 8 * 4
+    spans = [b for b in result.trace.buffers if b.kind == "state"]
+    assert sorted(b.name for b in spans) == ["cache.0.key", "cache.0.value"] and sum(b.size for b in spans) == cache_bytes
+    assert result.trace.counters["state.ddr"] == [(0, cache_bytes)]
+    assert result.stats.state_bytes == {"ddr": cache_bytes}
+    assert re.search(r"^  ddr .*, graph state \(KV cache\) 2\.0 KiB$", traces.format_summary(result.stats), re.MULTILINE)
+    assert from_data(to_data(result.trace)).buffers == result.trace.buffers  # the kind is stored
+    traces.plot_memory(result.trace, tmp_path / "memory.png")
+    assert (tmp_path / "memory.png").stat().st_size > 0
+
+
+# ---- bad input ---------------------------------------------------------------------------------
+
+def test_an_append_beyond_the_cache_names_the_state_the_position_and_the_length():
+    with pytest.raises(isa.ShapeError, match=r"cache_append of 'rows' into state cache: 2 position\(s\) from position 7 along axis 1 "
+                                             r"reach position 9, beyond the cache's 8 \(state shape \(2, 8, 4\); "
+                                             r"a position is in 0\.\.6\)"):
+        g = isa.Graph("g")
+        O.cache_append(g.state("cache", (2, 8, 4)), g.input("rows", (2, 2, 4)), 7, 1)
+
+
+@pytest.mark.parametrize("build, error, message", [
+    (lambda g, c: O.cache_append(c, g.input("rows", (3, 1, 4)), 0, 1), isa.ShapeError,
+     r"rows of shape \(3, 1, 4\) do not fit a state of shape \(2, 8, 4\): they must match it on every axis but 1"),
+    (lambda g, c: O.cache_append(c, g.input("rows", (2, 1, 4)), -1, 1), isa.ShapeError, r"from position -1 along axis 1"),
+    (lambda g, c: O.cache_append(c, g.input("rows", (2, 1, 4), "float16"), 0, 1), isa.UnsupportedError,
+     r"rows of float16 into a state of float32"),
+    (lambda g, c: O.cache_read(c, 9, 1), isa.ShapeError,
+     r"cache_read of state cache: length 9 along axis 1 is beyond the cache's 8 positions"),
+    (lambda g, c: O.cache_read(c, 2, 3), isa.ShapeError, r"axis 3 is not an axis of a rank-3 state \(allowed: -3\.\.2\)"),
+    (lambda g, c: O.cache_read(c, 2.5, 1), isa.ShapeError, r"length must be an integer, got 2\.5"),
+    (lambda g, c: O.cache_read(g.input("x", (2, 8, 4)), 2, 1), isa.GraphError, r"cache_read: its first operand must be a state"),
+])
+def test_bad_cache_ops_are_refused_naming_what(build, error, message):
+    g = isa.Graph("g")
+    with pytest.raises(error, match=message):
+        build(g, g.state("cache", (2, 8, 4)))
+
+
+def test_a_read_of_the_cache_only_products_and_arrangements_take_in_place():
+    g = isa.Graph("g")
+    with g:
+        seen = O.cache_read(g.state("cache", (2, 8, 4)), 3, 1)
+        g.output(O.adds(seen, 1.0), "y")
+    with pytest.raises(isa.UnsupportedError, match=r"op adds adds_0 reads cache_read_0, a read of cache cache in place"):
+        isa.lower(g, chips.load("generic"))
+
+
+def test_a_session_refuses_a_program_that_binds_its_state_elsewhere():
+    session = sim.Session("generic")
+    session.run(step((2, 8, 4), 1, 0, 1), {"rows": np.ones((2, 1, 4), np.float32)})
+    g = isa.Graph("other")
+    with g:
+        g.state("first", (16,))
+        O.cache_append(g.state("cache", (2, 8, 4)), g.input("rows", (2, 1, 4)), 1, 1)
+    with pytest.raises(sim.InputError, match=r"state cache: program other binds it at ddr@0x40:float32\[2,8,4;32,4,1\], and the "
+                                             r"session holds it at ddr@0x0:float32\[2,8,4;32,4,1\]"):
+        session.run(g, {"rows": np.ones((2, 1, 4), np.float32)})
+
+
+@pytest.mark.parametrize("state, message", [
+    ({"cache": np.ones((2, 7, 4), np.float32)}, r"state 'cache': expected shape \(2, 8, 4\), got \(2, 7, 4\)"),
+    ({"kv": np.ones((2, 8, 4), np.float32)}, r"unknown state\(s\) kv; the program's states are cache"),
+])
+def test_bad_state_given_to_a_run_is_refused(state, message):
+    program = isa.lower(step((2, 8, 4), 1, 0, 1), chips.load("generic"))
+    with pytest.raises(sim.InputError, match=message):
+        sim.execute(program, "generic", {"rows": np.ones((2, 1, 4), np.float32)}, state=state)
+
+
+def test_a_step_past_the_caches_capacity_names_it():
+    with pytest.raises(isa.ShapeError, match=r"cache_append of 'layers\.0\.key' into state cache\.0\.key: 1 position\(s\) from position 8 "
+                                             r"along axis 3 reach position 9, beyond the cache's 8"):
+        layer_step(TINY, 1, 8, 8, "float32")
+
+
+def test_an_input_is_replaced_by_a_read_of_its_shape_or_kept():
+    g = isa.Graph("g")
+    x, cache = g.input("x", (2, 3, 4)), g.state("cache", (2, 8, 4))
+    with pytest.raises(isa.ShapeError, match=r"length 9 along axis 1 is beyond the cache's 8 positions"):
+        g.input_from("x", lambda: O.cache_read(cache, 9, 1, name="x"))
+    assert g.inputs == ["x"] and g.tensors["x"] is x  # the refused read changed nothing
+    with pytest.raises(isa.GraphError, match=r"input 'x' \(float32\[2, 3, 4\]\) replaced by Tensor\('x', \(2, 2, 4\), float32\)"):
+        g.input_from("x", lambda: O.cache_read(cache, 2, 1, name="x"))
+    h = isa.Graph("h")
+    h.input("y", (2, 3, 4))
+    read = h.input_from("y", lambda: O.cache_read(h.state("cache", (2, 8, 4)), 3, 1, name="y"))
+    assert h.inputs == [] and h.nodes[0].op == "cache_read" and read is h.tensors["y"]
+
+
+def test_a_paged_step_of_a_layer_built_whole_is_refused():
+    with pytest.raises(isa.GraphError, match=r"no output 'present\.0\.key\.1' .* a step over a cache in blocks of 4 is built with block=4"):
+        llm.with_kv_cache(isa.from_onnx(llm.decoder_layer(TINY, seq=1, past=5, dtype="float32")), TINY, 1, 8, past=5, block=4)
