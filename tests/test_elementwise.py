@@ -414,6 +414,40 @@ def test_fixed_point_keeps_an_int32_intermediate_and_rounds_half_up():
     np.testing.assert_array_equal(out, [[127, -128, 127, -128]])  # saturates to the output
 
 
+def vector_fns(graph, chip):
+    program = isa.lower(graph, chips.load(chip))
+    return [i.fn for stream in program.streams.values() for i in stream if i.kind == "vector"]
+
+
+def test_fixed_point_is_one_instruction_where_its_int32_intermediate_cannot_saturate():
+    """int16 x int8 cannot leave INT32: the multiply and its rounding shift are one `mul_rshift`
+    (BM1684X's integer multiply takes the shift), an add with no shift one `add`; int32 operands
+    can overflow it, and there the intermediate still saturates before the shift."""
+    a = np.array([[300, -300, 32767, -32768]], np.int16)
+    b = np.array([[100, 100, 127, 127]], np.int8)
+
+    def build(op, shift):
+        return lambda g: getattr(O, op)(g.input("a", a.shape, "int16"), g.input("b", b.shape, "int8"), shift, out_dtype="int16")
+
+    # 30000/128 = 234.375 -> 234; -234.375 -> -234 (half up); 4161409/128 = 32511.01 -> 32511; -4161536/128 = -32512
+    np.testing.assert_array_equal(run1(build("mul_shift", 7), {"a": a, "b": b}), [[234, -234, 32511, -32512]])
+    np.testing.assert_array_equal(run1(build("add_shift", 0), {"a": a, "b": b}), [[400, -200, 32767, -32641]])
+    g = isa.Graph("t")
+    g.output(build("mul_shift", 7)(g), "y")
+    assert vector_fns(g, "bm1686") == ["mul_rshift"]
+    g = isa.Graph("t")
+    g.output(build("add_shift", 0)(g), "y")
+    assert vector_fns(g, "bm1686") == ["add"]
+    x = np.array([[2**20, -(2**20), 3]], np.int32)
+    y = np.array([[2**20, 2**20, 5]], np.int32)
+    wide = lambda g: O.mul_shift(g.input("x", x.shape, "int32"), g.input("y", y.shape, "int32"), 16, out_dtype="int32")  # noqa: E731
+    # 2^40 saturates to 2^31 - 1 first: (2^31 - 1 + 2^15) >> 16 = 32768, not 2^24; -2^40 to -2^31: -32768
+    np.testing.assert_array_equal(run1(wide, {"x": x, "y": y}), [[32768, -32768, 0]])
+    g = isa.Graph("t")
+    g.output(wide(g), "y")
+    assert vector_fns(g, "generic") == ["mul", "rshift"]
+
+
 def test_requant_int32_mode0_by_hand():
     # 1000 * 1073741824 >> 31 = 500 (half up); shift -2: 500/4 = 125; + offset 3 = 128 -> int8 127
     x = np.array([[1000, -1000, 7], [5, -5, 0]], np.int32).reshape(2, 3)

@@ -6,8 +6,11 @@ first way that the op and the chip's op table take:
 
 - conv, deconv and matrix_mul of a constant weight: int8 x int8 accumulated exactly, finished
   by the seed's quantized modes (isa/ops/quantized.py) into int8. Requantization scale
-  S = s_x * s_w / s_y. When S <= 1 the weight's scale is widened so that S is a power of two
-  (2^-r: the weight keeps 64 to 127 levels), and the op runs in LowPrecisionSymmetric with an
+  S = s_x * s_w / s_y, s_x the scale the input has: an int8 input is read as it is (a residual
+  add's result, at a power of two times an operand's scale, needs no requantization before the
+  next block's products, which would be an op outside their layer groups). When S <= 1 the
+  weight's scale is widened so that S is a power of two (2^-r: the weight keeps 64 to 127
+  levels), and the op runs in LowPrecisionSymmetric with an
   int16 bias, its finish one rounding shift, as BM1684's int8 convolutions shift (TPU-MLIR
   gives BM1684 a right shift without multiplier); a bias beyond int16, or S > 1, takes
   HighPrecisionSymmetric with an int32 bias. The output's threshold is that of the ReLU after it
@@ -185,7 +188,7 @@ class Int8:
             return False
         weight = np.asarray(self.src.constants[w], np.float32)
         b = np.asarray(self.src.constants[bias[0]], np.float32) if bias else None
-        s_x, s_y = self.threshold(x) / QMAX, self.out_scale(node.outputs[0])
+        s_x, s_y = self.scale_of(x), self.out_scale(node.outputs[0])  # x as it is: the requantization absorbs its scale
         if self.per_channel(node, weight, b, s_x, s_y):
             return True
         s_w = max(float(np.abs(weight).max()), 1e-12) / QMAX

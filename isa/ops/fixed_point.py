@@ -26,11 +26,32 @@ class ShiftedArith(Elementwise):
         check_number(params["shift"], f"{self.name} shift", integer=True, low=0, high=31)
         return params
 
+    def within_int32(self, params: dict[str, Any], ins: list[str]) -> bool:
+        """Whether a OP b always fits INT32 (integer operands of known range), so that saturating
+        the intermediate never acts and one instruction may do the op and the shift."""
+        if not all(dtypes.is_int(d) for d in ins):
+            return False
+        sizes = [max(-lo, hi) for lo, hi in map(dtypes.int_range, ins)] + [abs(int(params[s])) for s in self.scalars]
+        bound = sizes[0] * sizes[1] if self.vector_fn() == "mul" else sizes[0] + sizes[1]
+        return bound <= dtypes.int_range("int32")[1]
+
+    def fused(self, params: dict[str, Any], ins: list[str]) -> bool:
+        """One step where the intermediate cannot saturate: the op stored straight into the
+        result when there is no shift, and a multiply with its rounding shift as one `mul_rshift`
+        (BM1684X's integer multiply takes the shift, its rounding and the saturation in one
+        instruction: tpu_bdc_int_mul in TPU-Kernel's tpu_kernel.h, github.com/sophgo/tpu-mlir,
+        third_party/customlayer/include/kernel/tpu_kernel.h at 3a6c7e0)."""
+        return (params["shift"] == 0 or self.vector_fn() == "mul") and self.within_int32(params, ins)
+
     def temps(self, params: dict[str, Any], ins: list[str], out: str) -> list[str]:
-        return ["int32"]
+        return [] if self.fused(params, ins) else ["int32"]
 
     def steps(self, params: dict[str, Any], ins: list[str], out: str) -> list[Step]:
         operands = self._ordered([In(i) for i in range(self.tensors)], [params[s] for s in self.scalars])
+        if self.fused(params, ins):
+            if params["shift"] == 0:
+                return [Step(self.vector_fn(), operands, cdt="int64")]
+            return [Step("mul_rshift", (*operands, params["shift"], dtypes.HALF_UP), cdt="int64")]
         return [
             Step(self.vector_fn(), operands, Tmp(0), cdt="int64"),
             Step("rshift", (Tmp(0), params["shift"], dtypes.HALF_UP), cdt="int64"),

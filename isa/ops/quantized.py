@@ -46,6 +46,7 @@ MODES = {
     "HighPrecisionAsymmetric": (("int16", "uint16", "int32", "float32"), ("int8", "uint8", "int16", "uint16")),
 }
 ZERO_POINTS = ("left_zero_point", "right_zero_point", "output_zero_point")
+WITHIN_INT16 = ("int8", "uint8", "int16")  # output dtypes whose range int16's holds
 
 
 def shift_and_multiplier(scale: float, floor: bool = False) -> tuple[int, float]:
@@ -117,6 +118,10 @@ def epilogue(params: dict[str, Any], bias_dtype: str | None, out_dtype: str, flo
     asym = mode == "HighPrecisionAsymmetric"
     wide = asym or _wide(bias_dtype)
     steps = [Step("add", (In(0), In(1)), Tmp(0), cdt="int64")] if bias_dtype and not wide else []
+    if not wide and multiplier == 1.0 and out_dtype in WITHIN_INT16:
+        # round(res * 1) is res, and saturating to int16 first changes nothing when the result's
+        # range lies inside int16's: the shift stores the result, as in LowPrecisionSymmetric
+        return steps + [Step("rshift", (Tmp(0) if steps else In(0), rshift, dtypes.HALF_UP), cdt="int64")], ["int32"]
     steps.append(Step("rshift", (Tmp(0) if steps else In(0), rshift, dtypes.HALF_UP), Tmp(1), cdt="int64"))
     if asym:
         steps += [Step("rshift", (In(2), rshift, dtypes.HALF_UP), Tmp(4), cdt="int64"), Step("sub", (Tmp(1), Tmp(4)), Tmp(1), cdt="int64")]
