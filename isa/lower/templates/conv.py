@@ -32,23 +32,22 @@ from copy import copy as shallow_copy
 import numpy as np
 
 from ... import costs, dtypes
-from ...errors import OutOfMemoryError, UnsupportedError
+from ...errors import OutOfMemoryError
 from ...instructions import Matmul, Region, Vector, dense
 from ...ops import REGISTRY, quantized
 from ...ops.elementwise import In, Step
 from ..memory.alloc import shortfall
 from ..memory.route import copy, hop_floor
 from ..schedule import estimate
-from ..schedule.estimate import Priced, Work, tiled
+from ..schedule.estimate import Work, tiled
 from ..schedule.pipeline import deal, run_units, step_budget
 from ..schedule.tiling import broadcast_view, budgeted_tile, candidates, least, nbytes, sub_region
 from ..templates import bias_table
-from ..templates.in_flight import in_flight, then_relu
+from ..templates.in_flight import then_relu
 from ..templates.local import Tail
 from ..templates.rows import RowsTiled
-from ..templates.vector_steps import emit_steps
 from ..templates.window import conv_axes, deconv_axes, load_window, placed, tile_reads, window_view
-from .staging import stages
+from .tiled import Tiled, buffer_name, per_memory
 
 
 def lower_conv(ctx, group):
@@ -68,7 +67,7 @@ def conv_node_axes(graph, node):
     return conv_axes(x.shape[2:], kernel, p["strides"], p["dilations"], p["pads"])
 
 
-class _Plan(Priced, RowsTiled):
+class _Plan(Tiled, RowsTiled):
     def __init__(self, ctx, group):
         self.ctx, self.em, self.group = ctx, ctx.em, group
         head = self.node = group.nodes[0]
@@ -79,6 +78,7 @@ class _Plan(Priced, RowsTiled):
         self.groups = p["groups"]
         self.ic, self.oc, self.kernel = self.opdef.channels(self.x.shape, self.w.shape, self.groups)
         self.icg, self.ocg = self.ic // self.groups, self.oc // self.groups
+        self.out_channels = self.oc
         axes = deconv_axes if self.opdef.transposed else conv_axes
         self.axes = axes(self.x.shape[2:], self.kernel, p["strides"], p["dilations"], p["pads"])
         self.units = ctx.units("vector") if p["depthwise"] else ctx.units("matrix", vector=True)
@@ -101,16 +101,9 @@ class _Plan(Priced, RowsTiled):
             added = self.bias and not self.bias_in_table
             self.steps = [Step("add", (In(0), In(1)))] if added else ([] if self.out.dtype == self.acc_dtype else [Step("copy", (In(0),))])
             self.temps = []
-        self.out_key = "acc" if self.out.dtype == self.acc_dtype else "out"
-        # where the result tile ends up: the accumulator itself when it shares the result's
-        # dtype (its copy in the vector memory when the matrix unit accumulates elsewhere)
-        cmem = self.vx.memory if self.mx is None else self.mx.operand_memory("c")
-        self.result_key = "accv" if self.out_key == "acc" and cmem != self.vx.memory else self.out_key
         self.tail = Tail(ctx, group.nodes[1:], group.stores, self.out.shape, given={self.out.name})
         self.stored, self.flight_steps = self._flown()
-        self.flight = self._flight(self.units[0])
-        if self.flight is not None:  # the store reads the accumulator, and does the epilogue on its way
-            self.result_key = "acc"
+        self.init_accumulator()
         self.k = int(np.prod(self.kernel))
         # An input that lives where the products read it, wholly inside every window (no
         # padding, no inserted zeros), is read in place: no copy into a tile buffer.
@@ -141,12 +134,6 @@ class _Plan(Priced, RowsTiled):
             stored, steps = node.out.name, then_relu(self.steps, node.steps) if alone else None
         return stored, steps if self.tail.stores == [stored] else None
 
-    def _flight(self, unit):
-        """The InFlight storing unit's accumulator home with the epilogue done on the way, or None."""
-        if self.flight_steps is None:
-            return None
-        return in_flight(self.ctx.chip, unit, self.flight_steps, self.acc_dtype, self.ctx.home[self.stored].mem)
-
     # ---- offline constants ------------------------------------------------------------------
 
     def _weight(self, g, quantized_op):
@@ -168,17 +155,10 @@ class _Plan(Priced, RowsTiled):
         has = self.opdef.checked_inputs(self.node) == 3  # the integer family appends zero-point tables
         if not (quantized_op and self.opdef.asymmetric(p)):
             return (self.ctx.home[self.node.inputs[2]], g.tensors[self.node.inputs[2]].dtype) if has else None
-        mem = self.ctx.home[self.node.inputs[2]].mem if has else "ddr"
         sums = self.opdef._window_sums(g.constants[self.w.name], p, p["right_zero_point"]).reshape(-1)
         bias_dtype = g.tensors[self.node.inputs[2]].dtype if has else "int32"
-        if self.float_acc and bias_dtype == "float32":  # computed in float32: the bias stays a float
-            bias = g.constants[self.node.inputs[2]].astype(np.float32).reshape(-1)
-            data = (bias - np.float32(p["left_zero_point"]) * sums.astype(np.float32)).astype(np.float32).tobytes()
-            return self.em.bind(f"{self.node.name}.bias_v2", "const", "float32", (self.oc,), data, mem), "float32"
-        # INT32, the seed says; a float bias converts as C's (int) does: toward zero
-        bias = g.constants[self.node.inputs[2]].astype(np.int64).reshape(-1) if has else 0
-        data = dtypes.convert(bias - p["left_zero_point"] * sums, "int32").tobytes()
-        return self.em.bind(f"{self.node.name}.bias_v2", "const", "int32", (self.oc,), data, mem), "int32"
+        dtype = "float32" if self.float_acc and bias_dtype == "float32" else "int32"  # computed in float32: the bias stays a float
+        return self._fold_bias(sums, dtype), dtype
 
     # ---- sizes ------------------------------------------------------------------------------
 
@@ -195,27 +175,13 @@ class _Plan(Priced, RowsTiled):
         needs = [] if self.in_place or keep else [("x", amem, nbytes(self.x.dtype, (self._slotted(tn), channels) + extents))]
         if not self.weight_in_place:
             needs.append(("w", bmem, nbytes(self.weight[1], (toc, tic, self.k))))
-        needs.append(("acc", cmem, nbytes(self.acc_dtype, (slotted,))))
+        acc = nbytes(self.acc_dtype, (slotted,))
+        needs.append(("acc", cmem, acc))
         if self.shifted:
             needs += [("xs", amem, nbytes("int16", (tn, channels) + extents)), ("ws", bmem, nbytes("int16", (toc, tic, self.k)))]
             p = self.node.params
             needs += [(key, vmem, nbytes("int16", (n,))) for key, n in (("izp", channels), ("kzp", toc)) if p[key] == "vector"]
-        if self.asym:
-            needs.append(("acc_zp", cmem, nbytes(self.acc_dtype, (slotted,))))
-        if self.bias_in_table:
-            needs += bias_table.needs(self.ctx.chip, *self.bias, self.acc_dtype, self.mx.matrix.bias, toc)
-        if self.flight is not None:
-            return needs
-        if cmem != vmem:
-            accs = [need for need in needs if need[0] in ("acc", "acc_zp")]
-            needs += [("accv" + key[3:], vmem, n) for key, _, n in accs]
-            needs += [(f"accv{key[3:]}.stage{k}", mem, n) for key, _, n in accs for k, mem in enumerate(stages(self.ctx.chip, cmem, vmem))]
-        if self.bias and not self.bias_in_table:
-            needs.append(("bias", vmem, nbytes(self.bias[1], (toc,))))
-        if self.out_key == "out":
-            needs.append(("out", vmem, nbytes(self.out.dtype, (out_elems,))))
-        needs += [(("tmp", j), vmem, nbytes(d, (out_elems,))) for j, d in enumerate(self.temps)]
-        return needs
+        return needs + self._epilogue_needs(acc, toc, out_elems)
 
     def _slotted(self, tn):
         """A batch tile of tn as the matrix unit multiplies it: whole groups of batch_slots."""
@@ -230,18 +196,15 @@ class _Plan(Priced, RowsTiled):
     def _sizes(self, tile, tic, keep=False):
         """memory -> the sizes of every buffer the tiling places there: each slot's, the tail's,
         a kept input's and, in the asymmetric mode on the matrix unit, the one zp_r element."""
-        per_mem = {}
-        for _, mem, n in self._needs(tile, tic, keep):
-            per_mem.setdefault(mem, []).extend([n] * self.ctx.slots)
-        if keep:
-            per_mem.setdefault(self.mx.operand_memory("a"), []).extend([self._kept_bytes(tile)] * self.ctx.slots)
+        placed = [(mem, n, self.ctx.slots) for _, mem, n in self._needs(tile, tic, keep)]
+        per_mem = per_memory(placed + ([(self.mx.operand_memory("a"), self._kept_bytes(tile), self.ctx.slots)] if keep else []))
         per_mem.setdefault(self.vx.memory, []).extend(self.tail.class_bytes(tile) * self.ctx.slots)
         if self.asym and self.mx is not None:
             per_mem.setdefault(self.mx.operand_memory("b"), []).append(dtypes.itemsize(self.w.dtype))
         return per_mem
 
     def _fits(self, tile, tic, keep=False):
-        return all(self.em.allocators[m].fits(sizes) for m, sizes in self._sizes(tile, tic, keep).items())
+        return self.fits(self._sizes(tile, tic, keep))
 
     def _moved(self, tile, tic):
         """Bytes one step loads (input tile and weight block) plus what the tail moves."""
@@ -428,7 +391,7 @@ class _Plan(Priced, RowsTiled):
         for key, mem, n in self._needs(tile, tic, keep):
             out[key] = estimate.role(estimate.STEP if key in ("x", "w", "xs", "ws", "izp", "kzp") else estimate.TILE, key, mem, n)
         if self.asym and self.mx is not None:
-            out["zp_r"] = estimate.role("fixed", "zp_r", self.mx.operand_memory("b"), dtypes.itemsize(self.w.dtype))
+            out["zp_r"] = self._zero_point_role(self.w.dtype)
         return out
 
     def _tile_roles(self, tile):
@@ -489,9 +452,7 @@ class _Plan(Priced, RowsTiled):
 
     def _price_flight(self, rec, extents, starts):
         """The accumulator stored home by the DMA that does the epilogue (self.flight)."""
-        acc = self._roles(extents, 1)["acc"]
-        dst = sub_region(self.ctx.home_region(self.stored), starts, extents)
-        rec.flight.emit(rec.em, acc.region(self.acc_dtype, extents), (acc,), dst, self.ctx.home[self.stored], self.node.name)
+        rec._store_flown(self._roles(extents, 1), sub_region(self.ctx.home_region(self.stored), starts, extents), extents)
 
     def _price_tail(self, rec, starts, extents):
         """(loads, compute, stores) of the fused tail on a tile: its own emission on roles."""
@@ -505,12 +466,6 @@ class _Plan(Priced, RowsTiled):
         return loads, compute, rec.em.take()
 
     # ---- emission ---------------------------------------------------------------------------
-
-    def on(self, unit):
-        """This convolution with its tiles run by unit's engines."""
-        mine = shallow_copy(self)
-        mine.mx, mine.vx, mine.flight = unit.matrix, unit.vector, self._flight(unit)
-        return mine
 
     @property
     def tiled_channels(self):
@@ -546,10 +501,10 @@ class _Plan(Priced, RowsTiled):
 
     def _steps(self, tiles, tile, tic, keep, fillers):
         """This unit's buffers, placed, and the pipeline steps of its output tiles."""
-        slots = [{key: self.em.alloc(mem, n, f"{self.node.name}/{_label(key)}.{s}") for key, mem, n in self._needs(tile, tic, keep)}
+        slots = [{key: self.em.alloc(mem, n, buffer_name(self.node.name, key, s)) for key, mem, n in self._needs(tile, tic, keep)}
                  for s in range(self.ctx.slots)]
         tails = self.tail.allocate(self.vx.memory, tile, self.node.name)
-        zero_point = self._zero_point() if self.asym and self.mx is not None else None
+        zero_point = self._zero_point(self.w.dtype) if self.asym and self.mx is not None else None
         blocks = [(0, 1)] if self.mx is None else [(i0, min(tic, self.icg - i0)) for i0 in range(0, self.icg, tic)]
         kept = [self._kept(tile, blocks, s) for s in range(self.ctx.slots if keep else 0)]
         steps, at, fresh = [], None, 0  # the input position kept, and how many were loaded
@@ -583,22 +538,12 @@ class _Plan(Priced, RowsTiled):
         return Region(buf.mem, buf.addr, self.x.dtype, (tn, channels) + tuple(extents),
                       (major.strides[1], major.strides[0]) + major.strides[2:])
 
-    def _zero_point(self):
-        """One element of zp_r in the weight memory, read with stride 0 as a whole weight block."""
-        mem = self.mx.operand_memory("b")
-        if mem != self.vx.memory:
-            raise UnsupportedError(f"{self.node.name}: the matrix unit's weight memory {mem} is not the vector memory {self.vx.memory}")
-        buf = self.em.alloc(mem, dtypes.itemsize(self.w.dtype), f"{self.node.name}/zp_r")
-        zr = self.node.params["right_zero_point"]
-        self.em.emit(self.vx.name, Vector("copy", buf.region(self.w.dtype, (1,)), (zr,), "int64", self.node.name), writes=(buf,))
-        return buf
-
     def _step(self, io, acc_bufs, tail_bufs, g, starts, extents, block, first, last,
               zero_point, tail_local, fillers, kept=None, fresh=True):
         """(load, compute, store) of one input-channel block of one output tile; kept: the
         (its block's part of the Buf, the whole tile's region) of a kept input, which the step
         loads its block into when fresh."""
-        em, node = self.em, self.node.name
+        node = self.node.name
         n0, c0, s0 = starts[0], starts[1], starts[2:]
         tn, toc, tos = extents[0], extents[1], extents[2:]
         i0, tic = block
@@ -641,23 +586,11 @@ class _Plan(Priced, RowsTiled):
 
         def store():
             if last and self.flight is not None:
-                acc = acc_bufs["acc"]
-                home = self.ctx.home[self.stored]
-                dst = sub_region(self.ctx.home_region(self.stored), out_starts, out_extents)
-                self.flight.emit(em, acc.region(self.acc_dtype, out_extents), (acc,), dst, home, node)
+                self._store_flown(acc_bufs, sub_region(self.ctx.home_region(self.stored), out_starts, out_extents), out_extents)
             elif last:
                 self.tail.store(tail_bufs, out_starts, out_extents, {self.out.name: acc_bufs[self.result_key]})
 
         return load, compute, store
-
-    def _load_bias(self, acc_bufs, oc0, toc):
-        """A tile's bias, from output channel oc0: into the matrix unit's bias table, or the vector memory."""
-        if self.bias_in_table:
-            bias_table.load(self.em, acc_bufs.__getitem__, *self.bias, self.oc, oc0, toc, self.acc_dtype, self.mx.core, self.node.name)
-            return
-        bias_buf, dtype = self.bias
-        src = sub_region(bias_buf.region(dtype, (self.oc,)), (oc0,), (toc,))
-        copy(self.em, src, bias_buf, acc_bufs["bias"].region(dtype, (toc,)), acc_bufs["bias"], self.node.name)
 
     def _product(self, acc_bufs, x_buf, x_region, w_buf, zero_point, oc0, ch_in, tile, toc, tic, first):
         """acc (+)= the input block times the weight block, for an output tile of batch and
@@ -691,10 +624,7 @@ class _Plan(Priced, RowsTiled):
             if p[key] != "vector":
                 zero[key] = (p[key], ())
                 continue
-            table = self.node.inputs[p[key + "_input"]]
-            home = self.ctx.home[table]
-            copy(em, sub_region(home.region("int16", (self.ic if key == "izp" else self.oc,)), (start,), (n,)),
-                 home, io[key].region("int16", (n,)), io[key], op)
+            self._zero_table(key, self.ic if key == "izp" else self.oc, start, n, io[key])
             zero[key] = (io[key].region("int16", shape), (io[key],))
         xs, ws = io["xs"], io["ws"]
         xs_region = xs.region("int16", x_region.shape)
@@ -784,36 +714,11 @@ class _Plan(Priced, RowsTiled):
             self.em.emit(self.vx.name, Vector("mul" if first else "mul_add", acc_region, srcs, cdt, self.node.name),
                          reads=reads, writes=(acc,))
 
-    def _finish(self, bufs, extents):
-        """Accumulators to the vector memory if they live elsewhere, then the epilogue."""
-        keys = ("acc", "acc_zp") if self.asym else ("acc",)
-        if "accv" in bufs:
-            for key in keys:
-                here, there = bufs[key], bufs["accv" + key[3:]]
-                staged = [bufs[f"accv{key[3:]}.stage{k}"] for k in range(len(stages(self.ctx.chip, here.mem, there.mem)))]
-                copy(self.em, here.region(self.acc_dtype, extents), here, there.region(self.acc_dtype, extents), there, self.node.name,
-                     stages=staged)
-            keys = tuple("accv" + key[3:] for key in keys)
-        acc = bufs[keys[0]]
-        inputs = [(acc.region(self.acc_dtype, extents), acc)]
-        if self.bias and not self.bias_in_table:
-            bias = bufs["bias"]
-            view = bias.region(self.bias[1], (1, extents[1]) + (1,) * (len(extents) - 2))
-            inputs.append((broadcast_view(view, extents), bias))
-        if self.asym:
-            inputs.append((bufs[keys[1]].region(self.acc_dtype, extents), bufs[keys[1]]))
-        out = bufs[self.result_key]
-        temps = [(bufs["tmp", j].region(d, extents), bufs["tmp", j]) for j, d in enumerate(self.temps)]
-        emit_steps(self.em, self.vx.name, self.node.name, self.steps, inputs, (out.region(self.out.dtype, extents), out), temps)
 
 
 def _permuted(region, order):
     """The same elements with the dimensions in another order."""
     return Region(region.mem, region.addr, region.dtype, tuple(region.shape[i] for i in order), tuple(region.strides[i] for i in order))
-
-
-def _label(key):
-    return key if isinstance(key, str) else f"tmp{key[1]}"
 
 
 def _channels_second(kind):
