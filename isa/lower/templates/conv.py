@@ -41,8 +41,7 @@ from ..memory.alloc import shortfall
 from ..memory.route import copy, hop_floor
 from ..schedule import estimate
 from ..schedule.estimate import Work, tiled
-from ..schedule.pipeline import deal, run_units
-from ..schedule.tiling import broadcast_view, candidates, least, nbytes, sub_region
+from ..schedule.tiling import broadcast_view, candidates, nbytes, sub_region
 from ..templates import bias_table
 from ..templates.in_flight import then_relu
 from ..templates.local import Tail
@@ -371,18 +370,14 @@ class Convolution(Tiled, RowsTiled):
                  for starts, extents in self.placed_boxes(self.tiled_channels, tile)]
         if keep:  # the output channels innermost, so consecutive tiles share their input
             tiles.sort(key=lambda t: (t[0], t[1][0], t[1][2:], t[1][1]))
-        per_unit, placed, fillers = [], [], []
-        for k, (unit, run) in enumerate(zip(self.units, deal(tiles, len(self.units)))):
-            if k and not run:
-                continue
-            mine = self.on(unit)
-            fillers.append({})  # the padding's fill values near the unit's input memory (window.load_window)
-            steps, bufs = mine._steps(run, tile, tic, keep, fillers[-1])
-            per_unit.append(steps)
-            placed += bufs
-        run_units(self.ctx, [self.ctx.home[t] for t in self.tail.stores], per_unit)
-        for buf in placed + [buf for near in fillers for buf in near.values()]:
-            self.em.release(buf)
+        fillers = []  # per unit, the padding's fill values near its input memory (window.load_window)
+
+        def unit_steps(mine, run):
+            fillers.append({})
+            return mine._steps(run, tile, tic, keep, fillers[-1])
+
+        self.run_dealt(tiles, unit_steps, [self.ctx.home[t] for t in self.tail.stores],
+                       lambda: [buf for near in fillers for buf in near.values()])
 
     def _steps(self, tiles, tile, tic, keep, fillers):
         """This unit's buffers, placed, and the pipeline steps of its output tiles."""
@@ -575,9 +570,7 @@ class _Matrix(Convolution):
         unit = self.mx.matrix
         limits = self.ctx.tile_limits(shape) + (self.ctx.policy.tile_limit("k", self.icg),)
         granules = (unit.n, unit.depth(self.operand_dtype or self.x.dtype))
-        choice = self._cheapest(shape, granules, limits, None, 1)
-        if choice and len(self.units) > 1:  # the output tile for the units; the block (the order of the sums) as for one
-            choice = self._cheapest(shape, granules, limits, [choice[1]], len(self.units))
+        choice = self._for_units(lambda blocks, units: self._cheapest(shape, granules, limits, blocks, units), lambda c: c[1])
         return self._searched(choice)
 
     def _cheapest(self, shape, granules, limits, blocks, units):
@@ -589,8 +582,11 @@ class _Matrix(Convolution):
             floors.append(self._floors(found, keep, units))
             choices += [(tile, tic, keep) for tile, tic in found]
         ties = (np.array([-math.prod(tile) * tic for tile, tic, _ in choices]), np.array([keep for *_, keep in choices]))
-        return least(np.concatenate(floors), ties, lambda i: self._schedule(*choices[i][:2], units, choices[i][2]), choices,
-                     estimate.bounds_hold(self.ctx.chip, units))
+        return self._least(choices, np.concatenate(floors), ties, units)
+
+    def _schedule_of(self, choice, units):
+        tile, tic, keep = choice
+        return self._schedule(tile, tic, units, keep)
 
     def floor(self):
         """A lower bound of tiling()'s cycles without a search: _floors of the whole output as

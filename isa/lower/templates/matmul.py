@@ -39,8 +39,7 @@ from ..memory.alloc import shortfall
 from ..memory.route import STAGE_SLOTS, copy
 from ..schedule import estimate, gemv
 from ..schedule.estimate import Work, tiled
-from ..schedule.pipeline import deal, run_units
-from ..schedule.tiling import halvings, least, sub_region
+from ..schedule.tiling import halvings, sub_region
 from ..templates import bias_table
 from .staging import stages
 from .tiled import Tiled, buffer_name, per_memory
@@ -51,11 +50,8 @@ def lower_matmul(ctx, group):
     tm, tn, tk, keep, accs, rows = plan.tiles()
     M, K, N = plan.M, plan.K, plan.N
     tiles = [(b, m0, n0) for b in np.ndindex(*plan.batch) for m0 in range(0, M, tm) for n0 in range(0, N, tn)]
-    per_unit, placed = [], []
-    for u, (unit, run) in enumerate(zip(plan.units, deal(tiles, len(plan.units)))):
-        if u and not run:
-            continue
-        mine = plan.on(unit)
+
+    def unit_steps(mine, run):
         bufs = mine.place(tm, tn, tk, keep, accs, rows)
         steps, row, lefts = [], None, 0  # the row of the left block kept, and how many were loaded
         for tile, (b, m0, n0) in enumerate(run):
@@ -64,11 +60,9 @@ def lower_matmul(ctx, group):
                 fresh = not keep or (k0 == 0 and (b, m0) != row)
                 row, lefts = (b, m0), lefts + fresh
                 steps.append(mine.step(bufs, len(steps), (lefts - 1) % ctx.slots, fresh, keep, tile % accs, b, box, k0 == 0, k0 + tk >= K))
-        per_unit.append(steps)
-        placed += bufs.values()
-    run_units(ctx, [ctx.home[plan.out.name]], per_unit)
-    for buf in placed:
-        ctx.em.release(buf)
+        return steps, list(bufs.values())
+
+    plan.run_dealt(tiles, unit_steps, [ctx.home[plan.out.name]])
 
 
 class _Plan(Tiled):
@@ -189,21 +183,19 @@ class _Plan(Tiled):
         keeps = (False, True) if not self.shifted else (False,)
         accs = (self.ctx.slots, 1) if self.flight is not None and self.ctx.slots > 1 else (self.ctx.slots,)
 
-        def choose(ks, units, keeps):
-            fitting = [(tm, tn, tk, keep, n, rows) for tk in ks for tm in sizes[0] for tn in sizes[1] for keep in keeps for n in accs
-                       if self._fits(tm, tn, tk, keep, n) for rows in self._part_choices(tm, n)]
+        def choose(ks, units):
+            fitting = [(tm, tn, tk, keep, n, rows) for tk in ks or sizes[2] for tm in sizes[0] for tn in sizes[1] for keep in keeps
+                       for n in accs if self._fits(tm, tn, tk, keep, n) for rows in self._part_choices(tm, n)]
             floors = np.array([self._floor(*t, units) for t in fitting], float)
             ties = (np.array([-math.prod(t[:3]) for t in fitting]), np.array([-t[5] for t in fitting]))
-            return least(floors, ties, lambda i: self._schedule(*fitting[i], units), fitting, estimate.bounds_hold(self.ctx.chip, units))
+            return self._least(fitting, floors, ties, units)
 
         def search():
-            choice = choose(sizes[2], 1, keeps)
+            choice = self._for_units(choose, lambda c: c[2])
             if choice is None:
                 least_tile = (unit.m, unit.n, depth)
                 raise OutOfMemoryError(f"{self.node.name}: even a {'x'.join(map(str, least_tile))} matrix tile needs "
                                        f"{shortfall(self.em.allocators, self._sizes(*least_tile))}")
-            if len(self.units) > 1:
-                choice = choose([choice[2]], len(self.units), keeps)
             return choice, self._schedule(*choice, len(self.units)).cycles()
 
         def stream():
@@ -259,6 +251,9 @@ class _Plan(Tiled):
                 return self._work(kind, tk_, first, last, k0, rows, tm)
         return tiled(self.ctx, work, axes, self.K, tk, units, self.ctx.slots, math.prod(self.batch), 1 if keep else None,
                      self._stage_slots(tm, tn, tk, keep, accs), self.once(self.left, self.right), accs, cores=self.unit_cores(units))
+
+    def _schedule_of(self, choice, units):
+        return self._schedule(*choice, units)
 
     def _stage_slots(self, tm, tn, tk, keep, accs):
         """memory -> how many staging buffers the operands' staged hops will rotate there

@@ -23,7 +23,7 @@ init_accumulator().
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from copy import copy as shallow_copy
 from typing import Any
 
@@ -37,7 +37,8 @@ from ..emit import Buf
 from ..memory.route import copy
 from ..schedule import estimate
 from ..schedule.estimate import Priced
-from ..schedule.tiling import broadcast_view, nbytes, sub_region
+from ..schedule.pipeline import deal, run_units
+from ..schedule.tiling import broadcast_view, least, nbytes, sub_region
 from . import bias_table
 from .in_flight import InFlight, in_flight
 from .staging import stages
@@ -108,6 +109,42 @@ class Tiled(Priced):
         mine = shallow_copy(self)
         mine.mx, mine.vx, mine.flight = unit.matrix, unit.vector, self._flight(unit)
         return mine
+
+    def run_dealt(self, tiles: list, unit_steps: Callable[[Tiled, list], tuple[list, list[Buf]]], stores: list[Buf],
+                  later: Callable[[], list[Buf]] = list) -> None:
+        """Deal the output tiles among the units (pipeline.deal) and run each unit's steps
+        (pipeline.run_units): unit_steps(this plan on the unit, its tiles) places the unit's
+        buffers and gives (its steps, those buffers); all are released after the run, then
+        what later() gives (buffers the steps placed as they ran)."""
+        per_unit, placed = [], []
+        for k, (unit, run) in enumerate(zip(self.units, deal(tiles, len(self.units)))):
+            if k and not run:
+                continue
+            steps, bufs = unit_steps(self.on(unit), run)
+            per_unit.append(steps)
+            placed += bufs
+        run_units(self.ctx, stores, per_unit)
+        for buf in placed + later():
+            self.em.release(buf)
+
+    def _least(self, fitting: list, floors: np.ndarray, ties: tuple, units: int) -> tuple | None:
+        """Of the fitting tilings, the one of least estimated cycles on the busiest of `units`
+        units (tiling.least: floors bound each from below; ties break equal estimates), each
+        estimated by self._schedule(*tiling, units, ...) (_schedule_of)."""
+        return least(floors, ties, lambda i: self._schedule_of(fitting[i], units), fitting, estimate.bounds_hold(self.ctx.chip, units))
+
+    def _schedule_of(self, tiling: tuple, units: int) -> Any:
+        """The Estimate (estimate.tiled) of a tiling, as the search's candidates have it, on `units` units."""
+        raise NotImplementedError
+
+    def _for_units(self, choose: Callable[[list | None, int], tuple | None], block: Callable[[tuple], int]) -> tuple | None:
+        """choose(blocks, units) for one unit (blocks None: every reduction block), then, with
+        several units, for them with its reduction block, so that the order of the sums does not
+        depend on the units."""
+        choice = choose(None, 1)
+        if choice and len(self.units) > 1:
+            choice = choose([block(choice)], len(self.units))
+        return choice
 
     def fits(self, per_mem: dict[str, list[int]]) -> bool:
         """Whether buffers of these sizes (memory -> sizes) fit in what is free now."""
