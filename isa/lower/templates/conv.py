@@ -76,7 +76,7 @@ class Convolution(Tiled, RowsTiled):
     _kzp_axis), what the estimate walks (_walked), the product (_product) and the search
     (_search, floor)."""
 
-    zp_buffer = False  # whether the asymmetric mode's second product reads zp_r from a buffer (Tiled._zero_point)
+    step_keys = frozenset(("x", "w", "xs", "ws", "izp", "kzp"))
 
     def __init__(self, ctx, group):
         self.ctx, self.em, self.group = ctx, ctx.em, group
@@ -276,12 +276,7 @@ class Convolution(Tiled, RowsTiled):
 
     def _roles(self, tile, tic, keep=False):
         """A step's buffers as the estimate's roles: the slot's by step, the tile's own by tile."""
-        out = {}
-        for key, mem, n in self._needs(tile, tic, keep):
-            out[key] = estimate.role(estimate.STEP if key in ("x", "w", "xs", "ws", "izp", "kzp") else estimate.TILE, key, mem, n)
-        if self.asym and self.zp_buffer:
-            out["zp_r"] = self._zero_point_role(self.w.dtype)
-        return out
+        return self._as_roles(self._needs(tile, tic, keep), self.w.dtype)
 
     def _tile_roles(self, tile):
         """The fused tail's buffers as roles of the tile."""
@@ -506,8 +501,6 @@ class Convolution(Tiled, RowsTiled):
 class _Matrix(Convolution):
     """A convolution on the matrix unit, as an implicit GEMM; the groups are walked as repeats,
     the input channels in blocks."""
-
-    zp_buffer = True
 
     def _units(self, ctx):
         return ctx.units("matrix", vector=True)

@@ -38,6 +38,8 @@ def plan_depthwise(ctx: Lowering, group: Group) -> Convolution:
 
 
 class _Depthwise(Convolution):
+    zp_buffer = False  # the second product multiplies by zp_r as a number
+
     def _units(self, ctx: Lowering) -> list[Unit]:
         return ctx.units("vector")
 

@@ -67,6 +67,7 @@ def lower_matmul(ctx, group):
 
 class _Plan(Tiled):
     bias_lead = (1,)  # the bias is a row: (1, N)
+    step_keys = frozenset(("a", "b", "as", "bs", "lzp", "rzp", "bu", "sc", "zt"))
 
     def __init__(self, ctx, node):
         self.ctx, self.node, self.em = ctx, node, ctx.em
@@ -326,20 +327,13 @@ class _Plan(Tiled):
         """A tile's buffers as the estimate's roles, by their `place` keys: slot buffers by step,
         the tile's own by tile (its accumulator in parts of `rows` rows of a full tile of full_tm),
         a kept left block by the tiles that load it."""
-        out = {}
-        kept_a = keep and not self._cut(keep)
-        for key, mem, n, _ in self._placed(full_tm, tn, 1, keep, 1):
-            scope = estimate.STEP if key in ("a", "b", "as", "bs", "lzp", "rzp", "bu", "sc", "zt") else estimate.TILE
-            if key == "kept" or (key == "a" and kept_a):
-                scope = estimate.KEPT
-            out[key] = estimate.role(scope, key, mem, n)
+        kept = ("kept", "a") if keep and not self._cut(keep) else ("kept",)
+        out = self._as_roles(self._needs(full_tm, tn, 1, keep), self.right.dtype, kept)
         acc = out["acc"]
         if rows is not None and rows < full_tm:
             row = tn * dtypes.itemsize(self.acc_dtype)
             acc.parts = tuple(estimate.role(estimate.TILE, ("acc", j), acc.mem, min(rows, full_tm - r) * row)
                               for j, r in enumerate(range(0, full_tm, rows)))
-        if self.asym:
-            out["zp_r"] = self._zero_point_role(self.right.dtype)
         return out
 
     def _price_right(self, rec, tk, tn, k0, n0):

@@ -63,6 +63,8 @@ def per_memory(placed: Iterable[tuple[str, int, int]]) -> dict[str, list[int]]:
 
 class Tiled(Priced):
     bias_lead: tuple[int, ...] = ()  # the bias's dimensions before its channels, as the op's tensor has them (a matrix's row: (1,))
+    step_keys: frozenset[str] = frozenset()  # the keys of a slot's buffers, each step's own (the rest are the output tile's)
+    zp_buffer = True  # the asymmetric mode's second product reads zp_r from a buffer (_zero_point), not as a number
     ctx: Lowering
     em: Any  # the Emitter, or the estimate's Recorder
     node: Any  # isa.graph.Node
@@ -197,6 +199,16 @@ class Tiled(Priced):
     def _zero_point_role(self, dtype: str) -> Buf:
         """_zero_point's buffer as the estimate's role."""
         return estimate.role("fixed", "zp_r", self.mx.operand_memory("b"), dtypes.itemsize(dtype))
+
+    def _as_roles(self, needs: Iterable[tuple[Key, str, int]], zp_dtype: str, kept: Iterable[Key] = ()) -> Bufs:
+        """A tile's buffers (key, memory, bytes) as the estimate's roles: a slot's (step_keys) by
+        step, a kept operand's (kept) by the tiles that load it, the rest by tile; and the
+        asymmetric mode's zp_r element (of zp_dtype) where a buffer holds it."""
+        out = {key: estimate.role(estimate.KEPT if key in kept else estimate.STEP if key in self.step_keys else estimate.TILE, key, mem, n)
+               for key, mem, n in needs}
+        if self.asym and self.zp_buffer:
+            out["zp_r"] = self._zero_point_role(zp_dtype)
+        return out
 
     def _zero_table(self, key: str, length: int, start: int, n: int, buf: Buf) -> None:
         """Elements start..start+n of the integer family's zero-point table named by params[key +
