@@ -2,14 +2,16 @@
 depthwise convolution (depthwise.py) and the matrix product (matmul.py) each tile an output,
 multiply into an accumulator tile block by block, and run the op's epilogue on the way out.
 
-What is the same in all three lives here: which units run the tiles (`on`), the accumulator's way
-to the vector memory (a copy staged through shared memory where the matrix unit accumulates
-elsewhere, or the epilogue done by the DMA storing it: isa/lower/templates/in_flight.py), the
-epilogue's inputs (the accumulator, the bias, the asymmetric mode's second accumulator), the bias
-(folded offline with the zero points, loaded per tile into the vector memory or the matrix unit's
-bias table: isa/lower/templates/bias_table.py), the one-element zero point the asymmetric mode's
-second product reads, the zero-point tables of the integer family, and whether a tiling's buffers
-fit.
+What is the same in all three lives here: the output tiles dealt among the units and run there
+(`run_dealt`, `on`); the search's shape (the least estimate of the tilings that fit, for one unit
+and then for several with its reduction block) and whether a tiling's buffers fit; a tile's
+buffers as the estimate's roles; the accumulator's way to the vector memory (a copy staged
+through shared memory where the matrix unit accumulates elsewhere, or the epilogue done by the DMA
+storing it: isa/lower/templates/in_flight.py) and the buffers of that way; the epilogue's inputs
+(the accumulator, the bias, the asymmetric mode's second accumulator); the bias (folded offline
+with the zero points, loaded per tile into the vector memory or the matrix unit's bias table:
+isa/lower/templates/bias_table.py); the one-element zero point the asymmetric mode's second
+product reads; and the zero-point tables of the integer family.
 
 A plan using it sets, besides what `Priced` asks (ctx, em, node, units): mx and vx (the unit's
 matrix engine, None on the vector unit, and its vector engine), opdef, out (the tensor the op
