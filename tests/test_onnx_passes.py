@@ -219,7 +219,8 @@ def test_scalar_multiply_add_and_hardswish_after_each_convolution_join_its_layer
     from isa.lower.schedule.fusion import groups
 
     g = isa.from_onnx(onnx_models.pp_lcnet("paddle", size=32))
-    heads = [[n.op for n in grp.nodes] for grp in groups(g, chips.load("bm1684"), isa.Policy()) if grp.template.name == "conv"]
+    convolutions = ("conv", "depthwise")  # a depthwise convolution has a template of its own
+    heads = [[n.op for n in grp.nodes] for grp in groups(g, chips.load("bm1684"), isa.Policy()) if grp.template.name in convolutions]
     assert len(heads) == 15 and all(ops == ["conv", "mul", "add", "muls", "adds", "clamp", "mul"] for ops in heads)
 
 

@@ -6,16 +6,17 @@ import numpy as np
 import chips
 import isa
 from isa.lower.schedule.fusion import groups
-from isa.lower.templates.catalog import CONV, ELEMENTWISE, POOL, TEMPLATES, template_of
+from isa.lower.templates.catalog import CONV, DEPTHWISE, ELEMENTWISE, POOL, TEMPLATES, template_of
 from isa.ops import REGISTRY
 
 O = isa.ops
 
 
 def test_every_op_names_a_template_of_the_catalog():
-    assert {REGISTRY[op].template for op in REGISTRY} == set(TEMPLATES)
+    assert {t for op in REGISTRY for t in REGISTRY[op].templates} == set(TEMPLATES)
     assert all(template_of(op).name == REGISTRY[op].template for op in REGISTRY)
     assert template_of("conv") is CONV and template_of("pool") is POOL and template_of("active") is ELEMENTWISE
+    assert template_of("conv", {"depthwise": True}) is DEPTHWISE and template_of("deconv", {"depthwise": False}) is CONV
 
 
 def test_each_template_role():
@@ -23,10 +24,10 @@ def test_each_template_role():
         return sorted(t.name for t in TEMPLATES.values() if flag(t))
 
     assert having(lambda t: t.homes == "ddr") == ["indexed", "scalar"]
-    assert having(lambda t: t.head) == ["conv", "elementwise", "pool"]
+    assert having(lambda t: t.head) == ["conv", "depthwise", "elementwise", "pool"]
     assert having(lambda t: t.tail) == ["elementwise"]
     assert having(lambda t: t.places_outputs) == ["cache", "constant", "view"]
-    assert having(lambda t: t.slicing is not None) == ["conv", "pool"]
+    assert having(lambda t: t.slicing is not None) == ["conv", "depthwise", "pool"]
 
 
 def test_groups_carry_their_template_and_fuse_tails_behind_heads_only():

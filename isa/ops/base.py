@@ -58,6 +58,15 @@ class OpDef:
         """Numpy whole-tensor semantics; `compute` maps a dtype to the dtype a chip computes it in."""
         raise NotImplementedError
 
+    @property
+    def templates(self) -> tuple[str, ...]:
+        """Every template an instance may name (template_for)."""
+        return (self.template,)
+
+    def template_for(self, params: dict[str, Any]) -> str:
+        """The template that lowers an instance with these params: `template`, unless its variant has one of its own."""
+        return self.template
+
     def variant(self, params: dict[str, Any]) -> str | None:
         """The variant this instance is (a member of `variants`), or None."""
         return None

@@ -1,6 +1,7 @@
 """Convolutions of the BMLang seed (NN/Matrix Operator): conv, deconv, conv3d. Local ops, run
 by the convolution template (isa/lower/templates/conv.py) as implicit GEMMs on the matrix unit, or, for a
-depthwise convolution, as multiply-accumulates on the vector unit.
+depthwise convolution, by the depthwise template (isa/lower/templates/depthwise.py) as
+multiply-accumulates on the vector unit.
 
     conv(tensor_input [N, IC, H, W], tensor_weight [OC, IC/groups, KH, KW], tensor_bias [1, OC, 1, 1],
          dh, dw, pad_h_t, pad_h_b, pad_w_l, pad_w_r, stride_h, stride_w, groups,
@@ -37,6 +38,7 @@ FLOAT = ("float32", "float16", "bfloat16")
 class Conv(OpDef):
     kind = "local"
     template = "conv"
+    templates = ("conv", "depthwise")
     variants = ("depthwise",)
 
     def __init__(self, name: str, spatial: int, transposed: bool, modes: tuple[str, ...]) -> None:
@@ -44,6 +46,10 @@ class Conv(OpDef):
 
     def variant(self, params: dict[str, Any]) -> str | None:
         return "depthwise" if params["depthwise"] else None
+
+    def template_for(self, params: dict[str, Any]) -> str:
+        """A depthwise convolution has a vector template of its own (isa/lower/templates/depthwise.py)."""
+        return "depthwise" if params["depthwise"] else self.template
 
     # ---- shapes -----------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ def groups(graph, chip, policy):
     nodes = live_nodes(graph)
     result = []
     for node in nodes:
-        template = template_of(node.op)
+        template = template_of(node.op, node.params)
         cur = result[-1] if result else None
         room = cur is not None and (policy.max_group is None or len(cur.nodes) < policy.max_group)
         if policy.fuse and room and _fusable(graph, chip, cur, node, template):

@@ -1,8 +1,9 @@
 """The templates: one Template each, carrying its lowering, where the tensors it reads and writes
 may live, its part in fusion and, for those a multi-layer group runs slice by slice, how. Every
 question the passes ask of a template is an attribute here. An op names its template
-(`OpDef.template`): isa.ops sits below the compiler, which imports it, so `template_of` turns
-that name into the Template once per node, when layer groups form."""
+(`OpDef.template`, or a variant's own: `OpDef.template_for`, as a depthwise convolution does):
+isa.ops sits below the compiler, which imports it, so `template_of` turns that name into the
+Template once per node, when layer groups form."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from .arrange import lower_arrange
 from .attention import lower_attention
 from .cache import lower_cache
 from .conv import conv_node_axes, lower_conv, plan_conv
+from .depthwise import lower_depthwise, plan_depthwise
 from .indexed import lower_indexed
 from .local import lower_elementwise
 from .matmul import lower_matmul
@@ -48,7 +50,7 @@ def _four_d(graph, group):
 
 
 def _conv_sliceable(graph, group):
-    """A 2-d convolution, not transposed (depthwise ones too, on the vector unit)."""
+    """A 2-d convolution, not transposed (on the matrix unit, or depthwise on the vector unit)."""
     return _four_d(graph, group) and not REGISTRY[group.nodes[0].op].transposed
 
 
@@ -60,11 +62,12 @@ def _pool_sliceable(graph, group):
 
 
 CONV = Template("conv", lower_conv, head=True, slicing=Slicing(plan_conv, conv_node_axes, _conv_sliceable))
+DEPTHWISE = Template("depthwise", lower_depthwise, head=True, slicing=Slicing(plan_depthwise, conv_node_axes, _conv_sliceable))
 POOL = Template("pool", lower_pool, head=True, slicing=Slicing(plan_pool, pool_axes, _pool_sliceable))
 ELEMENTWISE = Template("elementwise", lower_elementwise, head=True, tail=True)
 VIEW = Template("view", lower_view, places_outputs=True)
 TEMPLATES = {t.name: t for t in (
-    CONV, POOL, ELEMENTWISE, VIEW,
+    CONV, DEPTHWISE, POOL, ELEMENTWISE, VIEW,
     Template("matmul", lower_matmul), Template("reduce", lower_reduce), Template("resize", lower_resize),
     Template("arrange", lower_arrange), Template("constant", lower_constant, places_outputs=True),
     Template("attention", lower_attention),  # fused attention: the scores stay on chip
@@ -74,6 +77,8 @@ TEMPLATES = {t.name: t for t in (
 )}
 
 
-def template_of(op: str) -> Template:
-    """The Template that lowers op `op` (every registered op names one: tests/test_templates.py)."""
-    return TEMPLATES[REGISTRY[op].template]
+def template_of(op: str, params: dict | None = None) -> Template:
+    """The Template that lowers op `op` (every registered op names one: tests/test_templates.py),
+    or an instance of it with these params (a variant may have its own: OpDef.template_for)."""
+    opdef = REGISTRY[op]
+    return TEMPLATES[opdef.template if params is None else opdef.template_for(params)]

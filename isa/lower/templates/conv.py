@@ -12,16 +12,17 @@ it has such a memory (an Ascend cube's BiasTable, isa/lower/templates/bias_table
 the op's epilogue (bias, requantization) and the tail run on the vector unit and the tile is
 stored; where the accumulator's way out converts with the epilogue (an Ascend FixPipe,
 isa/lower/templates/in_flight.py), and the tail is none or one ReLU, the DMA storing the accumulator does
-it.
+it. The accumulator, the bias, the zero points and the epilogue are the tiled templates'
+(isa/lower/templates/tiled.py).
 
-A depthwise convolution (groups == channels) has no reduction to give the matrix unit: it runs
-on the vector unit as one multiply-accumulate per kernel position over the tile.
+A depthwise convolution (groups == channels) has no reduction to give the matrix unit: it has
+a vector template of its own (isa/lower/templates/depthwise.py), a `Convolution` as this one's
+matrix plan is, which shares everything here but the product and the search.
 
-Output tiles are dealt among the units (a core's matrix engine with its vector engine, or the
-vector engines for a depthwise convolution), each tile with all its input-channel blocks on
-one unit. Where the accumulator reaches the vector memory through shared memory (an Ascend
-910B cube core's FixPipe writes to GM or the L2, which its vector cores read), the staging
-buffers are placed with the slots.
+Output tiles are dealt among the units (a core's matrix engine with its vector engine), each
+tile with all its input-channel blocks on one unit. Where the accumulator reaches the vector
+memory through shared memory (an Ascend 910B cube core's FixPipe writes to GM or the L2, which
+its vector cores read), the staging buffers are placed with the slots.
 """
 
 import dataclasses
@@ -32,33 +33,31 @@ from copy import copy as shallow_copy
 import numpy as np
 
 from ... import costs, dtypes
-from ...errors import OutOfMemoryError, UnsupportedError
+from ...errors import OutOfMemoryError
 from ...instructions import Matmul, Region, Vector, dense
 from ...ops import REGISTRY, quantized
 from ...ops.elementwise import In, Step
 from ..memory.alloc import shortfall
 from ..memory.route import copy, hop_floor
 from ..schedule import estimate
-from ..schedule.estimate import Priced, Work, tiled
-from ..schedule.pipeline import deal, run_units, step_budget
-from ..schedule.tiling import broadcast_view, budgeted_tile, candidates, least, nbytes, sub_region
+from ..schedule.estimate import Work, tiled
+from ..schedule.tiling import broadcast_view, candidates, nbytes, sub_region
 from ..templates import bias_table
-from ..templates.in_flight import in_flight, then_relu
+from ..templates.in_flight import then_relu
 from ..templates.local import Tail
 from ..templates.rows import RowsTiled
-from ..templates.vector_steps import emit_steps
 from ..templates.window import conv_axes, deconv_axes, load_window, placed, tile_reads, window_view
-from .staging import stages
+from .tiled import Tiled, buffer_name, per_memory
 
 
 def lower_conv(ctx, group):
-    plan = _Plan(ctx, group)
+    plan = _Matrix(ctx, group)
     plan.run()
 
 
 def plan_conv(ctx, group):
     """The plan of a convolution group, to run over rows of its output (isa/lower/schedule/chain.py)."""
-    return _Plan(ctx, group)
+    return _Matrix(ctx, group)
 
 
 def conv_node_axes(graph, node):
@@ -68,7 +67,17 @@ def conv_node_axes(graph, node):
     return conv_axes(x.shape[2:], kernel, p["strides"], p["dilations"], p["pads"])
 
 
-class _Plan(Priced, RowsTiled):
+class Convolution(Tiled, RowsTiled):
+    """What a convolution's plan does on either unit: its windows, its offline constants, its
+    buffers, its steps and their estimate. _Matrix (here) multiplies on the matrix unit;
+    isa/lower/templates/depthwise.py's on the vector unit. Each says which units run it
+    (_units), where the operands go (_init_operands, _memories), which channels a tile reads
+    (_channels, _channel_starts), the weight block's layout (_weight_shape, _weight_regions,
+    _kzp_axis), what the estimate walks (_walked), the product (_product) and the search
+    (_search, floor)."""
+
+    step_keys = frozenset(("x", "w", "xs", "ws", "izp", "kzp"))
+
     def __init__(self, ctx, group):
         self.ctx, self.em, self.group = ctx, ctx.em, group
         head = self.node = group.nodes[0]
@@ -79,9 +88,10 @@ class _Plan(Priced, RowsTiled):
         self.groups = p["groups"]
         self.ic, self.oc, self.kernel = self.opdef.channels(self.x.shape, self.w.shape, self.groups)
         self.icg, self.ocg = self.ic // self.groups, self.oc // self.groups
+        self.out_channels = self.oc
         axes = deconv_axes if self.opdef.transposed else conv_axes
         self.axes = axes(self.x.shape[2:], self.kernel, p["strides"], p["dilations"], p["pads"])
-        self.units = ctx.units("vector") if p["depthwise"] else ctx.units("matrix", vector=True)
+        self.units = self._units(ctx)
         self.mx, self.vx = self.units[0].matrix, self.units[0].vector
         # the integer family shifts its operands by their zero points in local memory
         self.shifted = p["mode"] == "v2"
@@ -101,33 +111,19 @@ class _Plan(Priced, RowsTiled):
             added = self.bias and not self.bias_in_table
             self.steps = [Step("add", (In(0), In(1)))] if added else ([] if self.out.dtype == self.acc_dtype else [Step("copy", (In(0),))])
             self.temps = []
-        self.out_key = "acc" if self.out.dtype == self.acc_dtype else "out"
-        # where the result tile ends up: the accumulator itself when it shares the result's
-        # dtype (its copy in the vector memory when the matrix unit accumulates elsewhere)
-        cmem = self.vx.memory if self.mx is None else self.mx.operand_memory("c")
-        self.result_key = "accv" if self.out_key == "acc" and cmem != self.vx.memory else self.out_key
         self.tail = Tail(ctx, group.nodes[1:], group.stores, self.out.shape, given={self.out.name})
         self.stored, self.flight_steps = self._flown()
-        self.flight = self._flight(self.units[0])
-        if self.flight is not None:  # the store reads the accumulator, and does the epilogue on its way
-            self.result_key = "acc"
+        self.init_accumulator()
         self.k = int(np.prod(self.kernel))
-        # An input that lives where the products read it, wholly inside every window (no
-        # padding, no inserted zeros), is read in place: no copy into a tile buffer.
-        # where the matrix unit stores batch items in groups (BM1684's int8 4N), a batch tile
-        # is multiplied padded to whole groups: the padding's rows cost what real ones do and
-        # their results are never read
-        self.batch_slots = 1 if self.mx is None or self.shifted else self.mx.matrix.batch_slots.get(self.x.dtype, 1)
-        amem = self.vx.memory if self.mx is None else self.mx.operand_memory("a")
-        self.in_place = self.batch_slots == 1 and ctx.home[self.x.name].mem == amem and not self.shifted and all(
-            a.offset == 0 and a.stuff == 1 and a.extent(a.out) <= a.size for a in self.axes)
-        # an input tile that may stay while the output-channel blocks walk (_cheapest)
-        self.keepable = self.mx is not None and not self.in_place and not self.shifted and self.batch_slots == 1
-        # weights that live where the matrix unit reads them (held by a layer group, or pinned)
-        # are multiplied in place, block by block
-        self.weight_in_place = (self.mx is not None and not self.shifted and not self.opdef.transposed
-                                and self.weight[0].mem == self.mx.operand_memory("b"))
+        self._init_operands()
         self.init_rows()
+
+    def _readable_in_place(self, mem):
+        """Whether the input can be read where it lives, by products that read `mem`: it lives
+        there, wholly inside every window (no padding, no inserted zeros), unshifted and
+        multiplied without batch padding; no copy into a tile buffer then."""
+        return self.batch_slots == 1 and self.ctx.home[self.x.name].mem == mem and not self.shifted and all(
+            a.offset == 0 and a.stuff == 1 and a.extent(a.out) <= a.size for a in self.axes)
 
     def _flown(self):
         """(the tensor the accumulator's way out would store, the epilogue steps it would do, or
@@ -140,12 +136,6 @@ class _Plan(Priced, RowsTiled):
             alone = len(self.tail.nodes) == 1 and tuple(node.node.inputs) == (self.out.name,)
             stored, steps = node.out.name, then_relu(self.steps, node.steps) if alone else None
         return stored, steps if self.tail.stores == [stored] else None
-
-    def _flight(self, unit):
-        """The InFlight storing unit's accumulator home with the epilogue done on the way, or None."""
-        if self.flight_steps is None:
-            return None
-        return in_flight(self.ctx.chip, unit, self.flight_steps, self.acc_dtype, self.ctx.home[self.stored].mem)
 
     # ---- offline constants ------------------------------------------------------------------
 
@@ -168,17 +158,10 @@ class _Plan(Priced, RowsTiled):
         has = self.opdef.checked_inputs(self.node) == 3  # the integer family appends zero-point tables
         if not (quantized_op and self.opdef.asymmetric(p)):
             return (self.ctx.home[self.node.inputs[2]], g.tensors[self.node.inputs[2]].dtype) if has else None
-        mem = self.ctx.home[self.node.inputs[2]].mem if has else "ddr"
         sums = self.opdef._window_sums(g.constants[self.w.name], p, p["right_zero_point"]).reshape(-1)
         bias_dtype = g.tensors[self.node.inputs[2]].dtype if has else "int32"
-        if self.float_acc and bias_dtype == "float32":  # computed in float32: the bias stays a float
-            bias = g.constants[self.node.inputs[2]].astype(np.float32).reshape(-1)
-            data = (bias - np.float32(p["left_zero_point"]) * sums.astype(np.float32)).astype(np.float32).tobytes()
-            return self.em.bind(f"{self.node.name}.bias_v2", "const", "float32", (self.oc,), data, mem), "float32"
-        # INT32, the seed says; a float bias converts as C's (int) does: toward zero
-        bias = g.constants[self.node.inputs[2]].astype(np.int64).reshape(-1) if has else 0
-        data = dtypes.convert(bias - p["left_zero_point"] * sums, "int32").tobytes()
-        return self.em.bind(f"{self.node.name}.bias_v2", "const", "int32", (self.oc,), data, mem), "int32"
+        dtype = "float32" if self.float_acc and bias_dtype == "float32" else "int32"  # computed in float32: the bias stays a float
+        return self._fold_bias(sums, dtype), dtype
 
     # ---- sizes ------------------------------------------------------------------------------
 
@@ -186,36 +169,22 @@ class _Plan(Priced, RowsTiled):
         """(key, memory, bytes) of one slot's buffers for an output tile (n, oc, spatial...); with
         keep, the input is in buffers of its own (_kept_bytes)."""
         tn, toc, tos = tile[0], tile[1], tile[2:]
-        channels = toc if self.mx is None else tic  # a depthwise tile reads its own channels
+        channels = self._channels(toc, tic)
         out_elems = tn * toc * math.prod(tos)
         slotted = self._slotted(tn) * toc * math.prod(tos)  # the accumulator's, batch padded
         extents = tuple(a.extent(n) for a, n in zip(self.axes, tos))
         vmem = self.vx.memory
-        amem, bmem, cmem = (vmem, vmem, vmem) if self.mx is None else (self.mx.operand_memory(r) for r in "abc")
+        amem, bmem, cmem = self._memories()
         needs = [] if self.in_place or keep else [("x", amem, nbytes(self.x.dtype, (self._slotted(tn), channels) + extents))]
         if not self.weight_in_place:
             needs.append(("w", bmem, nbytes(self.weight[1], (toc, tic, self.k))))
-        needs.append(("acc", cmem, nbytes(self.acc_dtype, (slotted,))))
+        acc = nbytes(self.acc_dtype, (slotted,))
+        needs.append(("acc", cmem, acc))
         if self.shifted:
             needs += [("xs", amem, nbytes("int16", (tn, channels) + extents)), ("ws", bmem, nbytes("int16", (toc, tic, self.k)))]
             p = self.node.params
             needs += [(key, vmem, nbytes("int16", (n,))) for key, n in (("izp", channels), ("kzp", toc)) if p[key] == "vector"]
-        if self.asym:
-            needs.append(("acc_zp", cmem, nbytes(self.acc_dtype, (slotted,))))
-        if self.bias_in_table:
-            needs += bias_table.needs(self.ctx.chip, *self.bias, self.acc_dtype, self.mx.matrix.bias, toc)
-        if self.flight is not None:
-            return needs
-        if cmem != vmem:
-            accs = [need for need in needs if need[0] in ("acc", "acc_zp")]
-            needs += [("accv" + key[3:], vmem, n) for key, _, n in accs]
-            needs += [(f"accv{key[3:]}.stage{k}", mem, n) for key, _, n in accs for k, mem in enumerate(stages(self.ctx.chip, cmem, vmem))]
-        if self.bias and not self.bias_in_table:
-            needs.append(("bias", vmem, nbytes(self.bias[1], (toc,))))
-        if self.out_key == "out":
-            needs.append(("out", vmem, nbytes(self.out.dtype, (out_elems,))))
-        needs += [(("tmp", j), vmem, nbytes(d, (out_elems,))) for j, d in enumerate(self.temps)]
-        return needs
+        return needs + self._epilogue_needs(acc, toc, out_elems)
 
     def _slotted(self, tn):
         """A batch tile of tn as the matrix unit multiplies it: whole groups of batch_slots."""
@@ -230,18 +199,15 @@ class _Plan(Priced, RowsTiled):
     def _sizes(self, tile, tic, keep=False):
         """memory -> the sizes of every buffer the tiling places there: each slot's, the tail's,
         a kept input's and, in the asymmetric mode on the matrix unit, the one zp_r element."""
-        per_mem = {}
-        for _, mem, n in self._needs(tile, tic, keep):
-            per_mem.setdefault(mem, []).extend([n] * self.ctx.slots)
-        if keep:
-            per_mem.setdefault(self.mx.operand_memory("a"), []).extend([self._kept_bytes(tile)] * self.ctx.slots)
+        placed = [(mem, n, self.ctx.slots) for _, mem, n in self._needs(tile, tic, keep)]
+        per_mem = per_memory(placed + ([(self.mx.operand_memory("a"), self._kept_bytes(tile), self.ctx.slots)] if keep else []))
         per_mem.setdefault(self.vx.memory, []).extend(self.tail.class_bytes(tile) * self.ctx.slots)
-        if self.asym and self.mx is not None:
+        if self.asym and self.zp_buffer:
             per_mem.setdefault(self.mx.operand_memory("b"), []).append(dtypes.itemsize(self.w.dtype))
         return per_mem
 
     def _fits(self, tile, tic, keep=False):
-        return all(self.em.allocators[m].fits(sizes) for m, sizes in self._sizes(tile, tic, keep).items())
+        return self.fits(self._sizes(tile, tic, keep))
 
     def _moved(self, tile, tic):
         """Bytes one step loads (input tile and weight block) plus what the tail moves."""
@@ -255,32 +221,352 @@ class _Plan(Priced, RowsTiled):
                              f"{choice[1]} input channels a step{kept}: estimated {cycles:,.0f} cycles")
         return choice
 
-    def _search(self):
-        """A depthwise tile reads only its own channels, so the largest that fits (and keeps the
-        pipeline's steps in budget) is best. A matrix tile trades input reloads (one per
-        output-channel block) against weight reloads (one per spatial block): candidates are
-        searched for the least estimated cycles (isa/lower/tiling), the input-channel block as
-        for one unit, then with several units the output tile."""
-        shape = self.span(self.tiled_channels)
-        vmem = self.vx.memory
-        limits = self.ctx.tile_limits(shape)
-        if self.mx is None:
-            fits = lambda t: self._fits(t, 1)  # noqa: E731
-            budget = step_budget(self.ctx, self._moved(shape, 1), vmem, len(self.units))
-            tile = budgeted_tile(shape, fits, lambda t: self._moved(t, 1), budget, limits)
-            choice = (tile, 1, False) if tile else None
-        else:
-            unit = self.mx.matrix
-            limits += (self.ctx.policy.tile_limit("k", self.icg),)
-            granules = (unit.n, unit.depth(self.operand_dtype or self.x.dtype))
-            choice = self._cheapest(shape, granules, limits, None, 1)
-            if choice and len(self.units) > 1:  # the output tile for the units; the block (the order of the sums) as for one
-                choice = self._cheapest(shape, granules, limits, [choice[1]], len(self.units))
+    def _searched(self, choice):
+        """(the search's choice, its estimated cycles); no choice: no tile fits."""
         if choice is None:
+            shape = self.span(self.tiled_channels)
             raise OutOfMemoryError(f"{self.node.name}: even a one-element output tile needs "
                                    f"{shortfall(self.em.allocators, self._sizes((1,) * len(shape), 1))}")
         tile, tic, keep = choice
         return choice, self._schedule(tile, tic, len(self.units), keep).cycles()
+
+    def _schedule(self, tile, tic, units=1, keep=False):
+        """The Estimate (isa/lower/schedule/estimate.py) of this tiling: every output tile with its
+        input-channel blocks, on the busiest of `units` units. With keep the tiles walk the
+        output channels innermost, and the input tile, loaded block by block with the first of
+        them, stays for the others (estimate.tiled's reuse)."""
+        reduction, repeat = self._walked()
+        axes = self.axis_classes(self.span(self.tiled_channels), tile)
+        work, reuse = self._work, None
+        if keep:  # (batch, spatial..., channels): the input depends on all but the last
+            axes, reuse = [axes[0], *axes[2:], axes[1]], len(axes) - 1
+            work = lambda kind, *rest: self._work(_channels_second(kind), *rest, kept=True)  # noqa: E731
+        return tiled(self.ctx, work, axes, reduction, tic, units, self.ctx.slots, repeat, reuse, once=self.once(self.x, self.w),
+                     reuse_blocks=True, cores=self.unit_cores(units))
+
+    def _work(self, kind, tic, first, last, i0, fresh=True, kept=False):
+        """The estimate.Work of one input-channel block (from i0) of an output tile of class
+        `kind`; fresh: whether it loads its input block (not where a kept input has it already),
+        into the kept input's part when kept."""
+        starts, extents = tuple(c[0] for c in kind), tuple(c[1] for c in kind)
+        tn, toc, tos = extents[0], extents[1], extents[2:]
+        oc0 = starts[1] if self.ctx.chip.cache is not None else 0  # where the weights and the bias are read: for the cache
+        tail_load, tail_compute, tail_store = self.piece("tail", starts, extents) if first or last else ((), (), ())
+        channels = self._channels(toc, tic)
+        block = self.piece("input", tn, channels, tos, self._reads(starts[2:], tos), kept) if fresh else ()
+        load = (() if kept else block) + self.piece("weight", toc, tic, oc0, i0)
+        if self.shifted:
+            load += self.piece("shift", tn, toc, tic, tos, self._reads(starts[2:], tos))
+        fills = self.piece("bias", toc, oc0) if first else ()
+        product = self.piece("product", tn, toc, tos, tic, first, kept)
+        if last and self.flight is not None:
+            finish, store = (), self.piece("flight", extents, starts if self.ctx.chip.cache is not None else (0,) * len(starts))
+        else:
+            finish, store = (self.piece("finish", extents) + tail_compute, tail_store) if last else ((), ())
+        return Work(load, product, finish, store, fills, block if kept else (), tail_load)
+
+    def _reads(self, starts, outs):
+        """What a tile of spatial extents `outs` from `starts` reads along each axis (first
+        input, count, buffer position, gaps): all a piece's loads depend on. Where the chip caches
+        DDR the first input row is the tile's own (which lines it touches); elsewhere any."""
+        cached = self.ctx.chip.cache is not None
+        return tuple((lo if cached else 0, *rest) for (lo, *rest) in (a.reads(s, n) for a, s, n in zip(self.axes, starts, outs)))
+
+    # ---- the estimate's pieces: the emission's own code on roles (isa/lower/schedule/estimate.py) ------
+
+    def _roles(self, tile, tic, keep=False):
+        """A step's buffers as the estimate's roles: the slot's by step, the tile's own by tile."""
+        return self._as_roles(self._needs(tile, tic, keep), self.w.dtype)
+
+    def _tile_roles(self, tile):
+        """The fused tail's buffers as roles of the tile."""
+        rec = shallow_copy(self.tail)
+        rec.ctx = dataclasses.replace(self.ctx, em=_Roles())
+        return rec.allocate(self.vx.memory, tile, self.node.name)[0]
+
+    def _price_input(self, rec, tn, channels, tos, reads, kept):
+        """An input tile's load (its window's fill where it reads padding) into the step's
+        buffer, or into its block's part of a kept input."""
+        if self.in_place:
+            return
+        buf_ext = tuple(a.extent(n) for a, n in zip(self.axes, tos))
+        if kept:
+            buf = estimate.role(estimate.PART, "x", self.mx.operand_memory("a"))
+            region = self._kept_region(buf, tn, channels, buf_ext)
+        else:
+            buf = self._roles((tn, channels) + tuple(tos), channels)["x"]
+            region = buf.region(self.x.dtype, (tn, channels) + buf_ext)
+        load_window(rec.ctx, self.vx, self.x, region, buf, self.axes, reads, (0, 0), 0, self.node.name,
+                    self.fillers(self.x.dtype, 0, region.mem))
+
+    def _price_weight(self, rec, toc, tic, oc0, i0):
+        if not self.weight_in_place:
+            rec._load_weight(self._roles((1, toc, 1), tic)["w"], oc0, i0, toc, tic)
+
+    def _price_shift(self, rec, tn, toc, tic, tos, reads):
+        io = self._roles((tn, toc) + tuple(tos), tic)
+        buf_ext = tuple(a.extent(n) for a, n in zip(self.axes, tos))
+        channels = self._channels(toc, tic)
+        x_region = io["x"].region(self.x.dtype, (tn, channels) + buf_ext)
+        rec._shift(io, x_region, reads, (0, channels), 0, toc, tic)
+
+    def _price_bias(self, rec, toc, oc0):
+        if self.bias:
+            rec._load_bias(self._roles((1, toc, 1), 1), oc0, toc)
+
+    def _price_product(self, rec, tn, toc, tos, tic, first, kept):
+        tile = (tn, toc) + tuple(tos)
+        bufs = self._roles(tile, tic)
+        buf_ext = tuple(a.extent(n) for a, n in zip(self.axes, tos))
+        channels = self._channels(toc, tic)
+        if self.shifted:
+            x_buf, x_region = bufs["xs"], bufs["xs"].region("int16", (tn, channels) + buf_ext)
+        elif kept:
+            x_buf = estimate.role(estimate.PART, "x", self.mx.operand_memory("a"))
+            x_region = self._kept_region(x_buf, tn, tic, buf_ext)
+        elif self.in_place:
+            x_buf = self.ctx.home[self.x.name]
+            x_region = sub_region(self.ctx.home_region(self.x.name), (0,) * len(tile), (tn, channels) + buf_ext)
+        else:
+            x_buf, x_region = bufs["x"], bufs["x"].region(self.x.dtype, (tn, channels) + buf_ext)
+        w_buf = self.weight[0] if self.weight_in_place else (bufs["ws"] if self.shifted else bufs["w"])
+        rec._product(bufs, x_buf, x_region, w_buf, bufs.get("zp_r"), 0, (0, channels), (tn,) + tuple(tos), toc, tic, first)
+
+    def _price_finish(self, rec, extents):
+        rec._finish(self._roles(extents, 1), extents)
+
+    def _price_flight(self, rec, extents, starts):
+        """The accumulator stored home by the DMA that does the epilogue (self.flight)."""
+        rec._store_flown(self._roles(extents, 1), sub_region(self.ctx.home_region(self.stored), starts, extents), extents)
+
+    def _price_tail(self, rec, starts, extents):
+        """(loads, compute, stores) of the fused tail on a tile: its own emission on roles."""
+        bufs = self._roles(extents, 1)
+        tails = self._tile_roles(extents)
+        local = rec.tail.load(tails, starts, extents)
+        loads = rec.em.take()
+        rec.tail.compute(self.vx.name, tails, local, extents, {self.out.name: bufs[self.result_key]})
+        compute = rec.em.take()
+        rec.tail.store(tails, starts, extents, {self.out.name: bufs[self.result_key]})
+        return loads, compute, rec.em.take()
+
+    # ---- emission ---------------------------------------------------------------------------
+
+    def feasible(self):
+        """Whether a one-element output tile's buffers fit in what is free now."""
+        return self._fits((1,) * len(self.out.shape), 1)
+
+    def run(self, rows=None):
+        """Emit the convolution of output rows [rows[0], rows[1]) (default: all of them)."""
+        if rows is not None:
+            self.rows = rows
+        tile, tic, keep = self.tiles()
+        tiles = [(g, starts, extents) for g in range(self._walked()[1])
+                 for starts, extents in self.placed_boxes(self.tiled_channels, tile)]
+        if keep:  # the output channels innermost, so consecutive tiles share their input
+            tiles.sort(key=lambda t: (t[0], t[1][0], t[1][2:], t[1][1]))
+        fillers = []  # per unit, the padding's fill values near its input memory (window.load_window)
+
+        def unit_steps(mine, run):
+            fillers.append({})
+            return mine._steps(run, tile, tic, keep, fillers[-1])
+
+        self.run_dealt(tiles, unit_steps, [self.ctx.home[t] for t in self.tail.stores],
+                       lambda: [buf for near in fillers for buf in near.values()])
+
+    def _steps(self, tiles, tile, tic, keep, fillers):
+        """This unit's buffers, placed, and the pipeline steps of its output tiles."""
+        slots = [{key: self.em.alloc(mem, n, buffer_name(self.node.name, key, s)) for key, mem, n in self._needs(tile, tic, keep)}
+                 for s in range(self.ctx.slots)]
+        tails = self.tail.allocate(self.vx.memory, tile, self.node.name)
+        zero_point = self._zero_point(self.w.dtype) if self.asym and self.zp_buffer else None
+        blocks = [(i0, min(tic, self.icg - i0)) for i0 in range(0, self.icg, tic)]
+        kept = [self._kept(tile, blocks, s) for s in range(self.ctx.slots if keep else 0)]
+        steps, at, fresh = [], None, 0  # the input position kept, and how many were loaded
+        for t, (g, starts, extents) in enumerate(tiles):
+            new = not keep or (g, starts[0], starts[2:]) != at
+            at, fresh = (g, starts[0], starts[2:]), fresh + new
+            tail_local = {}  # the tail's loads of this output tile, made with its first block
+            buf, whole = kept[(fresh - 1) % len(kept)] if keep else (None, None)
+            for b, block in enumerate(blocks):
+                steps.append(self._step(slots[len(steps) % self.ctx.slots], slots[t % self.ctx.slots], tails[t % self.ctx.slots],
+                                        g, starts, extents, block, b == 0, b == len(blocks) - 1, zero_point, tail_local, fillers,
+                                        (buf.parts[b], whole) if keep else None, new))
+        placed = [buf for bufs in slots + tails for buf in bufs.values()] + [buf for buf, _ in kept]
+        return steps, placed + ([zero_point] if zero_point is not None else [])
+
+    def _kept(self, tile, blocks, slot):
+        """(Buf, region) of a kept input tile: every input channel for the output tile's windows,
+        (batch, channels, window...) laid out channels outermost, so that each channel block is
+        one run of bytes, a part of the Buf of its own (Emitter.split): a block's product waits
+        only for its own block's load."""
+        extents = tuple(a.extent(n) for a, n in zip(self.axes, tile[2:]))
+        buf = self.em.alloc(self.mx.operand_memory("a"), self._kept_bytes(tile), f"{self.node.name}/kept_x.{slot}")
+        per_channel = tile[0] * math.prod(extents)
+        self.em.split(buf, tuple(i0 * per_channel * dtypes.itemsize(self.x.dtype) for i0, _ in blocks[1:]))
+        return buf, self._kept_region(buf, tile[0], self.icg, extents)
+
+    def _kept_region(self, buf, tn, channels, extents):
+        """A kept input of `channels` in buf, read as (batch, channels, window...) though laid out
+        channels outermost."""
+        major = dense(buf.mem, buf.addr, self.x.dtype, (channels, tn) + tuple(extents))
+        return Region(buf.mem, buf.addr, self.x.dtype, (tn, channels) + tuple(extents),
+                      (major.strides[1], major.strides[0]) + major.strides[2:])
+
+    def _step(self, io, acc_bufs, tail_bufs, g, starts, extents, block, first, last,
+              zero_point, tail_local, fillers, kept=None, fresh=True):
+        """(load, compute, store) of one input-channel block of one output tile; kept: the
+        (its block's part of the Buf, the whole tile's region) of a kept input, which the step
+        loads its block into when fresh."""
+        node = self.node.name
+        n0, c0, s0 = starts[0], starts[1], starts[2:]
+        tn, toc, tos = extents[0], extents[1], extents[2:]
+        i0, tic = block
+        ch_in, oc0 = self._channel_starts(g, c0, i0, toc, tic)
+        reads, buf_ext = tile_reads(self.axes, s0, tos)
+        w_buf = self.weight[0] if self.weight_in_place else io["w"]
+        if self.in_place:
+            x_buf = self.ctx.home[self.x.name]
+            x_region = sub_region(x_buf.region(self.x.dtype, self.x.shape), (n0, ch_in[0]) + tuple(r[0] for r in reads),
+                                  (tn, ch_in[1]) + buf_ext)
+        elif kept is not None:
+            x_buf, whole = kept
+            x_region = sub_region(whole, (0, i0) + (0,) * len(buf_ext), (tn, tic) + buf_ext)
+        else:
+            x_buf = io["x"]
+            x_region = x_buf.region(self.x.dtype, (tn, ch_in[1]) + buf_ext)
+        # the multiplies read the shifted copies in the integer family
+        operands = (io["xs"], io["xs"].region("int16", x_region.shape), io["ws"]) if self.shifted else (x_buf, x_region, w_buf)
+        out_starts, out_extents = (n0, oc0) + tuple(s0), (tn, toc) + tuple(tos)
+
+        def load():
+            if not self.in_place and fresh:
+                load_window(self.ctx, self.vx, self.x, x_region, x_buf, self.axes, reads, (n0, ch_in[0]), 0, node, fillers)
+            if not self.weight_in_place:
+                self._load_weight(w_buf, oc0, ch_in[0], toc, tic)
+            if self.shifted:
+                self._shift(io, x_region, reads, ch_in, oc0, toc, tic)
+            if first and self.bias:
+                self._load_bias(acc_bufs, oc0, toc)
+
+        def fill():
+            if first:
+                tail_local.update(self.tail.load(tail_bufs, out_starts, out_extents))
+
+        def compute():
+            self._product(acc_bufs, *operands, zero_point, oc0, ch_in, (tn,) + tuple(tos), toc, tic, first)
+            if last and self.flight is None:
+                self._finish(acc_bufs, out_extents)
+                self.tail.compute(self.vx.name, tail_bufs, tail_local, out_extents, {self.out.name: acc_bufs[self.result_key]})
+
+        def store():
+            if last and self.flight is not None:
+                self._store_flown(acc_bufs, sub_region(self.ctx.home_region(self.stored), out_starts, out_extents), out_extents)
+            elif last:
+                self.tail.store(tail_bufs, out_starts, out_extents, {self.out.name: acc_bufs[self.result_key]})
+
+        return load, compute, store, fill
+
+    def _shift(self, io, x_region, reads, ch_in, oc0, toc, tic):
+        """xs = input - izp where real elements land, zeros elsewhere; ws = weight - kzp (INT16)."""
+        p, em, op = self.node.params, self.em, self.node.name
+        zero = {}
+        for key, start, n, shape in (("izp", ch_in[0], ch_in[1], (1, ch_in[1])), ("kzp", oc0, toc, (toc, 1))):
+            if p[key] != "vector":
+                zero[key] = (p[key], ())
+                continue
+            self._zero_table(key, self.ic if key == "izp" else self.oc, start, n, io[key])
+            zero[key] = (io[key].region("int16", shape), (io[key],))
+        xs, ws = io["xs"], io["ws"]
+        xs_region = xs.region("int16", x_region.shape)
+        em.emit(self.vx.name, Vector("copy", xs_region, (0,), "int64", op), writes=(xs,))
+        if all(count for _, count, _, _ in reads):
+            src, dst = placed(x_region, self.axes, reads, 2), placed(xs_region, self.axes, reads, 2)
+            izp, bufs = zero["izp"]
+            if bufs:
+                izp = broadcast_view(Region(izp.mem, izp.addr, izp.dtype, (1, ch_in[1]) + (1,) * len(self.axes),
+                                            (0, 1) + (0,) * len(self.axes)), dst.shape)
+            em.emit(self.vx.name, Vector("sub", dst, (src, izp), "int64", op), reads=(io["x"],) + bufs, writes=(xs,))
+        w_shape = self._weight_shape(toc, tic)
+        w_region, ws_region = io["w"].region(self.w.dtype, w_shape), ws.region("int16", w_shape)
+        kzp, bufs = zero["kzp"]
+        if bufs:  # kzp by output channel, along the weight block's _kzp_axis
+            axis = self._kzp_axis()
+            strides = tuple(1 if d == axis else 0 for d in range(len(w_shape)))
+            kzp = Region(kzp.mem, kzp.addr, "int16", w_shape, strides)
+        em.emit(self.vx.name, Vector("sub", ws_region, (w_region, kzp), "int64", op), reads=(io["w"],) + bufs, writes=(ws,))
+
+    def _load_weight(self, w_buf, oc0, i0, toc, tic):
+        copy(self.em, *self._weight_regions(w_buf, oc0, i0, toc, tic), self.node.name)
+
+
+class _Matrix(Convolution):
+    """A convolution on the matrix unit, as an implicit GEMM; the groups are walked as repeats,
+    the input channels in blocks."""
+
+    def _units(self, ctx):
+        return ctx.units("matrix", vector=True)
+
+    def _init_operands(self):
+        """Where the matrix unit stores batch items in groups (BM1684's int8 4N), a batch tile is
+        multiplied padded to whole groups: the padding's rows cost what real ones do and their
+        results are never read. An input tile may stay while the output-channel blocks walk
+        (_cheapest); weights that live where the matrix unit reads them (held by a layer group,
+        or pinned) are multiplied in place, block by block."""
+        self.batch_slots = 1 if self.shifted else self.mx.matrix.batch_slots.get(self.x.dtype, 1)
+        self.in_place = self._readable_in_place(self.mx.operand_memory("a"))
+        self.keepable = not self.in_place and not self.shifted and self.batch_slots == 1
+        self.weight_in_place = not self.shifted and not self.opdef.transposed and self.weight[0].mem == self.mx.operand_memory("b")
+
+    def _memories(self):
+        """The memories the input, the weight and the accumulator are multiplied in."""
+        return tuple(self.mx.operand_memory(r) for r in "abc")
+
+    def _channels(self, toc, tic):
+        """The input channels a tile of toc output channels reads in a block of tic."""
+        return tic
+
+    def _channel_starts(self, g, c0, i0, toc, tic):
+        """((first input channel, count), first output channel) of group g's block from i0 of
+        the tile of output channels from c0 (within the group)."""
+        return (g * self.icg + i0, tic), g * self.ocg + c0
+
+    @property
+    def tiled_channels(self):
+        """The channels an output tile's box spans: a group's (the groups are walked as repeats)."""
+        return self.ocg
+
+    def _walked(self):
+        """(the reduction the estimate walks in blocks, how many times the box repeats)."""
+        return self.icg, self.groups
+
+    def _weight_shape(self, toc, tic):
+        """A weight block as loaded: [IC, OC/g, k...] for a transposed convolution, else [OC, IC/g, k...]."""
+        return ((tic, toc) if self.opdef.transposed else (toc, tic)) + tuple(self.kernel)
+
+    def _kzp_axis(self):
+        """The weight block's output-channel dimension."""
+        return 1 if self.opdef.transposed else 0
+
+    def _weight_regions(self, w_buf, oc0, i0, toc, tic):
+        """(source, destination) regions of a weight block's load into w_buf."""
+        src_buf, dtype = self.weight
+        full = src_buf.region(dtype, self.w.shape)
+        starts = (i0, oc0 % self.ocg) if self.opdef.transposed else (oc0, i0 % self.icg)
+        shape = self._weight_shape(toc, tic)
+        return sub_region(full, starts + (0,) * len(self.kernel), shape), src_buf, w_buf.region(dtype, shape), w_buf
+
+    def _search(self):
+        """A tile trades input reloads (one per output-channel block) against weight reloads
+        (one per spatial block): candidates are searched for the least estimated cycles
+        (isa/lower/tiling), the input-channel block as for one unit, then with several units the
+        output tile."""
+        shape = self.span(self.tiled_channels)
+        unit = self.mx.matrix
+        limits = self.ctx.tile_limits(shape) + (self.ctx.policy.tile_limit("k", self.icg),)
+        granules = (unit.n, unit.depth(self.operand_dtype or self.x.dtype))
+        choice = self._for_units(lambda blocks, units: self._cheapest(shape, granules, limits, blocks, units), lambda c: c[1])
+        return self._searched(choice)
 
     def _cheapest(self, shape, granules, limits, blocks, units):
         """(tile, input-channel block, keep) of least estimated cycles (tiling.least), over
@@ -291,15 +577,15 @@ class _Plan(Priced, RowsTiled):
             floors.append(self._floors(found, keep, units))
             choices += [(tile, tic, keep) for tile, tic in found]
         ties = (np.array([-math.prod(tile) * tic for tile, tic, _ in choices]), np.array([keep for *_, keep in choices]))
-        return least(np.concatenate(floors), ties, lambda i: self._schedule(*choices[i][:2], units, choices[i][2]), choices,
-                     estimate.bounds_hold(self.ctx.chip, units))
+        return self._least(choices, np.concatenate(floors), ties, units)
+
+    def _schedule_of(self, choice, units):
+        tile, tic, keep = choice
+        return self._schedule(tile, tic, units, keep)
 
     def floor(self):
         """A lower bound of tiling()'s cycles without a search: _floors of the whole output as
-        one tile (its products, loads and DDR bytes only shrink as the tile grows); none (0)
-        where the vector unit convolves."""
-        if self.mx is None:
-            return 0
+        one tile (its products, loads and DDR bytes only shrink as the tile grows)."""
         return float(self._floors([(self.span(self.tiled_channels), self.icg)], False, len(self.units))[0])
 
     def _floors(self, found, keep, units):
@@ -377,302 +663,11 @@ class _Plan(Priced, RowsTiled):
             self._classes[key] = self.tail.least_transfers(self.span(self.out.shape[1]), self.vx.memory)
         return self._classes[key]
 
-    def _schedule(self, tile, tic, units=1, keep=False):
-        """The Estimate (isa/lower/schedule/estimate.py) of this tiling: every output tile with its
-        input-channel blocks, on the busiest of `units` units. With keep the tiles walk the
-        output channels innermost, and the input tile, loaded block by block with the first of
-        them, stays for the others (estimate.tiled's reuse)."""
-        # depthwise: every channel in one grid, no reduction walked (tic is 1)
-        reduction, repeat = (1, 1) if self.mx is None else (self.icg, self.groups)
-        axes = self.axis_classes(self.span(self.tiled_channels), tile)
-        work, reuse = self._work, None
-        if keep:  # (batch, spatial..., channels): the input depends on all but the last
-            axes, reuse = [axes[0], *axes[2:], axes[1]], len(axes) - 1
-            work = lambda kind, *rest: self._work(_channels_second(kind), *rest, kept=True)  # noqa: E731
-        return tiled(self.ctx, work, axes, reduction, tic, units, self.ctx.slots, repeat, reuse, once=self.once(self.x, self.w),
-                     reuse_blocks=True, cores=self.unit_cores(units))
-
-    def _work(self, kind, tic, first, last, i0, fresh=True, kept=False):
-        """The estimate.Work of one input-channel block (from i0) of an output tile of class
-        `kind`; fresh: whether it loads its input block (not where a kept input has it already),
-        into the kept input's part when kept."""
-        starts, extents = tuple(c[0] for c in kind), tuple(c[1] for c in kind)
-        tn, toc, tos = extents[0], extents[1], extents[2:]
-        oc0 = starts[1] if self.ctx.chip.cache is not None else 0  # where the weights and the bias are read: for the cache
-        tail_load, tail_compute, tail_store = self.piece("tail", starts, extents) if first or last else ((), (), ())
-        channels = toc if self.mx is None else tic  # a depthwise tile reads its own channels
-        block = self.piece("input", tn, channels, tos, self._reads(starts[2:], tos), kept) if fresh else ()
-        load = (() if kept else block) + self.piece("weight", toc, tic, oc0, i0)
-        if self.shifted:
-            load += self.piece("shift", tn, toc, tic, tos, self._reads(starts[2:], tos))
-        fills = self.piece("bias", toc, oc0) if first else ()
-        product = self.piece("product", tn, toc, tos, tic, first, kept)
-        if last and self.flight is not None:
-            finish, store = (), self.piece("flight", extents, starts if self.ctx.chip.cache is not None else (0,) * len(starts))
-        else:
-            finish, store = (self.piece("finish", extents) + tail_compute, tail_store) if last else ((), ())
-        return Work(load, product, finish, store, fills, block if kept else (), tail_load)
-
-    def _reads(self, starts, outs):
-        """What a tile of spatial extents `outs` from `starts` reads along each axis (first
-        input, count, buffer position, gaps): all a piece's loads depend on. Where the chip caches
-        DDR the first input row is the tile's own (which lines it touches); elsewhere any."""
-        cached = self.ctx.chip.cache is not None
-        return tuple((lo if cached else 0, *rest) for (lo, *rest) in (a.reads(s, n) for a, s, n in zip(self.axes, starts, outs)))
-
-    # ---- the estimate's pieces: the emission's own code on roles (isa/lower/schedule/estimate.py) ------
-
-    def _roles(self, tile, tic, keep=False):
-        """A step's buffers as the estimate's roles: the slot's by step, the tile's own by tile."""
-        out = {}
-        for key, mem, n in self._needs(tile, tic, keep):
-            out[key] = estimate.role(estimate.STEP if key in ("x", "w", "xs", "ws", "izp", "kzp") else estimate.TILE, key, mem, n)
-        if self.asym and self.mx is not None:
-            out["zp_r"] = estimate.role("fixed", "zp_r", self.mx.operand_memory("b"), dtypes.itemsize(self.w.dtype))
-        return out
-
-    def _tile_roles(self, tile):
-        """The fused tail's buffers as roles of the tile."""
-        rec = shallow_copy(self.tail)
-        rec.ctx = dataclasses.replace(self.ctx, em=_Roles())
-        return rec.allocate(self.vx.memory, tile, self.node.name)[0]
-
-    def _price_input(self, rec, tn, channels, tos, reads, kept):
-        """An input tile's load (its window's fill where it reads padding) into the step's
-        buffer, or into its block's part of a kept input."""
-        if self.in_place:
-            return
-        buf_ext = tuple(a.extent(n) for a, n in zip(self.axes, tos))
-        if kept:
-            buf = estimate.role(estimate.PART, "x", self.mx.operand_memory("a"))
-            region = self._kept_region(buf, tn, channels, buf_ext)
-        else:
-            buf = self._roles((tn, channels) + tuple(tos), channels)["x"]
-            region = buf.region(self.x.dtype, (tn, channels) + buf_ext)
-        load_window(rec.ctx, self.vx, self.x, region, buf, self.axes, reads, (0, 0), 0, self.node.name,
-                    self.fillers(self.x.dtype, 0, region.mem))
-
-    def _price_weight(self, rec, toc, tic, oc0, i0):
-        if not self.weight_in_place:
-            rec._load_weight(self._roles((1, toc, 1), tic)["w"], oc0, (oc0 if self.mx is None else i0, tic), toc, tic, self.mx is None)
-
-    def _price_shift(self, rec, tn, toc, tic, tos, reads):
-        io = self._roles((tn, toc) + tuple(tos), tic)
-        buf_ext = tuple(a.extent(n) for a, n in zip(self.axes, tos))
-        x_region = io["x"].region(self.x.dtype, (tn, toc if self.mx is None else tic) + buf_ext)
-        rec._shift(io, x_region, reads, (0, toc if self.mx is None else tic), 0, toc, tic, self.mx is None)
-
-    def _price_bias(self, rec, toc, oc0):
-        if self.bias:
-            rec._load_bias(self._roles((1, toc, 1), 1), oc0, toc)
-
-    def _price_product(self, rec, tn, toc, tos, tic, first, kept):
-        tile = (tn, toc) + tuple(tos)
-        bufs = self._roles(tile, tic)
-        buf_ext = tuple(a.extent(n) for a, n in zip(self.axes, tos))
-        channels = toc if self.mx is None else tic
-        if self.shifted:
-            x_buf, x_region = bufs["xs"], bufs["xs"].region("int16", (tn, channels) + buf_ext)
-        elif kept:
-            x_buf = estimate.role(estimate.PART, "x", self.mx.operand_memory("a"))
-            x_region = self._kept_region(x_buf, tn, tic, buf_ext)
-        elif self.in_place:
-            x_buf = self.ctx.home[self.x.name]
-            x_region = sub_region(self.ctx.home_region(self.x.name), (0,) * len(tile), (tn, channels) + buf_ext)
-        else:
-            x_buf, x_region = bufs["x"], bufs["x"].region(self.x.dtype, (tn, channels) + buf_ext)
-        w_buf = self.weight[0] if self.weight_in_place else (bufs["ws"] if self.shifted else bufs["w"])
-        rec._product(bufs, x_buf, x_region, w_buf, bufs.get("zp_r"), 0, (0, channels), (tn,) + tuple(tos), toc, tic, first)
-
-    def _price_finish(self, rec, extents):
-        rec._finish(self._roles(extents, 1), extents)
-
-    def _price_flight(self, rec, extents, starts):
-        """The accumulator stored home by the DMA that does the epilogue (self.flight)."""
-        acc = self._roles(extents, 1)["acc"]
-        dst = sub_region(self.ctx.home_region(self.stored), starts, extents)
-        rec.flight.emit(rec.em, acc.region(self.acc_dtype, extents), (acc,), dst, self.ctx.home[self.stored], self.node.name)
-
-    def _price_tail(self, rec, starts, extents):
-        """(loads, compute, stores) of the fused tail on a tile: its own emission on roles."""
-        bufs = self._roles(extents, 1)
-        tails = self._tile_roles(extents)
-        local = rec.tail.load(tails, starts, extents)
-        loads = rec.em.take()
-        rec.tail.compute(self.vx.name, tails, local, extents, {self.out.name: bufs[self.result_key]})
-        compute = rec.em.take()
-        rec.tail.store(tails, starts, extents, {self.out.name: bufs[self.result_key]})
-        return loads, compute, rec.em.take()
-
-    # ---- emission ---------------------------------------------------------------------------
-
-    def on(self, unit):
-        """This convolution with its tiles run by unit's engines."""
-        mine = shallow_copy(self)
-        mine.mx, mine.vx, mine.flight = unit.matrix, unit.vector, self._flight(unit)
-        return mine
-
-    @property
-    def tiled_channels(self):
-        """The channels an output tile's box spans: all of them for a depthwise convolution,
-        a group's otherwise (the groups are walked as repeats)."""
-        return self.oc if self.mx is None else self.ocg
-
-    def feasible(self):
-        """Whether a one-element output tile's buffers fit in what is free now."""
-        return self._fits((1,) * len(self.out.shape), 1)
-
-    def run(self, rows=None):
-        """Emit the convolution of output rows [rows[0], rows[1]) (default: all of them)."""
-        if rows is not None:
-            self.rows = rows
-        tile, tic, keep = self.tiles()
-        tiles = [(g, starts, extents) for g in range(1 if self.mx is None else self.groups)
-                 for starts, extents in self.placed_boxes(self.tiled_channels, tile)]
-        if keep:  # the output channels innermost, so consecutive tiles share their input
-            tiles.sort(key=lambda t: (t[0], t[1][0], t[1][2:], t[1][1]))
-        per_unit, placed, fillers = [], [], []
-        for k, (unit, run) in enumerate(zip(self.units, deal(tiles, len(self.units)))):
-            if k and not run:
-                continue
-            mine = self.on(unit)
-            fillers.append({})  # the padding's fill values near the unit's input memory (window.load_window)
-            steps, bufs = mine._steps(run, tile, tic, keep, fillers[-1])
-            per_unit.append(steps)
-            placed += bufs
-        run_units(self.ctx, [self.ctx.home[t] for t in self.tail.stores], per_unit)
-        for buf in placed + [buf for near in fillers for buf in near.values()]:
-            self.em.release(buf)
-
-    def _steps(self, tiles, tile, tic, keep, fillers):
-        """This unit's buffers, placed, and the pipeline steps of its output tiles."""
-        slots = [{key: self.em.alloc(mem, n, f"{self.node.name}/{_label(key)}.{s}") for key, mem, n in self._needs(tile, tic, keep)}
-                 for s in range(self.ctx.slots)]
-        tails = self.tail.allocate(self.vx.memory, tile, self.node.name)
-        zero_point = self._zero_point() if self.asym and self.mx is not None else None
-        blocks = [(0, 1)] if self.mx is None else [(i0, min(tic, self.icg - i0)) for i0 in range(0, self.icg, tic)]
-        kept = [self._kept(tile, blocks, s) for s in range(self.ctx.slots if keep else 0)]
-        steps, at, fresh = [], None, 0  # the input position kept, and how many were loaded
-        for t, (g, starts, extents) in enumerate(tiles):
-            new = not keep or (g, starts[0], starts[2:]) != at
-            at, fresh = (g, starts[0], starts[2:]), fresh + new
-            tail_local = {}  # the tail's loads of this output tile, made with its first block
-            buf, whole = kept[(fresh - 1) % len(kept)] if keep else (None, None)
-            for b, block in enumerate(blocks):
-                steps.append(self._step(slots[len(steps) % self.ctx.slots], slots[t % self.ctx.slots], tails[t % self.ctx.slots],
-                                        g, starts, extents, block, b == 0, b == len(blocks) - 1, zero_point, tail_local, fillers,
-                                        (buf.parts[b], whole) if keep else None, new))
-        placed = [buf for bufs in slots + tails for buf in bufs.values()] + [buf for buf, _ in kept]
-        return steps, placed + ([zero_point] if zero_point is not None else [])
-
-    def _kept(self, tile, blocks, slot):
-        """(Buf, region) of a kept input tile: every input channel for the output tile's windows,
-        (batch, channels, window...) laid out channels outermost, so that each channel block is
-        one run of bytes, a part of the Buf of its own (Emitter.split): a block's product waits
-        only for its own block's load."""
-        extents = tuple(a.extent(n) for a, n in zip(self.axes, tile[2:]))
-        buf = self.em.alloc(self.mx.operand_memory("a"), self._kept_bytes(tile), f"{self.node.name}/kept_x.{slot}")
-        per_channel = tile[0] * math.prod(extents)
-        self.em.split(buf, tuple(i0 * per_channel * dtypes.itemsize(self.x.dtype) for i0, _ in blocks[1:]))
-        return buf, self._kept_region(buf, tile[0], self.icg, extents)
-
-    def _kept_region(self, buf, tn, channels, extents):
-        """A kept input of `channels` in buf, read as (batch, channels, window...) though laid out
-        channels outermost."""
-        major = dense(buf.mem, buf.addr, self.x.dtype, (channels, tn) + tuple(extents))
-        return Region(buf.mem, buf.addr, self.x.dtype, (tn, channels) + tuple(extents),
-                      (major.strides[1], major.strides[0]) + major.strides[2:])
-
-    def _zero_point(self):
-        """One element of zp_r in the weight memory, read with stride 0 as a whole weight block."""
-        mem = self.mx.operand_memory("b")
-        if mem != self.vx.memory:
-            raise UnsupportedError(f"{self.node.name}: the matrix unit's weight memory {mem} is not the vector memory {self.vx.memory}")
-        buf = self.em.alloc(mem, dtypes.itemsize(self.w.dtype), f"{self.node.name}/zp_r")
-        zr = self.node.params["right_zero_point"]
-        self.em.emit(self.vx.name, Vector("copy", buf.region(self.w.dtype, (1,)), (zr,), "int64", self.node.name), writes=(buf,))
-        return buf
-
-    def _step(self, io, acc_bufs, tail_bufs, g, starts, extents, block, first, last,
-              zero_point, tail_local, fillers, kept=None, fresh=True):
-        """(load, compute, store) of one input-channel block of one output tile; kept: the
-        (its block's part of the Buf, the whole tile's region) of a kept input, which the step
-        loads its block into when fresh."""
-        em, node = self.em, self.node.name
-        n0, c0, s0 = starts[0], starts[1], starts[2:]
-        tn, toc, tos = extents[0], extents[1], extents[2:]
-        i0, tic = block
-        depthwise = self.mx is None
-        ch_in = (c0 if depthwise else g * self.icg + i0, toc if depthwise else tic)
-        oc0 = c0 if depthwise else g * self.ocg + c0
-        reads, buf_ext = tile_reads(self.axes, s0, tos)
-        w_buf = self.weight[0] if self.weight_in_place else io["w"]
-        if self.in_place:
-            x_buf = self.ctx.home[self.x.name]
-            x_region = sub_region(x_buf.region(self.x.dtype, self.x.shape), (n0, ch_in[0]) + tuple(r[0] for r in reads),
-                                  (tn, ch_in[1]) + buf_ext)
-        elif kept is not None:
-            x_buf, whole = kept
-            x_region = sub_region(whole, (0, i0) + (0,) * len(buf_ext), (tn, tic) + buf_ext)
-        else:
-            x_buf = io["x"]
-            x_region = x_buf.region(self.x.dtype, (tn, ch_in[1]) + buf_ext)
-        # the multiplies read the shifted copies in the integer family
-        operands = (io["xs"], io["xs"].region("int16", x_region.shape), io["ws"]) if self.shifted else (x_buf, x_region, w_buf)
-        out_starts, out_extents = (n0, oc0) + tuple(s0), (tn, toc) + tuple(tos)
-
-        def load():
-            if not self.in_place and fresh:
-                load_window(self.ctx, self.vx, self.x, x_region, x_buf, self.axes, reads, (n0, ch_in[0]), 0, node, fillers)
-            if not self.weight_in_place:
-                self._load_weight(w_buf, oc0, ch_in, toc, tic, depthwise)
-            if self.shifted:
-                self._shift(io, x_region, reads, ch_in, oc0, toc, tic, depthwise)
-            if first and self.bias:
-                self._load_bias(acc_bufs, oc0, toc)
-
-        def fill():
-            if first:
-                tail_local.update(self.tail.load(tail_bufs, out_starts, out_extents))
-
-        def compute():
-            self._product(acc_bufs, *operands, zero_point, oc0, ch_in, (tn,) + tuple(tos), toc, tic, first)
-            if last and self.flight is None:
-                self._finish(acc_bufs, out_extents)
-                self.tail.compute(self.vx.name, tail_bufs, tail_local, out_extents, {self.out.name: acc_bufs[self.result_key]})
-
-        def store():
-            if last and self.flight is not None:
-                acc = acc_bufs["acc"]
-                home = self.ctx.home[self.stored]
-                dst = sub_region(self.ctx.home_region(self.stored), out_starts, out_extents)
-                self.flight.emit(em, acc.region(self.acc_dtype, out_extents), (acc,), dst, home, node)
-            elif last:
-                self.tail.store(tail_bufs, out_starts, out_extents, {self.out.name: acc_bufs[self.result_key]})
-
-        return load, compute, store, fill
-
-    def _load_bias(self, acc_bufs, oc0, toc):
-        """A tile's bias, from output channel oc0: into the matrix unit's bias table, or the vector memory."""
-        if self.bias_in_table:
-            bias_table.load(self.em, acc_bufs.__getitem__, *self.bias, self.oc, oc0, toc, self.acc_dtype, self.mx.core, self.node.name)
-            return
-        bias_buf, dtype = self.bias
-        src = sub_region(bias_buf.region(dtype, (self.oc,)), (oc0,), (toc,))
-        copy(self.em, src, bias_buf, acc_bufs["bias"].region(dtype, (toc,)), acc_bufs["bias"], self.node.name)
-
     def _product(self, acc_bufs, x_buf, x_region, w_buf, zero_point, oc0, ch_in, tile, toc, tic, first):
         """acc (+)= the input block times the weight block, for an output tile of batch and
         spatial extents `tile` (and the asymmetric mode's second product, the input times zp_r)."""
-        depthwise = self.mx is None
         acc = acc_bufs["acc"]
         out_extents = (tile[0], toc) + tuple(tile[1:])
-        if depthwise:
-            self._depthwise(x_region, x_buf, w_buf, acc.region(self.acc_dtype, out_extents), acc)
-            if self.asym:
-                acc_zp = acc_bufs["acc_zp"]
-                self._depthwise(x_region, x_buf, None, acc_zp.region(self.acc_dtype, out_extents), acc_zp)
-            return
         # the input and accumulator tiles as multiplied: batch padded to whole slots (the batch
         # dimension is outermost, so the real items are the tiles' leading rows)
         slotted = (self._slotted(tile[0]),)
@@ -684,57 +679,6 @@ class _Plan(Priced, RowsTiled):
             zp = Region(zero_point.mem, zero_point.addr, self.w.dtype, (tic,) + tuple(self.kernel) + (toc,), (0,) * (len(self.kernel) + 2))
             acc_zp = acc_bufs["acc_zp"]
             self._matmul(x_view, x_buf, zero_point, zp, acc_zp.region(self.acc_dtype, slotted + out_extents[1:]), acc_zp, first)
-
-    def _shift(self, io, x_region, reads, ch_in, oc0, toc, tic, depthwise):
-        """xs = input - izp where real elements land, zeros elsewhere; ws = weight - kzp (INT16)."""
-        p, em, op = self.node.params, self.em, self.node.name
-        zero = {}
-        for key, start, n, shape in (("izp", ch_in[0], ch_in[1], (1, ch_in[1])), ("kzp", oc0, toc, (toc, 1))):
-            if p[key] != "vector":
-                zero[key] = (p[key], ())
-                continue
-            table = self.node.inputs[p[key + "_input"]]
-            home = self.ctx.home[table]
-            copy(em, sub_region(home.region("int16", (self.ic if key == "izp" else self.oc,)), (start,), (n,)),
-                 home, io[key].region("int16", (n,)), io[key], op)
-            zero[key] = (io[key].region("int16", shape), (io[key],))
-        xs, ws = io["xs"], io["ws"]
-        xs_region = xs.region("int16", x_region.shape)
-        em.emit(self.vx.name, Vector("copy", xs_region, (0,), "int64", op), writes=(xs,))
-        if all(count for _, count, _, _ in reads):
-            src, dst = placed(x_region, self.axes, reads, 2), placed(xs_region, self.axes, reads, 2)
-            izp, bufs = zero["izp"]
-            if bufs:
-                izp = broadcast_view(Region(izp.mem, izp.addr, izp.dtype, (1, ch_in[1]) + (1,) * len(self.axes),
-                                            (0, 1) + (0,) * len(self.axes)), dst.shape)
-            em.emit(self.vx.name, Vector("sub", dst, (src, izp), "int64", op), reads=(io["x"],) + bufs, writes=(xs,))
-        w_shape = (toc, 1) + tuple(self.kernel) if depthwise else ((tic, toc) if self.opdef.transposed else (toc, tic)) + tuple(self.kernel)
-        w_region, ws_region = io["w"].region(self.w.dtype, w_shape), ws.region("int16", w_shape)
-        kzp, bufs = zero["kzp"]
-        if bufs:  # kzp by output channel: the weight's dimension 0, or 1 when transposed
-            axis = 1 if self.opdef.transposed and not depthwise else 0
-            strides = tuple(1 if d == axis else 0 for d in range(len(w_shape)))
-            kzp = Region(kzp.mem, kzp.addr, "int16", w_shape, strides)
-        em.emit(self.vx.name, Vector("sub", ws_region, (w_region, kzp), "int64", op), reads=(io["w"],) + bufs, writes=(ws,))
-
-    def _load_weight(self, w_buf, oc0, ch_in, toc, tic, depthwise):
-        copy(self.em, *self._weight_regions(w_buf, oc0, ch_in, toc, tic, depthwise), self.node.name)
-
-    def _weight_regions(self, w_buf, oc0, ch_in, toc, tic, depthwise):
-        """(source, destination) regions of a weight block's load into w_buf."""
-        src_buf, dtype = self.weight
-        full = src_buf.region(dtype, self.w.shape)
-        nk = len(self.kernel)
-        if depthwise:  # [C, 1, k...]
-            src = sub_region(full, (oc0, 0) + (0,) * nk, (toc, 1) + tuple(self.kernel))
-            dst = w_buf.region(dtype, (toc, 1) + tuple(self.kernel))
-        elif self.opdef.transposed:  # [IC, OC/g, k...]
-            src = sub_region(full, (ch_in[0], oc0 % self.ocg) + (0,) * nk, (tic, toc) + tuple(self.kernel))
-            dst = w_buf.region(dtype, (tic, toc) + tuple(self.kernel))
-        else:  # [OC, IC/g, k...]
-            src = sub_region(full, (oc0, ch_in[0] % self.icg) + (0,) * nk, (toc, tic) + tuple(self.kernel))
-            dst = w_buf.region(dtype, (toc, tic) + tuple(self.kernel))
-        return src, src_buf, dst, w_buf
 
     def _matmul(self, x_region, x_buf, w_buf, b, acc_region, acc, first, bias=None):
         """acc (+)= the window view of the input, (n, outputs..., channels, kernel...), times b,
@@ -766,56 +710,10 @@ class _Plan(Priced, RowsTiled):
         return Region(local.mem, local.addr + last, dtype, (tic,) + tuple(self.kernel) + (toc,),
                       (local.strides[0],) + tuple(-st for st in local.strides[2:]) + (local.strides[1],))
 
-    def _depthwise(self, x_region, x_buf, w_buf, acc_region, acc):
-        """acc = sum over kernel positions of the shifted input times that position's weight
-        (w_buf None: times zp_r, the asymmetric mode's second product)."""
-        dtype = self.operand_dtype or self.weight[1]
-        cdt = "float32" if dtypes.is_float(self.acc_dtype) else "int64"
-        item = dtypes.itemsize(dtype)
-        flip = self.opdef.transposed  # a transposed convolution runs its kernel backwards
-        for k in np.ndindex(*self.kernel):
-            xv = window_view(x_region, self.axes, 2, k)
-            j = int(np.ravel_multi_index(tuple(n - 1 - i for i, n in zip(k, self.kernel)) if flip else k, self.kernel))
-            if w_buf is None:
-                wv, bufs = self.node.params["right_zero_point"], (x_buf,)
-            else:
-                wv = Region(w_buf.mem, w_buf.addr + j * item, dtype, acc_region.shape, (0, self.k) + (0,) * len(self.axes))
-                bufs = (x_buf, w_buf)
-            first = not any(k)
-            srcs, reads = ((xv, wv), bufs) if first else ((xv, wv, acc_region), bufs + (acc,))
-            self.em.emit(self.vx.name, Vector("mul" if first else "mul_add", acc_region, srcs, cdt, self.node.name),
-                         reads=reads, writes=(acc,))
-
-    def _finish(self, bufs, extents):
-        """Accumulators to the vector memory if they live elsewhere, then the epilogue."""
-        keys = ("acc", "acc_zp") if self.asym else ("acc",)
-        if "accv" in bufs:
-            for key in keys:
-                here, there = bufs[key], bufs["accv" + key[3:]]
-                staged = [bufs[f"accv{key[3:]}.stage{k}"] for k in range(len(stages(self.ctx.chip, here.mem, there.mem)))]
-                copy(self.em, here.region(self.acc_dtype, extents), here, there.region(self.acc_dtype, extents), there, self.node.name,
-                     stages=staged)
-            keys = tuple("accv" + key[3:] for key in keys)
-        acc = bufs[keys[0]]
-        inputs = [(acc.region(self.acc_dtype, extents), acc)]
-        if self.bias and not self.bias_in_table:
-            bias = bufs["bias"]
-            view = bias.region(self.bias[1], (1, extents[1]) + (1,) * (len(extents) - 2))
-            inputs.append((broadcast_view(view, extents), bias))
-        if self.asym:
-            inputs.append((bufs[keys[1]].region(self.acc_dtype, extents), bufs[keys[1]]))
-        out = bufs[self.result_key]
-        temps = [(bufs["tmp", j].region(d, extents), bufs["tmp", j]) for j, d in enumerate(self.temps)]
-        emit_steps(self.em, self.vx.name, self.node.name, self.steps, inputs, (out.region(self.out.dtype, extents), out), temps)
-
 
 def _permuted(region, order):
     """The same elements with the dimensions in another order."""
     return Region(region.mem, region.addr, region.dtype, tuple(region.shape[i] for i in order), tuple(region.strides[i] for i in order))
-
-
-def _label(key):
-    return key if isinstance(key, str) else f"tmp{key[1]}"
 
 
 def _channels_second(kind):

@@ -28,24 +28,21 @@ shared memory, the staging buffers are placed with the slots (as in isa/lower/te
 """
 
 import math
-from copy import copy as shallow_copy
 
 import numpy as np
 
 from ... import costs, dtypes
-from ...errors import OutOfMemoryError, UnsupportedError
+from ...errors import OutOfMemoryError
 from ...instructions import Matmul, Region, Vector
 from ...ops import REGISTRY, weight_only
 from ..memory.alloc import shortfall
 from ..memory.route import STAGE_SLOTS, copy
 from ..schedule import estimate, gemv
-from ..schedule.estimate import Priced, Work, tiled
-from ..schedule.pipeline import deal, run_units
-from ..schedule.tiling import broadcast_view, halvings, least, sub_region
+from ..schedule.estimate import Work, tiled
+from ..schedule.tiling import halvings, sub_region
 from ..templates import bias_table
-from ..templates.in_flight import in_flight
-from ..templates.vector_steps import emit_steps
 from .staging import stages
+from .tiled import Tiled, buffer_name, per_memory
 
 
 def lower_matmul(ctx, group):
@@ -53,11 +50,8 @@ def lower_matmul(ctx, group):
     tm, tn, tk, keep, accs, rows = plan.tiles()
     M, K, N = plan.M, plan.K, plan.N
     tiles = [(b, m0, n0) for b in np.ndindex(*plan.batch) for m0 in range(0, M, tm) for n0 in range(0, N, tn)]
-    per_unit, placed = [], []
-    for u, (unit, run) in enumerate(zip(plan.units, deal(tiles, len(plan.units)))):
-        if u and not run:
-            continue
-        mine = plan.on(unit)
+
+    def unit_steps(mine, run):
         bufs = mine.place(tm, tn, tk, keep, accs, rows)
         steps, row, lefts = [], None, 0  # the row of the left block kept, and how many were loaded
         for tile, (b, m0, n0) in enumerate(run):
@@ -66,14 +60,15 @@ def lower_matmul(ctx, group):
                 fresh = not keep or (k0 == 0 and (b, m0) != row)
                 row, lefts = (b, m0), lefts + fresh
                 steps.append(mine.step(bufs, len(steps), (lefts - 1) % ctx.slots, fresh, keep, tile % accs, b, box, k0 == 0, k0 + tk >= K))
-        per_unit.append(steps)
-        placed += bufs.values()
-    run_units(ctx, [ctx.home[plan.out.name]], per_unit)
-    for buf in placed:
-        ctx.em.release(buf)
+        return steps, list(bufs.values())
+
+    plan.run_dealt(tiles, unit_steps, [ctx.home[plan.out.name]])
 
 
-class _Plan(Priced):
+class _Plan(Tiled):
+    bias_lead = (1,)  # the bias is a row: (1, N)
+    step_keys = frozenset(("a", "b", "as", "bs", "lzp", "rzp", "bu", "sc", "zt"))
+
     def __init__(self, ctx, node):
         self.ctx, self.node, self.em = ctx, node, ctx.em
         self.opdef, p = REGISTRY[node.op], node.params
@@ -81,6 +76,7 @@ class _Plan(Priced):
         self.left, self.right = g.tensors[node.inputs[0]], g.tensors[node.inputs[1]]
         self.out = g.tensors[node.outputs[0]]
         self.batch, self.M, self.K, self.N = self.opdef.dims(self.left.shape, self.right.shape, p)
+        self.out_channels = self.N
         self.units = ctx.units("matrix", vector=True)
         self.mx, self.vx = self.units[0].matrix, self.units[0].vector
         self.acc_dtype = self.opdef.acc_dtype(self.left.dtype)
@@ -92,7 +88,8 @@ class _Plan(Priced):
         # the bias as (home Buf of N elements, dtype); the asymmetric mode's is bias_v2, folded here offline
         has_bias = self.opdef.checked_inputs(node) == 3
         if self.asym:
-            self.bias = (self._fold_bias(g), "int32")
+            right = g.constants[self.right.name].astype(np.int64)
+            self.bias = (self._fold_bias((right - p["right_zero_point"]).sum(axis=0, keepdims=True)), "int32")
         elif has_bias:
             self.bias = (ctx.home[node.inputs[2]], g.tensors[node.inputs[2]].dtype)
         else:
@@ -101,18 +98,8 @@ class _Plan(Priced):
         self.bias_in_table = bias_table.bias_memory(self.units[0], self.bias, dtypes.is_int(self.acc_dtype)) is not None
         added = self.bias and not self.bias_in_table
         self.steps, self.temps = self.opdef.epilogue(p, self.bias[1] if added else None, self.out.dtype)
-        # The epilogue reads the accumulator in the vector memory: a copy when the matrix
-        # engine accumulates elsewhere (as an Ascend cube does in L0C). The result is the
-        # accumulator itself when the two share a dtype.
-        self.acc_key = "acc" if self.mx.operand_memory("c") == self.vx.memory else "accv"
-        self.out_key = self.acc_key if self.out.dtype == self.acc_dtype else "out"
-        self.flight = self._flight(self.units[0])
-        if self.flight is not None:  # the store reads the accumulator, and does the epilogue on its way
-            self.acc_key = self.out_key = "acc"
-
-    def _flight(self, unit):
-        """The InFlight storing unit's accumulator with the epilogue done on the way, or None."""
-        return in_flight(self.ctx.chip, unit, self.steps, self.acc_dtype, self.ctx.home[self.out.name].mem)
+        self.stored, self.flight_steps = self.out.name, self.steps
+        self.init_accumulator()
 
     # ---- views of the tensors where they live ----------------------------------------------
 
@@ -128,17 +115,6 @@ class _Plan(Priced):
         if trans:
             shape, strides = shape[::-1], strides[::-1]
         return Region(full.mem, addr, tensor.dtype, tuple(shape), tuple(strides))
-
-    def _fold_bias(self, g):
-        """bias_v2 = bias - zp_l * sum over K of (right - zp_r), a constant bound where the bias
-        it replaces lives (DDR without one)."""
-        p = self.node.params
-        right = g.constants[self.right.name].astype(np.int64)
-        bias = g.constants[self.node.inputs[2]].astype(np.int64) if len(self.node.inputs) == 3 else 0
-        folded = bias - p["left_zero_point"] * (right - p["right_zero_point"]).sum(axis=0, keepdims=True)
-        data = dtypes.convert(folded, "int32").tobytes()
-        mem = self.ctx.home[self.node.inputs[2]].mem if len(self.node.inputs) == 3 else "ddr"
-        return self.em.bind(f"{self.node.name}.bias_v2", "const", "int32", (1, right.shape[1]), data, mem)
 
     # ---- sizes ------------------------------------------------------------------------------
 
@@ -171,26 +147,7 @@ class _Plan(Priced):
             p = self.node.params
             needs += [("as", amem, size("int16", tm * tk)), ("bs", bmem, size("int16", tk * tn))]
             needs += [(key, vmem, size("int16", n)) for key, n in (("lzp", tk), ("rzp", tn)) if p[key] == "vector"]
-        if self.bias_in_table:
-            needs += bias_table.needs(self.ctx.chip, *self.bias, self.acc_dtype, self.mx.matrix.bias, tn)
-        if self.flight is not None:
-            return needs
-        acc = size(self.acc_dtype, tm * tn)
-        # an accumulator's copy in the vector memory, and the buffers its copy stages through
-        in_vmem = lambda key: ([("accv" + key[3:], vmem, acc)]  # noqa: E731
-                               + [(f"{key}.stage{k}", mem, acc) for k, mem in enumerate(stages(self.ctx.chip, cmem, vmem))])
-        if self.acc_key != "acc":
-            needs += in_vmem("acc")
-        if self.asym:
-            needs.append(("acc_zp", cmem, acc))
-            if self.acc_key != "acc":
-                needs += in_vmem("acc_zp")
-        if self.bias is not None and not self.bias_in_table:
-            needs.append(("bias", vmem, size(self.bias[1], tn)))
-        if self.out_key == "out":
-            needs.append(("out", vmem, size(self.out.dtype, tm * tn)))
-        needs += [(("tmp", k), vmem, size(d, tm * tn)) for k, d in enumerate(self.temps)]
-        return needs
+        return needs + self._epilogue_needs(size(self.acc_dtype, tm * tn), tn, tm * tn)
 
     def _placed(self, tm, tn, tk, keep, accs):
         """(buffer key, memory, bytes, how many) of the buffers a tiling places: one per slot,
@@ -201,16 +158,14 @@ class _Plan(Priced):
     def _sizes(self, tm, tn, tk, keep=False, accs=None):
         """memory -> the sizes of every slot's buffers placed there; beside a block kept apart,
         room for the right tile's stages on its way (Emitter.stage_buffer places them per copy)."""
-        per_mem = {}
-        for _, mem, n, count in self._placed(tm, tn, tk, keep, accs or self.ctx.slots):
-            per_mem.setdefault(mem, []).extend([n] * count)
+        per_mem = per_memory((mem, n, count) for _, mem, n, count in self._placed(tm, tn, tk, keep, accs or self.ctx.slots))
         if self._cut(keep):
             for mem in stages(self.ctx.chip, self.ctx.home[self.right.name].mem, self.mx.operand_memory("b")):
                 per_mem.setdefault(mem, []).extend([tk * tn // self.per_byte * dtypes.itemsize(self.right.dtype)] * self.ctx.slots)
         return per_mem
 
     def _fits(self, tm, tn, tk, keep, accs):
-        return all(self.em.allocators[m].fits(sizes) for m, sizes in self._sizes(tm, tn, tk, keep, accs).items())
+        return self.fits(self._sizes(tm, tn, tk, keep, accs))
 
     def tiles(self):
         """(tm, tn, tk, keep, accumulators, part rows): of the candidate sizes (from the policy's
@@ -229,21 +184,19 @@ class _Plan(Priced):
         keeps = (False, True) if not self.shifted else (False,)
         accs = (self.ctx.slots, 1) if self.flight is not None and self.ctx.slots > 1 else (self.ctx.slots,)
 
-        def choose(ks, units, keeps):
-            fitting = [(tm, tn, tk, keep, n, rows) for tk in ks for tm in sizes[0] for tn in sizes[1] for keep in keeps for n in accs
-                       if self._fits(tm, tn, tk, keep, n) for rows in self._part_choices(tm, n)]
+        def choose(ks, units):
+            fitting = [(tm, tn, tk, keep, n, rows) for tk in ks or sizes[2] for tm in sizes[0] for tn in sizes[1] for keep in keeps
+                       for n in accs if self._fits(tm, tn, tk, keep, n) for rows in self._part_choices(tm, n)]
             floors = np.array([self._floor(*t, units) for t in fitting], float)
             ties = (np.array([-math.prod(t[:3]) for t in fitting]), np.array([-t[5] for t in fitting]))
-            return least(floors, ties, lambda i: self._schedule(*fitting[i], units), fitting, estimate.bounds_hold(self.ctx.chip, units))
+            return self._least(fitting, floors, ties, units)
 
         def search():
-            choice = choose(sizes[2], 1, keeps)
+            choice = self._for_units(choose, lambda c: c[2])
             if choice is None:
                 least_tile = (unit.m, unit.n, depth)
                 raise OutOfMemoryError(f"{self.node.name}: even a {'x'.join(map(str, least_tile))} matrix tile needs "
                                        f"{shortfall(self.em.allocators, self._sizes(*least_tile))}")
-            if len(self.units) > 1:
-                choice = choose([choice[2]], len(self.units), keeps)
             return choice, self._schedule(*choice, len(self.units)).cycles()
 
         def stream():
@@ -299,6 +252,9 @@ class _Plan(Priced):
                 return self._work(kind, tk_, first, last, k0, rows, tm)
         return tiled(self.ctx, work, axes, self.K, tk, units, self.ctx.slots, math.prod(self.batch), 1 if keep else None,
                      self._stage_slots(tm, tn, tk, keep, accs), self.once(self.left, self.right), accs, cores=self.unit_cores(units))
+
+    def _schedule_of(self, choice, units):
+        return self._schedule(*choice, units)
 
     def _stage_slots(self, tm, tn, tk, keep, accs):
         """memory -> how many staging buffers the operands' staged hops will rotate there
@@ -371,20 +327,13 @@ class _Plan(Priced):
         """A tile's buffers as the estimate's roles, by their `place` keys: slot buffers by step,
         the tile's own by tile (its accumulator in parts of `rows` rows of a full tile of full_tm),
         a kept left block by the tiles that load it."""
-        out = {}
-        kept_a = keep and not self._cut(keep)
-        for key, mem, n, _ in self._placed(full_tm, tn, 1, keep, 1):
-            scope = estimate.STEP if key in ("a", "b", "as", "bs", "lzp", "rzp", "bu", "sc", "zt") else estimate.TILE
-            if key == "kept" or (key == "a" and kept_a):
-                scope = estimate.KEPT
-            out[key] = estimate.role(scope, key, mem, n)
+        kept = ("kept", "a") if keep and not self._cut(keep) else ("kept",)
+        out = self._as_roles(self._needs(full_tm, tn, 1, keep), self.right.dtype, kept)
         acc = out["acc"]
         if rows is not None and rows < full_tm:
             row = tn * dtypes.itemsize(self.acc_dtype)
             acc.parts = tuple(estimate.role(estimate.TILE, ("acc", j), acc.mem, min(rows, full_tm - r) * row)
                               for j, r in enumerate(range(0, full_tm, rows)))
-        if self.asym:
-            out["zp"] = estimate.role("fixed", "zp_r", self.mx.operand_memory("b"), dtypes.itemsize(self.right.dtype))
         return out
 
     def _price_right(self, rec, tk, tn, k0, n0):
@@ -422,11 +371,11 @@ class _Plan(Priced):
         bufs = self._roles(tn, full_tm, rows, kept_a)
         a = bufs["a"]
         a_r = sub_region(a.region(self.left.dtype, (tm, self.K)), (0, 0), (tm, tk)) if kept_a else a.region(self.left.dtype, (tm, tk))
-        rec.zero_point = bufs.get("zp")
+        rec.zero_point = bufs.get("zp_r")
         rec._products(bufs, a, a_r, tm, tn, tk, first, last)
 
     def _price_finish(self, rec, tm, tn):
-        rec._finish(self._roles(tn, tm), tm, tn)
+        rec._finish(self._roles(tn, tm), (tm, tn))
 
     def _price_store(self, rec, tm, tn, rows, full_tm, m0, n0):
         bufs = self._roles(tn, full_tm, rows)
@@ -435,29 +384,14 @@ class _Plan(Priced):
 
     # ---- emission ---------------------------------------------------------------------------
 
-    def on(self, unit):
-        """This product with its tiles run by unit's engines."""
-        mine = shallow_copy(self)
-        mine.mx, mine.vx, mine.flight = unit.matrix, unit.vector, self._flight(unit)
-        return mine
-
     def place(self, tm, tn, tk, keep, accs, rows):
         name = self.node.name
-        bufs = {
-            (key, s): self.em.alloc(mem, n, f"{name}/{key if isinstance(key, str) else f'tmp{key[1]}'}.{s}")
-            for key, mem, n, count in self._placed(tm, tn, tk, keep, accs)
-            for s in range(count)
-        }
+        bufs = {(key, s): self.em.alloc(mem, n, buffer_name(name, key, s)) for key, mem, n, count in self._placed(tm, tn, tk, keep, accs)
+                for s in range(count)}
         for s in range(accs if rows < tm else 0):
             self.em.split(bufs["acc", s], tuple(r * tn * dtypes.itemsize(self.acc_dtype) for r in range(rows, tm, rows)))
-        if self.asym:  # one element of zp_r, read with stride 0 as a whole right tile
-            mem = self.mx.operand_memory("b")
-            if mem != self.vx.memory:
-                raise UnsupportedError(f"{name}: the matrix unit's right operand memory {mem} is not the vector memory {self.vx.memory}")
-            self.zero_point = bufs["zp", 0] = self.em.alloc(mem, dtypes.itemsize(self.right.dtype), f"{name}/zp_r")
-            zp = self.zero_point.region(self.right.dtype, (1,))
-            self.em.emit(self.vx.name, Vector("copy", zp, (self.node.params["right_zero_point"],), "int64", name),
-                         writes=(self.zero_point,))
+        if self.asym:
+            self.zero_point = bufs["zp_r", 0] = self._zero_point(self.right.dtype)
         return bufs
 
     def step(self, bufs, index, a_slot, fresh, keep, ts, batch_index, box, first, last):
@@ -497,24 +431,13 @@ class _Plan(Priced):
         def compute():
             self._products(tile, a, a_r, tm, tn, tk, first, last)
             if last and self.flight is None:
-                self._finish(tile, tm, tn)
+                self._finish(tile, (tm, tn))
 
         def store():
             if last:
                 self._store(tile, sub_region(out, (m0, n0), (tm, tn)), tm, tn)
 
         return load, compute, store
-
-    def _load_bias(self, tile, n0, tn):
-        """A tile's bias row, from column n0: into the matrix unit's bias table, or the vector memory."""
-        name = self.node.name
-        if self.bias_in_table:
-            bias_table.load(self.em, tile.__getitem__, *self.bias, self.N, n0, tn, self.acc_dtype, self.mx.core, name)
-            return
-        src_buf, dtype = self.bias
-        dst = tile["bias"]
-        src = sub_region(src_buf.region(dtype, (1, self.N)), (0, n0), (1, tn))
-        copy(self.em, src, src_buf, dst.region(dtype, (1, tn)), dst, name)
 
     def _products(self, tile, a, a_r, tm, tn, tk, first, last):
         """The step's products into the tile's accumulator: part by part on a tile's first and
@@ -527,7 +450,7 @@ class _Plan(Priced):
         acc = tile["acc"]
         acc_r = acc.region(self.acc_dtype, (tm, tn))
         table = tile["bias"] if first and self.bias_in_table else None
-        for r0, rows, held in self._acc_parts(acc, tm, tn) if first or last else [(0, tm, acc.parts or (acc,))]:
+        for r0, rows, held in self._acc_parts(acc, (tm, tn)) if first or last else [(0, tm, acc.parts or (acc,))]:
             a_p, acc_p = sub_region(a_m, (r0, 0), (rows, tk)), sub_region(acc_r, (r0, 0), (rows, tn))
             row = table and bias_table.row(table, acc_p.shape, self.acc_dtype)
             reads = (a_in, b_in) + (held if not first else ()) + ((table,) if table else ())
@@ -538,40 +461,14 @@ class _Plan(Priced):
             em.emit(self.mx.name, Matmul(a_r, zp_r, acc_zp.region(self.acc_dtype, (tm, tn)), not first, name),
                     reads=(a, zp) + ((acc_zp,) if not first else ()), writes=(acc_zp,))
 
-    def _finish(self, tile, tm, tn):
-        """The accumulators to the vector memory where they live elsewhere, then the epilogue."""
-        for key in ("acc", "acc_zp") if self.asym else ("acc",):
-            if self.acc_key != "acc":
-                here, there = tile[key], tile["accv" + key[3:]]
-                staged = [tile[f"{key}.stage{k}"] for k in range(len(stages(self.ctx.chip, here.mem, there.mem)))]
-                copy(self.em, here.region(self.acc_dtype, (tm, tn)), here, there.region(self.acc_dtype, (tm, tn)), there, self.node.name,
-                     stages=staged)
-        self._epilogue(tile, tm, tn)
-
     def _store(self, tile, dst, tm, tn):
         """The result tile to `dst`: by the accumulator's way out, part by part, with the epilogue
         done on the way; or copied from the vector memory."""
-        home = self.ctx.home[self.out.name]
         if self.flight is not None:
-            acc = tile["acc"]
-            acc_r = acc.region(self.acc_dtype, (tm, tn))
-            for r0, rows, held in self._acc_parts(acc, tm, tn):
-                self.flight.emit(self.em, sub_region(acc_r, (r0, 0), (rows, tn)), held,
-                                 sub_region(dst, (r0, 0), (rows, tn)), home, self.node.name)
+            self._store_flown(tile, dst, (tm, tn))
             return
-        result = tile[self.out_key]
-        copy(self.em, result.region(self.out.dtype, (tm, tn)), result, dst, home, self.node.name)
-
-    def _acc_parts(self, acc, tm, tn):
-        """(first row, rows, Bufs) of the accumulator's parts that a tile of tm x tn fills, one
-        per part where the parts fall on its rows (a whole tile), else one naming them all."""
-        row = tn * dtypes.itemsize(self.acc_dtype)
-        starts = [0]
-        for part in acc.parts[:-1]:
-            starts.append(starts[-1] + part.size // row if part.size % row == 0 else tm)
-        if len(starts) == 1 or starts[-1] >= tm:
-            return [(0, tm, acc.parts or (acc,))]
-        return [(r, end - r, (part,)) for r, end, part in zip(starts, starts[1:] + [tm], acc.parts)]
+        result = tile[self.result_key]
+        copy(self.em, result.region(self.out.dtype, (tm, tn)), result, dst, self.ctx.home[self.out.name], self.node.name)
 
     def _shift(self, bufs, slot, a_r, b_r, k0, n0, tm, tn, tk):
         """as = a - lzp (lzp over K), bs = b - rzp (rzp over N), in 16 bits on the vector unit."""
@@ -579,11 +476,8 @@ class _Plan(Priced):
         for key, src, dst_key, start, n, strides in (("lzp", a_r, "as", k0, tk, (0, 1)), ("rzp", b_r, "bs", n0, tn, (0, 1))):
             zero, reads = p[key], ()
             if zero == "vector":
-                table = self.node.inputs[p[key + "_input"]]
-                length = self.K if key == "lzp" else self.N
                 buf = bufs[key, slot]
-                copy(em, sub_region(self.ctx.home[table].region("int16", (length,)), (start,), (n,)), self.ctx.home[table],
-                     buf.region("int16", (n,)), buf, name)
+                self._zero_table(key, self.K if key == "lzp" else self.N, start, n, buf)
                 zero, reads = Region(buf.mem, buf.addr, "int16", src.shape, strides), (buf,)
             src_buf = bufs["a" if key == "lzp" else "b", slot]
             dst = bufs[dst_key, slot]
@@ -628,16 +522,3 @@ class _Plan(Priced):
             block = (sub_region(codes, (r0, 0), (r1 - r0, tn)), *rows)
             em.emit(vx, Vector(fn, sub_region(out, (r0, 0), (r1 - r0, tn)), block, "float32", name),
                     reads=(codes_buf, *(buf for buf, _ in terms)), writes=(bs,))
-
-    def _epilogue(self, tile, tm, tn):
-        acc = tile[self.acc_key]
-        inputs = [(acc.region(self.acc_dtype, (tm, tn)), acc)]
-        if self.bias is not None and not self.bias_in_table:
-            bias = tile["bias"]
-            inputs.append((broadcast_view(bias.region(self.bias[1], (1, tn)), (tm, tn)), bias))
-        if self.asym:
-            acc_zp = tile[self.acc_key + "_zp"]
-            inputs.append((acc_zp.region(self.acc_dtype, (tm, tn)), acc_zp))
-        out = tile[self.out_key]
-        temps = [(tile["tmp", k].region(d, (tm, tn)), tile["tmp", k]) for k, d in enumerate(self.temps)]
-        emit_steps(self.em, self.vx.name, self.node.name, self.steps, inputs, (out.region(self.out.dtype, (tm, tn)), out), temps)

@@ -1,0 +1,292 @@
+"""The mechanism the tiled templates share: the convolution (isa/lower/templates/conv.py), the
+depthwise convolution (depthwise.py) and the matrix product (matmul.py) each tile an output,
+multiply into an accumulator tile block by block, and run the op's epilogue on the way out.
+
+What is the same in all three lives here: the output tiles dealt among the units and run there
+(`run_dealt`, `on`); the search's shape (the least estimate of the tilings that fit, for one unit
+and then for several with its reduction block) and whether a tiling's buffers fit; a tile's
+buffers as the estimate's roles; the accumulator's way to the vector memory (a copy staged
+through shared memory where the matrix unit accumulates elsewhere, or the epilogue done by the DMA
+storing it: isa/lower/templates/in_flight.py) and the buffers of that way; the epilogue's inputs
+(the accumulator, the bias, the asymmetric mode's second accumulator); the bias (folded offline
+with the zero points, loaded per tile into the vector memory or the matrix unit's bias table:
+isa/lower/templates/bias_table.py); the one-element zero point the asymmetric mode's second
+product reads; and the zero-point tables of the integer family.
+
+A plan using it sets, besides what `Priced` asks (ctx, em, node, units): mx and vx (the unit's
+matrix engine, None on the vector unit, and its vector engine), opdef, out (the tensor the op
+makes), out_channels (its channels, the accumulator tile's dimension 1), acc_dtype, bias ((home
+Buf, dtype) or None) and bias_in_table, steps and temps (the epilogue), asym (a second
+accumulator: the input times the weight's zero point), stored and flight_steps (the tensor the
+accumulator's way out would store and the epilogue steps it would do, or None), then calls
+init_accumulator().
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from copy import copy as shallow_copy
+from typing import Any
+
+import numpy as np
+
+from ... import dtypes
+from ...errors import UnsupportedError
+from ...instructions import Region, Vector
+from ..context import Lowering, Unit
+from ..emit import Buf
+from ..memory.route import copy
+from ..schedule import estimate
+from ..schedule.estimate import Priced
+from ..schedule.pipeline import deal, run_units
+from ..schedule.tiling import broadcast_view, least, nbytes, sub_region
+from . import bias_table
+from .in_flight import InFlight, in_flight
+from .staging import stages
+from .vector_steps import emit_steps
+
+Key = str | tuple[str, int]  # a buffer's key in a plan's needs: a name, or ("tmp", j) for the epilogue's temporaries
+Bufs = dict[Any, Buf]  # key -> Buf: a tile's buffers (a template's own keys, or the estimate's roles)
+
+
+def buffer_name(op: str, key: Key, slot: int) -> str:
+    """A placed buffer's name: the op, its key (("tmp", j) for the epilogue's temporaries) and slot."""
+    return f"{op}/{key if isinstance(key, str) else f'tmp{key[1]}'}.{slot}"
+
+
+def per_memory(placed: Iterable[tuple[str, int, int]]) -> dict[str, list[int]]:
+    """memory -> the sizes of the buffers (memory, bytes, how many) placed there, as a tiling's fit is judged."""
+    out: dict[str, list[int]] = {}
+    for mem, n, count in placed:
+        out.setdefault(mem, []).extend([n] * count)
+    return out
+
+
+class Tiled(Priced):
+    bias_lead: tuple[int, ...] = ()  # the bias's dimensions before its channels, as the op's tensor has them (a matrix's row: (1,))
+    step_keys: frozenset[str] = frozenset()  # the keys of a slot's buffers, each step's own (the rest are the output tile's)
+    zp_buffer = True  # the asymmetric mode's second product reads zp_r from a buffer (_zero_point), not as a number
+    ctx: Lowering
+    em: Any  # the Emitter, or the estimate's Recorder
+    node: Any  # isa.graph.Node
+    opdef: Any  # isa.ops.OpDef
+    units: list[Unit]
+    mx: Any  # the unit's matrix engine (chips.Engine), None on the vector unit
+    vx: Any  # its vector engine
+    out: Any  # the tensor the op makes (isa.graph.Tensor)
+    out_channels: int
+    acc_dtype: str
+    bias: tuple[Buf, str] | None
+    bias_in_table: bool
+    steps: list
+    temps: list
+    asym: bool
+    stored: str
+    flight_steps: list | None
+    flight: InFlight | None
+    acc_key: str
+    result_key: str
+
+    def init_accumulator(self) -> None:
+        """Where the epilogue reads the accumulator (acc_key: the accumulator, or its copy in the
+        vector memory where the matrix unit accumulates elsewhere, as an Ascend cube in L0C) and
+        where the result ends (result_key: that, where it has the result's dtype, or "out"); with
+        the epilogue done on the way out (self.flight), both are the accumulator."""
+        self.acc_key = "acc" if self._acc_memory() == self.vx.memory else "accv"
+        self.result_key = self.acc_key if self.out.dtype == self.acc_dtype else "out"
+        self.flight = self._flight(self.units[0])
+        if self.flight is not None:  # the store reads the accumulator, and does the epilogue on its way
+            self.acc_key = self.result_key = "acc"
+
+    def _acc_memory(self) -> str:
+        return self.vx.memory if self.mx is None else self.mx.operand_memory("c")
+
+    def _flight(self, unit: Unit) -> InFlight | None:
+        """The InFlight storing unit's accumulator home with the epilogue done on the way, or None."""
+        if self.flight_steps is None:
+            return None
+        return in_flight(self.ctx.chip, unit, self.flight_steps, self.acc_dtype, self.ctx.home[self.stored].mem)
+
+    def on(self, unit: Unit) -> Tiled:
+        """This plan with its tiles run by unit's engines."""
+        mine = shallow_copy(self)
+        mine.mx, mine.vx, mine.flight = unit.matrix, unit.vector, self._flight(unit)
+        return mine
+
+    def run_dealt(self, tiles: list, unit_steps: Callable[[Tiled, list], tuple[list, list[Buf]]], stores: list[Buf],
+                  later: Callable[[], list[Buf]] = list) -> None:
+        """Deal the output tiles among the units (pipeline.deal) and run each unit's steps
+        (pipeline.run_units): unit_steps(this plan on the unit, its tiles) places the unit's
+        buffers and gives (its steps, those buffers); all are released after the run, then
+        what later() gives (buffers the steps placed as they ran)."""
+        per_unit, placed = [], []
+        for k, (unit, run) in enumerate(zip(self.units, deal(tiles, len(self.units)))):
+            if k and not run:
+                continue
+            steps, bufs = unit_steps(self.on(unit), run)
+            per_unit.append(steps)
+            placed += bufs
+        run_units(self.ctx, stores, per_unit)
+        for buf in placed + later():
+            self.em.release(buf)
+
+    def _least(self, fitting: list, floors: np.ndarray, ties: tuple, units: int) -> tuple | None:
+        """Of the fitting tilings, the one of least estimated cycles on the busiest of `units`
+        units (tiling.least: floors bound each from below; ties break equal estimates), each
+        estimated by self._schedule(*tiling, units, ...) (_schedule_of)."""
+        return least(floors, ties, lambda i: self._schedule_of(fitting[i], units), fitting, estimate.bounds_hold(self.ctx.chip, units))
+
+    def _schedule_of(self, tiling: tuple, units: int) -> Any:
+        """The Estimate (estimate.tiled) of a tiling, as the search's candidates have it, on `units` units."""
+        raise NotImplementedError
+
+    def _for_units(self, choose: Callable[[list | None, int], tuple | None], block: Callable[[tuple], int]) -> tuple | None:
+        """choose(blocks, units) for one unit (blocks None: every reduction block), then, with
+        several units, for them with its reduction block, so that the order of the sums does not
+        depend on the units."""
+        choice = choose(None, 1)
+        if choice and len(self.units) > 1:
+            choice = choose([block(choice)], len(self.units))
+        return choice
+
+    def fits(self, per_mem: dict[str, list[int]]) -> bool:
+        """Whether buffers of these sizes (memory -> sizes) fit in what is free now."""
+        return all(self.em.allocators[m].fits(sizes) for m, sizes in per_mem.items())
+
+    # ---- the bias and the zero points ------------------------------------------------------
+
+    def _fold_bias(self, sums: np.ndarray, dtype: str = "int32") -> Buf:
+        """bias_v2 = bias - zp_l * sums (sums: over each output channel's reduction, the weight
+        less zp_r), a constant of dtype bound where the bias it replaces lives (DDR without one).
+        INT32, the seed says (a float bias converts as C's (int) does: toward zero); float32
+        where the product is made in float32."""
+        node, g = self.node, self.ctx.graph
+        constants: dict[str, np.ndarray] = g.constants  # type: ignore[attr-defined]
+        zl = node.params["left_zero_point"]
+        has = self.opdef.checked_inputs(node) == 3  # the integer family appends zero-point tables
+        bias: np.ndarray | int
+        if dtype == "float32":
+            bias = constants[node.inputs[2]].astype(np.float32).reshape(sums.shape)
+            data = (bias - np.float32(zl) * sums.astype(np.float32)).astype(np.float32).tobytes()
+        else:
+            bias = constants[node.inputs[2]].astype(np.int64).reshape(sums.shape) if has else 0
+            data = dtypes.convert(bias - zl * sums, "int32").tobytes()
+        mem = self.ctx.home[node.inputs[2]].mem if has else "ddr"
+        return self.em.bind(f"{node.name}.bias_v2", "const", dtype, sums.shape, data, mem)
+
+    def _load_bias(self, bufs: Bufs, c0: int, n: int) -> None:
+        """A tile's bias, n channels from c0: into the matrix unit's bias table, or the vector memory."""
+        assert self.bias is not None
+        home, dtype = self.bias
+        if self.bias_in_table:
+            bias_table.load(self.em, bufs.__getitem__, home, dtype, self.out_channels, c0, n, self.acc_dtype, self.mx.core,
+                            self.node.name)
+            return
+        lead = self.bias_lead
+        src = sub_region(home.region(dtype, lead + (self.out_channels,)), (0,) * len(lead) + (c0,), lead + (n,))
+        copy(self.em, src, home, bufs["bias"].region(dtype, lead + (n,)), bufs["bias"], self.node.name)
+
+    def _zero_point(self, dtype: str) -> Buf:
+        """One element of zp_r in the matrix unit's weight memory, read with stride 0 as a whole
+        weight block by the asymmetric mode's second product."""
+        mem, name = self.mx.operand_memory("b"), self.node.name
+        if mem != self.vx.memory:
+            raise UnsupportedError(f"{name}: the matrix unit's weight memory {mem} is not the vector memory {self.vx.memory}")
+        buf = self.em.alloc(mem, dtypes.itemsize(dtype), f"{name}/zp_r")
+        zr = self.node.params["right_zero_point"]
+        self.em.emit(self.vx.name, Vector("copy", buf.region(dtype, (1,)), (zr,), "int64", name), writes=(buf,))
+        return buf
+
+    def _zero_point_role(self, dtype: str) -> Buf:
+        """_zero_point's buffer as the estimate's role."""
+        return estimate.role("fixed", "zp_r", self.mx.operand_memory("b"), dtypes.itemsize(dtype))
+
+    def _as_roles(self, needs: Iterable[tuple[Key, str, int]], zp_dtype: str, kept: Iterable[Key] = ()) -> Bufs:
+        """A tile's buffers (key, memory, bytes) as the estimate's roles: a slot's (step_keys) by
+        step, a kept operand's (kept) by the tiles that load it, the rest by tile; and the
+        asymmetric mode's zp_r element (of zp_dtype) where a buffer holds it."""
+        out = {key: estimate.role(estimate.KEPT if key in kept else estimate.STEP if key in self.step_keys else estimate.TILE, key, mem, n)
+               for key, mem, n in needs}
+        if self.asym and self.zp_buffer:
+            out["zp_r"] = self._zero_point_role(zp_dtype)
+        return out
+
+    def _zero_table(self, key: str, length: int, start: int, n: int, buf: Buf) -> None:
+        """Elements start..start+n of the integer family's zero-point table named by params[key +
+        "_input"] (int16, `length` long) into buf."""
+        home = self.ctx.home[self.node.inputs[self.node.params[key + "_input"]]]
+        copy(self.em, sub_region(home.region("int16", (length,)), (start,), (n,)), home, buf.region("int16", (n,)), buf,
+             self.node.name)
+
+    # ---- the accumulator's way out ----------------------------------------------------------
+
+    def _epilogue_needs(self, acc_bytes: int, channels: int, out_elems: int) -> list[tuple[Key, str, int]]:
+        """(key, memory, bytes) of a tile's buffers past its accumulator: the asymmetric mode's
+        second one, the bias table's row and, unless the epilogue is done on the way out, the
+        accumulators' copies in the vector memory (with the buffers their copies stage
+        through), the bias, the result and the epilogue's temporaries."""
+        cmem, vmem = self._acc_memory(), self.vx.memory
+        needs: list[tuple[Key, str, int]] = [("acc_zp", cmem, acc_bytes)] if self.asym else []
+        if self.bias_in_table:
+            home, dtype = self.bias  # type: ignore[misc]
+            needs += bias_table.needs(self.ctx.chip, home, dtype, self.acc_dtype, self.mx.matrix.bias, channels)
+        if self.flight is not None:
+            return needs
+        if self.acc_key != "acc":
+            suffixes = ("", "_zp") if self.asym else ("",)
+            needs += [("accv" + s, vmem, acc_bytes) for s in suffixes]
+            needs += [(f"accv{s}.stage{k}", mem, acc_bytes) for s in suffixes for k, mem in enumerate(stages(self.ctx.chip, cmem, vmem))]
+        if self.bias and not self.bias_in_table:
+            needs.append(("bias", vmem, nbytes(self.bias[1], (channels,))))
+        if self.result_key == "out":
+            needs.append(("out", vmem, nbytes(self.out.dtype, (out_elems,))))
+        return needs + [(("tmp", j), vmem, nbytes(d, (out_elems,))) for j, d in enumerate(self.temps)]
+
+    def _finish(self, bufs: Bufs, extents: tuple[int, ...]) -> None:
+        """The accumulators to the vector memory where they live elsewhere, then the epilogue
+        into the result: it reads the accumulator, the bias along the channels (dimension 1) and
+        the asymmetric mode's second accumulator."""
+        if self.acc_key != "acc":
+            for s in ("", "_zp") if self.asym else ("",):
+                here, there = bufs["acc" + s], bufs["accv" + s]
+                staged = [bufs[f"accv{s}.stage{k}"] for k in range(len(stages(self.ctx.chip, here.mem, there.mem)))]
+                copy(self.em, here.region(self.acc_dtype, extents), here, there.region(self.acc_dtype, extents), there, self.node.name,
+                     stages=staged)
+        acc = bufs[self.acc_key]
+        inputs = [(acc.region(self.acc_dtype, extents), acc)]
+        if self.bias is not None and not self.bias_in_table:
+            bias = bufs["bias"]
+            view = bias.region(self.bias[1], (1, extents[1]) + (1,) * (len(extents) - 2))
+            inputs.append((broadcast_view(view, extents), bias))
+        if self.asym:
+            acc_zp = bufs[self.acc_key + "_zp"]
+            inputs.append((acc_zp.region(self.acc_dtype, extents), acc_zp))
+        out = bufs[self.result_key]
+        temps = [(bufs["tmp", j].region(d, extents), bufs["tmp", j]) for j, d in enumerate(self.temps)]
+        emit_steps(self.em, self.vx.name, self.node.name, self.steps, inputs, (out.region(self.out.dtype, extents), out), temps)
+
+    def _store_flown(self, bufs: Bufs, dst: Region, extents: tuple[int, ...]) -> None:
+        """The accumulator to dst (a region where self.stored lives) by its way out, the epilogue
+        done on the way: part by part where the accumulator is in parts (_acc_parts)."""
+        assert self.flight is not None
+        acc = bufs["acc"]
+        whole = acc.region(self.acc_dtype, extents)
+        rest = tuple(extents[1:])
+        for r0, rows, held in self._acc_parts(acc, extents):
+            starts = (r0,) + (0,) * len(rest)
+            self.flight.emit(self.em, sub_region(whole, starts, (rows,) + rest), held, sub_region(dst, starts, (rows,) + rest),
+                             self.ctx.home[self.stored], self.node.name)
+
+    def _acc_parts(self, acc: Buf, extents: tuple[int, ...]) -> list[tuple[int, int, tuple[Buf, ...]]]:
+        """(first row, rows, Bufs) of the accumulator's parts (Emitter.split, along dimension 0)
+        that a tile of `extents` fills, one per part where the parts fall on its rows (a whole
+        tile), else one naming them all."""
+        row, count = math.prod(extents[1:]) * dtypes.itemsize(self.acc_dtype), extents[0]
+        parts: tuple[Buf, ...] = acc.parts
+        starts = [0]
+        for part in parts[:-1]:
+            starts.append(starts[-1] + part.size // row if part.size % row == 0 else count)
+        if len(starts) == 1 or starts[-1] >= count:
+            return [(0, count, parts or (acc,))]
+        return [(r, end - r, (part,)) for r, end, part in zip(starts, starts[1:] + [count], parts)]
