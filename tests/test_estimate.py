@@ -252,7 +252,7 @@ def test_on_the_910b_a_convolutions_residual_tails_overlap(monkeypatch):
     chip = chips.load("ascend910b")
     conv_template = importlib.import_module("isa.lower.templates.conv")
     plans = []
-    cheapest = conv_template._Plan._cheapest
+    cheapest = conv_template._Matrix._cheapest
 
     def one_unit(self, shape, granules, limits, blocks, units):
         choice = cheapest(self, shape, granules, limits, blocks, units)
@@ -261,7 +261,7 @@ def test_on_the_910b_a_convolutions_residual_tails_overlap(monkeypatch):
             plans.append((est.bound(), est.cycles()))
         return choice
 
-    monkeypatch.setattr(conv_template._Plan, "_cheapest", one_unit)
+    monkeypatch.setattr(conv_template._Matrix, "_cheapest", one_unit)
     isa.lower(g, chip)
     ((bound, cycles),) = plans
     assert cycles <= 1.3 * bound

@@ -256,19 +256,22 @@ def test_a_split_buffers_parts_are_tracked_apart_and_an_instruction_may_span_the
 def test_a_buffer_placed_over_part_of_a_released_one_leaves_its_rest_the_history():
     """Placing a buffer over part of a released one hands it that one's history; the rest keeps
     it for the next buffer placed there, and a buffer placed over the first, once it is
-    released and written again by another engine, hands on its own newer history."""
-    from isa.instructions import Vector
-    from isa.lower.emit import Emitter
+    released, hands on its own newer history."""
+    from isa.lower.emit import Buf, _Released
 
-    em = Emitter(chips.load("bm1684"), "g")
-    whole = em.alloc("lmem", 1024, "a")
-    em.emit("tiu", Vector("copy", whole.region("float32", (256,)), (1.0,), "float32", "write a"), writes=(whole,))
-    em.release(whole)
-    low = em.alloc("lmem", 512, "low")  # over a's first half: waits for a's write
-    assert low.addr == whole.addr and low.writes == {"tiu": 0}
-    em.emit("gdma", Vector("copy", low.region("float32", (128,)), (2.0,), "float32", "write low"), writes=(low,))
-    high = em.alloc("lmem", 512, "high")  # a's second half: still a's history
-    assert high.addr == whole.addr + 512 and high.writes == {"tiu": 0}
-    em.release(low)
-    again = em.alloc("lmem", 512, "again")  # low's place: low's write, after a's
-    assert again.addr == whole.addr and again.writes == {"gdma": 1} and again.reads == {}
+    released = _Released()
+    a = Buf("a", "lmem", 0, 1024)
+    a.writes = {"tiu": 0}
+    released.add(a)
+    low = Buf("low", "lmem", 0, 512)
+    released.hand_on(low)
+    assert low.writes == {"tiu": 0}
+    low.writes, low.reads = {"gdma": 1}, {}  # written again: its history now
+    high = Buf("high", "lmem", 512, 512)
+    released.hand_on(high)
+    assert high.writes == {"tiu": 0}  # a's rest
+    released.add(low)
+    again, beyond = Buf("again", "lmem", 0, 512), Buf("beyond", "lmem", 1024, 64)
+    released.hand_on(again)
+    released.hand_on(beyond)
+    assert again.writes == {"gdma": 1} and beyond.writes == {}
