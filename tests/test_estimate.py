@@ -221,17 +221,17 @@ def test_a_loop_is_priced_once_its_positions_repeat_their_times(periods, left, e
 
 
 def test_a_tail_loads_its_operands_after_the_tile_before_has_stored():
-    """The pipeline emits a step's fill (a fused tail's operand loads) after the step before has
-    stored and before the next step's loads: an Ascend vector core's queue then loads tile t's
-    accumulator before tile t+1's residual, and the tails of tiles overlap."""
+    """With double buffering the pipeline emits a step's fill (a fused tail's operand loads)
+    after the step before has computed and before it stores: an Ascend vector core's queue then
+    loads tile t's accumulator before tile t+1's residual, and the tails of tiles overlap."""
     from isa.lower.schedule.pipeline import pipeline
 
     order = []
     steps = [tuple((lambda what=what, i=i: order.append(f"{what}{i}")) for what in ("load", "compute", "store", "fill"))
              for i in range(3)]
     pipeline(steps, double_buffer=True)
-    assert order == ["load0", "fill0", "load1", "compute0", "store0", "fill1", "load2", "compute1", "store1",
-                     "fill2", "compute2", "store2"]
+    assert order == ["load0", "fill0", "load1", "compute0", "fill1", "store0", "load2", "compute1", "fill2", "store1",
+                     "compute2", "store2"]
     order.clear()
     pipeline(steps, double_buffer=False)
     assert order == [f"{what}{i}" for i in range(3) for what in ("load", "fill", "compute", "store")]

@@ -405,19 +405,26 @@ class _Run(Observer):
             if s.first:
                 self._part(w.fills, at, s, marks[i])
 
+        def fill(i):
+            if steps[i].first:
+                self._part(work(steps[i].key).tail, where[i], steps[i], marks[i])
+
         if double and steps:
             load(0)
+            fill(0)
         for i, s in enumerate(steps):
             if not double:
                 load(i)
-            if s.first:
-                self._part(work(s.key).tail, where[i], s, marks[i])
-            if double and i + 1 < len(steps):
+                fill(i)
+            elif i + 1 < len(steps):
                 load(i + 1)
             w = work(s.key)
             self._part(w.product, where[i], s, marks[i])
             if s.last:
                 self._part(w.finish, where[i], s, marks[i])
+            if double and i + 1 < len(steps):
+                fill(i + 1)
+            if s.last:
                 self._part(w.store, where[i], s, marks[i])
         return marks
 

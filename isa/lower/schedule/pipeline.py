@@ -4,7 +4,7 @@ how tiles are dealt among units (the engines of one core that run a tile, isa/lo
 With double buffering, tile i+1's loads are emitted before tile i's compute, into the other
 buffer slot, so the DMA engine fetches ahead while the compute engine works; the emitter's
 inferred waits keep each slot from being overwritten before its reader is done. A fused tail's
-operand loads (a step's fill) wait until tile i-1 has stored (`pipeline`).
+operand loads for tile i+1 (its fill) follow tile i's compute (`pipeline`).
 
 With several units, each takes a run of consecutive tiles (`deal`) and pipelines them with its
 own engines and slots; the units' stores into the group's outputs touch different bytes, so they
@@ -18,21 +18,29 @@ from ..memory.route import route
 
 def pipeline(steps, double_buffer):
     """steps: per step in order, its (load, compute, store) callables and, where it has loads
-    that only the end of its compute reads (a fused tail's operands), a fourth: fill. A step's
-    fill is emitted after the step before it has stored and before the next step's loads: in a
-    queue it shares with the step before's finish (an Ascend vector core's, which loads the
-    accumulator and the tail's operands), the finish comes first, so tiles' tails overlap
-    instead of each waiting for the tail before it to store."""
+    that only the end of its compute reads (a fused tail's operands), a fourth: fill. With
+    double buffering a step's fill is emitted after the step before has computed and before it
+    stores: in a queue that also loads the step before's accumulator for its finish (an Ascend
+    vector core's), that load comes first, so tiles' tails overlap instead of each waiting for
+    the tail before it; in a queue of loads and stores alone (a Sophgo GDMA's) the order is the
+    loads' own."""
+    def fill(step):
+        for f in step[3:]:
+            f()
+
     if double_buffer and steps:
         steps[0][0]()
-    for i, (load, compute, store, *fill) in enumerate(steps):
+        fill(steps[0])
+    for i, step in enumerate(steps):
+        load, compute, store = step[:3]
         if not double_buffer:
             load()
-        for f in fill:
-            f()
-        if double_buffer and i + 1 < len(steps):
+            fill(step)
+        elif i + 1 < len(steps):
             steps[i + 1][0]()
         compute()
+        if double_buffer and i + 1 < len(steps):
+            fill(steps[i + 1])
         store()
 
 
