@@ -306,3 +306,18 @@ def test_the_bench_simulates_a_decode_step_whole(capsys):
     whole = float(re.search(r"simulated as one graph: time per output token ([\d.]+) ms", out).group(1))
     multiplied = float(re.search(r"x 2 \+ head would be ([\d.]+) ms", out).group(1))
     assert abs(whole - multiplied) <= 0.05 * multiplied
+
+
+@pytest.mark.parametrize("chip, dtype", [("generic", "float32"), ("ascend910b", "float16")])
+def test_a_model_with_its_weights_as_inputs_times_as_with_them_as_constants(chip, dtype):
+    """examples/llm.py's model(weight_inputs=True), what bench/llm.py --whole simulates: the weights
+    in DDR as the program's inputs, not preloaded constants; timing mode reads neither, so the
+    program and its cycles are the same."""
+    target = chips.load(chip)
+    runs = [sim.run(isa.from_onnx(llm.model(TINY, seq=1, past=3, dtype=dtype, weight_inputs=inputs)), target, mode="timing")
+            for inputs in (False, True)]
+    constants, inputs = runs
+    weights = {f"layers.{i}.{p}.weight" for i in range(TINY.layers) for p in ("self_attn.q_proj", "mlp.down_proj")}
+    assert weights <= {b.name for b in inputs.program.bindings if b.role == "input"}
+    assert not weights & {b.name for b in constants.program.bindings if b.role == "input"}
+    assert len(inputs.program) == len(constants.program) and inputs.cycles == constants.cycles > 0
