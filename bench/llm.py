@@ -36,8 +36,8 @@ import isa
 import sim
 from isa.errors import OutOfMemoryError, SimError, UnsupportedError
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))  # first: its llm.py, not this one
 import llm
 import llm_published
 
