@@ -18,9 +18,9 @@ With --whole, a decode step is the whole model as one graph (embedding, every la
 head), lowered and simulated in timing mode: one layer's first weight loads then overlap the previous
 one's last products, as on the machine. Its tiling searches run once for all the layers (the layers
 share their signatures, isa/lower/schedule/searches.py), but every layer's instructions are emitted
-and simulated, and the host holds every weight a few times over (the ONNX model, the graph, the
-program): a 7B model's 13.5 GB of float16 weights is more than this machine's memory, so the default
-multiplies one layer.
+and simulated. Its weights are the program's inputs (examples/llm.py's weight_inputs: timing mode
+reads no values, and the cycles are those of the weights as constants), so the host draws and holds
+none; with w8a16 or w4a16 they are drawn, to be quantized.
 
     python bench/llm.py --model llama2-7b --chip ascend910b --dtype float16 --batch 1 --prompt 512 --generate 128
     python bench/llm.py --model tinyllama-1.1b --chip bm1686 --dtype float32 --prompt 128 --generate 64 --samples 2
@@ -163,8 +163,8 @@ def run(args):
     out(f"{cfg.name} ({cfg.source}) on {chip.name}, {dtype}, batch {batch}, prompt {prompt}, generate {generate}")
     out(f"one decoder layer simulated in timing mode and multiplied by the model's {cfg.layers} layers (identical in shape, so "
         f"each takes one layer's time; what this leaves out is one layer's first weight loads overlapping the previous one's last "
-        f"products: the whole model lowered and simulated costs about {cfg.layers}x a layer's CPU seconds and holds every weight "
-        f"in host memory); embedding, final norm and head simulated once"
+        f"products: the whole model lowered and simulated costs about {cfg.layers}x a layer's CPU seconds); embedding, final norm "
+        f"and head simulated once"
         + ("; the decode step also simulated as the whole model (--whole)" if args.whole else "; --whole simulates a decode step whole"))
     out(f"footprint: weights {weights / 1e9:.2f} GB + KV cache {kv / 1e9:.3f} GB ({prompt + generate} tokens x batch {batch}) = "
         f"{(weights + kv) / 1e9:.2f} GB of {ddr / 1e9:.2f} GB DDR ({(weights + kv) / ddr:.0%})")
@@ -191,7 +191,8 @@ def run(args):
     lengths = decode_lengths(prompt, generate, args.samples)
     decode_ends, _ = simulate_ends(cfg, chip, batch, 1, dtype, args.seed)
     if args.whole:
-        wholes = [simulate(lambda n=n: llm.model(cfg, batch, 1, n, act, args.seed, args.kv_block),
+        # the weights as the program's inputs (timing mode reads no values); quantized ones must be constants to quantize
+        wholes = [simulate(lambda n=n: llm.model(cfg, batch, 1, n, act, args.seed, args.kv_block, weight_inputs=not quantize),
                            chip, args.top, quantize, keep=cached(n, cfg.layers))
                   for n in lengths]
         tpot = sum(s.seconds for s in wholes) / len(wholes)

@@ -112,10 +112,15 @@ def decoder_layer(cfg, batch=1, seq=1, past=0, dtype="float16", seed=0, block=No
     return net.model(f"{cfg.name} decoder layer, {seq} new tokens over {past} cached, random weights (seed {seed})")
 
 
-def model(cfg, batch=1, seq=1, past=0, dtype="float16", seed=0, block=None):
+def model(cfg, batch=1, seq=1, past=0, dtype="float16", seed=0, block=None, weight_inputs=False):
     """The whole model: "input_ids" (batch, seq) -> the last position's "logits" (batch, 1, vocab)
-    and each layer's "present.{i}.key" / "present.{i}.value" (per block with `block`)."""
+    and each layer's "present.{i}.key" / "present.{i}.value" (per block with `block`). With
+    weight_inputs, the embedding's, projections' and head's weights are graph inputs of the same
+    names, not initializers: a model for timing mode (which reads no values) that the host need
+    not draw or hold, as a 7B model's 13.5 GB of float16 weights would not fit this machine's
+    memory twice."""
     net = _net(cfg, "decoder", dtype, seed)
+    net.weight_inputs = weight_inputs
     x = _embedding(net, cfg, batch, seq)
     presents = []
     for i in range(cfg.layers):
@@ -209,7 +214,10 @@ def _head(net, cfg, x):
 
 
 def _weight(net, name, shape, std=0.02):
-    """A projection's weight, N(0, std), drawn in float32 (a 7B layer's float64 draw would double the memory)."""
+    """A projection's weight, N(0, std), drawn in float32 (a 7B layer's float64 draw would double the memory);
+    or a graph input of its name and shape (model()'s weight_inputs)."""
+    if getattr(net, "weight_inputs", False):
+        return net.input(name, shape)
     return net.const(name, net.rng.standard_normal(shape, np.float32) * np.float32(std))
 
 

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import dataclasses
-import gc
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import chips
 import isa
+from isa.collect import paused
 from isa.lower.policy import policy_from_overrides
 
 from .bounds import check_chip
@@ -48,13 +48,8 @@ def execute(program: Program, chip: Chip, inputs: Mapping[str, ndarray] | None =
     state's bytes (zeros where not given; sim.Session keeps them between runs)."""
     chip = _chip(chip)
     check_chip(chip, program)  # before the machine checks the program's engines and memories against the chip
-    enabled = gc.isenabled()
-    gc.disable()  # a run allocates many long-lived objects and frees none: collections find nothing
-    try:
+    with paused():  # a run allocates many long-lived objects and frees none: collections find nothing
         return Machine(chip, program, mode).run(inputs, state)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def run(graph: Graph, chip: str | Chip, inputs: Mapping[str, ndarray] | None = None, mode: str = "functional",

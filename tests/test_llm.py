@@ -204,6 +204,25 @@ def test_a_decode_step_streams_its_weights_and_cache_within_1_5x_of_the_ddr_floo
     assert floor <= step.seconds <= 1.5 * floor
 
 
+@pytest.mark.parametrize("chip, dtype", [("generic", "float32"), ("bm1686", "float32"), ("bm1684", "float32"), ("ascend910b", "float16")])
+def test_a_decode_steps_head_products_read_the_caches_in_place(chip, dtype):
+    """A layer whose caches outweigh its weights (8 heads of 128 over 2048 cached tokens): each
+    head's products read its slice of the key and value caches where it lies (one batched
+    product, no extract through DDR), so the step stays within 1.5x of its DDR floor; a copy of
+    each head's slice first reads and writes the caches' bytes twice more (2.0x on generic, 2.5x on ascend910b)."""
+    cfg, target = llm.config("llama2-7b", hidden=1024, heads=8, kv_heads=8, mlp=1024), chips.load(chip)
+    model = llm.decoder_layer(cfg, seq=1, past=2048, dtype=dtype)
+    graph = isa.from_onnx(model)
+    caches = {"past.0.key", "past.0.value"}
+    assert not [n.name for n in graph.nodes if n.op == "extract" and caches & set(n.inputs)]
+    assert {n.op for n in graph.nodes if caches & set(n.inputs)} == {"matrix_mul"}
+    step = BENCH.simulate(lambda: model, target, top=0)
+    floor_bytes, floor = BENCH.decode_floor(cfg, target, dtype, 1, 2048)
+    assert floor_bytes == (cfg.layer_weights() + 2 * 2048 * 1024) * BENCH.DTYPE_BYTES[dtype]
+    assert cfg.layer_weights() / 2 < 2 * 2048 * 1024  # the caches are a large part of the floor
+    assert floor <= step.seconds <= 1.5 * floor
+
+
 def test_decode_lengths_are_the_middles_of_equal_parts():
     assert BENCH.decode_lengths(512, 128, 1) == [576]
     assert BENCH.decode_lengths(512, 128, 4) == [528, 560, 592, 624]
@@ -289,3 +308,18 @@ def test_the_bench_simulates_a_decode_step_whole(capsys):
     whole = float(re.search(r"simulated as one graph: time per output token ([\d.]+) ms", out).group(1))
     multiplied = float(re.search(r"x 2 \+ head would be ([\d.]+) ms", out).group(1))
     assert abs(whole - multiplied) <= 0.05 * multiplied
+
+
+@pytest.mark.parametrize("chip, dtype", [("generic", "float32"), ("ascend910b", "float16")])
+def test_a_model_with_its_weights_as_inputs_times_as_with_them_as_constants(chip, dtype):
+    """examples/llm.py's model(weight_inputs=True), what bench/llm.py --whole simulates: the weights
+    in DDR as the program's inputs, not preloaded constants; timing mode reads neither, so the
+    program and its cycles are the same."""
+    target = chips.load(chip)
+    runs = [sim.run(isa.from_onnx(llm.model(TINY, seq=1, past=3, dtype=dtype, weight_inputs=inputs)), target, mode="timing")
+            for inputs in (False, True)]
+    constants, inputs = runs
+    weights = {f"layers.{i}.{p}.weight" for i in range(TINY.layers) for p in ("self_attn.q_proj", "mlp.down_proj")}
+    assert weights <= {b.name for b in inputs.program.bindings if b.role == "input"}
+    assert not weights & {b.name for b in constants.program.bindings if b.role == "input"}
+    assert len(inputs.program) == len(constants.program) and inputs.cycles == constants.cycles > 0

@@ -188,6 +188,47 @@ def test_matrix_mul_float(chip, dtype, case):
     assert sim.run(g, CHIPS[chip], mode="timing").cycles == res.cycles
 
 
+@st.composite
+def batched_matmul_case(draw):
+    """Batch shapes of up to three axes, each side's axis its own size or 1 (broadcast)."""
+    batch = draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))
+    left = [d if draw(st.booleans()) else 1 for d in batch]
+    right = [d if draw(st.booleans()) else 1 for d in batch]
+    m, k, n = (draw(st.integers(1, 40)) for _ in range(3))
+    return tuple(left), tuple(right), m, k, n, draw(st.integers(0, 2**32 - 1))
+
+
+@pytest.mark.parametrize("chip, dtype", [("bm1684", "float32"), ("generic", "float32"), ("generic", "float16")])
+@SETTINGS
+@given(case=batched_matmul_case())
+def test_matrix_mul_batched_reads_each_batchs_matrices_in_place(chip, dtype, case):
+    """Batched float operands broadcast as numpy's matmul: one product per batch element, no
+    extract or copy of a batch's matrix (the only instructions are the product's)."""
+    left, right, m, k, n, seed = case
+    rng = np.random.default_rng(seed)
+    g = isa.Graph("bmm")
+    g.output(isa.ops.matrix_mul(g.input("x", left + (m, k), dtype), g.input("w", right + (k, n), dtype)), "y")
+    assert [node.op for node in g.nodes] == ["matrix_mul"]
+    inputs = {"x": values(rng, left + (m, k), dtype), "w": values(rng, right + (k, n), dtype)}
+    res = sim.run(g, CHIPS[chip], inputs)
+    want = inputs["x"].astype(np.float64) @ inputs["w"].astype(np.float64)
+    tol = 1e-5 if dtype == "float32" else 1e-2
+    assert res.outputs["y"].shape == want.shape and res.outputs["y"].dtype == np.dtype(dtype)
+    np.testing.assert_allclose(res.outputs["y"].astype(np.float64), want, rtol=tol, atol=tol * np.sqrt(k) * 16)
+    np.testing.assert_array_equal(res.outputs["y"], evaluate(g, inputs, CHIPS[chip])["y"])
+    assert sim.run(g, CHIPS[chip], mode="timing").cycles == res.cycles
+
+
+def test_matrix_mul_batches_are_float_only_and_must_broadcast():
+    g = isa.Graph("bmm")
+    with pytest.raises(isa.ShapeError, match=r"matrix_mul left: expected rank 2, got shape \(2, 4, 8\)"):
+        isa.ops.matrix_mul(g.input("xi", (2, 4, 8), "int8"), g.input("wi", (2, 8, 3), "int8"))
+    with pytest.raises(isa.ShapeError, match=r"batch dimensions \(2,\) and \(3,\) do not broadcast"):
+        isa.ops.matrix_mul(g.input("x", (2, 4, 8), "float32"), g.input("w", (3, 8, 3), "float32"))
+    with pytest.raises(isa.ShapeError, match=r"left columns 8 != right rows 7"):
+        isa.ops.matrix_mul(g.input("x2", (2, 4, 8), "float32"), g.input("w2", (2, 7, 3), "float32"))
+
+
 QUANT = [
     # mode, input dtype, bias dtype, output dtype
     ("LowPrecisionSymmetric", "int8", "int16", "int8"),

@@ -14,6 +14,7 @@
 
 from collections.abc import Callable
 
+from ..collect import paused
 from ..errors import ConfigError, OutOfMemoryError
 from .check import check_graph, check_sizes
 from .context import Lowering, local_memory
@@ -31,7 +32,11 @@ __all__ = ["TEMPLATES", "Policy", "lower", "policy_from_overrides"]
 def lower(graph, chip, policy=None, progress: Callable[[int, int], None] | None = None):
     """The Program of `graph` on `chip`. `progress`, when given, is called as progress(ops lowered,
     ops in all) after each layer group is emitted: a long lowering can show how far it is."""
-    policy = policy or Policy()
+    with paused():  # the emitted instructions are long-lived: collections would walk them for nothing
+        return _lower(graph, chip, policy or Policy(), progress)
+
+
+def _lower(graph, chip, policy, progress):
     check_graph(graph, chip)
     check_sizes(graph, chip)
     groups = make_groups(graph, chip, policy)

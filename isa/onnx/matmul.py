@@ -2,8 +2,10 @@
 
 npusim's matrix_mul is one 2-D product (float, or int8 in the seed's quantized modes), and
 matrix_mul_v2 the integer family with batches. A float MatMul whose right operand is 2-D is one
-product of the left operand flattened to rows (a view); one with batched right operands is a
-product per batch element (extracted, then concatenated), as numpy's matmul broadcasts them.
+product of the left operand flattened to rows (a view); one with batched right operands is one
+batched product, each batch element's matrices read where they lie (matrix_mul broadcasts batch
+dimensions as numpy's matmul does); a constant right operand's batches are cut when the graph is
+built, each its own 2-D product (a weight, which a deployment pass may quantize).
 """
 
 import numpy as np
@@ -34,12 +36,19 @@ def matmul(b, a, c):
     else:
         a = b.reshape(a, (1,) * (len(batch) - len(a.shape[:-2])) + a.shape)
         c = b.reshape(c, (1,) * (len(batch) - len(c.shape[:-2])) + c.shape)
+        if c.name not in c.graph.constants:
+            return _vectors(b, b.reshape(ops.matrix_mul(a, c), batch + (m, n)), a_vec, c_vec)
         parts = []
         for index in np.ndindex(*batch):
             left = _pick(b, a, index)
             right = _pick(b, c, index)
             parts.append(b.reshape(ops.matrix_mul(left, right), (1, m, n)))
         y = b.reshape(ops.concat(parts, 0) if len(parts) > 1 else parts[0], batch + (m, n))
+    return _vectors(b, y, a_vec, c_vec)
+
+
+def _vectors(b, y, a_vec, c_vec):
+    """y without the axes added to 1-D operands."""
     shape = y.shape
     if a_vec:
         shape = shape[:-2] + shape[-1:]
@@ -54,6 +63,8 @@ def _pick(b, t, index):
     at = [0 if t.shape[i] == 1 else index[i] for i in range(lead)]
     if all(d == 1 for d in t.shape[:lead]):
         return b.reshape(t, t.shape[-2:])
+    if t.name in t.graph.constants:
+        return b.const(np.asarray(t.graph.constants[t.name])[tuple(at)])
     start = at + [0, 0]
     end = [a + 1 for a in at] + list(t.shape[-2:])
     return b.reshape(ops.extract(t, start, end, [1] * len(t.shape)), t.shape[-2:])

@@ -5,7 +5,10 @@
                output_zero_point=0, out_dtype=None)
 
 Float operands (float32, float16, bfloat16) multiply in float32 and store in their own dtype;
-float64 operands multiply and accumulate in float64.
+float64 operands multiply and accumulate in float64. Float operands may also carry leading batch
+dimensions, broadcast as numpy's matmul does ([..., M, K] @ [..., K, N]): one product per batch
+element, each reading its operands' matrices where they lie (an attention head's slice of a key
+cache), as compilers lower a batched MatMul, with no copy of a slice first.
 INT8/UINT8 operands follow the seed's three quantized modes (isa/ops/quantized.py); in
 HighPrecisionAsymmetric the right operand must be a constant (COEFF_TENSOR), as the seed says.
 The lowering computes the product on the matrix unit into an INT32 accumulator and finishes it
@@ -37,14 +40,16 @@ class MatrixMul(OpDef):
         if len(ins) not in (2, 3):
             raise ShapeError(f"matrix_mul: takes left, right and an optional bias, got {len(ins)} tensors")
         left, right = ins[0], ins[1]
-        check_rank(left, 2, "matrix_mul left")
-        check_rank(right, 2, "matrix_mul right")
-        (m, k), (k2, n) = left.shape, right.shape
-        if k != k2:
-            raise ShapeError(f"matrix_mul: left is {left.shape} and right is {right.shape}: left columns {k} != right rows {k2}")
+        if left.dtype not in FLOAT or len(left.shape) < 2 or len(right.shape) < 2:  # batches: float products only
+            check_rank(left, 2, "matrix_mul left")
+            check_rank(right, 2, "matrix_mul right")
+        batch, m, k, n = self.dims(left.shape, right.shape, params)
+        if k != right.shape[-2]:
+            raise ShapeError(f"matrix_mul: left is {left.shape} and right is {right.shape}: left columns {k} != right rows "
+                             f"{right.shape[-2]}")
         if len(ins) == 3 and ins[2].shape != (1, n):
             raise ShapeError(f"matrix_mul: bias must have shape (1, {n}), got {ins[2].shape}")
-        return [Spec((m, n), self._out_dtype(ins, params))]
+        return [Spec(batch + (m, n), self._out_dtype(ins, params))]
 
     def _out_dtype(self, ins: list[Spec], params: dict[str, Any]) -> str:
         left = ins[0]
@@ -66,8 +71,12 @@ class MatrixMul(OpDef):
 
     def dims(self, left_shape: tuple[int, ...], right_shape: tuple[int, ...],
              params: dict[str, Any]) -> tuple[tuple[int, ...], int, int, int]:
-        """(batch shape, M, K, N): one 2-d product."""
-        return (), left_shape[0], left_shape[1], right_shape[1]
+        """(batch shape, M, K, N): one 2-d product per element of the broadcast batch."""
+        try:
+            batch = np.broadcast_shapes(left_shape[:-2], right_shape[:-2])
+        except ValueError:
+            raise ShapeError(f"matrix_mul: batch dimensions {left_shape[:-2]} and {right_shape[:-2]} do not broadcast") from None
+        return tuple(batch), left_shape[-2], left_shape[-1], right_shape[-1]
 
     def asymmetric(self, params: dict[str, Any]) -> bool:
         return params["mode"] == "HighPrecisionAsymmetric"

@@ -35,7 +35,7 @@ class Cache:
         (reads and writes of ddr) the run can make at most."""
         self.memory, self.line = memory, line
         self.lines = capacity // self.line  # lines it can hold
-        self.stamp = np.full(-(-ddr_extent // self.line) + 1, -1, np.int64)  # line -> its last access, -1: never
+        self.stamp = _Stamps(-(-ddr_extent // self.line) + 1)  # line -> its last access, -1: never
         self.count = np.zeros(accesses + 1, np.int64)  # access -> lines still stamped with it
         self.now = 0  # the next access's stamp
         self.oldest = 0  # accesses older than this have left the cache
@@ -47,13 +47,14 @@ class Cache:
         lines = _lines(region, self.line)
         if not len(lines):
             return 0.0
-        before = self.stamp[lines]
+        at = self.stamp.index(lines)
+        before = self.stamp.values[at]
         held = before[before >= self.oldest]
         if len(held):
             np.subtract.at(self.count, held, 1)  # each held line leaves its last access's count
             self.held -= len(held)
         now = self.now
-        self.stamp[lines] = now
+        self.stamp.values[at] = now
         self.count[now] = len(lines)
         self.held += len(lines)
         self.now += 1
@@ -61,6 +62,33 @@ class Cache:
             self.held -= self.count[self.oldest]
             self.oldest += 1
         return len(held) / len(lines)
+
+
+class _Stamps:
+    """Each line's last access (-1: never), stored by pages of PAGE lines placed when first
+    touched: a program's ddr may span gigabytes (a 7B model's weights) of which a replay of a
+    few tiles touches a few pages, and a dense array over all of it would cost its size per Cache."""
+
+    PAGE = 1 << 14
+
+    def __init__(self, lines):
+        self.slot = np.full(-(-lines // self.PAGE), -1, np.int64)  # page -> its place in `values`, -1: none yet
+        self.values = np.zeros(0, np.int64)
+        self.used = 0  # pages placed
+
+    def index(self, lines):
+        """Where the stamps of `lines` (an array) are in `values`, their pages placed if new."""
+        pages = lines // self.PAGE
+        new = np.unique(pages[self.slot[pages] < 0])
+        if len(new):
+            need = (self.used + len(new)) * self.PAGE
+            if need > len(self.values):  # grown by doubling: placing pages costs their size, amortized
+                grown = np.full(max(need, 2 * len(self.values)), -1, np.int64)
+                grown[: len(self.values)] = self.values
+                self.values = grown
+            self.slot[new] = np.arange(self.used, self.used + len(new))
+            self.used += len(new)
+        return self.slot[pages] * self.PAGE + lines % self.PAGE
 
 
 @functools.lru_cache(maxsize=4096)
