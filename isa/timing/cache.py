@@ -79,8 +79,9 @@ class _Stamps:
     def index(self, lines):
         """Where the stamps of `lines` (an array) are in `values`, their pages placed if new."""
         pages = lines // self.PAGE
-        new = np.unique(pages[self.slot[pages] < 0])
-        if len(new):
+        slots = self.slot[pages]
+        if slots.min() < 0:
+            new = np.unique(pages[slots < 0])
             need = (self.used + len(new)) * self.PAGE
             if need > len(self.values):  # grown by doubling: placing pages costs their size, amortized
                 grown = np.full(max(need, 2 * len(self.values)), -1, np.int64)
@@ -88,7 +89,8 @@ class _Stamps:
                 self.values = grown
             self.slot[new] = np.arange(self.used, self.used + len(new))
             self.used += len(new)
-        return self.slot[pages] * self.PAGE + lines % self.PAGE
+            slots = self.slot[pages]
+        return slots * self.PAGE + lines % self.PAGE
 
 
 @functools.lru_cache(maxsize=4096)
