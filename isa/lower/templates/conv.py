@@ -272,7 +272,7 @@ class _Plan(Priced, RowsTiled):
         else:
             unit = self.mx.matrix
             limits += (self.ctx.policy.tile_limit("k", self.icg),)
-            granules = (unit.n, unit.depth(self.operand_dtype or self.x.dtype))
+            granules = (unit.sides(conv=True)[1], unit.depth(self.operand_dtype or self.x.dtype))
             choice = self._cheapest(shape, granules, limits, None, 1)
             if choice and len(self.units) > 1:  # the output tile for the units; the block (the order of the sums) as for one
                 choice = self._cheapest(shape, granules, limits, [choice[1]], len(self.units))
@@ -360,7 +360,7 @@ class _Plan(Priced, RowsTiled):
 
     def _count_factors(self, tile):
         """_floor_factors' M and input rows of tile's (batch, spatial) extents, and N of its channels."""
-        unit = self.mx.matrix
+        along_m, along_n = self.mx.matrix.sides(conv=True)
         counted = self.axis_counts(self.span(self.tiled_channels), tile)
         ms, reads = [], 0
         for n, k in counted[0].items():
@@ -368,8 +368,8 @@ class _Plan(Priced, RowsTiled):
                 count = k * math.prod(c for _, c in combo)
                 ms.append((self._slotted(n[0]) * math.prod(e[0] for e, _ in combo), count))
                 reads += count * n[0] * math.prod(e[1] for e, _ in combo)
-        self._classes["floor m", tile[0], tile[2:], self.rows] = (*costs.matmul_rows(ms, unit.m), reads)
-        self._classes["floor n", tile[1], self.rows] = costs.matmul_rows([(e[0], c) for e, c in counted[1].items()], unit.n)
+        self._classes["floor m", tile[0], tile[2:], self.rows] = (*costs.matmul_rows(ms, along_m), reads)
+        self._classes["floor n", tile[1], self.rows] = costs.matmul_rows([(e[0], c) for e, c in counted[1].items()], along_n)
 
     def _tail_transfers(self):
         key = ("tail", self.rows)
