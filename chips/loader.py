@@ -401,6 +401,7 @@ _MATRIX: Spec = {
     "conv_block_cycles": (_table(_dtype, _count), OPTIONAL),
     "fill_drain": (_latency, OPTIONAL),
     "drain_hidden": (_flag, OPTIONAL),
+    "conv_channels_on_m": (_flag, OPTIONAL),
     "batch_slots": (_table(_dtype, _count), OPTIONAL),
     "a": (_local_memory, OPTIONAL),
     "b": (_local_memory, OPTIONAL),

@@ -88,7 +88,8 @@ class VectorUnit:
 @dataclass(frozen=True)
 class MatrixUnit:
     """cycles = issue_latency + ceil(M/m)*ceil(N/n) * (ceil(K/depth(dtype)) * block(dtype, conv) + fill_drain);
-    with drain_hidden the fold is the max of the two terms, not their sum (isa/costs.py fold_cycles)"""
+    with drain_hidden the fold is the max of the two terms, not their sum (isa/costs.py fold_cycles);
+    with conv_channels_on_m a convolution's M and N take n and m (`sides`)"""
 
     m: int
     n: int
@@ -96,6 +97,10 @@ class MatrixUnit:
     block_cycles: Mapping[str, int]  # operand dtype -> cycles per m x n x depth(dtype) block
     fill_drain: int = 0
     drain_hidden: bool = False  # a block's fill and drain overlap the next block's compute (a fold costs the longer)
+    # a convolution's output channels (its N) go on the m side and its output positions (its M)
+    # on the n side: the unit's m rows are lanes that each hold whole channels (Sophgo's NPUs), so
+    # a convolution of 16 output channels keeps 16 of 64 lanes busy (`sides`)
+    conv_channels_on_m: bool = False
     # operand dtype -> cycles per block of a convolution's product (Matmul.conv), where the unit
     # runs convolutions at a rate of their own (BM1684X's float32); block_cycles where absent
     conv_block_cycles: Mapping[str, int] = field(default_factory=dict)
@@ -112,6 +117,11 @@ class MatrixUnit:
     def depth(self, dtype: str) -> int:
         """The K of one block in `dtype` (an Ascend cube's is 32 for int8, 16 for float16)."""
         return self.k_per_dtype.get(dtype, self.k)
+
+    def sides(self, conv: bool = False) -> tuple[int, int]:
+        """(the block's extent along M, along N) of a product: (m, n), or (n, m) for a
+        convolution's on a unit with conv_channels_on_m."""
+        return (self.n, self.m) if conv and self.conv_channels_on_m else (self.m, self.n)
 
     def block(self, dtype: str, conv: bool = False) -> int:
         """Cycles per block in `dtype`: a convolution's (conv) at conv_block_cycles where given.

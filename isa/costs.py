@@ -11,7 +11,8 @@ estimate (isa/lower/schedule/estimate.py) prices the tilings it chooses between 
   an engine's bandwidth counts the bytes it writes (an Ascend FixPipe's is the L2 write rate).
   An engine that keeps several transfers in flight (`Engine.in_flight`) runs a transfer's
   latency while the one before it moves its bytes (isa/timing/core.py, _Flight).
-- matrix: issue_latency + ceil(M/m) * ceil(N/n) * fold, k the unit's depth in dtype, a fold
+- matrix: issue_latency + ceil(M/m) * ceil(N/n) * fold (a convolution's ceil(M/n) * ceil(N/m) on a
+  unit whose lanes hold whole output channels, `conv_channels_on_m`), k the unit's depth in dtype, a fold
   ceil(K/k) * block_cycles[dtype] + fill_drain; on a unit that drains one output block while it
   computes the next (`drain_hidden`) max(ceil(K/k) * block_cycles[dtype], fill_drain). A
   convolution's product at conv_block_cycles[dtype] where the chip gives it.
@@ -101,8 +102,8 @@ def engine_cap(bandwidth: float, shares: tuple[float, float] | None = None) -> f
 def matmul_cycles(M, K, N, unit, dtype, issue_latency, conv: bool = False):
     """One M x K by K x N product on a matrix unit, its operands of `dtype`; a convolution's
     when `conv` (isa/instructions.py, Matmul.conv)."""
-    folds = math.ceil(M / unit.m) * math.ceil(N / unit.n)
-    return issue_latency + folds * fold_cycles(K, unit, dtype, conv)
+    m, n = unit.sides(conv)
+    return issue_latency + math.ceil(M / m) * math.ceil(N / n) * fold_cycles(K, unit, dtype, conv)
 
 
 def fold_cycles(K, unit, dtype, conv=False):
@@ -117,7 +118,8 @@ def matmul_total(ms, ks, ns, unit, dtype, issue_latency, conv: bool = False):
     """The sum of matmul_cycles over every combination of an M, a K and an N, each list of
     (value, how many), without enumerating the combinations (the formula separates into
     matmul_rows(ms), matmul_rows(ns) and matmul_depths(ks))."""
-    return matmul_combined(matmul_rows(ms, unit.m), matmul_depths(ks, unit, dtype, conv), matmul_rows(ns, unit.n), issue_latency)
+    m, n = unit.sides(conv)
+    return matmul_combined(matmul_rows(ms, m), matmul_depths(ks, unit, dtype, conv), matmul_rows(ns, n), issue_latency)
 
 
 def matmul_rows(sizes, per):

@@ -645,10 +645,26 @@ def test_conv3d_pad_order_is_bottom_then_top():
     np.testing.assert_array_equal(out[0, 0, :, 0, :], [[0, 0], [0, 0], [2, 0], [4, 0], [6, 0]])
 
 
-def test_conv3d_refuses_quantized_inputs():
+def test_conv3d_int8_is_conv_low_precision_mode_on_bm1684():
+    """An int8 conv3d with an int16 bias and a power-of-two scale (TPU-MLIR's BM1684 Conv3D INT8):
+    the exact sum, the bias added, one rounding shift (half up), saturated to int8."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(-20, 21, (1, 6, 4, 7, 7)).astype(np.int8)
+    w = rng.integers(-6, 7, (8, 6, 3, 3, 3)).astype(np.int8)
+    b = rng.integers(-300, 301, (8,)).astype(np.int16)
     g = isa.Graph("c3")
-    with pytest.raises(isa.UnsupportedError, match=r"conv3d: takes float32, float16, bfloat16 inputs only.*got int8"):
-        O.conv3d(g.input("x", (1, 2, 3, 3, 3), "int8"), g.constant("w", np.ones((2, 2, 1, 1, 1), np.int8)))
+    g.output(O.conv3d(g.input("x", x.shape, "int8"), g.constant("w", w), g.constant("b", b), pad=[1] * 6, scale=2.0**-7,
+                      out_dtype="int8"), "y")
+    out = check(g, CHIPS["bm1684"], {"x": x})["y"]
+    exact = direct_conv(x.astype(np.int64), w.astype(np.int64), b.astype(np.int64), pads=((1, 1),) * 3)
+    np.testing.assert_array_equal(out, saturate(half_up(exact / 2.0**7), "int8"))
+
+
+def test_conv3d_int8_is_refused_where_the_chip_table_has_no_int8_conv3d():
+    g = isa.Graph("c3")
+    g.output(O.conv3d(g.input("x", (1, 2, 3, 3, 3), "int8"), g.constant("w", np.ones((2, 2, 1, 1, 1), np.int8)), out_dtype="int8"), "y")
+    with pytest.raises(isa.UnsupportedError, match=r"conv3d"):
+        isa.lower(g, CHIPS["bm1686"])
 
 
 # ---- 5. fusion --------------------------------------------------------------------------------

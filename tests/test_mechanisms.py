@@ -2,6 +2,8 @@
 on a small program in isolation: the cycles move the way the mechanism says."""
 
 import dataclasses
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ import sim
 from isa import costs
 from isa import ops as O
 
+ROOT = Path(__file__).resolve().parents[1]
 HEAD = (1, 3, 85, 20, 20)  # a YOLOv5 head's (batch, anchors, 5 + classes, H, W), permuted to (..., H, W, 85)
 
 
@@ -81,5 +84,67 @@ def test_the_fold_formula_and_its_separated_sum_agree(M, K, N, dtype, conv, fill
         one = costs.matmul_cycles(M, K, N, unit, dtype, 20, conv)
         assert costs.matmul_total([(M, 1)], [(K, 1)], [(N, 1)], unit, dtype, 20, conv) == one
         blocks = -(-K // unit.depth(dtype)) * unit.block(dtype, conv)
-        folds = -(-M // unit.m) * -(-N // unit.n)
+        along_m, along_n = (unit.n, unit.m) if conv and unit.conv_channels_on_m else (unit.m, unit.n)
+        folds = -(-M // along_m) * -(-N // along_n)
         assert one == 20 + folds * (max(blocks, fill) if hidden else blocks + fill)
+
+
+def _pointwise_tiu(chip, oc):
+    """TIU cycles of a 1x1 float32 convolution of 64 channels of 32 x 32 into oc channels."""
+    rng = np.random.default_rng(4)
+    x = rng.integers(-2, 3, (1, 64, 32, 32)).astype(np.float32)
+    w = rng.integers(-2, 3, (oc, 64, 1, 1)).astype(np.float32)
+    g = isa.Graph("pointwise")
+    with g:
+        g.output(O.conv(g.input("x", x.shape), g.constant("w", w)), "y")
+    res = sim.run(g, chip, {"x": x})
+    np.testing.assert_array_equal(res.outputs["y"], np.einsum("nchw,oc->nohw", x, w[:, :, 0, 0]))
+    return res.stats.busy["tiu"]
+
+
+@pytest.mark.parametrize("oc", [8, 16, 32, 64, 128])
+def test_a_convolution_keeps_as_many_lanes_busy_as_it_has_output_channels(oc):
+    """conv_channels_on_m: a convolution's output channels go on the unit's m side (BM1684's 64
+    lanes, each holding whole channels) and its positions on the n side (32 EUs). With 32 or fewer
+    output channels the products take 64 / 32 = 2 times the folds they take with the channels on
+    the 32-wide side; from 64 on, the same."""
+    unit = chips.load("bm1684").engines["tiu"].matrix
+    across = _pointwise_tiu(chips.load("bm1684", {"engines.tiu.matrix.conv_channels_on_m": False}), oc)
+    on_lanes = _pointwise_tiu(chips.load("bm1684", {"engines.tiu.matrix.conv_channels_on_m": True}), oc)
+    ratio = (-(-oc // unit.m) * unit.m) / (-(-oc // unit.n) * unit.n)  # the padded channel extents' ratio
+    assert on_lanes == pytest.approx(across * ratio, rel=0.02)
+    assert (on_lanes > 1.9 * across) if oc <= unit.n else (on_lanes == across)
+
+
+def _c3d_block(batch=1):
+    """Two 3x3x3 convolutions with bias and ReLU (C3D's conv1 and conv2 at a small size), float32 ONNX."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        from onnx_models import Net
+    finally:
+        del sys.path[0]
+    net = Net("c3d_block", "float32", 0)
+    x = net.input("input", (batch, 3, 8, 28, 28))
+    for name, out in (("conv1", 16), ("conv2", 32)):
+        x = net.unary("Relu", net.conv(x, out, 3, bias=True, name=name), f"{name}.relu")
+    net.output(x, "output")
+    return net.model("two 3-d convolutions")
+
+
+@pytest.mark.parametrize("name, way", [("bm1684", "conv3d in int8"), ("bm1686", "conv3d in int8 through int32")])
+def test_a_3d_convolution_deploys_to_int8_as_the_chip_compiler_lowers_it(name, way):
+    """INT8 deployment of a 3-d convolution: on BM1684 conv3d itself in int8 (an int16 bias and a
+    shift), on BM1684X conv3d_v2 into int32 and requant_int32 into int8 (TPU-MLIR's lowerings,
+    isa/deploy/int8.py): no convolution is left in float32, the result is within a few int8 steps of
+    the float model's, and the products run faster than float32's."""
+    model = _c3d_block()
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 28, 28)).astype(np.float32)
+    chip = chips.load(name)
+    threshold = 8.0
+    g = isa.from_onnx(model, quantize="int8", chip=name, calibration=isa.deploy.Table(default=threshold))
+    assert f"2 {way}" in g.notes[-1] and "in float32" not in g.notes[-1]
+    quantized = sim.run(g, chip, {"input": x})
+    floating = sim.run(isa.from_onnx(model), chip, {"input": x})
+    step = threshold / 127
+    assert np.abs(quantized.outputs["output"] - floating.outputs["output"]).max() < 6 * step
+    assert quantized.stats.busy["tiu"] < floating.stats.busy["tiu"]

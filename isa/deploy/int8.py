@@ -4,7 +4,7 @@
 A float32 tensor x stands as int8 q = round(x / s), s = threshold / 127. Each node goes the
 first way that the op and the chip's op table take:
 
-- conv, deconv and matrix_mul of a constant weight: int8 x int8 accumulated exactly, finished
+- conv, deconv, conv3d and matrix_mul of a constant weight: int8 x int8 accumulated exactly, finished
   by the seed's quantized modes (isa/ops/quantized.py) into int8. Requantization scale
   S = s_x * s_w / s_y, s_x the scale the input has: an int8 input is read as it is (a residual
   add's result, at a power of two times an operand's scale, needs no requantization before the
@@ -23,6 +23,8 @@ first way that the op and the chip's op table take:
   y = (t * m[c]) >> R. Each channel's weight scale is widened so that m[c] / 2^R is its exact
   requantization (m[c] is rounded up: the weight loses at most 1/m[c] of its 127 levels); r is the
   least that keeps every channel's int16 t within range, so t holds about 8 more bits than y.
+- conv3d (groups 1) where the chip's conv3d takes no int8 but it has the integer family: conv3d_v2
+  into int32, then requant_int32 by per-channel multipliers and shifts into int8 (BM1684X's way);
 - ops that keep the scale (relu, leaky relu, pooling, mean and max reductions, reshapes,
   permutes, slices, split, nearest upsampling, concat): in int8, the output taking the input's
   scale (concat's inputs requantized to the largest of their scales by `muls_shift`);
@@ -57,7 +59,8 @@ KEEP_SCALE = {"pool", "reshape", "reshape_v2", "permute", "extract", "split", "u
               "broadcast", "concat"}
 KEEP_SCALE_KEYS = {"active.relu", "active_param.leaky_relu"}
 KEEP_SCALE_REDUCTIONS = {"REDUCE_MEAN", "REDUCE_MAX", "REDUCE_MIN"}
-PRODUCTS = {"conv", "deconv", "matrix_mul"}
+PRODUCTS = {"conv", "deconv", "conv3d", "matrix_mul"}
+I32_MAX = 2**31 - 1
 NOT_IN_TABLES = {"cast", "copy", "lut", "requant_fp32_to_int", "requant_int32", "dequant_int_to_fp32"}
 
 
@@ -162,7 +165,8 @@ class Int8:
                 self.done["untouched"] += 1
             elif node.outputs[0] in self.members:
                 self.done["in a lookup table"] += 1  # computed by its chain's lut, if anything reads it
-            elif not (self.product(node) or self.lookup(node) or self.keep_scale(node) or self.arith(node)):
+            elif not (self.product(node) or self.product_int32(node) or self.lookup(node) or self.keep_scale(node)
+                      or self.arith(node)):
                 self.in_float32(node)
         self.rb.finish(self.float_of)
         chip, g = self.rb.chip, self.rb.g
@@ -249,6 +253,41 @@ class Int8:
         self.rb.map[node.outputs[0]] = y
         self.scale[y.name] = s_y
         self.done[f"{node.op} in int8 per channel"] += 1
+        return True
+
+    def product_int32(self, node) -> bool:
+        """A 3-d convolution of a constant weight where the chip's conv3d has no quantized mode but
+        its integer family does: conv3d_v2 of int8 operands into int32 (a bias in int32), then
+        requant_int32 (mode 2: times a per-channel multiplier, a per-channel right shift) into
+        int8, as TPU-MLIR lowers a 3-d convolution to INT8 for BM1684X ("to int32, and then
+        requant to int8": sophgo/tpu-mlir 00b7154c, lib/Conversion/TopToTpu/BM1684X/Conv.cpp)."""
+        if node.op != "conv3d" or len(node.inputs) < 2 or node.params.get("groups") != 1:
+            return False
+        x, w, *bias = node.inputs
+        if self.rb.is_constant(x) or not self.rb.is_constant(w) or (bias and not self.rb.is_constant(bias[0])) or not self.is_float(x):
+            return False
+        if not (self.rb.supported("conv3d_v2", {"depthwise": False}, [I8, I8] + [I32] * len(bias), I32)
+                and self.rb.supported("requant_int32", {"mode": 2}, [I32], I8)):
+            return False
+        weight = np.asarray(self.src.constants[w], np.float32)
+        s_x, s_y = self.threshold(x) / QMAX, self.out_scale(node.outputs[0])
+        s_w = np.maximum(np.abs(weight).reshape(len(weight), -1).max(axis=1).astype(np.float64), 1e-12) / QMAX
+        shifts = [multiplier(r, I32_MAX) for r in s_x * s_w / s_y]
+        if any(m is None for m, _ in shifts):
+            return False
+        p = node.params
+        (db, da), (hb, ha), (wb, wa) = p["pads"]
+        operands = [self.int8_of(x, s_x), self.rb.constant(w, np.clip(np.rint(weight / s_w.reshape(-1, 1, 1, 1, 1)), -QMAX, QMAX), I8)]
+        if bias:
+            b = np.asarray(self.src.constants[bias[0]], np.float32).reshape(-1)
+            operands.append(self.rb.constant(bias[0], np.rint(b / (s_x * s_w)), I32))
+        acc = ops.conv3d_v2(*operands, *p["dilations"], db, da, hb, ha, wb, wa, *p["strides"], out_dtype=I32,
+                            name=self.rb.fresh(f"{node.name}/int32"))
+        y = ops.requant_int32(acc, True, multiplier_vec=[m for m, _ in shifts], scale_vec=[-r for _, r in shifts], mode=2,
+                              out_dtype=I8, name=node.name)
+        self.rb.map[node.outputs[0]] = y
+        self.scale[y.name] = s_y
+        self.done[f"{node.op} in int8 through int32"] += 1
         return True
 
     def keep_scale(self, node) -> bool:

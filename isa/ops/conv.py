@@ -12,8 +12,11 @@ multiply-accumulates on the vector unit.
            tensor_bias [1, OC, 1, 1, 1] or [OC], groups, dilation[3], pad[6], stride[3])
 
 Float inputs accumulate in float32. INT8/UINT8 inputs follow the seed's quantized modes
-(isa/ops/quantized.py); deconv takes LowPrecisionSymmetric only, conv3d floats only, as the
-seed says. Padding is with (raw) zeros.
+(isa/ops/quantized.py); deconv takes LowPrecisionSymmetric only, as the seed says. conv3d takes
+conv's quantized modes too, beyond the seed (whose conv3d is float only): TPU-MLIR lowers a 3-d
+convolution to INT8 for BM1684 as a tpu::Conv3DOp with an int8 filter, an int16 bias and a right
+shift (sophgo/tpu-mlir, commit ca0304ab, lib/Conversion/TopToTpu/BM1684/Conv.cpp), which is
+LowPrecisionSymmetric. Padding is with (raw) zeros.
 """
 from __future__ import annotations
 
@@ -217,7 +220,7 @@ def _quant(scale: float, mode: str, left_zero_point: int, right_zero_point: int,
 
 CONV = register(Conv("conv", 2, False, tuple(quantized.MODES)))
 DECONV = register(Conv("deconv", 2, True, ("LowPrecisionSymmetric",)))
-CONV3D = register(Conv("conv3d", 3, False, ()))
+CONV3D = register(Conv("conv3d", 3, False, tuple(quantized.MODES)))
 
 
 def _conv2d(op: Conv, doc: str) -> Callable[..., Tensor]:
@@ -242,11 +245,15 @@ deconv = _conv2d(DECONV, "2-d transposed convolution (NCHW input, [IC, OC/groups
 
 def conv3d(tensor_input: Tensor, tensor_weight: Tensor, tensor_bias: Tensor | None = None, groups: int = 1,
            dilation: tuple[int, int, int] = (1, 1, 1), pad: tuple[int, int, int, int, int, int] = (0, 0, 0, 0, 0, 0),
-           stride: tuple[int, int, int] = (1, 1, 1), out_dtype: str | None = None, name: str | None = None) -> Tensor:
-    """3-d convolution (NCDHW). pad is the seed's order: d_bottom, d_top, h_bottom, h_top,
-    w_bottom, w_top; bottom is the end of a dimension and top its start, as conv's pad_h_t is."""
+           stride: tuple[int, int, int] = (1, 1, 1), out_dtype: str | None = None, scale: float = 1.0,
+           mode: str = "LowPrecisionSymmetric", left_zero_point: int = 0, right_zero_point: int = 0, output_zero_point: int = 0,
+           name: str | None = None) -> Tensor:
+    """3-d convolution (NCDHW), float or quantized as conv. pad is the seed's order: d_bottom,
+    d_top, h_bottom, h_top, w_bottom, w_top; bottom is the end of a dimension and top its start,
+    as conv's pad_h_t is."""
     pads = tuple((pad[2 * i + 1], pad[2 * i]) for i in range(3))
-    params = _params(CONV3D, tensor_input, tensor_weight, groups, dilation, pads, stride, _quant(1.0, "", 0, 0, 0), out_dtype)
+    quant = _quant(scale, mode, left_zero_point, right_zero_point, output_zero_point)
+    params = _params(CONV3D, tensor_input, tensor_weight, groups, dilation, pads, stride, quant, out_dtype)
     operands = [tensor_input, tensor_weight] + ([tensor_bias] if tensor_bias is not None else [])
     return apply_one(CONV3D, operands, params, name)
 

@@ -564,7 +564,7 @@ class _Matrix(Convolution):
         shape = self.span(self.tiled_channels)
         unit = self.mx.matrix
         limits = self.ctx.tile_limits(shape) + (self.ctx.policy.tile_limit("k", self.icg),)
-        granules = (unit.n, unit.depth(self.operand_dtype or self.x.dtype))
+        granules = (unit.sides(conv=True)[1], unit.depth(self.operand_dtype or self.x.dtype))
         choice = self._for_units(lambda blocks, units: self._cheapest(shape, granules, limits, blocks, units), lambda c: c[1])
         return self._searched(choice)
 
@@ -646,7 +646,7 @@ class _Matrix(Convolution):
 
     def _count_factors(self, tile):
         """_floor_factors' M and input rows of tile's (batch, spatial) extents, and N of its channels."""
-        unit = self.mx.matrix
+        along_m, along_n = self.mx.matrix.sides(conv=True)
         counted = self.axis_counts(self.span(self.tiled_channels), tile)
         ms, reads = [], 0
         for n, k in counted[0].items():
@@ -654,8 +654,8 @@ class _Matrix(Convolution):
                 count = k * math.prod(c for _, c in combo)
                 ms.append((self._slotted(n[0]) * math.prod(e[0] for e, _ in combo), count))
                 reads += count * n[0] * math.prod(e[1] for e, _ in combo)
-        self._classes["floor m", tile[0], tile[2:], self.rows] = (*costs.matmul_rows(ms, unit.m), reads)
-        self._classes["floor n", tile[1], self.rows] = costs.matmul_rows([(e[0], c) for e, c in counted[1].items()], unit.n)
+        self._classes["floor m", tile[0], tile[2:], self.rows] = (*costs.matmul_rows(ms, along_m), reads)
+        self._classes["floor n", tile[1], self.rows] = costs.matmul_rows([(e[0], c) for e, c in counted[1].items()], along_n)
 
     def _tail_transfers(self):
         key = ("tail", self.rows)
