@@ -210,3 +210,18 @@ def test_the_graphs_data_crosses_pcie_from_the_host_and_the_weights_come_from_th
 def test_bad_host_memories_are_config_errors(key, value, message):
     with pytest.raises(sim.ConfigError, match=message):
         chips.load("tpu_v1", {key: value})
+
+
+def test_a_mode_that_computes_in_float32_is_refused_by_its_op():
+    """A depthwise int8 convolution in HighPrecisionAsymmetric computes its epilogue in float32,
+    which the TPU v1's vector unit lacks: an error naming the op, the function, the dtype and
+    the chip, not a missing key deep in the pricing."""
+    g = isa.Graph("dw")
+    with g:
+        x = g.input("x", (1, 8, 8, 8), "int8")
+        w = g.constant("w", np.ones((8, 1, 3, 3), np.int8))
+        g.output(O.conv(x, w, groups=8, pad_h_t=1, pad_h_b=1, pad_w_l=1, pad_w_r=1, scale=1 / 16,
+                        mode="HighPrecisionAsymmetric"), "y")
+    with pytest.raises(isa.UnsupportedError, match=r"op conv_0: its mul in float32 is not supported on chip tpu_v1 "
+                                                   r"\(the vector unit of engine act computes in int8, uint8, int16"):
+        isa.lower(g, chips.load("tpu_v1"))

@@ -2,6 +2,7 @@
 
 from ..errors import OutOfMemoryError, UnsupportedError
 from ..ops import REGISTRY
+from ..timing.price import vector_dtype
 
 
 def support_row(chip, node):
@@ -11,6 +12,19 @@ def support_row(chip, node):
     if row is None:
         raise UnsupportedError(f"op {node.name}: {key} is not supported on chip {chip.name}")
     return row
+
+
+def engine_runs(chip, engine: str, instr) -> None:
+    """A vector instruction the lowering emits is in a dtype the engine's vector unit has: a
+    mode that computes in a dtype the chip's vectors lack (a TPU v1's float32) is refused by the
+    op it serves, before anything is priced or run."""
+    if instr.kind != "vector":
+        return
+    unit = chip.engines[engine].vector
+    dtype = vector_dtype(instr)
+    if dtype not in unit.per_lane:
+        raise UnsupportedError(f"op {instr.op}: its {instr.fn} in {dtype} is not supported on chip {chip.name} "
+                               f"(the vector unit of engine {engine} computes in {', '.join(unit.per_lane)})")
 
 
 def _dtypes(graph, node):

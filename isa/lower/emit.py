@@ -25,6 +25,7 @@ from ..dtypes import itemsize
 from ..errors import OutOfMemoryError, ProgramError
 from ..instructions import Region, Wait, dense, regions
 from ..program import Binding, Buffer, Program
+from .check import engine_runs
 from .memory.alloc import Allocator
 from .memory.route import STAGE_SLOTS
 from .schedule.sync import Clocks, accessed
@@ -161,6 +162,7 @@ class Emitter:
     def emit(self, engine, instr, reads=(), writes=()):
         """Append instr to engine's stream after the waits it needs (isa/lower/schedule/sync.py); returns its id."""
         _check_inside(instr, reads, writes)
+        engine_runs(self.chip, engine, instr)
         need = self.clocks.need(engine, reads, writes)
         if need:
             self._append(engine, Wait(tuple(f"{e}.{i}" for e, i in sorted(need.items())), instr.op))

@@ -40,6 +40,7 @@ from copy import copy as shallow_copy
 from typing import NamedTuple
 
 from ...timing import Cache, Observer, Step, Timeline, price
+from ..check import engine_runs
 from ..emit import Buf, oldest
 from ..memory.route import STAGE_SLOTS
 from ..schedule.sync import Clocks, accessed
@@ -84,6 +85,7 @@ class Recorder:
         key = (engine, instr)
         step = self._steps.get(key)
         if step is None:
+            engine_runs(self.chip, engine, instr)
             step = self._steps[key] = price(self.chip, self.chip.engines[engine], instr)
         self._timed.append(Timed(engine, step, tuple(b.name for b in reads), tuple(b.name for b in writes)))
 
