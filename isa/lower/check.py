@@ -18,9 +18,9 @@ def engine_runs(chip, engine: str, instr) -> None:
     """A vector instruction the lowering emits is in a dtype the engine's vector unit has: a
     mode that computes in a dtype the chip's vectors lack (a TPU v1's float32) is refused by the
     op it serves, before anything is priced or run."""
-    if instr.kind != "vector":
+    unit = chip.engines[engine].vector if instr.kind == "vector" else None
+    if unit is None:  # not a vector instruction, or an engine without a vector unit (the machine says so)
         return
-    unit = chip.engines[engine].vector
     dtype = vector_dtype(instr)
     if dtype not in unit.per_lane:
         raise UnsupportedError(f"op {instr.op}: its {instr.fn} in {dtype} is not supported on chip {chip.name} "
