@@ -30,6 +30,7 @@ def dask_executor(address: str, timeout: float | None = None) -> Iterator[Execut
         from distributed import Client, KilledWorker
     except ImportError:
         raise ClusterError(f"scheduler {address}: dask.distributed is not installed; {INSTALL}") from None
+    _check_address(address)
     try:
         client = Client(address, timeout=timeout)
     except (OSError, TimeoutError, ValueError) as exc:
@@ -45,6 +46,21 @@ def dask_executor(address: str, timeout: float | None = None) -> Iterator[Execut
         raise ClusterError(f"scheduler {address}: a worker died running a point: {exc}") from None
     finally:
         client.close()
+
+
+def _check_address(address: str) -> None:
+    """A malformed address (an unknown scheme, no port) is refused before a client starts its
+    IO loop for it, naming what is wrong."""
+    from distributed.comm.addressing import parse_address
+    from distributed.comm.registry import get_backend
+
+    try:
+        scheme, location = parse_address(address)
+        backend = get_backend(scheme)
+        if scheme != "inproc":  # an in-process cluster's address names no host
+            backend.get_address_host_port(location)
+    except ValueError as exc:
+        raise ClusterError(f"scheduler {address}: not a scheduler's address: {exc}") from None
 
 
 def _reason(exc: BaseException) -> str:
