@@ -220,7 +220,7 @@ def test_a_loop_is_priced_once_its_positions_repeat_their_times(periods, left, e
     assert _left_out(list(accumulate(periods, initial=1000)), left) == expected
 
 
-def test_a_tail_loads_its_operands_after_the_tile_before_has_stored():
+def test_a_tail_loads_its_operands_after_the_tile_before_has_computed():
     """With double buffering the pipeline emits a step's fill (a fused tail's operand loads)
     after the step before has computed and before it stores: an Ascend vector core's queue then
     loads tile t's accumulator before tile t+1's residual, and the tails of tiles overlap."""
