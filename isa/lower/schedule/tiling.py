@@ -150,8 +150,8 @@ def candidates(shape, reduction, units, fits, limits=None, blocks=None, area=1):
 
 
 def least(floors, ties, make, choices, bounds_hold=True):
-    """The choice of least estimate among `choices`, ties to the least `ties` (arrays, the first
-    compared first); None when there are none. floors[i] is a lower bound of choice i's
+    """(The choice of least estimate among `choices`, its estimated cycles), ties to the least
+    `ties` (arrays, the first compared first); None when there are none. floors[i] is a lower bound of choice i's
     estimated cycles worked out without it (an array over the candidates, in closed form);
     make(i) makes its Estimate (isa/lower/schedule/estimate.py), whose bound() is a tighter lower bound
     and cycles() the estimate. Candidates are made in order of their floors, and only those
@@ -186,4 +186,4 @@ def least(floors, ties, make, choices, bounds_hold=True):
         found = (made.cycles(), tie, i)
         if best is None or found[:2] < best[:2]:
             best = found
-    return None if best is None else choices[best[2]]
+    return None if best is None else (choices[best[2]], best[0])

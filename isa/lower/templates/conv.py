@@ -221,14 +221,13 @@ class Convolution(Tiled, RowsTiled):
                              f"{choice[1]} input channels a step{kept}: estimated {cycles:,.0f} cycles")
         return choice
 
-    def _searched(self, choice):
-        """(the search's choice, its estimated cycles); no choice: no tile fits."""
-        if choice is None:
+    def _searched(self, found):
+        """found: (the search's choice, its estimated cycles on every unit); None: no tile fits."""
+        if found is None:
             shape = self.span(self.tiled_channels)
             raise OutOfMemoryError(f"{self.node.name}: even a one-element output tile needs "
                                    f"{shortfall(self.em.allocators, self._sizes((1,) * len(shape), 1))}")
-        tile, tic, keep = choice
-        return choice, self._schedule(tile, tic, len(self.units), keep).cycles()
+        return found
 
     def _schedule(self, tile, tic, units=1, keep=False):
         """The Estimate (isa/lower/schedule/estimate.py) of this tiling: every output tile with its
@@ -565,8 +564,7 @@ class _Matrix(Convolution):
         unit = self.mx.matrix
         limits = self.ctx.tile_limits(shape) + (self.ctx.policy.tile_limit("k", self.icg),)
         granules = (unit.sides(conv=True)[1], unit.depth(self.operand_dtype or self.x.dtype))
-        choice = self._for_units(lambda blocks, units: self._cheapest(shape, granules, limits, blocks, units), lambda c: c[1])
-        return self._searched(choice)
+        return self._searched(self._for_units(lambda blocks, units: self._cheapest(shape, granules, limits, blocks, units), lambda c: c[1]))
 
     def _cheapest(self, shape, granules, limits, blocks, units):
         """(tile, input-channel block, keep) of least estimated cycles (tiling.least), over

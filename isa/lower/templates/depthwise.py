@@ -87,7 +87,7 @@ class _Depthwise(Convolution):
         shape = self.span(self.tiled_channels)
         budget = step_budget(self.ctx, self._moved(shape, 1), self.vx.memory, len(self.units))
         tile = budgeted_tile(shape, lambda t: self._fits(t, 1), lambda t: self._moved(t, 1), budget, self.ctx.tile_limits(shape))
-        return self._searched((tile, 1, False) if tile else None)
+        return self._searched(((tile, 1, False), self._schedule(tile, 1, len(self.units)).cycles()) if tile else None)
 
     def floor(self) -> float:
         """No lower bound without a search (0): the search is a direct one."""

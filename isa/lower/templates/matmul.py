@@ -192,12 +192,12 @@ class _Plan(Tiled):
             return self._least(fitting, floors, ties, units)
 
         def search():
-            choice = self._for_units(choose, lambda c: c[2])
-            if choice is None:
+            found = self._for_units(choose, lambda c: c[2])
+            if found is None:
                 least_tile = (unit.m, unit.n, depth)
                 raise OutOfMemoryError(f"{self.node.name}: even a {'x'.join(map(str, least_tile))} matrix tile needs "
                                        f"{shortfall(self.em.allocators, self._sizes(*least_tile))}")
-            return choice, self._schedule(*choice, len(self.units)).cycles()
+            return found
 
         def stream():
             """The least estimate of the column widths of a matrix-vector product, each with the

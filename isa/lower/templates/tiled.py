@@ -131,24 +131,25 @@ class Tiled(Priced):
         for buf in placed + later():
             self.em.release(buf)
 
-    def _least(self, fitting: list, floors: np.ndarray, ties: tuple, units: int) -> tuple | None:
-        """Of the fitting tilings, the one of least estimated cycles on the busiest of `units`
-        units (tiling.least: floors bound each from below; ties break equal estimates), each
-        estimated by self._schedule(*tiling, units, ...) (_schedule_of)."""
+    def _least(self, fitting: list, floors: np.ndarray, ties: tuple, units: int) -> tuple[tuple, float] | None:
+        """(Of the fitting tilings, the one of least estimated cycles on the busiest of `units`
+        units, those cycles) (tiling.least: floors bound each from below; ties break equal
+        estimates), each estimated by self._schedule(*tiling, units, ...) (_schedule_of)."""
         return least(floors, ties, lambda i: self._schedule_of(fitting[i], units), fitting, estimate.bounds_hold(self.ctx.chip, units))
 
     def _schedule_of(self, tiling: tuple, units: int) -> Any:
         """The Estimate (estimate.tiled) of a tiling, as the search's candidates have it, on `units` units."""
         raise NotImplementedError
 
-    def _for_units(self, choose: Callable[[list | None, int], tuple | None], block: Callable[[tuple], int]) -> tuple | None:
-        """choose(blocks, units) for one unit (blocks None: every reduction block), then, with
-        several units, for them with its reduction block, so that the order of the sums does not
-        depend on the units."""
-        choice = choose(None, 1)
-        if choice and len(self.units) > 1:
-            choice = choose([block(choice)], len(self.units))
-        return choice
+    def _for_units(self, choose: Callable[[list | None, int], tuple[tuple, float] | None],
+                   block: Callable[[tuple], int]) -> tuple[tuple, float] | None:
+        """(choice, its estimated cycles on every unit): choose(blocks, units) for one unit
+        (blocks None: every reduction block), then, with several units, for them with its
+        reduction block, so that the order of the sums does not depend on the units."""
+        found = choose(None, 1)
+        if found and len(self.units) > 1:
+            found = choose([block(found[0])], len(self.units))
+        return found
 
     def fits(self, per_mem: dict[str, list[int]]) -> bool:
         """Whether buffers of these sizes (memory -> sizes) fit in what is free now."""
