@@ -274,13 +274,22 @@ def _slices(ctx, chain):
     height = graph.tensors[chain.groups[-1].nodes[0].outputs[0]].shape[2]
     room = alloc.free_bytes() // 2
     weights = sum(align_up(graph.tensors[w].nbytes, alloc.granule) for w in _holdable(ctx, chain))
-    for count in range(1, height + 1):
-        slices = [_rows(chain, (k * height // count, (k + 1) * height // count)) for k in range(count)]
+
+    def need(slices):
+        """(the rows each inner tensor's window holds, their buffers' sizes, their bytes placed)."""
         rows = {t: max(r[k][1] - r[k][0] for r in slices) for t, k in chain.inner.items()}
         sizes = [_window_bytes(graph, t, rows[t]) for t in chain.inner] * ctx.slots
-        need = sum(align_up(n, alloc.granule) for n in sizes)
-        if need <= room and alloc.fits(sizes):
-            return slices, rows, count > 1 and 0 < weights <= room - need
+        return rows, sizes, sum(align_up(n, alloc.granule) for n in sizes)
+
+    for count in range(1, height + 1):
+        cuts = [(k * height // count, (k + 1) * height // count) for k in range(count)]
+        _, sizes, placed = need([_rows(chain, cuts[count // 2])])  # one slice's windows: no wider than the widest's
+        if placed > room or not alloc.fits(sizes):
+            continue
+        slices = [_rows(chain, rows) for rows in cuts]
+        rows, sizes, placed = need(slices)
+        if placed <= room and alloc.fits(sizes):
+            return slices, rows, count > 1 and 0 < weights <= room - placed
     return None
 
 
