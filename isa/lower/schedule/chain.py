@@ -312,15 +312,15 @@ def _window_bytes(graph, name, rows):
 
 def _holdable(ctx, chain):
     """The weights of the chain's convolutions the matrix unit could read in place from the
-    local memory: in DDR, of a convolution on the matrix unit (not depthwise) that does not
-    shift its operands (isa/lower/templates/conv.py, weight_in_place)."""
+    local memory: in DDR, of a convolution on the matrix unit (the conv template: a depthwise
+    one has its own) that does not shift its operands (isa/lower/templates/conv.py, weight_in_place)."""
     matrix = ctx.chip.engines_of("matrix")
     if not matrix or matrix[0].operand_memory("b") != chain.mem:
         return []
     out = []
     for g in (g for g in chain.groups if g.template is CONV):
         node = g.nodes[0]
-        if not node.params.get("depthwise") and node.params.get("mode") != "v2" and ctx.home[node.inputs[1]].mem == "ddr":
+        if node.params.get("mode") != "v2" and ctx.home[node.inputs[1]].mem == "ddr":
             out.append(node.inputs[1])
     return list(dict.fromkeys(out))
 

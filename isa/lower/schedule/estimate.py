@@ -536,77 +536,95 @@ def tiled(ctx, work, axes, reduction, block, units, slots, repeat=1, reuse=None,
     tiles then run, on its core's engines and memories, sharing DDR and the chip's cache of it
     as they do in the machine; without, the busiest unit's alone, with its share of the
     memories the units share."""
-    count = repeat * math.prod(len(a) for a in axes)
-    # the units share DDR in proportion to their tiles: the busiest has ceil(count / units) of
-    # them, and DDR moves every unit's bytes meanwhile
-    mine = -(-count // units)
-    busy = count / mine
-    blocks = -(-reduction // block)
-    edge = reduction - (blocks - 1) * block
-    reusing = reuse is not None
-    positions = ctx.chip.cache is not None
-
-    def part(k):
-        return (edge if k == blocks - 1 else block, k == 0, k == blocks - 1, k * block if positions else 0)
-
-    def key(kind, p, fresh):
-        """A step's key: its tile's classes, its block, and where an operand is reused whether
-        the step loads it."""
-        return (kind,) + p + ((fresh and (p[1] or reuse_blocks),) if reusing else ())
-
-    def tiles(lo=0, hi=mine):
-        """(kind, fresh) of the tiles at positions lo..hi - 1 of a unit's run (default: the busiest's)."""
-        before = None
-        for at in itertools.islice(itertools.product(range(repeat), *(range(len(a)) for a in axes)), lo, hi):
-            shared = at[:1 + reuse] if reusing else None
-            yield tuple(a[i] for a, i in zip(axes, at[1:])), shared is None or shared != before
-            before = shared
-
-    def steps(kind, fresh):
-        return [_Step(key(kind, part(k), fresh), k, k == 0, k == blocks - 1, fresh) for k in range(blocks)]
-
-    # the bounds count steps by what they do, each kind of tile at its first position (where it
-    # is matters only to a replay's cache)
-    reps = [{} for _ in axes]
-    canon = [[reps[d].setdefault(c[1:], c) for c in a] for d, a in enumerate(axes)]
-    if units > 1:
-        kinds = collections.Counter((tuple(reps[d][c[1:]] for d, c in enumerate(kind)), fresh) for kind, fresh in tiles())
-    else:  # the classes per dimension combined in every way, without walking every tile
-        per_axis = [collections.Counter(a) for a in canon]
-        kinds = {}
-        for kind in itertools.product(*per_axis):
-            n = repeat * math.prod(c[k] for c, k in zip(per_axis, kind))
-            # fresh: the tiles first along every axis past `reuse`
-            fresh = n if not reusing else repeat * math.prod(per_axis[d][k] for d, k in enumerate(kind[:reuse])) * all(
-                k == canon[d][0] for d, k in enumerate(kind) if d >= reuse)
-            kinds[kind, True] = fresh
-            kinds[kind, False] = n - fresh
-    counts = {}
-    for (kind, fresh), n in kinds.items():
-        for k in {0, min(1, blocks - 1), blocks - 1}:
-            repeats = blocks - 2 if 0 < k < blocks - 1 else 1
-            if n and repeats:
-                step = key(kind, part(k)[:3] + (0,), fresh)
-                counts[step] = counts.get(step, 0) + n * repeats
-    sizes = [repeat] + [len(a) for a in axes]
-    periods = [math.prod(sizes[d + 1:]) for d in range(len(sizes))]
-
-    def at(i):
-        """The tile of the unit's i-th position: (kind, fresh)."""
-        here = [i // p % n for p, n in zip(periods, sizes)]
-        before = [(i - 1) // p % n for p, n in zip(periods, sizes)] if i else None
-        fresh = not reusing or before is None or here[:1 + reuse] != before[:1 + reuse]
-        return tuple(a[j] for a, j in zip(axes, here[1:])), fresh
-
-    ends = (steps(*at(0))[0].key, steps(*at(mine - 1))[-1].key)
+    grid = _Grid(axes, repeat, reduction, block, units, reuse, reuse_blocks, ctx.chip.cache is not None)
 
     def runs():
         """Each unit's tiles, (signature, steps) in order: the busiest unit's alone, or every
         unit's where `cores` names the core each runs on."""
-        bounds = [(0, mine)] if cores is None else [(sum(r), sum(r) + n) for r, n in _dealt(count, units)]
-        return [[((_signature(kind), fresh), steps(kind, fresh)) for kind, fresh in tiles(lo, hi)] for lo, hi in bounds]
+        bounds = [(0, grid.mine)] if cores is None else [(sum(r), sum(r) + n) for r, n in _dealt(grid.count, units)]
+        return [[((_signature(kind), fresh), grid.steps(kind, fresh)) for kind, fresh in grid.tiles(lo, hi)] for lo, hi in bounds]
 
-    return Estimate(ctx, lambda k: work(*k), counts, runs, periods, slots, tile_slots, stage_slots, busy, once, ends, cores)
+    return Estimate(ctx, lambda k: work(*k), grid.counts(), runs, grid.periods, slots, tile_slots, stage_slots,
+                    grid.count / grid.mine, once, grid.ends(), cores)
+
+
+class _Grid:
+    """tiled()'s walk: the output tiles (repeat, then one index per axis), each a run of
+    reduction blocks, as steps with their keys; the busiest unit takes `mine` of the `count`
+    tiles. The units share DDR in proportion to their tiles: the busiest has ceil(count / units)
+    of them, and DDR moves every unit's bytes meanwhile."""
+
+    def __init__(self, axes, repeat, reduction, block, units, reuse, reuse_blocks, positions) -> None:
+        self.axes, self.repeat, self.block, self.units, self.reuse, self.reuse_blocks = axes, repeat, block, units, reuse, reuse_blocks
+        self.positions = positions  # a cache of DDR: where a block starts decides what hits
+        self.reusing = reuse is not None
+        self.count = repeat * math.prod(len(a) for a in axes)
+        self.mine = -(-self.count // units)
+        self.blocks = -(-reduction // block)
+        self.edge = reduction - (self.blocks - 1) * block
+        self.sizes = [repeat] + [len(a) for a in axes]
+        self.periods = [math.prod(self.sizes[d + 1:]) for d in range(len(self.sizes))]
+
+    def part(self, k):
+        """(size, first, last, start) of block k."""
+        last = k == self.blocks - 1
+        return (self.edge if last else self.block, k == 0, last, k * self.block if self.positions else 0)
+
+    def key(self, kind, p, fresh):
+        """A step's key: its tile's classes, its block, and where an operand is reused whether
+        the step loads it."""
+        return (kind,) + p + ((fresh and (p[1] or self.reuse_blocks),) if self.reusing else ())
+
+    def tiles(self, lo=0, hi=None):
+        """(kind, fresh) of the tiles at positions lo..hi - 1 of a unit's run (default: the busiest's)."""
+        before, reuse = None, self.reuse
+        walk = itertools.product(range(self.repeat), *(range(len(a)) for a in self.axes))
+        for at in itertools.islice(walk, lo, self.mine if hi is None else hi):
+            shared = at[:1 + reuse] if self.reusing else None
+            yield tuple(a[i] for a, i in zip(self.axes, at[1:])), shared is None or shared != before
+            before = shared
+
+    def steps(self, kind, fresh):
+        last = self.blocks - 1
+        return [_Step(self.key(kind, self.part(k), fresh), k, k == 0, k == last, fresh) for k in range(self.blocks)]
+
+    def counts(self):
+        """step key -> how many steps do it, for the bounds: steps counted by what they do, each
+        kind of tile at its first position (where it is matters only to a replay's cache)."""
+        axes, repeat, reuse, blocks = self.axes, self.repeat, self.reuse, self.blocks
+        reps = [{} for _ in axes]
+        canon = [[reps[d].setdefault(c[1:], c) for c in a] for d, a in enumerate(axes)]
+        if self.units > 1:
+            kinds = collections.Counter((tuple(reps[d][c[1:]] for d, c in enumerate(kind)), fresh) for kind, fresh in self.tiles())
+        else:  # the classes per dimension combined in every way, without walking every tile
+            per_axis = [collections.Counter(a) for a in canon]
+            kinds = {}
+            for kind in itertools.product(*per_axis):
+                n = repeat * math.prod(c[k] for c, k in zip(per_axis, kind))
+                # fresh: the tiles first along every axis past `reuse`
+                fresh = n if not self.reusing else repeat * math.prod(per_axis[d][k] for d, k in enumerate(kind[:reuse])) * all(
+                    k == canon[d][0] for d, k in enumerate(kind) if d >= reuse)
+                kinds[kind, True] = fresh
+                kinds[kind, False] = n - fresh
+        counts = {}
+        for (kind, fresh), n in kinds.items():
+            for k in {0, min(1, blocks - 1), blocks - 1}:
+                repeats = blocks - 2 if 0 < k < blocks - 1 else 1
+                if n and repeats:
+                    step = self.key(kind, self.part(k)[:3] + (0,), fresh)
+                    counts[step] = counts.get(step, 0) + n * repeats
+        return counts
+
+    def at(self, i):
+        """The tile of the unit's i-th position: (kind, fresh)."""
+        here = [i // p % n for p, n in zip(self.periods, self.sizes)]
+        before = [(i - 1) // p % n for p, n in zip(self.periods, self.sizes)] if i else None
+        fresh = not self.reusing or before is None or here[:1 + self.reuse] != before[:1 + self.reuse]
+        return tuple(a[j] for a, j in zip(self.axes, here[1:])), fresh
+
+    def ends(self):
+        """The keys of the busiest unit's first and last step."""
+        return self.steps(*self.at(0))[0].key, self.steps(*self.at(self.mine - 1))[-1].key
 
 
 def _dealt(count, units):
