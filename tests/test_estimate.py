@@ -267,3 +267,37 @@ def test_on_the_910b_a_convolutions_residual_tails_overlap(monkeypatch):
     isa.lower(g, chip)
     ((bound, cycles),) = plans
     assert cycles <= 1.3 * bound
+
+
+@pytest.mark.parametrize("chip_name, dtype, shape, oc, k, stride", [
+    ("bm1684", "int8", (4, 64, 28, 28), 64, 3, 1),
+    ("bm1684", "float32", (1, 256, 14, 14), 512, 1, 2),
+    ("bm1686", "float16", (1, 3, 56, 56), 64, 7, 2),
+    ("tpu_v1", "int8", (1, 96, 14, 14), 128, 3, 1),
+])
+def test_a_candidates_floor_is_at_most_its_estimate(chip_name, dtype, shape, oc, k, stride, monkeypatch):
+    """The search makes and replays only the candidates whose closed-form floor (conv._floors,
+    with the matrix unit's path where the bounds hold) is below the best estimate found: a floor
+    above a candidate's estimate would lose it. Checked on the least floors (the ones the search
+    weighs) and a spread of the rest."""
+    import importlib
+
+    conv_template = importlib.import_module("isa.lower.templates.conv")
+    tiling = importlib.import_module("isa.lower.schedule.tiling")
+    cheapest, checked = conv_template._Matrix._cheapest, []
+
+    def checking(self, shape_, granules, limits, blocks, units):
+        for keep in (False, True) if self.keepable else (False,):
+            found = tiling.candidates(shape_, self.icg, granules, lambda t, tic: self._fits(t, tic, keep), limits, blocks, area=self.k)  # noqa: B023
+            floors = self._floors(found, keep, units, path=True)
+            order = np.argsort(floors, kind="stable")
+            for i in list(order[:6]) + list(order[6::max(1, len(order) // 6)]):
+                tile, tic = found[i]
+                cycles = self._schedule(tile, tic, units, keep).cycles()
+                assert floors[i] <= cycles + 1e-6, (tile, tic, keep, floors[i], cycles)
+                checked.append(floors[i] / cycles)
+        return cheapest(self, shape_, granules, limits, blocks, units)
+
+    monkeypatch.setattr(conv_template._Matrix, "_cheapest", checking)
+    isa.lower(conv(shape, oc, k, dtype, stride), chips.load(chip_name))
+    assert len(checked) >= 6 and max(checked) > 0.5  # the floors were weighed, and some are near their estimates

@@ -572,7 +572,7 @@ class _Matrix(Convolution):
         choices, floors = [], []
         for keep in ((False, True) if self.keepable else (False,)):
             found = candidates(shape, self.icg, granules, lambda t, tic: self._fits(t, tic, keep), limits, blocks, area=self.k)  # noqa: B023
-            floors.append(self._floors(found, keep, units))
+            floors.append(self._floors(found, keep, units, path=True))
             choices += [(tile, tic, keep) for tile, tic in found]
         ties = (np.array([-math.prod(tile) * tic for tile, tic, _ in choices]), np.array([keep for *_, keep in choices]))
         return self._least(choices, np.concatenate(floors), ties, units)
@@ -586,14 +586,17 @@ class _Matrix(Convolution):
         one tile (its products, loads and DDR bytes only shrink as the tile grows)."""
         return float(self._floors([(self.span(self.tiled_channels), self.icg)], False, len(self.units))[0])
 
-    def _floors(self, found, keep, units):
+    def _floors(self, found, keep, units, path=False):
         """Lower bounds of the estimated cycles of tilings (tile, input-channel block), from
         their shapes alone, as an array: the products (isa/costs.py's formula summed over every
         tile and block), the loads of the input windows and weight blocks and the tail's loads
         and stores on their first hop's engine (route.hop_floor; with several units, the
         busiest has at least its share of each), or with one unit the bytes of those that go
-        through DDR at DDR's bandwidth (bursts left out)."""
-        m0, m1, reads, n0, n1, k0, k1 = self._floor_factors(found).T
+        through DDR at DDR's bandwidth (bursts left out). With path, where the estimate's bounds
+        hold, also the matrix unit's path (Estimate._products_path): the first tile's input and
+        weight blocks load before its first product, and the products follow one another. (Not
+        for floor(): that term grows with the tile.)"""
+        m0, m1, reads, first, n0, n1, toc, k0, k1, tic = self._floor_factors(found).T
         mx, chip, home = self.mx, self.ctx.chip, self.ctx.home
         products = self.groups * (2 if self.asym else 1) * (m0 * k0 * n0 * mx.issue_latency + m1 * n1 * k1)
         tiles = self.groups * m0 * n0  # (batch, spatial) positions by channel blocks
@@ -618,6 +621,14 @@ class _Matrix(Convolution):
             busy(src, dst, tiles, nbytes)
             stored += nbytes * ((src == "ddr") + (dst == "ddr"))
         most = np.maximum.reduce(np.broadcast_arrays(*engines.values()))
+        if path and estimate.bounds_hold(chip, units):
+            lead = 0.0
+            if not self.in_place:
+                lead = hop_floor(chip, home[self.x.name].mem, mx.operand_memory("a"), 1, first * tic * dtypes.itemsize(self.x.dtype))[1]
+            if not self.weight_in_place:
+                nbytes = toc * tic * self.k * dtypes.itemsize(self.weight[1])
+                lead = np.maximum(lead, hop_floor(chip, self.weight[0].mem, mx.operand_memory("b"), 1, nbytes)[1])
+            most = np.maximum(most, products + lead)
         if units > 1:
             return most / units
         if chip.cache is not None:
@@ -626,10 +637,10 @@ class _Matrix(Convolution):
 
     def _floor_factors(self, found):
         """_floors' products in factors (isa/costs.py, matmul_rows and matmul_depths) for each
-        (tile, input-channel block) in found, as rows of an array: the M (count, folds) and the
-        input rows read of the (batch, spatial) tiles, the N (count, folds) of the channel
-        blocks and the K (count, cycles) of the reduction blocks, each worked out once per
-        extent."""
+        (tile, input-channel block) in found, as rows of an array: the M (count, folds), the
+        input rows read of the (batch, spatial) tiles and those of the first tile alone, the N
+        (count, folds) of the channel blocks and their extent, and the K (count, cycles) of the
+        reduction blocks and their extent, each worked out once per extent."""
         classes, rows = self._classes, self.rows
         out = []
         for tile, tic in found:
@@ -638,22 +649,24 @@ class _Matrix(Convolution):
                 self._count_factors(tile)
             if red not in classes:
                 ks = [(tic * self.k, self.icg // tic)] + ([(self.icg % tic * self.k, 1)] if self.icg % tic else [])
-                classes[red] = costs.matmul_depths(ks, self.mx.matrix, self.operand_dtype or self.x.dtype, conv=True)
+                classes[red] = (*costs.matmul_depths(ks, self.mx.matrix, self.operand_dtype or self.x.dtype, conv=True), tic)
             out.append((*classes[sp], *classes[ch], *classes[red]))
-        return np.array(out, np.int64).reshape(-1, 7)
+        return np.array(out, np.int64).reshape(-1, 10)
 
     def _count_factors(self, tile):
         """_floor_factors' M and input rows of tile's (batch, spatial) extents, and N of its channels."""
         along_m, along_n = self.mx.matrix.sides(conv=True)
-        counted = self.axis_counts(self.span(self.tiled_channels), tile)
+        span = self.span(self.tiled_channels)
+        counted = self.axis_counts(span, tile)
+        first = tile[0] * math.prod(a[0][2] for a in self.axis_classes(span, tile)[2:])  # (start, extent, count, ...)
         ms, reads = [], 0
         for n, k in counted[0].items():
             for combo in itertools.product(*(c.items() for c in counted[2:])):
                 count = k * math.prod(c for _, c in combo)
                 ms.append((self._slotted(n[0]) * math.prod(e[0] for e, _ in combo), count))
                 reads += count * n[0] * math.prod(e[1] for e, _ in combo)
-        self._classes["floor m", tile[0], tile[2:], self.rows] = (*costs.matmul_rows(ms, along_m), reads)
-        self._classes["floor n", tile[1], self.rows] = costs.matmul_rows([(e[0], c) for e, c in counted[1].items()], along_n)
+        self._classes["floor m", tile[0], tile[2:], self.rows] = (*costs.matmul_rows(ms, along_m), reads, first)
+        self._classes["floor n", tile[1], self.rows] = (*costs.matmul_rows([(e[0], c) for e, c in counted[1].items()], along_n), tile[1])
 
     def _tail_transfers(self):
         key = ("tail", self.rows)
