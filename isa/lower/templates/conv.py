@@ -595,7 +595,8 @@ class _Matrix(Convolution):
         through DDR at DDR's bandwidth (bursts left out). With path, where the estimate's bounds
         hold, also the matrix unit's path (Estimate._products_path): the first tile's input and
         weight blocks load before its first product, and the products follow one another. (Not
-        for floor(): that term grows with the tile.)"""
+        for floor(): that term grows with the tile. Where the bounds are only a guide, the search
+        is not exact and a changed floor would change the order it weighs candidates in.)"""
         m0, m1, reads, first, n0, n1, toc, k0, k1, tic = self._floor_factors(found).T
         mx, chip, home = self.mx, self.ctx.chip, self.ctx.home
         products = self.groups * (2 if self.asym else 1) * (m0 * k0 * n0 * mx.issue_latency + m1 * n1 * k1)
