@@ -14,7 +14,9 @@ MAX_INPUT_LENGTH), and each next token runs the cached block over the whole cach
 under a mask (forward_next: SEQLEN + 1 positions). So the time to first token is one prefill layer
 over `seq` tokens times the layer count plus the head, and a decode step one layer over a cache of
 seq - 1 positions times the layer count plus the head (bench/llm.py's simulate, its embedding
-lookup left out on bm1686 as it says). Tokens per second is 1 / the decode step.
+lookup left out on bm1686 as it says). The head is deployed in float16 whatever the blocks' precision,
+as LLM-TPU compiles its lm_head with the half-precision `--quantize` (template/compile/model_export.py
+@ 0c2acd24b259ad5422a48d43d9c70f1704c9b2e2, compile_lm_head). Tokens per second is 1 / the decode step.
 
 Sources (each a repository, path and commit):
 - LLM-TPU: sophgo/LLM-TPU template/README.md @
@@ -124,8 +126,8 @@ def simulate_setting(s: Setting, simulate, simulate_ends, seed: int = 0) -> Simu
         return simulate(lambda: llm.decoder_layer(cfg, 1, seq, past, act, seed), chip, 0, quantize, keep=keep)
 
     prefill, decode = step(s.seq, 0), step(1, s.seq - 1)
-    head_prefill, _ = simulate_ends(cfg, chip, 1, s.seq, s.dtype, seed)
-    head_decode, _ = simulate_ends(cfg, chip, 1, 1, s.dtype, seed)
+    head_prefill, _ = simulate_ends(cfg, chip, 1, s.seq, act, seed)  # LLM-TPU's lm_head is half precision (module docstring)
+    head_decode, _ = simulate_ends(cfg, chip, 1, 1, act, seed)
     return Simulated(cfg.layers * prefill.seconds + head_prefill.seconds, cfg.layers * decode.seconds + head_decode.seconds,
                      time.process_time() - start)
 

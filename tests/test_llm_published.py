@@ -127,11 +127,13 @@ def test_a_setting_is_one_prefill_layer_over_the_length_and_one_decode_step_over
         return Step(1.0 if seq > 1 else 0.01)
 
     def simulate_ends(cfg, chip, batch, seq, dtype, seed):
+        calls.append((chip.name, dtype, seq))
         return Step(0.5 if seq > 1 else 0.002), None
 
     cfg = llm.config("qwen2-7b", layers=3, hidden=128, heads=2, kv_heads=1, mlp=256, vocab=40)
     got = PUBLISHED.simulate_setting(PUBLISHED.Setting(cfg, "bm1686", "w4a16", 16), simulate, simulate_ends)
-    assert calls == [("bm1686", "w4a16", 16, 0), ("bm1686", "w4a16", 1, 15)]
+    # the blocks in W4A16, the head in float16 (LLM-TPU's lm_head is half precision)
+    assert calls == [("bm1686", "w4a16", 16, 0), ("bm1686", "w4a16", 1, 15), ("bm1686", "float16", 16), ("bm1686", "float16", 1)]
     assert got.ttft == pytest.approx(3 * 1.0 + 0.5)
     assert got.tpot == pytest.approx(3 * 0.01 + 0.002)
 
