@@ -37,6 +37,7 @@ from pathlib import Path
 
 import chips
 import isa
+import isa.onnx  # its PASSES (--unfused-attention): a submodule isa does not import until a model is read
 import sim
 from isa.errors import OutOfMemoryError, SimError, UnsupportedError
 
