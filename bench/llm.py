@@ -37,6 +37,7 @@ from pathlib import Path
 
 import chips
 import isa
+import isa.onnx  # its PASSES (--unfused-attention): a submodule isa does not import until a model is read
 import sim
 from isa.errors import OutOfMemoryError, SimError, UnsupportedError
 
@@ -58,6 +59,13 @@ def weight_bytes(dtype):
 def activations(dtype):
     """The dtype the model is built in (and its KV cache kept in)."""
     return "float16" if dtype in WEIGHT_ONLY else dtype
+
+
+def deployed(dtype):
+    """The precision the model is deployed in (isa.from_onnx's quantize): float16 and the weight-only
+    schemes are compiled for the chip as TPU-MLIR's model_deploy does, an op its table lacks in
+    float16 run in float32 between casts (isa/deploy/floats.py); float32 as it is."""
+    return None if dtype == "float32" else dtype
 
 
 @dataclass
@@ -91,7 +99,7 @@ def check_fits(cfg, chip, dtype, batch, tokens):
 
 
 def simulate(build, chip, top=3, quantize=None, passes=None, keep=None):
-    """Build an ONNX model (a callable), import (deployed in `quantize`, a weight-only scheme, with
+    """Build an ONNX model (a callable), import (deployed in `quantize`: float16 or a weight-only scheme, with
     the named import passes, default all), keep its KV cache as graph state (`keep`, a callable
     changing the imported graph: examples/llm.py's with_kv_cache), lower and run it in timing mode."""
     cpu = {}
@@ -120,7 +128,7 @@ def simulate(build, chip, top=3, quantize=None, passes=None, keep=None):
 def simulate_ends(cfg, chip, batch, seq, dtype, seed):
     """(the embedding lookup, final norm and head simulated, None), or where the chip refuses the
     lookup (the importer's index arithmetic on int64 token ids), (the norm and head alone, why)."""
-    act, quantize = activations(dtype), (dtype if dtype in WEIGHT_ONLY else None)
+    act, quantize = activations(dtype), deployed(dtype)
     try:
         return simulate(lambda: llm.ends(cfg, batch, seq, act, seed), chip, quantize=quantize), None
     except UnsupportedError as e:
@@ -169,7 +177,7 @@ def run(args):
     out(f"footprint: weights {weights / 1e9:.2f} GB + KV cache {kv / 1e9:.3f} GB ({prompt + generate} tokens x batch {batch}) = "
         f"{(weights + kv) / 1e9:.2f} GB of {ddr / 1e9:.2f} GB DDR ({(weights + kv) / ddr:.0%})")
 
-    act, quantize = activations(dtype), (dtype if dtype in WEIGHT_ONLY else None)
+    act, quantize = activations(dtype), deployed(dtype)
     passes = [p for p in isa.onnx.PASSES if p != "attention"] if args.unfused_attention else None
     capacity = prompt + generate
 
@@ -192,7 +200,7 @@ def run(args):
     decode_ends, _ = simulate_ends(cfg, chip, batch, 1, dtype, args.seed)
     if args.whole:
         # the weights as the program's inputs (timing mode reads no values); quantized ones must be constants to quantize
-        wholes = [simulate(lambda n=n: llm.model(cfg, batch, 1, n, act, args.seed, args.kv_block, weight_inputs=not quantize),
+        wholes = [simulate(lambda n=n: llm.model(cfg, batch, 1, n, act, args.seed, args.kv_block, weight_inputs=dtype not in WEIGHT_ONLY),
                            chip, args.top, quantize, keep=cached(n, cfg.layers))
                   for n in lengths]
         tpot = sum(s.seconds for s in wholes) / len(wholes)
@@ -219,7 +227,7 @@ def run(args):
     out(f"KV cache: graph state in DDR, {capacity} positions{paged}: {state / 1e6:.2f} MB a layer x {cfg.layers} = "
         f"{state * cfg.layers / 1e9:.3f} GB; "
         f"prefill appends the prompt's rows, a decode step reads the cache where it lies and appends its token's")
-    if quantize:  # the same step with float16 weights, compiled the same way: what the weight bytes buy
+    if dtype in WEIGHT_ONLY:  # the same step with float16 weights, compiled the same way: what the weight bytes buy
         middle = lengths[len(lengths) // 2]
         base = simulate(lambda: layer(1, middle), chip, 0, "float16", keep=cached(middle))
         out(f"decode with float16 weights (compiled the same way): one layer {base.seconds * 1e3:.3f} ms at cache length "
@@ -262,7 +270,8 @@ def main(argv=None):
     p.add_argument("--kv-block", type=int, help="keep the KV cache paged, in blocks of this many positions (default: contiguous)")
     args = p.parse_args(argv)
     if args.published:
-        for line in llm_published.rows(llm.CONFIGS, chips.load, weights_read_per_token):
+        for line in llm_published.rows(lambda s: llm_published.simulate_setting(s, simulate, simulate_ends, args.seed),
+                                       weights_read_per_token):
             print(line)
         return 0
     if min(args.batch, args.prompt, args.generate, args.samples, args.layers or 1, args.kv_block or 1) < 1 or args.top < 0:

@@ -6,10 +6,22 @@ take them) runs in `dtype`, its weights converted when the graph is built. A nod
 only in float32 (BM1684X's sigmoid, tanh, nearest upsampling, division) runs in float32, with a
 `cast` node before it for each operand computed in `dtype` and one after it for a reader in
 `dtype`, as TPU-MLIR's mixed precision does. The graph's inputs and outputs stay float32 (cast at
-the edges). The program's notes list the ops left in float32.
+the edges). A cast that becomes a conversion of `dtype` into itself (the importer's widening
+around a composite activation) is dropped. The program's notes list the ops left in float32.
 
 A graph already in `dtype` (an LLM built in float16) is compiled the same way: a node the table
-lacks in `dtype` (BM1684X's square root) runs in float32 between casts.
+lacks in `dtype` but has in float32 (BM1684X's square root, sigmoid and softmax) runs in float32
+between casts; where the chip has no cast for it either, the node stays as it is and the lowering
+refuses it, naming the op, its dtypes and the chip.
+
+TPU-MLIR lowers BM1684X's F16 and BF16 ops this way (sophgo/tpu-mlir): Sqrt and Sigmoid through
+`lowering_common_f32` (lib/Conversion/TopToTpu/BM1684X/Sqrt.cpp @ f3632a4c01c424dd4f525ff2babf0f41fd9f6eda,
+Sigmoid.cpp @ d50059d620ecaed7a0e3249d7fd85f10b35f2c6d), Softmax in F32 where its axis exceeds half a
+local-memory bank (Softmax.cpp @ d50059d; its earlier LoweringF16 always called LoweringF32, as the
+BMLang table this repository's bm1686.yaml reads gives softmax in FLOAT32 only), and
+ConvertTopToTpu::cast_process inserts a tpu.CastOp before each operand whose dtype is not the one its
+op was lowered to (lib/Conversion/TopToTpu/TopToTpuPass.cpp @ 16232af4db63f19388050a2317cd7fd876abeb8e).
+The casts are ordinary vector instructions of the program, priced as any other.
 """
 
 from collections import Counter
@@ -36,6 +48,9 @@ def rewrite(source: Graph, target: Graph, chip, dtype: str) -> Graph:
             continue
         params = float_params(node.params, SOURCE, dtype)
         want = [dtype if source.tensors[n].dtype == SOURCE else source.tensors[n].dtype for n in node.inputs]
+        if node.op == "cast" and want == [params["out_dtype"]]:  # now a conversion into itself: dropped
+            rb.map[node.outputs[0]] = rb.as_dtype(rb.tensor(node.inputs[0]), want[0])
+            continue
         outs = rb.fits(node, want, params)
         expected = [dtype if source.tensors[n].dtype == SOURCE else source.tensors[n].dtype for n in node.outputs]
         if outs == expected:
@@ -59,8 +74,9 @@ def _widened(rb, source, node, dtype):
         return []
     want = [SOURCE if source.tensors[n].dtype == dtype else source.tensors[n].dtype for n in node.inputs]
     params = float_params(node.params, dtype, SOURCE)
-    if rb.fits(node, want, params) is None:
-        rb.copy(node)  # the lowering gives the table's refusal
+    casts = all(rb.supported("cast", {"out_dtype": b}, [a], b) for a, b in ((dtype, SOURCE), (SOURCE, dtype)))
+    if not casts or rb.fits(node, want, params) is None:
+        rb.copy(node)  # the lowering gives the table's refusal, naming the op, its dtypes and the chip
         return []
     rb.copy(node, params, [rb.as_dtype(rb.tensor(n), d) for n, d in zip(node.inputs, want)])
     return [REGISTRY[node.op].support_key(node.params)]
