@@ -193,8 +193,11 @@ def with_values(text, params, values):
         m = KEY_LINE.match(old.rstrip("\n"))
         start, end = m.span("value")
         new = f" {values[p.key]}"
-        pad = max(len(m["value"]) - len(new), 1 if m["comment"] is not None else 0)
-        lines[p.line] = old[:start] + new + " " * pad * (m["comment"] is not None) + old[end:].lstrip(" ")
+        if m["comment"] is None:
+            lines[p.line] = old[:start] + new + old[end:].lstrip(" ")
+        else:  # the comment stays in its column where the new value leaves room
+            hash_at = m.start("comment") - 1
+            lines[p.line] = old[:start] + new + " " * max(hash_at - start - len(new), 1) + old[hash_at:]
     return "".join(lines)
 
 
