@@ -103,6 +103,20 @@ def test_accuracy_read_from_a_validate_table(tmp_path):
     assert F.main(["--chip", "bm1686", "--from-csv", str(tmp_path / "t.csv"), "--dry-run"]) == 2  # without --no-fit
 
 
+def test_summary_prints_each_chip_and_the_targets():
+    resnet = [r for r in ROWS if r.chip == "bm1684" and r.network == "resnet50"]
+    held = [r for r in ROWS if r.chip == "bm1684" and r.split == "validation"][:2]
+    outcomes = [V.Outcome(resnet[0], resnet[0].published_ms * 1.2), V.Outcome(resnet[1], resnet[1].published_ms * 0.96)]
+    outcomes += [V.Outcome(held[0], held[0].published_ms * 1.05), V.Outcome(held[1], held[1].published_ms * 0.6)]
+    text = V.summary(outcomes)
+    assert "  bm1684: 2 rows (1 networks), mean absolute error 12.0%" in text
+    assert "  not met  train mean absolute error 12.0% <= 10%" in text
+    assert "  not met  validation mean absolute error 22.5% <= 12%" in text
+    assert "  not met  validation rows within +-30%: 1 of 2" in text
+    assert "  not met  ResNet-50 rows within +-15%: +20.0, -4.0" in text
+    assert "  met      ResNet-50 rows within +-15%: -4.0" in V.summary(outcomes[1:2])
+
+
 def test_refit_on_a_small_training_subset_gives_the_committed_value():
     """bm1686's DMA latency refitted on one of the rows it was fitted on (ResNet-50 INT8 batch 1),
     over its committed value and the grid's neighbours: the committed value again (two or three
