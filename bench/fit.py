@@ -19,6 +19,7 @@ and written as the YAML's `accuracy:` block, which chips.load validates and `npu
     python bench/fit.py --chip bm1686 --dry-run        # print what would change
     python bench/fit.py --chip bm1686 --no-accuracy    # fit only
     python bench/fit.py --chip bm1686 --no-fit         # measure the accuracy only
+    python bench/fit.py --chip bm1686 --no-fit --from-csv out/validate.csv  # ... from a bench/validate.py table
     python bench/fit.py --chip bm1684 --only engines.tiu.matrix.fill_drain  # one value
     python bench/fit.py --list                         # every fitted value and its rows
 """
@@ -170,12 +171,18 @@ def fit(chip, params, rows, passes=3, log=None):
     return values
 
 
-def measure(chip, rows, values=None, log=None):
+def measure(chip, rows, values=None, log=None, table=None):
     """The chip's accuracy block from its validation rows with the fitted `values` ({key: value}):
     networks, rows, mean absolute error, worst row; None when no validation row of the chip can
-    be simulated."""
+    be simulated. With `table` (a CSV bench/validate.py --csv wrote at these values) the rows'
+    outcomes are read from it instead of simulated again."""
     mine = [r for r in rows if r.chip == chip and r.split == "validation"]
-    outcomes = validate.simulate(mine, values, progress=log and (lambda o: log("  " + "  ".join(validate.cells(o)))))
+    if table:
+        outcomes = [o for o in validate.read_csv(table, mine) if o.row in mine]
+        if len(outcomes) != len(mine):
+            raise ConfigError(f"--from-csv {table}: has {len(outcomes)} of {chip}'s {len(mine)} validation rows")
+    else:
+        outcomes = validate.simulate(mine, values, progress=log and (lambda o: log("  " + "  ".join(validate.cells(o)))))
     done = [o for o in outcomes if o.ms is not None]
     if not done:
         return None
@@ -193,8 +200,11 @@ def with_values(text, params, values):
         m = KEY_LINE.match(old.rstrip("\n"))
         start, end = m.span("value")
         new = f" {values[p.key]}"
-        pad = max(len(m["value"]) - len(new), 1 if m["comment"] is not None else 0)
-        lines[p.line] = old[:start] + new + " " * pad * (m["comment"] is not None) + old[end:].lstrip(" ")
+        if m["comment"] is None:
+            lines[p.line] = old[:start] + new + old[end:].lstrip(" ")
+        else:  # the comment stays in its column where the new value leaves room
+            hash_at = m.start("comment") - 1
+            lines[p.line] = old[:start] + new + " " * max(hash_at - start - len(new), 1) + old[hash_at:]
     return "".join(lines)
 
 
@@ -238,9 +248,12 @@ def main(argv=None):
     parser.add_argument("--passes", type=int, default=3, help="coordinate descent passes at most (default 3)")
     parser.add_argument("--dry-run", action="store_true", help="print the new values; write nothing")
     parser.add_argument("--list", action="store_true", help="print every fitted value with its rows and grid, and stop")
+    parser.add_argument("--from-csv", help="with --no-fit: the accuracy from a table bench/validate.py --csv wrote at the present values")
     args = parser.parse_args(argv)
     log = lambda text: print(text, flush=True)  # noqa: E731
     try:
+        if args.from_csv and not args.no_fit:
+            raise ConfigError("--from-csv: the table holds the outcomes at the present values, so it takes --no-fit")
         rows = validate.load(args.dataset)
         names = args.chip or [c for c in chips.available() if parameters(c)]
         for chip in names:
@@ -259,7 +272,7 @@ def main(argv=None):
                 text = with_values(text, params, values)
             if not args.no_accuracy:
                 log(f"{chip}: validation rows")
-                block = measure(chip, rows, {p.key: values[p.key] for p in params}, log)
+                block = measure(chip, rows, {p.key: values[p.key] for p in params}, log, args.from_csv)
                 text = with_accuracy(text, block)
                 log(f"{chip}: accuracy {block}")
             if args.dry_run:

@@ -248,8 +248,20 @@ def table(outcomes):
                      for line in lines)
 
 
+# The issue's targets (issue 21): each split's mean absolute error at most this, percent.
+TARGET_MAE = {"train": 10.0, "validation": 12.0}
+TARGET_VALIDATION_ROW = 30.0  # every validation row within +-this
+TARGET_RESNET50_ROW = 15.0  # every ResNet-50 row within +-this
+RESNET50 = "resnet50"
+
+
+def _mae(outcomes):
+    return sum(abs(o.error) for o in outcomes) / len(outcomes)
+
+
 def summary(outcomes):
-    """Per split: rows simulated of all, networks, mean absolute error; then the worst rows."""
+    """Per split: rows simulated of all, networks, mean absolute error, and per chip; the worst
+    rows; then each target of the issue, met or not, per chip."""
     lines = []
     for split in SPLITS:
         mine = [o for o in outcomes if o.row.split == split]
@@ -257,13 +269,18 @@ def summary(outcomes):
         if not mine:
             continue
         nets = len({o.row.network for o in done})
-        mae = f"mean absolute error {sum(abs(o.error) for o in done) / len(done):.1f}%" if done else "no row simulated"
+        mae = f"mean absolute error {_mae(done):.1f}%" if done else "no row simulated"
         lines.append(f"{split}: {len(done)} of {len(mine)} rows simulated ({nets} networks), {mae}")
+        for chip in sorted({o.row.chip for o in done}):
+            rows = [o for o in done if o.row.chip == chip]
+            nets = len({o.row.network for o in rows})
+            lines.append(f"  {chip}: {len(rows)} rows ({nets} networks), mean absolute error {_mae(rows):.1f}%")
     done = sorted((o for o in outcomes if o.ms is not None), key=lambda o: -abs(o.error))
     if done:
         lines.append(f"worst rows ({min(WORST, len(done))} of {len(done)}):")
         lines += [f"  {o.error:+7.1f}%  {o.row.network} {o.row.chip} {o.row.precision} b{o.row.batch} ({o.row.split})"
                   for o in done[:WORST]]
+    lines += targets(outcomes)
     skipped = {}
     for o in outcomes:
         if o.ms is None:
@@ -272,6 +289,31 @@ def summary(outcomes):
         lines.append("not simulated:")
         lines += [f"  {len(v):3d} rows  {reason}" for reason, v in sorted(skipped.items(), key=lambda kv: -len(kv[1]))]
     return "\n".join(lines)
+
+
+def targets(outcomes):
+    """The issue's targets per chip, met or not, over the rows simulated."""
+    done = [o for o in outcomes if o.ms is not None]
+    lines = []
+    for chip in sorted({o.row.chip for o in done}):
+        mine = [o for o in done if o.row.chip == chip]
+        checks = []
+        for split in SPLITS:
+            rows = [o for o in mine if o.row.split == split]
+            if rows:
+                checks.append((f"{split} mean absolute error {_mae(rows):.1f}% <= {TARGET_MAE[split]:g}%", _mae(rows) <= TARGET_MAE[split]))
+        held = [o for o in mine if o.row.split == "validation"]
+        if held:
+            within = sum(abs(o.error) <= TARGET_VALIDATION_ROW for o in held)
+            checks.append((f"validation rows within +-{TARGET_VALIDATION_ROW:g}%: {within} of {len(held)}", within == len(held)))
+        resnet = [o for o in mine if o.row.network == RESNET50]
+        if resnet:
+            errs = ", ".join(f"{o.error:+.1f}" for o in resnet)
+            ok = all(abs(o.error) <= TARGET_RESNET50_ROW for o in resnet)
+            checks.append((f"ResNet-50 rows within +-{TARGET_RESNET50_ROW:g}%: {errs}", ok))
+        lines.append(f"targets, {chip}:")
+        lines += [f"  {'met    ' if ok else 'not met'}  {text}" for text, ok in checks]
+    return lines
 
 
 def _gist(reason):

@@ -87,6 +87,36 @@ def test_validate_table_read_back_and_plotted(tmp_path):
         V.plot(back[2:], tmp_path / "q.png")
 
 
+def test_accuracy_read_from_a_validate_table(tmp_path):
+    held = [r for r in ROWS if r.chip == "bm1686" and r.split == "validation"]
+    errors = [5.0, -12.0, 3.0] + [1.0] * (len(held) - 3)
+    outcomes = [V.Outcome(r, r.published_ms * (1 + e / 100)) for r, e in zip(held, errors)]
+    V.write_csv(outcomes, tmp_path / "t.csv")
+    block = F.measure("bm1686", ROWS, table=tmp_path / "t.csv")
+    assert block["rows"] == len(held) and block["networks"] == len({r.network for r in held})
+    assert block["mean_error"] == pytest.approx(sum(map(abs, errors)) / len(held), abs=0.06)
+    assert block["worst_error"] == pytest.approx(-12.0, abs=0.2)
+    assert block["worst_row"] == f"{held[1].network} {held[1].precision} b{held[1].batch}"
+    V.write_csv(outcomes[1:], tmp_path / "short.csv")
+    with pytest.raises(ConfigError, match=f"has {len(held) - 1} of bm1686's {len(held)} validation rows"):
+        F.measure("bm1686", ROWS, table=tmp_path / "short.csv")
+    assert F.main(["--chip", "bm1686", "--from-csv", str(tmp_path / "t.csv"), "--dry-run"]) == 2  # without --no-fit
+
+
+def test_summary_prints_each_chip_and_the_targets():
+    resnet = [r for r in ROWS if r.chip == "bm1684" and r.network == "resnet50"]
+    held = [r for r in ROWS if r.chip == "bm1684" and r.split == "validation"][:2]
+    outcomes = [V.Outcome(resnet[0], resnet[0].published_ms * 1.2), V.Outcome(resnet[1], resnet[1].published_ms * 0.96)]
+    outcomes += [V.Outcome(held[0], held[0].published_ms * 1.05), V.Outcome(held[1], held[1].published_ms * 0.6)]
+    text = V.summary(outcomes)
+    assert "  bm1684: 2 rows (1 networks), mean absolute error 12.0%" in text
+    assert "  not met  train mean absolute error 12.0% <= 10%" in text
+    assert "  not met  validation mean absolute error 22.5% <= 12%" in text
+    assert "  not met  validation rows within +-30%: 1 of 2" in text
+    assert "  not met  ResNet-50 rows within +-15%: +20.0, -4.0" in text
+    assert "  met      ResNet-50 rows within +-15%: -4.0" in V.summary(outcomes[1:2])
+
+
 def test_refit_on_a_small_training_subset_gives_the_committed_value():
     """bm1686's DMA latency refitted on one of the rows it was fitted on (ResNet-50 INT8 batch 1),
     over its committed value and the grid's neighbours: the committed value again (two or three

@@ -1,6 +1,10 @@
 """The op-table mechanism bench/fit.py fits (docs/accuracy.md): an activation the chip runs as a
 layer of its own (`kind: global`) instead of in a convolution's layer group (`local`) moves its
-operands through DDR, shown on a convolution and a leaky ReLU."""
+operands through DDR, shown on a convolution and a leaky ReLU, and on an int8 convolution and the
+lookup table its SiLU deploys to."""
+
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -36,4 +40,33 @@ def test_a_global_activation_is_a_layer_of_its_own_through_ddr(name):
     assert fused.stats.ddr_write_bytes == nbytes  # the activation's result only
     assert alone.stats.ddr_write_bytes == 2 * nbytes  # the convolution's result too
     assert alone.stats.ddr_read_bytes >= fused.stats.ddr_read_bytes + nbytes  # and read back
+    assert alone.cycles > fused.cycles
+
+
+def conv_silu_onnx():
+    """A 3x3 convolution and a SiLU, float32 ONNX, to deploy in int8 (the SiLU becomes one `lut`)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    try:
+        from onnx_models import Net
+    finally:
+        del sys.path[0]
+    net = Net("conv_silu", "float32", 0)
+    x = net.input("input", SHAPE)
+    net.output(net.silu(net.conv(x, 16, 3, bias=True, name="conv"), "silu"), "output")
+    return net.model("a convolution and a SiLU")
+
+
+def test_an_int8_lookup_table_as_a_layer_of_its_own_moves_its_operands_through_ddr():
+    x = np.random.default_rng(1).standard_normal(SHAPE).astype(np.float32)
+    runs = {}
+    for kind in ("local", "global"):
+        chip = chips.load("bm1684", {"ops.lut.kind": kind})
+        g = isa.from_onnx(conv_silu_onnx(), quantize="int8", chip=chip, calibration=isa.deploy.Table(default=8.0))
+        assert [n.op for n in g.nodes].count("lut") == 1
+        runs[kind] = sim.run(g, chip, {"input": x})
+    fused, alone = runs["local"], runs["global"]
+    np.testing.assert_array_equal(alone.outputs["output"], fused.outputs["output"])
+    nbytes = int(np.prod(SHAPE))  # the convolution's int8 result, stored and loaded again
+    assert alone.stats.ddr_write_bytes >= fused.stats.ddr_write_bytes + nbytes
+    assert alone.stats.ddr_read_bytes >= fused.stats.ddr_read_bytes + nbytes
     assert alone.cycles > fused.cycles
