@@ -20,9 +20,9 @@ if typing.TYPE_CHECKING:
 
 # A mapping: adds the node's ops to the graph under construction, gives one value per ONNX output.
 MappingFn: TypeAlias = "Callable[[Builder, NodeProto], Sequence[Output]]"
-# An import-time folding: the node's outputs from its inputs' known values (None for an absent input),
+# An import-time folding: the node's outputs from its inputs' known values (every input given and known),
 # or None where it does not apply (the mapping then runs).
-FoldFn: TypeAlias = "Callable[[Builder, NodeProto, list[NDArray[Any] | None]], Sequence[Output] | None]"
+FoldFn: TypeAlias = "Callable[[Builder, NodeProto, list[NDArray[Any]]], Sequence[Output] | None]"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
