@@ -114,6 +114,22 @@ class Unit:
     matrix: Engine | None
     vector: Engine | None
 
+    @property
+    def mx(self) -> Engine:
+        """The matrix engine, of a unit Lowering.units("matrix") gave."""
+        if self.matrix is None:
+            raise UnsupportedError("a vector unit has no matrix engine")
+        return self.matrix
+
+
+def operand_memory(engine: Engine, role: str) -> str:
+    """The memory a compute engine's operand (role "a", "b", "c", or "" for a vector engine's)
+    sits in: every compute engine names one (chips/schema.py)."""
+    mem = engine.operand_memory(role)
+    if mem is None:
+        raise UnsupportedError(f"engine {engine.name} names no memory for its operands")
+    return mem
+
 
 def vector_memories(units: Sequence[Unit]) -> list[str]:
     """The distinct memories of the units' vector engines: a tile must fit in each."""
