@@ -54,7 +54,7 @@ def distinct_axes(b: Builder, axes: list[int], rank: int) -> list[int]:
     return out
 
 
-def view(b: Builder, x: Tensor | NDArray[Any], shape: tuple[int, ...]) -> Tensor | NDArray[Any]:
+def view(b: Builder, x: Tensor | NDArray[Any], shape: tuple[int, ...]) -> Tensor | NDArray[Any] | Rank0:
     """x (a tensor or a known array) in another shape; an empty shape is an ONNX scalar."""
     if isinstance(x, np.ndarray):
         return x.reshape(shape)
@@ -186,17 +186,17 @@ def expand(b: Builder, node: NodeProto) -> Sequence[Output]:
         if x != y and 1 not in (x, y):
             raise b.error(f"input {in_shape} does not broadcast to {shape}")
     out = tuple(max(x, y) if min(x, y) > 0 else 0 for x, y in zip(a, c))
-    x = source(b)
-    if isinstance(x, np.ndarray):
-        return [np.broadcast_to(x, b.check_size(out, x.dtype, "the expanded value")).copy()]
+    value = source(b)
+    if isinstance(value, np.ndarray):
+        return [np.broadcast_to(value, b.check_size(out, value.dtype, "the expanded value")).copy()]
     if 0 in out:
         raise b.error(f"the result {out} is empty; npusim tensors are not empty")
-    y = expand_to(b, x, out)
-    return [Rank0(y) if out == () else y]
+    expanded = expand_to(b, value, out)
+    return [Rank0(expanded) if out == () else expanded]
 
 
 def slice_bounds(b: Builder, shape: tuple[int, ...], starts: list[int], ends: list[int], axes: list[int] | None,
-                 steps: list[int] | None) -> list[tuple[int, ...]]:
+                 steps: list[int] | None) -> list[tuple[int, int, int]]:
     """Per axis of `shape`: (start, count, step) by ONNX's clamping rules."""
     rank = len(shape)
     plan = [(0, d, 1) for d in shape]
@@ -223,7 +223,7 @@ def slice_bounds(b: Builder, shape: tuple[int, ...], starts: list[int], ends: li
 def slice_op(b: Builder, node: NodeProto) -> Sequence[Output]:
     shape = b.shape(0)
     get = lambda i, what: b.static_ints(i, what) if b.has(i) else None  # noqa: E731
-    starts, ends = get(1, "starts"), get(2, "ends")
+    starts, ends = b.static_ints(1, "starts"), b.static_ints(2, "ends")
     plan = slice_bounds(b, shape, starts, ends, get(3, "axes"), get(4, "steps"))
     x = source(b)
     if isinstance(x, np.ndarray):
@@ -233,7 +233,7 @@ def slice_op(b: Builder, node: NodeProto) -> Sequence[Output]:
     return [slice_tensor(b, x, plan)]
 
 
-def slice_tensor(b: Builder, x: Tensor, plan: list[tuple[int, ...]]) -> Tensor:
+def slice_tensor(b: Builder, x: Tensor, plan: list[tuple[int, int, int]]) -> Tensor:
     """x sliced by (start, count, step) per axis: one extract for the forward steps, a gather
     along each axis read backwards."""
     if any(n == 0 for _, n, _ in plan):
@@ -265,8 +265,8 @@ def gather_axis(b: Builder, x: Tensor, index: NDArray[Any], axis: int) -> Tensor
 def concat(b: Builder, node: NodeProto) -> Sequence[Output]:
     axis = axis_of(b, b.attr("axis"), b.rank(0))
     parts = [i for i in range(b.count) if b.has(i) and 0 not in b.shape(i)]
-    known = [b.known(i) for i in parts]
-    if all(k is not None and k.dtype.kind in "iub" for k in known):
+    known = [k for k in (b.known(i) for i in parts) if k is not None and k.dtype.kind in "iub"]
+    if len(known) == len(parts):
         return [np.concatenate(known, axis=axis)]
     ts = [b.tensor(i) for i in parts]
     return [ops.concat(ts, axis) if len(ts) > 1 else ts[0]]
@@ -299,7 +299,7 @@ def split(b: Builder, node: NodeProto) -> Sequence[Output]:
     return [next(parts) if s else empty() for s in sizes]
 
 
-PAD_MODES = {"constant": "PAD_CONSTANT", "reflect": "PAD_REFLECT", "edge": "PAD_EDGE", "wrap": None}
+PAD_MODES: dict[str, str | None] = {"constant": "PAD_CONSTANT", "reflect": "PAD_REFLECT", "edge": "PAD_EDGE", "wrap": None}
 
 
 @onnx_op("Pad", static=(1, 2, 3))
@@ -316,7 +316,7 @@ def pad(b: Builder, node: NodeProto) -> Sequence[Output]:
     before, after = [0] * rank, [0] * rank
     for k, a in enumerate(axes):
         before[a], after[a] = pads[k], pads[k + len(axes)]
-    value = 0
+    value: float = 0
     if b.has(2) and mode == "constant":
         value = b.static(2, "constant_value").reshape(-1)[0].item()
     # negative pads crop first
@@ -343,7 +343,7 @@ def pad(b: Builder, node: NodeProto) -> Sequence[Output]:
         value = int(value)
     else:
         value = float(value)
-    return [ops.pad(x, value, [p for pair in zip(before, after) for p in pair], PAD_MODES[mode])]
+    return [ops.pad(x, value, [p for pair in zip(before, after) for p in pair], PAD_MODES[mode] or "PAD_CONSTANT")]  # type: ignore[arg-type]  # isa/ops annotates a float pad value as int
 
 
 @onnx_op("CenterCropPad", static=(1,))
@@ -365,7 +365,7 @@ def center_crop_pad(b: Builder, node: NodeProto) -> Sequence[Output]:
     if any(p != (0, d, 1) for p, d in zip(plan, x.shape)):
         x = slice_tensor(b, x, plan)
     if any(pads):
-        x = ops.pad(x, 0 if dtypes.is_int(x.dtype) or x.dtype == "bool" else 0.0, pads)
+        x = ops.pad(x, 0 if dtypes.is_int(x.dtype) or x.dtype == "bool" else 0.0, pads)  # type: ignore[arg-type]  # as in pad
     return [x]
 
 
