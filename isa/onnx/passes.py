@@ -38,6 +38,7 @@ from .builder import node_attr
 from .store import constant_value, raw_size
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
     from numpy.typing import NDArray
@@ -63,9 +64,9 @@ class Graph:
         self.nodes = list(source.model.graph.node)
         self.outputs = {o.name for o in source.model.graph.output}
         self.inputs = {i.name for i in source.model.graph.input}
-        self.producer = {}
-        self.readers = defaultdict(int)
-        self.removed = set()  # ids of the nodes taken out
+        self.producer: dict[str, NodeProto] = {}
+        self.readers: defaultdict[str, int] = defaultdict(int)
+        self.removed: set[int] = set()  # ids of the nodes taken out
         for node in self.nodes:
             self._add(node)
 
@@ -102,7 +103,7 @@ class Graph:
         """Whether a value is read by one node only and is not a graph output."""
         return self.readers[name] == 1 and name not in self.outputs
 
-    def replace(self, old_nodes: list[NodeProto], new_nodes: list[Any | NodeProto]) -> None:
+    def replace(self, old_nodes: Sequence[NodeProto], new_nodes: Sequence[NodeProto]) -> None:
         """Put new_nodes where the last of old_nodes was, and remove old_nodes."""
         gone = {id(n) for n in old_nodes}
         last = max(i for i, n in enumerate(self.nodes) if id(n) in gone)
@@ -211,7 +212,7 @@ def _fold(source: Source, node: NodeProto) -> list[NDArray[Any]] | None:
     return [np.asarray(o) for o in outs]
 
 
-def _output_sizes(source: Source, node: NodeProto) -> list[int]:
+def _output_sizes(source: Source, node: NodeProto) -> list[int] | None:
     """Bytes of each output of a node by ONNX shape inference on it alone, None if unknown."""
     weights = source.weights
     inits, inputs = [], []
@@ -242,7 +243,7 @@ def _output_sizes(source: Source, node: NodeProto) -> list[int]:
 
 def identities(source: Source) -> str:
     g = Graph(source)
-    counts = defaultdict(int)
+    counts: defaultdict[str | None, int] = defaultdict(int)
     for node in list(g.nodes):
         if node.domain not in DEFAULT_DOMAINS or not g.alive(node):
             continue
@@ -295,8 +296,8 @@ def _reshapes(g: Graph, node: NodeProto) -> str | None:
     shape = g.value(node.input[1])
     if shape is None or (0 in np.asarray(shape).reshape(-1).tolist() and not node_attr(node, "allowzero", 0)):
         return None
-    merged = helper.make_node("Reshape", [first.input[0], node.input[1]], list(node.output), name=node.name,
-                              **({"allowzero": 1} if node_attr(node, "allowzero", 0) else {}))
+    attrs: dict[str, Any] = {"allowzero": 1} if node_attr(node, "allowzero", 0) else {}
+    merged = helper.make_node("Reshape", [first.input[0], node.input[1]], list(node.output), name=node.name, **attrs)
     g.replace([first, node], [merged])
     return "Reshape pair(s) merged"
 
@@ -332,7 +333,7 @@ PASSES = {p.name: p for p in (Pass("constants", constants), Pass("bn_fold", _bn_
                               Pass("transposed_gemv", _transposed_gemv))}
 
 
-def run_passes(source: Source, names: list[str] | tuple[()] | tuple[str, ...] | None = None) -> None:
+def run_passes(source: Source, names: Sequence[str] | None = None) -> None:
     """Run the named passes (all when None) in PASSES' order, each adding a note to the source."""
     names = tuple(PASSES) if names is None else tuple(names)
     unknown = [n for n in names if n not in PASSES]
