@@ -12,7 +12,6 @@ QLinearMatMul), quant.py (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinea
 and the normalizations), index.py (Gather*, Scatter*, OneHot, Trilu, CumSum, Compress),
 resize.py (Resize, Upsample) and generate.py (Constant, ConstantOfShape, Range, EyeLike, Random*).
 """
-from __future__ import annotations
 
 from .builder import tensor_name
 from .importer import MIN_OPSET, load, max_opset, static_inputs, unsupported_ops

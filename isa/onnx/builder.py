@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
@@ -109,7 +109,7 @@ class Known(dict[str, "NDArray[Any]"]):
     the inputs bound to values, and the model's constants, read from its Weights when first asked
     for (an unused weight is never read)."""
 
-    def __init__(self, weights: Weights, values: dict[str, NDArray[Any]]) -> None:
+    def __init__(self, weights: Weights, values: Mapping[str, NDArray[Any]]) -> None:
         super().__init__(values)
         self.weights = weights
 

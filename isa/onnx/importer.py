@@ -25,7 +25,7 @@ A dimension is dynamic when it is a `dim_param`, absent, or a `dim_value` of 0 o
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,9 +44,9 @@ if TYPE_CHECKING:
     from typing import Any
 
     from numpy.typing import NDArray
-    from onnx import GraphProto, ModelProto, NodeProto, ValueInfoProto
+    from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
 
-    from .builder import ImportGraph
+    from .builder import ImportGraph, Inferred, Output
     from .model import OnnxGraph
 
 MIN_OPSET = 11
@@ -69,7 +69,7 @@ class Source:
     opset: int
     notes: list = field(default_factory=list)
 
-    def inputs(self) -> list[ValueInfoProto | Any]:
+    def inputs(self) -> list[ValueInfoProto]:
         """The graph inputs that are not constants, as ValueInfoProtos in the model's order."""
         return [i for i in self.model.graph.input if i.name not in self.weights]
 
@@ -117,7 +117,7 @@ def prepare(model: ModelProto | str | Path, passes: Sequence[str] | None) -> Sou
 
 # ---- loading and checks ------------------------------------------------------------------------
 
-def _read(model: ModelProto | str | Path) -> tuple[ModelProto, None, str] | tuple[ModelProto, Path, str]:
+def _read(model: ModelProto | str | Path) -> tuple[ModelProto, Path | None, str]:
     """(ModelProto, its folder or None, a description for messages), its text checked."""
     if isinstance(model, onnx.ModelProto):
         check_text(model, "ONNX model")
@@ -145,7 +145,7 @@ def _read(model: ModelProto | str | Path) -> tuple[ModelProto, None, str] | tupl
     return proto, real.parent, str(path)
 
 
-def check_text(message, where: str, field: str = "model") -> None:
+def check_text(message: Any, where: str, field: str = "model") -> None:  # any protobuf message: onnx's stubs name no base
     """Every string field below `message` is UTF-8 text (protobuf hands invalid text on as
     bytes, which names and op types must not be)."""
     for desc, value in message.ListFields():
@@ -158,7 +158,7 @@ def check_text(message, where: str, field: str = "model") -> None:
                 raise InputError(f"{where}: {path} is not UTF-8 text: {bytes(item)[:60]!r}")
 
 
-def load(model: str) -> tuple[ModelProto, str]:
+def load(model: str | Path) -> tuple[ModelProto, str]:
     """(ModelProto with all its data read, a description for messages): for callers that want
     the whole proto (the command line's input check). isa.from_onnx reads through `prepare`."""
     proto, folder, where = _read(model)
@@ -172,7 +172,7 @@ def load(model: str) -> tuple[ModelProto, str]:
     return proto, where
 
 
-def _tensors(graph: GraphProto):
+def _tensors(graph: GraphProto) -> Iterator[TensorProto]:
     """Every TensorProto of a graph: initializers and tensor attributes, subgraphs included."""
     yield from graph.initializer
     for node in graph.node:
@@ -250,9 +250,9 @@ def check_nodes(model: ModelProto, opset: int, where: str) -> None:
                 raise GraphError(f"{label} has the attribute {a.name!r} twice")
             seen.add(a.name)
             want = schema.attributes.get(a.name)
-            if want is not None and a.type != int(want.type):
+            if want is not None and a.type != int(want.type):  # type: ignore[call-overload]  # AttrType is an int enum
                 raise GraphError(f"{label}: attribute {a.name!r} is of type {_attribute_type(a.type)}; {node.op_type} takes "
-                                 f"{_attribute_type(int(want.type))}")
+                                 f"{_attribute_type(int(want.type))}")  # type: ignore[call-overload]
         missing = [name for name, attr in schema.attributes.items() if attr.required and name not in seen]
         if missing:
             raise GraphError(f"{label} lacks its required attribute(s) {', '.join(missing)}")
@@ -261,7 +261,7 @@ def check_nodes(model: ModelProto, opset: int, where: str) -> None:
 _VARIADIC = 2**31 - 1  # a schema's max_input of a variadic input
 
 
-def _attribute_type(number):
+def _attribute_type(number: int) -> str:
     return onnx.AttributeProto.AttributeType.Name(number) if number in onnx.AttributeProto.AttributeType.values() else str(number)
 
 
@@ -292,10 +292,10 @@ def upgrade(model: ModelProto, where: str) -> ModelProto:
                                f"(onnx {onnx.__version__}) and onnx.version_converter cannot convert it ({reason})") from None
 
 
-def unsupported_ops(model: ModelProto):
+def unsupported_ops(model: ModelProto) -> Counter[str]:
     """Counter of the model's op types that have no mapping ("com.microsoft.Attention" for
     another domain's op)."""
-    found = Counter()
+    found = Counter[str]()
     for node in model.graph.node:
         if node.domain not in DEFAULT_DOMAINS:
             found[f"{node.domain}.{node.op_type}"] += 1
@@ -323,7 +323,7 @@ def declared(inp: ValueInfoProto, where: str) -> Input:
     return Input(inp.name, dtype, tt.elem_type, dims)
 
 
-def static_inputs(model: Source | ModelProto) -> list[Any | str]:
+def static_inputs(model: Source | ModelProto) -> list[str]:
     """Names of graph inputs whose values the graph needs when it is built: those a node reads
     where a shape or an index must be known (a Reshape's shape), directly or through shape
     arithmetic the importer folds. (A ModelProto or a Source.)"""
@@ -351,8 +351,8 @@ def static_inputs(model: Source | ModelProto) -> list[Any | str]:
 
 # ---- building --------------------------------------------------------------------------------------
 
-def build(g: OnnxGraph | ImportGraph, source: Source, shapes: dict[Any, Any] | dict[str, tuple[int, ...]] | dict[str, tuple[int]],
-          values: dict[Any, Any] | dict[str, NDArray[Any]]) -> Builder:
+def build(g: OnnxGraph | ImportGraph, source: Source, shapes: Mapping[str, tuple[int, ...]],
+          values: Mapping[str, NDArray[Any]]) -> Builder:
     """Map every node of the source onto npusim ops in graph `g` (an ImportGraph), for the
     given shapes of dynamic inputs and values of the inputs that become constants. Returns
     the Builder (its `rank0` names the ONNX scalars)."""
@@ -377,9 +377,8 @@ def build(g: OnnxGraph | ImportGraph, source: Source, shapes: dict[Any, Any] | d
 ACTIVATIONS = ("HardSwish", "HardSigmoid", "Gelu", "Mish", "Swish")  # shape-preserving: inferred as Identity where the opset lacks them
 
 
-def infer(source: Source, shapes: dict[Any, Any] | dict[str, tuple[int, ...]] | dict[str, tuple[int]],
-          values: dict[Any, Any] | dict[str, NDArray[Any]]) -> dict[str, tuple[tuple[Any, ...], int]] | dict[str,
-          tuple[None, int] | tuple[tuple[Any, ...], int]]:
+def infer(source: Source, shapes: Mapping[str, tuple[int, ...]],
+          values: Mapping[str, NDArray[Any]]) -> dict[str, Inferred]:
     """ONNX value name -> (shape or None, elem type or None) from shape inference, run on the
     graph with its small constants (whose values shapes may depend on) and its large ones as
     typed inputs without data, the given shapes and values bound and dynamic dimensions
@@ -419,15 +418,15 @@ def infer(source: Source, shapes: dict[Any, Any] | dict[str, tuple[int, ...]] | 
         inferred = shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
     except Exception as exc:  # noqa: BLE001 - onnx raises its own InferenceError (or a ValueError for a model over 2 GB)
         raise ShapeError(f"{source.where}: ONNX shape inference failed: {exc}") from None
-    out = {}
+    out: dict[str, Inferred] = {}
     for v in list(inferred.graph.value_info) + list(inferred.graph.output) + list(inferred.graph.input):
         if not v.type.HasField("tensor_type"):
             continue
         tt = v.type.tensor_type
-        dims = None
+        found: tuple[int | str, ...] | None = None
         if tt.HasField("shape"):
-            dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or "?") for d in tt.shape.dim)
-        out[v.name] = (dims, tt.elem_type or None)
+            found = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or "?") for d in tt.shape.dim)
+        out[v.name] = (found, tt.elem_type or None)
     return out
 
 
@@ -439,7 +438,7 @@ def _defined(op_type: str, opset: int) -> bool:
         return False
 
 
-def _inputs(b: Builder, source: Source, shapes: dict[Any, Any] | dict[str, tuple[int, ...]] | dict[str, tuple[int]]) -> None:
+def _inputs(b: Builder, source: Source, shapes: Mapping[str, tuple[int, ...]]) -> None:
     for inp in source.inputs():
         if inp.name in b.values:  # a graph input given a value: a constant
             continue
@@ -463,16 +462,18 @@ def _empty_outputs(b: Builder, node: NodeProto) -> list[NDArray[Any]] | None:
     outs = []
     for name in node.output:
         dims, elem = b.inferred.get(name, (None, None))
-        if not name or dims is None or not all(isinstance(d, int) for d in dims) or 0 not in dims or elem not in DTYPES:
+        sizes = tuple(d for d in dims or () if isinstance(d, int))
+        if not name or dims is None or len(sizes) != len(dims) or 0 not in sizes or elem is None or elem not in DTYPES:
             return None
-        outs.append(np.empty(dims, onnx.helper.tensor_dtype_to_np_dtype(elem)))
+        outs.append(np.empty(sizes, onnx.helper.tensor_dtype_to_np_dtype(elem)))
     return outs
 
 
 def _map(b: Builder, node: NodeProto) -> None:
     mapping = OPS[node.op_type]
     try:
-        outs = _empty_outputs(b, node) if any(b.known(n) is not None and b.known(n).size == 0 for n in node.input if n) else None
+        empty = any(value is not None and value.size == 0 for value in (b.known(n) for n in node.input if n))
+        outs: Sequence[Output] | None = _empty_outputs(b, node) if empty else None
         if outs is None and mapping.fold is not None:
             arrays = [b.known(n) for n in node.input]
             known = [a for a in arrays if a is not None]
