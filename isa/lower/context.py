@@ -115,6 +115,13 @@ class Unit:
     vector: Engine | None
 
     @property
+    def vx(self) -> Engine:
+        """The vector engine, of a unit Lowering.units("vector") gave (or of a matrix one's, with vector=True)."""
+        if self.vector is None:
+            raise UnsupportedError("a matrix unit taken without its vector engine has none")
+        return self.vector
+
+    @property
     def mx(self) -> Engine:
         """The matrix engine, of a unit Lowering.units("matrix") gave."""
         if self.matrix is None:
