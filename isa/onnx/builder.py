@@ -121,7 +121,7 @@ class Known(dict[str, "NDArray[Any]"]):
             return self.weights[name]
         raise KeyError(name)
 
-    def get(self, name: str, default: NDArray[Any] | None = None) -> NDArray[Any] | None:  # type: ignore[override]
+    def get(self, name: str, default: NDArray[Any] | None = None) -> NDArray[Any] | None:  # type: ignore[override]  # dict.get's overloads; this one only ever gives an array or None
         return self[name] if name in self else default  # noqa: SIM401 - this is get()
 
 
