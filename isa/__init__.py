@@ -1,4 +1,8 @@
 """The op set and the lowered instruction set: Graph -> isa.lower -> Program."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from . import dtypes, ops
 from .deploy import quantize
@@ -18,8 +22,22 @@ from .graph import Graph, Node, Tensor
 from .lower import Policy, lower
 from .program import Binding, Buffer, Program
 
+if TYPE_CHECKING:
+    from pathlib import Path
 
-def from_onnx(model, values=None, shapes=None, name=None, passes=None, quantize=None, calibration=None, chip=None):
+    from numpy.typing import ArrayLike
+    from onnx import ModelProto
+
+    from chips.schema import Chip
+
+    from .deploy import Calibration
+    from .onnx.model import OnnxGraph
+
+
+def from_onnx(model: ModelProto | str | Path, values: Mapping[str, ArrayLike] | None = None,
+              shapes: Mapping[str, Sequence[int]] | None = None, name: str | None = None, passes: Sequence[str] | None = None,
+              quantize: str | None = None,
+              calibration: Calibration | None = None, chip: Chip | str | None = None) -> OnnxGraph:
     """An ONNX model (a path or an onnx.ModelProto) as a Graph that specialises itself from the
     feeds `sim.run` gives it; see isa/onnx/model.py. quantize="F16" | "BF16" | "INT8" deploys
     it for `chip` in that precision (isa/deploy/). (Imported on first use: the onnx package

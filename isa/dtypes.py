@@ -13,7 +13,7 @@ never two or four to a byte, so a tensor of them takes as many bytes as an int8 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
 import numpy as np
@@ -22,6 +22,7 @@ from .errors import UnsupportedError
 
 if TYPE_CHECKING:
     from numpy import dtype, ndarray
+    from numpy.typing import ArrayLike, NDArray
 
 _TABLE = {
     "float32": np.dtype(np.float32),
@@ -94,17 +95,17 @@ def int_range(name: str) -> tuple[int, int]:
     return int(info.min), int(info.max)
 
 
-def float_max(name):
+def float_max(name: str) -> float:
     """The largest finite value of a float dtype (448.0 for float8_e4m3fn)."""
     return float(ml_dtypes.finfo(np_dtype(name)).max)
 
 
-def float_tiny(name):
+def float_tiny(name: str) -> float:
     """The smallest positive normal value of a float dtype (2^-127 for float8_e8m0fnu)."""
     return float(ml_dtypes.finfo(np_dtype(name)).tiny)
 
 
-def compute_dtype(*operands):
+def compute_dtype(*operands: str | float) -> str:
     """The dtype arithmetic on these operands (dtype names, or numbers) is done in: float64 when
     one is float64, else float32 when one is a float (or a float number); uint64 when one is
     uint64 and none is signed (a negative number is), else int64. So no operand loses range or
@@ -119,7 +120,7 @@ def compute_dtype(*operands):
     return "uint64" if "uint64" in names and not signed else "int64"
 
 
-def round_half_away(x):
+def round_half_away(x: ArrayLike) -> NDArray[Any]:
     """C's round(): halves go away from zero. Exact in any float format (adding 0.5 first would
     round 0.49999997 up and 2^23 + 1 away in float32)."""
     t = np.trunc(x)
@@ -139,7 +140,7 @@ ROUNDING = {
 HALF_TO_EVEN, HALF_AWAY, TOWARDS_ZERO, DOWN, UP, HALF_UP, HALF_DOWN = range(7)
 
 
-def rounding(mode):
+def rounding(mode: str | int) -> int:
     """A RoundingMode given by name ("ROUNDING_HALF_UP", "half_up") or value, as its value."""
     if isinstance(mode, str):
         key = mode.upper() if mode.upper().startswith("ROUNDING_") else "ROUNDING_" + mode.upper()
@@ -150,7 +151,7 @@ def rounding(mode):
     raise UnsupportedError(f"unknown rounding mode {mode!r}; known: {', '.join(ROUNDING)}")
 
 
-def shift(x, n, mode=DOWN, right: bool = False):
+def shift(x: ArrayLike, n: ArrayLike, mode: int = DOWN, right: bool = False) -> NDArray[np.integer]:
     """x * 2^n for n >= 0, saturated to x's 64-bit type; for n < 0, x / 2^-n rounded by `mode`
     (a RoundingMode value). `right` shifts by -n.
 
@@ -158,20 +159,20 @@ def shift(x, n, mode=DOWN, right: bool = False):
     exact for every 64-bit x and count, so the saturation to a narrower result that follows
     gives what shifting in that type would.
     """
-    x = np.asarray(x)
-    wide = np.uint64 if x.dtype == np.uint64 else np.int64
-    x = x.astype(wide)
-    n = np.asarray(n)
-    n = (np.minimum(n, 65) if n.dtype.kind == "u" else np.clip(n, -65, 65)).astype(np.int64)  # beyond: alike
-    n = -n if right else n
+    xs = np.asarray(x)
+    wide: type[np.integer] = np.uint64 if xs.dtype == np.uint64 else np.int64
+    xs = xs.astype(wide)
+    ns = np.asarray(n)
+    counts = (np.minimum(ns, 65) if ns.dtype.kind == "u" else np.clip(ns, -65, 65)).astype(np.int64)  # beyond: alike
+    counts = -counts if right else counts
     with np.errstate(over="ignore"):
-        if np.all(n >= 0):
-            return _shift_left(x, n, wide)
-        down = _shift_right(x, np.maximum(-n, 0), int(mode), wide)
-        return down if np.all(n < 0) else np.where(n >= 0, _shift_left(x, np.maximum(n, 0), wide), down)
+        if np.all(counts >= 0):
+            return _shift_left(xs, counts, wide)
+        down = _shift_right(xs, np.maximum(-counts, 0), int(mode), wide)
+        return down if np.all(counts < 0) else np.where(counts >= 0, _shift_left(xs, np.maximum(counts, 0), wide), down)
 
 
-def _shift_left(x, n, wide):
+def _shift_left(x: NDArray[np.integer], n: NDArray[np.int64], wide: type[np.integer]) -> NDArray[np.integer]:
     """x << n, or the type's end when that leaves the range (n is capped at 63: more saturates
     alike, but for an unsigned 1 << 64)."""
     info = np.iinfo(wide)
@@ -182,7 +183,7 @@ def _shift_left(x, n, wide):
     return np.where(x < np.right_shift(wide(info.min), left), wide(info.min), up)
 
 
-def _shift_right(x, r, mode, wide):
+def _shift_right(x: NDArray[np.integer], r: NDArray[np.int64], mode: int, wide: type[np.integer]) -> NDArray[np.integer]:
     """floor(x / 2^r) for r >= 1, then bumped by one as `mode` rounds the remainder."""
     info, one = np.iinfo(wide), wide(1)
     big = r >= 64  # a shift by 64 is not one numpy (or the CPU) makes: q is 0 or -1, worked out apart
@@ -219,7 +220,7 @@ def _shift_right(x, r, mode, wide):
     return q + (bump & (r > 0)).astype(wide)
 
 
-def convert(x, name):
+def convert(x: ArrayLike, name: str) -> NDArray[Any]:
     """Store values into dtype `name`, saturating integers.
 
     Floats become integers by round-half-to-even (the IEEE default conversion), then are clipped
@@ -239,14 +240,14 @@ def convert(x, name):
 _NAME_OF = {dt: name for name, dt in _TABLE.items()}
 
 
-def _name_of(dtype: dtype) -> str:
+def _name_of(dtype: dtype) -> str | None:
     name = _NAME_OF.get(dtype)
     if name is None:  # an equal dtype of another byte order
         name = next((n for n, dt in _TABLE.items() if dtype == dt), None)
     return name
 
 
-def _convert(x, name):
+def _convert(x: NDArray[Any], name: str) -> NDArray[Any]:
     dt = np_dtype(name)
     src = _name_of(x.dtype) or ("float64" if x.dtype.kind == "f" else "int64" if x.dtype.kind in "iu" else None)
     if name == "bool":
@@ -262,7 +263,7 @@ def _convert(x, name):
     return x.astype(dt)
 
 
-def _to_int(x, src, name, dt):
+def _to_int(x: NDArray[Any], src: str | None, name: str, dt: dtype) -> NDArray[Any]:
     lo, hi = int_range(name)
     if src in FLOATS:
         f = np.rint(np.nan_to_num(x.astype(np.float64), nan=0.0, posinf=np.inf, neginf=-np.inf))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 from typing_extensions import Self
@@ -23,7 +23,12 @@ from . import dtypes
 from .errors import GraphError, ShapeError, SimError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from numpy import ndarray
+
+# An op output: (shape, dtype) or (shape, dtype, bounded), as Graph.add_node takes it.
+OutSpec: TypeAlias = "tuple[tuple[int, ...], str] | tuple[tuple[int, ...], str, bool]"
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]*$")
 
@@ -32,7 +37,7 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]*$")
 class Tensor:
     graph: Graph
     name: str
-    shape: tuple
+    shape: tuple[int, ...]
     dtype: str
     bounded: bool = False  # the shape is an upper bound: the data decide the first dimension
 
@@ -53,15 +58,15 @@ class Tensor:
 class Node:
     name: str
     op: str
-    inputs: tuple  # tensor names
-    params: dict
-    outputs: tuple  # tensor names
+    inputs: tuple[str, ...]  # tensor names
+    params: dict[str, Any]
+    outputs: tuple[str, ...]  # tensor names
 
 
-_DEFAULT = []  # graphs of the enclosing `with graph:` blocks, innermost last
+_DEFAULT: list[Graph] = []  # graphs of the enclosing `with graph:` blocks, innermost last
 
 
-def default_graph() -> Graph:
+def default_graph() -> Graph | None:
     """The graph of the innermost `with graph:` block, or None."""
     return _DEFAULT[-1] if _DEFAULT else None
 
@@ -79,18 +84,19 @@ class Graph:
 
     def __init__(self, name: str = "graph") -> None:
         self.name = self._check_name(name, "graph name")
-        self.tensors = {}  # name -> Tensor
-        self.inputs = []  # tensor names
-        self.states = []  # tensor names of the graph state (`state`), in declaration order
-        self.kept = []  # tensors the graph computes though no output returns them (a state's update)
-        self.constants = {}  # tensor name -> numpy array
-        self.nodes = []
-        self.outputs = {}  # output name -> tensor name
-        self.producer = {}  # tensor name -> Node
-        self.values = {}  # tensor name -> numpy array, for tensors whose values the graph knows
-        self._node_names = set()
-        self._counts = {}  # op -> next suffix for fresh node names
-        self.notes = []  # lines of text on how the graph was made (an importer's passes); the lowering copies them to the program
+        self.tensors: dict[str, Tensor] = {}  # name -> Tensor
+        self.inputs: list[str] = []  # tensor names
+        self.states: list[str] = []  # tensor names of the graph state (`state`), in declaration order
+        self.kept: list[str] = []  # tensors the graph computes though no output returns them (a state's update)
+        self.constants: dict[str, ndarray] = {}  # tensor name -> numpy array
+        self.nodes: list[Node] = []
+        self.outputs: dict[str, str] = {}  # output name -> tensor name
+        self.producer: dict[str, Node] = {}  # tensor name -> Node
+        self.values: dict[str, ndarray] = {}  # tensor name -> numpy array, for tensors whose values the graph knows
+        self._node_names: set[str] = set()
+        self._counts: dict[str, int] = {}  # op -> next suffix for fresh node names
+        # lines of text on how the graph was made (an importer's passes); the lowering copies them to the program
+        self.notes: list[str] = []
 
     @staticmethod
     def _check_name(name: str, what: str) -> str:
@@ -128,7 +134,7 @@ class Graph:
         """The tensors a run must compute: the outputs' and the kept ones (`keep`)."""
         return {*self.outputs.values(), *self.kept}
 
-    def input_from(self, name: str, make) -> Tensor:
+    def input_from(self, name: str, make: Callable[..., Tensor]) -> Tensor:
         """Replace input `name` by the single output of the one node `make()` adds, named `name`, of
         the input's shape and dtype, from tensors no node computes (a state): the input's users read
         it unchanged. The node goes first, so the nodes stay in a topological order."""
@@ -161,7 +167,7 @@ class Graph:
         self.constants[name] = self.values[name] = array.reshape(t.shape)
         return t
 
-    def known(self, tensor: Tensor) -> ndarray:
+    def known(self, tensor: Tensor) -> ndarray | None:
         """The values of a tensor known when the graph is built (a constant, or a value computed
         from shapes alone, such as shape_fetch's), or None."""
         return self.values.get(self.tensor(tensor).name)
@@ -170,7 +176,7 @@ class Graph:
         _DEFAULT.append(self)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         _DEFAULT.remove(self)
 
     def output(self, tensor: Tensor, name: str | None = None) -> Tensor:
@@ -189,7 +195,7 @@ class Graph:
             raise GraphError(f"tensor {value.name!r} belongs to graph {value.graph.name!r}, not {self.name!r}")
         return value
 
-    def add_node(self, op: str, inputs: list[Tensor | Any], params: dict[str, Any], out_specs: list[tuple[tuple[int, ...], str, bool]],
+    def add_node(self, op: str, inputs: list[Tensor | Any], params: dict[str, Any], out_specs: list[OutSpec],
                  name: str | None = None) -> list[Tensor]:
         """Append a node; out_specs are (shape, dtype) or (shape, dtype, bounded). Returns the
         output tensors."""
@@ -215,7 +221,7 @@ class Graph:
         self._counts[op] = k + 1
         return f"{op}_{k}"
 
-    def consumers(self, tensor_name):
+    def consumers(self, tensor_name: str) -> list[Node]:
         return [n for n in self.nodes if tensor_name in n.inputs]
 
     def __repr__(self) -> str:

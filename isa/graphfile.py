@@ -22,24 +22,35 @@ is checked: each, and all together, at most `max_bytes` (the host-memory cap of 
 or what a caller that knows the chip passes). Every error names the file and the line.
 """
 
+from __future__ import annotations
+
 import inspect
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from numbers import Integral, Real
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from . import dtypes, limits, npyfile, ops, yamlfile
 from .errors import ConfigError, SimError
 from .graph import Graph
+from .yamlfile import Yaml, YamlDict, YamlList
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from .graph import Tensor
+
+T = TypeVar("T")
 
 
 @dataclass
 class GraphFile:
     graph: Graph
-    defaults: Mapping[str, np.ndarray]  # input name -> array, for inputs that give a `random` spec
+    defaults: Mapping[str, NDArray[Any]]  # input name -> array, for inputs that give a `random` spec
 
 
 _RANDOM_KEYS = ("random", "mean", "scale", "low", "high", "seed")
@@ -50,11 +61,11 @@ _CONSTANT_KEYS = ("shape", "dtype", "value", "file") + _RANDOM_KEYS
 class _Reader:
     """Checks values of one graph file; every error it raises names the file and a line."""
 
-    def __init__(self, path, max_bytes, limit) -> None:
+    def __init__(self, path: str | Path, max_bytes: int, limit: str) -> None:
         self.path = Path(path)
         self.left, self.limit = max_bytes, f"what is left of {limit}"  # bytes the tensors still drawn or read may take
 
-    def reserve(self, line, where, shape, dtype, draw=None):
+    def reserve(self, line: int | None, where: str, shape: tuple[int, ...], dtype: str, draw: str | None = None) -> None:
         """Count a tensor about to be made against the byte limit, before it is allocated: its
         own bytes stay counted, and the wider array it is first drawn in (`draw`) must fit too."""
         try:
@@ -64,12 +75,13 @@ class _Reader:
         except SimError as exc:
             raise self.error(line, str(exc)) from None
 
-    def error(self, line, message):
+    def error(self, line: int | None, message: str) -> ConfigError:
         return ConfigError(f"{self.path}:{line}: {message}")
 
-    def mapping(self, value, line, where, required=(), optional=()):
+    def mapping(self, value: Yaml, line: int | None, where: str, required: tuple[str, ...] = (),
+                optional: tuple[str, ...] = ()) -> YamlDict:
         """value, checked to be a mapping with the required keys and no unknown ones."""
-        if not isinstance(value, dict):
+        if not isinstance(value, YamlDict):
             raise self.error(line, f"{where}: expected a mapping, got {_kind(value)}")
         unknown = sorted(map(str, set(value) - set(required) - set(optional)))
         if unknown:
@@ -79,19 +91,19 @@ class _Reader:
                 raise self.error(value.line, f"{where}: missing key {key!r}")
         return value
 
-    def text(self, parent, key, where):
+    def text(self, parent: YamlDict, key: str, where: str) -> str:
         value = parent[key]
         if not isinstance(value, str):
             raise self.error(parent.line_of(key), f"{where}: expected a name, got {_kind(value)}")
         return value
 
-    def names(self, parent, key, where):
+    def names(self, parent: YamlDict, key: str, where: str) -> list[str]:
         value = parent[key]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.error(parent.line_of(key), f"{where}: expected a list of tensor names, got {_kind(value)}")
         return value
 
-    def number(self, spec, key, where, default, integer: bool = False, minimum=None):
+    def number(self, spec: YamlDict, key: str, where: str, default: float, integer: bool = False, minimum: float | None = None) -> Any:
         value = spec.get(key, default)
         ok = isinstance(value, Integral if integer else Real) and not isinstance(value, bool) and math.isfinite(value)
         if not ok or (minimum is not None and value < minimum):
@@ -100,13 +112,13 @@ class _Reader:
             raise self.error(spec.line_of(key), f"{where}.{key}: expected {want}, got {value!r}")
         return value
 
-    def shape(self, spec, where):
+    def shape(self, spec: YamlDict, where: str) -> tuple[int, ...]:
         value = spec["shape"]
         if not isinstance(value, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in value):
             raise self.error(spec.line_of("shape"), f"{where}.shape: expected a list of positive integers, got {value!r}")
         return tuple(value)
 
-    def dtype(self, spec, where):
+    def dtype(self, spec: YamlDict, where: str) -> str:
         name = spec.get("dtype", "float32")
         if not isinstance(name, str):
             raise self.error(spec.line_of("dtype"), f"{where}.dtype: expected a dtype name such as float32, got {_kind(name)}")
@@ -116,14 +128,14 @@ class _Reader:
             raise self.error(spec.line_of("dtype"), str(exc)) from None
 
 
-def load(path, max_bytes: int | None = None, limit: str = "the host-memory cap") -> GraphFile:
+def load(path: str | Path, max_bytes: int | None = None, limit: str = "the host-memory cap") -> GraphFile:
     """Read a graph file into a Graph and its default input values; the tensors it draws or
     reads take at most `max_bytes` together (by default the host-memory cap; `limit` says what
     the bound is, for messages)."""
     r = _Reader(path, limits.HOST_MEMORY if max_bytes is None else max_bytes, limit)
     top = r.mapping(yamlfile.read(path), 1, "graph file", ("name", "ops", "outputs"), ("inputs", "constants", "description"))
     g = _located(r, top, "name", lambda: Graph(top["name"]))
-    defaults = {}
+    defaults: dict[str, NDArray[Any]] = {}
     inputs = _section(r, top, "inputs")
     for name in inputs:
         where = f"inputs.{name}"
@@ -137,7 +149,7 @@ def load(path, max_bytes: int | None = None, limit: str = "the host-memory cap")
         spec = r.mapping(constants[name], constants.line_of(name), where, (), _CONSTANT_KEYS)
         array = _constant(r, spec, where)
         _located(r, constants, name, lambda: g.constant(name, array))  # noqa: B023 - called within this iteration
-    if not isinstance(top["ops"], list):
+    if not isinstance(top["ops"], YamlList):
         raise r.error(top.line_of("ops"), f"ops: expected a list of {{op, inputs, params, name}}, got {_kind(top['ops'])}")
     with g:  # an op with no tensor input (linspace, constdata) goes to this graph
         for i, item in enumerate(top["ops"]):
@@ -147,19 +159,19 @@ def load(path, max_bytes: int | None = None, limit: str = "the host-memory cap")
     return GraphFile(g, defaults)
 
 
-def _kind(value):
+def _kind(value: object) -> str:
     return "nothing" if value is None else f"{type(value).__name__} {value!r}"[:60]
 
 
-def _section(r, top, key):
+def _section(r: _Reader, top: YamlDict, key: str) -> YamlDict:
     """top[key]: a mapping of tensor name to spec (empty when absent)."""
-    value = top.get(key) or {}
-    if not isinstance(value, dict):
+    value = top.get(key) or YamlDict(line=top.line_of(key))
+    if not isinstance(value, YamlDict):
         raise r.error(top.line_of(key), f"{key}: expected a mapping of tensor name to spec, got {_kind(value)}")
     return value
 
 
-def _located(r, node, key, fn):
+def _located(r: _Reader, node: YamlDict | YamlList, key: Any, fn: Callable[[], T]) -> T:
     """Run fn; a SimError it raises without a location gets node[key]'s file and line."""
     try:
         return fn()
@@ -171,7 +183,7 @@ def _located(r, node, key, fn):
         raise type(exc)(f"{r.path}:{node.line_of(key)}: {exc}") from None
 
 
-def _apply(r, g, spec, where):
+def _apply(r: _Reader, g: Graph, spec: YamlDict, where: str) -> Tensor | list[Tensor]:
     name = r.text(spec, "op", f"{where}.op")
     fn = getattr(ops, name, None)
     if name not in ops.REGISTRY or fn is None:
@@ -201,10 +213,10 @@ _PARAM_TYPES = {
 }
 
 
-def _params(r, spec, name, fn, where):
+def _params(r: _Reader, spec: YamlDict, name: str, fn: Callable[..., Any], where: str) -> YamlDict:
     """The op's params, each one of its function's parameters and of the type its default has."""
-    params = spec.get("params") or {}
-    if not isinstance(params, dict):
+    params = spec.get("params") or YamlDict(line=spec.line_of("params"))
+    if not isinstance(params, YamlDict):
         raise r.error(spec.line_of("params"), f"{where}.params: expected a mapping of parameter to value, got {_kind(params)}")
     signature = inspect.signature(fn).parameters
     known = [p for p in signature if p not in ("name", "graph")]
@@ -218,11 +230,12 @@ def _params(r, spec, name, fn, where):
     return params
 
 
-def _outputs(r, g, top):
+def _outputs(r: _Reader, g: Graph, top: YamlDict) -> None:
     outputs = top["outputs"]
-    if isinstance(outputs, dict):
+    entries: list[tuple[Yaml, Yaml, YamlDict | YamlList, Any]]
+    if isinstance(outputs, YamlDict):
         entries = [(k, outputs[k], outputs, k) for k in outputs]
-    elif isinstance(outputs, list):
+    elif isinstance(outputs, YamlList):
         entries = [(v, v, outputs, i) for i, v in enumerate(outputs)]
     else:
         raise r.error(top.line_of("outputs"),
@@ -233,7 +246,7 @@ def _outputs(r, g, top):
         _located(r, parent, key, lambda: g.output(g.tensors[tname], out_name))  # noqa: B023 - called within this iteration
 
 
-def _random(r, spec, where, shape, dtype, line):
+def _random(r: _Reader, spec: YamlDict, where: str, shape: tuple[int, ...], dtype: str, line: int | None) -> NDArray[Any]:
     kind = spec["random"]
     seed = r.number(spec, "seed", where, 0, integer=True, minimum=0)
     rng = np.random.default_rng(seed)
@@ -258,7 +271,7 @@ def _random(r, spec, where, shape, dtype, line):
     return dtypes.convert(values, dtype)
 
 
-def _constant(r, spec, where):
+def _constant(r: _Reader, spec: YamlDict, where: str) -> NDArray[Any]:
     sources = [k for k in ("value", "file", "random") if k in spec]
     if len(sources) != 1:
         raise r.error(spec.line, f"{where}: a constant needs exactly one of value, file, random (got {', '.join(sources) or 'none'})")
@@ -274,7 +287,7 @@ def _constant(r, spec, where):
     return array
 
 
-def _value(r, spec, where, dtype):
+def _value(r: _Reader, spec: YamlDict, where: str, dtype: str) -> NDArray[Any]:
     try:
         array = np.array(spec["value"])
     except (ValueError, OverflowError):
@@ -285,7 +298,7 @@ def _value(r, spec, where, dtype):
     return _fit(r, spec.line_of("value"), f"{where}.value", array, dtype)
 
 
-def _fit(r, line, where, array, dtype):
+def _fit(r: _Reader, line: int | None, where: str, array: NDArray[Any], dtype: str) -> NDArray[Any]:
     """array in dtype, refused when a value would change beyond rounding: an integer dtype takes
     whole numbers in its range, a float one finite values within its largest (NaN and infinities
     stay what they are)."""
@@ -303,7 +316,7 @@ def _fit(r, line, where, array, dtype):
     return dtypes.convert(array, dtype)
 
 
-def _file(r, spec, where, dtype):
+def _file(r: _Reader, spec: YamlDict, where: str, dtype: str) -> NDArray[Any]:
     """A .npy beneath the graph file's folder, read once its header's size is checked."""
     line, name = spec.line_of("file"), r.text(spec, "file", f"{where}.file")
     folder = r.path.resolve().parent

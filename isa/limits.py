@@ -19,6 +19,7 @@ from . import dtypes
 from .errors import OutOfMemoryError, ShapeError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from io import BufferedReader
 
 YAML_BYTES = 16 << 20  # a YAML file's size (some 40 s to read at most): larger data belongs in .npy files (a graph file's `file:`)
@@ -34,7 +35,7 @@ RANK = 16  # dimensions of a tensor or a region
 PROGRAM_BYTES = 1 << 30  # a program text file `npusim exec` reads: some ten million instructions, or 700 MB of constants
 
 
-def check_shape(shape, dtype, where, limit=None, what: str = "the host-memory cap"):
+def check_shape(shape: Sequence[int], dtype: str, where: str, limit: int | None = None, what: str = "the host-memory cap") -> int:
     """The bytes of a tensor of `shape` and `dtype`, once its rank and size are known to be in
     bounds: at most RANK dimensions and `limit` bytes (by default the host's cap; a caller that
     knows the chip passes its memory's capacity and names it in `what`)."""

@@ -7,7 +7,10 @@ a member that is no .npy is refused unread, and the data must be as long as the 
 Pickled (object) arrays are never read. Errors are InputErrors naming the file and member.
 """
 
+from __future__ import annotations
+
 import zipfile
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.lib import format as npy
@@ -15,10 +18,15 @@ from numpy.lib import format as npy
 from . import dtypes, limits
 from .errors import InputError, SimError
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from numpy.typing import NDArray
+
 NPY_HEADER_BYTES = 10_000  # numpy's own default bound on a .npy header
 
 
-def read_npy(path: str, limit: int | None = None, what: str = "the host-memory cap") -> np.ndarray:
+def read_npy(path: str | Path, limit: int | None = None, what: str = "the host-memory cap") -> NDArray[Any]:
     """The array saved in the .npy file at `path`, of at most `limit` bytes (by default the
     host-memory cap; `what` names the limit)."""
     try:
@@ -28,10 +36,10 @@ def read_npy(path: str, limit: int | None = None, what: str = "the host-memory c
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-def read_npz(path: str, limit: int | None = None, what: str = "the host-memory cap") -> dict:
+def read_npz(path: str | Path, limit: int | None = None, what: str = "the host-memory cap") -> dict[str, NDArray[Any]]:
     """{name: array} of the .npz file at `path`: each array, and all of them together, at most
     `limit` bytes (by default the host-memory cap)."""
-    limit = limits.HOST_MEMORY if limit is None else limit
+    cap = limits.HOST_MEMORY if limit is None else limit
     try:
         archive = zipfile.ZipFile(limits.open_input(path, regular=True))
     except OSError as exc:
@@ -41,7 +49,8 @@ def read_npz(path: str, limit: int | None = None, what: str = "the host-memory c
             one_array = f.read(len(npy.MAGIC_PREFIX)) == npy.MAGIC_PREFIX
         hint = ": a .npy holds one array; save inputs with np.savez" if one_array else ""
         raise InputError(f"{path}: not an .npz (zip) file{hint} ({exc})") from None
-    arrays, total = {}, 0
+    arrays: dict[str, NDArray[Any]] = {}
+    total = 0
     with archive:
         for info in archive.infolist():
             name, is_npy, _ = info.filename.rpartition(".npy")
@@ -52,14 +61,14 @@ def read_npz(path: str, limit: int | None = None, what: str = "the host-memory c
                 raise InputError(f"{where} repeats the array {name!r}")
             try:
                 with archive.open(info) as f:
-                    arrays[name] = _array(f, where, limit - total, what)
+                    arrays[name] = _array(f, where, cap - total, what)
             except (OSError, zipfile.BadZipFile, ValueError, EOFError, NotImplementedError, RuntimeError) as exc:  # zipfile's own errors
                 raise InputError(f"{where}: cannot read ({exc})") from None
             total += arrays[name].nbytes
     return arrays
 
 
-def _array(f, where, limit, what):
+def _array(f: IO[bytes], where: str, limit: int, what: str) -> NDArray[Any]:
     """The array a .npy stream holds, its header and size checked before its data is read."""
     try:
         version = npy.read_magic(f)
@@ -78,7 +87,7 @@ def _array(f, where, limit, what):
     except SimError as exc:
         raise InputError(str(exc)) from None
     flat = np.empty(nbytes // dtype.itemsize if dtype.itemsize else 0, dtype)
-    got = f.readinto(flat.view(np.uint8)) if nbytes else 0
+    got = f.readinto(flat.view(np.uint8)) if nbytes else 0  # type: ignore[attr-defined]  # a file or zip member: typeshed's IO lacks readinto
     if got != nbytes:
         raise InputError(f"{where}: holds {got} bytes of data where its header, {dtype}{list(shape)}, says {nbytes}")
     return flat.reshape(shape, order="F" if fortran else "C").astype(dtype.newbyteorder("="), copy=False)

@@ -15,7 +15,7 @@ level of a merge of merges.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import yaml
 
@@ -23,46 +23,52 @@ from . import limits
 from .errors import ConfigError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from pathlib import Path
 
     from yaml.cyaml import CSafeLoader
     from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
+# What a YAML document or one of its values holds: YamlDict, YamlList, str, int, float, bool or None.
+# Any, not their union: each reader checks the kind it expects (chips/loader.py, isa/graphfile.py) and says where it is not.
+Yaml: TypeAlias = Any
+Node: TypeAlias = "ScalarNode | MappingNode | SequenceNode"
 
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-class YamlDict(dict):
+class YamlDict(dict[Any, Yaml]):
     """A mapping read from YAML: `.line` is where it starts, `.line_of(key)` where a key is."""
 
-    def __init__(self, items: tuple[()]=(), line: int | None = None) -> None:
+    def __init__(self, items: Iterable[tuple[Any, Yaml]] = (), line: int | None = None) -> None:
         super().__init__(items)
         self.line = line
-        self.lines = {}  # key -> 1-based line of the key
+        self.lines: dict[Any, int] = {}  # key -> 1-based line of the key
 
     def line_of(self, key: object) -> int | None:
         """Line of `key`, or of the mapping itself for a key it does not have (e.g. a missing one)."""
         return self.lines.get(key, self.line)
 
 
-class YamlList(list):
+class YamlList(list[Yaml]):
     """A sequence read from YAML: `.line` is where it starts, `.line_of(index)` where an item is."""
 
-    def __init__(self, items: tuple[()]=(), line: int | None = None) -> None:
+    def __init__(self, items: Iterable[Yaml] = (), line: int | None = None) -> None:
         super().__init__(items)
         self.line = line
-        self.lines = []  # index -> 1-based line of the item
+        self.lines: list[int] = []  # index -> 1-based line of the item
 
     def line_of(self, index: object) -> int | None:
         """Line of item `index`, or of the sequence itself for an index it does not have."""
         try:
-            return self.lines[index]
+            return self.lines[index]  # type: ignore[call-overload]  # any key: a non-index is a TypeError, answered below
         except (IndexError, TypeError):
             return self.line
 
 
-def read(path: str | Path) -> YamlDict:
+def read(path: str | Path) -> Yaml:
     """Parse the YAML file at `path` (see `parse`)."""
     try:
         with limits.open_input(path) as f:
@@ -84,7 +90,7 @@ def read(path: str | Path) -> YamlDict:
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def parse(text: str, filename: str = "<string>") -> YamlDict | str:
+def parse(text: str, filename: str = "<string>") -> Yaml:
     """Plain data from one YAML document: YamlDict, YamlList, str, int, float, bool or None.
 
     An empty document gives None. `filename` is only used in error messages.
@@ -92,7 +98,7 @@ def parse(text: str, filename: str = "<string>") -> YamlDict | str:
     loader = _LOADER(text)
     try:
         node = loader.get_single_node()
-        return None if node is None else _Builder(loader, filename).build(node)
+        return None if node is None else _Builder(loader, filename).build(cast("Node", node))  # the composer makes these three kinds
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{filename}:{mark.line + 1}" if mark else filename
@@ -106,7 +112,7 @@ def parse(text: str, filename: str = "<string>") -> YamlDict | str:
         loader.dispose()
 
 
-def _line(node: ScalarNode | MappingNode | SequenceNode) -> int:
+def _line(node: Node) -> int:
     return node.start_mark.line + 1
 
 
@@ -114,18 +120,18 @@ class _Builder:
     """Turns composed nodes into YamlDict / YamlList / scalars, keeping their lines and counting
     what aliases expand to."""
 
-    def __init__(self, loader: CSafeLoader, filename: str) -> None:
+    def __init__(self, loader: yaml.SafeLoader | CSafeLoader, filename: str) -> None:
         self.loader = loader
         self.filename = filename
-        self.open = []  # the collections being built, outermost first: an alias back to one is a cycle
-        self.built = set()  # ids of the nodes built once: building one again is an alias's copy
+        self.open: list[Node] = []  # the collections being built, outermost first: an alias back to one is a cycle
+        self.built: set[int] = set()  # ids of the nodes built once: building one again is an alias's copy
         self.copying = False  # building an alias's copy: every value built counts
         self.copied = 0  # values built as aliases' copies
 
-    def error(self, node, message):
+    def error(self, node: Node, message: str) -> ConfigError:
         return ConfigError(f"{self.filename}:{_line(node)}: {message}")
 
-    def build(self, node: ScalarNode | MappingNode | SequenceNode) -> str | int | YamlList | bool | YamlDict:
+    def build(self, node: Node) -> Yaml:
         if id(node) in self.built and not self.copying:
             self.copying = True
             try:
@@ -151,7 +157,7 @@ class _Builder:
         finally:
             self.open.pop()
 
-    def scalar(self, node: ScalarNode) -> bool | int | str:
+    def scalar(self, node: ScalarNode) -> Yaml:
         """A scalar; an integer has at most NUMBER_DIGITS digits, so every message can print it."""
         try:
             value = self.loader.construct_object(node)
@@ -184,7 +190,7 @@ class _Builder:
                 out.lines[key] = _line(key_node)
         return out
 
-    def merge(self, out, node):
+    def merge(self, out: YamlDict, node: Node) -> None:
         sources = node.value if isinstance(node, yaml.SequenceNode) else [node]
         for source in sources:
             merged = self.build(source) if isinstance(source, yaml.MappingNode) else None
@@ -196,7 +202,7 @@ class _Builder:
                     out.lines[key] = merged.line_of(key)
 
     def check_duplicates(self, node: MappingNode) -> None:
-        seen = {}
+        seen: dict[Any, int] = {}
         merges = 0
         for key_node, _ in node.value:
             if key_node.tag == _MERGE_TAG:
@@ -209,7 +215,7 @@ class _Builder:
                 raise self.error(key_node, f"duplicate key {key!r} (first at line {seen[key]})")
             seen[key] = _line(key_node)
 
-    def key(self, node: ScalarNode) -> str:
+    def key(self, node: Node) -> Yaml:
         if not isinstance(node, yaml.ScalarNode):
             raise self.error(node, "a mapping key must be a plain value, not a list or mapping")
         return self.scalar(node)

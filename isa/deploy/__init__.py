@@ -14,7 +14,11 @@ file, a calibration.Table, a list of samples (input name -> array) run through t
 or a count of seeded random samples.
 """
 
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
@@ -23,11 +27,19 @@ from ..graph import Graph
 from . import weight_only
 from .calibration import Table, measure, random_samples, read_table
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
+
+    from chips.schema import Chip
+
+# What `calibrate` takes (the module's docstring): a table, its file, samples (input name -> array) or a count of random ones.
+Calibration = Union[Table, str, Path, int, "Sequence[Mapping[str, NDArray]]"]
+
 PRECISIONS = {"float16": "float16", "f16": "float16", "fp16": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16",
               "int8": "int8"}
 
 
-def similarity(got, want) -> tuple[float, float]:
+def similarity(got: ArrayLike, want: ArrayLike) -> tuple[float, float]:
     """(cosine similarity, largest absolute error) of a deployed output against the float
     model's, as TPU-MLIR's model_deploy compares them (the cosine of two zero arrays is 1)."""
     a, b = np.asarray(got, np.float64).ravel(), np.asarray(want, np.float64).ravel()
@@ -38,7 +50,7 @@ def similarity(got, want) -> tuple[float, float]:
     return cosine, float(np.abs(a - b).max(initial=0.0))
 
 
-def precision(name) -> str:
+def precision(name: object) -> str:
     """npusim's dtype for a precision as TPU-MLIR (F16, BF16, INT8) or npusim (float16, ...) names
     it; the weight-only schemes keep their names (w8a16, w4a16)."""
     key = str(name).lower()
@@ -50,7 +62,7 @@ def precision(name) -> str:
     return PRECISIONS[key]
 
 
-def calibrate(graph: Graph, calibration, chip=None) -> Table:
+def calibrate(graph: Graph, calibration: Calibration | None, chip: Chip | None = None) -> Table:
     """A Table from what `calibration` is (see the module's docstring)."""
     if isinstance(calibration, Table):
         return calibration
@@ -66,7 +78,8 @@ def calibrate(graph: Graph, calibration, chip=None) -> Table:
                       f"(input name -> array), or a number of random samples; got {type(calibration).__name__}")
 
 
-def quantize(graph: Graph, dtype: str, chip, calibration=None, target: Graph | None = None) -> Graph:
+def quantize(graph: Graph, dtype: str, chip: Chip | str | Path, calibration: Calibration | None = None,
+             target: Graph | None = None) -> Graph:
     """`graph` compiled for `chip` (a Chip or a shipped chip's name) in `dtype` (F16, BF16, INT8):
     a new graph (or `target`, an empty graph to fill)."""
     import chips
@@ -74,7 +87,7 @@ def quantize(graph: Graph, dtype: str, chip, calibration=None, target: Graph | N
     from . import floats, int8
 
     dtype = precision(dtype)
-    chip = chips.load(chip) if isinstance(chip, (str, Path)) else chip
+    chip = chips.load(str(chip)) if isinstance(chip, (str, Path)) else chip
     if target is None:
         target = Graph(graph.name)
     if dtype == "int8":

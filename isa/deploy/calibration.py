@@ -13,14 +13,25 @@ over the samples, its threshold the larger magnitude (max-abs, TPU-MLIR's starti
 its KL-divergence tuning, which npusim does not do).
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import ConfigError, InputError
 from ..graph import Graph
 from .rebuild import Rebuild
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from chips.schema import Chip
+
+Sample = dict[str, "NDArray[Any]"]  # one run's feeds: input name -> array
 
 INT4_SECTION = "#int4_th"
 
@@ -30,11 +41,11 @@ class Table:
     """name -> (threshold, min, max); `default`: the threshold of a tensor the table lacks
     (None: such a tensor is an error)."""
 
-    ranges: dict = field(default_factory=dict)
+    ranges: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     default: float | None = None
     where: str = "calibration"
 
-    def threshold(self, name):
+    def threshold(self, name: str) -> float:
         if name in self.ranges:
             return self.ranges[name][0]
         if self.default is None:
@@ -42,21 +53,21 @@ class Table:
                               "calibrate the graph it was quantized from")
         return self.default
 
-    def write(self, path) -> None:
+    def write(self, path: str | Path) -> None:
         lines = ["# npusim calibration table (TPU-MLIR's format)", "# op_name threshold min max"]
         lines += [f"{name} {t:.7g} {lo:.7g} {hi:.7g}" for name, (t, lo, hi) in self.ranges.items()]
         Path(path).write_text("\n".join(lines) + "\n")
 
 
-def read_table(path) -> Table:
+def read_table(path: str | Path) -> Table:
     """A calibration table file; a line that is not `name threshold min max` (numbers, a positive
     finite threshold) is a ConfigError naming the file and line."""
-    path = Path(path)
+    file = Path(path)
     try:
-        text = path.read_text()
+        text = file.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read the calibration table ({getattr(exc, 'strerror', None) or exc})") from None
-    ranges = {}
+    ranges: dict[str, tuple[float, float, float]] = {}
     for k, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if line.startswith(INT4_SECTION):
@@ -76,17 +87,17 @@ def read_table(path) -> Table:
         ranges[parts[0]] = (threshold, low, high)
     if not ranges:
         raise ConfigError(f"{path}: the calibration table lists no tensor")
-    return Table(ranges, where=str(path))
+    return Table(ranges, where=str(file))
 
 
-def measure(graph: Graph, samples, chip=None) -> Table:
+def measure(graph: Graph, samples: Iterable[Mapping[str, NDArray[Any]]], chip: Chip | None = None) -> Table:
     """A Table from running `graph` (float) on each sample (input name -> array) in functional
     mode, every float32 tensor an output (see the module's docstring)."""
     import chips
     import sim
 
-    samples = list(samples)
-    if not samples:
+    runs = list(samples)
+    if not runs:
         raise InputError("calibration: no sample to run (give at least one dict of input arrays)")
     probe = Graph(graph.name)
     rb = Rebuild(graph, probe, chips.load("generic") if chip is None else chip)
@@ -99,8 +110,9 @@ def measure(graph: Graph, samples, chip=None) -> Table:
         if rb.map[name].name not in probe.outputs.values():
             probe.output(rb.map[name], rb.fresh(f"calibration/{name}"))
     by_tensor = {t: o for o, t in probe.outputs.items()}
-    low, high = {}, {}
-    for k, feeds in enumerate(samples):
+    low: dict[str, float] = {}
+    high: dict[str, float] = {}
+    for k, feeds in enumerate(runs):
         if not isinstance(feeds, dict) or set(feeds) != set(graph.inputs):
             got = sorted(feeds) if isinstance(feeds, dict) else type(feeds).__name__
             raise InputError(f"calibration sample {k}: expected arrays for the inputs {', '.join(graph.inputs)}, got {got}")
@@ -111,22 +123,22 @@ def measure(graph: Graph, samples, chip=None) -> Table:
             if finite.size:
                 low[name] = min(low.get(name, np.inf), float(finite.min()))
                 high[name] = max(high.get(name, -np.inf), float(finite.max()))
-    ranges = {}
+    ranges: dict[str, tuple[float, float, float]] = {}
     for name in watched:
         if name in low:
             threshold = max(abs(low[name]), abs(high[name]))
             ranges[name] = (threshold if threshold > 0 else 1e-6, low[name], high[name])
-    return Table(ranges, where=f"calibration of {graph.name} on {len(samples)} sample(s)")
+    return Table(ranges, where=f"calibration of {graph.name} on {len(runs)} sample(s)")
 
 
-def random_samples(graph: Graph, count: int, seed: int = 0):
+def random_samples(graph: Graph, count: int, seed: int = 0) -> list[Sample]:
     """`count` seeded standard-normal samples for the graph's float inputs (integers in [0, 10))."""
     from .. import dtypes
 
     rng = np.random.default_rng(seed)
-    out = []
+    out: list[Sample] = []
     for _ in range(count):
-        feeds = {}
+        feeds: Sample = {}
         for name in graph.inputs:
             t = graph.tensors[name]
             if dtypes.is_float(t.dtype):

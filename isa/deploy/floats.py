@@ -24,18 +24,26 @@ op was lowered to (lib/Conversion/TopToTpu/TopToTpuPass.cpp @ 16232af4db63f19388
 The casts are ordinary vector instructions of the program, priced as any other.
 """
 
+from __future__ import annotations
+
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from ..graph import Graph
 from ..ops import REGISTRY
 from .rebuild import Rebuild, float_params
 
+if TYPE_CHECKING:
+    from chips.schema import Chip
+
+    from ..graph import Node
+
 SOURCE = "float32"
 
 
-def rewrite(source: Graph, target: Graph, chip, dtype: str) -> Graph:
+def rewrite(source: Graph, target: Graph, chip: Chip, dtype: str) -> Graph:
     rb = Rebuild(source, target, chip)
-    narrow, kept = 0, Counter()
+    narrow, kept = 0, Counter[str]()
     for node in source.nodes:
         tensors = [source.tensors[n] for n in node.inputs + node.outputs]
         if any(t.dtype == dtype for t in tensors) and not any(t.dtype == SOURCE for t in tensors):
@@ -66,7 +74,7 @@ def rewrite(source: Graph, target: Graph, chip, dtype: str) -> Graph:
     return target
 
 
-def _widened(rb, source, node, dtype):
+def _widened(rb: Rebuild, source: Graph, node: Node, dtype: str) -> list[str]:
     """A node of `dtype` tensors: copied, or where the chip's table lacks it in `dtype` and has it
     in float32, run in float32 between casts; the support keys widened."""
     if rb.fits(node, [source.tensors[n].dtype for n in node.inputs], node.params) is not None:

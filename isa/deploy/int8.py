@@ -39,8 +39,11 @@ first way that the op and the chip's op table take:
 The graph's inputs and outputs stay float32, quantized and dequantized at the edges.
 """
 
+from __future__ import annotations
+
 import math
 from collections import Counter
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,6 +52,17 @@ from ..graph import Graph
 from ..ops import REGISTRY
 from ..ops.elementwise import Elementwise
 from .rebuild import Rebuild
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from chips.schema import Chip
+
+    from ..graph import Node, Tensor
+    from .calibration import Table
+
+# find_chains: a chain's result -> (its root tensor, its nodes in graph order)
+Chains = dict[str, "tuple[str, list[Node]]"]
 
 F32, I8, I16, I32 = "float32", "int8", "int16", "int32"
 QMAX = 127
@@ -64,24 +78,26 @@ I32_MAX = 2**31 - 1
 NOT_IN_TABLES = {"cast", "copy", "lut", "requant_fp32_to_int", "requant_int32", "dequant_int_to_fp32"}
 
 
-def rewrite(source: Graph, target: Graph, chip, table) -> Graph:
+def rewrite(source: Graph, target: Graph, chip: Chip, table: Table) -> Graph:
     return Int8(source, target, chip, table).run()
 
 
 class Int8:
-    def __init__(self, source, target, chip, table) -> None:
+    def __init__(self, source: Graph, target: Graph, chip: Chip, table: Table) -> None:
         self.src, self.rb, self.table = source, Rebuild(source, target, chip), table
-        self.scale = {}  # target int8 tensor name -> its scale
-        self.floats = {}  # source tensor name -> target float32 tensor (dequantized)
-        self.ints = {}  # (source tensor name, scale) -> target int8 tensor
-        self.done = Counter()  # how each node went
-        self.in_float = Counter()  # support keys of the nodes left in float32
+        self.scale: dict[str, float] = {}  # target int8 tensor name -> its scale
+        self.floats: dict[str, Tensor] = {}  # source tensor name -> target float32 tensor (dequantized)
+        self.ints: dict[tuple[str, float], Tensor] = {}  # (source tensor name, scale) -> target int8 tensor
+        self.done = Counter[str]()  # how each node went
+        self.in_float = Counter[str]()  # support keys of the nodes left in float32
         lut = self.rb.supported("lut", {}, [I8, I8], I8)
+        self.heads: Chains
+        self.members: set[str]
         self.heads, self.members = find_chains(source) if lut else ({}, set())
 
     # ---- scales and representations -------------------------------------------------------
 
-    def threshold(self, name):
+    def threshold(self, name: str) -> float:
         """A source tensor's threshold, or that of its lone reader when that reader keeps the scale
         and the tensor is not a graph output: a ReLU's (the negative half would be cut anyway) or
         a concat's (its inputs then need no requantization)."""
@@ -92,7 +108,7 @@ class Int8:
                 return self.threshold(r.outputs[0])
         return self.table.threshold(name)
 
-    def out_scale(self, name):
+    def out_scale(self, name: str) -> float:
         """The scale a node making source tensor `name` gives its int8 result: threshold / 127,
         widened to 2^j times the other operand's scale when its lone reader is an add or sub whose
         other operand is int8 already, so that the add needs no requantization of that operand
@@ -108,7 +124,7 @@ class Int8:
         j = max(0, math.ceil(math.log2(scale / other) - 1e-9))
         return other * 2.0**j if j <= SHIFTED_BITS else scale
 
-    def float_of(self, name):
+    def float_of(self, name: str) -> Tensor:
         """The target float32 tensor standing for source tensor `name`."""
         t = self.rb.tensor(name)
         if t.dtype != I8 or self.src.tensors[name].dtype != F32:
@@ -118,7 +134,7 @@ class Int8:
             self.floats[name] = ops.muls(wide, self.scale[t.name], name=self.rb.fresh(f"{name}/dequant"))
         return self.floats[name]
 
-    def int8_of(self, name, scale=None):
+    def int8_of(self, name: str, scale: float | None = None) -> Tensor:
         """The target int8 tensor standing for source tensor `name`, at `scale` (its own when None)."""
         if self.rb.is_constant(name):
             array = np.asarray(self.src.constants[name], np.float32)
@@ -144,7 +160,7 @@ class Int8:
             self.ints[key] = q
         return self.ints[key]
 
-    def requant(self, t, scale, name):
+    def requant(self, t: Tensor, scale: float, name: str) -> Tensor:
         """int8 t at another scale: muls_shift by m / 2^r ~ s_t / scale, or through float32."""
         ratio = self.scale[t.name] / scale
         m, r = multiplier(ratio, QMAX)
@@ -153,12 +169,12 @@ class Int8:
         wide = ops.muls(self.rb.as_dtype(t, F32), ratio, name=self.rb.fresh(f"{name}/requant"))
         return self.rb.as_dtype(wide, I8)
 
-    def is_float(self, name):
+    def is_float(self, name: str) -> bool:
         return self.src.tensors[name].dtype == F32
 
     # ---- the walk ------------------------------------------------------------------------------
 
-    def run(self):
+    def run(self) -> Graph:
         for node in self.src.nodes:
             if not any(self.is_float(n) for n in node.inputs + node.outputs):
                 self.rb.copy(node)
@@ -176,12 +192,12 @@ class Int8:
                        + (f"; in float32: {listed}" if listed else ""))
         return g
 
-    def in_float32(self, node) -> None:
+    def in_float32(self, node: Node) -> None:
         self.rb.copy(node, operands=[self.float_of(n) if self.is_float(n) else self.rb.tensor(n) for n in node.inputs])
         self.in_float[REGISTRY[node.op].support_key(node.params)] += 1
         self.done["in float32"] += 1
 
-    def product(self, node) -> bool:
+    def product(self, node: Node) -> bool:
         """conv, deconv, matrix_mul of a constant weight (and bias) in int8."""
         if node.op not in PRODUCTS or len(node.inputs) < 2:
             return False
@@ -210,14 +226,14 @@ class Int8:
         if self.rb.fits(node, [I8, I8] + ([bias_dtype] if bias else []), params) != [I8]:
             return False
         operands = [self.int8_of(x, s_x), self.rb.constant(w, np.clip(np.rint(weight / s_w), -QMAX, QMAX), I8)]
-        if bias:
+        if b is not None:  # the bias's values
             operands.append(self.rb.constant(bias[0], np.rint(b / (s_x * s_w)), bias_dtype))
         (y,) = self.rb.copy(node, params, operands)
         self.scale[y.name] = s_y
         self.done[f"{node.op} in int8"] += 1
         return True
 
-    def per_channel(self, node, weight, b, s_x, s_y):
+    def per_channel(self, node: Node, weight: NDArray[Any], b: NDArray[Any] | None, s_x: float, s_y: float) -> bool:
         """conv or matrix_mul with one weight scale per output channel: the product into int16 at
         2^-r, then mul_shift by the channels' multipliers (see the module's docstring)."""
         if node.op not in ("conv", "matrix_mul") or not self.rb.supported("mul_shift", {}, [I16, I8], I8):
@@ -245,7 +261,7 @@ class Int8:
             return False
         x, w, *bias = node.inputs
         operands = [self.int8_of(x, s_x), self.rb.constant(w, np.clip(np.rint(weight / s_w.reshape(keep)), -QMAX, QMAX), I8)]
-        if bias:
+        if b_q is not None:  # the bias's, quantized
             operands.append(self.rb.constant(bias[0], b_q, bias_dtype))
         (t,) = self.rb.emit(node, operands, params, name=self.rb.fresh(f"{node.name}/int16"))
         factors = self.rb.constant(f"{node.name}/multipliers", m.reshape(channels), I8)
@@ -255,7 +271,7 @@ class Int8:
         self.done[f"{node.op} in int8 per channel"] += 1
         return True
 
-    def product_int32(self, node) -> bool:
+    def product_int32(self, node: Node) -> bool:
         """A 3-d convolution of a constant weight where the chip's conv3d has no quantized mode but
         its integer family does: conv3d_v2 of int8 operands into int32 (a bias in int32), then
         requant_int32 (mode 2: times a per-channel multiplier, a per-channel right shift) into
@@ -272,8 +288,8 @@ class Int8:
         weight = np.asarray(self.src.constants[w], np.float32)
         s_x, s_y = self.threshold(x) / QMAX, self.out_scale(node.outputs[0])
         s_w = np.maximum(np.abs(weight).reshape(len(weight), -1).max(axis=1).astype(np.float64), 1e-12) / QMAX
-        shifts = [multiplier(r, I32_MAX) for r in s_x * s_w / s_y]
-        if any(m is None for m, _ in shifts):
+        shifts = [(m, r) for m, r in (multiplier(ratio, I32_MAX) for ratio in s_x * s_w / s_y) if m is not None and r is not None]
+        if len(shifts) != len(s_w):
             return False
         p = node.params
         (db, da), (hb, ha), (wb, wa) = p["pads"]
@@ -290,7 +306,7 @@ class Int8:
         self.done[f"{node.op} in int8 through int32"] += 1
         return True
 
-    def keep_scale(self, node) -> bool:
+    def keep_scale(self, node: Node) -> bool:
         """An op whose int8 result has its input's scale (concat: the largest of its inputs')."""
         key = REGISTRY[node.op].support_key(node.params)
         reduction = node.op == "reduce" and node.params.get("method") in KEEP_SCALE_REDUCTIONS
@@ -309,7 +325,7 @@ class Int8:
         self.done["kept in int8"] += 1
         return True
 
-    def lookup(self, node) -> bool:
+    def lookup(self, node: Node) -> bool:
         """The head of a one-tensor element-wise chain: one lut from its root's int8 values."""
         if node.outputs[0] not in self.heads:
             return False
@@ -331,14 +347,14 @@ class Int8:
         self.done["element-wise chain(s) as lut"] += 1
         return True
 
-    def scale_of(self, name):
+    def scale_of(self, name: str) -> float:
         """The scale int8_of(name) gives, without adding anything to the graph."""
         if self.rb.is_constant(name):
             return max(float(np.abs(np.asarray(self.src.constants[name], np.float32)).max()), 1e-12) / QMAX
         t = self.rb.tensor(name)
         return self.scale[t.name] if t.dtype == I8 else self.threshold(name) / QMAX
 
-    def arith(self, node) -> bool:
+    def arith(self, node: Node) -> bool:
         """add, sub, mul of two tensors in int8, through int16 with rounding shifts. The plan is
         made and checked against the chip's table before any node is added."""
         if node.op not in ("add", "sub", "mul") or len(node.inputs) != 2 or not all(self.is_float(n) for n in node.inputs):
@@ -368,7 +384,7 @@ class Int8:
         self.done[f"{node.op} in int8"] += 1
         return True
 
-    def add_sub_plan(self, node, s_a, s_b):
+    def add_sub_plan(self, node: Node, s_a: float, s_b: float) -> tuple[tuple[int, ...], int, float] | None:
         """(a +- b) >> r in int8 at scale s_y: ((factor of a, factor of b), r, s_y), or None where the
         chip lacks the ops. When one operand's scale is 2^j times the other's, that operand alone is
         widened (muls_shift by 2^j into int16, none when j = 0) and s_y is the smaller scale times
@@ -392,7 +408,7 @@ class Int8:
         return factors, r, s_y
 
 
-def multiplier(ratio, top):
+def multiplier(ratio: float, top: int) -> tuple[int, int] | tuple[None, None]:
     """(m, r) with m / 2^r ~ ratio, m at most `top` and as large as a shift of 0 to 31 allows;
     (None, None) when the ratio is too large or not positive."""
     if not ratio > 0 or ratio > top:
@@ -401,11 +417,12 @@ def multiplier(ratio, top):
     return max(1, min(top, round(ratio * 2**r))), r
 
 
-def find_chains(source):
+def find_chains(source: Graph) -> tuple[Chains, set[str]]:
     """Element-wise chains that compute a function of one tensor: (heads, members). heads maps a
     chain's result read outside it (or a graph output) to (root, the chain's nodes in order);
     members holds every result of a chain that is not a head (computed inside its head's lut)."""
-    root, node_of = {}, {}
+    root: dict[str, str] = {}
+    node_of: dict[str, Node] = {}
     for node in source.nodes:
         opdef = REGISTRY[node.op]
         out = node.outputs[0]

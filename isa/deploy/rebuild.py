@@ -9,6 +9,11 @@ its outputs their names and dtypes (`finish` casts back what the rewrite changed
 and outputs are those of the source graph.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from .. import dtypes, ops
@@ -18,28 +23,35 @@ from ..lower.check import allows
 from ..ops import REGISTRY
 from ..ops.base import Spec, apply
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from chips.schema import Chip
+
+    from ..graph import Node, Tensor
+
 
 class Rebuild:
-    def __init__(self, source: Graph, target: Graph, chip) -> None:
+    def __init__(self, source: Graph, target: Graph, chip: Chip) -> None:
         self.source, self.g, self.chip = source, target, chip
-        self.map = {}  # source tensor name -> target Tensor
-        self.converted = {}  # (target tensor name, dtype) -> Tensor
+        self.map: dict[str, Tensor] = {}  # source tensor name -> target Tensor
+        self.converted: dict[tuple[str, str], Tensor] = {}  # (target tensor name, dtype) -> Tensor
         self.casts = 0  # cast nodes added
         target.notes.extend(source.notes)
         for name in source.inputs:
             t = source.tensors[name]
             self.map[name] = target.input(name, t.shape, t.dtype)
 
-    def tensor(self, name):
+    def tensor(self, name: str) -> Tensor:
         """The target tensor standing for source tensor `name` (a constant copied when first used)."""
         if name not in self.map:
             self.map[name] = self.g.constant(name, self.source.constants[name], self.source.tensors[name].dtype)
         return self.map[name]
 
-    def is_constant(self, name) -> bool:
+    def is_constant(self, name: str) -> bool:
         return name in self.source.constants
 
-    def constant(self, base, array, dtype):
+    def constant(self, base: str, array: ArrayLike, dtype: str) -> Tensor:
         """A new constant of the target graph, named after `base`."""
         name, k = f"{base}_{dtype}", 0
         while name in self.g.tensors:
@@ -47,7 +59,7 @@ class Rebuild:
             name = f"{base}_{dtype}_{k}"
         return self.g.constant(name, dtypes.convert(np.asarray(array), dtype), dtype)
 
-    def as_dtype(self, t, dtype):
+    def as_dtype(self, t: Tensor, dtype: str) -> Tensor:
         """Target tensor t as `dtype`: itself, a converted constant, or a cast node's output."""
         if t.dtype == dtype:
             return t
@@ -63,19 +75,19 @@ class Rebuild:
                 self.casts += 1
         return self.converted[key]
 
-    def fresh(self, base):
+    def fresh(self, base: str) -> str:
         name, k = base, 0
         while name in self.g.tensors or name in self.g._node_names:
             k += 1
             name = f"{base}_{k}"
         return name
 
-    def supported(self, op, params, ins, out):
+    def supported(self, op: str, params: Mapping[str, Any], ins: Iterable[str], out: str) -> bool:
         """Whether the chip's op table takes op (with these params) on these dtypes."""
         opdef = REGISTRY[op]
         return allows(self.chip.support(opdef.support_key(params)), list(ins), out)
 
-    def fits(self, node, in_dtypes, params):
+    def fits(self, node: Node, in_dtypes: Sequence[str], params: Mapping[str, Any]) -> list[str] | None:
         """The output dtypes node would have with these input dtypes and params, if the op itself
         and the chip's table take them; else None."""
         opdef = REGISTRY[node.op]
@@ -89,12 +101,12 @@ class Rebuild:
             return None
         return [s.dtype for s in outs]
 
-    def emit(self, node, operands, params, name=None):
+    def emit(self, node: Node, operands: Sequence[Tensor], params: dict[str, Any], name: str | None = None) -> tuple[Tensor, ...]:
         """Add node's op to the target with these operands and params; the outputs as a tuple."""
         outs = apply(REGISTRY[node.op], operands, params, name=name or self.fresh(node.name), graph=self.g)
         return outs if isinstance(outs, tuple) else (outs,)
 
-    def copy(self, node, params=None, operands=None):
+    def copy(self, node: Node, params: dict[str, Any] | None = None, operands: Sequence[Tensor] | None = None) -> tuple[Tensor, ...]:
         """Node added again, its operands of the source's dtypes; its outputs stand for the source's."""
         if operands is None:
             operands = [self.as_dtype(self.tensor(i), self.source.tensors[i].dtype) for i in node.inputs]
@@ -102,7 +114,7 @@ class Rebuild:
         self.map.update(zip(node.outputs, outs))
         return outs
 
-    def finish(self, value=None):
+    def finish(self, value: Callable[[str], Tensor] | None = None) -> Graph:
         """Declare the outputs under the source's names and dtypes; `value(name)` gives the target
         tensor of a source tensor (default: the mapped one)."""
         for out_name, tname in self.source.outputs.items():
@@ -111,7 +123,7 @@ class Rebuild:
         return self.g
 
 
-def float_params(params, old, new):
+def float_params(params: Mapping[str, Any], old: str, new: str) -> dict[str, Any]:
     """params with every dtype param that names `old` naming `new` (out_dtype and the like)."""
     return {k: (new if isinstance(v, str) and v == old and "dtype" in k else v) for k, v in params.items()}
 

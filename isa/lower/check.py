@@ -1,11 +1,22 @@
 """Is every op of the graph supported by the chip, for its dtypes? (the seed's per-chip lines)"""
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import OutOfMemoryError, UnsupportedError
+from ..instructions import Vector
 from ..ops import REGISTRY
 from ..timing.price import vector_dtype
 
+if TYPE_CHECKING:
+    from chips.schema import Chip, OpSupport
 
-def support_row(chip, node):
+    from ..graph import Graph, Node
+    from ..instructions import Instr
+
+
+def support_row(chip: Chip, node: Node) -> OpSupport:
     """The chip's op-table row for node, or an error naming the op and the chip."""
     key = REGISTRY[node.op].support_key(node.params)
     row = chip.support(key)
@@ -14,12 +25,12 @@ def support_row(chip, node):
     return row
 
 
-def engine_runs(chip, engine: str, instr) -> None:
+def engine_runs(chip: Chip, engine: str, instr: Instr) -> None:
     """A vector instruction the lowering emits is in a dtype the engine's vector unit has: a
     mode that computes in a dtype the chip's vectors lack (a TPU v1's float32) is refused by the
     op it serves, before anything is priced or run."""
-    unit = chip.engines[engine].vector if instr.kind == "vector" else None
-    if unit is None:  # not a vector instruction, or an engine without a vector unit (the machine says so)
+    unit = chip.engines[engine].vector if isinstance(instr, Vector) else None
+    if unit is None or not isinstance(instr, Vector):  # not a vector instruction, or an engine without a vector unit (the machine says so)
         return
     dtype = vector_dtype(instr)
     if dtype not in unit.per_lane:
@@ -27,13 +38,13 @@ def engine_runs(chip, engine: str, instr) -> None:
                                f"(the vector unit of engine {engine} computes in {', '.join(unit.per_lane)})")
 
 
-def _dtypes(graph, node):
+def _dtypes(graph: Graph, node: Node) -> tuple[list[str], str]:
     """(input dtypes, output dtype) the chip's table judges: the op's data operands only."""
     inputs = node.inputs[: REGISTRY[node.op].checked_inputs(node)]
     return [graph.tensors[t].dtype for t in inputs], graph.tensors[node.outputs[0]].dtype
 
 
-def kind(graph, chip, node):
+def kind(graph: Graph, chip: Chip, node: Node) -> str:
     """"local" or "global": the chip's table may override the seed's class, for all dtypes or
     for some signatures (the seed's limited local ops, such as cast)."""
     row = support_row(chip, node)
@@ -43,7 +54,7 @@ def kind(graph, chip, node):
     return row.kind or REGISTRY[node.op].kind
 
 
-def allows(row, ins, out):
+def allows(row: OpSupport | None, ins: list[str], out: str) -> bool:
     """Whether an op-table row accepts these input dtypes and this result dtype."""
     if row is None:
         return False
@@ -55,7 +66,7 @@ def allows(row, ins, out):
     return any(sig.matches(ins, out) for sig in row.signatures)
 
 
-def check_graph(graph, chip):
+def check_graph(graph: Graph, chip: Chip) -> None:
     for node in graph.nodes:
         if not REGISTRY[node.op].table:
             continue
@@ -68,7 +79,7 @@ def check_graph(graph, chip):
             raise UnsupportedError(f"op {node.name}: {key} with {given} is not supported on chip {chip.name} ({what})")
 
 
-def check_sizes(graph, chip):
+def check_sizes(graph: Graph, chip: Chip) -> None:
     """Every tensor of the graph fits the chip's largest memory: checked before any group is
     formed, since the lowering's searches and slicing take time that grows with the extents
     (an intermediate of 2**63 rows, made by a huge pad, would never be sliced)."""
@@ -81,11 +92,11 @@ def check_sizes(graph, chip):
                                    f"chip {chip.name}'s largest memory ({mem.name} capacity {mem.capacity} bytes)")
 
 
-def describe(row):
+def describe(row: OpSupport) -> str:
     """What an op-table row allows, in words."""
     parts = [f"same-dtype: {'any dtype' if row.dtypes is None else ', '.join(sorted(row.dtypes)) or 'none'}"]
     if row.mixed_in:
-        parts.append(f"mixed: inputs {', '.join(sorted(row.mixed_in))} -> outputs {', '.join(sorted(row.mixed_out))}")
+        parts.append(f"mixed: inputs {', '.join(sorted(row.mixed_in))} -> outputs {', '.join(sorted(row.mixed_out or ()))}")
     elif row.mixed_in is not None:
         parts.append("no mixed dtypes")
     parts += [
@@ -95,5 +106,5 @@ def describe(row):
     return "; ".join(parts)
 
 
-def _within(values, allowed):
+def _within(values: Sequence[str], allowed: Collection[str] | None) -> bool:
     return allowed is None or all(v in allowed for v in values)

@@ -33,7 +33,9 @@
 (`--set policy.max_tile=h=4,w=8`).
 """
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from chips.units import size as parse_size
 
@@ -42,6 +44,7 @@ from ..errors import ConfigError
 TILE_DIMS = ("n", "c", "d", "h", "w", "k")
 INTERMEDIATES = ("ddr", "local")
 ALLOCATORS = ("first_fit", "best_fit")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ class Policy:
     allocator: str = "first_fit"
     chain: bool = True  # last, so that positional construction keeps its meaning
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("fuse", "chain", "double_buffer"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"policy.{name}: expected true or false, got {getattr(self, name)!r}")
@@ -74,7 +77,7 @@ class Policy:
         if not all(isinstance(t, str) and t for t in pinned):
             raise ConfigError(f"policy.pinned: expected tensor names, got {self.pinned!r}")
         object.__setattr__(self, "pinned", tuple(dict.fromkeys(pinned)))
-        reserve = []
+        reserve: list[tuple[str, int]] = []
         for mem, amount in _pairs("reserve", self.reserve):
             if isinstance(amount, str):
                 try:
@@ -89,17 +92,17 @@ class Policy:
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"policy.{name}: expected one of {', '.join(allowed)}, got {getattr(self, name)!r}")
 
-    def tile_limit(self, dim, extent):
+    def tile_limit(self, dim: str | None, extent: int) -> int:
         """The most of `extent` a tile may take along dimension `dim` (a TILE_DIMS name or None)."""
         return min(extent, dict(self.max_tile).get(dim, extent))
 
 
-def _whole(name, value):
+def _whole(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"policy.{name}: expected a whole number >= 1, got {value!r}")
 
 
-def _pairs(name, value):
+def _pairs(name: str, value: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> tuple[tuple[str, Any], ...]:
     """A mapping or (key, value) pairs as sorted pairs with string keys."""
     try:
         items = dict(value.items() if hasattr(value, "items") else value)
@@ -115,30 +118,30 @@ def _pairs(name, value):
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
 
-def _bool(text) -> bool:
+def _bool(text: str) -> bool:
     word = text.strip().lower()
     if word in _TRUE + _FALSE:
         return word in _TRUE
     raise ValueError("true or false")
 
 
-def _int(text):
+def _int(text: str) -> int:
     try:
         return int(text.strip())
     except ValueError:
         raise ValueError("a whole number") from None
 
 
-def _optional_int(text):
+def _optional_int(text: str) -> int | None:
     return None if text.strip().lower() == "none" else _int(text)
 
 
-def _names(text):
+def _names(text: str) -> tuple[str, ...]:
     return tuple(t.strip() for t in text.split(",") if t.strip())
 
 
-def _mapping(convert):
-    def parse(text):
+def _mapping(convert: Callable[[str], T]) -> Callable[[str], dict[str, T]]:
+    def parse(text: str) -> dict[str, T]:
         out = {}
         for item in _names(text):
             key, sep, value = item.partition("=")
@@ -149,7 +152,7 @@ def _mapping(convert):
     return parse
 
 
-PARSERS = {
+PARSERS: dict[str, tuple[Callable[[str], Any], str]] = {
     "fuse": (_bool, "true or false"),
     "max_group": (_optional_int, "a whole number >= 1 or none"),
     "double_buffer": (_bool, "true or false"),
@@ -163,7 +166,7 @@ PARSERS = {
 }
 
 
-def policy_from_overrides(pairs):
+def policy_from_overrides(pairs: Mapping[str, object]) -> Policy:
     """A Policy from {field name: value as typed} (keys without the "policy." prefix)."""
     values = {}
     for key, text in pairs.items():

@@ -9,13 +9,22 @@ A chain matches a pattern when every intermediate value is read by the chain alo
 node, not a graph output), every scalar is a constant of one element within 1e-4 of the pattern's
 (written as an initializer or a Constant node), and every `x` is the same value.
 """
+from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 from onnx import helper
 
 from .builder import node_attr
+
+if TYPE_CHECKING:
+    from onnx import NodeProto
+
+    from .importer import Source
+    from .passes import Graph
 
 SQRT2 = math.sqrt(2.0)
 SQRT_2_PI = math.sqrt(2.0 / math.pi)
@@ -23,21 +32,22 @@ COMMUTATIVE = ("Add", "Mul")
 
 # A pattern: "x" (the activation's input), a number (a one-element constant of that value),
 # ("?", key) (any one-element constant, kept as key), or (op type, inputs..., {attribute: value})
+Pattern: TypeAlias = "str | float | tuple[Pattern | dict[str, float], ...]"
 RELU6_OF_X_PLUS_3 = ("Clip", ("Add", "x", 3.0), 0.0, 6.0)
 
 
-def _gelu_forms(inner):
+def _gelu_forms(inner: Pattern) -> list[Pattern]:
     """x * 0.5 * (1 + inner) in the orders exporters write it."""
     one_plus = ("Add", inner, 1.0)
     return [("Mul", ("Mul", "x", one_plus), 0.5), ("Mul", ("Mul", "x", 0.5), one_plus), ("Mul", "x", ("Mul", one_plus, 0.5))]
 
 
-ERF_OF = [("Erf", ("Div", "x", SQRT2)), ("Erf", ("Mul", "x", 1 / SQRT2))]
-CUBE = [("Pow", "x", 3.0), ("Mul", ("Mul", "x", "x"), "x")]
-TANH_OF = [("Tanh", ("Mul", ("Add", "x", ("Mul", cube, 0.044715)), SQRT_2_PI)) for cube in CUBE]
+ERF_OF: list[Pattern] = [("Erf", ("Div", "x", SQRT2)), ("Erf", ("Mul", "x", 1 / SQRT2))]
+CUBE: list[Pattern] = [("Pow", "x", 3.0), ("Mul", ("Mul", "x", "x"), "x")]
+TANH_OF: list[Pattern] = [("Tanh", ("Mul", ("Add", "x", ("Mul", cube, 0.044715)), SQRT_2_PI)) for cube in CUBE]
 
 # (op it becomes, its attributes from the captured constants, the patterns), in the order tried
-PATTERNS = [
+PATTERNS: list[tuple[str, Callable[[dict[str, float]], dict[str, Any]], list[Pattern]]] = [
     ("HardSigmoid", lambda c: {"alpha": 1 / 6, "beta": 0.5}, [("Div", RELU6_OF_X_PLUS_3, 6.0), ("Mul", RELU6_OF_X_PLUS_3, 1 / 6)]),
     ("HardSigmoid", lambda c: {"alpha": c["alpha"], "beta": c["beta"]},
      [("Clip", ("Add", ("Mul", "x", ("?", "alpha")), ("?", "beta")), 0.0, 1.0)]),
@@ -50,9 +60,9 @@ PATTERNS = [
 ]
 
 
-def recognise(source, g):
+def recognise(source: Source, g: Graph) -> str:
     """Replace every matching chain of the source (g: its passes.Graph) by its op; the note."""
-    made = []
+    made: list[NodeProto] = []
     for root in list(g.nodes):
         if not g.alive(root) or root.domain not in ("", "ai.onnx"):
             continue
@@ -64,29 +74,29 @@ def recognise(source, g):
                 g.replace(nodes, [new])
                 made.append(new)
                 break
-    counts = {}
+    counts: dict[str, int] = {}
     for node in made:  # a HardSigmoid the pass made may have become part of a HardSwish
         if g.alive(node):
             counts[node.op_type] = counts.get(node.op_type, 0) + 1
     g.commit()
-    found = ", ".join(f"{n} {op}" for op, n in counts.items())
-    return f"recognised {found}" if found else "no decomposed activation found"
+    listed = ", ".join(f"{n} {op}" for op, n in counts.items())
+    return f"recognised {listed}" if listed else "no decomposed activation found"
 
 
 class _Match:
-    def __init__(self, g) -> None:
+    def __init__(self, g: Graph) -> None:
         self.g = g
-        self.x = None
-        self.nodes = []
-        self.captured = {}
+        self.x: str | None = None
+        self.nodes: list[NodeProto] = []
+        self.captured: dict[str, float] = {}
 
-    def at(self, pattern, root):
+    def at(self, pattern: Pattern, root: NodeProto) -> tuple[list[NodeProto], str, dict[str, float]] | None:
         """(the matched nodes, x, the captured constants) if the chain ending at root matches."""
-        if len(root.output) != 1 or not self._node(pattern, root):
+        if len(root.output) != 1 or not self._node(pattern, root) or self.x is None:
             return None
         return self.nodes, self.x, self.captured
 
-    def _value(self, pattern, name):
+    def _value(self, pattern: Pattern | dict[str, float], name: str) -> bool:
         if pattern == "x":
             if self.x is None:
                 self.x = name
@@ -97,15 +107,20 @@ class _Match:
                 return False
             v = float(np.asarray(value).reshape(-1)[0])
             if isinstance(pattern, tuple):
-                self.captured[pattern[1]] = v
+                self.captured[str(pattern[1])] = v
                 return True
             return math.isclose(v, pattern, rel_tol=1e-4, abs_tol=1e-7)
         node = self.g.producer.get(name)
         return node is not None and self.g.private(name) and self._node(pattern, node)
 
-    def _node(self, pattern, node) -> bool:
+    def _node(self, pattern: Pattern | dict[str, float], node: NodeProto) -> bool:
+        if not isinstance(pattern, tuple):  # a leaf: no node matches it
+            return False
         op, *args = pattern
-        attrs = args.pop() if args and isinstance(args[-1], dict) else {}
+        attrs: dict[str, float] = {}
+        if args and isinstance(args[-1], dict):
+            attrs = args[-1]
+            args.pop()
         if node.op_type != op or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
             return False
         if any(not math.isclose(float(node_attr(node, k, math.nan)), v, rel_tol=1e-4) for k, v in attrs.items()):

@@ -14,6 +14,10 @@ name; outputs are a tuple in the order of the model's outputs, each of its ONNX 
 (in timing mode, which computes no value, an empty tuple). A model is imported once
 (isa.from_onnx) and specialised for each new set of input shapes (OnnxGraph.specialise).
 """
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -24,29 +28,39 @@ import chips
 from ..errors import InputError, UnsupportedError
 from .model import from_onnx
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
+    from onnx import ModelProto, NodeProto, ValueInfoProto
+
+    from chips.schema import Chip
+    from sim.machine import Result
+
+    from ..lower.policy import Policy
+    from .model import OnnxGraph
+
 
 class NpusimRep(BackendRep):
     """A prepared model: its OnnxGraph, the chip and how to run it."""
 
-    def __init__(self, graph, chip, mode, policy) -> None:
+    def __init__(self, graph: OnnxGraph, chip: Chip, mode: str, policy: Policy | None) -> None:
         self.graph = graph
         self.chip = chip
         self.mode = mode
         self.policy = policy
         self.names = list(graph.declared)
         self.outputs = [o.name for o in graph.source.model.graph.output]
-        self.results = []  # the sim.Result of each run
+        self.results: list[Result] = []  # the sim.Result of each run
 
-    def run(self, inputs, **kwargs) -> tuple:
+    def run(self, inputs: Mapping[str, ArrayLike] | Sequence[ArrayLike], **kwargs: Any) -> tuple:
         import sim
 
         if isinstance(inputs, dict):
             feeds = dict(inputs)
         else:
-            inputs = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
-            if len(inputs) > len(self.names):
-                raise InputError(f"{len(inputs)} inputs given; the model has {len(self.names)}: {', '.join(self.names)}")
-            feeds = dict(zip(self.names, inputs))
+            given = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
+            if len(given) > len(self.names):
+                raise InputError(f"{len(given)} inputs given; the model has {len(self.names)}: {', '.join(self.names)}")
+            feeds = dict(zip(self.names, given))
         result = sim.run(self.graph, self.chip, inputs=feeds, mode=self.mode, policy=self.policy)
         self.results.append(result)
         if self.mode != "functional":
@@ -58,18 +72,20 @@ class NpusimBackend(Backend):
     """onnx.backend.base.Backend on npusim (see the module's docstring)."""
 
     @classmethod
-    def prepare(cls, model, device: str = "CPU", chip: str = "generic", mode: str = "functional", policy=None, **kwargs) -> NpusimRep:
+    def prepare(cls, model: ModelProto, device: str = "CPU", chip: str | Chip = "generic", mode: str = "functional",
+                policy: Policy | None = None, **kwargs: Any) -> NpusimRep:
         if not cls.supports_device(device):
             raise UnsupportedError(f"npusim runs on the host's CPU; device {device!r} is not supported")
-        chip = chips.load(chip) if isinstance(chip, str) else chip
-        return NpusimRep(from_onnx(model), chip, mode, policy)
+        return NpusimRep(from_onnx(model), chips.load(chip) if isinstance(chip, str) else chip, mode, policy)
 
     @classmethod
-    def run_model(cls, model, inputs, device: str = "CPU", **kwargs) -> tuple:
+    def run_model(cls, model: ModelProto, inputs: Mapping[str, ArrayLike] | Sequence[ArrayLike], device: str = "CPU",
+                  **kwargs: Any) -> tuple:
         return cls.prepare(model, device, **kwargs).run(inputs)
 
     @classmethod
-    def run_node(cls, node, inputs, device: str = "CPU", outputs_info=None, **kwargs) -> tuple:
+    def run_node(cls, node: NodeProto, inputs: Mapping[str, ArrayLike] | Sequence[ArrayLike], device: str = "CPU",
+                 outputs_info: Sequence[tuple[np.dtype, tuple[int, ...]]] | None = None, **kwargs: Any) -> tuple:
         """One node run on its own: a model of it, its inputs typed after the arrays given (a
         list in the node's input order, or a dict by name), at opset `opset_version`
         (default: the newest the onnx package knows)."""
@@ -90,7 +106,7 @@ class NpusimBackend(Backend):
             return False
 
 
-def _value_info(name, array):
+def _value_info(name: str, array: NDArray[Any]) -> ValueInfoProto:
     return onnx.helper.make_tensor_value_info(name, onnx.helper.np_dtype_to_tensor_dtype(array.dtype), array.shape)
 
 

@@ -24,17 +24,29 @@ Otherwise the BatchNormalization stays and maps as it always did (reduce.py).
 - Gemm: Y = alpha * A' B' + beta * C is (M, N) and the channel is N: B' scales by column, and
   C' = (beta * C - mean) * s + B with beta = 1.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 from onnx import helper
 
 from .builder import node_attr
 
+if TYPE_CHECKING:
+    from typing import Any
+
+    from numpy.typing import NDArray
+    from onnx import NodeProto
+
+    from .importer import Source
+    from .passes import Graph
+
 HEADS = ("Conv", "ConvTranspose", "Gemm")
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
-def fold_batch_norms(source, g) -> str:
+def fold_batch_norms(source: Source, g: Graph) -> str:
     """Fold every foldable BatchNormalization of the source (g: its passes.Graph); the note."""
     weights = source.weights
     taken = set(weights.names()) | g.inputs | set(g.producer)
@@ -66,13 +78,13 @@ def fold_batch_norms(source, g) -> str:
     return f"{folded} BatchNormalization(s) folded into the convolution or Gemm before them"
 
 
-def _inference(bn):
+def _inference(bn: NodeProto) -> bool:
     """Inference mode: training_mode 0 (opset 14 on) and only Y asked for (before it, more outputs
     meant training)."""
     return not node_attr(bn, "training_mode", 0) and len([o for o in bn.output if o]) == 1
 
 
-def _arrays(g, head, bn):
+def _arrays(g: Graph, head: NodeProto, bn: NodeProto) -> dict[str, NDArray[Any]] | None:
     """The constants the fold reads, by name, when they are all known floats that fit; else None."""
     names = [n for n in list(head.input[1:3]) + list(bn.input[1:5]) if n]
     if len(head.input) < 2 or not head.input[1]:
@@ -86,7 +98,7 @@ def _arrays(g, head, bn):
     return arrays if _fits(head, bn, arrays) else None
 
 
-def _fits(head, bn, arrays):
+def _fits(head: NodeProto, bn: NodeProto, arrays: dict[str, NDArray[Any]]) -> bool:
     """Whether the BatchNormalization's parameters are one value per output channel of the
     head, and its bias fits."""
     w = arrays[head.input[1]]
@@ -109,7 +121,7 @@ def _fits(head, bn, arrays):
     return all(arrays[name].shape == (channels,) for name in bn.input[1:5])
 
 
-def _fold(head, bn, arrays):
+def _fold(head: NodeProto, bn: NodeProto, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], NDArray[Any], dict[str, float]]:
     """(new weight, new bias, attributes to set on the head)."""
     scale, shift, mean, var = (np.asarray(arrays[n], np.float64) for n in bn.input[1:5])
     s = scale / np.sqrt(var + float(node_attr(bn, "epsilon", 1e-5)))
@@ -117,7 +129,7 @@ def _fold(head, bn, arrays):
     w = w0.astype(np.float64)  # a fresh array: scaled in place below
     bias_name = head.input[2] if len(head.input) > 2 and head.input[2] else None
     b = np.asarray(arrays[bias_name], np.float64) if bias_name else np.zeros(1)
-    attrs = {}
+    attrs: dict[str, float] = {}
     if head.op_type == "Conv":
         w *= s.reshape((-1,) + (1,) * (w.ndim - 1))
     elif head.op_type == "ConvTranspose":
@@ -132,7 +144,7 @@ def _fold(head, bn, arrays):
     return w.astype(w0.dtype), b.astype(w0.dtype), attrs
 
 
-def _fresh(base, taken):
+def _fresh(base: str, taken: set[str]) -> str:
     name, k = base, 0
     while name in taken:
         k += 1

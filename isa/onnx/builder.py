@@ -10,16 +10,33 @@ that the builder remembers as rank 0, so ONNX shapes (`shape`) stay exact for th
 care (Gather with a scalar index, Unsqueeze, MatMul of vectors).
 """
 
+from __future__ import annotations
+
 import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import NodeProto, TensorProto, helper
 
 from .. import dtypes, limits, ops
 from ..errors import GraphError, OutOfMemoryError, ShapeError, UnsupportedError
-from ..graph import Graph
+from ..graph import Graph, Tensor
 from .store import to_array
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
+
+    from ..errors import SimError
+    from .store import Weights
+
+# A mapping's value for one ONNX output (registry.py): a Tensor, an array (or a number) known at import
+# time, a Tensor ONNX makes a scalar, or None for an optional output it does not make.
+Output: TypeAlias = "Tensor | NDArray[Any] | np.generic | Rank0 | None"
+Shape: TypeAlias = "tuple[int, ...]"
+# ONNX shape inference's answer for a value: (shape, a dimension a name where symbolic; elem type), either None if unknown
+Inferred: TypeAlias = "tuple[tuple[int | str, ...] | None, int | None]"
 
 _BY_ONNX_NAME = {
     "FLOAT": "float32", "FLOAT16": "float16", "BFLOAT16": "bfloat16", "DOUBLE": "float64",
@@ -37,7 +54,7 @@ CEIL_POOLS = ("MaxPool", "AveragePool", "LpPool")
 _BAD = re.compile(r"[^A-Za-z0-9_.:/-]")
 
 
-def dtype_of(elem_type, what):
+def dtype_of(elem_type: int, what: str) -> str:
     """The npusim dtype of an ONNX element type, or an UnsupportedError naming `what`."""
     if elem_type not in DTYPES:
         name = TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else str(elem_type)
@@ -45,7 +62,7 @@ def dtype_of(elem_type, what):
     return DTYPES[elem_type]
 
 
-def node_attr(node, name, default=None):
+def node_attr(node: NodeProto, name: str, default: Any = None) -> Any:
     """A node's attribute value as onnx.helper gives it, or `default` when the node has none."""
     for a in node.attribute:
         if a.name == name:
@@ -53,7 +70,7 @@ def node_attr(node, name, default=None):
     return default
 
 
-def tensor_name(onnx_name):
+def tensor_name(onnx_name: str) -> str:
     """The npusim name of an ONNX value name: characters a graph name may not hold become '_',
     and a name not starting with a letter or '_' gets a 't_' prefix ("0" -> "t_0")."""
     name = _BAD.sub("_", onnx_name) or "t"
@@ -63,7 +80,7 @@ def tensor_name(onnx_name):
 class Rank0:
     """A mapping's output that ONNX makes a scalar (rank 0): the tensor holds its one value."""
 
-    def __init__(self, tensor) -> None:
+    def __init__(self, tensor: Tensor) -> None:
         self.tensor = tensor
 
 
@@ -72,10 +89,10 @@ class ImportGraph(Graph):
     traces and per-op tables speak of the model's own nodes: the node's first op that runs an
     instruction takes its name, views and the rest get "<node>/<op>"."""
 
-    prefix = None
+    prefix: str | None = None
     VIEWS = ("reshape", "squeeze", "expand_dims")
 
-    def _fresh(self, op):
+    def _fresh(self, op: str) -> str:
         if self.prefix is None:
             return super()._fresh(op)
         taken = self.prefix in self.tensors or self.prefix in self._node_names
@@ -87,37 +104,37 @@ class ImportGraph(Graph):
         return name
 
 
-class Known(dict):
+class Known(dict[str, "NDArray[Any]"]):
     """ONNX value name -> numpy array known at import time: the values computed while importing,
     the inputs bound to values, and the model's constants, read from its Weights when first asked
     for (an unused weight is never read)."""
 
-    def __init__(self, weights, values) -> None:
+    def __init__(self, weights: Weights, values: Mapping[str, NDArray[Any]]) -> None:
         super().__init__(values)
         self.weights = weights
 
-    def __contains__(self, name) -> bool:
+    def __contains__(self, name: object) -> bool:
         return dict.__contains__(self, name) or name in self.weights
 
-    def __missing__(self, name):
+    def __missing__(self, name: str) -> NDArray[Any]:
         if name in self.weights:
             return self.weights[name]
         raise KeyError(name)
 
-    def get(self, name, default=None):
+    def get(self, name: str, default: NDArray[Any] | None = None) -> NDArray[Any] | None:  # type: ignore[override]  # dict.get's overloads; this one only ever gives an array or None
         return self[name] if name in self else default  # noqa: SIM401 - this is get()
 
 
 class Builder:
-    def __init__(self, graph, opset, inferred, values) -> None:
+    def __init__(self, graph: ImportGraph, opset: int, inferred: dict[str, Inferred], values: Known) -> None:
         self.g = graph
         self.opset = opset
         self.inferred = inferred  # ONNX value name -> (shape tuple or None, elem type or None)
-        self.tensors = {}  # ONNX value name -> Tensor
+        self.tensors: dict[str, Tensor] = {}  # ONNX value name -> Tensor
         self.values = values  # ONNX value name -> numpy array known at import time (a Known)
-        self.rank0 = set()  # names of ONNX scalars held by tensors of shape (1,)
-        self.reshaped = {}  # (constant name, shape) -> the constant in that shape
-        self.node = None
+        self.rank0: set[str] = set()  # names of ONNX scalars held by tensors of shape (1,)
+        self.reshaped: dict[tuple[str, Shape], Tensor] = {}  # (constant name, shape) -> the constant in that shape
+        self.node = NodeProto()  # the node being mapped (importer.py sets it before each mapping)
         self.index = 0
 
     # ---- the node being mapped ---------------------------------------------------------------
@@ -127,14 +144,14 @@ class Builder:
         label = n.name or (n.output[0] if n.output else f"#{self.index}")
         return f"node {label} ({n.op_type})"
 
-    def error(self, message, cls=UnsupportedError):
+    def error(self, message: str, cls: type[SimError] = UnsupportedError) -> SimError:
         return cls(f"{self.where()}: {message}")
 
-    def reject(self, attr, value, why: str = ""):
+    def reject(self, attr: str, value: object, why: str = "") -> UnsupportedError:
         """The error for an attribute value npusim cannot express."""
         return UnsupportedError(f"{self.where()}: attribute {attr}={value!r} is not supported" + (f" ({why})" if why else ""))
 
-    def attr(self, name, default=None):
+    def attr(self, name: str, default: Any = None) -> Any:
         for a in self.node.attribute:
             if a.name == name:
                 value = helper.get_attribute_value(a)
@@ -145,23 +162,23 @@ class Builder:
                 return value
         return default
 
-    def has(self, i):
+    def has(self, i: int) -> bool:
         return i < len(self.node.input) and self.node.input[i] != ""
 
-    def input_name(self, i):
+    def input_name(self, i: int) -> str:
         return self.node.input[i]
 
     @property
-    def count(self):
+    def count(self) -> int:
         """How many inputs the node gives (optional ones left out at the end do not count)."""
         return len(self.node.input)
 
     # ---- values -------------------------------------------------------------------------------
 
-    def _name(self, ref):
+    def _name(self, ref: int | str) -> str:
         return self.node.input[ref] if isinstance(ref, int) else ref
 
-    def known(self, ref):
+    def known(self, ref: int | str) -> NDArray[Any] | None:
         """The value of an input (its position or ONNX name) when known at import time, else None."""
         name = self._name(ref)
         if name in self.values:
@@ -173,7 +190,7 @@ class Builder:
             return value
         return None
 
-    def static(self, i, what):
+    def static(self, i: int, what: str) -> NDArray[Any]:
         """An input whose value the graph needs when it is built."""
         value = self.known(i)
         if value is None:
@@ -182,7 +199,7 @@ class Builder:
                              "with from_onnx(..., values={name: array})")
         return value
 
-    def static_ints(self, i, what):
+    def static_ints(self, i: int, what: str) -> list[int]:
         """A static input ONNX types as integers (a shape, axes, pads, k), as a list of ints; a
         value of another type is refused rather than truncated."""
         value = self.static(i, what)
@@ -191,7 +208,7 @@ class Builder:
                              GraphError)
         return [int(v) for v in value.reshape(-1)]
 
-    def tensor(self, ref):
+    def tensor(self, ref: int | str) -> Tensor:
         """An input as a Tensor of the graph (a known value becomes a constant)."""
         name = self._name(ref)
         if name in self.tensors:
@@ -207,7 +224,7 @@ class Builder:
             self.rank0.add(name)
         return t
 
-    def output_tensor(self, name):
+    def output_tensor(self, name: str) -> Tensor:
         """A graph output as a Tensor: an empty value (known from the shapes alone) becomes an
         empty constant, which only a graph output may be."""
         value = self.values.get(name)
@@ -215,7 +232,7 @@ class Builder:
             self.tensors[name] = self.g.constant(self.unique(tensor_name(name)), value)
         return self.tensor(name)
 
-    def shape(self, ref):
+    def shape(self, ref: int | str) -> Shape:
         """The ONNX shape of an input (() for a scalar)."""
         name = self._name(ref)
         if name in self.values:
@@ -224,16 +241,16 @@ class Builder:
             return () if name in self.rank0 else self.tensors[name].shape
         raise GraphError(f"{self.where()}: input {name!r} is not produced by any earlier node, initializer or graph input")
 
-    def rank(self, ref):
+    def rank(self, ref: int | str) -> int:
         return len(self.shape(ref))
 
-    def dtype(self, ref):
+    def dtype(self, ref: int | str) -> str:
         name = self._name(ref)
         if name in self.values:
             return dtypes.of_array(self.values[name], name) if self.values[name].dtype.kind != "O" else "object"
         return self.tensor(name).dtype
 
-    def check_size(self, shape, dtype, what):
+    def check_size(self, shape: Sequence[int], dtype: np.dtype | type | str, what: str) -> Sequence[int]:
         """Refuse, before allocating it, a value computed at import time beyond the host-memory cap
         (limits.HOST_MEMORY, read when called: a caller may lower it)."""
         nbytes = math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize
@@ -242,46 +259,45 @@ class Builder:
                              f"the limit is {limits.HOST_MEMORY} bytes", OutOfMemoryError)
         return shape
 
-    def unique(self, base):
+    def unique(self, base: str) -> str:
         name, k = base, 0
         while name in self.g.tensors:
             k += 1
             name = f"{base}_{k}"
         return name
 
-    def const(self, array, dtype=None):
+    def const(self, array: ArrayLike, dtype: str | None = None) -> Tensor:
         """A fresh constant tensor."""
-        array = np.asarray(array)
-        return self.g.constant(self.unique(f"{self.g.prefix or 'const'}/c"), array, dtype)
+        return self.g.constant(self.unique(f"{self.g.prefix or 'const'}/c"), np.asarray(array), dtype)
 
     # ---- helpers the mappings share ---------------------------------------------------------
 
-    def reshape(self, t, shape):
+    def reshape(self, t: Tensor, shape: Iterable[int]) -> Tensor:
         """t in another shape: a view, or for a constant the constant itself in that shape (its
         bytes shared), so no view op sits between an op and the element-wise ops after it that
         read the constant (which would cut their layer group, isa/lower/schedule/fusion.py)."""
-        shape = tuple(int(d) for d in shape) or (1,)
-        if t.shape == shape:
+        dims = tuple(int(d) for d in shape) or (1,)
+        if t.shape == dims:
             return t
         if t.name in self.g.constants:
-            key = (t.name, shape)
+            key = (t.name, dims)
             if key not in self.reshaped:
-                value = self.g.constants[t.name].reshape(shape)
+                value = self.g.constants[t.name].reshape(dims)
                 value.flags.writeable = False
-                self.reshaped[key] = self.g.constant(self.unique(f"{t.name}.{'x'.join(map(str, shape))}"), value, t.dtype)
+                self.reshaped[key] = self.g.constant(self.unique(f"{t.name}.{'x'.join(map(str, dims))}"), value, t.dtype)
             return self.reshaped[key]
-        return ops.reshape(t, shape)
+        return ops.reshape(t, dims)
 
-    def bcast(self, *ts):
+    def bcast(self, *ts: Tensor) -> list[Tensor]:
         """Tensors brought to one rank (numpy's rule: leading 1s), as the element-wise ops need."""
         rank = max(len(t.shape) for t in ts)
         return [self.reshape(t, (1,) * (rank - len(t.shape)) + t.shape) for t in ts]
 
-    def full(self, value, dtype, rank):
+    def full(self, value: float, dtype: str, rank: int) -> Tensor:
         """A one-element constant of `dtype` shaped (1,) * rank, to broadcast against a tensor."""
         return self.const(np.full((1,) * max(rank, 1), value, dtypes.np_dtype(dtype)))
 
-    def cast(self, t, dtype, saturate: bool = True, round_mode: str = "up"):
+    def cast(self, t: Tensor, dtype: str, saturate: bool = True, round_mode: str = "up") -> Tensor:
         """t converted to dtype as ONNX's Cast does: a float becomes an integer by truncation
         (toward zero), anything becomes a bool by comparison with 0. Integers saturate. A float8
         target saturates too when `saturate` (ONNX's default): the value is clamped to the
@@ -302,7 +318,7 @@ class Builder:
             return ops.clamp(t, -top, top, out_dtype=dtype)
         return ops.cast(t, out_dtype=dtype)
 
-    def e8m0(self, t, saturate, round_mode):
+    def e8m0(self, t: Tensor, saturate: bool, round_mode: str) -> Tensor:
         """t as float8_e8m0fnu (a power of two) by ONNX's rule, from the machine's conversion to
         the nearest power (a mantissa of a half or more rounds up): `up` doubles a result below
         t, `down` halves one above it; with `saturate` t is first clamped to [2^-127, 2^127], so
@@ -323,21 +339,21 @@ class Builder:
 
     # ---- outputs ------------------------------------------------------------------------------
 
-    def set_outputs(self, outs):
+    def set_outputs(self, outs: Sequence[Output]) -> None:
         node = self.node
-        outs = list(outs) + [None] * (len(node.output) - len(outs))
-        for name, value in zip(node.output, outs):
+        padded = list(outs) + [None] * (len(node.output) - len(outs))
+        for name, value in zip(node.output, padded):
             if not name:
                 continue
             if value is None:
                 raise self.error(f"output {name!r} is not produced by npusim's mapping of {node.op_type}")
             scalar = isinstance(value, Rank0)
-            if scalar:
+            if isinstance(value, Rank0):
                 value = value.tensor
-            if isinstance(value, np.ndarray) or np.isscalar(value):
-                value = np.asarray(value)
-                self.values[name] = value
-                self._check(name, value.shape, value.dtype)
+            if not isinstance(value, Tensor):  # an array or a number known at import time
+                array = np.asarray(value)
+                self.values[name] = array
+                self._check(name, array.shape, array.dtype)
                 continue
             self.tensors[name] = value
             inferred = self.inferred.get(name, (None, None))[0]
@@ -347,19 +363,20 @@ class Builder:
                 self.rank0.add(name)
             self._check(name, self.shape(name), dtypes.np_dtype(value.dtype), value.bounded)
 
-    def _check(self, name, shape, np_dtype, bounded: bool = False):
+    def _check(self, name: str, shape: Sequence[int], np_dtype: np.dtype, bounded: bool = False) -> None:
         """Our output against ONNX's shape inference: a mismatch is a bug to report, never a
         number to return. A data-sized output's shape is an upper bound."""
         inferred, elem = self.inferred.get(name, (None, None))
-        static = inferred is not None and all(isinstance(d, int) for d in inferred)
+        dims = tuple(d for d in inferred or () if isinstance(d, int))
+        static = inferred is not None and len(dims) == len(inferred)  # every dimension known
         if self.node.op_type in CEIL_POOLS and self.attr("ceil_mode", 0):
             # ONNX's shape inference (1.22) keeps a last window that starts in the end padding,
             # which the operator's definition, its reference and onnxruntime drop: ours follow them
-            static = static and len(inferred) != len(shape)
+            static = static and len(dims) != len(shape)
         if bounded:
-            static = static and (len(inferred) != len(shape) or any(d > s for d, s in zip(inferred, shape)))
-        if static and (bounded or tuple(inferred) != tuple(shape)):
-            raise self.error(f"output {name!r}: npusim's mapping gives shape {tuple(shape)}, ONNX shape inference {tuple(inferred)}",
+            static = static and (len(dims) != len(shape) or any(d > s for d, s in zip(dims, shape)))
+        if static and (bounded or dims != tuple(shape)):
+            raise self.error(f"output {name!r}: npusim's mapping gives shape {tuple(shape)}, ONNX shape inference {dims}",
                              ShapeError)
         if elem in DTYPES and np.dtype(np_dtype) != dtypes.np_dtype(DTYPES[elem]):
             raise self.error(f"output {name!r}: npusim's mapping gives {np.dtype(np_dtype)}, ONNX says {DTYPES[elem]}", GraphError)

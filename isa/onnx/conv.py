@@ -7,8 +7,11 @@ AveragePool, GlobalAveragePool, GlobalMaxPool.
 too). ConvTranspose's output_padding and output_shape crop or zero-extend deconv's result. A
 pooling with dilations, MaxPool's Indices output, a float 3-D ConvTranspose are not supported.
 """
+from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,13 +19,23 @@ from .. import dtypes, ops
 from ..errors import ShapeError
 from .registry import onnx_op
 
+if TYPE_CHECKING:
+    from typing import Any
 
-def window_pads(b, in_sizes, kernel, strides, dilations):
+    from numpy.typing import NDArray
+    from onnx import NodeProto
+
+    from ..graph import Tensor
+    from .builder import Builder, Output
+
+
+def window_pads(b: Builder, in_sizes: tuple[int, ...], kernel: list[int], strides: list[int],
+                dilations: list[int]) -> list[tuple[int, int]]:
     """[(begin, end)] per spatial axis from pads or auto_pad."""
     n = len(in_sizes)
     auto = b.attr("auto_pad", "NOTSET")
     if auto in ("SAME_UPPER", "SAME_LOWER"):
-        out = []
+        out: list[tuple[int, int]] = []
         for size, k, s, d in zip(in_sizes, kernel, strides, dilations):
             total = max((math.ceil(size / s) - 1) * s + (k - 1) * d + 1 - size, 0)
             small, large = total // 2, total - total // 2
@@ -38,24 +51,25 @@ def window_pads(b, in_sizes, kernel, strides, dilations):
     return [(pads[i], pads[i + n]) for i in range(n)]
 
 
-def window(b, x_shape, kernel=None):
+def window(b: Builder, x_shape: tuple[int, ...], kernel: tuple[int, ...] = ()) -> tuple[list[int], list[int], list[int],
+           list[tuple[int, int]]]:
     n = len(x_shape) - 2
-    kernel = list(b.attr("kernel_shape") or kernel)
+    kernel_shape = list(b.attr("kernel_shape") or kernel)
     strides = list(b.attr("strides") or [1] * n)
     dilations = list(b.attr("dilations") or [1] * n)
-    for what, values in (("kernel_shape", kernel), ("strides", strides), ("dilations", dilations)):
+    for what, values in (("kernel_shape", kernel_shape), ("strides", strides), ("dilations", dilations)):
         if len(values) != n or any(v < 1 for v in values):
             raise b.error(f"{what} {values}: must be {n} integers >= 1, one per spatial axis", ShapeError)
-    return kernel, strides, dilations, window_pads(b, x_shape[2:], kernel, strides, dilations)
+    return kernel_shape, strides, dilations, window_pads(b, x_shape[2:], kernel_shape, strides, dilations)
 
 
-def as_2d(b, t):
+def as_2d(b: Builder, t: Tensor) -> Tensor:
     """A 1-D (N, C, L) tensor as (N, C, 1, L)."""
     return b.reshape(t, t.shape[:2] + (1,) + t.shape[2:])
 
 
 @onnx_op("Conv")
-def conv(b, node):
+def conv(b: Builder, node: NodeProto) -> Sequence[Output]:
     x, w = b.tensor(0), b.tensor(1)
     bias = b.tensor(2) if b.has(2) else None
     kernel, strides, dilations, pads = window(b, x.shape, w.shape[2:])
@@ -63,7 +77,7 @@ def conv(b, node):
     spatial = len(x.shape) - 2
     if spatial == 3:
         pad = [p for pair in pads for p in pair[::-1]]
-        return [ops.conv3d(x, w, bias, groups, dilations, pad, strides)]
+        return [ops.conv3d(x, w, bias, groups, dilations, pad, strides)]  # type: ignore[arg-type]  # isa/ops asks tuples; lists do
     if spatial not in (1, 2):
         raise b.error(f"a {spatial}-d convolution is not supported (1-d, 2-d and 3-d are)")
     one = spatial == 1
@@ -75,7 +89,7 @@ def conv(b, node):
 
 
 @onnx_op("ConvTranspose")
-def conv_transpose(b, node):
+def conv_transpose(b: Builder, node: NodeProto) -> Sequence[Output]:
     x, w = b.tensor(0), b.tensor(1)
     spatial = len(x.shape) - 2
     if spatial not in (1, 2):
@@ -109,13 +123,17 @@ def conv_transpose(b, node):
     y = ops.deconv(x, w, None if padded else bias, dilations[0], dilations[1], crop[0][0], crop[0][1], crop[1][0], crop[1][1],
                    strides[0], strides[1], b.attr("group", 1))
     if padded:
-        y = ops.pad(y, 0.0, [0, 0, 0, 0] + [p for pair in extend for p in pair])
+        y = ops.pad(y, 0.0, [0, 0, 0, 0] + [p for pair in extend for p in pair])  # type: ignore[arg-type]  # isa/ops annotates a float pad value as int
         if bias is not None:
             y = ops.add(y, b.reshape(bias, (1, bias.shape[0], 1, 1)))
     return [b.reshape(y, y.shape[:2] + y.shape[3:]) if one else y]
 
 
-def zero_point(b, i, what):
+# A zero point: (one value for all channels, that value, else the per-channel values)
+ZeroPoint = tuple[bool, int, "list[int] | None"]
+
+
+def zero_point(b: Builder, i: int, what: str) -> ZeroPoint:
     """A zero point input as (is a single value, value, per-channel list)."""
     if not b.has(i):
         return True, 0, None
@@ -126,12 +144,12 @@ def zero_point(b, i, what):
 
 
 @onnx_op("ConvInteger", static=(2, 3))
-def conv_integer(b, node):
+def conv_integer(b: Builder, node: NodeProto) -> Sequence[Output]:
     x, w = b.tensor(0), b.tensor(1)
     return [integer_conv(b, x, w, zero_point(b, 2, "x_zero_point"), zero_point(b, 3, "w_zero_point"))]
 
 
-def integer_conv(b, x, w, xzp, wzp, bias=None):
+def integer_conv(b: Builder, x: Tensor, w: Tensor, xzp: ZeroPoint, wzp: ZeroPoint, bias: Tensor | None = None) -> Tensor:
     _, strides, dilations, pads = window(b, x.shape, w.shape[2:])
     if not xzp[0]:
         raise b.error("a per-channel x_zero_point is not supported (ONNX allows one value)")
@@ -151,7 +169,7 @@ def integer_conv(b, x, w, xzp, wzp, bias=None):
     return b.reshape(y, y.shape[:2] + y.shape[3:]) if one else y
 
 
-def requantize(b, acc, multiplier, y_zp, out_dtype, channel_axis=None):
+def requantize(b: Builder, acc: Tensor, multiplier: NDArray[Any], y_zp: int, out_dtype: str, channel_axis: int | None = None) -> Tensor:
     """saturate(round_half_even(acc * multiplier + y_zp)) into out_dtype: acc (int32) times the
     float32 multiplier (one, or one per channel along channel_axis), then the zero point added
     and the sum rounded to the nearest integer as it is stored."""
@@ -162,7 +180,7 @@ def requantize(b, acc, multiplier, y_zp, out_dtype, channel_axis=None):
 
 
 @onnx_op("QLinearConv", static=(1, 2, 4, 5, 6, 7))
-def qlinear_conv(b, node):
+def qlinear_conv(b: Builder, node: NodeProto) -> Sequence[Output]:
     x, w = b.tensor(0), b.tensor(3)
     x_scale, w_scale, y_scale = (b.static(i, what).astype(np.float32) for i, what in ((1, "x_scale"), (4, "w_scale"), (6, "y_scale")))
     y_zp = b.static(7, "y_zero_point") if b.has(7) else np.zeros(1, dtype_np(x.dtype))
@@ -172,20 +190,21 @@ def qlinear_conv(b, node):
     return [requantize(b, acc, multiplier, int(y_zp.reshape(-1)[0]), str(y_zp.dtype), channel_axis=1)]
 
 
-def dtype_np(name):
+def dtype_np(name: str) -> np.dtype:
     return dtypes.np_dtype(name)
 
 
 # ---- pooling -------------------------------------------------------------------------------------
 
-def pool2d(b, x, method, kernel, strides, pads, ceil, count_pad):
+def pool2d(b: Builder, x: Tensor, method: str, kernel: list[int], strides: list[int], pads: list[tuple[int, int]], ceil: bool,
+           count_pad: bool) -> Tensor:
     (pt, pb), (pl, pr) = pads
     return ops.pool(x, strides[0], strides[1], kernel[0], kernel[1], pt, pl, pb - pt, pr - pl, method, is_ceil_mode=ceil,
                     is_ave_count_zero_pad=count_pad, ensure_pool_image=ceil)
 
 
 @onnx_op("LpPool")
-def lp_pool(b, node):
+def lp_pool(b: Builder, node: NodeProto) -> Sequence[Output]:
     """(sum over the window of |x|^p)^(1/p), padding counting as 0: the |x|^p tensor, a sum
     pooling of it (pool_views), and the root."""
     x0 = b.tensor(0)
@@ -202,7 +221,7 @@ def lp_pool(b, node):
 
 
 @onnx_op("LRN")
-def lrn(b, node):
+def lrn(b: Builder, node: NodeProto) -> Sequence[Output]:
     """x / (bias + alpha / size * sum of x^2 over size neighbouring channels)^beta: the squares
     padded with zeros along C, `size` shifted slices added, the power through exp and ln."""
     x0 = b.tensor(0)
@@ -211,7 +230,7 @@ def lrn(b, node):
     alpha, beta, bias = float(b.attr("alpha", 1e-4)), float(b.attr("beta", 0.75)), float(b.attr("bias", 1.0))
     rank, c = len(x.shape), x.shape[1]
     before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
-    squares = ops.pad(ops.mul(x, x), 0.0, [0, 0, before, after] + [0, 0] * (rank - 2))
+    squares = ops.pad(ops.mul(x, x), 0.0, [0, 0, before, after] + [0, 0] * (rank - 2))  # type: ignore[arg-type]  # isa/ops annotates a float pad value as int
     total = None
     for k in range(size):
         part = ops.extract(squares, [0, k] + [0] * (rank - 2), [x.shape[0], k + c] + list(x.shape[2:]), [1] * rank)
@@ -222,7 +241,7 @@ def lrn(b, node):
 
 
 @onnx_op("MaxPool", "AveragePool")
-def pool(b, node):
+def pool(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     kernel, strides, dilations, pads = window(b, x.shape)
     method = "MAX" if node.op_type == "MaxPool" else "AVE"
@@ -246,7 +265,8 @@ def pool(b, node):
     raise b.error(f"a {spatial}-d pooling is not supported (1-d, 2-d and 3-d are)")
 
 
-def pool_views(b, x, method, kernel, strides, dilations, pads, ceil, count_pad, indices, storage_order):
+def pool_views(b: Builder, x: Tensor, method: str, kernel: list[int], strides: list[int], dilations: list[int],
+               pads: list[tuple[int, int]], ceil: bool, count_pad: bool, indices: bool, storage_order: int) -> list[Tensor]:
     """A pooling npusim's pool cannot express (dilated windows, MaxPool's Indices) as one
     strided view of the padded input per kernel offset (extracts), combined element-wise: a
     max (and, for Indices, the flat input index of the first maximum, from index tables known
@@ -267,8 +287,9 @@ def pool_views(b, x, method, kernel, strides, dilations, pads, ceil, count_pad, 
         fill = -math.inf if x.dtype in ("float32", "float16", "bfloat16") else np_dtype.type(np.iinfo(np_dtype).min).item()
     else:
         fill = 0.0
-    padded = ops.pad(x, fill, [0, 0, 0, 0] + [v for (pb, _), e in zip(pads, ends) for v in (pb, e)])
-    acc, best = None, None
+    padded = ops.pad(x, fill, [0, 0, 0, 0] + [v for (pb, _), e in zip(pads, ends) for v in (pb, e)])  # type: ignore[arg-type]  # isa/ops annotates a float pad value as int
+    acc: Tensor | None = None
+    best: Tensor | None = None
     for offset in np.ndindex(*kernel):
         start = [0, 0] + [j * d for j, d in zip(offset, dilations)]
         end = list(x.shape[:2]) + [st + (o - 1) * s + 1 for st, o, s in zip(start[2:], out, strides)]
@@ -285,6 +306,7 @@ def pool_views(b, x, method, kernel, strides, dilations, pads, ceil, count_pad, 
             acc = ops.max(acc, view)
         else:
             acc = ops.add(acc, view)
+    assert acc is not None and (best is not None or not indices), "a window has at least one position"
     if method == "AVE":  # SUM stays the sum
         counts = np.ones((1, 1), np.float64)
         for n, o, k, s, d, (pb, pe) in zip(sizes, out, kernel, strides, dilations, pads):
@@ -292,10 +314,11 @@ def pool_views(b, x, method, kernel, strides, dilations, pads, ceil, count_pad, 
             inside = (pos >= -pb) & (pos < n + pe) if count_pad else (pos >= 0) & (pos < n)
             counts = np.multiply.outer(counts, inside.sum(axis=1)).reshape(counts.shape + (o,))
         acc = ops.div(acc, b.const(counts.reshape((1, 1) + tuple(out)).astype(dtype_np(acc.dtype))))
-    return [acc, best] if indices else [acc]
+    return [acc, best] if best is not None else [acc]
 
 
-def _flat_index(shape, out, strides, dilations, pads, offset, storage_order):
+def _flat_index(shape: tuple[int, ...], out: list[int], strides: list[int], dilations: list[int], pads: list[tuple[int, int]],
+                offset: tuple[int, ...], storage_order: int) -> NDArray[Any]:
     """int64 (N, C, *out): the flat input index each output position's window reads at `offset`
     (row-major over N, C and the spatial axes; column-major over the spatial axes with
     storage_order 1)."""
@@ -305,14 +328,14 @@ def _flat_index(shape, out, strides, dilations, pads, offset, storage_order):
     grids = np.meshgrid(*coords, indexing="ij")
     steps = [int(np.prod(sizes[i + 1:])) for i in range(len(sizes))] if not storage_order else [
         int(np.prod(sizes[:i])) for i in range(len(sizes))]
-    spatial = sum(g * st for g, st in zip(grids, steps))
+    spatial = sum((g * st for g, st in zip(grids, steps)), np.zeros((), np.int64))
     plane = int(np.prod(sizes))
     base = (np.arange(n)[:, None] * c + np.arange(c)[None, :]) * plane
     return (base.reshape(n, c, *([1] * len(sizes))) + spatial[None, None]).astype(np.int64)
 
 
 @onnx_op("GlobalAveragePool", "GlobalMaxPool")
-def global_pool(b, node):
+def global_pool(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     method = "REDUCE_MEAN" if node.op_type == "GlobalAveragePool" else "REDUCE_MAX"
     return [ops.reduce(x, method, list(range(2, len(x.shape))), keep_dims=True)]

@@ -14,8 +14,11 @@ differences remain, documented rather than hidden: integer arithmetic saturates 
 wraps around (an int8 100 + 100 is 127, not -56), and Erf is a polynomial (Abramowitz and
 Stegun 7.1.26 above |x| = 0.5, its Taylor series below: within 2e-7 of erf in float32).
 """
+from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,21 +26,30 @@ from .. import dtypes, ops
 from .builder import DTYPES, Rank0, dtype_of
 from .registry import folds, onnx_op
 
+if TYPE_CHECKING:
+    from typing import Any
+
+    from numpy.typing import NDArray
+    from onnx import NodeProto
+
+    from ..graph import Tensor
+    from .builder import Builder, Output
+
 HALF = ("float16", "bfloat16")
 
 
-def result(b, t, count=None):
+def result(b: Builder, t: Tensor, count: int | None = None) -> Tensor | Rank0:
     """t, marked as an ONNX scalar when every input of the node is one."""
     n = b.count if count is None else count
     return Rank0(t) if all(b.rank(i) == 0 for i in range(n) if b.has(i)) else t
 
 
-def wide(b, t):
+def wide(b: Builder, t: Tensor) -> Tensor:
     """A half-precision tensor as float32, so a composition keeps float32 between its steps."""
     return ops.cast(t, out_dtype="float32") if t.dtype in HALF else t
 
 
-def narrow(t, dtype):
+def narrow(t: Tensor, dtype: str) -> Tensor:
     return t if t.dtype == dtype else ops.cast(t, out_dtype=dtype)
 
 
@@ -52,26 +64,26 @@ COMPARE = {"Equal": ops.eq, "Greater": ops.gt, "Less": ops.lt, "GreaterOrEqual":
 
 
 @onnx_op(*BINARY)
-def binary(b, node):
+def binary(b: Builder, node: NodeProto) -> Sequence[Output]:
     x, y = b.bcast(b.tensor(0), b.tensor(1))
     return [result(b, BINARY[node.op_type](x, y))]
 
 
 @onnx_op(*COMPARE)
-def compare(b, node):
+def compare(b: Builder, node: NodeProto) -> Sequence[Output]:
     x, y = b.bcast(b.tensor(0), b.tensor(1))
     return [result(b, COMPARE[node.op_type](x, y, out_dtype="bool"))]
 
 
 @onnx_op("Div")
-def div(b, node):
+def div(b: Builder, node: NodeProto) -> Sequence[Output]:
     x, y = b.bcast(b.tensor(0), b.tensor(1))
     if dtypes.is_float(x.dtype):
         return [result(b, ops.div(x, y))]
     return [result(b, narrow(int_div(b, x, y, "trunc"), x.dtype))]
 
 
-def int_div(b, x, y, rounding):
+def int_div(b: Builder, x: Tensor, y: Tensor, rounding: str) -> Tensor:
     """Exact integer division in int64: the quotient rounded toward zero ("trunc") or down
     ("floor"). q0 = a / b rounded to the nearest integer (the vector unit divides int64 in
     float64, exact for 32-bit operands), r = a - q0 * b, then q0 moves one step when r has the
@@ -86,14 +98,14 @@ def int_div(b, x, y, rounding):
     return ops.sub(q0, ops.mul(wrong, sign(ops.mul(x, y))) if rounding == "trunc" else wrong)
 
 
-def sign(t):
+def sign(t: Tensor) -> Tensor:
     """-1, 0 or 1 in t's dtype."""
     zero = 0 if dtypes.is_int(t.dtype) else 0.0
     return ops.sub(ops.gts(t, zero), ops.lts(t, zero))
 
 
 @onnx_op("Mod")
-def mod(b, node):
+def mod(b: Builder, node: NodeProto) -> Sequence[Output]:
     x, y = b.bcast(b.tensor(0), b.tensor(1))
     fmod = b.attr("fmod", 0)
     if fmod == 0 and dtypes.is_float(x.dtype) and b.opset < 28:
@@ -113,7 +125,7 @@ def mod(b, node):
 
 
 @onnx_op("BitShift")
-def bitshift(b, node):
+def bitshift(b: Builder, node: NodeProto) -> Sequence[Output]:
     """Shifts by counts in [0, bits); a count outside gives what the sign alone does (ONNX,
     opset 28): -1 for a right shift of a negative value, else 0. A right shift of a signed value
     is arithmetic. A left shift drops the bits shifted out (the kept ones masked first, shifted in
@@ -135,7 +147,7 @@ def bitshift(b, node):
 
 
 @onnx_op("Max", "Min", "Sum", "Mean")
-def variadic(b, node):
+def variadic(b: Builder, node: NodeProto) -> Sequence[Output]:
     fn = {"Max": ops.max, "Min": ops.min, "Sum": ops.add, "Mean": ops.add}[node.op_type]
     ts = [b.tensor(i) for i in range(b.count)]
     out = ts[0]
@@ -147,7 +159,7 @@ def variadic(b, node):
 
 
 @onnx_op("Pow")
-def power(b, node):
+def power(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     exponent = b.known(1)
     if exponent is not None and exponent.size and np.all(exponent == exponent.reshape(-1)[0]) and b.rank(1) <= b.rank(0):
@@ -173,7 +185,7 @@ def power(b, node):
     return [result(b, ops.adds(value, 0.0, out_dtype=out_dtype))]  # to the nearest integer
 
 
-def _pow_special(b, x, v):
+def _pow_special(b: Builder, x: Tensor, v: float) -> Tensor | None:
     if v == 1.0:
         return x
     if v == 2.0:
@@ -194,35 +206,35 @@ PLAIN = {"Ceil": ops.ceil, "Floor": ops.floor, "Sin": ops.sin, "Cos": ops.cos}
 
 
 @onnx_op(*ACTIVE)
-def active(b, node):
+def active(b: Builder, node: NodeProto) -> Sequence[Output]:
     return [result(b, ops.active(b.tensor(0), ACTIVE[node.op_type]))]
 
 
 @onnx_op(*PLAIN)
-def plain(b, node):
+def plain(b: Builder, node: NodeProto) -> Sequence[Output]:
     return [result(b, PLAIN[node.op_type](b.tensor(0)))]
 
 
 @onnx_op("Neg")
-def neg(b, node):
+def neg(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     return [result(b, ops.muls(x, -1 if dtypes.is_int(x.dtype) else -1.0))]
 
 
 @onnx_op("Reciprocal")
-def reciprocal(b, node):
+def reciprocal(b: Builder, node: NodeProto) -> Sequence[Output]:
     return [result(b, ops.rdivs(scalar=1.0, tensor_i=b.tensor(0)))]
 
 
 @onnx_op("Tan")
-def tan(b, node):
+def tan(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     xf = wide(b, x)
     return [result(b, narrow(ops.div(ops.sin(xf), ops.cos(xf)), x.dtype))]
 
 
 @onnx_op("Sinh", "Cosh", "Asinh", "Acosh", "Atanh")
-def hyperbolic(b, node):
+def hyperbolic(b: Builder, node: NodeProto) -> Sequence[Output]:
     """From exp and ln: sinh, cosh = (e^x -/+ e^-x) / 2; asinh = sign(x) ln(|x| + sqrt(x^2 + 1));
     acosh = ln(x + sqrt(x^2 - 1)); atanh = ln((1 + x) / (1 - x)) / 2."""
     x0 = b.tensor(0)
@@ -242,12 +254,12 @@ def hyperbolic(b, node):
 
 
 @onnx_op("Sign")
-def sign_op(b, node):
+def sign_op(b: Builder, node: NodeProto) -> Sequence[Output]:
     return [result(b, sign(b.tensor(0)))]
 
 
 @onnx_op("Round")
-def round_half_even(b, node):
+def round_half_even(b: Builder, node: NodeProto) -> Sequence[Output]:
     """Halves to even: the vector unit stores a float into an integer that way (IEEE's
     conversion); values of 2^23 and more (integers already), infinities and NaN pass as they are."""
     x = b.tensor(0)
@@ -258,25 +270,25 @@ def round_half_even(b, node):
 
 
 @onnx_op("Not")
-def logical_not(b, node):
+def logical_not(b: Builder, node: NodeProto) -> Sequence[Output]:
     return [result(b, ops.eqs(b.tensor(0), 0, out_dtype="bool"))]
 
 
 @onnx_op("BitwiseNot")
-def bitwise_not(b, node):
+def bitwise_not(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     ones = -1 if x.dtype.startswith("int") else dtypes.int_range(x.dtype)[1]
     return [result(b, ops.bit_xors(x, ones))]
 
 
 @onnx_op("IsNaN")
-def isnan(b, node):
+def isnan(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     return [result(b, ops.ne(x, x, out_dtype="bool"))]
 
 
 @onnx_op("IsInf")
-def isinf(b, node):
+def isinf(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     pos, neg_ = b.attr("detect_positive", 1), b.attr("detect_negative", 1)
     found = [ops.eqs(x, v, out_dtype="bool") for v, on in ((math.inf, pos), (-math.inf, neg_)) if on]
@@ -287,7 +299,7 @@ def isinf(b, node):
 
 # ---- activations ---------------------------------------------------------------------------
 
-def elu(x, alpha):
+def elu(x: Tensor, alpha: float) -> Tensor:
     """x for x > 0, alpha * (exp(x) - 1) otherwise; npusim's elu is alpha = 1."""
     e = ops.active(x, "elu")
     if alpha == 1.0:
@@ -295,11 +307,11 @@ def elu(x, alpha):
     return ops.axpy(ops.mins(e, 0.0), float(alpha), ops.active(x, "relu"))
 
 
-def hard_sigmoid(x, alpha, beta):
+def hard_sigmoid(x: Tensor, alpha: float, beta: float) -> Tensor:
     return ops.clamp(ops.adds(ops.muls(x, float(alpha)), float(beta)), 0.0, 1.0)
 
 
-def softplus(x):
+def softplus(x: Tensor) -> Tensor:
     return ops.active(ops.adds(ops.active(x, "exp"), 1.0), "ln")
 
 
@@ -308,7 +320,7 @@ ERF_P = 0.3275911
 ERF_TAYLOR = tuple(2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(7))
 
 
-def erf(b, x):
+def erf(b: Builder, x: Tensor) -> Tensor:
     """erf of a float32 tensor: the Taylor series (7 terms, in x^2) below |x| = 0.5, Abramowitz
     and Stegun 7.1.26 (1 - poly(t) exp(-x^2), t = 1 / (1 + p|x|)) above, with x's sign."""
     a = ops.active(x, "absval")
@@ -328,14 +340,14 @@ def erf(b, x):
 
 
 @onnx_op("Erf")
-def erf_op(b, node):
+def erf_op(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     return [result(b, narrow(erf(b, wide(b, x)), x.dtype))]
 
 
 @onnx_op("LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "ThresholdedRelu", "Mish",
          "Swish", "Gelu")
-def activation(b, node):
+def activation(b: Builder, node: NodeProto) -> Sequence[Output]:
     x0 = b.tensor(0)
     x = wide(b, x0)
     kind, attr = node.op_type, b.attr
@@ -375,13 +387,13 @@ def activation(b, node):
 
 
 @onnx_op("PRelu")
-def prelu(b, node):
+def prelu(b: Builder, node: NodeProto) -> Sequence[Output]:
     x, slope = b.bcast(b.tensor(0), b.tensor(1))
     return [result(b, ops.add(ops.active(x, "relu"), ops.mul(ops.mins(x, 0 if dtypes.is_int(x.dtype) else 0.0), slope)))]
 
 
 @onnx_op("Clip")
-def clip(b, node):
+def clip(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     bounds = [b.known(i) if b.has(i) else None for i in (1, 2)]
     if all(not b.has(i) or (v is not None and v.size == 1) for i, v in zip((1, 2), bounds)):
@@ -398,23 +410,23 @@ def clip(b, node):
 
 
 @onnx_op("Where")
-def where(b, node):
+def where(b: Builder, node: NodeProto) -> Sequence[Output]:
     c, x, y = b.bcast(b.tensor(0), b.tensor(1), b.tensor(2))
     return [result(b, ops.condition_select(c, x, y))]
 
 
 @onnx_op("Cast")
-def cast(b, node):
+def cast(b: Builder, node: NodeProto) -> Sequence[Output]:
     to = dtype_of(b.attr("to"), f"{b.where()}: attribute to")
     return [result(b, onnx_cast(b, b.tensor(0), to))]
 
 
 @onnx_op("CastLike")
-def cast_like(b, node):
+def cast_like(b: Builder, node: NodeProto) -> Sequence[Output]:
     return [result(b, onnx_cast(b, b.tensor(0), b.dtype(1)), 1)]
 
 
-def onnx_cast(b, t, to):
+def onnx_cast(b: Builder, t: Tensor, to: str) -> Tensor:
     """ONNX's Cast: into an integer type narrower than 64 bits that cannot hold every value of
     t's type, an integer keeps its low bits (two's complement: int16 200 -> int8 -56), as ONNX
     defines it, and a float is truncated toward zero and then does the same, as onnxruntime and
@@ -426,12 +438,12 @@ def onnx_cast(b, t, to):
     return wrap(b.cast(t, "int64") if dtypes.is_float(t.dtype) else narrow(t, "int64"), to)
 
 
-def int_bits(dtype):
+def int_bits(dtype: str) -> int:
     lo, hi = dtypes.int_range(dtype)
     return (hi - lo).bit_length()
 
 
-def wrap(v, to):
+def wrap(v: Tensor, to: str) -> Tensor:
     """An int64 tensor's low bits as the integer dtype `to` (narrower than 64 bits), read as
     two's complement when `to` is signed."""
     bits = int_bits(to)
@@ -441,7 +453,7 @@ def wrap(v, to):
     return ops.cast(low, out_dtype=to)
 
 
-def _narrows(source, target):
+def _narrows(source: str, target: str) -> bool:
     """Whether a value of dtype `source` may lie outside the integer dtype `target`."""
     if not dtypes.is_int(source):
         return source != "bool"
@@ -451,13 +463,13 @@ def _narrows(source, target):
 
 
 @onnx_op("Identity")
-def identity(b, node):
+def identity(b: Builder, node: NodeProto) -> Sequence[Output]:
     known = b.known(0)
     return [known if known is not None else b.tensor(0)]
 
 
 @onnx_op("Dropout", static=(1, 2))
-def dropout(b, node):
+def dropout(b: Builder, node: NodeProto) -> Sequence[Output]:
     """Inference: the input as it is, and a mask of ones. Training mode (random dropout) is
     not supported unless its ratio is 0."""
     training = b.known(2) if b.has(2) else np.array(False)
@@ -465,26 +477,27 @@ def dropout(b, node):
         ratio = b.known(1) if b.has(1) else np.array(b.attr("ratio", 0.5))
         if ratio is None or float(np.asarray(ratio).reshape(-1)[0]) != 0.0:
             raise b.error("training_mode with a non-zero ratio (random dropout) is not supported; export the model for inference")
-    x = b.known(0)
-    x = x if x is not None else b.tensor(0)
+    known = b.known(0)
+    x = known if known is not None else b.tensor(0)
     mask = np.ones(b.shape(0), bool)
     return [x, mask]
 
 
 # ---- folding index arithmetic ------------------------------------------------------------------
 
-def _ints(arrays):
-    return all(a.dtype.kind in "iub" for a in arrays if a is not None)
+def _ints(arrays: list[NDArray[Any]]) -> bool:
+    return all(a.dtype.kind in "iub" for a in arrays)
 
 
 @folds("Add", "Sub", "Mul", "Div", "Mod", "Max", "Min", "Sum", "Neg", "Abs", "Equal", "Less", "Greater", "LessOrEqual",
        "GreaterOrEqual", "And", "Or", "Xor", "Not", "Where")
-def fold_ints(b, node, arrays):
+def fold_ints(b: Builder, node: NodeProto, arrays: list[NDArray[Any]]) -> Sequence[Output] | None:
     """Shape arithmetic on known integers (and bools), as ONNX defines it."""
     if not _ints(arrays[1:] if node.op_type == "Where" else arrays):
         return None
     a = arrays
     kind = node.op_type
+    out: NDArray[Any]
     with np.errstate(all="ignore"):
         if kind == "Div":
             q = np.abs(a[0]) // np.maximum(np.abs(a[1]), 1)
@@ -492,7 +505,7 @@ def fold_ints(b, node, arrays):
         elif kind == "Mod":
             out = np.fmod(a[0], a[1]) if b.attr("fmod", 0) else np.mod(a[0], a[1])
         elif kind in ("Max", "Min", "Sum"):
-            fn = {"Max": np.maximum, "Min": np.minimum, "Sum": np.add}[kind]
+            fn: np.ufunc = {"Max": np.maximum, "Min": np.minimum, "Sum": np.add}[kind]
             out = a[0]
             for v in a[1:]:
                 out = fn(out, v)
@@ -507,7 +520,7 @@ def fold_ints(b, node, arrays):
 
 
 @folds("Cast", "CastLike")
-def fold_cast(b, node, arrays):
+def fold_cast(b: Builder, node: NodeProto, arrays: list[NDArray[Any]]) -> Sequence[Output] | None:
     """A known value converted as ONNX's Cast does (a float truncates toward zero, a float8
     saturates unless saturate=0); float8_e8m0fnu (rounding modes) and the 4- and 2-bit integers
     convert on the machine."""
@@ -516,7 +529,7 @@ def fold_cast(b, node, arrays):
         to = b.attr("to")
         if to not in DTYPES:
             return None
-        name = DTYPES[to]
+        name: str | None = DTYPES[to]
     else:
         name = dtypes.of_array(arrays[1]) if arrays[1].dtype.kind != "O" else None
     if name is None or x.dtype.kind not in "iufbV" or name == "float8_e8m0fnu" or (dtypes.is_int(name) and name not in (
@@ -530,11 +543,11 @@ def fold_cast(b, node, arrays):
     if name in dtypes.FLOAT8 and b.attr("saturate", 1):
         x = np.clip(x, -dtypes.float_max(name), dtypes.float_max(name))
     if target == np.bool_:
-        return [x != 0]
+        return [np.not_equal(x, 0)]
     with np.errstate(all="ignore"):
         return [x.astype(target)]
 
 
 @folds("Identity")
-def fold_identity(b, node, arrays):
+def fold_identity(b: Builder, node: NodeProto, arrays: list[NDArray[Any]]) -> Sequence[Output] | None:
     return [arrays[0]]

@@ -7,6 +7,9 @@ product read the transposed operand; the result is the same numbers.
 
 Rewritten when the Transpose swaps the last two axes only, its result is read by this MatMul alone,
 and shape inference gives the left operand's rows as 1 and the output's shape in full."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 from onnx import helper, numpy_helper
@@ -14,8 +17,16 @@ from onnx import helper, numpy_helper
 from .builder import node_attr
 from .inference import static_shapes
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
-def rewrite(source, g):
+    from onnx import NodeProto
+
+    from .importer import Source
+    from .passes import Graph
+
+
+def rewrite(source: Source, g: Graph) -> str:
     """Rewrite every such MatMul in g (a passes.Graph of source); what changed, for the note."""
     shapes = static_shapes(source)[0]
     done = 0
@@ -48,5 +59,5 @@ def rewrite(source, g):
     return f"{done} product(s) of a row and a transposed operand read the operand as it lies" if done else "nothing to rewrite"
 
 
-def _shape_constant(name, shape):
+def _shape_constant(name: str, shape: Sequence[int]) -> NodeProto:
     return helper.make_node("Constant", [], [name], name=name, value=numpy_helper.from_array(np.array(shape, np.int64), name))

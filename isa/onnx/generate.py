@@ -4,8 +4,11 @@ and RandomUniform, RandomNormal and their *Like forms (npusim's random_uniform a
 random_normal on the scalar engine: Philox4x32-10 keyed by the node's seed, 0 when it has none;
 ONNX leaves the generator to the implementation, so the numbers are npusim's own).
 """
+from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,9 +17,14 @@ from .builder import dtype_of
 from .registry import onnx_op
 from .store import constant_value
 
+if TYPE_CHECKING:
+    from onnx import NodeProto
+
+    from .builder import Builder, Output
+
 
 @onnx_op("Constant")
-def constant(b, node):
+def constant(b: Builder, node: NodeProto) -> Sequence[Output]:
     if not node.attribute:
         raise b.error("Constant has no value attribute")
     value = constant_value(node, b.values.weights.folder, b.values.weights.where)
@@ -26,7 +34,7 @@ def constant(b, node):
 
 
 @onnx_op("ConstantOfShape", static=(0,))
-def constant_of_shape(b, node):
+def constant_of_shape(b: Builder, node: NodeProto) -> Sequence[Output]:
     shape = tuple(b.static_ints(0, "shape"))
     value = b.attr("value")
     value = np.zeros(1, np.float32) if value is None else value
@@ -34,7 +42,7 @@ def constant_of_shape(b, node):
 
 
 @onnx_op("Range", static=(0, 1, 2))
-def range_op(b, node):
+def range_op(b: Builder, node: NodeProto) -> Sequence[Output]:
     start, limit, delta = (b.static(i, what).reshape(()) for i, what in enumerate(("start", "limit", "delta")))
     if delta == 0:
         raise b.error("delta is 0")
@@ -49,7 +57,7 @@ def range_op(b, node):
 
 
 @onnx_op("EyeLike")
-def eye_like(b, node):
+def eye_like(b: Builder, node: NodeProto) -> Sequence[Output]:
     shape = b.shape(0)
     if len(shape) != 2:
         raise b.error(f"EyeLike takes a 2-D input, got shape {shape}")
@@ -59,7 +67,7 @@ def eye_like(b, node):
 
 
 @onnx_op("RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike")
-def random(b, node):
+def random(b: Builder, node: NodeProto) -> Sequence[Output]:
     like = node.op_type.endswith("Like")
     if like:
         shape = b.shape(0)

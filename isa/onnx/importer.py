@@ -22,10 +22,13 @@ inference's shape and type where inference knows them.
 A dimension is dynamic when it is a `dim_param`, absent, or a `dim_value` of 0 or less
 (Paddle2ONNX writes -1); an input whose type has no shape has a dynamic rank.
 """
+from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
@@ -37,11 +40,20 @@ from .builder import DTYPES, Builder, Known, dtype_of, tensor_name
 from .registry import OPS
 from .store import Weights, external_info, read_model, to_array
 
+if TYPE_CHECKING:
+    from typing import Any
+
+    from numpy.typing import NDArray
+    from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
+
+    from .builder import ImportGraph, Inferred, Output
+    from .model import OnnxGraph
+
 MIN_OPSET = 11
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
-def max_opset():
+def max_opset() -> int:
     return onnx.defs.onnx_opset_version()
 
 
@@ -57,7 +69,7 @@ class Source:
     opset: int
     notes: list = field(default_factory=list)
 
-    def inputs(self):
+    def inputs(self) -> list[ValueInfoProto]:
         """The graph inputs that are not constants, as ValueInfoProtos in the model's order."""
         return [i for i in self.model.graph.input if i.name not in self.weights]
 
@@ -80,14 +92,14 @@ class Input:
     elem_type: int
     dims: tuple | None
 
-    def known(self):
+    def known(self) -> bool:
         return self.dims is not None and all(d is not None for d in self.dims)
 
-    def describe(self):
+    def describe(self) -> str:
         return "(unknown rank)" if self.dims is None else str(tuple("?" if d is None else d for d in self.dims))
 
 
-def prepare(model, passes) -> Source:
+def prepare(model: ModelProto | str | Path, passes: Sequence[str] | None) -> Source:
     """Load, convert, check and run the passes (see the module's docstring)."""
     from .passes import run_passes
 
@@ -105,7 +117,7 @@ def prepare(model, passes) -> Source:
 
 # ---- loading and checks ------------------------------------------------------------------------
 
-def _read(model):
+def _read(model: ModelProto | str | Path) -> tuple[ModelProto, Path | None, str]:
     """(ModelProto, its folder or None, a description for messages), its text checked."""
     if isinstance(model, onnx.ModelProto):
         check_text(model, "ONNX model")
@@ -133,7 +145,7 @@ def _read(model):
     return proto, real.parent, str(path)
 
 
-def check_text(message, where, field: str = "model"):
+def check_text(message: Any, where: str, field: str = "model") -> None:  # any protobuf message: onnx's stubs name no base
     """Every string field below `message` is UTF-8 text (protobuf hands invalid text on as
     bytes, which names and op types must not be)."""
     for desc, value in message.ListFields():
@@ -146,7 +158,7 @@ def check_text(message, where, field: str = "model"):
                 raise InputError(f"{where}: {path} is not UTF-8 text: {bytes(item)[:60]!r}")
 
 
-def load(model):
+def load(model: str | Path) -> tuple[ModelProto, str]:
     """(ModelProto with all its data read, a description for messages): for callers that want
     the whole proto (the command line's input check). isa.from_onnx reads through `prepare`."""
     proto, folder, where = _read(model)
@@ -160,7 +172,7 @@ def load(model):
     return proto, where
 
 
-def _tensors(graph):
+def _tensors(graph: GraphProto) -> Iterator[TensorProto]:
     """Every TensorProto of a graph: initializers and tensor attributes, subgraphs included."""
     yield from graph.initializer
     for node in graph.node:
@@ -176,7 +188,7 @@ def _tensors(graph):
                     yield from _tensors(sub)
 
 
-def _split(model, folder, where, opset):
+def _split(model: ModelProto, folder: Path | None, where: str, opset: int) -> Source:
     """The Source: a copy of the model without its initializers, which go to Weights."""
     if len(model.graph.sparse_initializer):
         raise UnsupportedError(f"{where}: sparse initializer {model.graph.sparse_initializer[0].values.name!r}: "
@@ -187,7 +199,7 @@ def _split(model, folder, where, opset):
     return Source(_copy_except(model, "initializer"), weights, where, opset)
 
 
-def _copy_except(model, skipped):
+def _copy_except(model: ModelProto, skipped: str) -> ModelProto:
     """A copy of the model whose graph lacks the field `skipped` (no copy of its data)."""
     copy = onnx.ModelProto()
     _copy_fields(model, copy, {"graph"})
@@ -195,7 +207,7 @@ def _copy_except(model, skipped):
     return copy
 
 
-def _copy_fields(source, target, skipped) -> None:
+def _copy_fields(source: ModelProto | GraphProto, target: ModelProto | GraphProto, skipped: set[str]) -> None:
     for desc, value in source.ListFields():
         if desc.name in skipped:
             continue
@@ -210,7 +222,7 @@ def _copy_fields(source, target, skipped) -> None:
 _SINGLE = onnx.defs.OpSchema.FormalParameterOption.Single
 
 
-def check_nodes(model, opset, where):
+def check_nodes(model: ModelProto, opset: int, where: str) -> None:
     """Every node of the default domain against its op's schema at the model's opset: how many
     inputs and outputs it has, its required ones named, each attribute once and of the schema's
     type, the required ones present. The passes and the mappings read a node's inputs by
@@ -238,9 +250,9 @@ def check_nodes(model, opset, where):
                 raise GraphError(f"{label} has the attribute {a.name!r} twice")
             seen.add(a.name)
             want = schema.attributes.get(a.name)
-            if want is not None and a.type != int(want.type):
+            if want is not None and a.type != int(want.type):  # type: ignore[call-overload]  # AttrType is an int enum
                 raise GraphError(f"{label}: attribute {a.name!r} is of type {_attribute_type(a.type)}; {node.op_type} takes "
-                                 f"{_attribute_type(int(want.type))}")
+                                 f"{_attribute_type(int(want.type))}")  # type: ignore[call-overload]
         missing = [name for name, attr in schema.attributes.items() if attr.required and name not in seen]
         if missing:
             raise GraphError(f"{label} lacks its required attribute(s) {', '.join(missing)}")
@@ -249,11 +261,11 @@ def check_nodes(model, opset, where):
 _VARIADIC = 2**31 - 1  # a schema's max_input of a variadic input
 
 
-def _attribute_type(number):
+def _attribute_type(number: int) -> str:
     return onnx.AttributeProto.AttributeType.Name(number) if number in onnx.AttributeProto.AttributeType.values() else str(number)
 
 
-def check_opset(model, where):
+def check_opset(model: ModelProto, where: str) -> int:
     versions = {o.domain: o.version for o in model.opset_import}
     version = next((versions[d] for d in DEFAULT_DOMAINS if d in versions), None)
     if version is None:
@@ -264,7 +276,7 @@ def check_opset(model, where):
     return version
 
 
-def upgrade(model, where):
+def upgrade(model: ModelProto, where: str) -> ModelProto:
     """A model of an opset before 11 converted to opset 11 by onnx.version_converter (its
     adapters rewrite the ops whose definitions changed: Upsample becomes Resize, ...); a model
     the converter cannot convert keeps check_opset's error, with the converter's reason."""
@@ -280,10 +292,10 @@ def upgrade(model, where):
                                f"(onnx {onnx.__version__}) and onnx.version_converter cannot convert it ({reason})") from None
 
 
-def unsupported_ops(model):
+def unsupported_ops(model: ModelProto) -> Counter[str]:
     """Counter of the model's op types that have no mapping ("com.microsoft.Attention" for
     another domain's op)."""
-    found = Counter()
+    found = Counter[str]()
     for node in model.graph.node:
         if node.domain not in DEFAULT_DOMAINS:
             found[f"{node.domain}.{node.op_type}"] += 1
@@ -292,14 +304,14 @@ def unsupported_ops(model):
     return found
 
 
-def check_ops(model, where):
+def check_ops(model: ModelProto, where: str) -> None:
     found = unsupported_ops(model)
     if found:
         listed = ", ".join(f"{op} x{n}" for op, n in sorted(found.items()))
         raise UnsupportedError(f"{where}: {sum(found.values())} node(s) of {len(found)} op type(s) npusim does not map: {listed}")
 
 
-def declared(inp, where) -> Input:
+def declared(inp: ValueInfoProto, where: str) -> Input:
     """A graph input's declared type: a tensor of an npusim dtype, its dynamic dimensions None."""
     if not inp.type.HasField("tensor_type"):
         raise UnsupportedError(f"{where}: input {inp.name!r} is a {inp.type.WhichOneof('value')}; npusim takes tensors only")
@@ -311,7 +323,7 @@ def declared(inp, where) -> Input:
     return Input(inp.name, dtype, tt.elem_type, dims)
 
 
-def static_inputs(model):
+def static_inputs(model: Source | ModelProto) -> list[str]:
     """Names of graph inputs whose values the graph needs when it is built: those a node reads
     where a shape or an index must be known (a Reshape's shape), directly or through shape
     arithmetic the importer folds. (A ModelProto or a Source.)"""
@@ -339,7 +351,8 @@ def static_inputs(model):
 
 # ---- building --------------------------------------------------------------------------------------
 
-def build(g, source, shapes, values):
+def build(g: OnnxGraph | ImportGraph, source: Source, shapes: Mapping[str, tuple[int, ...]],
+          values: Mapping[str, NDArray[Any]]) -> Builder:
     """Map every node of the source onto npusim ops in graph `g` (an ImportGraph), for the
     given shapes of dynamic inputs and values of the inputs that become constants. Returns
     the Builder (its `rank0` names the ONNX scalars)."""
@@ -364,7 +377,8 @@ def build(g, source, shapes, values):
 ACTIVATIONS = ("HardSwish", "HardSigmoid", "Gelu", "Mish", "Swish")  # shape-preserving: inferred as Identity where the opset lacks them
 
 
-def infer(source, shapes, values):
+def infer(source: Source, shapes: Mapping[str, tuple[int, ...]],
+          values: Mapping[str, NDArray[Any]]) -> dict[str, Inferred]:
     """ONNX value name -> (shape or None, elem type or None) from shape inference, run on the
     graph with its small constants (whose values shapes may depend on) and its large ones as
     typed inputs without data, the given shapes and values bound and dynamic dimensions
@@ -404,19 +418,19 @@ def infer(source, shapes, values):
         inferred = shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
     except Exception as exc:  # noqa: BLE001 - onnx raises its own InferenceError (or a ValueError for a model over 2 GB)
         raise ShapeError(f"{source.where}: ONNX shape inference failed: {exc}") from None
-    out = {}
+    out: dict[str, Inferred] = {}
     for v in list(inferred.graph.value_info) + list(inferred.graph.output) + list(inferred.graph.input):
         if not v.type.HasField("tensor_type"):
             continue
         tt = v.type.tensor_type
-        dims = None
+        found: tuple[int | str, ...] | None = None
         if tt.HasField("shape"):
-            dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or "?") for d in tt.shape.dim)
-        out[v.name] = (dims, tt.elem_type or None)
+            found = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or "?") for d in tt.shape.dim)
+        out[v.name] = (found, tt.elem_type or None)
     return out
 
 
-def _defined(op_type, opset) -> bool:
+def _defined(op_type: str, opset: int) -> bool:
     try:
         onnx.defs.get_schema(op_type, opset)
         return True
@@ -424,7 +438,7 @@ def _defined(op_type, opset) -> bool:
         return False
 
 
-def _inputs(b, source, shapes):
+def _inputs(b: Builder, source: Source, shapes: Mapping[str, tuple[int, ...]]) -> None:
     for inp in source.inputs():
         if inp.name in b.values:  # a graph input given a value: a constant
             continue
@@ -442,26 +456,29 @@ def _inputs(b, source, shapes):
             b.rank0.add(inp.name)
 
 
-def _empty_outputs(b, node):
+def _empty_outputs(b: Builder, node: NodeProto) -> list[NDArray[Any]] | None:
     """Empty arrays for a node whose outputs are all empty by shape inference (an op of an
     empty tensor computes nothing), else None."""
     outs = []
     for name in node.output:
         dims, elem = b.inferred.get(name, (None, None))
-        if not name or dims is None or not all(isinstance(d, int) for d in dims) or 0 not in dims or elem not in DTYPES:
+        sizes = tuple(d for d in dims or () if isinstance(d, int))
+        if not name or dims is None or len(sizes) != len(dims) or 0 not in sizes or elem is None or elem not in DTYPES:
             return None
-        outs.append(np.empty(dims, onnx.helper.tensor_dtype_to_np_dtype(elem)))
+        outs.append(np.empty(sizes, onnx.helper.tensor_dtype_to_np_dtype(elem)))
     return outs
 
 
-def _map(b, node):
+def _map(b: Builder, node: NodeProto) -> None:
     mapping = OPS[node.op_type]
     try:
-        outs = _empty_outputs(b, node) if any(b.known(n) is not None and b.known(n).size == 0 for n in node.input if n) else None
+        empty = any(value is not None and value.size == 0 for value in (b.known(n) for n in node.input if n))
+        outs: Sequence[Output] | None = _empty_outputs(b, node) if empty else None
         if outs is None and mapping.fold is not None:
-            arrays = [b.known(n) if n else None for n in node.input]
-            if all(a is not None for a, n in zip(arrays, node.input) if n):
-                outs = mapping.fold(b, node, arrays)
+            arrays = [b.known(n) for n in node.input]
+            known = [a for a in arrays if a is not None]
+            if len(known) == len(arrays):  # every input given and known (the folded ops have no optional input)
+                outs = mapping.fold(b, node, known)
         if outs is None:
             outs = mapping.fn(b, node)
         b.set_outputs(outs)

@@ -14,6 +14,10 @@ scalar engine): the data size their results, so they can be graph outputs, not o
 operands. masked_select's result is 1-D: Compress with an axis of a tensor of rank 2 or more is
 not supported.
 """
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,15 +28,24 @@ from .elementwise import narrow
 from .registry import folds, onnx_op
 from .shape import GATHER_DTYPES, WIDER, axis_of
 
+if TYPE_CHECKING:
+    from typing import Any
 
-def fix_negative(t, size):
+    from numpy.typing import NDArray
+    from onnx import NodeProto
+
+    from ..graph import Tensor
+    from .builder import Builder, Output
+
+
+def fix_negative(t: Tensor, size: int) -> Tensor:
     """index + size where index < 0 (size a number, or a known array broadcasting against t)."""
     if isinstance(size, (int, np.integer)):
         return ops.add(t, ops.muls(ops.lts(t, 0), int(size)))
     return ops.add(t, ops.mul(ops.lts(t, 0), size))
 
 
-def index_tensor(b, i, size):
+def index_tensor(b: Builder, i: int, size: int) -> Tensor:
     """Input i as int64 indices in [0, size): normalized and range-checked when known."""
     known = b.known(i)
     if known is not None:
@@ -48,7 +61,7 @@ def index_tensor(b, i, size):
     return fix_negative(narrow(t, "int64"), size)
 
 
-def gather_rows(b, data, idx, axis):
+def gather_rows(b: Builder, data: Tensor, idx: Tensor, axis: int) -> Tensor:
     """npusim's gather, with the data widened to a dtype it moves when needed."""
     if data.dtype in GATHER_DTYPES:
         return ops.gather(data, idx, axis)
@@ -59,7 +72,7 @@ def gather_rows(b, data, idx, axis):
 
 
 @onnx_op("Gather")
-def gather(b, node):
+def gather(b: Builder, node: NodeProto) -> Sequence[Output]:
     data = b.tensor(0)
     shape = b.shape(0)
     axis = axis_of(b, b.attr("axis", 0), len(shape))
@@ -71,7 +84,7 @@ def gather(b, node):
     return [y]
 
 
-def elements_index(b):
+def elements_index(b: Builder) -> tuple[Tensor, Tensor]:
     """(data, the flat index into data of data[i_0, ..., idx[i], ..., i_n] for each position i
     of the node's indices, row-major): idx * stride[axis] + the other coordinates' offsets
     (known), for GatherElements and ScatterElements."""
@@ -87,13 +100,13 @@ def elements_index(b):
 
 
 @onnx_op("GatherElements")
-def gather_elements(b, node):
+def gather_elements(b: Builder, node: NodeProto) -> Sequence[Output]:
     data, flat = elements_index(b)
     return [gather_rows(b, b.reshape(data, (data.size,)), flat, 0)]
 
 
 @onnx_op("GatherND")
-def gather_nd(b, node):
+def gather_nd(b: Builder, node: NodeProto) -> Sequence[Output]:
     data = b.tensor(0)
     shape = data.shape
     batch = b.attr("batch_dims", 0)
@@ -122,12 +135,14 @@ def gather_nd(b, node):
         if batch:
             flat_t = ops.add(flat_t, b.const(_batch_offsets(idx_shape[:-1], batch, rows)))
     table = b.reshape(data, (int(np.prod(shape[:batch + k], dtype=np.int64)),) + shape[batch + k:])
+    if flat_t is None:  # indices of no coordinate (a last dimension of 0) computed at run time
+        raise b.error("GatherND of run-time indices whose last dimension is 0 is not supported")
     y = gather_rows(b, table, flat_t, 0)
     out = tuple(idx_shape[:-1]) + shape[batch + k:]
     return [Rank0(b.reshape(y, (1,))) if not out else b.reshape(y, out)]
 
 
-def _batch_offsets(positions, batch, rows):
+def _batch_offsets(positions: tuple[int, ...], batch: int, rows: int) -> NDArray[Any] | int:
     """The flat row offset of each index position's batch coordinates (positions[:batch])."""
     if not batch:
         return 0
@@ -139,13 +154,13 @@ def _batch_offsets(positions, batch, rows):
 
 
 @onnx_op("ScatterND")
-def scatter_nd(b, node):
+def scatter_nd(b: Builder, node: NodeProto) -> Sequence[Output]:
     reduction = b.attr("reduction", "none")
     return [ops.scatter_nd(b.tensor(0), b.tensor(1), b.tensor(2), reduction, opset=b.opset)]
 
 
 @onnx_op("ScatterElements")
-def scatter_elements(b, node):
+def scatter_elements(b: Builder, node: NodeProto) -> Sequence[Output]:
     data, flat = elements_index(b)
     n = flat.size
     out = ops.scatter_nd(b.reshape(data, (data.size,)), b.reshape(flat, (n, 1)), b.reshape(b.tensor(2), (n,)),
@@ -154,7 +169,7 @@ def scatter_elements(b, node):
 
 
 @onnx_op("OneHot", static=(1,))
-def one_hot(b, node):
+def one_hot(b: Builder, node: NodeProto) -> Sequence[Output]:
     depth = int(b.static(1, "depth").reshape(-1)[0])
     if depth < 1:
         raise b.error(f"depth {depth} must be >= 1", ShapeError)
@@ -176,7 +191,7 @@ def one_hot(b, node):
 
 
 @onnx_op("Trilu", static=(1,))
-def trilu(b, node):
+def trilu(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     k = b.static_ints(1, "k")[0] if b.has(1) else 0
     n, m = x.shape[-2:]
@@ -188,7 +203,7 @@ def trilu(b, node):
 
 
 @onnx_op("CumSum", static=(1,))
-def cumsum(b, node):
+def cumsum(b: Builder, node: NodeProto) -> Sequence[Output]:
     """A cumulative sum in ceil(log2 n) steps (Hillis and Steele): y += y shifted by 1, 2, 4,
     ... along the axis, each shift a slice padded with zeros (exact for integers)."""
     x = b.tensor(0)
@@ -198,7 +213,7 @@ def cumsum(b, node):
     reverse = bool(b.attr("reverse", 0))
     zero = 0 if dtypes.is_int(x.dtype) else 0.0
 
-    def shifted(t, k):
+    def shifted(t: Tensor, k: int) -> Tensor:
         """t moved k places along the axis (toward the end, or the start when reverse), zeros in."""
         start = [k if reverse and i == axis else 0 for i in range(rank)]
         end = [d - k if i == axis and not reverse else d for i, d in enumerate(t.shape)]
@@ -206,7 +221,7 @@ def cumsum(b, node):
         pads = []
         for i in range(rank):
             pads += [0, k] if i == axis and reverse else [k, 0] if i == axis else [0, 0]
-        return ops.pad(part, zero, pads)
+        return ops.pad(part, zero, pads)  # type: ignore[arg-type]  # isa/ops annotates a float pad value as int
 
     y = x
     if b.attr("exclusive", 0):
@@ -219,7 +234,7 @@ def cumsum(b, node):
 
 
 @onnx_op("Compress")
-def compress(b, node):
+def compress(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     cond = b.tensor(1)
     axis = b.attr("axis")
@@ -237,7 +252,7 @@ def compress(b, node):
 
 
 @folds("Gather")
-def fold_gather(b, node, arrays):
+def fold_gather(b: Builder, node: NodeProto, arrays: list[NDArray[Any]]) -> Sequence[Output] | None:
     data, idx = arrays
     if data.dtype.kind not in "iub":
         return None
@@ -246,17 +261,17 @@ def fold_gather(b, node, arrays):
 
 
 @onnx_op("NonMaxSuppression", static=(2, 3, 4))
-def non_max_suppression(b, node):
+def non_max_suppression(b: Builder, node: NodeProto) -> Sequence[Output]:
     """npusim's non_max_suppression (ONNX's, on the scalar engine): its data-sized result can
     be a graph output, not another op's operand."""
-    def scalar(i, what, default):
+    def scalar(i: int, what: str, default: float | None) -> float | None:
         if not b.has(i):
             return default
         value = b.static(i, what).reshape(-1)
         return value[0].item() if value.size else default
 
-    most = int(scalar(2, "max_output_boxes_per_class", 0))
+    most = int(scalar(2, "max_output_boxes_per_class", 0) or 0)
     if most < 1:
         raise b.error(f"max_output_boxes_per_class {most} selects no box (npusim tensors are not empty)")
-    return [ops.non_max_suppression(b.tensor(0), b.tensor(1), most, float(scalar(3, "iou_threshold", 0.0)),
+    return [ops.non_max_suppression(b.tensor(0), b.tensor(1), most, float(scalar(3, "iou_threshold", 0.0) or 0.0),
                                     scalar(4, "score_threshold", None), b.attr("center_point_box", 0))]

@@ -7,6 +7,10 @@ batched product, each batch element's matrices read where they lie (matrix_mul b
 dimensions as numpy's matmul does); a constant right operand's batches are cut when the graph is
 built, each its own 2-D product (a weight, which a deployment pass may quantize).
 """
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,8 +19,14 @@ from .builder import Rank0
 from .conv import requantize, zero_point
 from .registry import onnx_op
 
+if TYPE_CHECKING:
+    from onnx import NodeProto
 
-def matmul(b, a, c):
+    from ..graph import Tensor
+    from .builder import Builder, Output
+
+
+def matmul(b: Builder, a: Tensor, c: Tensor) -> Tensor | Rank0:
     """numpy's matmul of two float tensors (1-D operands promoted and the added axis dropped)."""
     a_vec, c_vec = len(a.shape) == 1, len(c.shape) == 1
     if a_vec:
@@ -47,7 +57,7 @@ def matmul(b, a, c):
     return _vectors(b, y, a_vec, c_vec)
 
 
-def _vectors(b, y, a_vec, c_vec):
+def _vectors(b: Builder, y: Tensor, a_vec: bool, c_vec: bool) -> Tensor | Rank0:
     """y without the axes added to 1-D operands."""
     shape = y.shape
     if a_vec:
@@ -57,7 +67,7 @@ def _vectors(b, y, a_vec, c_vec):
     return Rank0(b.reshape(y, (1,))) if shape == () else b.reshape(y, shape)
 
 
-def _pick(b, t, index):
+def _pick(b: Builder, t: Tensor, index: tuple[int, ...]) -> Tensor:
     """The 2-D matrix of t at batch index (broadcast dimensions read index 0)."""
     lead = len(t.shape) - 2
     at = [0 if t.shape[i] == 1 else index[i] for i in range(lead)]
@@ -71,7 +81,7 @@ def _pick(b, t, index):
 
 
 @onnx_op("MatMul")
-def matmul_op(b, node):
+def matmul_op(b: Builder, node: NodeProto) -> Sequence[Output]:
     a, c = b.tensor(0), b.tensor(1)
     if not dtypes.is_float(a.dtype):
         raise b.error(f"MatMul of {a.dtype} is not supported (npusim's matrix_mul is float, or int8 through MatMulInteger)")
@@ -79,7 +89,7 @@ def matmul_op(b, node):
 
 
 @onnx_op("Gemm")
-def gemm(b, node):
+def gemm(b: Builder, node: NodeProto) -> Sequence[Output]:
     a = b.tensor(0)
     if b.attr("transA", 0):
         a = ops.permute(a, [1, 0])
@@ -97,7 +107,7 @@ def gemm(b, node):
     return [y]
 
 
-def transposed(b, i):
+def transposed(b: Builder, i: int) -> Tensor:
     """Input i (2-D) transposed: a weight's layout is changed when the graph is built (as a
     compiler lays weights out), a tensor known only at run time is permuted on the machine."""
     known = b.known(i)
@@ -106,7 +116,7 @@ def transposed(b, i):
     return ops.permute(b.tensor(i), [1, 0])
 
 
-def _zero_points(b, i_a, i_b):
+def _zero_points(b: Builder, i_a: int, i_b: int) -> dict[str, Any]:
     """matrix_mul_v2's zero-point arguments from A's (one value) and B's (one, or one per column)."""
     a_one, a_val, _ = zero_point(b, i_a, "a_zero_point")
     if not a_one:
@@ -115,7 +125,7 @@ def _zero_points(b, i_a, i_b):
     return {"is_lzp_const": True, "lzp_val": a_val, "is_rzp_const": b_one, "rzp_val": b_val, "rzp_vec": b_vec}
 
 
-def integer_matmul(b, a, c, i_a, i_b):
+def integer_matmul(b: Builder, a: Tensor, c: Tensor, i_a: int, i_b: int) -> Tensor:
     a_vec, c_vec = len(a.shape) == 1, len(c.shape) == 1
     if a_vec:
         a = b.reshape(a, (1,) + a.shape)
@@ -131,12 +141,12 @@ def integer_matmul(b, a, c, i_a, i_b):
 
 
 @onnx_op("MatMulInteger", static=(2, 3))
-def matmul_integer(b, node):
+def matmul_integer(b: Builder, node: NodeProto) -> Sequence[Output]:
     return [integer_matmul(b, b.tensor(0), b.tensor(1), 2, 3)]
 
 
 @onnx_op("QLinearMatMul", static=(1, 2, 4, 5, 6, 7))
-def qlinear_matmul(b, node):
+def qlinear_matmul(b: Builder, node: NodeProto) -> Sequence[Output]:
     a, c = b.tensor(0), b.tensor(3)
     a_scale, b_scale, y_scale = (b.static(i, what) for i, what in ((1, "a_scale"), (4, "b_scale"), (6, "y_scale")))
     y_zp = b.static(7, "y_zero_point")

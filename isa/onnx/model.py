@@ -18,8 +18,11 @@ Feeds and outputs speak ONNX: keyed by the model's own input and output names, i
 dtypes, where rank-0 tensors have shape (). Inside, the graph uses npusim's names (tensor_name)
 and one-element tensors for scalars.
 """
+from __future__ import annotations
 
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 import onnx
@@ -29,8 +32,22 @@ from ..graph import Graph
 from .builder import ImportGraph, tensor_name
 from .importer import Source, build, declared, prepare, static_inputs
 
+if TYPE_CHECKING:
+    from pathlib import Path
 
-def from_onnx(model, values=None, shapes=None, name=None, passes=None, quantize=None, calibration=None, chip=None) -> "OnnxGraph":
+    from numpy.typing import ArrayLike, NDArray
+    from onnx import ModelProto
+
+    from chips.schema import Chip
+
+    from ..deploy import Calibration
+    from .builder import Builder
+    from .importer import Input
+
+
+def from_onnx(model: ModelProto | str | Path, values: Mapping[str, ArrayLike] | None = None,
+              shapes: Mapping[str, Sequence[int]] | None = None, name: str | None = None, passes: Sequence[str] | None = None,
+              quantize: str | None = None, calibration: Calibration | None = None, chip: Chip | str | None = None) -> OnnxGraph:
     """An ONNX model (a path or an onnx.ModelProto) as an OnnxGraph (an isa.Graph).
 
     values: input name -> array, for inputs a shape depends on (they become constants).
@@ -58,10 +75,10 @@ class Deploy:
     """A deployment precision to compile the graph in, each time it is built (isa/deploy/)."""
 
     dtype: str
-    chip: object
-    calibration: object = None
+    chip: Chip | str
+    calibration: Calibration | None = None
 
-    def apply(self, floating, target, builder):
+    def apply(self, floating: ImportGraph, target: OnnxGraph, builder: Builder) -> Graph:
         from ..deploy import quantize
 
         calibration = self.calibration
@@ -70,10 +87,10 @@ class Deploy:
         return quantize(floating, self.dtype, self.chip, calibration, target=target)
 
 
-def _by_graph_names(sample, builder, k):
+def _by_graph_names(sample: Mapping[str, ArrayLike], builder: Builder, k: int) -> dict[str, NDArray[Any]]:
     if not isinstance(sample, dict):
         raise InputError(f"calibration sample {k}: expected a dict of input arrays, got {type(sample).__name__}")
-    out = {}
+    out: dict[str, NDArray[Any]] = {}
     for onnx_name, array in sample.items():
         t = builder.tensors.get(onnx_name)
         if t is None:
@@ -88,10 +105,10 @@ class Bound:
     """An OnnxGraph specialised for one set of feeds: the graph to lower and the run inputs
     by its own names (the static inputs are constants of it; None when no feeds were given)."""
 
-    graph: "OnnxGraph"
-    inputs: dict | None
+    graph: OnnxGraph
+    inputs: dict[str, NDArray[Any]] | None
 
-    def outputs(self, arrays):
+    def outputs(self, arrays: Mapping[str, NDArray[Any]]) -> dict[str, NDArray[Any]]:
         """The machine's outputs under the model's output names, scalars of shape ()."""
         return {onnx_name: arrays[name].reshape(()) if scalar else arrays[name]
                 for onnx_name, name, scalar in self.graph.onnx_outputs if name in arrays}
@@ -103,7 +120,8 @@ _GRAPH_FIELDS = set(vars(Graph("probe"))) | {"onnx_inputs", "onnx_outputs"}
 class OnnxGraph(ImportGraph):
     """An imported ONNX model (see the module's docstring)."""
 
-    def __init__(self, source: Source, values, shapes, name=None, deploy=None) -> None:
+    def __init__(self, source: Source, values: Mapping[str, ArrayLike], shapes: Mapping[str, Sequence[int]], name: str | None = None,
+                 deploy: Deploy | None = None) -> None:
         self.source = source
         self.deploy = deploy
         self.declared = {i.name: declared(i, source.where) for i in source.inputs()}
@@ -111,7 +129,7 @@ class OnnxGraph(ImportGraph):
         self.given_values = {k: self._value(k, v, "values=") for k, v in values.items()}
         self.given_shapes = {k: self._shape(k, v, "shapes=") for k, v in shapes.items()}
         self.graph_name = tensor_name(name or source.model.graph.name or "onnx")
-        self._cache = {}
+        self._cache: dict[Hashable, OnnxGraph] = {}  # _key -> the graph specialised for it
         self.missing = self._missing(self.given_shapes, self.given_values)
         if self.missing:
             self.notes = list(source.notes)
@@ -128,7 +146,7 @@ class OnnxGraph(ImportGraph):
         self.onnx_inputs = {n: b.tensors[n].name for n in self.declared if n in b.tensors}
         self.onnx_outputs = [(out.name, name, out.name in b.rank0) for out, name in zip(source.model.graph.output, self.outputs)]
 
-    def __getattr__(self, attr):
+    def __getattr__(self, attr: str) -> NoReturn:
         """Reached only for attributes the object lacks: a Graph's, before the graph is built."""
         if attr not in _GRAPH_FIELDS or not self.__dict__.get("missing"):
             raise AttributeError(attr)
@@ -143,13 +161,13 @@ class OnnxGraph(ImportGraph):
 
     # ---- feeds -----------------------------------------------------------------------------------
 
-    def _input(self, name, what):
+    def _input(self, name: str, what: str) -> Input:
         if name not in self.declared:
             raise InputError(f"{self.source.where}: {what} names {name!r}, which is not an input of the model "
                              f"(inputs: {', '.join(self.declared) or 'none'})")
         return self.declared[name]
 
-    def _shape(self, name, shape, what):
+    def _shape(self, name: str, shape: Sequence[int], what: str) -> tuple[int, ...]:
         inp = self._input(name, what)
         try:
             shape = tuple(int(d) for d in shape)
@@ -168,7 +186,7 @@ class OnnxGraph(ImportGraph):
                                      f"gives {got}")
         return shape
 
-    def _value(self, name, value, what):
+    def _value(self, name: str, value: ArrayLike, what: str) -> NDArray[Any]:
         """A static input's value, of the input's dtype (converted only when exact)."""
         inp = self._input(name, what)
         array = np.asarray(value)
@@ -183,7 +201,7 @@ class OnnxGraph(ImportGraph):
             array = converted
         return array
 
-    def _missing(self, shapes, values):
+    def _missing(self, shapes: Mapping[str, tuple[int, ...]], values: Mapping[str, NDArray[Any]]) -> list[str]:
         """What the graph still needs to be built: one phrase per input."""
         out = []
         for name, inp in self.declared.items():
@@ -194,7 +212,7 @@ class OnnxGraph(ImportGraph):
                 out.append(f"input {name!r} has dynamic dimensions {inp.describe()}")
         return out
 
-    def specialise(self, feeds=None) -> Bound:
+    def specialise(self, feeds: Mapping[str, ArrayLike] | None = None) -> Bound:
         """The graph for these feeds (input name -> array, by the model's names) and the run
         inputs by the graph's names: this graph itself when the feeds fit it, else one built
         for the feeds' shapes and static values, kept for the next feeds alike."""
@@ -209,12 +227,13 @@ class OnnxGraph(ImportGraph):
         key = self._key(shapes, values)
         graph = self
         if self.missing or key != self._key(self.given_shapes, self.given_values):
-            graph = self._cache.get(key)
-            if graph is None:
+            cached = self._cache.get(key)
+            if cached is None:
                 missing = self._missing(shapes, values)
                 if missing:
                     raise InputError(f"{self.source.where}: {'; '.join(missing)}: feed it (or give it to isa.from_onnx)")
-                graph = self._cache[key] = OnnxGraph(self.source, values, shapes, self.graph_name, self.deploy)
+                cached = self._cache[key] = OnnxGraph(self.source, values, shapes, self.graph_name, self.deploy)
+            graph = cached
         inputs = {}
         for name, array in run.items():
             if name in graph.onnx_inputs:
@@ -222,7 +241,7 @@ class OnnxGraph(ImportGraph):
                 inputs[own] = array.reshape(graph.tensors[own].shape) if array.ndim == 0 else array
         return Bound(graph, inputs if feeds else None)
 
-    def _key(self, shapes, values):
+    def _key(self, shapes: Mapping[str, tuple[int, ...]], values: Mapping[str, NDArray[Any]]) -> Hashable:
         """What a specialisation depends on: the shapes of the inputs with dynamic dimensions
         and the static inputs' values."""
         dynamic = tuple((n, shapes[n]) for n, inp in self.declared.items() if n in shapes and not inp.known() and n not in self.static)

@@ -21,10 +21,12 @@ Each pass adds a note to the graph (the lowering copies the graph's notes into t
 its name and what it changed. `isa.from_onnx(model, passes=...)` names the passes to run (all by
 default, in the order above; `()` for none).
 """
+from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
@@ -34,6 +36,15 @@ from .. import limits
 from ..errors import ConfigError, SimError
 from .builder import node_attr
 from .store import constant_value, raw_size
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from numpy.typing import NDArray
+    from onnx import NodeProto
+
+    from .importer import Source
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -48,18 +59,18 @@ class Graph:
     """The nodes of a Source's graph with who produces and who reads each value, kept up to
     date as nodes are replaced; `commit` writes the nodes back."""
 
-    def __init__(self, source) -> None:
+    def __init__(self, source: Source) -> None:
         self.source = source
         self.nodes = list(source.model.graph.node)
         self.outputs = {o.name for o in source.model.graph.output}
         self.inputs = {i.name for i in source.model.graph.input}
-        self.producer = {}
-        self.readers = defaultdict(int)
-        self.removed = set()  # ids of the nodes taken out
+        self.producer: dict[str, NodeProto] = {}
+        self.readers: defaultdict[str, int] = defaultdict(int)
+        self.removed: set[int] = set()  # ids of the nodes taken out
         for node in self.nodes:
             self._add(node)
 
-    def _add(self, node) -> None:
+    def _add(self, node: NodeProto) -> None:
         for o in node.output:
             if o:
                 self.producer[o] = node
@@ -67,7 +78,7 @@ class Graph:
             if i:
                 self.readers[i] += 1
 
-    def _drop(self, node) -> None:
+    def _drop(self, node: NodeProto) -> None:
         for o in node.output:
             if self.producer.get(o) is node:
                 del self.producer[o]
@@ -75,7 +86,7 @@ class Graph:
             if i:
                 self.readers[i] -= 1
 
-    def value(self, name):
+    def value(self, name: str) -> NDArray[Any] | None:
         """The value of a constant (a weight or a Constant node's output), else None."""
         weights = self.source.weights
         if name in weights:
@@ -85,14 +96,14 @@ class Graph:
             return constant_value(node, weights.folder, weights.where)
         return None
 
-    def alive(self, node) -> bool:
+    def alive(self, node: NodeProto) -> bool:
         return id(node) not in self.removed
 
-    def private(self, name):
+    def private(self, name: str) -> bool:
         """Whether a value is read by one node only and is not a graph output."""
         return self.readers[name] == 1 and name not in self.outputs
 
-    def replace(self, old_nodes, new_nodes) -> None:
+    def replace(self, old_nodes: Sequence[NodeProto], new_nodes: Sequence[NodeProto]) -> None:
         """Put new_nodes where the last of old_nodes was, and remove old_nodes."""
         gone = {id(n) for n in old_nodes}
         last = max(i for i, n in enumerate(self.nodes) if id(n) in gone)
@@ -104,7 +115,7 @@ class Graph:
         for n in new_nodes:
             self._add(n)
 
-    def rename_uses(self, old, new) -> None:
+    def rename_uses(self, old: str, new: str) -> None:
         """Every node reading `old` reads `new` instead."""
         for node in self.nodes:
             for k, name in enumerate(node.input):
@@ -113,7 +124,7 @@ class Graph:
                     self.readers[old] -= 1
                     self.readers[new] += 1
 
-    def bypass(self, node, out, inp) -> bool:
+    def bypass(self, node: NodeProto, out: str, inp: str) -> bool:
         """Remove `node`, whose output `out` equals its input `inp`: readers of `out` read `inp`;
         a graph output keeps its name, taken over by inp's producer where it can be. Returns
         whether the node went."""
@@ -154,7 +165,7 @@ NOT_FOLDED = {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNorma
               "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
 
 
-def constants(source) -> str:
+def constants(source: Source) -> str:
     g = Graph(source)
     weights = source.weights
     became, folded = 0, 0
@@ -177,7 +188,7 @@ def constants(source) -> str:
     return f"{became} Constant node(s) became constants, {folded} node(s) of constant inputs computed once"
 
 
-def _fold(source, node):
+def _fold(source: Source, node: NodeProto) -> list[NDArray[Any]] | None:
     """The outputs of a node whose inputs are all constants, computed by the ONNX reference; None
     when it is not to be folded (see the module's docstring) or the reference cannot compute it
     (the importer then maps the node and names what is wrong)."""
@@ -201,7 +212,7 @@ def _fold(source, node):
     return [np.asarray(o) for o in outs]
 
 
-def _output_sizes(source, node):
+def _output_sizes(source: Source, node: NodeProto) -> list[int] | None:
     """Bytes of each output of a node by ONNX shape inference on it alone, None if unknown."""
     weights = source.weights
     inits, inputs = [], []
@@ -230,9 +241,9 @@ def _output_sizes(source, node):
 
 # ---- identities ------------------------------------------------------------------------------------
 
-def identities(source):
+def identities(source: Source) -> str:
     g = Graph(source)
-    counts = defaultdict(int)
+    counts: defaultdict[str | None, int] = defaultdict(int)
     for node in list(g.nodes):
         if node.domain not in DEFAULT_DOMAINS or not g.alive(node):
             continue
@@ -251,7 +262,7 @@ def identities(source):
     return f"removed {done}" if done else "nothing to remove"
 
 
-def _inference_dropout(g, node) -> bool:
+def _inference_dropout(g: Graph, node: NodeProto) -> bool:
     """A Dropout that passes its input: training_mode absent or false, its mask unused."""
     if len(node.output) > 1 and node.output[1] and (g.readers[node.output[1]] or node.output[1] in g.outputs):
         return False
@@ -261,7 +272,7 @@ def _inference_dropout(g, node) -> bool:
     return True
 
 
-def _transposes(g, node):
+def _transposes(g: Graph, node: NodeProto) -> str | None:
     """Transpose(Transpose(x, p), q): nothing when it gives x back, else one Transpose."""
     first = g.producer.get(node.input[0])
     if first is None or first.op_type != "Transpose" or not g.private(node.input[0]):
@@ -277,7 +288,7 @@ def _transposes(g, node):
     return "Transpose pair(s) merged"
 
 
-def _reshapes(g, node):
+def _reshapes(g: Graph, node: NodeProto) -> str | None:
     """Reshape(Reshape(x, a), b) is Reshape(x, b) when b is known and copies no dimension (no 0)."""
     first = g.producer.get(node.input[0])
     if first is None or first.op_type != "Reshape" or not g.private(node.input[0]) or len(node.input) < 2:
@@ -285,33 +296,33 @@ def _reshapes(g, node):
     shape = g.value(node.input[1])
     if shape is None or (0 in np.asarray(shape).reshape(-1).tolist() and not node_attr(node, "allowzero", 0)):
         return None
-    merged = helper.make_node("Reshape", [first.input[0], node.input[1]], list(node.output), name=node.name,
-                              **({"allowzero": 1} if node_attr(node, "allowzero", 0) else {}))
+    attrs: dict[str, Any] = {"allowzero": 1} if node_attr(node, "allowzero", 0) else {}
+    merged = helper.make_node("Reshape", [first.input[0], node.input[1]], list(node.output), name=node.name, **attrs)
     g.replace([first, node], [merged])
     return "Reshape pair(s) merged"
 
 
 # ---- the table ---------------------------------------------------------------------------------------
 
-def _bn_fold(source):
+def _bn_fold(source: Source) -> str:
     from .bn_fold import fold_batch_norms
 
     return fold_batch_norms(source, Graph(source))
 
 
-def _activations(source):
+def _activations(source: Source) -> str:
     from .activations import recognise
 
     return recognise(source, Graph(source))
 
 
-def _attention(source):
+def _attention(source: Source) -> str:
     from .attention import fuse
 
     return fuse(source, Graph(source))
 
 
-def _transposed_gemv(source):
+def _transposed_gemv(source: Source) -> str:
     from .gemv import rewrite
 
     return rewrite(source, Graph(source))
@@ -322,7 +333,7 @@ PASSES = {p.name: p for p in (Pass("constants", constants), Pass("bn_fold", _bn_
                               Pass("transposed_gemv", _transposed_gemv))}
 
 
-def run_passes(source, names=None):
+def run_passes(source: Source, names: Sequence[str] | None = None) -> None:
     """Run the named passes (all when None) in PASSES' order, each adding a note to the source."""
     names = tuple(PASSES) if names is None else tuple(names)
     unknown = [n for n in names if n not in PASSES]

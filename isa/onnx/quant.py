@@ -12,14 +12,24 @@ it: to the nearest value, a float8 saturating to its largest magnitude unless th
 saturate=0 (float4_e2m1fn always saturates). The zero point of those is usually 0, but the
 formula stays the same, as ONNX says.
 """
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .. import dtypes, ops
 from .builder import Rank0, dtype_of
 from .registry import onnx_op
 from .shape import axis_of
 
+if TYPE_CHECKING:
+    from onnx import NodeProto
 
-def along(b, t, x_shape, axis, block):
+    from ..graph import Tensor
+    from .builder import Builder, Output
+
+
+def along(b: Builder, t: Tensor, x_shape: tuple[int, ...], axis: int, block: int) -> Tensor:
     """A scale or zero point shaped to broadcast against x: one value, one per index of `axis`
     (1-D), or one per block of `block` indices along `axis` (x's rank)."""
     rank = len(x_shape)
@@ -41,7 +51,7 @@ def along(b, t, x_shape, axis, block):
     return b.reshape(t, [t.shape[0] if i == axis else 1 for i in range(rank)])
 
 
-def quant_axis(b, x):
+def quant_axis(b: Builder, x: Tensor) -> tuple[int, int]:
     """(axis, block size): the axis matters only for a scale of more than one value."""
     if b.tensor(1).size == 1:
         return 0, 0
@@ -49,7 +59,7 @@ def quant_axis(b, x):
 
 
 @onnx_op("QuantizeLinear")
-def quantize(b, node):
+def quantize(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     axis, block = quant_axis(b, x)
     if b.has(2):
@@ -72,7 +82,7 @@ def quantize(b, node):
 
 
 @onnx_op("DequantizeLinear")
-def dequantize(b, node):
+def dequantize(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     axis, block = quant_axis(b, x)
     scale = along(b, b.tensor(1), x.shape, axis, block)
@@ -86,7 +96,7 @@ def dequantize(b, node):
 
 
 @onnx_op("DynamicQuantizeLinear")
-def dynamic_quantize(b, node):
+def dynamic_quantize(b: Builder, node: NodeProto) -> Sequence[Output]:
     """uint8 with scale = (max(x, 0) - min(x, 0)) / 255 and zero point round(-min / scale)."""
     x = b.tensor(0)
     axes = list(range(len(x.shape)))

@@ -15,6 +15,10 @@ statistics.
 A reduction of no element is its identity (0 for a sum, -inf for a max ...), known from the
 shapes.
 """
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,10 +28,18 @@ from .elementwise import narrow, wide
 from .registry import onnx_op
 from .shape import axis_of, gather_axis
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from onnx import NodeProto
+
+    from ..graph import Tensor
+    from .builder import Builder, Output
+
 REDUCE_DTYPES = ("float32", "float16", "bfloat16", "int8", "uint8", "int16", "uint16")
 
 
-def reduce(b, x, method, axes, keep):
+def reduce(b: Builder, x: Tensor, method: str, axes: list[int], keep: bool) -> Tensor:
     """x reduced over axes; a bool goes through uint8 (max, min) exactly."""
     if x.dtype == "bool" and method in ("REDUCE_MAX", "REDUCE_MIN"):
         return ops.nes(ops.reduce(ops.cast(x, out_dtype="uint8"), method, axes, keep_dims=keep), 0, out_dtype="bool")
@@ -36,13 +48,14 @@ def reduce(b, x, method, axes, keep):
     return ops.reduce(x, method, axes, keep_dims=keep)
 
 
-def reduce_axes(b, rank):
+def reduce_axes(b: Builder, rank: int) -> tuple[list[int], bool] | tuple[None, bool]:
     """(axes, keepdims) of a Reduce node, or (None, keep) for an identity (noop_with_empty_axes)."""
+    axes: list[int] | None
     if b.has(1):
         axes = b.static_ints(1, "axes")
     else:
-        axes = b.attr("axes")
-        axes = None if axes is None else list(axes)
+        given = b.attr("axes")
+        axes = None if given is None else list(given)
     keep = bool(b.attr("keepdims", 1))
     if not axes:
         if b.attr("noop_with_empty_axes", 0):
@@ -60,14 +73,17 @@ REDUCERS = {
 
 
 @onnx_op(*REDUCERS, static=(1,))
-def reduce_op(b, node):
+def reduce_op(b: Builder, node: NodeProto) -> Sequence[Output]:
     rank = b.rank(0)
     axes, keep = reduce_axes(b, rank)
     kind = REDUCERS[node.op_type]
     shape = b.shape(0)
     if 0 in shape:  # a reduction of no element is its identity, known from the shapes
+        data = b.static(0, "data")
+        if axes is None:  # the identity (noop_with_empty_axes) of an empty tensor: the tensor itself
+            return [data]
         out = [1 if i in axes else d for i, d in enumerate(shape) if keep or i not in axes]
-        dtype = b.known(0).dtype
+        dtype = data.dtype
         identity = EMPTY[kind] if dtype != np.bool_ else kind == "min"  # any() of nothing is False, all() True
         return [np.full(b.check_size(out, dtype, "the reduction of an empty tensor"), identity, dtype)]
     x = b.tensor(0)
@@ -97,12 +113,12 @@ def reduce_op(b, node):
     return [Rank0(y) if out_rank == 0 else y]
 
 
-def _reverse(b, x, axis):
+def _reverse(b: Builder, x: Tensor, axis: int) -> Tensor:
     return gather_axis(b, x, np.arange(x.shape[axis] - 1, -1, -1), axis)
 
 
 @onnx_op("ArgMax", "ArgMin")
-def arg(b, node):
+def arg(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     rank = b.rank(0)
     axis = axis_of(b, b.attr("axis", 0), rank)
@@ -119,7 +135,7 @@ def arg(b, node):
 
 
 @onnx_op("TopK", static=(1,))
-def topk(b, node):
+def topk(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     axis = axis_of(b, b.attr("axis", -1), len(x.shape))
     k = b.static_ints(1, "k")[0]
@@ -133,12 +149,12 @@ def topk(b, node):
     return [values, ops.cast(index, out_dtype="int64")]
 
 
-def softmax_axis(b, rank):
+def softmax_axis(b: Builder, rank: int) -> int:
     default = -1 if b.opset >= 13 else 1
     return axis_of(b, b.attr("axis", default), rank)
 
 
-def coerced(b, node, x, fn):
+def coerced(b: Builder, node: NodeProto, x: Tensor, fn: Callable[[Tensor, int], Tensor]) -> Tensor:
     """Before opset 13 Softmax, LogSoftmax and Hardmax work on x flattened to 2-D at axis."""
     axis = softmax_axis(b, len(x.shape))
     if b.opset >= 13:
@@ -149,15 +165,15 @@ def coerced(b, node, x, fn):
 
 
 @onnx_op("Softmax")
-def softmax(b, node):
+def softmax(b: Builder, node: NodeProto) -> Sequence[Output]:
     return [coerced(b, node, b.tensor(0), lambda x, axis: ops.softmax(x, axis))]
 
 
 @onnx_op("LogSoftmax")
-def log_softmax(b, node):
+def log_softmax(b: Builder, node: NodeProto) -> Sequence[Output]:
     x0 = b.tensor(0)
 
-    def fn(x, axis):
+    def fn(x: Tensor, axis: int) -> Tensor:
         x = wide(b, x)
         s = ops.sub(x, ops.reduce(x, "REDUCE_MAX", [axis], keep_dims=True))
         return ops.sub(s, ops.active(ops.reduce(ops.active(s, "exp"), "REDUCE_SUM", [axis], keep_dims=True), "ln"))
@@ -166,10 +182,10 @@ def log_softmax(b, node):
 
 
 @onnx_op("Hardmax")
-def hardmax(b, node):
+def hardmax(b: Builder, node: NodeProto) -> Sequence[Output]:
     x0 = b.tensor(0)
 
-    def fn(x, axis):
+    def fn(x: Tensor, axis: int) -> Tensor:
         idx = ops.arg(x, axis, "max")
         iota = b.const(np.arange(x.shape[axis], dtype=np.int32).reshape([-1 if i == axis else 1 for i in range(len(x.shape))]))
         return ops.cast(ops.eq(iota, idx, out_dtype="bool"), out_dtype=x.dtype)
@@ -179,12 +195,12 @@ def hardmax(b, node):
 
 # ---- normalizations ----------------------------------------------------------------------------
 
-def per_channel(b, t, rank, axis=1):
+def per_channel(b: Builder, t: Tensor, rank: int, axis: int = 1) -> Tensor:
     """A [C] vector as (1, C, 1, ...) against a rank-`rank` tensor."""
     return b.reshape(t, [t.shape[0] if i == axis else 1 for i in range(rank)])
 
 
-def standardize(b, x, axes, epsilon):
+def standardize(b: Builder, x: Tensor, axes: list[int], epsilon: float) -> tuple[Tensor, Tensor, Tensor]:
     """(x - mean) / sqrt(var + epsilon) over axes, with mean and 1 / sqrt(var + epsilon) kept."""
     mean = ops.reduce(x, "REDUCE_MEAN", axes, keep_dims=True)
     d = ops.sub(x, mean)
@@ -194,7 +210,7 @@ def standardize(b, x, axes, epsilon):
 
 
 @onnx_op("BatchNormalization")
-def batch_norm(b, node):
+def batch_norm(b: Builder, node: NodeProto) -> Sequence[Output]:
     x0 = b.tensor(0)
     scale, bias, mean, var = (narrow(b.tensor(i), "float32") for i in (1, 2, 3, 4))
     eps = float(b.attr("epsilon", 1e-5))
@@ -213,7 +229,7 @@ def batch_norm(b, node):
     return [narrow(y, x0.dtype), narrow(running_mean, b.dtype(3)), narrow(running_var, b.dtype(4))]
 
 
-def trailing_axes(b):
+def trailing_axes(b: Builder) -> tuple[Tensor, Tensor, list[int]]:
     """(input, input widened for the arithmetic, the axes from `axis` on) of LayerNormalization
     and RMSNormalization."""
     x0 = b.tensor(0)
@@ -222,7 +238,7 @@ def trailing_axes(b):
 
 
 @onnx_op("LayerNormalization")
-def layer_norm(b, node):
+def layer_norm(b: Builder, node: NodeProto) -> Sequence[Output]:
     x0, x, axes = trailing_axes(b)
     y, mean, inv = standardize(b, x, axes, b.attr("epsilon", 1e-5))
     y = ops.mul(*b.bcast(y, wide(b, b.tensor(1))))
@@ -233,7 +249,7 @@ def layer_norm(b, node):
 
 
 @onnx_op("InstanceNormalization")
-def instance_norm(b, node):
+def instance_norm(b: Builder, node: NodeProto) -> Sequence[Output]:
     x0 = b.tensor(0)
     rank = len(x0.shape)
     x = wide(b, x0)
@@ -243,7 +259,7 @@ def instance_norm(b, node):
 
 
 @onnx_op("GroupNormalization")
-def group_norm(b, node):
+def group_norm(b: Builder, node: NodeProto) -> Sequence[Output]:
     x0 = b.tensor(0)
     n, c = x0.shape[:2]
     groups = b.attr("num_groups")
@@ -263,7 +279,7 @@ def group_norm(b, node):
 
 
 @onnx_op("LpNormalization")
-def lp_norm(b, node):
+def lp_norm(b: Builder, node: NodeProto) -> Sequence[Output]:
     x0 = b.tensor(0)
     x = wide(b, x0)
     axis = axis_of(b, b.attr("axis", -1), len(x.shape))
@@ -279,7 +295,7 @@ def lp_norm(b, node):
 
 
 @onnx_op("MeanVarianceNormalization")
-def mvn(b, node):
+def mvn(b: Builder, node: NodeProto) -> Sequence[Output]:
     """ONNX's function body: (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9)."""
     x0 = b.tensor(0)
     x = wide(b, x0)
@@ -290,7 +306,7 @@ def mvn(b, node):
 
 
 @onnx_op("RMSNormalization")
-def rms_norm(b, node):
+def rms_norm(b: Builder, node: NodeProto) -> Sequence[Output]:
     x0, x, axes = trailing_axes(b)
     ms = ops.reduce(ops.mul(x, x), "REDUCE_MEAN", axes, keep_dims=True)
     y = ops.mul(x, ops.rdivs(scalar=1.0, tensor_i=ops.active(ops.adds(ms, float(b.attr("epsilon", 1e-5))), "sqrt")))

@@ -8,28 +8,40 @@ array when the value is known at import time (a folded shape computation).
 from __future__ import annotations
 
 import typing
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeAlias, TypeVar
 
 if typing.TYPE_CHECKING:
-    from collections.abc import Callable
+    from numpy.typing import NDArray
+    from onnx import NodeProto
+
+    from .builder import Builder, Output
+
+# A mapping: adds the node's ops to the graph under construction, gives one value per ONNX output.
+MappingFn: TypeAlias = "Callable[[Builder, NodeProto], Sequence[Output]]"
+# An import-time folding: the node's outputs from its inputs' known values (every input given and known),
+# or None where it does not apply (the mapping then runs).
+FoldFn: TypeAlias = "Callable[[Builder, NodeProto, list[NDArray[Any]]], Sequence[Output] | None]"
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
 class Mapping:
-    fn: Callable  # (Builder, onnx NodeProto) -> list of outputs
-    static: tuple = ()  # input positions whose values must be known when the graph is built
-    fold: Callable = None  # (Builder, node, arrays) -> outputs, when every input is known (importer.py `_map`)
+    fn: MappingFn
+    static: tuple[int, ...] = ()  # input positions whose values must be known when the graph is built
+    fold: FoldFn | None = None  # (Builder, node, arrays) -> outputs, when every input is known (importer.py `_map`)
 
 
-OPS = {}  # ONNX op type -> Mapping
+OPS: dict[str, Mapping] = {}  # ONNX op type -> Mapping
 
 
-def onnx_op(*op_types, static=()) -> typing.Callable:
+def onnx_op(*op_types: str, static: Sequence[int] = ()) -> Callable[[F], F]:
     """Register the decorated function as the mapping of each of `op_types`. `static` names the
     input positions whose values the graph needs when it is built (a Reshape's shape, a Slice's
     starts): memory is planned before the run, so shapes cannot wait for data."""
 
-    def register(fn):
+    def register(fn: F) -> F:
         for op_type in op_types:
             if op_type in OPS:
                 raise ValueError(f"ONNX op {op_type} mapped twice")
@@ -39,11 +51,11 @@ def onnx_op(*op_types, static=()) -> typing.Callable:
     return register
 
 
-def folds(*op_types) -> typing.Callable:
+def folds(*op_types: str) -> Callable[[F], F]:
     """Register the decorated function as the import-time folding of each of `op_types`: used
     only when every input's value is known and the result is index arithmetic (importer.py `_map`)."""
 
-    def register(fn):
+    def register(fn: F) -> F:
         for op_type in op_types:
             mapping = OPS[op_type]
             OPS[op_type] = Mapping(mapping.fn, mapping.static, fn)

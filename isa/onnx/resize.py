@@ -12,8 +12,11 @@ lowering. On the machine:
   (float32, or float64 for float64 data), moved back; tf_crop_and_resize's points outside the
   input then take extrapolation_value (a select with a known mask).
 """
+from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,9 +25,22 @@ from .elementwise import narrow
 from .registry import onnx_op
 from .shape import axis_of, gather_axis
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
-def _nearest(mode):
-    def coeffs(ratio, scale):
+    from numpy.typing import NDArray
+    from onnx import NodeProto
+
+    from ..graph import Tensor
+    from .builder import Builder, Output
+
+    # A resampling kernel: (a source position's fraction, the scale) -> its taps (resize_op's modes)
+    Coeffs = Callable[[float, float], NDArray[Any]]
+
+
+def _nearest(mode: str) -> Coeffs:
+    def coeffs(ratio: float, scale: float) -> NDArray[Any]:
         if float(ratio).is_integer():
             return np.array([0.0, 1.0])
         if mode == "round_prefer_floor":
@@ -38,8 +54,8 @@ def _nearest(mode):
     return coeffs
 
 
-def _linear(antialias):
-    def coeffs(ratio, scale):
+def _linear(antialias: int) -> Coeffs:
+    def coeffs(ratio: float, scale: float) -> NDArray[Any]:
         if not antialias:
             return np.array([1 - ratio, ratio])
         scale = min(scale, 1.0)
@@ -51,14 +67,14 @@ def _linear(antialias):
     return coeffs
 
 
-def _cubic(a, antialias):
-    def kernel(x):
+def _cubic(a: float, antialias: int) -> Coeffs:
+    def kernel(x: float) -> float:
         x = abs(x)
         if x <= 1:
             return (a + 2) * x**3 - (a + 3) * x**2 + 1
         return a * x**3 - 5 * a * x**2 + 8 * a * x - 4 * a if x < 2 else 0.0
 
-    def coeffs(ratio, scale):
+    def coeffs(ratio: float, scale: float) -> NDArray[Any]:
         if not antialias:
             return np.array([kernel(ratio + 1), kernel(ratio), kernel(1 - ratio), kernel(2 - ratio)])
         scale = min(scale, 1.0)
@@ -69,7 +85,8 @@ def _cubic(a, antialias):
     return coeffs
 
 
-def source_coordinates(mode, out_size, in_size, scale, roi):
+def source_coordinates(mode: str, out_size: int, in_size: int, scale: float,
+                       roi: tuple[float, float] | None) -> tuple[NDArray[np.float64], NDArray[np.bool_] | None]:
     """(x_ori per output index, mask of the ones outside the input or None)."""
     y = np.arange(out_size, dtype=np.float64)
     out_w = scale * in_size
@@ -79,6 +96,8 @@ def source_coordinates(mode, out_size, in_size, scale, roi):
     elif mode == "asymmetric":
         x = y / scale
     elif mode == "tf_crop_and_resize":
+        if roi is None:  # resize_op gives it in this mode
+            raise ValueError("tf_crop_and_resize without roi")
         lo, hi = roi
         x = np.full(out_size, (hi - lo) * (in_size - 1) / 2) if out_w == 1 else y * (hi - lo) * (in_size - 1) / (out_w - 1)
         x = x + lo * (in_size - 1)
@@ -95,7 +114,8 @@ def source_coordinates(mode, out_size, in_size, scale, roi):
     return x, outside
 
 
-def axis_weights(in_size, out_size, scale, coeffs, ctm, exclude_outside, roi):
+def axis_weights(in_size: int, out_size: int, scale: float, coeffs: Coeffs, ctm: str, exclude_outside: int,
+                 roi: tuple[float, float] | None) -> tuple[NDArray[np.float64], NDArray[np.bool_] | None]:
     """The (out_size, in_size) matrix of one axis, and the outside mask (tf_crop_and_resize)."""
     x, outside = source_coordinates(ctm, out_size, in_size, scale, roi)
     base = np.floor(x).astype(np.int64)
@@ -120,7 +140,8 @@ def axis_weights(in_size, out_size, scale, coeffs, ctm, exclude_outside, roi):
     return w, outside
 
 
-def resize(b, x, sizes, scales, mode, ctm, nearest_mode, a, exclude, antialias, roi, extrapolation):
+def resize(b: Builder, x: Tensor, sizes: list[int], scales: list[float], mode: str, ctm: str, nearest_mode: str, a: float, exclude: int,
+           antialias: int, roi: list[float] | None, extrapolation: float) -> Tensor:
     """x resized to `sizes` (with `scales` per axis) along every axis that changes."""
     rank = len(x.shape)
     if mode == "nearest":
@@ -163,7 +184,7 @@ def resize(b, x, sizes, scales, mode, ctm, nearest_mode, a, exclude, antialias, 
     return y
 
 
-def _apply(b, y, w, axis):
+def _apply(b: Builder, y: Tensor, w: NDArray[Any], axis: int) -> Tensor:
     """y times w along axis: the axis moved last, a matrix product, moved back."""
     rank = len(y.shape)
     order = [d for d in range(rank) if d != axis] + [axis]
@@ -174,7 +195,7 @@ def _apply(b, y, w, axis):
     return ops.permute(out, [order.index(d) for d in range(rank)]) if axis != rank - 1 else out
 
 
-def _repeats(shape, plans):
+def _repeats(shape: tuple[int, ...], plans: list[tuple[int, NDArray[np.float64], NDArray[np.bool_] | None]]) -> bool:
     """Whether the nearest resize repeats each element of H and W of an NCHW tensor s times
     (the same whole number s for both, nothing else changing): npusim's upsample."""
     if len(shape) != 4 or [p[0] for p in plans] != [2, 3] or any(p[2] is not None for p in plans):
@@ -184,7 +205,8 @@ def _repeats(shape, plans):
                          for p in plans)
 
 
-def out_sizes(b, shape, scales, sizes, axes, policy):
+def out_sizes(b: Builder, shape: tuple[int, ...], scales: NDArray[Any] | None, sizes: NDArray[Any] | None, axes: list[int] | None,
+              policy: str) -> tuple[list[int], list[float]]:
     """(sizes, scales) over every axis, as ONNX's Resize computes them."""
     rank = len(shape)
     axes = list(range(rank)) if axes is None else [axis_of(b, a, rank) for a in axes]
@@ -201,13 +223,15 @@ def out_sizes(b, shape, scales, sizes, axes, policy):
             factors = [scale if i in axes else 1.0 for i in range(rank)]
             full = [int(scale * shape[i] + 0.5) if i in axes else shape[i] for i in range(rank)]
         return full, factors
+    if scales is None:  # resize_op gives scales or sizes
+        raise ValueError("Resize without scales or sizes")
     factors = [1.0] * rank
     for a, s in zip(axes, scales):
         factors[a] = float(s)
     return [int(f * n) for f, n in zip(np.asarray(factors, np.float32).astype(np.float64), shape)], factors
 
 
-def _optional(b, i, what):
+def _optional(b: Builder, i: int, what: str) -> NDArray[Any] | None:
     """An optional input's known values (an empty tensor counts as absent)."""
     if not b.has(i):
         return None
@@ -216,7 +240,7 @@ def _optional(b, i, what):
 
 
 @onnx_op("Resize", static=(1, 2, 3))
-def resize_op(b, node):
+def resize_op(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     shape = x.shape
     ctm = b.attr("coordinate_transformation_mode", "half_pixel")
@@ -249,7 +273,7 @@ def resize_op(b, node):
 
 
 @onnx_op("Upsample", static=(1,))
-def upsample(b, node):
+def upsample(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     scales = [float(s) for s in b.static(1, "scales").reshape(-1)]
     sizes = [int(s * n) for s, n in zip(scales, x.shape)]

@@ -6,8 +6,11 @@ descriptors). Their shape operands (a Reshape's shape, a Slice's starts, a Pad's
 known when the graph is built. Shape and Size are known from the static shapes, so shape
 arithmetic on them folds at import time (importer.py `_map`: an op's `fold` rule runs when every input is known) and never waits for data.
 """
+from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,14 +19,23 @@ from ..errors import GraphError, ShapeError
 from .builder import Rank0
 from .registry import folds, onnx_op
 
+if TYPE_CHECKING:
+    from typing import Any
 
-def axis_of(b, axis, rank, what: str = "axis"):
+    from numpy.typing import NDArray
+    from onnx import NodeProto
+
+    from ..graph import Tensor
+    from .builder import Builder, Output
+
+
+def axis_of(b: Builder, axis: int, rank: int, what: str = "axis") -> int:
     if not -rank <= axis < rank:
         raise b.error(f"{what} {axis} is out of range for rank {rank}")
     return axis % rank
 
 
-def axes_input(b, i, attr, rank):
+def axes_input(b: Builder, i: int, attr: str, rank: int) -> list[int] | None:
     """Axes from input i (opset 13+) or an attribute (before), normalized; None when absent."""
     if b.has(i):
         axes = b.static_ints(i, "axes")
@@ -34,7 +46,7 @@ def axes_input(b, i, attr, rank):
     return distinct_axes(b, axes, rank)
 
 
-def distinct_axes(b, axes, rank):
+def distinct_axes(b: Builder, axes: list[int], rank: int) -> list[int]:
     """Axes normalized into [0, rank), each named once (ONNX refuses a repeated axis)."""
     out = [axis_of(b, int(a), rank) for a in axes]
     if len(set(out)) != len(out):
@@ -42,7 +54,7 @@ def distinct_axes(b, axes, rank):
     return out
 
 
-def view(b, x, shape):
+def view(b: Builder, x: Tensor | NDArray[Any], shape: tuple[int, ...]) -> Tensor | NDArray[Any] | Rank0:
     """x (a tensor or a known array) in another shape; an empty shape is an ONNX scalar."""
     if isinstance(x, np.ndarray):
         return x.reshape(shape)
@@ -50,13 +62,13 @@ def view(b, x, shape):
     return Rank0(t) if tuple(shape) == () else t
 
 
-def source(b, i=0):
+def source(b: Builder, i: int = 0) -> Tensor | NDArray[Any]:
     known = b.known(i)
     return known if known is not None and known.dtype.kind in "iub" else b.tensor(i)
 
 
 @onnx_op("Reshape", static=(1,))
-def reshape(b, node):
+def reshape(b: Builder, node: NodeProto) -> Sequence[Output]:
     shape = b.shape(0)
     spec = b.static_ints(1, "shape")
     allowzero = b.attr("allowzero", 0)
@@ -82,7 +94,7 @@ def reshape(b, node):
 
 
 @onnx_op("Flatten")
-def flatten(b, node):
+def flatten(b: Builder, node: NodeProto) -> Sequence[Output]:
     shape = b.shape(0)
     axis = b.attr("axis", 1)
     if not -len(shape) <= axis <= len(shape):
@@ -92,7 +104,7 @@ def flatten(b, node):
 
 
 @onnx_op("Squeeze", static=(1,))
-def squeeze(b, node):
+def squeeze(b: Builder, node: NodeProto) -> Sequence[Output]:
     shape = b.shape(0)
     axes = axes_input(b, 1, "axes", len(shape))
     if axes is None:
@@ -104,7 +116,7 @@ def squeeze(b, node):
 
 
 @onnx_op("Unsqueeze", static=(1,))
-def unsqueeze(b, node):
+def unsqueeze(b: Builder, node: NodeProto) -> Sequence[Output]:
     shape = b.shape(0)
     rank = len(shape)
     axes = b.static_ints(1, "axes") if b.has(1) else b.attr("axes")
@@ -118,7 +130,7 @@ def unsqueeze(b, node):
 
 
 @onnx_op("Shape")
-def shape_op(b, node):
+def shape_op(b: Builder, node: NodeProto) -> Sequence[Output]:
     shape = b.shape(0)
     rank = len(shape)
     start, end = b.attr("start", 0), b.attr("end", rank)
@@ -127,12 +139,12 @@ def shape_op(b, node):
 
 
 @onnx_op("Size")
-def size(b, node):
+def size(b: Builder, node: NodeProto) -> Sequence[Output]:
     return [np.array(math.prod(b.shape(0)), np.int64)]
 
 
 @onnx_op("Transpose")
-def transpose(b, node):
+def transpose(b: Builder, node: NodeProto) -> Sequence[Output]:
     rank = b.rank(0)
     perm = b.attr("perm") or list(range(rank))[::-1]
     x = source(b)
@@ -142,7 +154,7 @@ def transpose(b, node):
 
 
 @onnx_op("Tile", static=(1,))
-def tile(b, node):
+def tile(b: Builder, node: NodeProto) -> Sequence[Output]:
     reps = b.static_ints(1, "repeats")
     if any(r < 1 for r in reps):
         raise b.error(f"repeats {reps} must be >= 1 (npusim tensors are not empty)")
@@ -153,7 +165,7 @@ def tile(b, node):
     return [ops.tile(x, reps) if any(r != 1 for r in reps) else x]
 
 
-def expand_to(b, x, target):
+def expand_to(b: Builder, x: Tensor, target: tuple[int, ...]) -> Tensor:
     """x broadcast to `target` (numpy's bidirectional rule): a view to the rank, then a tile
     over the size-1 dimensions that grow."""
     shape = (1,) * (len(target) - len(x.shape)) + tuple(x.shape)
@@ -164,7 +176,7 @@ def expand_to(b, x, target):
 
 
 @onnx_op("Expand", static=(1,))
-def expand(b, node):
+def expand(b: Builder, node: NodeProto) -> Sequence[Output]:
     shape = tuple(b.static_ints(1, "shape"))
     in_shape = b.shape(0)
     rank = max(len(shape), len(in_shape))
@@ -174,16 +186,17 @@ def expand(b, node):
         if x != y and 1 not in (x, y):
             raise b.error(f"input {in_shape} does not broadcast to {shape}")
     out = tuple(max(x, y) if min(x, y) > 0 else 0 for x, y in zip(a, c))
-    x = source(b)
-    if isinstance(x, np.ndarray):
-        return [np.broadcast_to(x, b.check_size(out, x.dtype, "the expanded value")).copy()]
+    value = source(b)
+    if isinstance(value, np.ndarray):
+        return [np.broadcast_to(value, b.check_size(out, value.dtype, "the expanded value")).copy()]
     if 0 in out:
         raise b.error(f"the result {out} is empty; npusim tensors are not empty")
-    y = expand_to(b, x, out)
-    return [Rank0(y) if out == () else y]
+    expanded = expand_to(b, value, out)
+    return [Rank0(expanded) if out == () else expanded]
 
 
-def slice_bounds(b, shape, starts, ends, axes, steps):
+def slice_bounds(b: Builder, shape: tuple[int, ...], starts: list[int], ends: list[int], axes: list[int] | None,
+                 steps: list[int] | None) -> list[tuple[int, int, int]]:
     """Per axis of `shape`: (start, count, step) by ONNX's clamping rules."""
     rank = len(shape)
     plan = [(0, d, 1) for d in shape]
@@ -207,10 +220,10 @@ def slice_bounds(b, shape, starts, ends, axes, steps):
 
 
 @onnx_op("Slice", static=(1, 2, 3, 4))
-def slice_op(b, node):
+def slice_op(b: Builder, node: NodeProto) -> Sequence[Output]:
     shape = b.shape(0)
     get = lambda i, what: b.static_ints(i, what) if b.has(i) else None  # noqa: E731
-    starts, ends = get(1, "starts"), get(2, "ends")
+    starts, ends = b.static_ints(1, "starts"), b.static_ints(2, "ends")
     plan = slice_bounds(b, shape, starts, ends, get(3, "axes"), get(4, "steps"))
     x = source(b)
     if isinstance(x, np.ndarray):
@@ -220,7 +233,7 @@ def slice_op(b, node):
     return [slice_tensor(b, x, plan)]
 
 
-def slice_tensor(b, x, plan):
+def slice_tensor(b: Builder, x: Tensor, plan: list[tuple[int, int, int]]) -> Tensor:
     """x sliced by (start, count, step) per axis: one extract for the forward steps, a gather
     along each axis read backwards."""
     if any(n == 0 for _, n, _ in plan):
@@ -238,7 +251,7 @@ GATHER_DTYPES = ("float16", "float32", "bfloat16", "int32", "uint32", "int64")
 WIDER = {"int8": "int32", "int16": "int32", "uint8": "int32", "uint16": "int32", "bool": "int32"}
 
 
-def gather_axis(b, x, index, axis):
+def gather_axis(b: Builder, x: Tensor, index: NDArray[Any], axis: int) -> Tensor:
     """x's slices along axis at the known positions `index` (1-D): a gather, its data widened
     to a dtype the gather moves and narrowed back (exactly) when needed."""
     data = x if x.dtype in GATHER_DTYPES else ops.cast(x, out_dtype=WIDER.get(x.dtype, x.dtype))
@@ -249,18 +262,18 @@ def gather_axis(b, x, index, axis):
 
 
 @onnx_op("Concat")
-def concat(b, node):
+def concat(b: Builder, node: NodeProto) -> Sequence[Output]:
     axis = axis_of(b, b.attr("axis"), b.rank(0))
     parts = [i for i in range(b.count) if b.has(i) and 0 not in b.shape(i)]
-    known = [b.known(i) for i in parts]
-    if all(k is not None and k.dtype.kind in "iub" for k in known):
+    known = [k for k in (b.known(i) for i in parts) if k is not None and k.dtype.kind in "iub"]
+    if len(known) == len(parts):
         return [np.concatenate(known, axis=axis)]
     ts = [b.tensor(i) for i in parts]
     return [ops.concat(ts, axis) if len(ts) > 1 else ts[0]]
 
 
 @onnx_op("Split", static=(1,))
-def split(b, node):
+def split(b: Builder, node: NodeProto) -> Sequence[Output]:
     shape = b.shape(0)
     axis = axis_of(b, b.attr("axis", 0), len(shape))
     d = shape[axis]
@@ -286,11 +299,11 @@ def split(b, node):
     return [next(parts) if s else empty() for s in sizes]
 
 
-PAD_MODES = {"constant": "PAD_CONSTANT", "reflect": "PAD_REFLECT", "edge": "PAD_EDGE", "wrap": None}
+PAD_MODES: dict[str, str | None] = {"constant": "PAD_CONSTANT", "reflect": "PAD_REFLECT", "edge": "PAD_EDGE", "wrap": None}
 
 
 @onnx_op("Pad", static=(1, 2, 3))
-def pad(b, node):
+def pad(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     rank = len(x.shape)
     mode = b.attr("mode", "constant")
@@ -303,7 +316,7 @@ def pad(b, node):
     before, after = [0] * rank, [0] * rank
     for k, a in enumerate(axes):
         before[a], after[a] = pads[k], pads[k + len(axes)]
-    value = 0
+    value: float = 0
     if b.has(2) and mode == "constant":
         value = b.static(2, "constant_value").reshape(-1)[0].item()
     # negative pads crop first
@@ -330,11 +343,11 @@ def pad(b, node):
         value = int(value)
     else:
         value = float(value)
-    return [ops.pad(x, value, [p for pair in zip(before, after) for p in pair], PAD_MODES[mode])]
+    return [ops.pad(x, value, [p for pair in zip(before, after) for p in pair], PAD_MODES[mode] or "PAD_CONSTANT")]  # type: ignore[arg-type]  # isa/ops annotates a float pad value as int
 
 
 @onnx_op("CenterCropPad", static=(1,))
-def center_crop_pad(b, node):
+def center_crop_pad(b: Builder, node: NodeProto) -> Sequence[Output]:
     """A centered window of each axis in `axes`: a slice where the target is smaller (from
     (dim - target) // 2), zeros around where it is larger ((target - dim) // 2 before)."""
     x = b.tensor(0)
@@ -352,11 +365,11 @@ def center_crop_pad(b, node):
     if any(p != (0, d, 1) for p, d in zip(plan, x.shape)):
         x = slice_tensor(b, x, plan)
     if any(pads):
-        x = ops.pad(x, 0 if dtypes.is_int(x.dtype) or x.dtype == "bool" else 0.0, pads)
+        x = ops.pad(x, 0 if dtypes.is_int(x.dtype) or x.dtype == "bool" else 0.0, pads)  # type: ignore[arg-type]  # as in pad
     return [x]
 
 
-def blocksize(b):
+def blocksize(b: Builder) -> int:
     s = b.attr("blocksize")
     if s < 1:
         raise b.error(f"blocksize {s} must be >= 1", ShapeError)
@@ -364,7 +377,7 @@ def blocksize(b):
 
 
 @onnx_op("SpaceToDepth")
-def space_to_depth(b, node):
+def space_to_depth(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     s = blocksize(b)
     n, c, h, w = x.shape
@@ -378,7 +391,7 @@ def space_to_depth(b, node):
 
 
 @onnx_op("DepthToSpace")
-def depth_to_space(b, node):
+def depth_to_space(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = b.tensor(0)
     s = blocksize(b)
     mode = b.attr("mode", "DCR")
@@ -396,18 +409,18 @@ def depth_to_space(b, node):
 
 # ---- folding: arrangement of known index data ----------------------------------------------------
 
-def _index(arrays) -> bool:
+def _index(arrays: list[NDArray[Any]]) -> bool:
     return arrays[0] is not None and arrays[0].dtype.kind in "iub"
 
 
 @folds("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Tile", "Expand", "Slice", "Split")
-def fold_arrangement(b, node, arrays):
+def fold_arrangement(b: Builder, node: NodeProto, arrays: list[NDArray[Any]]) -> Sequence[Output] | None:
     """Known integer data rearranged at import time (the mappings do it on the known array)."""
     return None if not _index(arrays) else OPS_FN[node.op_type](b, node)
 
 
 @folds("Concat")
-def fold_concat(b, node, arrays):
+def fold_concat(b: Builder, node: NodeProto, arrays: list[NDArray[Any]]) -> Sequence[Output] | None:
     return None if not all(a.dtype.kind in "iub" for a in arrays if a is not None) else concat(b, node)
 
 

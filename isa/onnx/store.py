@@ -13,11 +13,14 @@ relative path without NUL bytes resolving beneath the model's own folder (no `..
 or link out of it), name a regular file, and the file must hold the tensor's bytes at the offset
 (its length, when given, must be what the tensor's shape and type take).
 """
+from __future__ import annotations
 
 import math
 import mmap
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
@@ -25,6 +28,12 @@ from onnx import external_data_helper, helper, numpy_helper
 
 from .. import limits
 from ..errors import InputError, UnsupportedError
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from numpy.typing import NDArray
+    from onnx import NodeProto, TensorProto
 
 INLINE_LIMIT = 1024  # bytes: raw data below this stays in the message (shapes, scalars)
 
@@ -68,11 +77,11 @@ class _WireError(Exception):
 class _Walk:
     """Re-encodes a message, leaving out large raw_data fields (and recording where they are)."""
 
-    def __init__(self, data, location) -> None:
+    def __init__(self, data: bytes | mmap.mmap, location: str) -> None:
         self.data = data
         self.location = location
 
-    def varint(self, pos, end):
+    def varint(self, pos: int, end: int) -> tuple[int, int]:
         value, shift = 0, 0
         while True:
             if pos >= end:
@@ -86,7 +95,7 @@ class _Walk:
             if shift > 63:
                 raise _WireError(f"a varint longer than 10 bytes at byte {pos}")
 
-    def message(self, start, end, kind):
+    def message(self, start: int, end: int, kind: str) -> bytes:
         out, pos, cut = [], start, None
         while pos < end:
             tag_start = pos
@@ -122,7 +131,7 @@ class _Walk:
         return b"".join(out)
 
 
-def _varint(value):
+def _varint(value: int) -> bytes:
     out = bytearray()
     while True:
         byte = value & 0x7F
@@ -134,11 +143,11 @@ def _varint(value):
             return bytes(out)
 
 
-def _field(number, payload):
+def _field(number: int, payload: bytes) -> bytes:
     return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
-def _external_reference(location, offset, length):
+def _external_reference(location: str, offset: int, length: int) -> bytes:
     """data_location = EXTERNAL and the external_data entries for bytes [offset, offset+length) of `location`."""
     entries = b"".join(_field(_EXTERNAL_DATA, _field(1, key.encode()) + _field(2, str(value).encode()))
                        for key, value in (("location", location), ("offset", offset), ("length", length)))
@@ -147,18 +156,18 @@ def _external_reference(location, offset, length):
 
 # ---- tensors ---------------------------------------------------------------------------------------
 
-PACKED = {onnx.TensorProto.INT4: 2, onnx.TensorProto.UINT4: 2}  # elements per byte
+PACKED: dict[int, int] = {onnx.TensorProto.INT4: 2, onnx.TensorProto.UINT4: 2}  # elements per byte
 for _name, _per in (("FLOAT4E2M1", 2), ("INT2", 4), ("UINT2", 4)):
     if hasattr(onnx.TensorProto, _name):
         PACKED[getattr(onnx.TensorProto, _name)] = _per
 
 
-def nbytes(tensor) -> int:
+def nbytes(tensor: TensorProto) -> int:
     """The bytes a tensor's raw data takes."""
     return raw_size(tensor.dims, tensor.data_type)
 
 
-def raw_size(dims, elem_type) -> int:
+def raw_size(dims: Iterable[int], elem_type: int) -> int:
     """The bytes of raw data of a shape and an ONNX element type: the elements times the type's
     size (4- and 2-bit types packed two or four to a byte)."""
     count = math.prod(dims)
@@ -167,11 +176,11 @@ def raw_size(dims, elem_type) -> int:
     return count * np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).itemsize
 
 
-def _describe(tensor, where) -> str:
+def _describe(tensor: TensorProto, where: str) -> str:
     return f"{where}: tensor {tensor.name!r}"
 
 
-def _check_type(tensor, where):
+def _check_type(tensor: TensorProto, where: str) -> None:
     if tensor.HasField("segment"):
         raise UnsupportedError(f"{_describe(tensor, where)} is a segment of a tensor; npusim reads whole tensors")
     if tensor.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED) or \
@@ -183,7 +192,7 @@ def _check_type(tensor, where):
         raise InputError(f"{_describe(tensor, where)} has a negative dimension in its shape {tuple(tensor.dims)}")
 
 
-def _decode(raw, tensor):
+def _decode(raw: bytes | memoryview, tensor: TensorProto) -> NDArray[Any]:
     """The array of a tensor's raw bytes (little-endian, as ONNX stores them), read-only."""
     if tensor.data_type in PACKED:  # unpacked by onnx's own helper
         array = numpy_helper.to_array(helper.make_tensor(tensor.name, tensor.data_type, tensor.dims, bytes(raw), raw=True))
@@ -196,7 +205,7 @@ def _decode(raw, tensor):
     return array
 
 
-def to_array(tensor, folder, where) -> np.ndarray:
+def to_array(tensor: TensorProto, folder: Path | None, where: str) -> np.ndarray:
     """A tensor's values as a read-only array: external data read from beneath `folder` (None for
     a model given in memory, which must hold its data), raw data checked for its length."""
     _check_type(tensor, where)
@@ -219,7 +228,7 @@ def to_array(tensor, folder, where) -> np.ndarray:
     return array
 
 
-def constant_value(node, folder, where):
+def constant_value(node: NodeProto, folder: Path | None, where: str) -> NDArray[Any] | None:
     """The value of a Constant node (any of its value attributes), or None for a string or
     sparse tensor, which npusim has not."""
     for a in node.attribute:
@@ -235,7 +244,7 @@ def constant_value(node, folder, where):
     return None
 
 
-def external_info(tensor, folder, where):
+def external_info(tensor: TensorProto, folder: Path, where: str) -> tuple[Path, int, int]:
     """(the file, offset, bytes) of a tensor's external data, every field checked."""
     info = {e.key: e.value for e in tensor.external_data}
     location = info.get("location", "")
@@ -272,7 +281,7 @@ def external_info(tensor, folder, where):
     return target, offset, want
 
 
-def read_external(tensor, folder, where) -> np.ndarray:
+def read_external(tensor: TensorProto, folder: Path, where: str) -> np.ndarray:
     target, offset, count = external_info(tensor, folder, where)
     try:
         raw = np.fromfile(target, dtype=np.uint8, count=count, offset=offset)
@@ -288,42 +297,42 @@ class Weights:
     held once, as read-only arrays (a graph constant keeps the same array, not a copy).
     Arrays a pass computes (a folded weight) are held alongside."""
 
-    def __init__(self, folder, where) -> None:
+    def __init__(self, folder: Path | None, where: str) -> None:
         self.folder = folder  # the model's folder, None for a model given in memory
         self.where = where
-        self._protos = {}  # name -> TensorProto not read yet
-        self._arrays = {}
+        self._protos: dict[str, TensorProto] = {}  # name -> TensorProto not read yet
+        self._arrays: dict[str, NDArray[Any]] = {}
 
-    def add_proto(self, name, tensor) -> None:
+    def add_proto(self, name: str, tensor: TensorProto) -> None:
         """Hold a tensor to read when first asked for; its type and shape are checked now, since
         `type` and `small` answer from them before any data is read."""
         _check_type(tensor, self.where)
         self._arrays.pop(name, None)
         self._protos[name] = tensor
 
-    def __setitem__(self, name, array) -> None:
+    def __setitem__(self, name: str, array: NDArray[Any]) -> None:
         """Hold an array a pass computed (it becomes read-only)."""
         array = np.asarray(array)
         array.flags.writeable = False
         self._protos.pop(name, None)
         self._arrays[name] = array
 
-    def __contains__(self, name) -> bool:
+    def __contains__(self, name: object) -> bool:
         return name in self._arrays or name in self._protos
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> NDArray[Any]:
         if name not in self._arrays:
             self._arrays[name] = to_array(self._protos.pop(name), self.folder, self.where)
         return self._arrays[name]
 
-    def __delitem__(self, name) -> None:
+    def __delitem__(self, name: str) -> None:
         self._arrays.pop(name, None)
         self._protos.pop(name, None)
 
-    def names(self):
+    def names(self) -> list[str]:
         return list(self._arrays) + list(self._protos)
 
-    def type(self, name):
+    def type(self, name: str) -> tuple[tuple[int, ...], int]:
         """(shape, ONNX element type) without reading the data."""
         if name in self._arrays:
             a = self._arrays[name]
@@ -331,11 +340,11 @@ class Weights:
         t = self._protos[name]
         return tuple(t.dims), t.data_type
 
-    def small(self, name):
+    def small(self, name: str) -> bool:
         """Whether the tensor is small enough to give its values to shape inference."""
         return raw_size(*self.type(name)) < INLINE_LIMIT
 
-    def proto(self, name):
+    def proto(self, name: str) -> TensorProto:
         """The tensor as a TensorProto holding its values (for shape inference)."""
         if name in self._protos and not external_data_helper.uses_external_data(self._protos[name]):
             return self._protos[name]

@@ -172,12 +172,13 @@ def known_ints(tensor: Tensor | np.ndarray, op: str, param: str) -> tuple[int, .
     if isinstance(tensor, np.ndarray):
         values = tensor
     elif isinstance(tensor, Tensor):
-        values = tensor.graph.known(tensor)
+        known = tensor.graph.known(tensor)
+        if known is None:
+            raise ShapeError(f"{op}: {param} ({tensor.name}) must be a constant tensor (or computed from shapes alone): "
+                             "shapes are fixed when the graph is built")
+        values = known
     else:
         raise ShapeError(f"{op}: {param} must be an int32 tensor, got {type(tensor).__name__}")
-    if values is None:
-        raise ShapeError(f"{op}: {param} ({tensor.name}) must be a constant tensor (or computed from shapes alone): "
-                         "shapes are fixed when the graph is built")
     return tuple(int(v) for v in np.asarray(values).reshape(-1))
 
 

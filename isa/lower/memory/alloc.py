@@ -6,31 +6,35 @@ First fit takes the gap at the lowest address that holds a buffer; best fit the 
 gap (the lowest of equal ones), keeping large gaps whole for large buffers.
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
 from ...errors import ConfigError, OutOfMemoryError
 
 STRATEGIES = ("first_fit", "best_fit")
 
 
-def align_up(value, granule):
+def align_up(value: int, granule: int) -> int:
     return -(-value // granule) * granule
 
 
 class Allocator:
-    def __init__(self, mem, capacity, granule, strategy: str = "first_fit") -> None:
+    def __init__(self, mem: str, capacity: int, granule: int, strategy: str = "first_fit") -> None:
         if strategy not in STRATEGIES:
             raise ConfigError(f"allocator for {mem}: unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
         self.mem, self.capacity, self.granule, self.strategy = mem, capacity, granule, strategy
-        self.live = {}  # addr -> (size, name)
+        self.live: dict[int, tuple[int, str]] = {}  # addr -> (size, name)
         self.peak = 0
 
-    def free_bytes(self):
+    def free_bytes(self) -> int:
         return self.capacity - sum(size for size, _ in self.live.values())
 
-    def gaps(self):
+    def gaps(self) -> Iterator[tuple[int, int]]:
         """(address, bytes) of each free block, in address order."""
         return self._gaps()
 
-    def _gaps(self):
+    def _gaps(self) -> Iterator[tuple[int, int]]:
         cursor = 0
         for addr in sorted(self.live):
             if addr > cursor:
@@ -39,7 +43,7 @@ class Allocator:
         if cursor < self.capacity:
             yield cursor, self.capacity - cursor
 
-    def _pick(self, gaps, size):
+    def _pick(self, gaps: Sequence[Sequence[int]], size: int) -> int | None:
         """Index of the gap (addr, room) a buffer of `size` goes in, or None."""
         fitting = [i for i, (_, room) in enumerate(gaps) if room >= size]
         if not fitting:
@@ -48,14 +52,14 @@ class Allocator:
             return min(fitting, key=lambda i: (gaps[i][1], gaps[i][0]))
         return fitting[0]
 
-    def fits(self, sizes):
+    def fits(self, sizes: Iterable[int]) -> bool:
         """Whether buffers of these sizes could all be allocated now, in order (in one free
         block, whether their sum fits it)."""
         gaps = [list(g) for g in self._gaps()]
         if len(gaps) <= 1:
             return sum(align_up(max(size, 1), self.granule) for size in sizes) <= (gaps[0][1] if gaps else 0)
-        for size in sizes:
-            size = align_up(max(size, 1), self.granule)
+        for asked in sizes:
+            size = align_up(max(asked, 1), self.granule)
             i = self._pick(gaps, size)
             if i is None:
                 return False
@@ -63,7 +67,7 @@ class Allocator:
             gaps[i][1] -= size
         return True
 
-    def alloc(self, size, name, unused: bool = False):
+    def alloc(self, size: int, name: str, unused: bool = False) -> tuple[int, int]:
         """(addr, size) of a new buffer. With unused, only addresses no buffer has held yet
         (above the high-water mark): where bytes preloaded before the program starts stay
         intact until it reads them."""
@@ -83,7 +87,7 @@ class Allocator:
         self.peak = max(self.peak, addr + size)
         return addr, size
 
-    def reserve(self, nbytes, why):
+    def reserve(self, nbytes: int, why: str) -> tuple[int, int]:
         """Take nbytes (rounded up to the granule) off the top of the memory for good, before
         anything else is placed."""
         size = align_up(nbytes, self.granule)
@@ -93,17 +97,17 @@ class Allocator:
         self.live[addr] = (size, why)
         return addr, size
 
-    def free(self, addr) -> None:
+    def free(self, addr: int) -> None:
         del self.live[addr]
 
-    def live_text(self, most=5):
+    def live_text(self, most: int = 5) -> str:
         """The largest live buffers (name and bytes), for an out-of-memory message."""
         live = sorted(self.live.values(), key=lambda v: -v[0])
         text = ", ".join(f"{n} ({s} B)" for s, n in live[:most]) + (f" and {len(live) - most} more" if len(live) > most else "")
         return text or "nothing"
 
 
-def shortfall(allocators, per_mem):
+def shortfall(allocators: Mapping[str, Allocator], per_mem: Mapping[str, Iterable[int]]) -> str:
     """For an out-of-memory message: the bytes buffers of these sizes (memory -> sizes) take in
     each memory, each rounded up to its granule, what is free there and what is live."""
     return "; ".join(

@@ -23,15 +23,28 @@ route to or from them runs on that core; a route between shared memories (DDR to
 the engines of `core` and the shared ones, on any core's when `core` is None.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from ...costs import transfer_bandwidth, transfer_latency
 from ...errors import UnsupportedError
-from ...instructions import Dma, dense
+from ...instructions import Dma, Region, dense
+
+if TYPE_CHECKING:
+    from chips.schema import Chip
+
+    from ..emit import Buf, Emitter
+
+Hop = tuple[str, str, str]  # (DMA engine, from memory, to memory)
 
 
-def _hops(chip_links, src, dst):
+def _hops(chip_links: Sequence[Hop], src: str, dst: str) -> tuple[Hop, ...] | None:
     """Breadth-first search over (engine, from, to) links for at least one hop (a copy within a
     memory goes round through others when no engine copies inside it); a tuple of hops."""
-    frontier, seen = [(src, ())], set()
+    frontier: list[tuple[str, tuple[Hop, ...]]] = [(src, ())]
+    seen: set[str] = set()
     while frontier:
         nxt = []
         for mem, path in frontier:
@@ -46,7 +59,7 @@ def _hops(chip_links, src, dst):
     return None
 
 
-def hop_floor(chip, src, dst, transfers, nbytes, core=None):
+def hop_floor(chip: Chip, src: str, dst: str, transfers: int, nbytes: int, core: int | None = None) -> tuple[str, float]:
     """(engine, cycles): a lower bound of the time `transfers` copies of `nbytes` bytes in all
     from src to dst keep the first hop's engine busy: each transfer's latency (unless the engine
     overlaps its transfers' latencies) and the bytes at the hop's uncontended bandwidth
@@ -55,20 +68,21 @@ def hop_floor(chip, src, dst, transfers, nbytes, core=None):
     if key not in chip.memo:
         engine, a, b = route(chip, src, dst, core)[0]
         e = chip.engines[engine]
-        latency = 0 if e.in_flight > 1 else transfer_latency(e, chip.memories, (a, b))
-        chip.memo[key] = engine, latency, transfer_bandwidth(e, chip.memories, (a, b))
+        memories = dict(chip.memories)  # isa/costs.py takes a dict; a chip's memories are a read-only Mapping
+        latency = 0 if e.in_flight > 1 else transfer_latency(e, memories, (a, b))
+        chip.memo[key] = engine, latency, transfer_bandwidth(e, memories, (a, b))
     engine, latency, bandwidth = chip.memo[key]
     return engine, transfers * latency + nbytes / bandwidth
 
 
-def route(chip, src, dst, core=None):
+def route(chip: Chip, src: str, dst: str, core: int | None = None) -> tuple[Hop, ...]:
     key = ("route", src, dst, core)
     if key not in chip.memo:
         chip.memo[key] = _route(chip, src, dst, core)
     return chip.memo[key]
 
 
-def _route(chip, src, dst, core):
+def _route(chip: Chip, src: str, dst: str, core: int | None) -> tuple[Hop, ...]:
     links = tuple((e.name, a, b) for e in chip.engines_of("dma", core) for a, b in e.links)
     hops = _hops(links, src, dst)
     if not hops:
@@ -81,7 +95,8 @@ def _route(chip, src, dst, core):
 STAGE_SLOTS = 4
 
 
-def copy(em, src, src_buf, dst, dst_buf, op, core=None, stages=None):
+def copy(em: Emitter, src: Region, src_buf: Buf, dst: Region, dst_buf: Buf, op: str, core: int | None = None,
+         stages: Sequence[Buf] | None = None) -> None:
     """Emit the DMA(s) moving region src (in src_buf) to region dst (in dst_buf): through a
     staging buffer per intermediate hop, placed here (Emitter.stage_buffer) or given in
     `stages` (one per hop)."""

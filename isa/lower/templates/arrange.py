@@ -10,6 +10,9 @@ the piece is cut into chunks that memory can hold. A fill reads a one-element co
 all-zero strides, so its read side costs one burst (the DMA engine's constant fill). On a chip
 of several cores each piece is spread over them (isa/lower/templates/staging.py).
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,8 +21,13 @@ from ...instructions import Region
 from ...ops import REGISTRY
 from .staging import staged_copy, view_region
 
+if TYPE_CHECKING:
+    from ..context import Lowering
+    from ..emit import Buf
+    from ..schedule.fusion import Group
 
-def lower_arrange(ctx, group) -> None:
+
+def lower_arrange(ctx: Lowering, group: Group) -> None:
     """Pieces are written in the op's order; an empty one, or one of an output nothing reads
     (a split's unused part), emits nothing."""
     node = group.nodes[0]
@@ -27,7 +35,7 @@ def lower_arrange(ctx, group) -> None:
     ins = [g.tensors[t] for t in node.inputs]
     outs = [g.tensors[t] for t in node.outputs]
     pieces = REGISTRY[node.op].pieces([t.shape for t in ins], outs[0].shape, node.params)
-    constants = {}  # (fill value, dtype) -> its one-element DDR constant
+    constants: dict[tuple[float, str], Buf] = {}  # (fill value, dtype) -> its one-element DDR constant
     for piece in pieces:
         out = outs[piece.output]
         if out.name not in ctx.home or 0 in piece.dst.shape:

@@ -6,29 +6,41 @@ converted to the accumulator's dtype by the last hop (MTE1's copy_cbuf_to_bt tur
 float32), and the tile's first product starts from it (`Matmul.bias`): the epilogue then has no
 bias to add, and is a cast that FixPipe does on the way out (isa/lower/templates/in_flight.py).
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ...instructions import Dma, Region
 from ..memory.route import copy, route
 from ..schedule.tiling import nbytes, sub_region
 from .staging import stages
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
-def bias_memory(unit, bias, integer):
+    from chips.schema import Chip
+
+    from ..context import Unit
+    from ..emit import Buf, Emitter
+
+
+def bias_memory(unit: Unit, bias: tuple[Buf, str] | None, integer: bool) -> str | None:
     """The memory of unit's matrix engine a float bias goes to, or None (no bias, an integer
     op's, a unit without one)."""
-    if bias is None or integer or unit.matrix is None:
+    if bias is None or integer or unit.matrix is None or unit.matrix.matrix is None:
         return None
     return unit.matrix.matrix.bias
 
 
-def needs(chip, home, dtype, acc_dtype, table, n):
+def needs(chip: Chip, home: Buf, dtype: str, acc_dtype: str, table: str, n: int) -> list[tuple[str, str, int]]:
     """(buffer key, memory, bytes) of a tile's bias row of n in `table`, and the stages of its
     way there from `home` (a Buf) in its own dtype."""
     out = [("bias", table, nbytes(acc_dtype, (n,)))]
     return out + [(f"bias.stage{k}", mem, nbytes(dtype, (n,))) for k, mem in enumerate(stages(chip, home.mem, table))]
 
 
-def load(em, buf, home, dtype, length, start, n, acc_dtype, core, op) -> None:
+def load(em: Emitter, buf: Callable[[str], Buf], home: Buf, dtype: str, length: int, start: int, n: int, acc_dtype: str,
+         core: int | None, op: str) -> None:
     """Emit the loads of elements start..start+n of the bias (a Buf of `length` in `dtype`)
     into buf("bias"), through buf("bias.stage<k>") (buf: a tile's Buf by its `needs` key)."""
     table = buf("bias")
@@ -43,7 +55,7 @@ def load(em, buf, home, dtype, length, start, n, acc_dtype, core, op) -> None:
     em.emit(hops[-1][0], Dma(here, table.region(acc_dtype, (n,)), op, *convert), reads=(here_buf,), writes=(table,))
 
 
-def row(table, shape, dtype):
+def row(table: Buf, shape: Sequence[int], dtype: str) -> Region:
     """The bias row in the Buf `table` read as a product's result of `shape`: its last
     dimension, repeated along the others."""
     return Region(table.mem, table.addr, dtype, tuple(shape), (0,) * (len(shape) - 1) + (1,))

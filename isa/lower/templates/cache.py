@@ -35,8 +35,8 @@ READS_IN_PLACE = ("matmul", "arrange")
 def bind_states(ctx: Lowering) -> None:
     """Bind each state of the graph in DDR (role "state"), in declaration order, its Buf holding
     positions [0, capacity) of the axis its cache ops name."""
-    g: Graph = ctx.graph  # type: ignore[assignment]  # Lowering.graph is typed object
-    em: Emitter = ctx.em  # type: ignore[assignment]
+    g: Graph = ctx.graph
+    em: Emitter = ctx.em
     for name in g.states:
         t = g.tensors[name]
         axes = {n.params["axis"] for n in g.consumers(name) if REGISTRY[n.op].template == "cache"}
@@ -51,7 +51,7 @@ def bind_states(ctx: Lowering) -> None:
 
 def lower_cache(ctx: Lowering, group: Group) -> None:
     node = group.nodes[0]
-    g: Graph = ctx.graph  # type: ignore[assignment]
+    g: Graph = ctx.graph
     state, out = node.inputs[0], node.outputs[0]
     buf = ctx.home[state]
     t = g.tensors[state]
@@ -74,7 +74,7 @@ def _check_readers(ctx: Lowering, node: Node) -> None:
     """A read of a cache is a strided view of it: only templates that read their operands through
     their regions' strides may take it."""
     out = node.outputs[0]
-    g: Graph = ctx.graph  # type: ignore[assignment]
+    g: Graph = ctx.graph
     for user in g.consumers(out):
         template = REGISTRY[user.op].template
         if template not in READS_IN_PLACE:

@@ -4,9 +4,11 @@ question the passes ask of a template is an attribute here. An op names its temp
 (`OpDef.template`, or a variant's own: `OpDef.template_for`, as a depthwise convolution does):
 isa.ops sits below the compiler, which imports it, so `template_of` turns that name into the
 Template once per node, when layer groups form."""
+from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ...ops import REGISTRY
 from .arrange import lower_arrange
@@ -22,6 +24,10 @@ from .pool import lower_pool, plan_pool, pool_axes
 from .reduce import lower_reduce
 from .resize import lower_resize
 from .scalar import lower_scalar
+
+if TYPE_CHECKING:
+    from ...graph import Graph
+    from ..schedule.fusion import Group
 
 
 @dataclass(frozen=True)
@@ -45,16 +51,16 @@ class Template:
     slicing: Slicing | None = None  # how a multi-layer group slices it; None: it ends such groups
 
 
-def _four_d(graph, group):
+def _four_d(graph: Graph, group: Group) -> bool:
     return len(graph.tensors[group.nodes[0].outputs[0]].shape) == 4
 
 
-def _conv_sliceable(graph, group):
+def _conv_sliceable(graph: Graph, group: Group) -> bool:
     """A 2-d convolution, not transposed (on the matrix unit, or depthwise on the vector unit)."""
     return _four_d(graph, group) and not REGISTRY[group.nodes[0].op].transposed
 
 
-def _pool_sliceable(graph, group):
+def _pool_sliceable(graph: Graph, group: Group) -> bool:
     """A 2-d max pooling whose window is shorter than its input (not global)."""
     head = group.nodes[0]
     p = head.params

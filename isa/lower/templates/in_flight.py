@@ -12,26 +12,37 @@ all (the result is the accumulator: a plain copy). A cast followed by a fused Re
 `relu` stored into the cast's dtype (`then_relu`): rounding keeps order and zero, so the values
 are the same either way round.
 """
+from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ...instructions import Dma
 from ...ops.elementwise import OUT, In, Step, step_dtype
 from ..memory.route import route
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from chips.schema import Chip
+
+    from ...instructions import Region
+    from ..context import Unit
+    from ..emit import Buf, Emitter
 
 
 @dataclass(frozen=True)
 class InFlight:
     engine: str  # the DMA engine of the hop (on the unit's core)
     fn: str  # "" copies
-    args: tuple
+    args: tuple[float, ...]
     cdt: str
 
-    def emit(self, em, src, src_bufs, dst, dst_buf, op) -> None:
+    def emit(self, em: Emitter, src: Region, src_bufs: Sequence[Buf], dst: Region, dst_buf: Buf, op: str) -> None:
         em.emit(self.engine, Dma(src, dst, op, self.fn, self.args, self.cdt), reads=src_bufs, writes=(dst_buf,))
 
 
-def then_relu(steps, node_steps):
+def then_relu(steps: Sequence[Step], node_steps: Sequence[Step]) -> list[Step] | None:
     """The epilogue `steps` (none, or a cast) and a fused node's (a ReLU of their result) as
     one step, or None."""
     cast = not steps or (len(steps) == 1 and steps[0].fn == "copy" and steps[0].operands == (In(0),) and steps[0].dst == OUT)
@@ -39,13 +50,13 @@ def then_relu(steps, node_steps):
     return [Step("relu", (In(0),))] if cast and relu else None
 
 
-def in_flight(chip, unit, steps, acc_dtype, out_mem):
+def in_flight(chip: Chip, unit: Unit, steps: Sequence[Step], acc_dtype: str, out_mem: str) -> InFlight | None:
     """The InFlight doing `steps` (isa.ops.elementwise.Step, In(0) the accumulator of acc_dtype)
     from unit's accumulator to the result in out_mem, or None where it cannot be done so."""
     if unit.matrix is None:
         return None
     cmem = unit.matrix.operand_memory("c")
-    if cmem == unit.vector.memory or len(steps) > 1:
+    if cmem is None or (unit.vector is not None and cmem == unit.vector.memory) or len(steps) > 1:
         return None  # an accumulator the epilogue reads in place saves nothing
     hops = route(chip, cmem, out_mem, unit.matrix.core)
     if len(hops) != 1:

@@ -18,17 +18,30 @@ The op gives three views of its DDR tensors (OpDef.views): the table, the indice
 Chunks are boxes of the rows' iteration space (isa/lower/templates/staging.py), outer dimensions cut
 first; every region of a chunk is the sub-box of the op's region that the box covers.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ... import dtypes
 from ...errors import UnsupportedError
 from ...instructions import IndexedDma, Vector
 from ...ops import REGISTRY
+from ..context import operand_memory
 from ..memory.route import copy, route
 from ..schedule.tiling import nbytes, sub_region
 from .staging import chunks, held_whole, staged_copy, stages, view_region
 
+if TYPE_CHECKING:
 
-def lower_indexed(ctx, group) -> None:
+    from chips.schema import Chip
+
+    from ...instructions import Region
+    from ..context import Lowering
+    from ..emit import Buf
+    from ..schedule.fusion import Group
+
+
+def lower_indexed(ctx: Lowering, group: Group) -> None:
     node = group.nodes[0]
     opdef = REGISTRY[node.op]
     tensors = [ctx.graph.tensors[t] for t in node.inputs]
@@ -53,19 +66,19 @@ class _Access:
     """An indexed table in DDR: its region and buffer, the index region and buffer, and where a
     box of the rows' iteration space P + (n,) + Q reads or writes them."""
 
-    def __init__(self, ctx, op, table, table_buf, index, index_buf, wrap: bool = False) -> None:
+    def __init__(self, ctx: Lowering, op: str, table: Region, table_buf: Buf, index: Region, index_buf: Buf, wrap: bool = False) -> None:
         self.ctx, self.op, self.wrap = ctx, op, wrap
         self.table, self.table_buf, self.index, self.index_buf = table, table_buf, index, index_buf
         self.p, self.k = len(index.shape) - 2, index.shape[-1]
 
-    def part(self, starts, extents):
+    def part(self, starts: tuple[int, ...], extents: tuple[int, ...]) -> tuple[Region, Region]:
         """(table, index) regions a box of the rows reads or writes."""
         p, k = self.p, self.k
         indexed = self.table.shape[p:p + k]
         table = sub_region(self.table, starts[:p] + (0,) * k + starts[p + 1:], extents[:p] + indexed + extents[p + 1:])
         return table, sub_region(self.index, starts[:p + 1] + (0,), extents[:p + 1] + (k,))
 
-    def gather(self, starts, extents, dst, dst_buf) -> None:
+    def gather(self, starts: tuple[int, ...], extents: tuple[int, ...], dst: Region, dst_buf: Buf) -> None:
         """Gather the rows of a box into dst (any memory): the first hop from DDR is the
         indexed transfer, into a staging buffer when more hops follow."""
         em = self.ctx.em
@@ -78,7 +91,7 @@ class _Access:
             copy(em, here, here_buf, dst, dst_buf, self.op)
             em.release(here_buf)
 
-    def scatter(self, starts, extents, src, src_buf) -> None:
+    def scatter(self, starts: tuple[int, ...], extents: tuple[int, ...], src: Region, src_buf: Buf) -> None:
         """Scatter src (any memory) to the rows of a box: the last hop into DDR is the indexed
         transfer, from a staging buffer when hops come before it."""
         em = self.ctx.em
@@ -92,7 +105,7 @@ class _Access:
         if here_buf is not src_buf:
             em.release(here_buf)
 
-    def _stage(self, mem, like, what):
+    def _stage(self, mem: str, like: Region, what: str) -> tuple[Region, Buf]:
         """A buffer in mem for a region like `like`, and that region in it."""
         buf = self.ctx.em.alloc(mem, like.nbytes, f"{self.op}/{what}.{mem}")
         return buf.region(like.dtype, like.shape), buf
@@ -100,13 +113,13 @@ class _Access:
 
 # ---- what a chunk holds on chip ----------------------------------------------------------
 
-def _gathered_through(chip, dst):
+def _gathered_through(chip: Chip, dst: str) -> list[str]:
     """The on-chip memories an `_Access.gather` into dst holds a chunk in."""
     hops = route(chip, "ddr", dst)
     return [] if len(hops) == 1 else [hops[0][2]] + stages(chip, hops[0][2], dst)
 
 
-def _scattered_through(chip, src):
+def _scattered_through(chip: Chip, src: str) -> list[str]:
     """The on-chip memories an `_Access.scatter` from src holds a chunk in."""
     hops = route(chip, src, "ddr")
     return [] if len(hops) == 1 else stages(chip, src, hops[-1][1]) + [hops[-1][1]]
@@ -114,30 +127,31 @@ def _scattered_through(chip, src):
 
 # ---- the transfers -----------------------------------------------------------------------
 
-def _gather(ctx, access, rows, rows_buf) -> None:
+def _gather(ctx: Lowering, access: _Access, rows: Region, rows_buf: Buf) -> None:
     needs = held_whole(_gathered_through(ctx.chip, "ddr"), rows.dtype)
     for starts, extents in chunks(ctx, rows.shape, needs, access.op):
         access.gather(starts, extents, sub_region(rows, starts, extents), rows_buf)
 
 
-def _scatter(ctx, access, rows, rows_buf) -> None:
+def _scatter(ctx: Lowering, access: _Access, rows: Region, rows_buf: Buf) -> None:
     needs = held_whole(_scattered_through(ctx.chip, "ddr"), rows.dtype)
     for starts, extents in chunks(ctx, rows.shape, needs, access.op, rows_whole=True):
         access.scatter(starts, extents, sub_region(rows, starts, extents), rows_buf)
 
 
-def _combine(ctx, access, fn, updates, updates_buf):
+def _combine(ctx: Lowering, access: _Access, fn: str, updates: Region, updates_buf: Buf) -> None:
     """out[index[i]] = fn(out[index[i]], updates[i]) for each row i in order, on the vector unit.
     A chunk holds a box of update rows and one output row in the vector unit's memory."""
     em, dtype = ctx.em, updates.dtype
     engine = ctx.engine("vector")
-    if dtype not in engine.vector.per_lane:
+    per_lane = engine.vector.per_lane if engine.vector is not None else {}
+    if dtype not in per_lane:
         raise UnsupportedError(f"op {access.op}: combining {dtype} rows ({fn}) needs the vector unit, which has no {dtype} on chip "
-                               f"{ctx.chip.name} (it has {', '.join(engine.vector.per_lane)})")
-    mem = engine.memory
+                               f"{ctx.chip.name} (it has {', '.join(per_lane)})")
+    mem = operand_memory(engine, "")
     loads, row_stages = stages(ctx.chip, "ddr", mem), _gathered_through(ctx.chip, mem) + _scattered_through(ctx.chip, mem)
 
-    def needs(extents):
+    def needs(extents: tuple[int, ...]) -> list[tuple[str, int]]:
         chunk, row = nbytes(dtype, extents), nbytes(dtype, extents[1:])
         return [(mem, chunk), (mem, row)] + [(m, chunk) for m in loads] + [(m, row) for m in row_stages]
 

@@ -10,17 +10,36 @@ An op says how a tile of its output reads each input (`input_box`): broadcast op
 compact (their size-1 dimensions are read back with stride 0), stride ops load every k-th
 element, a lookup table is loaded whole. Inputs read the same way share one load.
 """
+from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ...errors import OutOfMemoryError
 from ...instructions import Region
 from ...ops import REGISTRY
-from ..context import vector_memories
+from ..context import operand_memory, vector_memories
 from ..memory.route import copy
 from ..schedule.pipeline import deal, run_units, step_budget
 from ..schedule.tiling import boxes, broadcast_view, budgeted_tile, nbytes
 from ..templates.vector_steps import emit_steps
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+    from typing import TypeAlias
+
+    from chips.schema import Engine
+
+    from ...graph import Graph, Node, Tensor
+    from ..context import Lowering
+    from ..emit import Buf
+    from ..schedule.fusion import Group
+
+    Key: TypeAlias = "_Load | str | tuple[str, int, str]"  # a value of the tail: a load, a tensor made in the group, ("tmp", k, dtype)
+    Source: TypeAlias = "dict[tuple[int, int], _Load | str]"  # (node, operand) -> its load or in-group tensor
+    Slot = dict[int, Buf]  # one slot's buffers by class
+    Local: TypeAlias = "dict[_Load | str, tuple[Region, Buf]]"  # a tile's loads and stored-in-place tensors, where compute reads them
+    Action = Callable[[], None]  # one of a pipeline step's load, compute and store
 
 
 @dataclass(frozen=True, eq=False)
@@ -28,15 +47,15 @@ class _Load:
     """A tensor loaded from its home for the group, in one way (see OpDef.load_kind)."""
 
     tensor: str
-    node: object  # the first _Node reading it this way
+    node: _Node  # the first _Node reading it this way
     index: int  # its operand position there
-    kind: tuple
+    kind: Hashable  # OpDef.load_kind's
 
 
 class _Node:
     """A node of the tail with what its op says about it."""
 
-    def __init__(self, graph, node, compute) -> None:
+    def __init__(self, graph: Graph, node: Node, compute: Mapping[str, str]) -> None:
         self.node, self.opdef, self.compute = node, REGISTRY[node.op], compute
         ins = [graph.tensors[t] for t in node.inputs]
         self.shapes = [t.shape for t in ins]
@@ -44,10 +63,10 @@ class _Node:
         self.steps = self.opdef.steps(node.params, [t.dtype for t in ins], self.out.dtype)
         self.temps = self.opdef.temps(node.params, [t.dtype for t in ins], self.out.dtype)
 
-    def operand_shape(self, i):
+    def operand_shape(self, i: int) -> tuple[int, ...]:
         return self.opdef.operand_shape(i, self.shapes)
 
-    def box(self, i, starts, extents):
+    def box(self, i: int, starts: Sequence[int], extents: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
         return self.opdef.input_box(i, self.operand_shape(i), starts, extents, self.node.params)
 
 
@@ -58,7 +77,8 @@ class Tail:
     buffers); `stores` are the group's tensors needed outside it, given ones included.
     """
 
-    def __init__(self, ctx, nodes, stores, shape, given=()) -> None:
+    def __init__(self, ctx: Lowering, nodes: Sequence[Node], stores: Sequence[str], shape: tuple[int, ...],
+                 given: Iterable[str] = ()) -> None:
         self.ctx, self.graph, self.shape = ctx, ctx.graph, shape
         self.nodes = [_Node(ctx.graph, n, ctx.compute_map(n)) for n in nodes]
         self.stores, self.given = list(stores), set(given)
@@ -69,28 +89,29 @@ class Tail:
 
     # ---- sizing -----------------------------------------------------------------------------
 
-    def _bytes(self, key, tile):
+    def _bytes(self, key: Key, tile: Sequence[int]) -> int:
         if isinstance(key, _Load):
             return nbytes(self.graph.tensors[key.tensor].dtype, key.node.box(key.index, (0,) * len(tile), tile)[1])
         if isinstance(key, tuple):  # ("tmp", k, dtype)
             return nbytes(key[2], tile)
         return nbytes(self.graph.tensors[key].dtype, tile)
 
-    def class_bytes(self, tile):
+    def class_bytes(self, tile: Sequence[int]) -> list[int]:
         size = dict.fromkeys(self.classes, 0)
         for key, c in self.place.items():
             size[c] = max(size[c], self._bytes(key, tile))
         return [size[c] for c in self.classes]
 
-    def moved(self, tile):
+    def moved(self, tile: Sequence[int]) -> int:
         """Bytes a tile loads and stores."""
         return sum(self._bytes(k, tile) for k in self.loads) + sum(nbytes(self.graph.tensors[t].dtype, tile) for t in self.stores)
 
-    def least_transfers(self, box, mem):
+    def least_transfers(self, box: tuple[int, ...], mem: str) -> list[tuple[str, str, int]]:
         """(source memory, destination memory, bytes) of what the tiles of an output box load
         into `mem` and store from it, at least: the box as one tile (a broadcast operand loaded
         once); loads and stores where the tensor lives in `mem` are none."""
-        home, out = self.ctx.home, []
+        home = self.ctx.home
+        out: list[tuple[str, str, int]] = []
         for key in self.loads:
             if home[key.tensor].mem != mem:
                 out.append((home[key.tensor].mem, mem, self._bytes(key, box)))
@@ -99,7 +120,7 @@ class Tail:
                 out.append((mem, home[t].mem, nbytes(self.graph.tensors[t].dtype, box)))
         return out
 
-    def allocate(self, mem, tile, label):
+    def allocate(self, mem: str, tile: tuple[int, ...], label: str) -> list[Slot]:
         """One dict of buffers (class -> Buf) per slot."""
         em = self.ctx.em
         names = {c: next(_label(k) for k, v in self.place.items() if v == c) for c in self.classes}
@@ -110,15 +131,16 @@ class Tail:
 
     # ---- one tile ---------------------------------------------------------------------------
 
-    def stored_in_place(self, mem):
+    def stored_in_place(self, mem: str | None) -> list[str]:
         """The stored tensors the tail computes straight into their homes: those it makes
         itself whose home is the vector memory `mem` (where its tiles' buffers are)."""
         return [t for t in self.stores if t not in self.given and self.ctx.home[t].mem == mem]
 
-    def load(self, bufs, starts, extents):
+    def load(self, bufs: Slot, starts: tuple[int, ...], extents: tuple[int, ...]) -> Local:
         """Emit the tile's loads; returns for compute (Region, Buf) per load, read where it
         lives when that is the vector memory, and per tensor stored in place its home's tile."""
-        em, local = self.ctx.em, {}
+        em = self.ctx.em
+        local: Local = {}
         for key in self.loads:
             s, e, steps = key.node.box(key.index, starts, extents)
             buf = bufs[self.place[key]]
@@ -135,14 +157,16 @@ class Tail:
             local[t] = (_strided(home, self.graph.tensors[t], self.shape, starts, extents, (1,) * len(self.shape)), home)
         return local
 
-    def _value(self, bufs, given, key, extents, local=None):
+    def _value(self, bufs: Slot, given: dict[str, Buf] | None, key: str, extents: tuple[int, ...],
+               local: Local | None = None) -> tuple[Region, Buf]:
         """(Region, Buf) of a tensor produced in the group, at the tile's extents."""
         if local and key in local:
             return local[key]
-        buf = given[key] if key in self.given else bufs[self.place[key]]
+        buf = given[key] if given is not None and key in self.given else bufs[self.place[key]]
         return buf.region(self.graph.tensors[key].dtype, extents), buf
 
-    def compute(self, engine, bufs, local, extents, given=None) -> None:
+    def compute(self, engine: str, bufs: Slot, local: Local, extents: tuple[int, ...],
+                given: dict[str, Buf] | None = None) -> None:
         for k, n in enumerate(self.nodes):
             operands = []
             for i in range(len(n.node.inputs)):
@@ -156,7 +180,8 @@ class Tail:
             temps = [(bufs[self.place[("tmp", j, d)]].region(d, extents), bufs[self.place[("tmp", j, d)]]) for j, d in enumerate(n.temps)]
             emit_steps(self.ctx.em, engine, n.node.name, n.steps, operands, out, temps, n.compute)
 
-    def store(self, bufs, starts, extents, given=None) -> None:
+    def store(self, bufs: Slot, starts: tuple[int, ...], extents: tuple[int, ...],
+              given: dict[str, Buf] | None = None) -> None:
         in_place = self.stored_in_place(_memory(bufs))
         for t in self.stores:
             if t in in_place:
@@ -167,53 +192,58 @@ class Tail:
             copy(self.ctx.em, region, buf, dst, home, self.graph.producer[t].name)
 
 
-def lower_elementwise(ctx, group):
+def lower_elementwise(ctx: Lowering, group: Group) -> None:
     """A group of element-wise ops alone: tile its output, deal the tiles among the vector
     units, and pipeline each unit's load, compute, store."""
     units = ctx.units("vector")
-    engine = units[0].vector
+    engine = units[0].vx
     shape = ctx.graph.tensors[group.nodes[0].outputs[0]].shape
     tail = Tail(ctx, group.nodes, group.stores, shape)
-    alloc = ctx.em.allocators[engine.memory]
+    mem = operand_memory(engine, "")
+    alloc = ctx.em.allocators[mem]
     fits = lambda tile: all(ctx.em.allocators[m].fits(tail.class_bytes(tile) * ctx.slots) for m in vector_memories(units))  # noqa: E731
-    budget = step_budget(ctx, tail.moved(shape), engine.memory, len(units))
+    budget = step_budget(ctx, tail.moved(shape), mem, len(units))
     tile = budgeted_tile(shape, fits, tail.moved, budget, ctx.tile_limits(shape))
     if tile is None:
         need = sum(tail.class_bytes((1,) * len(shape))) * ctx.slots
-        raise OutOfMemoryError(f"{engine.memory}: layer group {group.nodes[0].name} needs {need} bytes for a one-element tile; "
+        raise OutOfMemoryError(f"{mem}: layer group {group.nodes[0].name} needs {need} bytes for a one-element tile; "
                                f"{alloc.free_bytes()} free, live: {alloc.live_text()}")
 
-    def step(vx, slots, i, starts, extents):
-        bufs, local = slots[i % ctx.slots], {}
+    def step(vx: Engine, slots: list[Slot], i: int, starts: tuple[int, ...],
+             extents: tuple[int, ...]) -> tuple[Action, Action, Action]:
+        bufs = slots[i % ctx.slots]
+        local: Local = {}
         return (
             lambda: local.update(tail.load(bufs, starts, extents)),
             lambda: tail.compute(vx.name, bufs, local, extents),
             lambda: tail.store(bufs, starts, extents),
         )
 
-    per_unit, placed = [], []
+    per_unit: list[list[tuple[Action, Action, Action]]] = []
+    placed: list[Slot] = []
     for unit, run in zip(units, deal(list(boxes(shape, tile)), len(units))):
-        slots = tail.allocate(unit.vector.memory, tile, group.nodes[0].name) if run else []
+        slots = tail.allocate(operand_memory(unit.vx, ""), tile, group.nodes[0].name) if run else []
         placed += slots
-        per_unit.append([step(unit.vector, slots, i, s, e) for i, (s, e) in enumerate(run)])
+        per_unit.append([step(unit.vx, slots, i, s, e) for i, (s, e) in enumerate(run)])
     run_units(ctx, [ctx.home[t] for t in group.stores], per_unit)
     for bufs in placed:
         for buf in bufs.values():
             ctx.em.release(buf)
 
 
-def _memory(bufs):
+def _memory(bufs: Slot) -> str | None:
     """The memory a tile's buffers are in (None for a tail that has none)."""
     return next((b.mem for b in bufs.values()), None)
 
 
-def _label(key):
+def _label(key: Key) -> str:
     if isinstance(key, _Load):
         return key.tensor
     return f"tmp{key[1]}" if isinstance(key, tuple) else key
 
 
-def _strided(home, tensor, shape, starts, extents, steps):
+def _strided(home: Buf, tensor: Tensor, shape: tuple[int, ...], starts: tuple[int, ...], extents: tuple[int, ...],
+             steps: tuple[int, ...]) -> Region:
     """The region of `tensor` (viewed with `shape`) in its home Buf that a box with steps covers."""
     full = home.region(tensor.dtype, shape)
     item = full.nbytes // max(full.size, 1)
@@ -221,9 +251,10 @@ def _strided(home, tensor, shape, starts, extents, steps):
     return Region(home.mem, full.addr + offset, tensor.dtype, tuple(extents), tuple(st * k for st, k in zip(full.strides, steps)))
 
 
-def _loads(nodes, produced):
+def _loads(nodes: Sequence[_Node], produced: set[str]) -> tuple[list[_Load], Source]:
     """The tail's distinct loads, and for each (node, operand) its load or in-group tensor."""
-    loads, source = {}, {}
+    loads: dict[tuple[str, Hashable], _Load] = {}
+    source: Source = {}
     for k, n in enumerate(nodes):
         for i, t in enumerate(n.node.inputs):
             if t in produced:
@@ -234,17 +265,19 @@ def _loads(nodes, produced):
     return list(loads.values()), source
 
 
-def _assign_buffers(graph, nodes, loads, source, shape, stores, given):
+def _assign_buffers(graph: Graph, nodes: Sequence[_Node], loads: Sequence[_Load], source: Source, shape: tuple[int, ...],
+                    stores: Sequence[str], given: set[str]) -> dict[Key, int]:
     """value -> buffer class. A node writes in place over an operand of the same shape and width
     that nothing later reads and that isn't stored (nor the head's); scratch tiles are shared by
     position and dtype; everything else gets a class of its own."""
-    last_read = {}
+    last_read: dict[_Load | str, int] = {}
     for k, n in enumerate(nodes):
         for i in range(len(n.node.inputs)):
             last_read[source[k, i]] = k
-    place, holder = {}, {}
+    place: dict[Key, int] = {}
+    holder: dict[int, Key] = {}
 
-    def new(key) -> None:
+    def new(key: Key) -> None:
         place[key] = len(holder)
         holder[place[key]] = key
 
@@ -268,7 +301,7 @@ def _assign_buffers(graph, nodes, loads, source, shape, stores, given):
     return place
 
 
-def _full_width(graph, src, shape, out):
+def _full_width(graph: Graph, src: _Load | str, shape: tuple[int, ...], out: Tensor) -> bool:
     """Whether value src fills a whole tile with out's element width."""
     tensor = graph.tensors[src.tensor if isinstance(src, _Load) else src]
     plain = not isinstance(src, _Load) or src.kind == ("view", shape)

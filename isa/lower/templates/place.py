@@ -9,14 +9,21 @@
 lower() leaves these outputs unplaced (Template.places_outputs) and frees a shared buffer after the
 last use of any tensor that shares it.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ... import dtypes
 from ..memory.route import copy
 
+if TYPE_CHECKING:
+    from ..context import Lowering
+    from ..schedule.fusion import Group
 
-def lower_view(ctx, group) -> None:
+
+def lower_view(ctx: Lowering, group: Group) -> None:
     node = group.nodes[0]
     src, out = node.inputs[0], node.outputs[0]
     if out in ctx.home:  # a graph output: its own buffer
@@ -26,7 +33,7 @@ def lower_view(ctx, group) -> None:
         ctx.home[out] = ctx.home[src]
 
 
-def lower_constant(ctx, group) -> None:
+def lower_constant(ctx: Lowering, group: Group) -> None:
     node = group.nodes[0]
     out = node.outputs[0]
     t = ctx.graph.tensors[out]

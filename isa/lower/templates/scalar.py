@@ -3,12 +3,19 @@ one kernel call on the chip's scalar engine, reading and writing the op's tensor
 
 The op names its kernel and arguments (`OpDef.kernel(ins, params) -> (fn, args)`); outputs
 nothing reads still get a DDR scratch buffer, since the kernel writes every result."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ...instructions import Scalar
 from ...ops import REGISTRY
 
+if TYPE_CHECKING:
+    from ..context import Lowering
+    from ..schedule.fusion import Group
 
-def lower_scalar(ctx, group) -> None:
+
+def lower_scalar(ctx: Lowering, group: Group) -> None:
     node = group.nodes[0]
     g, em = ctx.graph, ctx.em
     engine = ctx.engine("scalar")

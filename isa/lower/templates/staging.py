@@ -11,9 +11,11 @@ On a chip of several cores a copy may be spread: cut into at least a chunk per c
 chunk smaller than a DMA moves in its own latency) and dealt among the cores, each moving its
 chunks along its own route (isa/lower/memory/route.py), its writes disjoint from the others'.
 """
+from __future__ import annotations
 
 import math
 from contextlib import nullcontext
+from typing import TYPE_CHECKING
 
 from ... import dtypes
 from ...errors import OutOfMemoryError, UnsupportedError
@@ -24,8 +26,19 @@ from ..schedule.pipeline import deal, least_step
 from ..schedule.tiling import boxes, choose_tile, nbytes, sub_region
 from .transpose import hops, staged_reorder
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
 
-def view_region(ctx, name, view):
+    from chips.schema import Chip
+
+    from ...ops.arrange import View
+    from ..context import Lowering
+    from ..emit import Buf
+
+    Needs = Callable[[tuple[int, ...]], list[tuple[str, int]]]  # a box's extents -> the (memory, bytes) it holds at once
+
+
+def view_region(ctx: Lowering, name: str, view: View) -> Region:
     """The region of tensor `name`, where it lives, that an op's View (offset, shape, element
     strides) names. A View counts elements of the dense tensor; where the tensor lies strided
     (its Buf holds a window: a read of a cache, isa/lower/templates/cache.py), each of its steps
@@ -36,12 +49,12 @@ def view_region(ctx, name, view):
     return _strided_view(buf.region(t.dtype, t.shape), t.name, view)
 
 
-def _strided_view(where, name, view):
+def _strided_view(where: Region, name: str, view: View) -> Region:
     """View (in elements of a dense tensor of where.shape) of the tensor lying at Region `where`."""
     shape = where.shape
     dense = [math.prod(shape[k + 1:]) for k in range(len(shape))]
 
-    def steps(n):  # n dense elements as index steps per axis (sign kept: -(steps of -n))
+    def steps(n: int) -> list[int]:  # n dense elements as index steps per axis (sign kept: -(steps of -n))
         sign, n = (-1, -n) if n < 0 else (1, n)
         return [sign * (n // d % s) if k else sign * (n // d) for k, (d, s) in enumerate(zip(dense, shape))]
 
@@ -58,26 +71,27 @@ def _strided_view(where, name, view):
     return Region(where.mem, addr, where.dtype, tuple(view.shape), strides)
 
 
-def stages(chip, src, dst):
+def stages(chip: Chip, src: str, dst: str) -> list[str]:
     """The memories a copy from src to dst stages through."""
     return [to for _, _, to in route(chip, src, dst)[:-1]]
 
 
-def held_whole(mems, dtype):
+def held_whole(mems: list[str], dtype: str) -> Needs:
     """needs() of a chunk held whole in each of mems."""
     return lambda extents: [(m, nbytes(dtype, extents)) for m in mems]
 
 
-def chunks(ctx, shape, needs, what, rows_whole: bool = False, most=None):
+def chunks(ctx: Lowering, shape: tuple[int, ...], needs: Needs, what: str, rows_whole: bool = False,
+           most: Callable[[tuple[int, ...]], bool] | None = None) -> Iterator[tuple[tuple[int, ...], tuple[int, ...]]]:
     """Boxes of `shape`, each as large as fits: needs(extents) gives the (memory, bytes) a box
     holds at once, most(extents) (if given) whether it is small enough. Outer dimensions are
     cut first; with rows_whole the first dimension (the rows) is cut last."""
     em = ctx.em
 
-    def fits(extents):
+    def fits(extents: Sequence[int]) -> bool:
         if most is not None and not most(tuple(extents)):
             return False
-        sizes = {}
+        sizes: dict[str, list[int]] = {}
         for mem, size in needs(tuple(extents)):
             sizes.setdefault(mem, []).append(size)
         return all(em.allocators[mem].fits(s) for mem, s in sizes.items())
@@ -88,14 +102,14 @@ def chunks(ctx, shape, needs, what, rows_whole: bool = False, most=None):
     else:
         tile = choose_tile(shape, fits)
     if tile is None:
-        per_mem = {}
+        per_mem: dict[str, list[int]] = {}
         for mem, size in needs((1,) * len(shape)):
             per_mem.setdefault(mem, []).append(size)
         raise OutOfMemoryError(f"{what}: a single element needs {shortfall(em.allocators, per_mem)}")
     return boxes(shape, tile)
 
 
-def staged_copy(ctx, op, src, src_buf, dst, dst_buf, spread: bool = False) -> None:
+def staged_copy(ctx: Lowering, op: str, src: Region, src_buf: Buf, dst: Region, dst_buf: Buf, spread: bool = False) -> None:
     """Copy region src to region dst (same shape), in chunks when the route stages, each small
     enough that every memory on the way holds two of them (so one chunk's first hop overlaps
     the last chunk's last hop, isa/lower/memory/route.py); with spread, dealt among the chip's cores."""

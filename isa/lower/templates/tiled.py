@@ -163,7 +163,7 @@ class Tiled(Priced):
         INT32, the seed says (a float bias converts as C's (int) does: toward zero); float32
         where the product is made in float32."""
         node, g = self.node, self.ctx.graph
-        constants: dict[str, np.ndarray] = g.constants  # type: ignore[attr-defined]
+        constants: dict[str, np.ndarray] = g.constants
         zl = node.params["left_zero_point"]
         has = self.opdef.checked_inputs(node) == 3  # the integer family appends zero-point tables
         bias: np.ndarray | int

@@ -8,6 +8,9 @@ Ascend core: GM -> UB -> GM) reorders on its way; where one engine copies DDR to
 (the Sophgo GDMA), the copy goes round through a local memory without bursts that engine reaches
 (`hops`).
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ... import dtypes
 from ...costs import run_layout
@@ -15,8 +18,14 @@ from ...errors import UnsupportedError
 from ...instructions import Dma, Region, dense
 from ..memory.route import copy, route
 
+if TYPE_CHECKING:
+    from chips.schema import Chip
 
-def hops(chip, src, dst, core=None):
+    from ..emit import Buf, Emitter
+    from ..memory.route import Hop
+
+
+def hops(chip: Chip, src: Region, dst: Region, core: int | None = None) -> tuple[Hop, ...]:
     """The hops a copy of region src to region dst takes: its route's; or, where that is one hop
     and reading src in its memory order gives longer runs, two through the first local memory
     without bursts that one hop each reaches and leaves."""
@@ -36,7 +45,7 @@ def hops(chip, src, dst, core=None):
     return direct
 
 
-def staged_reorder(em, src, src_buf, dst, dst_buf, op, core=None):
+def staged_reorder(em: Emitter, src: Region, src_buf: Buf, dst: Region, dst_buf: Buf, op: str, core: int | None = None) -> None:
     """route.copy's hops for src -> dst, the first reading src in its memory order where that
     gives longer runs (two hops through a memory without bursts, `hops`); route.copy otherwise."""
     route_hops = hops(em.chip, src, dst, core)
@@ -52,7 +61,7 @@ def staged_reorder(em, src, src_buf, dst, dst_buf, op, core=None):
     return None
 
 
-def _memory_order(region):
+def _memory_order(region: Region) -> list[int] | None:
     """The axes by decreasing stride (ties keep their order), or None when a stride is 0 or
     negative (a repeat or a reversal: left to route.copy)."""
     if any(s <= 0 for n, s in zip(region.shape, region.strides) if n > 1):
@@ -60,11 +69,11 @@ def _memory_order(region):
     return sorted(range(len(region.shape)), key=lambda a: -region.strides[a])
 
 
-def _reordered(region, order):
+def _reordered(region: Region, order: list[int]) -> Region:
     return Region(region.mem, region.addr, region.dtype, tuple(region.shape[a] for a in order), tuple(region.strides[a] for a in order))
 
 
-def _gains(chip, src, order, mid):
+def _gains(chip: Chip, src: Region, order: list[int], mid: str) -> bool:
     """Whether reading src in its memory order gives longer runs, short ones costing bursts at
     src and none where the chunk is staged."""
     burst = chip.memories[src.mem].burst

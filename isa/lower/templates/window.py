@@ -9,13 +9,27 @@ window, `dilation` apart. An output tile [o0, o0 + n) reads virtual positions
 exactly those, zeros where no real element lands (padding, inserted zeros), the real ones
 placed by a strided DMA.
 """
+from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ... import dtypes
 from ...instructions import Region, Vector
 from ..memory.route import copy, route
 from ..schedule.tiling import sub_region
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from chips.schema import Engine
+
+    from ...graph import Tensor
+    from ..context import Lowering
+    from ..emit import Buf
+
+    Read = tuple[int, int, int, bool]  # Axis.reads: (first real index, count, its buffer position, zeros needed)
+    Fillers = dict[tuple[float, str, str], Buf]  # (value, dtype, memory) -> a one-element copy of the value there
 
 
 @dataclass(frozen=True)
@@ -28,11 +42,11 @@ class Axis:
     stuff: int = 1  # virtual distance between real elements (transposed convolution's stride)
     out: int = 0  # output length
 
-    def extent(self, n):
+    def extent(self, n: int) -> int:
         """Virtual positions an output run of n needs."""
         return (n - 1) * self.stride + self.dilation * (self.kernel - 1) + 1
 
-    def reads(self, o0, n):
+    def reads(self, o0: int, n: int) -> Read:
         """(first real index, count, buffer position of the first, whether zeros are needed)."""
         v0, length = o0 * self.stride, self.extent(n)
         lo = max(0, -(-(v0 - self.offset) // self.stuff))
@@ -43,7 +57,8 @@ class Axis:
         return lo, count, first, gaps
 
 
-def conv_axes(sizes, kernels, strides, dilations, pads):
+def conv_axes(sizes: tuple[int, ...], kernels: tuple[int, ...], strides: tuple[int, ...], dilations: tuple[int, ...],
+              pads: Sequence[tuple[int, int]]) -> tuple[Axis, ...]:
     """Axes of an ordinary convolution or pooling; pads are (before, after) per dimension."""
     return tuple(
         Axis(n, k, s, d, pb, 1, (n + pb + pa - d * (k - 1) - 1) // s + 1)
@@ -51,7 +66,8 @@ def conv_axes(sizes, kernels, strides, dilations, pads):
     )
 
 
-def deconv_axes(sizes, kernels, strides, dilations, pads):
+def deconv_axes(sizes: tuple[int, ...], kernels: tuple[int, ...], strides: tuple[int, ...], dilations: tuple[int, ...],
+                pads: Sequence[tuple[int, int]]) -> tuple[Axis, ...]:
     """Axes of a transposed convolution, run as a stride-1 convolution over the zero-stuffed input."""
     return tuple(
         Axis(n, k, 1, d, d * (k - 1) - pb, s, (n - 1) * s - pb - pa + d * (k - 1) + 1)
@@ -59,13 +75,15 @@ def deconv_axes(sizes, kernels, strides, dilations, pads):
     )
 
 
-def tile_reads(axes, starts, extents):
+def tile_reads(axes: Sequence[Axis], starts: tuple[int, ...],
+               extents: tuple[int, ...]) -> tuple[list[Read], tuple[int, ...]]:
     """Per axis (first real index, count, buffer position, zeros needed), and the buffer extents."""
     reads = [a.reads(o0, n) for a, o0, n in zip(axes, starts, extents)]
     return reads, tuple(a.extent(n) for a, n in zip(axes, extents))
 
 
-def placed(buffer_region, axes, reads, lead):
+def placed(buffer_region: Region, axes: Sequence[Axis],
+           reads: Sequence[Read], lead: int) -> Region:
     """The part of a dense tile buffer (lead dims, then one per axis) the real input fills."""
     strides = buffer_region.strides
     offset = sum(first * st for (_, _, first, _), st in zip(reads, strides[lead:]))
@@ -75,7 +93,8 @@ def placed(buffer_region, axes, reads, lead):
     return Region(buffer_region.mem, buffer_region.addr + offset * item, buffer_region.dtype, shape, steps)
 
 
-def window_view(buffer_region, axes, lead, kernel_offsets=None):
+def window_view(buffer_region: Region, axes: Sequence[Axis], lead: int,
+                kernel_offsets: tuple[int, ...] | None = None) -> Region:
     """Read a tile buffer (lead dims, then one per axis) as the output tile's windows.
 
     With kernel_offsets, the view of one kernel position: shape lead + outputs. Without, the
@@ -96,11 +115,13 @@ def window_view(buffer_region, axes, lead, kernel_offsets=None):
                   strides[:lead] + out_strides + kernel_strides)
 
 
-def _itemsize(region):
+def _itemsize(region: Region) -> int:
     return dtypes.itemsize(region.dtype)
 
 
-def load_window(ctx, engine, x, region, buf, axes, reads, lead_starts, fill, op, fillers=None) -> None:
+def load_window(ctx: Lowering, engine: Engine, x: Tensor, region: Region, buf: Buf, axes: Sequence[Axis],
+                reads: Sequence[Read], lead_starts: tuple[int, ...], fill: float, op: str,
+                fillers: Fillers | None = None) -> None:
     """Emit the loads of one input tile: `fill` (a number) where no real element lands, then the
     real elements by a strided DMA. x is the graph tensor; lead_starts the tile's first index in
     each leading dimension (batch, channel).
@@ -125,13 +146,15 @@ def load_window(ctx, engine, x, region, buf, axes, reads, lead_starts, fill, op,
         copy(ctx.em, sub_region(full, starts, extents), home, placed(region, axes, reads, lead), buf, op)
 
 
-def filler(ctx, fillers, dtype, value, mem, op):
+def filler(ctx: Lowering, fillers: Fillers | None, dtype: str, value: float, mem: str, op: str) -> Buf:
     """The Buf of one element of value that a DMA fills a region of mem from (see load_window)."""
     const = ctx.constant(op, value, dtype)
     near = route(ctx.chip, "ddr", mem)[-1][1]
     if near == const.mem:
         return const
     key = (value, dtype, mem)
+    if fillers is None:  # load_window's caller gives it where a fill goes through another memory
+        raise ValueError(f"{op}: a fill through {near} needs the op's fillers")
     if key not in fillers:
         fillers[key] = ctx.em.alloc(near, dtypes.itemsize(dtype), f"{op}/fill")
         copy(ctx.em, const.region(dtype, (1,)), const, fillers[key].region(dtype, (1,)), fillers[key], op)
