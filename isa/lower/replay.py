@@ -3,18 +3,19 @@ give the same instructions at their own addresses (their weights, caches and out
 lowering emits a few and copies the last one's stream for the rest, with its addresses, names and
 instruction ids moved. The machine still runs every instruction; only the emission is saved.
 
-A repeat is a run of `count` blocks of `period` layer groups alike in ops, parameters, shapes and
-dtypes (`find`). Blocks 0 to 3 are emitted. Block 3 is replayed for blocks 4 on only if it is block
-2 moved (`Replayer.congruent`): per engine the same number of instructions, each block 2's with
-the block's bound tensors (inputs, constants, states, outputs) at the next block's addresses, its
-op and buffer names the next block's, its waits on blocks 1 and 2 moved on by a block (earlier
-ones the same), every other address (tiles, staging, tensors passed between groups) the same; the
-same buffers and notes, no binding added; and the emitter's state after block 3 (its engines'
-vector clocks, the histories of released and live buffers, the allocators' live buffers) that
-after block 2 moved on by a block. The emission being a function of that state and the groups, each
-later block is then block 3 moved on again, and the state after the last is block 3's moved on
-as far. Anything else (a layer that binds a constant of its own, a tensor placed elsewhere in
-every other layer) emits every block.
+A run of `count` repeats of `period` groups alike in ops, parameters, shapes and dtypes (`find`,
+a decoder layer each) is cut into blocks of one repeat, or where that is not periodic (a staging
+slot rotating over three places comes back every third layer) of 2, 3, 4 or 6. Blocks 0 to 3 are
+emitted. Block 3 is replayed for blocks 4 on only if it is block 2 moved (`Replayer.congruent`):
+per engine the same number of instructions, each block 2's with the block's bound tensors (inputs,
+constants, states, outputs) at the next block's addresses, its op and buffer names the next
+block's, its waits on blocks 1 and 2 moved on by a block (earlier ones the same), every other
+address (tiles, staging, tensors passed between groups) the same; the same buffers and notes, no
+binding added; and the emitter's state after block 3 (its engines' vector clocks, the histories of
+released and live buffers, the allocators' live buffers) that after block 2 moved on by a block.
+The emission being a function of that state and the groups, each later block is then block 3 moved
+on again, and the state after the last is block 3's moved on as far. Anything else (a layer that
+binds a constant of its own, a tensor placed elsewhere in every layer) emits every block.
 """
 
 from __future__ import annotations
@@ -40,19 +41,19 @@ EMITTED = 4  # blocks emitted before a replay: 3 is compared with 2 (2 with 1 fo
 
 
 class Repeat:
-    """`count` consecutive blocks of `period` groups from group `start`."""
+    """`count` consecutive repeats of `period` groups from group `start`."""
 
     def __init__(self, start: int, period: int, count: int) -> None:
         self.start, self.period, self.count = start, period, count
 
-    def block(self, b: int) -> int:
-        """The index of block b's first group."""
-        return self.start + b * self.period
+    def block(self, r: int) -> int:
+        """The index of repeat r's first group."""
+        return self.start + r * self.period
 
 
 def find(graph: Graph, groups: list[Group], starts: set[int]) -> Repeat | None:
-    """The longest run of identical blocks of groups worth a replay (more than EMITTED blocks),
-    its block edges at `starts` (the groups the driver's spans begin at); None where there is none."""
+    """The longest run of repeats of groups worth a replay (more than EMITTED of them), their
+    edges at `starts` (the groups the driver's spans begin at); None where there is none."""
     keys: list[int] = []
     ids: dict[tuple, int] = {}  # a group's ops, parameters, shapes and dtypes -> its number
     for g in groups:
