@@ -17,8 +17,9 @@ reads) over the DDR bandwidth.
 With --whole, a decode step is the whole model as one graph (embedding, every layer, final norm and
 head), lowered and simulated in timing mode: one layer's first weight loads then overlap the previous
 one's last products, as on the machine. Its tiling searches run once for all the layers (the layers
-share their signatures, isa/lower/schedule/searches.py), but every layer's instructions are emitted
-and simulated. Its weights are the program's inputs (examples/llm.py's weight_inputs: timing mode
+share their signatures, isa/lower/schedule/searches.py), its first layers are emitted and the rest
+replay their instructions at their own addresses (isa/lower/replay.py), and every layer's
+instructions are simulated. Its weights are the program's inputs (examples/llm.py's weight_inputs: timing mode
 reads no values, and the cycles are those of the weights as constants), so the host draws and holds
 none; with w8a16 or w4a16 they are drawn, to be quantized.
 

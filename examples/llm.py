@@ -189,7 +189,23 @@ def with_kv_cache(graph, cfg, batch, capacity, past=0, seq=1, layers=1, block=No
         raise GraphError(f"graph {graph.name}: no output {rows!r} (outputs: {', '.join(graph.outputs)}); a step over a cache "
                          f"{'in blocks of ' + str(block) if block else 'not in blocks'} is built with block={block}")
     dtype = graph.tensors[graph.outputs[rows]].dtype
-    return keep_in_state(graph, kv_caches(cfg, batch, capacity, dtype, past, seq, layers, block, table))
+    return _appends_in_their_layers(keep_in_state(graph, kv_caches(cfg, batch, capacity, dtype, past, seq, layers, block, table)))
+
+
+def _appends_in_their_layers(graph):
+    """Each cache append moved from the graph's end to just after the last op of its layer that reads
+    the cache or makes the rows, as a serving engine writes a layer's new key and value rows within
+    that layer's attention (vLLM's and MindIE's ReshapeAndCache): its rows are then passed between
+    the layer's own ops, so every layer of a model is lowered alike (isa/lower/replay.py), not its
+    rows kept until the model's end. After the cache's reads, so none of them waits for the write."""
+    nodes = graph.nodes
+    for append in [n for n in nodes if n.op == "cache_append"]:
+        state, rows = append.inputs[:2]
+        reads = {n.outputs[0] for n in nodes if n.op == "cache_read" and n.inputs[0] == state}
+        nodes.remove(append)
+        last = max(k for k, n in enumerate(nodes) if rows in n.outputs or reads & set(n.inputs))
+        nodes.insert(last + 1, append)
+    return graph
 
 
 def _net(cfg, what, dtype, seed):

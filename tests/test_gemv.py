@@ -20,9 +20,10 @@ def test_widths_cut_n_into_equal_tiles_of_whole_lines():
     assert gemv.widths(40, 16, 64) == [40]  # narrower than a line: the whole of N
 
 
-def test_blocks_are_halvings_no_smaller_than_the_depth():
+def test_blocks_are_halvings_and_powers_of_two_no_smaller_than_the_depth():
     assert gemv.blocks(4096, 16) == [4096, 2048, 1024, 512, 256, 128, 64, 32, 16]
     assert gemv.blocks(8, 16) == [8]  # a K below the depth: whole
+    assert gemv.blocks(11008, 16)[-6:] == [128, 96, 64, 48, 32, 16]  # 11008 = 43 x 256: the powers of two between the halvings
 
 
 @pytest.mark.parametrize("chip_name,k,n", [("ascend910b", 1024, 2048), ("bm1686", 512, 512)])

@@ -9,7 +9,9 @@
             groups lives from its producer to its last user in DDR, or on chip when the policy
             says so, it fits and every template touching it can reach it there (Template.homes)
 4. emit     each group's template tiles it and emits instructions (local.py, matmul.py, ...),
-            the emitter inferring the sync between engines (emit.py)
+            the emitter inferring the sync between engines (emit.py); a run of identical blocks
+            of groups (a model's decoder layers) is emitted for its first blocks and the last
+            emitted one replayed for the rest at their own addresses (replay.py)
 """
 
 from collections.abc import Callable
@@ -21,6 +23,7 @@ from .context import Lowering, local_memory
 from .emit import Emitter
 from .memory.route import copy
 from .policy import Policy, policy_from_overrides
+from .replay import Replayer, find
 from .schedule.chain import Chains, lower_chain
 from .schedule.fusion import groups as make_groups
 from .templates.cache import bind_states
@@ -29,14 +32,16 @@ from .templates.catalog import TEMPLATES, VIEW
 __all__ = ["TEMPLATES", "Policy", "lower", "policy_from_overrides"]
 
 
-def lower(graph, chip, policy=None, progress: Callable[[int, int], None] | None = None):
+def lower(graph, chip, policy=None, progress: Callable[[int, int], None] | None = None, replay: bool = True):
     """The Program of `graph` on `chip`. `progress`, when given, is called as progress(ops lowered,
-    ops in all) after each layer group is emitted: a long lowering can show how far it is."""
+    ops in all) after each layer group is emitted: a long lowering can show how far it is. With
+    replay (the default), identical layers are emitted once and replayed (isa/lower/replay.py): the
+    same program, emitted sooner."""
     with paused():  # the emitted instructions are long-lived: collections would walk them for nothing
-        return _lower(graph, chip, policy or Policy(), progress)
+        return _lower(graph, chip, policy or Policy(), progress, replay)
 
 
-def _lower(graph, chip, policy, progress):
+def _lower(graph, chip, policy, progress, replay):
     check_graph(graph, chip)
     check_sizes(graph, chip)
     groups = make_groups(graph, chip, policy)
@@ -59,8 +64,17 @@ def _lower(graph, chip, policy, progress):
         ctx.home[t] = _place_intermediate(ctx, t, {*touch.get(t, {}), template})
         placed.add(t)
 
+    repeat = find(graph, groups, _span_starts(groups, chains)) if replay else None
+    replayer = Replayer(ctx, groups, repeat) if repeat else None
     i, done, total = 0, 0, sum(len(g.nodes) for g in groups)
     while i < len(groups):
+        resume = replayer.at(i, placed) if replayer else None
+        if resume is not None:
+            done += sum(len(g.nodes) for g in groups[i:resume])
+            i = resume
+            if progress:
+                progress(done, total)
+            continue
         chain = chains.at.get(i)
         span = chain.groups if chain else [groups[i]]
         for g in span:
@@ -81,6 +95,16 @@ def _lower(graph, chip, policy, progress):
             progress(done, total)
     _copy_aliased_outputs(ctx, aliased)
     return em.program()
+
+
+def _span_starts(groups, chains) -> set:
+    """The groups the driver's spans (a chain, or one group) begin at, and the end."""
+    starts, i = set(), 0
+    while i < len(groups):
+        starts.add(i)
+        chain = chains.at.get(i)
+        i += len(chain.groups) if chain else 1
+    return starts | {len(groups)}
 
 
 def _lower_chain(ctx, chains, chain, place) -> None:

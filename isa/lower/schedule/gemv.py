@@ -32,6 +32,10 @@ def widths(n_limit: int, unit_n: int, line: int) -> list:
 
 
 def blocks(k_limit: int, depth: int) -> list:
-    """The K blocks (tk), largest first: halvings of K in multiples of the unit's depth, none
-    smaller than the depth."""
-    return [k for k in halvings(k_limit, depth) if k >= min(depth, k_limit)]
+    """The K blocks (tk), largest first: halvings of K in multiples of the unit's depth and the
+    depth's powers-of-two multiples below K, none smaller than the depth. A K of 11008 (43 x 256),
+    whose halvings below 176 are 96 and 48, is then cut in 64s where 64 is the most that fits
+    beside a column block: a quarter fewer steps than in 48s, the same bytes."""
+    halves = {k for k in halvings(k_limit, depth) if k >= min(depth, k_limit)}
+    powers = {depth << s for s in range(k_limit.bit_length()) if depth << s < k_limit}
+    return sorted(halves | powers, reverse=True)

@@ -1,0 +1,332 @@
+"""Identical layers emitted once and replayed: a model's decoder layers, lowered one after another,
+give the same instructions at their own addresses (their weights, caches and outputs), so the
+lowering emits a few and copies the last one's stream for the rest, with its addresses, names and
+instruction ids moved. The machine still runs every instruction; only the emission is saved.
+
+A run of `count` repeats of `period` groups alike in ops, parameters, shapes and dtypes (`find`,
+a decoder layer each) is cut into blocks of one repeat, or where that is not periodic (a staging
+slot rotating over three places comes back every third layer) of 2, 3, 4 or 6. Blocks 0 to 3 are
+emitted. Block 3 is replayed for blocks 4 on only if it is block 2 moved (`Replayer.congruent`):
+per engine the same number of instructions, each block 2's with the block's bound tensors (inputs,
+constants, states, outputs) at the next block's addresses, its op and buffer names the next
+block's, its waits on blocks 1 and 2 moved on by a block (earlier ones the same), every other
+address (tiles, staging, tensors passed between groups) the same; the same buffers and notes, no
+binding added; and the emitter's state after block 3 (its engines' vector clocks, the histories of
+released and live buffers, the allocators' live buffers) that after block 2 moved on by a block.
+The emission being a function of that state and the groups, each later block is then block 3 moved
+on again, and the state after the last is block 3's moved on as far. Anything else (a layer that
+binds a constant of its own, a tensor placed elsewhere in every layer) emits every block.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..instructions import Dma, IndexedDma, Instr, Matmul, Region, Scalar, Vector, Wait
+from ..program import Buffer
+
+if TYPE_CHECKING:
+    from ..graph import Graph, Node
+    from .context import Lowering
+    from .emit import Buf, Emitter
+    from .schedule.fusion import Group
+
+History = tuple[dict, dict, dict, Any]  # a Buf's writes, reads, last accesses and first access
+
+EMITTED = 4  # blocks emitted before a replay: 3 is compared with 2 (2 with 1 for the waits they share)
+
+
+class Repeat:
+    """`count` consecutive repeats of `period` groups from group `start`."""
+
+    def __init__(self, start: int, period: int, count: int) -> None:
+        self.start, self.period, self.count = start, period, count
+
+    def block(self, r: int) -> int:
+        """The index of repeat r's first group."""
+        return self.start + r * self.period
+
+
+def find(graph: Graph, groups: list[Group], starts: set[int]) -> Repeat | None:
+    """The longest run of repeats of groups worth a replay (more than EMITTED of them), their
+    edges at `starts` (the groups the driver's spans begin at); None where there is none."""
+    keys: list[int] = []
+    ids: dict[tuple, int] = {}  # a group's ops, parameters, shapes and dtypes -> its number
+    for g in groups:
+        key = (g.template.name, tuple((n.op, repr(sorted(n.params.items())),
+                                       tuple((graph.tensors[t].shape, graph.tensors[t].dtype) for t in n.inputs),
+                                       tuple((graph.tensors[t].shape, graph.tensors[t].dtype) for t in n.outputs)) for n in g.nodes))
+        keys.append(ids.setdefault(key, len(ids)))
+    a, best = np.array(keys), None
+    for period in range(1, len(a) // (EMITTED + 1) + 1):
+        same = np.concatenate(([False], a[:-period] == a[period:], [False]))
+        edges = np.flatnonzero(np.diff(same.astype(np.int8)))
+        for lo, hi in zip(edges[::2], edges[1::2]):
+            count = (hi - lo) // period + 1
+            if count > EMITTED and (best is None or count * period > best.count * best.period):
+                best = Repeat(int(lo), period, int(count))
+    if best is None:
+        return None
+    end = best.block(best.count)
+    for start in range(best.start, best.start + best.period):  # the blocks' edges where the driver's spans start
+        blocks = Repeat(start, best.period, (end - start) // best.period)
+        if blocks.count > EMITTED and all(blocks.block(b) in starts for b in range(blocks.count + 1)):
+            return blocks
+    return None
+
+
+class Replayer:
+    """Snapshots the emitter at the first blocks' edges; at block EMITTED's, checks block 3
+    against block 2 and replays it for the rest (`at`). A block is one repeat or, where one is
+    not block 2 moved (a tile's slot alternating between layers), two."""
+
+    MULTIPLES = (1, 2, 3, 4, 6)
+
+    def __init__(self, ctx: Lowering, groups: list[Group], repeat: Repeat) -> None:
+        self.ctx, self.groups, self.rep = ctx, groups, repeat
+        self.em: Emitter = ctx.em  # type: ignore[assignment]  # Lowering.em is typed object
+        self.engines = list(self.em.streams)
+        self.snaps: dict[int, dict] = {}  # group index -> the emitter there
+        self.multiple = 1  # repeats a block
+
+    def edge(self, b: int) -> int:
+        """The index of block b's first group."""
+        return self.rep.block(b * self.multiple)
+
+    @property
+    def blocks(self) -> int:
+        return self.rep.count // self.multiple
+
+    def at(self, i: int, placed: set) -> int | None:
+        """Called before the driver lowers the span at group i: the group to go on from where it
+        replayed the rest of the repeat there, else None (lower it)."""
+        if not self.rep.count or i not in {self.rep.block(b * m) for m in self.MULTIPLES for b in range(1, EMITTED + 1)}:
+            return None
+        self.snaps[i] = self._snapshot()
+        while self.blocks > EMITTED and i == self.edge(EMITTED):
+            if self.congruent():
+                self._replay(placed)
+                return self.edge(self.blocks)
+            larger = [m for m in self.MULTIPLES if m > self.multiple]
+            if not larger:
+                break
+            self.multiple = larger[0]
+        if i == self.edge(EMITTED) or self.blocks <= EMITTED:
+            self.em.notes.append(f"layers not replayed: groups {self.edge(3)}..{self.edge(4) - 1} are not those before them moved "
+                                 f"to their own addresses; all {self.rep.count} repeats of {self.rep.period} groups emitted")
+            self.rep.count = 0  # nothing more to look at
+        return None
+
+    # ---- what a block is ----------------------------------------------------------------------
+
+    def _nodes(self, b: int) -> list[Node]:
+        return [n for g in self.groups[self.edge(b):self.edge(b + 1)] for n in g.nodes]
+
+    def _pairs(self, b: int, c: int) -> tuple[dict[str, str], dict[int, tuple[Buf, Buf]]]:
+        """(names of block b -> those of block c, their bound homes' Bufs b -> c), by position."""
+        names, homes, ctx = {}, {}, self.ctx
+        for m, n in zip(self._nodes(b), self._nodes(c)):
+            names[m.name] = n.name
+            for s, t in (*zip(m.inputs, n.inputs), *zip(m.outputs, n.outputs)):
+                names.setdefault(s, t)
+                if s in ctx.bound and s != t:
+                    homes[id(ctx.home[s])] = (ctx.home[s], ctx.home[t])
+        return names, homes
+
+    def _snapshot(self) -> dict:
+        em = self.em
+        return {"len": {e: len(s) for e, s in em.streams.items()}, "buffers": len(em.buffers), "notes": len(em.notes),
+                "bindings": len(em.bindings), "known": dict(em.clocks.known),
+                "live": {m: dict(a.live) for m, a in em.allocators.items()},
+                "released": {m: [(lo, hi, _history(b)) for lo, hi, b in r.ranges] for m, r in em._released.items()},
+                "homes": {t: _history(b) for t, b in self._passed().items()}}
+
+    def _passed(self) -> dict[str, Buf]:
+        """tensor -> its home, for the tensors passed between groups (not bound, nor a view of a bound one)."""
+        ctx = self.ctx
+        bound = {id(ctx.home[t]) for t in ctx.bound}
+        return {t: b for t, b in ctx.home.items() if id(b) not in bound}
+
+    # ---- the check ----------------------------------------------------------------------------
+
+    def congruent(self) -> bool:
+        s = {b: self.snaps[self.edge(b)] for b in range(1, EMITTED + 1)}
+        delta = {e: s[4]["len"][e] - s[3]["len"][e] for e in self.engines}
+        if any(s[b + 1]["len"][e] - s[b]["len"][e] != delta[e] for b in (1, 2) for e in self.engines):
+            return False
+        if s[4]["bindings"] != s[2]["bindings"] or s[4]["buffers"] - s[3]["buffers"] != s[3]["buffers"] - s[2]["buffers"]:
+            return False
+        if s[4]["notes"] - s[3]["notes"] != s[3]["notes"] - s[2]["notes"]:
+            return False
+        move = _Move(self, 2, 3, {e: s[1]["len"][e] for e in self.engines}, delta)
+        em = self.em
+        for e in self.engines:
+            stream, lo, hi = em.streams[e], s[2]["len"][e], s[3]["len"][e]
+            if any(move.instr(stream[k]) != stream[k + delta[e]] for k in range(lo, hi)):
+                return False
+        buffers = em.buffers
+        if any(move.buffer(buffers[k]) != buffers[k + s[3]["buffers"] - s[2]["buffers"]]
+               for k in range(s[2]["buffers"], s[3]["buffers"])):
+            return False
+        if any(move.text(em.notes[k]) != em.notes[k + s[3]["notes"] - s[2]["notes"]] for k in range(s[2]["notes"], s[3]["notes"])):
+            return False
+        return self._state_congruent(move)
+
+    def _state_congruent(self, move: _Move) -> bool:
+        before, after = self.snaps[self.edge(3)], self.snaps[self.edge(4)]
+        if any(not np.array_equal(move.clock(before["known"][e]), after["known"][e]) for e in self.engines):
+            return False
+        if any(sorted((a, n) for a, (n, _) in before["live"][m].items()) != sorted((a, n) for a, (n, _) in live.items())
+               for m, live in after["live"].items()):
+            return False
+        for m, ranges in after["released"].items():
+            old = before["released"][m]
+            if len(old) != len(ranges) or any(r[:2] != o[:2] or move.history(o[2]) != r[2] for o, r in zip(old, ranges)):
+                return False
+        names = move.names
+        for t, hist in before["homes"].items():
+            moved = names.get(t)
+            if moved is not None and moved != t and moved in after["homes"] and move.history(hist) != after["homes"][moved]:
+                return False
+        return True
+
+    # ---- the replay ---------------------------------------------------------------------------
+
+    def _replay(self, placed: set) -> None:
+        rep, em = self.rep, self.em
+        s = {b: self.snaps[self.edge(b)] for b in range(2, EMITTED + 1)}
+        knowledge = em.clocks._knowledge
+        first = {e: s[2]["len"][e] for e in self.engines}  # ids from here on move with the blocks
+        delta = {e: s[4]["len"][e] - s[3]["len"][e] for e in self.engines}
+        b3, n3 = (s[3]["buffers"], s[4]["buffers"]), (s[3]["notes"], s[4]["notes"])
+        for j in range(EMITTED, self.blocks):
+            move = _Move(self, 3, j, first, {e: (j - 3) * d for e, d in delta.items()})
+            for e in self.engines:
+                stream, known, lo = em.streams[e], knowledge[e], s[3]["len"][e]
+                moved_known = {}
+                for k in range(lo, lo + delta[e]):
+                    stream.append(move.instr(stream[k]))
+                    v = known[k]
+                    if id(v) not in moved_known:
+                        moved_known[id(v)] = move.clock(v)
+                    known.append(moved_known[id(v)])
+            em.buffers.extend(move.buffer(em.buffers[k]) for k in range(*b3))
+            em.notes.extend(move.text(em.notes[k]) for k in range(*n3))
+            for old, new in move.homes.values():
+                for field in ("writes", "reads", "last"):
+                    setattr(new, field, move.ids(getattr(old, field)))
+                new.first = old.first and move.ident(old.first)
+        last = _Move(self, 3, self.blocks - 1, first, {e: (self.blocks - 4) * d for e, d in delta.items()})
+        self._move_state(last, placed)
+        em.notes.append(f"layers replayed: {self.blocks - EMITTED} blocks of {rep.period * self.multiple} groups (from group "
+                        f"{self.edge(EMITTED)}) are groups {self.edge(3)}..{self.edge(4) - 1}'s instructions at their own addresses")
+
+    def _move_state(self, move: _Move, placed: set) -> None:
+        """The emitter as the last block leaves it: block 3's state moved on to it."""
+        em, ctx = self.em, self.ctx
+        em.clocks.known = {e: move.clock(v) for e, v in em.clocks.known.items()}
+        bufs = {id(b): b for r in em._released.values() for _, _, b in r.ranges}
+        bufs.update((id(b), b) for b in self._passed().values())
+        bufs.update((id(ctx.home[t]), ctx.home[t]) for t in ctx.bound if move.names.get(t) == t)  # every block's alike
+        for b in list(bufs.values()):
+            bufs.update((id(p), p) for p in b.parts)
+        for b in bufs.values():
+            b.writes, b.reads, b.last = move.ids(b.writes), move.ids(b.reads), move.ids(b.last)
+            b.first = b.first and move.ident(b.first)
+        for t, buf in list(self._passed().items()):  # block 3's tensors passed on are the last block's
+            new = move.names.get(t)
+            if new is not None and new != t and new not in ctx.home:
+                ctx.home[new] = buf
+                if t in placed:
+                    placed.add(new)
+                live = em.allocators[buf.mem].live.get(buf.addr)
+                if live is not None and live[1] == buf.name:
+                    buf.name = move.text(buf.name)
+                    em.allocators[buf.mem].live[buf.addr] = (live[0], buf.name)
+
+
+def _history(buf: Buf) -> History:
+    return (dict(buf.writes), dict(buf.reads), dict(buf.last), buf.first)
+
+
+class _Move:
+    """Block b's instructions, buffers, notes and ids moved to block c: its bound tensors' addresses
+    to c's, its names to c's, and instruction ids from `first` on (per engine) by `shift`."""
+
+    def __init__(self, replayer: Replayer, b: int, c: int, first: dict[str, int], shift: dict[str, int]) -> None:
+        self.names, self.homes = replayer._pairs(b, c)
+        self.first, self.shift = first, shift
+        self.column = {e: k for k, e in enumerate(replayer.em.clocks.known)}
+        self._lo = np.array([first[e] for e in self.column])
+        self._by = np.array([shift[e] for e in self.column], np.int32)
+        self.spans: dict[str, list[tuple[int, int, int]]] = {}  # memory -> sorted (addr, end, new addr) of the bound homes that move
+        for old, new in self.homes.values():
+            self.spans.setdefault(old.mem, []).append((old.addr, old.addr + old.size, new.addr))
+        for v in self.spans.values():
+            v.sort()
+        self.starts = {m: [lo for lo, _, _ in v] for m, v in self.spans.items()}
+        words = sorted(self.names, key=len, reverse=True)
+        self.pattern = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, words)) + r")(?![\w])") if words else None
+        self.texts: dict[str, str] = {}
+        self.idents: dict[str, str] = {}
+        self.regions: dict[Region, Region] = {}
+
+    def text(self, s: str) -> str:
+        """s with block b's names as block c's."""
+        if s not in self.texts:
+            self.texts[s] = self.pattern.sub(lambda m: self.names[m.group(1)], s) if self.pattern and s else s
+        return self.texts[s]
+
+    def ident(self, ident: str) -> str:
+        if ident not in self.idents:
+            e, k = ident.rsplit(".", 1)
+            i = int(k)
+            self.idents[ident] = f"{e}.{i + self.shift[e]}" if i >= self.first[e] else ident
+        return self.idents[ident]
+
+    def ids(self, d: dict) -> dict:
+        return {e: i + self.shift[e] if i >= self.first[e] else i for e, i in d.items()}
+
+    def history(self, h: History) -> History:
+        return (self.ids(h[0]), self.ids(h[1]), self.ids(h[2]), h[3] and self.ident(h[3]))
+
+    def clock(self, v: np.ndarray) -> np.ndarray:
+        return np.where(v >= self._lo, v + self._by, v).astype(v.dtype)
+
+    def region(self, r: Any) -> Any:  # a vector operand: a Region or a number
+        if not isinstance(r, Region) or r.mem not in self.spans:
+            return r
+        moved = self.regions.get(r)
+        if moved is None:
+            k = bisect.bisect_right(self.starts[r.mem], r.addr) - 1
+            moved = r
+            if k >= 0:
+                lo, hi, new = self.spans[r.mem][k]
+                if r.addr < hi:
+                    moved = r._replace(addr=r.addr - lo + new)
+            self.regions[r] = moved
+        return moved
+
+    def instr(self, x: Instr) -> Instr:
+        op, rg = self.text(x.op), self.region
+        if type(x) is Wait:
+            return Wait(tuple(self.ident(i) for i in x.on), op)
+        if type(x) is Dma:
+            return Dma(rg(x.src), rg(x.dst), op, x.fn, x.args, x.cdt)
+        if type(x) is Matmul:
+            return Matmul(rg(x.a), rg(x.b), rg(x.c), x.accumulate, op, x.m, x.bias and rg(x.bias), x.conv)
+        if type(x) is Vector:
+            return Vector(x.fn, rg(x.dst), tuple(rg(v) for v in x.srcs), x.cdt, op)
+        if type(x) is IndexedDma:
+            return IndexedDma(rg(x.table), rg(x.index), rg(x.rows), x.scatter, x.wrap, op)
+        if type(x) is Scalar:
+            return Scalar(x.fn, tuple(rg(v) for v in x.dsts), tuple(rg(v) for v in x.srcs), x.args, op)
+        raise TypeError(f"lowering bug: no replay of {type(x).__name__}")
+
+    def buffer(self, b: Buffer) -> Buffer:
+        r = self.region(Region(b.mem, b.addr, "uint8", (b.size,), (1,)))
+        return Buffer(self.text(b.name), b.mem, r.addr, b.size, self.ident(b.first), tuple(self.ident(i) for i in b.last))

@@ -1,0 +1,81 @@
+"""isa/lower/replay.py: a model's identical layers emitted for the first blocks and replayed for the
+rest give the program that emitting every layer gives: the same instructions, buffers and bindings,
+so the same outputs bit for bit in functional mode and the same cycles in timing mode."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import chips
+import isa
+import sim
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+import llm
+from test_llm import feeds_for
+
+# enough layers for a replay: blocks of up to 3 layers (a staging slot rotating over three places
+# comes back every third layer), four of them emitted, the rest replayed
+DEEP = llm.config("tinyllama-1.1b", layers=16, hidden=64, heads=4, kv_heads=2, mlp=96, vocab=50)
+
+
+def lowered(graph, chip):
+    return {replay: isa.lower(graph, chip, replay=replay) for replay in (True, False)}
+
+
+def replayed(program):
+    return [n for n in program.notes if n.startswith("layers replayed")]
+
+
+def assert_same_program(replay, every):
+    assert replay.streams == every.streams
+    assert replay.buffers == every.buffers and replay.bindings == every.bindings
+    assert [n for n in replay.notes if not n.startswith("layers replayed")] == every.notes
+
+
+@pytest.mark.parametrize("chip, dtype", [("generic", "float32"), ("ascend910b", "float16")])
+def test_a_replayed_decode_step_is_the_program_of_every_layer_emitted_and_computes_the_same_bits(chip, dtype):
+    target = chips.load(chip)
+    model = llm.model(DEEP, seq=1, past=3, dtype=dtype)
+    programs = lowered(isa.from_onnx(model), target)
+    assert replayed(programs[True]) and not replayed(programs[False])
+    assert_same_program(programs[True], programs[False])
+    feeds = feeds_for(model)
+    outs = [sim.execute(programs[r], target, feeds).outputs for r in (True, False)]
+    assert outs[0].keys() == outs[1].keys() and "present.15.value" in outs[0]
+    for name in outs[1]:
+        np.testing.assert_array_equal(outs[0][name], outs[1][name], err_msg=name)
+    assert np.isfinite(outs[0]["logits"].astype(np.float64)).all() and np.abs(outs[0]["logits"]).max() > 0
+
+
+def test_a_replayed_decode_step_over_a_kv_cache_in_state_takes_the_same_cycles():
+    target = chips.load("ascend910b")
+    graph = llm.with_kv_cache(isa.from_onnx(llm.model(DEEP, seq=1, past=6, dtype="float16", weight_inputs=True)),
+                              DEEP, 1, 8, past=6, layers=DEEP.layers)
+    programs = lowered(graph, target)
+    assert replayed(programs[True])
+    assert_same_program(programs[True], programs[False])
+    cycles = [sim.execute(programs[r], target, None, mode="timing").cycles for r in (True, False)]
+    assert cycles[0] == cycles[1] > 0
+
+
+def test_too_few_layers_are_all_emitted():
+    """Two layers: nothing to replay (blocks 0 to 3 are always emitted), the program is the same."""
+    target = chips.load("ascend910b")
+    cfg = llm.config("tinyllama-1.1b", layers=2, hidden=64, heads=4, kv_heads=2, mlp=96, vocab=50)
+    programs = lowered(isa.from_onnx(llm.model(cfg, seq=1, past=3, dtype="float16")), target)
+    assert not replayed(programs[True])
+    assert_same_program(programs[True], programs[False])
+
+
+def test_each_cache_append_runs_in_its_own_layer():
+    """with_kv_cache moves each layer's appends from the graph's end into the layer, after its last read of the cache."""
+    graph = llm.with_kv_cache(isa.from_onnx(llm.model(DEEP, seq=1, past=6, dtype="float16", weight_inputs=True)),
+                              DEEP, 1, 8, past=6, layers=DEEP.layers)
+    names = [n.name for n in graph.nodes]
+    for i in range(DEEP.layers):
+        append = names.index(f"cache.{i}.value.append")
+        assert names.index(f"layers.{i}.ctx_cache") < append < names.index(f"layers.{i}.self_attn.o_proj")
+        assert names.index(f"layers.{i}.scores_cache") < names.index(f"cache.{i}.key.append") < names.index(f"layers.{i}.residual2")
