@@ -71,7 +71,7 @@ class Emitter:
         self.streams = {name: [] for name in chip.engines}
         self.clocks = Clocks(chip.engines)
         self.allocators = {m.name: Allocator(m.name, m.capacity, m.granule, allocator) for m in chip.memories.values()}
-        self._released = {name: _Released() for name in chip.memories}
+        self.released = {name: _Released() for name in chip.memories}  # memory -> the histories its released buffers hand on
         self.buffers = []
         self.bindings = []
         self._bound = {}  # (name, role) -> (what was bound, its Buf)
@@ -82,7 +82,7 @@ class Emitter:
     def alloc(self, mem, nbytes, name, unused: bool = False):
         addr, size = self.allocators[mem].alloc(nbytes, name, unused)
         buf = Buf(name, mem, addr, size)
-        self._released[mem].hand_on(buf)
+        self.released[mem].hand_on(buf)
         return buf
 
     def split(self, buf, at):
@@ -100,7 +100,7 @@ class Emitter:
         """Free buf's address range; record its lifetime (its parts') if it was used."""
         self.allocators[buf.mem].free(buf.addr)
         for b in buf.parts or (buf,):
-            self._released[b.mem].add(b)
+            self.released[b.mem].add(b)
             if b.first is not None:
                 last = tuple(f"{e}.{i}" for e, i in b.last.items())
                 self.buffers.append(Buffer(b.name, b.mem, b.addr, b.size, b.first, last))

@@ -88,7 +88,7 @@ class Replayer:
 
     def __init__(self, ctx: Lowering, groups: list[Group], repeat: Repeat) -> None:
         self.ctx, self.groups, self.rep = ctx, groups, repeat
-        self.em: Emitter = ctx.em  # type: ignore[assignment]  # Lowering.em is typed object
+        self.em: Emitter = ctx.em
         self.engines = list(self.em.streams)
         self.snaps: dict[int, dict] = {}  # group index -> the emitter there
         self.multiple = 1  # repeats a block
@@ -142,7 +142,7 @@ class Replayer:
         return {"len": {e: len(s) for e, s in em.streams.items()}, "buffers": len(em.buffers), "notes": len(em.notes),
                 "bindings": len(em.bindings), "known": dict(em.clocks.known),
                 "live": {m: dict(a.live) for m, a in em.allocators.items()},
-                "released": {m: [(lo, hi, _history(b)) for lo, hi, b in r.ranges] for m, r in em._released.items()},
+                "released": {m: [(lo, hi, _history(b)) for lo, hi, b in r.ranges] for m, r in em.released.items()},
                 "homes": {t: _history(b) for t, b in self._passed().items()}}
 
     def _passed(self) -> dict[str, Buf]:
@@ -199,7 +199,7 @@ class Replayer:
     def _replay(self, placed: set) -> None:
         rep, em = self.rep, self.em
         s = {b: self.snaps[self.edge(b)] for b in range(2, EMITTED + 1)}
-        knowledge = em.clocks._knowledge
+        knowledge = em.clocks.knowledge
         first = {e: s[2]["len"][e] for e in self.engines}  # ids from here on move with the blocks
         delta = {e: s[4]["len"][e] - s[3]["len"][e] for e in self.engines}
         b3, n3 = (s[3]["buffers"], s[4]["buffers"]), (s[3]["notes"], s[4]["notes"])
@@ -229,7 +229,7 @@ class Replayer:
         """The emitter as the last block leaves it: block 3's state moved on to it."""
         em, ctx = self.em, self.ctx
         em.clocks.known = {e: move.clock(v) for e, v in em.clocks.known.items()}
-        bufs = {id(b): b for r in em._released.values() for _, _, b in r.ranges}
+        bufs = {id(b): b for r in em.released.values() for _, _, b in r.ranges}
         bufs.update((id(b), b) for b in self._passed().values())
         bufs.update((id(ctx.home[t]), ctx.home[t]) for t in ctx.bound if move.names.get(t) == t)  # every block's alike
         for b in list(bufs.values()):

@@ -21,7 +21,7 @@ class Clocks:
         self._column = {name: k for k, name in enumerate(engines)}
         none = np.full(len(self._column), -1, np.int32)
         self.known = dict.fromkeys(engines, none)  # engine -> its vector clock (never written in place)
-        self._knowledge = {name: [] for name in engines}  # per instruction: what it knew
+        self.knowledge = {name: [] for name in engines}  # engine -> per instruction, what it knew (a replay extends it)
 
     def need(self, engine: str, reads, writes) -> dict:
         """{other engine: index} the next instruction of `engine` must wait for."""
@@ -39,13 +39,13 @@ class Clocks:
         learned = self.known[engine].copy()
         column = self._column
         for e, i in need.items():
-            np.maximum(learned, self._knowledge[e][i], out=learned)
+            np.maximum(learned, self.knowledge[e][i], out=learned)
             learned[column[e]] = max(learned[column[e]], i)
         self.known[engine] = learned
 
     def appended(self, engine: str) -> None:
         """An instruction was appended to engine's stream: it knows what its engine knows."""
-        self._knowledge[engine].append(self.known[engine])
+        self.knowledge[engine].append(self.known[engine])
 
 
 def accessed(engine: str, index: int, reads, writes) -> None:
