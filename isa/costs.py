@@ -21,6 +21,7 @@ estimate (isa/lower/schedule/estimate.py) prices the tilings it chooses between 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from . import dtypes
@@ -58,7 +59,7 @@ def side_bytes(region: Region, burst: int) -> int:
     return count * (-(-run // burst) * burst)
 
 
-def transfer_bytes(src: Region, dst: Region, memories: dict[str, Memory]) -> int:
+def transfer_bytes(src: Region, dst: Region, memories: Mapping[str, Memory]) -> int:
     """bytes_moved of a copy from region src to region dst (memories: name -> chips Memory)."""
     return max(side_bytes(src, memories[src.mem].burst), side_bytes(dst, memories[dst.mem].burst))
 
@@ -82,11 +83,11 @@ def ports(endpoints: tuple[str, str], shares: tuple[float, float] | None = None)
     return use
 
 
-def transfer_latency(engine: Engine, memories: dict[str, Memory], endpoints: tuple[str, str]) -> int:
+def transfer_latency(engine: Engine, memories: Mapping[str, Memory], endpoints: tuple[str, str]) -> int:
     return engine.latency + sum(memories[mem].latency for mem in endpoints)
 
 
-def transfer_bandwidth(engine: Engine, memories: dict[str, Memory], endpoints: tuple[str, str],
+def transfer_bandwidth(engine: Engine, memories: Mapping[str, Memory], endpoints: tuple[str, str],
                        shares: tuple[float, float] | None = None) -> float:
     """Uncontended bytes per cycle of a transfer touching `endpoints` (memory names: the one read,
     the one written, then any other), each carrying its share of the bytes (ports)."""

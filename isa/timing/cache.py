@@ -26,10 +26,11 @@ import numpy as np
 
 from .. import dtypes
 from ..costs import run_layout
+from ..instructions import Region
 
 
 class Cache:
-    def __init__(self, memory, line, capacity, ddr_extent, accesses):
+    def __init__(self, memory: str, line: int, capacity: int, ddr_extent: int, accesses: int) -> None:
         """memory: the name of the memory that caches; line: ddr's burst; capacity: the bytes it
         has for lines; ddr_extent: the ddr bytes the program uses; accesses: how many accesses
         (reads and writes of ddr) the run can make at most."""
@@ -41,7 +42,7 @@ class Cache:
         self.oldest = 0  # accesses older than this have left the cache
         self.held = 0  # lines held
 
-    def access(self, region):
+    def access(self, region: Region) -> float:
         """A transfer reads or writes region of ddr: the fraction (0..1) of its lines the cache
         held; all of them are held after."""
         lines = _lines(region, self.line)
@@ -71,12 +72,12 @@ class _Stamps:
 
     PAGE = 1 << 14
 
-    def __init__(self, lines):
+    def __init__(self, lines: int) -> None:
         self.slot = np.full(-(-lines // self.PAGE), -1, np.int64)  # page -> its place in `values`, -1: none yet
         self.values = np.zeros(0, np.int64)
         self.used = 0  # pages placed
 
-    def index(self, lines):
+    def index(self, lines: np.ndarray) -> np.ndarray:
         """Where the stamps of `lines` (an array) are in `values`, their pages placed if new."""
         pages = lines // self.PAGE
         slots = self.slot[pages]
@@ -94,13 +95,13 @@ class _Stamps:
 
 
 @functools.lru_cache(maxsize=4096)
-def _lines(region, line):
+def _lines(region: Region, line: int) -> np.ndarray:
     """touched_lines, kept for the regions used lately: the lowering's estimate replays the
     same tiles' transfers on a new Cache for every candidate it prices."""
     return touched_lines(region, line)
 
 
-def touched_lines(region, line):
+def touched_lines(region: Region, line: int) -> np.ndarray:
     """The distinct cache lines (byte address // line) a region's elements lie in, sorted."""
     layout = run_layout(region)
     if layout is None:

@@ -68,9 +68,8 @@ def hop_floor(chip: Chip, src: str, dst: str, transfers: int, nbytes: int, core:
     if key not in chip.memo:
         engine, a, b = route(chip, src, dst, core)[0]
         e = chip.engines[engine]
-        memories = dict(chip.memories)  # isa/costs.py takes a dict; a chip's memories are a read-only Mapping
-        latency = 0 if e.in_flight > 1 else transfer_latency(e, memories, (a, b))
-        chip.memo[key] = engine, latency, transfer_bandwidth(e, memories, (a, b))
+        latency = 0 if e.in_flight > 1 else transfer_latency(e, chip.memories, (a, b))
+        chip.memo[key] = engine, latency, transfer_bandwidth(e, chip.memories, (a, b))
     engine, latency, bandwidth = chip.memo[key]
     return engine, transfers * latency + nbytes / bandwidth
 

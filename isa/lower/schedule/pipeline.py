@@ -12,11 +12,19 @@ do not wait for one another (`run_units`, Emitter.disjoint). A tile that reduces
 convolution's input channels) stays on one unit.
 """
 
+from collections.abc import Callable, Sequence
+from typing import TypeAlias, TypeVar
+
 from ...costs import transfer_bandwidth, transfer_latency
+from ..context import Lowering
+from ..emit import Buf
 from ..memory.route import route
 
+Step: TypeAlias = Sequence[Callable[[], object]]  # (load, compute, store) and, where it has one, fill
+T = TypeVar("T")
 
-def pipeline(steps, double_buffer):
+
+def pipeline(steps: Sequence[Step], double_buffer: bool) -> None:
     """steps: per step in order, its (load, compute, store) callables and, where it has loads
     that only the end of its compute reads (a fused tail's operands), a fourth: fill. With
     double buffering a step's fill is emitted after the step before has computed and before it
@@ -24,7 +32,7 @@ def pipeline(steps, double_buffer):
     vector core's), that load comes first, so tiles' tails overlap instead of each waiting for
     the tail before it; in a queue of loads and stores alone (a Sophgo GDMA's) the order is the
     loads' own."""
-    def fill(step):
+    def fill(step: Step) -> None:
         for f in step[3:]:
             f()
 
@@ -44,18 +52,19 @@ def pipeline(steps, double_buffer):
         store()
 
 
-def deal(items, n):
+def deal(items: Sequence[T], n: int) -> list[list[T]]:
     """items cut into n runs of consecutive ones, as equal as can be (the first runs one longer)."""
     size, extra = divmod(len(items), n)
-    runs, start = [], 0
+    runs: list[list[T]] = []
+    start = 0
     for k in range(n):
         end = start + size + (k < extra)
-        runs.append(items[start:end])
+        runs.append(list(items[start:end]))
         start = end
     return runs
 
 
-def run_units(ctx, outputs, per_unit):
+def run_units(ctx: Lowering, outputs: Sequence[Buf], per_unit: Sequence[Sequence[Step]]) -> None:
     """Pipeline each unit's steps; their writes to `outputs` (Bufs of the group's stored tensors
     where they live) are disjoint between units."""
     busy = [steps for steps in per_unit if steps]
@@ -67,7 +76,7 @@ def run_units(ctx, outputs, per_unit):
             pipeline(steps, ctx.policy.double_buffer)
 
 
-def step_budget(ctx, total_bytes, dst_mem, units=1):
+def step_budget(ctx: Lowering, total_bytes: float, dst_mem: str, units: int = 1) -> float | None:
     """Most bytes one pipeline step should load, or None for no limit.
 
     Without double buffering on one unit there is nothing to overlap: no limit. With it, the
@@ -80,7 +89,7 @@ def step_budget(ctx, total_bytes, dst_mem, units=1):
     return max(total_bytes / (steps * units), least_step(ctx, "ddr", dst_mem))
 
 
-def least_step(ctx, src_mem, dst_mem):
+def least_step(ctx: Lowering, src_mem: str, dst_mem: str) -> float:
     """The bytes the first DMA hop from src_mem to dst_mem moves during its own fixed latency,
     at its uncontended bandwidth (isa/costs.py): below that, latency dominates a transfer."""
     engine, src, dst = route(ctx.chip, src_mem, dst_mem)[0]

@@ -11,20 +11,29 @@ stores, on what is free in each on-chip memory (which tilings fit), and on what 
 rows it runs): `signature` is all of it, and `Lowering.searches` keeps each result by it.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
 from itertools import pairwise
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...ops import REGISTRY
 from ...vector_fns import COMMUTES, FNS
 
+if TYPE_CHECKING:  # the lowering's context imports this module
+    from ...graph import Node
+    from ..context import Lowering
+    from ..emit import Buf
 
-def signature(ctx, nodes, stores, extra=()) -> tuple:
+
+def signature(ctx: Lowering, nodes: Sequence[Node], stores: Sequence[str], extra: Hashable = ()) -> tuple:
     """What a search over the group of `nodes` (storing `stores`) depends on, with `extra`."""
-    local = {}
+    local: dict[str, int] = {}
     place = _placement(ctx, nodes)
 
-    def tensor(name):
+    def tensor(name: str) -> tuple:
         t, home = ctx.graph.tensors[name], ctx.home.get(name)
         where = None if home is None else (home.mem, place(home), home.window)
         return local.setdefault(name, len(local)), t.shape, t.dtype, where
@@ -35,7 +44,7 @@ def signature(ctx, nodes, stores, extra=()) -> tuple:
     return ops, tuple(local.get(t) for t in stores), free, extra
 
 
-def _operands(node, described):
+def _operands(node: Node, described: list[tuple]) -> tuple:
     """A node's inputs as a search sees them: in order, but the two of an element-wise op whose
     function commutes (a residual add) in either order alike."""
     opdef = REGISTRY[node.op]
@@ -45,7 +54,7 @@ def _operands(node, described):
     return tuple(described)
 
 
-def _placement(ctx, nodes):
+def _placement(ctx: Lowering, nodes: Sequence[Node]) -> Callable[[Buf], int | None]:
     """home -> what of its address a search depends on. None without a cache of DDR. With one,
     the estimate replays an op on a cold cache that holds whole lines (isa/timing/cache.py), so
     what hits depends on each tensor's offset in its line, unless two of the group's tensors
@@ -59,7 +68,7 @@ def _placement(ctx, nodes):
     return lambda home: home.addr if shared else home.addr % line
 
 
-def _frozen(value):
+def _frozen(value: Any) -> Hashable:
     """A parameter as a hashable value."""
     if isinstance(value, dict):
         return tuple(sorted((k, _frozen(v)) for k, v in value.items()))

@@ -11,21 +11,28 @@ A buffer is any object with `writes` and `reads` dicts (engine -> index) and a `
 (None, or what `Emitter.disjoint` keeps while engines write disjoint bytes of it).
 """
 
+from collections.abc import Iterable
+from typing import Any, TypeAlias
+
 import numpy as np
+
+Clock: TypeAlias = np.ndarray  # int32, one entry per engine: the last index known finished
+Synced: TypeAlias = Any  # a buffer as the module docstring says (writes, reads, section)
 
 
 class Clocks:
     """The engines' vector clocks and what each instruction knew when it was appended."""
 
-    def __init__(self, engines) -> None:
+    def __init__(self, engines: Iterable[str]) -> None:
         self._column = {name: k for k, name in enumerate(engines)}
         none = np.full(len(self._column), -1, np.int32)
-        self.known = dict.fromkeys(engines, none)  # engine -> its vector clock (never written in place)
-        self.knowledge = {name: [] for name in engines}  # engine -> per instruction, what it knew (a replay extends it)
+        self.known: dict[str, Clock] = dict.fromkeys(self._column, none)  # engine -> its vector clock (never written in place)
+        # engine -> per instruction, what it knew (a replay extends it)
+        self.knowledge: dict[str, list[Clock]] = {name: [] for name in self._column}
 
-    def need(self, engine: str, reads, writes) -> dict:
+    def need(self, engine: str, reads: Iterable[Synced], writes: Iterable[Synced]) -> dict[str, int]:
         """{other engine: index} the next instruction of `engine` must wait for."""
-        deps = {}
+        deps: dict[str, int] = {}
         for b in reads:
             _merge(deps, b.writes if b.section is None else b.section[0])
         for b in writes:
@@ -34,7 +41,7 @@ class Clocks:
         known, column = self.known[engine], self._column
         return {e: i for e, i in deps.items() if e != engine and known[column[e]] < i}
 
-    def learn(self, engine: str, need: dict) -> None:
+    def learn(self, engine: str, need: dict[str, int]) -> None:
         """`engine` waited for `need`: it now knows what those instructions knew."""
         learned = self.known[engine].copy()
         column = self._column
@@ -48,7 +55,7 @@ class Clocks:
         self.knowledge[engine].append(self.known[engine])
 
 
-def accessed(engine: str, index: int, reads, writes) -> None:
+def accessed(engine: str, index: int, reads: Iterable[Synced], writes: Iterable[Synced]) -> None:
     """Instruction `index` of `engine` read `reads` and wrote `writes`."""
     for b in reads:
         (b.reads if b.section is None else b.section[3])[engine] = index
@@ -59,7 +66,7 @@ def accessed(engine: str, index: int, reads, writes) -> None:
             b.section[2][engine] = index
 
 
-def _merge(into, other) -> None:
+def _merge(into: dict[str, int], other: dict[str, int]) -> None:
     for e, i in other.items():
         if into.get(e, -1) < i:
             into[e] = i
