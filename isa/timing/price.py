@@ -21,11 +21,16 @@ both spend the same cycles on the same instruction.
   SCALE-Sim's published count folds * (K + R + C - 2) - 1 but for its -1.
 """
 
+from __future__ import annotations
+
 import math
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .. import costs, dtypes
-from ..instructions import REDUCTIONS, TABLE_OPERANDS, IndexedDma, Region
+from ..instructions import REDUCTIONS, TABLE_OPERANDS, Dma, IndexedDma, Instr, Matmul, Region, Vector
+
+if TYPE_CHECKING:
+    from chips.schema import Chip, Engine
 
 
 class Step(NamedTuple):
@@ -47,7 +52,7 @@ class Step(NamedTuple):
     dtype: str = ""  # the dtype a vector or matrix instruction is priced in
 
 
-def price(chip, engine, instr) -> Step:
+def price(chip: Chip, engine: Engine, instr: Instr) -> Step:
     """The Step of a dma, vector or matrix instruction on `engine` (a chips Engine)."""
     kind = instr.kind
     if kind == "dma":
@@ -61,7 +66,7 @@ def price(chip, engine, instr) -> Step:
                 dtype=instr.a.dtype)
 
 
-def _dma(chip, engine, instr):
+def _dma(chip: Chip, engine: Engine, instr: Dma | IndexedDma) -> Step:
     moved = bytes_moved(instr, chip)
     shares = dma_shares(instr)
     indexed = isinstance(instr, IndexedDma)
@@ -73,7 +78,7 @@ def _dma(chip, engine, instr):
                 costs.engine_cap(engine.rate(instr.src.mem, instr.dst.mem), shares), read, write)
 
 
-def bytes_moved(instr, chip) -> int:
+def bytes_moved(instr: Dma | IndexedDma, chip: Chip) -> int:
     m = chip.memories
     if not isinstance(instr, IndexedDma):
         return costs.transfer_bytes(instr.src, instr.dst, m)
@@ -85,42 +90,42 @@ def bytes_moved(instr, chip) -> int:
     return max(costs.side_bytes(instr.rows, m[instr.rows.mem].burst), table_side) + costs.side_bytes(instr.index, m[instr.index.mem].burst)
 
 
-def _endpoints(instr):
+def _endpoints(instr: Dma | IndexedDma) -> tuple[str, ...]:
     """The memories a transfer touches: a gather or scatter reads its indices first."""
     return (instr.src.mem, instr.dst.mem) + ((instr.index.mem,) if isinstance(instr, IndexedDma) else ())
 
 
-def dma_latency(instr, chip, engine) -> int:
+def dma_latency(instr: Dma | IndexedDma, chip: Chip, engine: Engine) -> int:
     return costs.transfer_latency(engine, chip.memories, _endpoints(instr))
 
 
-def dma_shares(instr) -> tuple:
+def dma_shares(instr: Dma | IndexedDma) -> tuple:
     """The share of bytes_moved each endpoint (_endpoints) carries: a converting DMA's narrower
     side fewer (isa/costs.py, side_shares); a gather's or scatter's indices are read whole."""
     return (1.0, 1.0, 1.0) if isinstance(instr, IndexedDma) else costs.side_shares(instr.src, instr.dst)
 
 
-def dma_cycles(instr, chip, engine) -> int:
+def dma_cycles(instr: Dma | IndexedDma, chip: Chip, engine: Engine) -> int:
     """A transfer's cycles alone: its latency and its bytes at the uncontended bandwidth."""
     bandwidth = costs.transfer_bandwidth(engine, chip.memories, _endpoints(instr), dma_shares(instr))
     return dma_latency(instr, chip, engine) + math.ceil(bytes_moved(instr, chip) / bandwidth)
 
 
-def vector_dtype(instr) -> str:
+def vector_dtype(instr: Vector) -> str:
     """The dtype a vector instruction is priced in: its widest region operand's (table operands left out)."""
     tables = TABLE_OPERANDS.get(instr.fn, ())
     regions = [instr.dst] + [s for i, s in enumerate(instr.srcs) if not isinstance(s, (int, float)) and i not in tables]
     return max(regions, key=lambda r: dtypes.itemsize(r.dtype)).dtype
 
 
-def vector_elements(instr) -> int:
+def vector_elements(instr: Vector) -> int:
     """The destination's elements, or a reduction's source's (the work is over its input)."""
     return instr.srcs[0].size if instr.fn in REDUCTIONS else instr.dst.size
 
 
-def vector_cycles(instr, engine) -> int:
+def vector_cycles(instr: Vector, engine: Engine) -> int:
     return costs.vector_cycles(vector_elements(instr), vector_dtype(instr), instr.fn, engine.vector, engine.issue_latency)
 
 
-def matrix_cycles(instr, engine) -> int:
+def matrix_cycles(instr: Matmul, engine: Engine) -> int:
     return costs.matmul_cycles(*instr.dims(), engine.matrix, instr.a.dtype, engine.issue_latency, instr.conv)

@@ -2,22 +2,31 @@
 chip (at most the policy's max_group ops); every other node is a group of its own. Nodes
 nothing uses are dropped."""
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ...ops import REGISTRY
 from ..check import kind
 from ..templates.catalog import Template, template_of
 
+if TYPE_CHECKING:
+    from chips.schema import Chip
+
+    from ...graph import Graph, Node
+    from ..policy import Policy
+
 
 @dataclass
 class Group:
-    nodes: list
+    nodes: list[Node]
     template: Template
-    loads: list = field(default_factory=list)  # tensors read from their homes (made outside the group)
-    stores: list = field(default_factory=list)  # tensors written to their homes (needed outside it)
+    loads: list[str] = field(default_factory=list)  # tensors read from their homes (made outside the group)
+    stores: list[str] = field(default_factory=list)  # tensors written to their homes (needed outside it)
 
 
-def live_nodes(graph):
+def live_nodes(graph: Graph) -> list[Node]:
     """Nodes whose outputs reach a graph output or a kept tensor (a state's update), in graph order."""
     needed = graph.results()
     keep = []
@@ -28,18 +37,19 @@ def live_nodes(graph):
     return keep[::-1]
 
 
-def groups(graph, chip, policy):
+def groups(graph: Graph, chip: Chip, policy: Policy) -> list[Group]:
+    """The live nodes in groups, in graph order (the module docstring), each with what it loads and stores."""
     nodes = live_nodes(graph)
-    result = []
+    result: list[Group] = []
     for node in nodes:
         template = template_of(node.op, node.params)
         cur = result[-1] if result else None
         room = cur is not None and (policy.max_group is None or len(cur.nodes) < policy.max_group)
-        if policy.fuse and room and _fusable(graph, chip, cur, node, template):
+        if cur is not None and policy.fuse and room and _fusable(graph, chip, cur, node, template):
             cur.nodes.append(node)
         else:
             result.append(Group([node], template))
-    users = {}
+    users: dict[str, set[int]] = {}
     for node in nodes:
         for t in node.inputs:
             users.setdefault(t, set()).add(id(node))
@@ -52,7 +62,7 @@ def groups(graph, chip, policy):
     return result
 
 
-def _fusable(graph, chip, group, node, template):
+def _fusable(graph: Graph, chip: Chip, group: Group, node: Node, template: Template) -> bool:
     """An element-wise op (a tail template) joins a group led by a local op of a head template when it has
     the group's output shape and is fed by the group with whole tiles (not as a lookup table or
     a per-channel vector). A stride op reads DDR with strides, so it starts a group instead."""
