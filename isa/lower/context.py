@@ -100,7 +100,7 @@ class Lowering:
     def compute_map(self, node: Node) -> Mapping[str, str]:
         return support_row(self.chip, node).compute
 
-    def tile_limits(self, shape: Sequence[int], names: Sequence[str] | None = None) -> tuple[int, ...]:
+    def tile_limits(self, shape: Sequence[int], names: Sequence[str | None] | None = None) -> tuple[int, ...]:
         """The policy's largest tile extent for each dimension of `shape`, named by `names`
         (default: an output's, isa/lower/tiling.dim_names)."""
         names = dim_names(len(shape)) if names is None else names

@@ -2,14 +2,19 @@
 
 import heapq
 import itertools
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 
 from ... import dtypes
 from ...instructions import Region
 
+Extents: TypeAlias = Sequence[int]  # a box's extent along each dimension
+Fits: TypeAlias = Callable[[Any], bool]  # whether a tile of these extents fits what is free
 
-def dim_names(rank):
+
+def dim_names(rank: int) -> tuple[str | None, ...]:
     """The policy's names (isa/lower/policy.py) of an output's dimensions: "n" (batch), "c"
     (channels), then the last three "d", "h", "w"; dimensions between have none (no limit)."""
     names = ("n", "c")[:rank]
@@ -17,7 +22,7 @@ def dim_names(rank):
     return names + (None,) * max(0, rank - 5) + (spatial if rank > 2 else ())
 
 
-def choose_tile(shape, fits, limits=None):
+def choose_tile(shape: Extents, fits: Fits, limits: Extents | None = None) -> tuple[int, ...] | None:
     """The largest box (extents) with fits(extents) true, keeping inner dimensions whole, each
     at most its limit (default: the shape).
 
@@ -45,20 +50,21 @@ def choose_tile(shape, fits, limits=None):
     return tuple(tile) if fits(tile) else None
 
 
-def budgeted_tile(shape, fits, moved, budget, limits=None):
+def budgeted_tile(shape: Extents, fits: Fits, moved: Callable[[Any], float], budget: float | None,
+                  limits: Extents | None = None) -> tuple[int, ...] | None:
     """The largest tile that fits and moves at most `budget` bytes a step (see
     pipeline.step_budget); the largest that fits when none keeps to it or there is no budget."""
     return (budget and choose_tile(shape, lambda t: fits(t) and moved(t) <= budget, limits)) or choose_tile(shape, fits, limits)
 
 
-def boxes(shape, tile):
+def boxes(shape: Extents, tile: Extents) -> Iterator[tuple[tuple[int, ...], tuple[int, ...]]]:
     """(starts, extents) of every tile, row-major; edge tiles are cut to the shape."""
     ranges = [range(0, n, t) for n, t in zip(shape, tile)]
     for starts in itertools.product(*ranges):
         yield starts, tuple(min(t, n - s) for s, t, n in zip(starts, tile, shape))
 
 
-def operand_box(shape, starts, extents):
+def operand_box(shape: Extents, starts: Extents, extents: Extents) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The box of an operand broadcast to the iteration space: its size-1 dimensions stay 0:1."""
     return (
         tuple(0 if n == 1 else s for n, s in zip(shape, starts)),
@@ -66,26 +72,27 @@ def operand_box(shape, starts, extents):
     )
 
 
-def sub_region(region, starts, extents):
+def sub_region(region: Region, starts: Extents, extents: Extents) -> Region:
     """The part of a region covered by a box."""
     offset = sum(s * st for s, st in zip(starts, region.strides)) * dtypes.itemsize(region.dtype)
     return Region(region.mem, region.addr + offset, region.dtype, tuple(extents), region.strides)
 
 
-def broadcast_view(region, extents):
+def broadcast_view(region: Region, extents: Extents) -> Region:
     """Read a region as if it had the given extents: its size-1 dimensions get stride 0."""
     strides = tuple(0 if n == 1 and e != 1 else s for n, e, s in zip(region.shape, extents, region.strides))
     return Region(region.mem, region.addr, region.dtype, tuple(extents), strides)
 
 
-def nbytes(dtype, extents):
+def nbytes(dtype: str, extents: Extents) -> int:
+    """The bytes of a dense box of these extents."""
     n = dtypes.itemsize(dtype)
     for e in extents:
         n *= e
     return n
 
 
-def halvings(n, unit):
+def halvings(n: int, unit: int) -> list[int]:
     """n, then about n/2, n/4, ... as multiples of unit (or n itself), down to 1."""
     out, v = [n], n
     while v > 1:
@@ -97,13 +104,13 @@ def halvings(n, unit):
     return out
 
 
-def splits(n, most=8):
+def splits(n: int, most: int = 8) -> list[int]:
     """halvings(n, 1) and the extents that cut n into 3 to `most` tiles as equal as can be:
     a row count such as 56 is best cut 8 x 7 or 7 x 8 rather than only in halves."""
     return sorted(set(halvings(n, 1)) | {-(-n // k) for k in range(3, most + 1)}, reverse=True)
 
 
-def filling_blocks(limit, depth, area):
+def filling_blocks(limit: int, depth: int, area: int) -> list[int]:
     """Reduction blocks of whole channels, each bringing `area` kernel positions to a product
     of the matrix unit's `depth`, that fill about 1, 2, 4, ... of its depth steps where a
     channel count in multiples of the depth would leave the last step partly empty: with a
@@ -113,7 +120,8 @@ def filling_blocks(limit, depth, area):
     return [j * depth // area for j in (1 << i for i in range(area.bit_length())) if j < area and 0 < j * depth // area <= limit]
 
 
-def candidates(shape, reduction, units, fits, limits=None, blocks=None, area=1):
+def candidates(shape: Extents, reduction: int, units: tuple[int, int], fits: Callable[[tuple, int], bool],
+               limits: Extents | None = None, blocks: list[int] | None = None, area: int = 1) -> list[tuple[tuple, int]]:
     """The (tile, reduction block) candidates that fit for an output of `shape` (batch,
     channels, spatial...) with a reduction of `reduction`, for a search of the least estimate
     (`least`). limits: the largest extent of each dimension and then of the reduction block
@@ -131,9 +139,10 @@ def candidates(shape, reduction, units, fits, limits=None, blocks=None, area=1):
     blocks = blocks or sorted(set(halvings(limits[-1], reduce_unit) + filling_blocks(limits[-1], reduce_unit, area)), reverse=True)
     rows = splits(limits[2]) if len(shape) > 2 else [None]
     rest = tuple(limits[3:-1])
-    first, before = {}, None  # (batch, channel) positions -> the first of rows that fits them with the block before
+    first: dict[tuple[int, int], int] = {}  # (batch, channel) positions -> the first of rows that fits them with the block before
+    before = None
     for tic in blocks:
-        larger = first if before is not None and tic < before else {}
+        larger: dict[tuple[int, int], int] = first if before is not None and tic < before else {}
         first, before = {}, tic  # the same with this block
         for b, tn in enumerate(halvings(limits[0], 1)):
             for c, toc in enumerate(halvings(limits[1], channel_unit)):
@@ -149,7 +158,8 @@ def candidates(shape, reduction, units, fits, limits=None, blocks=None, area=1):
     return found
 
 
-def least(floors, ties, make, choices, bounds_hold=True):
+def least(floors: np.ndarray, ties: Sequence[np.ndarray], make: Callable[[int], Any], choices: Sequence[Any],
+          bounds_hold: bool = True) -> tuple[Any, float] | None:
     """(The choice of least estimate among `choices`, its estimated cycles), ties to the least
     `ties` (arrays, the first compared first); None when there are none. floors[i] is a lower bound of choice i's
     estimated cycles worked out without it (an array over the candidates, in closed form);
@@ -162,7 +172,7 @@ def least(floors, ties, make, choices, bounds_hold=True):
     if not len(choices):
         return None
     order = np.lexsort((*reversed(ties), floors)).tolist()  # the unmade, by (floor, ties, index)
-    waiting = []  # a heap of the made that wait their turn: (bound, ties, index, Estimate)
+    waiting: list[tuple] = []  # a heap of the made that wait their turn: (bound, ties, index, Estimate)
     best, k = None, 0
     while k < len(order) or waiting:
         if k < len(order):
