@@ -22,16 +22,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from . import dtypes
 
+Sizes: TypeAlias = list[tuple[int, int]]  # (value, how many) of a product's M, N or K sizes
+Factor: TypeAlias = tuple[int, int]  # (how many, folds or cycles): matmul_total's factor along one dimension
+
 if TYPE_CHECKING:
-    from chips.schema import Engine, Memory
+    from chips.schema import Engine, MatrixUnit, Memory, VectorUnit
     from isa.instructions import Region
 
 
-def run_layout(region: Region) -> tuple[list[tuple[int, int]], int] | tuple[list[Any], int]:
+def run_layout(region: Region) -> tuple[list[tuple[int, int]], int] | None:
     """(the dimensions [(count, element stride)] that step from one contiguous run to the next,
     elements per run) of the distinct elements a region touches (its zero-stride dimensions left
     out); None for an empty region."""
@@ -74,40 +77,40 @@ def side_shares(src: Region, dst: Region) -> tuple[float, float]:
     return a / max(a, b), b / max(a, b)
 
 
-def ports(endpoints: tuple[str, str], shares: tuple[float, float] | None = None) -> dict[str, int | float]:
+def ports(endpoints: tuple[str, ...], shares: tuple[float, ...] | None = None) -> dict[str, float]:
     """memory -> how many of a transfer's endpoints are in it, each counting its share of the
     bytes (default one)."""
-    use = {}
+    use: dict[str, float] = {}
     for k, mem in enumerate(endpoints):
         use[mem] = use.get(mem, 0) + (shares[k] if shares else 1)
     return use
 
 
-def transfer_latency(engine: Engine, memories: Mapping[str, Memory], endpoints: tuple[str, str]) -> int:
+def transfer_latency(engine: Engine, memories: Mapping[str, Memory], endpoints: tuple[str, ...]) -> int:
     return engine.latency + sum(memories[mem].latency for mem in endpoints)
 
 
-def transfer_bandwidth(engine: Engine, memories: Mapping[str, Memory], endpoints: tuple[str, str],
-                       shares: tuple[float, float] | None = None) -> float:
+def transfer_bandwidth(engine: Engine, memories: Mapping[str, Memory], endpoints: tuple[str, ...],
+                       shares: tuple[float, ...] | None = None) -> float:
     """Uncontended bytes per cycle of a transfer touching `endpoints` (memory names: the one read,
     the one written, then any other), each carrying its share of the bytes (ports)."""
     return min([engine_cap(engine.rate(*endpoints[:2]), shares)] + [memories[m].bandwidth / n for m, n in ports(endpoints, shares).items()])
 
 
-def engine_cap(bandwidth: float, shares: tuple[float, float] | None = None) -> float:
+def engine_cap(bandwidth: float, shares: tuple[float, ...] | None = None) -> float:
     """bytes_moved per cycle an engine of `bandwidth` allows: it counts the bytes it writes,
     the written side's share (shares[1]) of those moved."""
     return bandwidth / shares[1] if shares else bandwidth
 
 
-def matmul_cycles(M, K, N, unit, dtype, issue_latency, conv: bool = False):
+def matmul_cycles(M: int, K: int, N: int, unit: MatrixUnit, dtype: str, issue_latency: int, conv: bool = False) -> int:
     """One M x K by K x N product on a matrix unit, its operands of `dtype`; a convolution's
     when `conv` (isa/instructions.py, Matmul.conv)."""
     m, n = unit.sides(conv)
     return issue_latency + math.ceil(M / m) * math.ceil(N / n) * fold_cycles(K, unit, dtype, conv)
 
 
-def fold_cycles(K, unit, dtype, conv=False):
+def fold_cycles(K: int, unit: MatrixUnit, dtype: str, conv: bool = False) -> int:
     """Cycles of one m x n output block over depth K: its K/k blocks, then the pipeline's fill
     and drain; where the unit drains a block while it computes the next (`drain_hidden`), the
     longer of the two."""
@@ -115,7 +118,7 @@ def fold_cycles(K, unit, dtype, conv=False):
     return max(compute, unit.fill_drain) if unit.drain_hidden else compute + unit.fill_drain
 
 
-def matmul_total(ms, ks, ns, unit, dtype, issue_latency, conv: bool = False):
+def matmul_total(ms: Sizes, ks: Sizes, ns: Sizes, unit: MatrixUnit, dtype: str, issue_latency: int, conv: bool = False) -> int:
     """The sum of matmul_cycles over every combination of an M, a K and an N, each list of
     (value, how many), without enumerating the combinations (the formula separates into
     matmul_rows(ms), matmul_rows(ns) and matmul_depths(ks))."""
@@ -123,22 +126,22 @@ def matmul_total(ms, ks, ns, unit, dtype, issue_latency, conv: bool = False):
     return matmul_combined(matmul_rows(ms, m), matmul_depths(ks, unit, dtype, conv), matmul_rows(ns, n), issue_latency)
 
 
-def matmul_rows(sizes, per):
+def matmul_rows(sizes: Sizes, per: int) -> Factor:
     """(how many, folds) of a product's M (per = unit.m) or N (per = unit.n) sizes, a list of
     (value, how many)."""
     return sum(c for _, c in sizes), sum(c * math.ceil(v / per) for v, c in sizes)
 
 
-def matmul_depths(ks, unit, dtype, conv: bool = False):
+def matmul_depths(ks: Sizes, unit: MatrixUnit, dtype: str, conv: bool = False) -> Factor:
     """(how many, cycles of one fold over each) of a product's K sizes, a list of (value, how many)."""
     return sum(c for _, c in ks), sum(c * fold_cycles(k, unit, dtype, conv) for k, c in ks)
 
 
-def matmul_combined(m, k, n, issue_latency):
+def matmul_combined(m: Factor, k: Factor, n: Factor, issue_latency: int) -> int:
     """matmul_total from its three factors."""
     return m[0] * k[0] * n[0] * issue_latency + m[1] * n[1] * k[1]
 
 
-def vector_cycles(elements, dtype, fn, unit, issue_latency):
+def vector_cycles(elements: int, dtype: str, fn: str, unit: VectorUnit, issue_latency: int) -> int:
     """One element-wise function over `elements` elements, the widest operand of `dtype`."""
     return issue_latency + math.ceil(elements / (unit.lanes * unit.per_lane[dtype])) * unit.op_cycles.get(fn, 1)

@@ -80,4 +80,6 @@ def _gains(chip: Chip, src: Region, order: list[int], mid: str) -> bool:
     if burst <= 1 or chip.memories[mid].burst > 1:
         return False
     as_given, as_stored = run_layout(src), run_layout(_reordered(src, order))
-    return as_given is not None and as_stored[1] > as_given[1] and as_given[1] * dtypes.itemsize(src.dtype) < burst
+    if as_given is None or as_stored is None:
+        return False
+    return as_stored[1] > as_given[1] and as_given[1] * dtypes.itemsize(src.dtype) < burst
