@@ -37,12 +37,27 @@ lane's, generic's), as in the compilers that fuse layers this way. Depthwise con
 transposed convolutions, average and global poolings and other templates end them.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..context import local_memory
 from ..memory.alloc import align_up
 from ..memory.route import copy
 from ..templates.catalog import CONV
+
+if TYPE_CHECKING:
+    from ...graph import Graph
+    from ..context import Lowering
+    from ..templates.window import Axis
+    from .fusion import Group
+
+Rows: TypeAlias = tuple[int, int]  # output rows [first, end)
+Plan: TypeAlias = tuple[list[list[Rows]], dict[str, int], bool]  # _slices': each slice's rows per group, windows' rows, hold
+Held: TypeAlias = dict[str, tuple[Any, Any]]  # weight -> (its home, its copy in the local memory)
+Placed: TypeAlias = tuple[dict[str, list[Any]], Held, list[Any], float]  # _place_slices': windows, held weights, plans, cycles
 
 LONGEST = 16  # the most groups one chain takes: bounds the search, far more than a block's
 
@@ -50,11 +65,11 @@ LONGEST = 16  # the most groups one chain takes: bounds the search, far more tha
 @dataclass
 class Chain:
     start: int  # the index of its first group among the lowering's
-    groups: list  # fusion.Group, in order
-    inner: dict  # tensor handed on inside the chain -> the index of the group that makes it
-    readers: dict  # inner tensor -> [(index of a group reading it, "window" or "tail")]
+    groups: list[Group]  # in order
+    inner: dict[str, int]  # tensor handed on inside the chain -> the index of the group that makes it
+    readers: dict[str, list[tuple[int, str]]]  # inner tensor -> [(index of a group reading it, "window" or "tail")]
     mem: str  # the local memory the windows live in
-    row_axes: list  # each group's window axis along the rows of its input (isa/lower/window.Axis)
+    row_axes: list[Axis]  # each group's window axis along the rows of its input
 
 
 class Chains:
@@ -63,7 +78,7 @@ class Chains:
     layer groups' own count (the module's docstring); `recut` cuts the groups of a chain the
     estimate declined into shorter chains."""
 
-    def __init__(self, ctx, groups) -> None:
+    def __init__(self, ctx: Lowering, groups: list[Group]) -> None:
         self.ctx, self.groups, self.at = ctx, groups, {}
         self.mem = local_memory(ctx.chip)
         if not (ctx.policy.chain and ctx.policy.fuse) or self.mem is None or self.mem != ctx.units("vector")[0].vector.memory:
@@ -82,11 +97,11 @@ class Chains:
             self.at.update(self._cut(i, j, LONGEST))
             i = j + 1
 
-    def recut(self, chain):
+    def recut(self, chain: Chain) -> dict[int, Chain]:
         """{index of a first group: Chain} for the chain's groups cut into chains of fewer groups."""
         return self._cut(chain.start, chain.start + len(chain.groups), len(chain.groups) - 1)
 
-    def _cut(self, lo, hi, longest):
+    def _cut(self, lo: int, hi: int, longest: int) -> dict[int, Chain]:
         """The chains of groups[lo:hi] (all sliceable), at most `longest` groups each, that move
         the fewest DDR bytes, by dynamic programming over where chains end."""
         best = {lo: (0, {})}  # position -> (bytes, chains) of the best cut of groups[lo:position]
@@ -103,7 +118,7 @@ class Chains:
             best[end] = (found[0], found[2])
         return best[hi][1]
 
-    def _chain(self, start, end):
+    def _chain(self, start: int, end: int) -> Chain | None:
         """The Chain of groups[start:end], or None when one of them but the last hands on a
         tensor that is read outside the chain (or is a graph output), is not its only stored
         tensor, or is read other than through a layer's windows or as a same-shape operand of a tail."""
@@ -129,26 +144,26 @@ class Chains:
         return Chain(start, groups[start:end], inner, who, self.mem, [self.row_axes[k] for k in range(start, end)])
 
 
-def _sliceable(graph, group):
+def _sliceable(graph: Graph, group: Group) -> bool:
     """A group whose rows can be run apart and priced, with its tail: its template's slicing says
     (a 2-d convolution or max pooling: isa/lower/templates/catalog.py)."""
     slicing = group.template.slicing
     return slicing is not None and slicing.sliceable(graph, group)
 
 
-def _input_rows(axis, rows):
+def _input_rows(axis: Axis, rows: Rows) -> Rows:
     """The rows [lo, hi) of a windowed input (its window axis along them) that output rows
     [o0, o1) read."""
     lo, count = axis.reads(rows[0], rows[1] - rows[0])[:2]
     return lo, lo + count
 
 
-def _layer_bytes(ctx, group):
+def _layer_bytes(ctx: Lowering, group: Group) -> int:
     """DDR bytes a group lowered alone moves at least: what it loads and stores, once."""
     return sum(ctx.graph.tensors[t].nbytes for t in group.loads + group.stores)
 
 
-def _moved(ctx, chain):
+def _moved(ctx: Lowering, chain: Chain) -> int | None:
     """DDR bytes the chain moves at least, sliced as _slices says (None: it does not fit):
     the rows its groups read from outside it in every slice (halos twice), the weights once
     or once a slice, its outputs once."""
@@ -170,7 +185,7 @@ def _moved(ctx, chain):
     return total + sum(graph.tensors[t].nbytes for t in chain.groups[-1].stores)
 
 
-def lower_chain(ctx, chain) -> bool:
+def lower_chain(ctx: Lowering, chain: Chain) -> bool:
     """Emit the chain slice by slice; False (nothing emitted) when its windows do not fit or
     the lowering's estimate says layer by layer is faster. Layer by layer is searched only
     where its lower bound (each layer's floor, isa/lower/templates/conv.py) does not already exceed the
@@ -215,7 +230,7 @@ def lower_chain(ctx, chain) -> bool:
     return True
 
 
-def _place_slices(ctx, chain, plan):
+def _place_slices(ctx: Lowering, chain: Chain, plan: Plan) -> Placed | None:
     """(windows, held weights, plans, estimated cycles) of the chain run slice by slice, its
     windows and held weights placed; None (nothing placed) when a layer has no room for a tile."""
     slices, rows, hold = plan
@@ -237,13 +252,13 @@ def _place_slices(ctx, chain, plan):
     return windows, held, plans, sliced
 
 
-def _release_slices(ctx, chain, placed) -> None:
+def _release_slices(ctx: Lowering, chain: Chain, placed: Placed) -> None:
     windows, held, _, _ = placed
     _release(ctx, chain, windows)
     _unhold(ctx, held)
 
 
-def _layered_cycles(ctx, chain, cycles):
+def _layered_cycles(ctx: Lowering, chain: Chain, cycles: Callable[[Any], float]) -> float:
     """The sum of cycles(plan) over the chain's layers lowered one by one (their tiling()'s
     estimate, or its floor), the tensors they hand on in DDR (placed for the estimate and
     released)."""
@@ -255,18 +270,18 @@ def _layered_cycles(ctx, chain, cycles):
     return total
 
 
-def _names(chain) -> str:
+def _names(chain: Chain) -> str:
     return f"{chain.groups[0].nodes[0].name}..{chain.groups[-1].nodes[0].name}"
 
 
-def _release(ctx, chain, windows) -> None:
+def _release(ctx: Lowering, chain: Chain, windows: dict[str, list[Any]]) -> None:
     for t in chain.inner:
         del ctx.home[t]
         for buf in windows[t]:
             ctx.em.release(buf)
 
 
-def _slices(ctx, chain):
+def _slices(ctx: Lowering, chain: Chain) -> Plan | None:
     """(per slice the output rows each group runs, the rows each inner tensor's window holds,
     whether the weights are held) for the fewest slices that fit; None when even one output row
     a slice does not."""
@@ -275,7 +290,7 @@ def _slices(ctx, chain):
     room = alloc.free_bytes() // 2
     weights = sum(align_up(graph.tensors[w].nbytes, alloc.granule) for w in _holdable(ctx, chain))
 
-    def need(slices):
+    def need(slices: list[list[Rows]]) -> tuple[dict[str, int], list[int], int]:
         """(the rows each inner tensor's window holds, their buffers' sizes, their bytes placed)."""
         rows = {t: max(r[k][1] - r[k][0] for r in slices) for t, k in chain.inner.items()}
         sizes = [_window_bytes(graph, t, rows[t]) for t in chain.inner] * ctx.slots
@@ -293,7 +308,7 @@ def _slices(ctx, chain):
     return None
 
 
-def _rows(chain, last):
+def _rows(chain: Chain, last: Rows) -> list[Rows]:
     """The output rows each group runs for the last one to make rows `last`: what the groups
     reading its result need of it (a convolution or pooling its windows' rows, a tail the same rows)."""
     out = [None] * len(chain.groups)
@@ -305,12 +320,12 @@ def _rows(chain, last):
     return out
 
 
-def _window_bytes(graph, name, rows):
+def _window_bytes(graph: Graph, name: str, rows: int) -> int:
     t = graph.tensors[name]
     return t.nbytes // t.shape[2] * rows
 
 
-def _holdable(ctx, chain):
+def _holdable(ctx: Lowering, chain: Chain) -> list[str]:
     """The weights of the chain's convolutions the matrix unit could read in place from the
     local memory: in DDR, of a convolution on the matrix unit (the conv template: a depthwise
     one has its own) that does not shift its operands (isa/lower/templates/conv.py, weight_in_place)."""
@@ -325,7 +340,7 @@ def _holdable(ctx, chain):
     return list(dict.fromkeys(out))
 
 
-def _hold(ctx, chain):
+def _hold(ctx: Lowering, chain: Chain) -> Held:
     """Place the holdable weights in the local memory (lower_chain loads them there once);
     {weight: (its home, the copy)}, the copies their homes meanwhile."""
     held = {}
@@ -335,7 +350,7 @@ def _hold(ctx, chain):
     return held
 
 
-def _unhold(ctx, held) -> None:
+def _unhold(ctx: Lowering, held: Held) -> None:
     for w, (home, buf) in held.items():
         ctx.home[w] = home
         ctx.em.release(buf)
