@@ -82,24 +82,18 @@ class Published:
     why_not: str = ""  # why it is not simulated
 
 
-def _int4(model, seq):
-    return Setting(MODELS[model], "bm1686", "w4a16", seq)
+def _int4(model, seq, ttft, tokens_per_second):
+    """An LLM-TPU W4A16 model's two published figures at its compiled length, both simulated alike."""
+    setting, simulate = f"INT4, seq {seq}, batch 1", Setting(MODELS[model], "bm1686", "w4a16", seq)
+    return (Published(LLM_TPU, "bm1686", model, setting, "TTFT s", ttft, simulate),
+            Published(LLM_TPU, "bm1686", model, setting, "tokens/s", tokens_per_second, simulate))
 
 
 TP8 = "70B split over 8 cards (Ascend 910B4, 800I A2) by tensor parallelism: one chip is modelled"
 ROWS = (
-    Published(LLM_TPU, "bm1686", "DeepSeek-R1-Distill-Qwen-1.5B", "INT4, seq 8192, batch 1", "TTFT s", 5.431,
-              _int4("DeepSeek-R1-Distill-Qwen-1.5B", 8192)),
-    Published(LLM_TPU, "bm1686", "DeepSeek-R1-Distill-Qwen-1.5B", "INT4, seq 8192, batch 1", "tokens/s", 28.878,
-              _int4("DeepSeek-R1-Distill-Qwen-1.5B", 8192)),
-    Published(LLM_TPU, "bm1686", "DeepSeek-R1-Distill-Qwen-7B", "INT4, seq 2048, batch 1", "TTFT s", 2.939,
-              _int4("DeepSeek-R1-Distill-Qwen-7B", 2048)),
-    Published(LLM_TPU, "bm1686", "DeepSeek-R1-Distill-Qwen-7B", "INT4, seq 2048, batch 1", "tokens/s", 10.600,
-              _int4("DeepSeek-R1-Distill-Qwen-7B", 2048)),
-    Published(LLM_TPU, "bm1686", "DeepSeek-R1-Distill-Qwen-14B", "INT4, seq 512, batch 1", "TTFT s", 1.400,
-              _int4("DeepSeek-R1-Distill-Qwen-14B", 512)),
-    Published(LLM_TPU, "bm1686", "DeepSeek-R1-Distill-Qwen-14B", "INT4, seq 512, batch 1", "tokens/s", 5.564,
-              _int4("DeepSeek-R1-Distill-Qwen-14B", 512)),
+    *_int4("DeepSeek-R1-Distill-Qwen-1.5B", 8192, 5.431, 28.878),
+    *_int4("DeepSeek-R1-Distill-Qwen-7B", 2048, 2.939, 10.600),
+    *_int4("DeepSeek-R1-Distill-Qwen-14B", 512, 1.400, 5.564),
     Published(LLM_TPU_HEAD.format("models/Qwen3_5/cpp_demo_pp/README.md"), "bm1686", "Qwen3.5-9B", "w4bf16, seq 2048, 4 cards",
               "tokens/s", 7.7, why_not="4 chips in a pipeline (one chip is modelled); a hybrid linear-attention model"),
     Published(LLM_TPU_HEAD.format("models/Falcon-Perception/README.md"), "bm1686", "Falcon-Perception", "BF16, seq 512", "TTFT s",
