@@ -274,6 +274,7 @@ def test_on_the_910b_a_convolutions_residual_tails_overlap(monkeypatch):
     ("bm1684", "float32", (1, 256, 14, 14), 512, 1, 2),
     ("bm1686", "float16", (1, 3, 56, 56), 64, 7, 2),
     ("tpu_v1", "int8", (1, 96, 14, 14), 128, 3, 1),
+    ("ascend910b", "float16", (1, 64, 28, 28), 128, 3, 1),  # a cache of DDR no faster than one core's reads
 ])
 def test_a_candidates_floor_is_at_most_its_estimate(chip_name, dtype, shape, oc, k, stride, monkeypatch):
     """The search makes and replays only the candidates whose closed-form floor (conv._floors,
@@ -284,6 +285,7 @@ def test_a_candidates_floor_is_at_most_its_estimate(chip_name, dtype, shape, oc,
 
     conv_template = importlib.import_module("isa.lower.templates.conv")
     tiling = importlib.import_module("isa.lower.schedule.tiling")
+    estimate = importlib.import_module("isa.lower.schedule.estimate")
     cheapest, checked = conv_template._Matrix._cheapest, []
 
     def checking(self, shape_, granules, limits, blocks, units):
@@ -293,11 +295,26 @@ def test_a_candidates_floor_is_at_most_its_estimate(chip_name, dtype, shape, oc,
             order = np.argsort(floors, kind="stable")
             for i in list(order[:6]) + list(order[6::max(1, len(order) // 6)]):
                 tile, tic = found[i]
-                cycles = self._schedule(tile, tic, units, keep).cycles()
+                made = self._schedule(tile, tic, units, keep)
+                cycles = made.cycles()
                 assert floors[i] <= cycles + 1e-6, (tile, tic, keep, floors[i], cycles)
+                if estimate.bounds_hold(self.ctx.chip, units):  # where the search trusts the bound as a floor too
+                    assert made.bound() <= cycles + 1e-6, (tile, tic, keep, made.bound(), cycles)
                 checked.append(floors[i] / cycles)
         return cheapest(self, shape_, granules, limits, blocks, units)
 
     monkeypatch.setattr(conv_template._Matrix, "_cheapest", checking)
     isa.lower(conv(shape, oc, k, dtype, stride), chips.load(chip_name))
     assert len(checked) >= 6 and max(checked) > 0.5  # the floors were weighed, and some are near their estimates
+
+
+@pytest.mark.parametrize("chip_name, one_unit", [("bm1684", True), ("ascend910b", True), ("ascend310b", False)])
+def test_the_bound_is_trusted_on_one_unit_unless_a_cache_outpaces_ddr(chip_name, one_unit):
+    """ascend910b's MTE2 reads 110 B a cycle, below both HBM and its L2: a hit moves no faster than
+    a miss, so one core's bound holds. ascend310b's movers read faster than its DDR, so an L2 hit
+    beats the bound's DDR price. Several units share DDR otherwise than the bound's fixed share."""
+    from isa.lower.schedule import estimate
+
+    chip = chips.load(chip_name)
+    assert estimate.bounds_hold(chip, 1) is one_unit
+    assert not estimate.bounds_hold(chip, 2)

@@ -39,6 +39,7 @@ import math
 from copy import copy as shallow_copy
 from typing import NamedTuple
 
+from ...costs import transfer_bandwidth
 from ...timing import Cache, Observer, Step, Timeline, price
 from ..check import engine_runs
 from ..emit import Buf, oldest
@@ -189,10 +190,26 @@ class _Step(NamedTuple):
 
 def bounds_hold(chip, units) -> bool:
     """Whether Estimate.bound() is a lower bound of the replay's cycles for `units` units on
-    chip: on one unit without a cache of DDR. A cache may serve a load faster than DDR, and
-    several units replayed together share DDR otherwise than the fixed share the bound gives
-    each; there the bound is a guide to the search, not a proof."""
-    return units == 1 and chip.cache is None
+    chip: on one unit, unless a cache of DDR serves some load faster than DDR would (the bound
+    prices every read of DDR at DDR's bandwidth). Several units replayed together share DDR
+    otherwise than the fixed share the bound gives each; there the bound is a guide to the
+    search, not a proof."""
+    return units == 1 and not _cache_outpaces_ddr(chip)
+
+
+def _cache_outpaces_ddr(chip) -> bool:
+    """Whether a DMA engine reading DDR would move bytes faster if the cache of DDR served them
+    (a hit is read at the cache memory's bandwidth, isa/timing/core.py): only where the engine
+    itself is faster than DDR."""
+    cache = chip.cache
+    if cache is None:
+        return False
+    key = ("cache_outpaces_ddr",)
+    if key not in chip.memo:
+        mems = chip.memories
+        chip.memo[key] = any(transfer_bandwidth(e, mems, ("ddr", dst)) < min(e.rate("ddr", dst), cache.bandwidth, mems[dst].bandwidth)
+                             for e in chip.engines_of("dma") for src, dst in e.links if src == "ddr")
+    return chip.memo[key]
 
 
 class Estimate:
