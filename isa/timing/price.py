@@ -54,13 +54,13 @@ class Step(NamedTuple):
 
 def price(chip: Chip, engine: Engine, instr: Instr) -> Step:
     """The Step of a dma, vector or matrix instruction on `engine` (a chips Engine)."""
-    kind = instr.kind
-    if kind == "dma":
+    if isinstance(instr, (Dma, IndexedDma)):
         return _dma(chip, engine, instr)
-    if kind == "vector":
+    if isinstance(instr, Vector):
         return Step("vector", vector_cycles(instr, engine),
                     name=instr.fn, nbytes=instr.dst.nbytes, dst=instr.dst.mem, ops=vector_elements(instr),
                     dtype=vector_dtype(instr))
+    assert isinstance(instr, Matmul), f"{instr.kind} instructions are not priced"
     M, K, N = instr.dims()
     return Step("matrix", matrix_cycles(instr, engine), name="matmul", nbytes=instr.c.nbytes, dst=instr.c.mem, ops=2 * M * K * N,
                 dtype=instr.a.dtype)
@@ -69,10 +69,12 @@ def price(chip: Chip, engine: Engine, instr: Instr) -> Step:
 def _dma(chip: Chip, engine: Engine, instr: Dma | IndexedDma) -> Step:
     moved = bytes_moved(instr, chip)
     shares = dma_shares(instr)
-    indexed = isinstance(instr, IndexedDma)
-    name = ("scatter" if instr.scatter else "gather") if indexed else f"dma.{instr.fn}" if instr.fn else "dma"
-    read = instr.src if instr.src.mem == "ddr" and not indexed else None  # an indexed transfer bypasses the cache
-    write = instr.dst if instr.dst.mem == "ddr" and not indexed else None
+    if isinstance(instr, IndexedDma):  # an indexed transfer bypasses the cache
+        name, read, write = ("scatter" if instr.scatter else "gather"), None, None
+    else:
+        name = f"dma.{instr.fn}" if instr.fn else "dma"
+        read = instr.src if instr.src.mem == "ddr" else None
+        write = instr.dst if instr.dst.mem == "ddr" else None
     return Step("dma", dma_latency(instr, chip, engine), moved, costs.ports(_endpoints(instr), shares), name, instr.dst.nbytes,
                 instr.src.mem, instr.dst.mem, 0, shares[:2],
                 costs.engine_cap(engine.rate(instr.src.mem, instr.dst.mem), shares), read, write)
@@ -114,18 +116,24 @@ def dma_cycles(instr: Dma | IndexedDma, chip: Chip, engine: Engine) -> int:
 def vector_dtype(instr: Vector) -> str:
     """The dtype a vector instruction is priced in: its widest region operand's (table operands left out)."""
     tables = TABLE_OPERANDS.get(instr.fn, ())
-    regions = [instr.dst] + [s for i, s in enumerate(instr.srcs) if not isinstance(s, (int, float)) and i not in tables]
+    regions = [instr.dst] + [s for i, s in enumerate(instr.srcs) if isinstance(s, Region) and i not in tables]
     return max(regions, key=lambda r: dtypes.itemsize(r.dtype)).dtype
 
 
 def vector_elements(instr: Vector) -> int:
     """The destination's elements, or a reduction's source's (the work is over its input)."""
-    return instr.srcs[0].size if instr.fn in REDUCTIONS else instr.dst.size
+    if instr.fn in REDUCTIONS:
+        src = instr.srcs[0]
+        assert isinstance(src, Region), f"{instr.fn} reduces a region"
+        return src.size
+    return instr.dst.size
 
 
 def vector_cycles(instr: Vector, engine: Engine) -> int:
+    assert engine.vector is not None, f"engine {engine.name} has no vector unit"
     return costs.vector_cycles(vector_elements(instr), vector_dtype(instr), instr.fn, engine.vector, engine.issue_latency)
 
 
 def matrix_cycles(instr: Matmul, engine: Engine) -> int:
+    assert engine.matrix is not None, f"engine {engine.name} has no matrix unit"
     return costs.matmul_cycles(*instr.dims(), engine.matrix, instr.a.dtype, engine.issue_latency, instr.conv)

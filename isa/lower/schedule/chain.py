@@ -51,6 +51,7 @@ from ..templates.catalog import CONV
 if TYPE_CHECKING:
     from ...graph import Graph
     from ..context import Lowering
+    from ..templates.catalog import Slicing
     from ..templates.window import Axis
     from .fusion import Group
 
@@ -79,16 +80,18 @@ class Chains:
     estimate declined into shorter chains."""
 
     def __init__(self, ctx: Lowering, groups: list[Group]) -> None:
-        self.ctx, self.groups, self.at = ctx, groups, {}
-        self.mem = local_memory(ctx.chip)
-        if not (ctx.policy.chain and ctx.policy.fuse) or self.mem is None or self.mem != ctx.units("vector")[0].vector.memory:
+        self.ctx, self.groups = ctx, groups
+        self.at: dict[int, Chain] = {}
+        mem = local_memory(ctx.chip)
+        if not (ctx.policy.chain and ctx.policy.fuse) or mem is None or mem != ctx.units("vector")[0].vx.memory:
             return
-        self.readers = {}
+        self.mem = mem
+        self.readers: dict[str, list[int]] = {}
         for i, g in enumerate(groups):
             for t in g.loads:
                 self.readers.setdefault(t, []).append(i)
         self.outputs = set(ctx.graph.outputs.values())
-        self.row_axes = {i: g.template.slicing.axes(ctx.graph, g.nodes[0])[0] for i, g in enumerate(groups) if _sliceable(ctx.graph, g)}
+        self.row_axes = {i: _slicing(g).axes(ctx.graph, g.nodes[0])[0] for i, g in enumerate(groups) if _sliceable(ctx.graph, g)}
         i = 0
         while i < len(groups):
             j = i
@@ -104,7 +107,7 @@ class Chains:
     def _cut(self, lo: int, hi: int, longest: int) -> dict[int, Chain]:
         """The chains of groups[lo:hi] (all sliceable), at most `longest` groups each, that move
         the fewest DDR bytes, by dynamic programming over where chains end."""
-        best = {lo: (0, {})}  # position -> (bytes, chains) of the best cut of groups[lo:position]
+        best: dict[int, tuple[int, dict[int, Chain]]] = {lo: (0, {})}  # position -> (bytes, chains) of the best cut of groups[lo:position]
         for end in range(lo + 1, hi + 1):
             options = []
             for start in range(max(lo, end - longest), end):
@@ -122,7 +125,9 @@ class Chains:
         """The Chain of groups[start:end], or None when one of them but the last hands on a
         tensor that is read outside the chain (or is a graph output), is not its only stored
         tensor, or is read other than through a layer's windows or as a same-shape operand of a tail."""
-        graph, groups, inner, who = self.ctx.graph, self.groups, {}, {}
+        graph, groups = self.ctx.graph, self.groups
+        inner: dict[str, int] = {}
+        who: dict[str, list[tuple[int, str]]] = {}
         for k in range(start, end - 1):
             g = groups[k]
             if len(g.stores) != 1 or g.stores[0] in self.outputs:
@@ -149,6 +154,13 @@ def _sliceable(graph: Graph, group: Group) -> bool:
     (a 2-d convolution or max pooling: isa/lower/templates/catalog.py)."""
     slicing = group.template.slicing
     return slicing is not None and slicing.sliceable(graph, group)
+
+
+def _slicing(group: Group) -> Slicing:
+    """The slicing plan of a group of a chain (only sliceable groups join one)."""
+    slicing = group.template.slicing
+    assert slicing is not None, f"{group.nodes[0].name}: a group without a slicing plan in a chain"
+    return slicing
 
 
 def _input_rows(axis: Axis, rows: Rows) -> Rows:
@@ -211,11 +223,12 @@ def lower_chain(ctx: Lowering, chain: Chain) -> bool:
                             f"layer by layer; lowered layer by layer")
             return False
         placed = _place_slices(ctx, chain, plan)  # its searches are found again (ctx.search)
+        assert placed is not None, "the same windows fit again once released"
     windows, held, plans, _ = placed
     graph = ctx.graph
     for w, (home, buf) in held.items():
-        t = graph.tensors[w]
-        copy(em, home.region(t.dtype, t.shape), home, buf.region(t.dtype, t.shape), buf, f"{w}.hold")
+        weight = graph.tensors[w]
+        copy(em, home.region(weight.dtype, weight.shape), home, buf.region(weight.dtype, weight.shape), buf, f"{w}.hold")
     em.notes.append(f"layer group {_names(chain)}: {len(chain.groups)} layers in {len(slices)} slice(s) of output rows, "
                     f"intermediates in {chain.mem}, weights {'held' if held else 'loaded every slice'}: estimated {sliced:,.0f} cycles "
                     f"against {against} layer by layer")
@@ -240,10 +253,10 @@ def _place_slices(ctx: Lowering, chain: Chain, plan: Plan) -> Placed | None:
     for t in chain.inner:
         ctx.home[t] = windows[t][0]
     held = _hold(ctx, chain) if hold else {}
-    plans = [g.template.slicing.plan(ctx, g) for g in chain.groups]
+    plans = [_slicing(g).plan(ctx, g) for g in chain.groups]
     if held and not all(p.feasible() for p in plans):  # the weights leave the tiles no room
         _unhold(ctx, held)
-        held, plans = {}, [g.template.slicing.plan(ctx, g) for g in chain.groups]
+        held, plans = {}, [_slicing(g).plan(ctx, g) for g in chain.groups]
     if not all(p.feasible() for p in plans):
         _release(ctx, chain, windows)
         ctx.em.notes.append(f"layer group {_names(chain)}: its windows leave a layer no room for a tile; lowered layer by layer")
@@ -264,7 +277,7 @@ def _layered_cycles(ctx: Lowering, chain: Chain, cycles: Callable[[Any], float])
     released)."""
     for t in chain.inner:
         ctx.home[t] = ctx.em.alloc(ctx.chip.data_memory, ctx.graph.tensors[t].nbytes, t)
-    total = sum(cycles(g.template.slicing.plan(ctx, g)) for g in chain.groups)
+    total = sum(cycles(_slicing(g).plan(ctx, g)) for g in chain.groups)
     for t in chain.inner:
         ctx.em.release(ctx.home.pop(t))
     return total
@@ -311,8 +324,7 @@ def _slices(ctx: Lowering, chain: Chain) -> Plan | None:
 def _rows(chain: Chain, last: Rows) -> list[Rows]:
     """The output rows each group runs for the last one to make rows `last`: what the groups
     reading its result need of it (a convolution or pooling its windows' rows, a tail the same rows)."""
-    out = [None] * len(chain.groups)
-    out[-1] = last
+    out: list[Rows] = [last] * len(chain.groups)  # each but the last set below, from the last back
     for k in range(len(chain.groups) - 2, -1, -1):  # group k makes one inner tensor, its only store
         readers = chain.readers[chain.groups[k].stores[0]]
         needs = [_input_rows(chain.row_axes[r], out[r]) if how == "window" else out[r] for r, how in readers]

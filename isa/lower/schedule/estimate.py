@@ -32,12 +32,15 @@ slots, the same for three runs of k positions: `_left_out`): otherwise more posi
 bound them more cheaply still, from their shapes alone, before any is recorded.
 """
 
+from __future__ import annotations
+
 import collections
 import dataclasses
 import itertools
 import math
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from copy import copy as shallow_copy
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, cast
 
 from ...costs import transfer_bandwidth
 from ...timing import Cache, Observer, Step, Timeline, price
@@ -47,13 +50,26 @@ from ..memory.route import STAGE_SLOTS
 from ..schedule.sync import Clocks, accessed
 from ..templates.window import filler
 
+if TYPE_CHECKING:
+    from chips.schema import Chip
+
+    from ...graph import Node
+    from ...instructions import Instr
+    from ..context import Lowering, Unit
+    from ..emit import Emitter
+    from ..memory.alloc import Allocator
+
 REPEATS = 4  # the least positions of a loop that run before the rest are priced (module docstring)
 CYCLE = 4  # the most positions a settled loop may take to repeat its times (`_left_out`)
 
 STEP, TILE, KEPT, PART, STAGE = "step", "tile", "kept", "part", "stage"  # role scopes (`role`)
 
+StepKey: TypeAlias = tuple[Any, ...]  # what a step does (Estimate.work's argument)
+Mark: TypeAlias = tuple[str, int]  # an instruction of a replay: (engine, its index in the engine's stream)
+Position: TypeAlias = tuple[int, int, int]  # a step's index, its tile's and its kept operand load's (_Run._buffer)
 
-def role(scope: str, name, mem: str, size: int = 0) -> Buf:
+
+def role(scope: str, name: Hashable, mem: str, size: int = 0) -> Buf:
     """A placeholder buffer naming what a step's instruction reads or writes, for a Recorder:
     scope STEP (a slot buffer: the step's own), TILE (the output tile's own: its accumulator,
     epilogue and tail buffers), KEPT (a kept operand, loaded by a tile and kept by the next
@@ -68,21 +84,21 @@ class Timed(NamedTuple):
 
     engine: str
     step: Step
-    reads: tuple = ()
-    writes: tuple = ()
+    reads: tuple[Hashable, ...] = ()
+    writes: tuple[Hashable, ...] = ()
 
 
 class Recorder:
     """The emitter's interface, as the emission helpers use it (emit, stage_buffer, alloc,
     release, bind, allocators), placing nothing: each instruction is kept as a Timed."""
 
-    def __init__(self, chip, allocators):
+    def __init__(self, chip: Chip, allocators: dict[str, Allocator]):
         self.chip, self.allocators = chip, allocators
-        self.notes = []
-        self._timed = []
-        self._steps = {}  # (engine, instruction) -> its Step
+        self.notes: list[str] = []
+        self._timed: list[Timed] = []
+        self._steps: dict[tuple[str, Instr], Step] = {}
 
-    def emit(self, engine, instr, reads=(), writes=()):
+    def emit(self, engine: str, instr: Instr, reads: Sequence[Buf] = (), writes: Sequence[Buf] = ()) -> None:
         key = (engine, instr)
         step = self._steps.get(key)
         if step is None:
@@ -90,19 +106,19 @@ class Recorder:
             step = self._steps[key] = price(self.chip, self.chip.engines[engine], instr)
         self._timed.append(Timed(engine, step, tuple(b.name for b in reads), tuple(b.name for b in writes)))
 
-    def stage_buffer(self, mem, nbytes, name, engine):
+    def stage_buffer(self, mem: str, nbytes: int, name: str, engine: str) -> Buf:
         return role(STAGE, mem, mem, nbytes)
 
-    def alloc(self, mem, nbytes, name, unused=False):
+    def alloc(self, mem: str, nbytes: int, name: str, unused: bool = False) -> Buf:
         return role("fixed", name, mem, nbytes)
 
-    def bind(self, name, role_, dtype, shape, data=b"", mem="ddr"):
+    def bind(self, name: str, role_: str, dtype: str, shape: Sequence[int], data: bytes = b"", mem: str = "ddr") -> Buf:
         return Buf(("fixed", name), mem, 0, len(data))
 
-    def release(self, buf):
+    def release(self, buf: Buf) -> None:
         pass
 
-    def take(self) -> tuple:
+    def take(self) -> tuple[Timed, ...]:
         """What was recorded since the last take."""
         out = tuple(self._timed)
         self._timed.clear()
@@ -117,13 +133,13 @@ class Work(NamedTuple):
     loads, emitted as pipeline.pipeline emits a step's fill; kept: the loads into a part of a
     kept operand, emitted before them."""
 
-    load: tuple
-    product: tuple
-    finish: tuple = ()
-    store: tuple = ()
-    fills: tuple = ()
-    kept: tuple = ()
-    tail: tuple = ()
+    load: tuple[Timed, ...]
+    product: tuple[Timed, ...]
+    finish: tuple[Timed, ...] = ()
+    store: tuple[Timed, ...] = ()
+    fills: tuple[Timed, ...] = ()
+    kept: tuple[Timed, ...] = ()
+    tail: tuple[Timed, ...] = ()
 
 
 class Priced:
@@ -132,26 +148,33 @@ class Priced:
     context's, and its tail's) a Recorder, so the method emits through the template's own code;
     it returns the Timed recorded, or what the method returns (parts it took as it went)."""
 
-    def unit_cores(self, units):
+    units: list[Unit]  # the plan's: the units its tiles are dealt among
+    ctx: Lowering
+    em: Any  # the lowering's emitter, or a Recorder in a plan's recording
+    node: Node
+
+    def unit_cores(self, units: int) -> list[int] | None:
         """The core each of the first `units` units runs on, where each has a core of its own
         (estimate.tiled runs every unit's tiles then); else None."""
-        cores = [u.matrix.core if u.matrix is not None else None for u in self.units[:units]]
-        return cores if units > 1 and None not in cores and len(set(cores)) == units else None
+        cores = [u.matrix.core for u in self.units[:units] if u.matrix is not None and u.matrix.core is not None]
+        return cores if units > 1 and len(set(cores)) == len(cores) == units else None
 
-    def recording(self):
-        """This plan emitting into a Recorder (made once per plan)."""
-        rec = self.__dict__.get("_recording")
+    def recording(self) -> Any:
+        """This plan emitting into a Recorder (made once per plan); its type is the plan's own."""
+        rec: Any = self.__dict__.get("_recording")
         if rec is None:
             recorder = Recorder(self.ctx.chip, self.ctx.em.allocators)
             rec = shallow_copy(self)
-            rec.em, rec.ctx = recorder, dataclasses.replace(self.ctx, em=recorder, constants={})
-            if getattr(self, "tail", None) is not None:
-                rec.tail = shallow_copy(self.tail)
+            # the Recorder stands in for the emitter: it answers the calls the emission helpers make
+            rec.em, rec.ctx = recorder, dataclasses.replace(self.ctx, em=cast("Emitter", recorder), constants={})
+            tail = getattr(self, "tail", None)
+            if tail is not None:
+                rec.tail = shallow_copy(tail)
                 rec.tail.ctx = rec.ctx
-            self._recording = rec
+            self.__dict__["_recording"] = rec
         return rec
 
-    def piece(self, name, *args) -> tuple:
+    def piece(self, name: str, *args: Hashable) -> Any:
         pieces = self.__dict__.setdefault("_pieces", {})
         key = (name,) + args
         if key not in pieces:
@@ -161,7 +184,7 @@ class Priced:
             pieces[key] = recorded if parts is None else parts
         return pieces[key]
 
-    def fillers(self, dtype, value, mem):
+    def fillers(self, dtype: str, value: float, mem: str) -> dict:
         """The fill values a window load reads (isa/lower/templates/window.py), placed once, outside the
         steps: a plan's first loads place them, once per op and unit, which no step repeats."""
         rec = self.recording()
@@ -170,25 +193,30 @@ class Priced:
         rec.em.take()
         return fillers
 
-    def once(self, *tensors):
+    def once(self, *tensors: Any) -> int:
         """The bytes of those of the op's inputs `tensors` that live in DDR (Estimate's `once`)."""
         return sum(t.nbytes for t in tensors if self.ctx.home[t.name].mem == "ddr")
 
 
 class _Loop(NamedTuple):
-    bodies: tuple  # the nodes (_Step or _Loop) of its first REPEATS positions
-    count: int  # its positions
+    bodies: tuple[tuple[_Node, ...], ...]  # the nodes of its first REPEATS positions
+    positions: int
 
 
 class _Step(NamedTuple):
-    key: tuple  # what its Work is (Estimate.work's argument)
+    key: StepKey
     block: int  # its reduction block, 0 first
     first: bool  # its tile's first step
     last: bool
     fresh: bool  # its tile loads the kept operand
 
 
-def bounds_hold(chip, units) -> bool:
+_Node: TypeAlias = "_Step | _Loop"
+Tiles: TypeAlias = list[tuple[Hashable, list[_Step]]]  # a unit's tiles, each (signature, its steps)
+LoopEnds: TypeAlias = tuple[int, int, list[int]]  # (positions left out, times the loop recurs, each position's last step)
+
+
+def bounds_hold(chip: Chip, units: int) -> bool:
     """Whether Estimate.bound() is a lower bound of the replay's cycles for `units` units on
     chip: on one unit, unless a cache of DDR serves some load faster than DDR would (the bound
     prices every read of DDR at DDR's bandwidth). Several units replayed together share DDR
@@ -197,7 +225,7 @@ def bounds_hold(chip, units) -> bool:
     return units == 1 and not _cache_outpaces_ddr(chip)
 
 
-def _cache_outpaces_ddr(chip) -> bool:
+def _cache_outpaces_ddr(chip: Chip) -> bool:
     """Whether a DMA engine reading DDR would move bytes faster if the cache of DDR served them
     (a hit is read at the cache memory's bandwidth, isa/timing/core.py): only where the engine
     itself is faster than DDR."""
@@ -224,20 +252,22 @@ class Estimate:
     inputs (a cache of DDR serves any byte read again); ends: the keys of the first and the last
     step; cores: each unit's core, where runs() has every unit's run (tiled)."""
 
-    def __init__(self, ctx, work, counts, runs, periods, slots,
-                 tile_slots=None, stage_slots=None, busy=1, once=None, ends=None, cores=None):
+    def __init__(self, ctx: Lowering, work: Callable[[StepKey], Work], counts: dict[StepKey, int], runs: Callable[[], list[Tiles]],
+                 periods: list[int], slots: int, tile_slots: int | None = None, stage_slots: dict[str, int] | None = None,
+                 busy: float = 1, once: int | None = None, ends: tuple[StepKey, StepKey] | None = None, cores: list[int] | None = None):
         self.ctx, self.work, self.counts, self.runs, self.periods, self.ends, self.cores = ctx, work, counts, runs, periods, ends, cores
         self.slots, self.tile_slots = slots, tile_slots or slots
         self.stage_slots = stage_slots or {}
         self.busy, self.once = busy, once
-        self._works, self._cycles = {}, None
+        self._works: dict[StepKey, Work] = {}
+        self._cycles: float | None = None
         chip = ctx.chip
         # the memories the units share (ddr, an L2, a host) give each its share of their bandwidth
         self.bandwidths = {m.name: m.bandwidth / (busy if m.core is None or m.name == "ddr" else 1) for m in chip.memories.values()}
         # a replay of every unit shares them as the machine does
         self.replayed = self.bandwidths if cores is None else {m.name: m.bandwidth for m in chip.memories.values()}
 
-    def work_of(self, key):
+    def work_of(self, key: StepKey) -> Work:
         """The Work of a step of `key`, worked out once."""
         work = self._works.get(key)
         if work is None:
@@ -246,18 +276,20 @@ class Estimate:
 
     # ---- bounds -----------------------------------------------------------------------------
 
-    def bound(self):
+    def bound(self) -> float:
         """A lower bound of the cycles: the busiest engine's total, or a shared memory's (each
         transfer's bytes at the least bandwidth on its way; a cache of DDR may serve a load's
         bytes after the first read of them)."""
         chip, bw = self.ctx.chip, self.bandwidths
-        busy, reads = {}, 0.0
+        busy: dict[str, float] = {}
+        reads = 0.0
         for key, n in self.counts.items():
             for t in (t for part in self.work_of(key) for t in part):
                 step = t.step
                 if step.kind != "dma":
                     busy[t.engine] = busy.get(t.engine, 0.0) + n * step.cycles
                     continue
+                assert step.use is not None and step.shares is not None, "a transfer's Step names the memories it uses"
                 rate = min([step.rate] + [bw[m] / k for m, k in step.use.items()])
                 overlap = chip.engines[t.engine].in_flight > 1  # its latency may hide behind the transfer before
                 busy[t.engine] = busy.get(t.engine, 0.0) + n * (step.moved / rate + (0 if overlap else step.cycles))
@@ -270,10 +302,12 @@ class Estimate:
             busy["ddr"] = busy.get("ddr", 0.0) - (reads - self.once) / bw["ddr"]
         return max(max(busy.values(), default=0.0), self._products_path())
 
-    def _products_path(self):
+    def _products_path(self) -> float:
         """A lower bound of the cycles by the matrix engine's path: its products wait for the
         first step's loads, follow one another, and the last tile's finish and store follow the
         last of them."""
+        if self.ends is None:
+            return 0.0
         first, last = (self.work_of(key) for key in self.ends)
         engines = {t.engine for t in first.product if t.step.kind == "matrix"}
         if len(engines) != 1:
@@ -285,29 +319,32 @@ class Estimate:
         store = max((self._alone(t) for t in last.store if t.engine != engine), default=0.0)
         return lead + products + finish + store
 
-    def _alone(self, t):
+    def _alone(self, t: Timed) -> float:
         """The least time a Timed takes: a transfer's latency and bytes at the least bandwidth on its way."""
         step = t.step
         if step.kind != "dma":
             return step.cycles
+        assert step.use is not None, "a transfer's Step names the memories it uses"
         return step.cycles + step.moved / min([step.rate] + [self.bandwidths[m] / k for m, k in step.use.items()])
 
     # ---- the replay -------------------------------------------------------------------------
 
-    def cycles(self):
+    def cycles(self) -> float:
         if self._cycles is None:
             self._cycles = self._replay()
         return self._cycles
 
-    def _replay(self):
+    def _replay(self) -> float:
         runs, repeats = self.runs(), REPEATS
         distinct = self.ctx.chip.cache is not None
-        cores = self.cores or [None]
+        cores: Sequence[int | None] = self.cores or [None]
         while True:
-            run, laid = _Run(self), []
+            run = _Run(self)
+            laid: list[tuple[list[list[Mark]], list[LoopEnds]]] = []
             for unit, tiles in enumerate(runs):
                 if tiles:
-                    steps, loops = [], []
+                    steps: list[_Step] = []
+                    loops: list[LoopEnds] = []
                     _expand(_nest(tiles, self.periods, distinct, repeats), steps, loops, 1)
                     laid.append((run.emit(steps, unit, cores[unit]), loops))
             run.run()
@@ -325,7 +362,7 @@ class Estimate:
             repeats *= 2
 
 
-def _left_out(times, left):
+def _left_out(times: list[float], left: int) -> float | None:
     """The time `left` more positions of a loop take once settled, from the ends of its
     positions run: once the last two positions' times are alike (within a rounding), or, for
     steps that rotate among k buffer slots (k up to CYCLE), the last three runs of k positions
@@ -339,7 +376,7 @@ def _left_out(times, left):
     return None
 
 
-def _nest(tiles, periods, distinct, repeats):
+def _nest(tiles: Tiles, periods: list[int], distinct: bool, repeats: int) -> list[_Node]:
     """The tiles (each (signature, its steps)) as nodes (_Step, _Loop): at each loop level,
     more than `repeats` consecutive positions (chunks of periods[0] tiles) that do the same
     work are a loop of the first `repeats` of them; within a tile, more than `repeats` middle
@@ -347,11 +384,11 @@ def _nest(tiles, periods, distinct, repeats):
     carry their positions), so that each is laid out with its own."""
     p = periods[0]
     chunks = [tiles[i:i + p] for i in range(0, len(tiles), p)]
-    out = []
-    for _, group in itertools.groupby(chunks, key=lambda chunk: tuple(sig for sig, _ in chunk)):
-        group = list(group)
-        nest = ((lambda chunk: _nest(chunk, periods[1:], distinct, repeats)) if len(periods) > 1
-                else (lambda chunk: _blocks(chunk[0][1], repeats)))
+    out: list[_Node] = []
+    nest: Callable[[Tiles], list[_Node]] = ((lambda chunk: _nest(chunk, periods[1:], distinct, repeats)) if len(periods) > 1
+                                              else (lambda chunk: _blocks(chunk[0][1], repeats)))
+    for _, like in itertools.groupby(chunks, key=lambda chunk: tuple(sig for sig, _ in chunk)):
+        group = list(like)
         kept = group[:repeats] if len(group) > repeats else group
         bodies = [nest(chunk) for chunk in kept] if distinct else [nest(group[0])] * len(kept)
         if len(group) > repeats:
@@ -361,14 +398,14 @@ def _nest(tiles, periods, distinct, repeats):
     return out
 
 
-def _blocks(steps, repeats):
+def _blocks(steps: list[_Step], repeats: int) -> list[_Node]:
     """A tile's steps, more than `repeats` like middle ones as a loop of the first `repeats`."""
     if len(steps) > repeats + 2:
         return [steps[0], _Loop(tuple((s,) for s in steps[1:1 + repeats]), len(steps) - 2), steps[-1]]
     return list(steps)
 
 
-def _expand(nodes, out, loops, mult):
+def _expand(nodes: Sequence[_Node], out: list[_Step], loops: list[LoopEnds] | None, mult: int) -> None:
     """Lay nodes out as steps in `out`, each loop's positions run; for the first instance of
     each loop, (positions left out, times it recurs, the index of each position's last step) in
     `loops` (None: not the first instance)."""
@@ -376,10 +413,10 @@ def _expand(nodes, out, loops, mult):
         if isinstance(node, _Loop):
             ends = []
             for c, body in enumerate(node.bodies):
-                _expand(body, out, loops if c == 0 else None, mult * node.count)
+                _expand(body, out, loops if c == 0 else None, mult * node.positions)
                 ends.append(len(out) - 1)
             if loops is not None:
-                loops.append((node.count - len(node.bodies), mult, ends))
+                loops.append((node.positions - len(node.bodies), mult, ends))
         else:
             out.append(node)
 
@@ -388,27 +425,27 @@ class _Run(Observer):
     """Steps laid out in the pipeline's order as per-engine streams of Steps, with the waits
     the emitter would infer, run on the timing core."""
 
-    def __init__(self, estimate):
+    def __init__(self, estimate: Estimate):
         self.estimate, chip = estimate, estimate.ctx.chip
         self.chip = chip
-        self.streams, self.waits = {}, {}
+        self.streams: dict[str, list[Step | None]] = {}
+        self.waits: dict[Mark, tuple[tuple[str, int], ...]] = {}
         self.clocks = Clocks(chip.engines)
-        self.buffers = {}
-        self.stages = {}  # memory -> its staging buffers
-        self.current = {}  # memory -> the staging buffer the copy under way uses
-        self.end = {}  # (engine, index) -> when it ended
-        self.watched = {}
-        self.moved = estimate.__dict__.setdefault("_moved", {})  # (Timed, core) -> it on that core (_on_core)
+        self.buffers: dict[tuple[Any, ...], _Buffer] = {}
+        self.stages: dict[tuple[int, Hashable], list[_Buffer]] = {}  # (unit, memory) -> its staging buffers
+        self.current: dict[Hashable, _Buffer] = {}  # memory -> the staging buffer the copy under way uses
+        self.end: dict[Mark, float] = {}
+        self.moved: dict[tuple[int, int], Timed] = estimate.__dict__.setdefault("_moved", {})  # (id of a Timed, core) -> it there
 
-    def emit(self, steps, unit=0, core=None):
+    def emit(self, steps: list[_Step], unit: int = 0, core: int | None = None) -> list[list[Mark]]:
         """Emit a unit's steps (the pipeline's order: with double buffering, step i + 1's loads
         before step i's product), on `core`'s engines and memories where given; returns per
         step the (engine, index) of its instructions."""
         est = self.estimate
         self.unit, self.core = unit, core
         double = est.slots > 1
-        marks = [[] for _ in steps]
-        where = []  # per step: (step index, tile, kept slot)
+        marks: list[list[Mark]] = [[] for _ in steps]
+        where: list[Position] = []
         tile = fresh = -1
         for i, s in enumerate(steps):
             tile += s.first
@@ -416,7 +453,7 @@ class _Run(Observer):
             where.append((i, tile, fresh))
 
         work = est.work_of
-        def load(i):
+        def load(i: int) -> None:
             s, at = steps[i], where[i]
             w = work(s.key)
             self._part(w.kept, at, s, marks[i])
@@ -424,7 +461,7 @@ class _Run(Observer):
             if s.first:
                 self._part(w.fills, at, s, marks[i])
 
-        def fill(i):
+        def fill(i: int) -> None:
             if steps[i].first:
                 self._part(work(steps[i].key).tail, where[i], steps[i], marks[i])
 
@@ -447,10 +484,10 @@ class _Run(Observer):
                 self._part(w.store, where[i], s, marks[i])
         return marks
 
-    def _part(self, timed, at, s, marks):
+    def _part(self, timed: tuple[Timed, ...], at: Position, s: _Step, marks: list[Mark]) -> None:
         for t in timed:
             if self.core is not None:
-                t = self._on_core(t)
+                t = self._on_core(t, self.core)
             reads = [self._buffer(name, at, s, False) for name in t.reads]
             writes = [self._buffer(name, at, s, True, t.engine) for name in t.writes]
             stream = self.streams.setdefault(t.engine, [])
@@ -466,8 +503,10 @@ class _Run(Observer):
             accessed(t.engine, index, reads, writes)
             marks.append((t.engine, index))
 
-    def _buffer(self, name, at, s, written, engine=None):
+    def _buffer(self, name: Hashable, at: Position, s: _Step, written: bool, engine: str | None = None) -> _Buffer:
         """The buffer a role names for step s (at: its index, tile and kept-operand load)."""
+        scope: str
+        what: Any  # a role's name: a tensor's, a memory's, a buffer's
         scope, what = name if isinstance(name, tuple) and len(name) == 2 else ("fixed", name)
         i, tile, fresh = at
         est = self.estimate
@@ -478,15 +517,15 @@ class _Run(Observer):
                     pool = self.stages[self.unit, what] = [_Buffer() for _ in range(est.stage_slots.get(what, STAGE_SLOTS))]
                 self.current[what] = oldest(pool, engine)
             return self.current[what]
-        key = {STEP: (i % est.slots,), TILE: (tile % est.tile_slots,), KEPT: (fresh % est.slots,),
-               PART: (fresh % est.slots, s.block)}.get(scope, ())
-        key = (self.unit, scope, what) + key  # units write disjoint parts of what they share: no order between them
+        slot = {STEP: (i % est.slots,), TILE: (tile % est.tile_slots,), KEPT: (fresh % est.slots,),
+                PART: (fresh % est.slots, s.block)}.get(scope, ())
+        key = (self.unit, scope, what) + slot  # units write disjoint parts of what they share: no order between them
         buf = self.buffers.get(key)
         if buf is None:
             buf = self.buffers[key] = _Buffer()
         return buf
 
-    def run(self):
+    def run(self) -> float:
         est, chip = self.estimate, self.chip
         cache = None
         if chip.cache is not None:
@@ -497,13 +536,14 @@ class _Run(Observer):
         timeline = Timeline(chip, self.streams, self.waits, cache, est.replayed, observer=self)
         return timeline.run()
 
-    def _on_core(self, t):
-        """Unit 0's Timed on this unit's core: its engine and its core's memories renamed."""
-        key = (id(t), self.core)
+    def _on_core(self, t: Timed, core: int) -> Timed:
+        """Unit 0's Timed on `core`: its engine and its core's memories renamed."""
+        key = (id(t), core)
         moved = self.moved.get(key)
         if moved is None:
+            assert self.estimate.cores is not None, "units on cores of their own name their cores"
             here = self.estimate.cores[0]
-            rename = (lambda name: f"c{self.core}.{name[len(f'c{here}.'):]}" if name.startswith(f"c{here}.") else name)  # noqa: E731
+            rename = (lambda name: f"c{core}.{name[len(f'c{here}.'):]}" if name.startswith(f"c{here}.") else name)  # noqa: E731
             step = t.step
             if step.use is not None:
                 step = step._replace(use={rename(m): k for m, k in step.use.items()}, src=rename(step.src), dst=rename(step.dst))
@@ -512,10 +552,10 @@ class _Run(Observer):
             moved = self.moved[key] = Timed(rename(t.engine), step, t.reads, t.writes)
         return moved
 
-    def ends(self, marks):
+    def ends(self, marks: list[Mark]) -> float:
         return max((self.end.get(m, 0.0) for m in marks), default=0.0)
 
-    def ended(self, engine, i, step, start, end, note, cached):
+    def ended(self, engine: str, i: int, step: Step, start: float, end: float, note: str, cached: float) -> None:
         self.end[engine, i] = end
 
 
@@ -524,12 +564,15 @@ class _Buffer:
 
     __slots__ = ("reads", "section", "writes")
 
-    def __init__(self):
-        self.writes, self.reads, self.section = {}, {}, None
+    def __init__(self) -> None:
+        self.writes: dict[str, int] = {}
+        self.reads: dict[str, int] = {}
+        self.section: Any = None
 
 
-def tiled(ctx, work, axes, reduction, block, units, slots, repeat=1, reuse=None, stage_slots=None, once=None, tile_slots=None,
-          reuse_blocks=False, cores=None):
+def tiled(ctx: Lowering, work: Callable[..., Work], axes: Sequence[Sequence[tuple]], reduction: int, block: int, units: int,
+          slots: int, repeat: int = 1, reuse: int | None = None, stage_slots: dict[str, int] | None = None, once: int | None = None,
+          tile_slots: int | None = None, reuse_blocks: bool = False, cores: list[int] | None = None) -> Estimate:
     """The Estimate of a tiled op's steps on the first (busiest) of `units` units, the output
     tiles dealt among them in runs of consecutive ones (isa/lower/pipeline.deal).
 
@@ -555,7 +598,7 @@ def tiled(ctx, work, axes, reduction, block, units, slots, repeat=1, reuse=None,
     memories the units share."""
     grid = _Grid(axes, repeat, reduction, block, units, reuse, reuse_blocks, ctx.chip.cache is not None)
 
-    def runs():
+    def runs() -> list[Tiles]:
         """Each unit's tiles, (signature, steps) in order: the busiest unit's alone, or every
         unit's where `cores` names the core each runs on."""
         bounds = [(0, grid.mine)] if cores is None else [(sum(r), sum(r) + n) for r, n in _dealt(grid.count, units)]
@@ -571,8 +614,10 @@ class _Grid:
     tiles. The units share DDR in proportion to their tiles: the busiest has ceil(count / units)
     of them, and DDR moves every unit's bytes meanwhile."""
 
-    def __init__(self, axes, repeat, reduction, block, units, reuse, reuse_blocks, positions) -> None:
-        self.axes, self.repeat, self.block, self.units, self.reuse, self.reuse_blocks = axes, repeat, block, units, reuse, reuse_blocks
+    def __init__(self, axes: Sequence[Sequence[tuple]], repeat: int, reduction: int, block: int, units: int, reuse: int | None,
+                 reuse_blocks: bool, positions: bool) -> None:
+        self.axes, self.repeat, self.block, self.units, self.reuse_blocks = axes, repeat, block, units, reuse_blocks
+        self.reuse = reuse if reuse is not None else 0  # read only where reusing
         self.positions = positions  # a cache of DDR: where a block starts decides what hits
         self.reusing = reuse is not None
         self.count = repeat * math.prod(len(a) for a in axes)
@@ -582,17 +627,17 @@ class _Grid:
         self.sizes = [repeat] + [len(a) for a in axes]
         self.periods = [math.prod(self.sizes[d + 1:]) for d in range(len(self.sizes))]
 
-    def part(self, k):
+    def part(self, k: int) -> tuple[int, bool, bool, int]:
         """(size, first, last, start) of block k."""
         last = k == self.blocks - 1
         return (self.edge if last else self.block, k == 0, last, k * self.block if self.positions else 0)
 
-    def key(self, kind, p, fresh):
+    def key(self, kind: tuple, p: tuple, fresh: bool) -> StepKey:
         """A step's key: its tile's classes, its block, and where an operand is reused whether
         the step loads it."""
         return (kind,) + p + ((fresh and (p[1] or self.reuse_blocks),) if self.reusing else ())
 
-    def tiles(self, lo=0, hi=None):
+    def tiles(self, lo: int = 0, hi: int | None = None) -> Iterator[tuple[tuple, bool]]:
         """(kind, fresh) of the tiles at positions lo..hi - 1 of a unit's run (default: the busiest's)."""
         before, reuse = None, self.reuse
         walk = itertools.product(range(self.repeat), *(range(len(a)) for a in self.axes))
@@ -601,16 +646,17 @@ class _Grid:
             yield tuple(a[i] for a, i in zip(self.axes, at[1:])), shared is None or shared != before
             before = shared
 
-    def steps(self, kind, fresh):
+    def steps(self, kind: tuple, fresh: bool) -> list[_Step]:
         last = self.blocks - 1
         return [_Step(self.key(kind, self.part(k), fresh), k, k == 0, k == last, fresh) for k in range(self.blocks)]
 
-    def counts(self):
+    def counts(self) -> dict[StepKey, int]:
         """step key -> how many steps do it, for the bounds: steps counted by what they do, each
         kind of tile at its first position (where it is matters only to a replay's cache)."""
         axes, repeat, reuse, blocks = self.axes, self.repeat, self.reuse, self.blocks
-        reps = [{} for _ in axes]
+        reps: list[dict[tuple, tuple]] = [{} for _ in axes]
         canon = [[reps[d].setdefault(c[1:], c) for c in a] for d, a in enumerate(axes)]
+        kinds: dict[tuple[tuple, bool], int]
         if self.units > 1:
             kinds = collections.Counter((tuple(reps[d][c[1:]] for d, c in enumerate(kind)), fresh) for kind, fresh in self.tiles())
         else:  # the classes per dimension combined in every way, without walking every tile
@@ -623,7 +669,7 @@ class _Grid:
                     k == canon[d][0] for d, k in enumerate(kind) if d >= reuse)
                 kinds[kind, True] = fresh
                 kinds[kind, False] = n - fresh
-        counts = {}
+        counts: dict[StepKey, int] = {}
         for (kind, fresh), n in kinds.items():
             for k in {0, min(1, blocks - 1), blocks - 1}:
                 repeats = blocks - 2 if 0 < k < blocks - 1 else 1
@@ -632,19 +678,19 @@ class _Grid:
                     counts[step] = counts.get(step, 0) + n * repeats
         return counts
 
-    def at(self, i):
+    def at(self, i: int) -> tuple[tuple, bool]:
         """The tile of the unit's i-th position: (kind, fresh)."""
         here = [i // p % n for p, n in zip(self.periods, self.sizes)]
         before = [(i - 1) // p % n for p, n in zip(self.periods, self.sizes)] if i else None
         fresh = not self.reusing or before is None or here[:1 + self.reuse] != before[:1 + self.reuse]
         return tuple(a[j] for a, j in zip(self.axes, here[1:])), fresh
 
-    def ends(self):
+    def ends(self) -> tuple[StepKey, StepKey]:
         """The keys of the busiest unit's first and last step."""
         return self.steps(*self.at(0))[0].key, self.steps(*self.at(self.mine - 1))[-1].key
 
 
-def _dealt(count, units):
+def _dealt(count: int, units: int) -> list[tuple[list[int], int]]:
     """(the sizes of the runs before, this run's size) of `count` tiles dealt among `units`
     units in runs of consecutive ones, as pipeline.deal deals them."""
     size, extra = divmod(count, units)
@@ -652,6 +698,6 @@ def _dealt(count, units):
     return [(sizes[:k], n) for k, n in enumerate(sizes)]
 
 
-def _signature(kind):
+def _signature(kind: tuple) -> tuple:
     """What a tile of classes `kind` does, wherever it is: its classes but for their starts."""
     return tuple(c[1:] for c in kind)
