@@ -167,6 +167,26 @@ def test_a_chain_the_estimate_finds_slower_is_lowered_layer_by_layer():
     assert sliced > layered
 
 
+def test_a_chain_whose_slice_floors_exceed_layer_by_layer_is_declined_unsearched(monkeypatch):
+    """Where each layer's floor bounds its estimate (one unit, no cache of DDR), a chain whose
+    slices' floors already exceed layer by layer's estimate is declined before its slices are
+    searched: the same program as searching them, which finds them slower still."""
+    g = chain_graph((16, 64, 56, 56), "int8", BOTTLENECK * 2 + [(64, 3, 2)])
+    chip = CHIPS["bm1684"]
+    policy = isa.Policy(reserve=squeezed(chip, 4 << 20))
+    quick = isa.lower(g, chip, policy=policy)
+    [(least, in_slices, layered)] = [tuple(int(v.replace(",", "")) for v in m) for n in quick.notes
+                                     for m in re.findall(r"at least ([\d,]+) cycles in (\d+) slice\(s\) against ([\d,]+) layer by layer", n)]
+    assert least > layered
+    chain = sys.modules["isa.lower.schedule.chain"]
+    monkeypatch.setattr(chain, "_floors_bound", lambda ctx, plans: False)
+    searched = isa.lower(g, chip, policy=policy)
+    [sliced] = [int(m.replace(",", "")) for n in searched.notes
+                for m in re.findall(rf"estimated ([\d,]+) cycles in {in_slices} slice\(s\) against {layered:,} layer by layer", n)]
+    assert sliced >= least
+    assert searched.streams == quick.streams
+
+
 def _inside(region, home):
     lo, hi = home.span()
     return region.mem == home.mem and lo <= region.addr < hi

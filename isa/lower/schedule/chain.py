@@ -47,6 +47,7 @@ from ..context import local_memory
 from ..memory.alloc import align_up
 from ..memory.route import copy
 from ..templates.catalog import CONV
+from .estimate import bounds_hold
 
 if TYPE_CHECKING:
     from ...graph import Graph
@@ -201,7 +202,8 @@ def lower_chain(ctx: Lowering, chain: Chain) -> bool:
     """Emit the chain slice by slice; False (nothing emitted) when its windows do not fit or
     the lowering's estimate says layer by layer is faster. Layer by layer is searched only
     where its lower bound (each layer's floor, isa/lower/templates/conv.py) does not already exceed the
-    sliced estimate."""
+    sliced estimate; the slices are searched only where their floors, where they bound the
+    estimate, do not already exceed layer by layer's estimate (a chain cut too fine to win)."""
     plan = _slices(ctx, chain)
     if plan is None:
         ctx.em.notes.append(f"layer group {_names(chain)}: one-row slices do not fit in {chain.mem}; lowered layer by layer")
@@ -209,10 +211,22 @@ def lower_chain(ctx: Lowering, chain: Chain) -> bool:
     slices, rows, _ = plan
     em = ctx.em
     floor = _layered_cycles(ctx, chain, lambda p: p.floor())
-    placed = _place_slices(ctx, chain, plan)
+    placed = _place_slices(ctx, chain, plan, search=False)
     if placed is None:
         return False
-    sliced = placed[-1]
+    if _floors_bound(ctx, placed[2]):
+        least = sum(p.floor_of(r) for ranges in slices for p, r in zip(placed[2], ranges))
+        if least > floor:  # layer by layer may win before any slice is searched
+            _release_slices(ctx, chain, placed)
+            layered = _layered_cycles(ctx, chain, lambda p: p.tiling()[1])
+            if least > layered:
+                em.notes.append(f"layer group {_names(chain)}: at least {least:,.0f} cycles in {len(slices)} slice(s) against "
+                                f"{layered:,.0f} layer by layer; lowered layer by layer")
+                return False
+            placed = _place_slices(ctx, chain, plan, search=False)
+            assert placed is not None, "the same windows fit again once released"
+    sliced = _sliced_cycles(placed[2], slices)
+    placed = (*placed[:3], sliced)
     against = f"at least {floor:,.0f}"
     if sliced > floor:  # the bound does not decide: search layer by layer, where its layers would be placed
         _release_slices(ctx, chain, placed)
@@ -243,9 +257,10 @@ def lower_chain(ctx: Lowering, chain: Chain) -> bool:
     return True
 
 
-def _place_slices(ctx: Lowering, chain: Chain, plan: Plan) -> Placed | None:
+def _place_slices(ctx: Lowering, chain: Chain, plan: Plan, search: bool = True) -> Placed | None:
     """(windows, held weights, plans, estimated cycles) of the chain run slice by slice, its
-    windows and held weights placed; None (nothing placed) when a layer has no room for a tile."""
+    windows and held weights placed; None (nothing placed) when a layer has no room for a tile.
+    Without `search`, the cycles are left at 0 (_sliced_cycles works them out)."""
     slices, rows, hold = plan
     em, graph = ctx.em, ctx.graph
     windows = {t: [em.alloc(chain.mem, _window_bytes(graph, t, rows[t]), f"{t}.rows{k}") for k in range(ctx.slots)]
@@ -261,8 +276,17 @@ def _place_slices(ctx: Lowering, chain: Chain, plan: Plan) -> Placed | None:
         _release(ctx, chain, windows)
         ctx.em.notes.append(f"layer group {_names(chain)}: its windows leave a layer no room for a tile; lowered layer by layer")
         return None
-    sliced = sum(p.tiling(r)[1] for ranges in slices for p, r in zip(plans, ranges))
-    return windows, held, plans, sliced
+    return windows, held, plans, _sliced_cycles(plans, slices) if search else 0.0
+
+
+def _sliced_cycles(plans: list[Any], slices: list[list[Rows]]) -> float:
+    """The estimated cycles of the chain's layers (their plans) run slice by slice."""
+    return sum(p.tiling(r)[1] for ranges in slices for p, r in zip(plans, ranges))
+
+
+def _floors_bound(ctx: Lowering, plans: list[Any]) -> bool:
+    """Whether every layer's floor is a lower bound of its estimate (estimate.bounds_hold)."""
+    return all(bounds_hold(ctx.chip, len(p.units)) for p in plans)
 
 
 def _release_slices(ctx: Lowering, chain: Chain, placed: Placed) -> None:

@@ -11,7 +11,7 @@ signature (isa/lower/schedule/searches.py)."""
 from __future__ import annotations
 
 import collections
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..schedule.tiling import boxes
@@ -33,13 +33,20 @@ class RowsTiled:
     group: Group
     out: Tensor
     axes: Sequence[Axis]
+    rows: tuple[int, int] | None  # the output rows run (init_rows); None: an output without rows
+    floor: Callable[[], float]  # a lower bound of tiling()'s cycles for the run in self.rows, without a search
+
+    def floor_of(self, rows: tuple[int, int]) -> float:
+        """floor() of output rows `rows`."""
+        self.rows = rows
+        return self.floor()
 
     def _search(self) -> tuple[Any, float]:
         """(the template's own tiling, its estimated cycles) of the run in self.rows."""
         raise NotImplementedError
 
     def init_rows(self) -> None:
-        self.rows: tuple[int, int] | None = (0, self.out.shape[2]) if len(self.out.shape) > 2 else None  # the output rows run
+        self.rows = (0, self.out.shape[2]) if len(self.out.shape) > 2 else None  # the output rows run
         self._classes: dict[Hashable, Any] = {}  # (dimension, tile extent, rows) -> axis_classes' row; ("counts", ...) -> axis_counts'
         self._tilings: dict[Hashable, tuple[Any, float]] = {}  # how a run of rows reads -> tiling()
 
