@@ -175,8 +175,8 @@ def test_a_chain_whose_slice_floors_exceed_layer_by_layer_is_declined_unsearched
     chip = CHIPS["bm1684"]
     policy = isa.Policy(reserve=squeezed(chip, 4 << 20))
     quick = isa.lower(g, chip, policy=policy)
-    [(least, in_slices, layered)] = [tuple(int(v.replace(",", "")) for v in m) for n in quick.notes
-                                     for m in re.findall(r"at least ([\d,]+) cycles in (\d+) slice\(s\) against ([\d,]+) layer by layer", n)]
+    declined = r"at least ([\d,]+) cycles in (\d+) slice\(s\) against ([\d,]+) layer by layer"
+    [(least, in_slices, layered)] = [tuple(int(v.replace(",", "")) for v in m) for n in quick.notes for m in re.findall(declined, n)]
     assert least > layered
     chain = sys.modules["isa.lower.schedule.chain"]
     monkeypatch.setattr(chain, "_floors_bound", lambda ctx, plans: False)
