@@ -27,15 +27,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from copy import copy as shallow_copy
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from ... import dtypes
 from ...errors import UnsupportedError
 from ...instructions import Region, Vector
-from ..context import Lowering, Unit
-from ..emit import Buf
+from ..context import Lowering, Unit, operand_memory
+from ..emit import Buf, Emitter
 from ..memory.route import copy
 from ..schedule import estimate
 from ..schedule.estimate import Priced
@@ -46,8 +46,19 @@ from .in_flight import InFlight, in_flight
 from .staging import stages
 from .vector_steps import emit_steps
 
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing's from Python 3.11
+
+    from chips.schema import Engine, MatrixUnit
+
+    from ...graph import Node, Tensor
+    from ...ops.base import OpDef
+    from ...ops.elementwise import Step
+    from ..schedule.pipeline import Step as PipelineStep
+
 Key = str | tuple[str, int]  # a buffer's key in a plan's needs: a name, or ("tmp", j) for the epilogue's temporaries
 Bufs = dict[Any, Buf]  # key -> Buf: a tile's buffers (a template's own keys, or the estimate's roles)
+T = TypeVar("T")  # an output tile, as a template deals them
 
 
 def buffer_name(op: str, key: Key, slot: int) -> str:
@@ -68,22 +79,22 @@ class Tiled(Priced):
     step_keys: frozenset[str] = frozenset()  # the keys of a slot's buffers, each step's own (the rest are the output tile's)
     zp_buffer = True  # the asymmetric mode's second product reads zp_r from a buffer (_zero_point), not as a number
     ctx: Lowering
-    em: Any  # the Emitter, or the estimate's Recorder
-    node: Any  # isa.graph.Node
-    opdef: Any  # isa.ops.OpDef
+    em: Emitter  # while the estimate prices a tiling, its Recorder, which answers the calls the templates make (Priced.recording)
+    node: Node
+    opdef: OpDef
     units: list[Unit]
-    mx: Any  # the unit's matrix engine (chips.Engine), None on the vector unit
-    vx: Any  # its vector engine
-    out: Any  # the tensor the op makes (isa.graph.Tensor)
+    mx: Engine | None  # the unit's matrix engine, None on the vector unit
+    vx: Engine  # its vector engine
+    out: Tensor  # the tensor the op makes
     out_channels: int
     acc_dtype: str
     bias: tuple[Buf, str] | None
-    bias_in_table: bool
-    steps: list
-    temps: list
+    bias_in_table: bool  # the products start from the bias, in the matrix unit's bias memory (bias_table.py)
+    steps: list[Step]
+    temps: list[str]  # the epilogue's scratch dtypes
     asym: bool
     stored: str
-    flight_steps: list | None
+    flight_steps: list[Step] | None
     flight: InFlight | None
     acc_key: str
     result_key: str
@@ -93,14 +104,34 @@ class Tiled(Priced):
         vector memory where the matrix unit accumulates elsewhere, as an Ascend cube in L0C) and
         where the result ends (result_key: that, where it has the result's dtype, or "out"); with
         the epilogue done on the way out (self.flight), both are the accumulator."""
-        self.acc_key = "acc" if self._acc_memory() == self.vx.memory else "accv"
+        self.acc_key = "acc" if self._acc_memory() == self.vmem else "accv"
         self.result_key = self.acc_key if self.out.dtype == self.acc_dtype else "out"
         self.flight = self._flight(self.units[0])
         if self.flight is not None:  # the store reads the accumulator, and does the epilogue on its way
             self.acc_key = self.result_key = "acc"
 
+    @property
+    def vmem(self) -> str:
+        """The memory of the unit's vector engine: where the epilogue runs."""
+        return operand_memory(self.vx, "")
+
+    @property
+    def matrix_engine(self) -> Engine:
+        """The unit's matrix engine, of a plan that multiplies on one."""
+        if self.mx is None:
+            raise UnsupportedError(f"{self.node.name}: a plan on the vector unit has no matrix engine")
+        return self.mx
+
+    @property
+    def matrix_unit(self) -> MatrixUnit:
+        """The figures of the unit's matrix engine (chips/schema.py), of a plan that multiplies on one."""
+        unit = self.matrix_engine.matrix
+        if unit is None:
+            raise UnsupportedError(f"{self.node.name}: matrix engine {self.matrix_engine.name} has no matrix unit")
+        return unit
+
     def _acc_memory(self) -> str:
-        return self.vx.memory if self.mx is None else self.mx.operand_memory("c")
+        return self.vmem if self.mx is None else operand_memory(self.mx, "c")
 
     def _flight(self, unit: Unit) -> InFlight | None:
         """The InFlight storing unit's accumulator home with the epilogue done on the way, or None."""
@@ -108,19 +139,20 @@ class Tiled(Priced):
             return None
         return in_flight(self.ctx.chip, unit, self.flight_steps, self.acc_dtype, self.ctx.home[self.stored].mem)
 
-    def on(self, unit: Unit) -> Tiled:
+    def on(self, unit: Unit) -> Self:
         """This plan with its tiles run by unit's engines."""
         mine = shallow_copy(self)
-        mine.mx, mine.vx, mine.flight = unit.matrix, unit.vector, self._flight(unit)
+        mine.mx, mine.vx, mine.flight = unit.matrix, unit.vx, self._flight(unit)
         return mine
 
-    def run_dealt(self, tiles: list, unit_steps: Callable[[Tiled, list], tuple[list, list[Buf]]], stores: list[Buf],
+    def run_dealt(self, tiles: list[T], unit_steps: Callable[[Self, list[T]], tuple[list[PipelineStep], list[Buf]]], stores: list[Buf],
                   later: Callable[[], list[Buf]] = list) -> None:
         """Deal the output tiles among the units (pipeline.deal) and run each unit's steps
         (pipeline.run_units): unit_steps(this plan on the unit, its tiles) places the unit's
         buffers and gives (its steps, those buffers); all are released after the run, then
         what later() gives (buffers the steps placed as they ran)."""
-        per_unit, placed = [], []
+        per_unit: list[list[PipelineStep]] = []
+        placed: list[Buf] = []
         for k, (unit, run) in enumerate(zip(self.units, deal(tiles, len(self.units)))):
             if k and not run:
                 continue
@@ -181,7 +213,7 @@ class Tiled(Priced):
         assert self.bias is not None
         home, dtype = self.bias
         if self.bias_in_table:
-            bias_table.load(self.em, bufs.__getitem__, home, dtype, self.out_channels, c0, n, self.acc_dtype, self.mx.core,
+            bias_table.load(self.em, bufs.__getitem__, home, dtype, self.out_channels, c0, n, self.acc_dtype, self.matrix_engine.core,
                             self.node.name)
             return
         lead = self.bias_lead
@@ -191,9 +223,9 @@ class Tiled(Priced):
     def _zero_point(self, dtype: str) -> Buf:
         """One element of zp_r in the matrix unit's weight memory, read with stride 0 as a whole
         weight block by the asymmetric mode's second product."""
-        mem, name = self.mx.operand_memory("b"), self.node.name
-        if mem != self.vx.memory:
-            raise UnsupportedError(f"{name}: the matrix unit's weight memory {mem} is not the vector memory {self.vx.memory}")
+        mem, name = operand_memory(self.matrix_engine, "b"), self.node.name
+        if mem != self.vmem:
+            raise UnsupportedError(f"{name}: the matrix unit's weight memory {mem} is not the vector memory {self.vmem}")
         buf = self.em.alloc(mem, dtypes.itemsize(dtype), f"{name}/zp_r")
         zr = self.node.params["right_zero_point"]
         self.em.emit(self.vx.name, Vector("copy", buf.region(dtype, (1,)), (zr,), "int64", name), writes=(buf,))
@@ -201,7 +233,7 @@ class Tiled(Priced):
 
     def _zero_point_role(self, dtype: str) -> Buf:
         """_zero_point's buffer as the estimate's role."""
-        return estimate.role("fixed", "zp_r", self.mx.operand_memory("b"), dtypes.itemsize(dtype))
+        return estimate.role("fixed", "zp_r", operand_memory(self.matrix_engine, "b"), dtypes.itemsize(dtype))
 
     def _as_roles(self, needs: Iterable[tuple[Key, str, int]], zp_dtype: str, kept: Iterable[Key] = ()) -> Bufs:
         """A tile's buffers (key, memory, bytes) as the estimate's roles: a slot's (step_keys) by
@@ -227,11 +259,12 @@ class Tiled(Priced):
         second one, the bias table's row and, unless the epilogue is done on the way out, the
         accumulators' copies in the vector memory (with the buffers their copies stage
         through), the bias, the result and the epilogue's temporaries."""
-        cmem, vmem = self._acc_memory(), self.vx.memory
+        cmem, vmem = self._acc_memory(), self.vmem
         needs: list[tuple[Key, str, int]] = [("acc_zp", cmem, acc_bytes)] if self.asym else []
-        if self.bias_in_table:
-            home, dtype = self.bias  # type: ignore[misc]
-            needs += bias_table.needs(self.ctx.chip, home, dtype, self.acc_dtype, self.mx.matrix.bias, channels)
+        table = self.matrix_unit.bias if self.bias_in_table else None  # this unit's bias memory
+        if table is not None and self.bias is not None:
+            home, dtype = self.bias
+            needs += bias_table.needs(self.ctx.chip, home, dtype, self.acc_dtype, table, channels)
         if self.flight is not None:
             return needs
         if self.acc_key != "acc":
