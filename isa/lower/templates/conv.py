@@ -27,12 +27,10 @@ its vector cores read), the staging buffers are placed with the slots.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from copy import copy as shallow_copy
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -45,14 +43,14 @@ from ..context import operand_memory
 from ..memory.alloc import shortfall
 from ..memory.route import copy, hop_floor
 from ..schedule import estimate
-from ..schedule.estimate import Estimate, Recorder, Work, tiled
+from ..schedule.estimate import Estimate, Work, tiled
 from ..schedule.tiling import broadcast_view, candidates, nbytes, sub_region
 from ..templates import bias_table
 from ..templates.in_flight import then_relu
 from ..templates.local import Tail
 from ..templates.rows import RowsTiled
 from ..templates.window import Axis, conv_axes, deconv_axes, load_window, placed, tile_reads, window_view
-from .tiled import Bufs, Key, Tiled, buffer_name, per_memory
+from .tiled import Bufs, Key, Tiled, buffer_name, per_memory, recorder, tail_roles
 
 if TYPE_CHECKING:
     from chips.schema import Engine
@@ -60,7 +58,7 @@ if TYPE_CHECKING:
     from ...graph import Graph, Node
     from ...ops.conv import Conv
     from ..context import Lowering, Unit
-    from ..emit import Buf, Emitter
+    from ..emit import Buf
     from ..schedule.estimate import Timed
     from ..schedule.fusion import Group
     from ..schedule.pipeline import Step as PipelineStep
@@ -130,6 +128,7 @@ class Convolution(Tiled, RowsTiled):
         quantized_op = self.x.dtype not in ("float32", "float16", "bfloat16") and not self.shifted
         self.float_acc = quantized_op and self.opdef.float_compute(p, self.x.dtype, dict(ctx.compute_map(head)))
         self.asym = quantized_op and self.opdef.asymmetric(p) and not self.float_acc
+        self.zp_dtype = self.w.dtype
         self.acc_dtype = self.opdef.acc_dtype(self.x.dtype, self.float_acc)
         self.weight = self._weight(g, quantized_op)
         self.bias = self._bias(g, quantized_op)
@@ -237,11 +236,11 @@ class Convolution(Tiled, RowsTiled):
         offline: bias - zp_l * sum over each output channel's reduction of (w - zp_r), bound
         where the bias it replaces lives (DDR without one)."""
         p = self.node.params
-        has = self.opdef.checked_inputs(self.node) == 3  # the integer family appends zero-point tables
+        given = self._given_bias()
         if not (quantized_op and self.opdef.asymmetric(p)):
-            return (self.ctx.home[self.node.inputs[2]], g.tensors[self.node.inputs[2]].dtype) if has else None
+            return given
         sums = self.opdef._window_sums(g.constants[self.w.name], p, p["right_zero_point"]).reshape(-1)
-        bias_dtype = g.tensors[self.node.inputs[2]].dtype if has else "int32"
+        bias_dtype = given[1] if given else "int32"
         dtype = "float32" if self.float_acc and bias_dtype == "float32" else "int32"  # computed in float32: the bias stays a float
         return self._fold_bias(sums, dtype), dtype
 
@@ -285,7 +284,8 @@ class Convolution(Tiled, RowsTiled):
         per_mem = per_memory(placed + ([(self._memories()[0], self._kept_bytes(tile), self.ctx.slots)] if keep else []))
         per_mem.setdefault(self.vmem, []).extend(self.tail.class_bytes(tile) * self.ctx.slots)
         if self.asym and self.zp_buffer:
-            per_mem.setdefault(self._memories()[1], []).append(dtypes.itemsize(self.w.dtype))
+            zp = self._zero_point_role()
+            per_mem.setdefault(zp.mem, []).append(zp.size)
         return per_mem
 
     def _fits(self, tile: Tile, tic: int, keep: bool = False) -> bool:
@@ -362,13 +362,7 @@ class Convolution(Tiled, RowsTiled):
 
     def _roles(self, tile: Tile, tic: int, keep: bool = False) -> Bufs:
         """A step's buffers as the estimate's roles: the slot's by step, the tile's own by tile."""
-        return self._as_roles(self._needs(tile, tic, keep), self.w.dtype)
-
-    def _tile_roles(self, tile: Tile) -> Slot:
-        """The fused tail's buffers as roles of the tile."""
-        rec = shallow_copy(self.tail)
-        rec.ctx = dataclasses.replace(self.ctx, em=cast("Emitter", _Roles()))  # Tail.allocate calls only em.alloc
-        return rec.allocate(self.vmem, tile, self.node.name)[0]
+        return self._as_roles(self._needs(tile, tic, keep))
 
     def _price_input(self, rec: Convolution, tn: int, channels: int, tos: Tile, reads: Sequence[Read], kept: bool) -> None:
         """An input tile's load (its window's fill where it reads padding) into the step's
@@ -428,15 +422,14 @@ class Convolution(Tiled, RowsTiled):
     def _price_tail(self, rec: Convolution, starts: Tile, extents: Tile) -> tuple[tuple[Timed, ...], ...]:
         """(loads, compute, stores) of the fused tail on a tile: its own emission on roles."""
         bufs = self._roles(extents, 1)
-        tails = self._tile_roles(extents)
-        recorder = rec.em
-        assert isinstance(recorder, Recorder), "priced on its Recorder (Priced.recording)"
+        tails = tail_roles(self.tail, self.ctx, self.vmem, extents, self.node.name, estimate.TILE)
+        take = recorder(rec.em).take
         local = rec.tail.load(tails, starts, extents)
-        loads = recorder.take()
+        loads = take()
         rec.tail.compute(self.vx.name, tails, local, extents, {self.out.name: bufs[self.result_key]})
-        compute = recorder.take()
+        compute = take()
         rec.tail.store(tails, starts, extents, {self.out.name: bufs[self.result_key]})
-        return loads, compute, recorder.take()
+        return loads, compute, take()
 
     # ---- emission ---------------------------------------------------------------------------
 
@@ -467,7 +460,7 @@ class Convolution(Tiled, RowsTiled):
         slots = [{key: self.em.alloc(mem, n, buffer_name(self.node.name, key, s)) for key, mem, n in self._needs(tile, tic, keep)}
                  for s in range(self.ctx.slots)]
         tails = self.tail.allocate(self.vmem, tile, self.node.name)
-        zero_point = self._zero_point(self.w.dtype) if self.asym and self.zp_buffer else None
+        zero_point = self._zero_point() if self.asym and self.zp_buffer else None
         blocks = [(i0, min(tic, self.icg - i0)) for i0 in range(0, self.icg, tic)]
         kept = [self._kept(tile, blocks, s) for s in range(self.ctx.slots if keep else 0)]
         steps: list[PipelineStep] = []
@@ -785,7 +778,7 @@ class _Matrix(Convolution):
                      acc_bufs["bias"] if first and self.bias_in_table else None)
         if self.asym:
             assert zero_point is not None, "the asymmetric mode's second product reads zp_r from a buffer (Tiled._zero_point)"
-            zp = Region(zero_point.mem, zero_point.addr, self.w.dtype, (tic,) + tuple(self.kernel) + (toc,), (0,) * (len(self.kernel) + 2))
+            zp = self._zero_point_block(zero_point, (tic,) + tuple(self.kernel) + (toc,))
             acc_zp = acc_bufs["acc_zp"]
             self._matmul(x_view, x_buf, zero_point, zp, acc_zp.region(self.acc_dtype, slotted + out_extents[1:]), acc_zp, first)
 
@@ -831,9 +824,3 @@ def _channels_second(kind: Sequence[Position]) -> tuple[Position, ...]:
     back in the template's order (batch, channels, spatial...)."""
     return (kind[0], kind[-1], *kind[1:-1])
 
-
-class _Roles:
-    """An emitter whose buffers are the estimate's roles of a tile (a tail's, `_tile_roles`)."""
-
-    def alloc(self, mem: str, nbytes: int, name: str, unused: bool = False) -> Buf:
-        return estimate.role(estimate.TILE, name, mem, nbytes)

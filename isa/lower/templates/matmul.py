@@ -109,20 +109,18 @@ class _Plan(Tiled):
         self.mx, self.vx = self.units[0].mx, self.units[0].vx
         self.acc_dtype = self.opdef.acc_dtype(self.left.dtype)
         self.asym = self.acc_dtype == "int32" and self.opdef.asymmetric(p)
+        self.zp_dtype = self.right.dtype
         self.shifted = "lzp" in p  # the integer family: zero points off the operands, in 16 bits
         self.a16 = node.op == "matrix_mul_a16"  # weight-only quantized: the right tile dequantized on chip
         self.per_byte = weight_only.PER_BYTE[p["bits"]] if self.a16 else 1  # right elements a stored byte
         self.operand_dtypes = ("int16", "int16") if self.shifted else (self.left.dtype, self.left.dtype if self.a16 else self.right.dtype)
         # the bias as (home Buf of N elements, dtype); the asymmetric mode's is bias_v2, folded here offline
-        has_bias = self.opdef.checked_inputs(node) == 3
         self.bias: tuple[Buf, str] | None
         if self.asym:
             right = g.constants[self.right.name].astype(np.int64)
             self.bias = (self._fold_bias((right - p["right_zero_point"]).sum(axis=0, keepdims=True)), "int32")
-        elif has_bias:
-            self.bias = (ctx.home[node.inputs[2]], g.tensors[node.inputs[2]].dtype)
         else:
-            self.bias = None
+            self.bias = self._given_bias()
         # a float bias the products start from, in the matrix unit's bias memory (isa/lower/templates/bias_table.py)
         self.bias_in_table = bias_table.bias_memory(self.units[0], self.bias, dtypes.is_int(self.acc_dtype)) is not None
         added = self.bias is not None and not self.bias_in_table
@@ -363,7 +361,7 @@ class _Plan(Tiled):
         the tile's own by tile (its accumulator in parts of `rows` rows of a full tile of full_tm),
         a kept left block by the tiles that load it."""
         kept = ("kept", "a") if keep and not self._cut(keep) else ("kept",)
-        out = self._as_roles(self._needs(full_tm, tn, 1, keep), self.right.dtype, kept)
+        out = self._as_roles(self._needs(full_tm, tn, 1, keep), kept)
         acc = out["acc"]
         if rows is not None and rows < full_tm:
             row = tn * dtypes.itemsize(self.acc_dtype)
@@ -428,7 +426,7 @@ class _Plan(Tiled):
         for s in range(accs if rows < tm else 0):
             self.em.split(bufs["acc", s], tuple(r * tn * dtypes.itemsize(self.acc_dtype) for r in range(rows, tm, rows)))
         if self.asym:
-            self.zero_point = bufs["zp_r", 0] = self._zero_point(self.right.dtype)
+            self.zero_point = bufs["zp_r", 0] = self._zero_point()
         return bufs
 
     def step(self, bufs: Slotted, index: int, a_slot: int, fresh: bool, keep: bool, ts: int, batch_index: tuple[int, ...], box: Box,
@@ -498,7 +496,7 @@ class _Plan(Tiled):
         if self.asym:
             zp, acc_zp = self.zero_point, tile["acc_zp"]
             assert zp is not None, "placed with the tile's buffers (place)"
-            zp_r = Region(zp.mem, zp.addr, self.right.dtype, (tk, tn), (0, 0))
+            zp_r = self._zero_point_block(zp, (tk, tn))
             em.emit(self.mx.name, Matmul(a_r, zp_r, acc_zp.region(self.acc_dtype, (tm, tn)), not first, name),
                     reads=(a, zp) + ((acc_zp,) if not first else ()), writes=(acc_zp,))
 

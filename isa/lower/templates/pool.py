@@ -14,10 +14,9 @@ isa/lower/schedule/chain.py) and its tilings are priced by the lowering's estima
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from copy import copy as shallow_copy
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,12 +26,13 @@ from ...instructions import Region, Vector
 from ...ops import REGISTRY
 from ..context import operand_memory, vector_memories
 from ..schedule import estimate
-from ..schedule.estimate import Priced, Recorder, Work, tiled
+from ..schedule.estimate import Priced, Work, tiled
 from ..schedule.pipeline import deal, run_units, step_budget
 from ..schedule.tiling import budgeted_tile, nbytes
 from ..templates.local import Tail
 from ..templates.rows import RowsTiled
 from ..templates.window import Axis, conv_axes, load_window, placed, tile_reads, window_view
+from .tiled import recorder, tail_roles
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ...graph import Graph, Node
     from ...instructions import Operand
     from ..context import Lowering, Unit
-    from ..emit import Buf, Emitter
+    from ..emit import Buf
     from ..schedule.estimate import Estimate, Timed
     from ..schedule.fusion import Group
     from ..schedule.pipeline import Step
@@ -148,18 +148,15 @@ class _Pool(Priced, RowsTiled):
         """A tile's step, by the emission's own code on the estimate's roles: (load, compute,
         store, tail loads)."""
         bufs = {key: estimate.role(estimate.STEP, key, self.vmem, n) for key, n in self._needs(extents)}
-        tails = shallow_copy(self.tail)
-        tails.ctx = dataclasses.replace(self.ctx, em=cast("Emitter", _Roles()))  # Tail.allocate calls only em.alloc
-        tail_bufs = tails.allocate(self.vmem, extents, self.node.name)[0]
+        tail_bufs = tail_roles(self.tail, self.ctx, self.vmem, extents, self.node.name, estimate.STEP)
         load, compute, store = rec._step(bufs, tail_bufs, starts, extents)
-        recorder = rec.em
-        assert isinstance(recorder, Recorder), "priced on its Recorder (Priced.recording)"
+        take = recorder(rec.em).take
         load()
-        loads = recorder.take()
+        loads = take()
         compute()
-        computed = recorder.take()
+        computed = take()
         store()
-        return loads, computed, (), recorder.take()
+        return loads, computed, (), take()
 
     def run(self, rows: tuple[int, int] | None = None) -> None:
         """Emit the pooling of output rows [rows[0], rows[1]) (default: all of them)."""
@@ -270,9 +267,3 @@ class _Pool(Priced, RowsTiled):
         )
         return Region(ones.mem, ones.addr, ones.dtype, shape, ones.strides)
 
-
-class _Roles:
-    """An emitter whose buffers are the estimate's roles of a tile (the tail's)."""
-
-    def alloc(self, mem: str, nbytes: int, name: str, unused: bool = False) -> Buf:
-        return estimate.role(estimate.STEP, name, mem, nbytes)

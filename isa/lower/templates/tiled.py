@@ -11,23 +11,26 @@ storing it: isa/lower/templates/in_flight.py) and the buffers of that way; the e
 (the accumulator, the bias, the asymmetric mode's second accumulator); the bias (folded offline
 with the zero points, loaded per tile into the vector memory or the matrix unit's bias table:
 isa/lower/templates/bias_table.py); the one-element zero point the asymmetric mode's second
-product reads; and the zero-point tables of the integer family.
+product reads; the zero-point tables of the integer family; and a fused tail's buffers as the
+estimate's roles (`tail_roles`, which the pooling template uses too).
 
 A plan using it sets, besides what `Priced` asks (ctx, em, node, units): mx and vx (the unit's
 matrix engine, None on the vector unit, and its vector engine), opdef, out (the tensor the op
 makes), out_channels (its channels, the accumulator tile's dimension 1), acc_dtype, bias ((home
 Buf, dtype) or None) and bias_in_table, steps and temps (the epilogue), asym (a second
-accumulator: the input times the weight's zero point), stored and flight_steps (the tensor the
+accumulator: the input times the weight's zero point) and zp_dtype (the weight's dtype, that zero
+point's), stored and flight_steps (the tensor the
 accumulator's way out would store and the epilogue steps it would do, or None), then calls
 init_accumulator().
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable
 from copy import copy as shallow_copy
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 
@@ -38,7 +41,7 @@ from ..context import Lowering, Unit, operand_memory
 from ..emit import Buf, Emitter
 from ..memory.route import copy
 from ..schedule import estimate
-from ..schedule.estimate import Priced
+from ..schedule.estimate import Priced, Recorder
 from ..schedule.pipeline import deal, run_units
 from ..schedule.tiling import broadcast_view, least, nbytes, sub_region
 from . import bias_table
@@ -55,6 +58,7 @@ if TYPE_CHECKING:
     from ...ops.base import OpDef
     from ...ops.elementwise import Step
     from ..schedule.pipeline import Step as PipelineStep
+    from .local import Slot, Tail
 
 Key = str | tuple[str, int]  # a buffer's key in a plan's needs: a name, or ("tmp", j) for the epilogue's temporaries
 Bufs = dict[Any, Buf]  # key -> Buf: a tile's buffers (a template's own keys, or the estimate's roles)
@@ -72,6 +76,30 @@ def per_memory(placed: Iterable[tuple[str, int, int]]) -> dict[str, list[int]]:
     for mem, n, count in placed:
         out.setdefault(mem, []).extend([n] * count)
     return out
+
+
+def recorder(em: Emitter) -> Recorder:
+    """A plan's emitter as the estimate's Recorder, while the plan prices a tiling (Priced.recording)."""
+    assert isinstance(em, Recorder), "a piece is priced on the plan's Recorder (Priced.recording)"
+    return em
+
+
+class _Roles:
+    """An emitter whose buffers are the estimate's roles of one scope, as a fused tail places them."""
+
+    def __init__(self, scope: str) -> None:
+        self.scope = scope
+
+    def alloc(self, mem: str, nbytes: int, name: str, unused: bool = False) -> Buf:
+        return estimate.role(self.scope, name, mem, nbytes)
+
+
+def tail_roles(tail: Tail, ctx: Lowering, mem: str, tile: tuple[int, ...], op: str, scope: str) -> Slot:
+    """A fused tail's buffers for a tile in mem as the estimate's roles of `scope` (a tile's
+    own, or a step's where each tile is one step): Tail.allocate's own placement, placing nothing."""
+    roles = shallow_copy(tail)
+    roles.ctx = dataclasses.replace(ctx, em=cast("Emitter", _Roles(scope)))  # Tail.allocate calls only em.alloc
+    return roles.allocate(mem, tile, op)[0]
 
 
 class Tiled(Priced):
@@ -93,6 +121,7 @@ class Tiled(Priced):
     steps: list[Step]
     temps: list[str]  # the epilogue's scratch dtypes
     asym: bool
+    zp_dtype: str  # zp_r's dtype: the weight's (the product's right operand's) as the op has it
     stored: str
     flight_steps: list[Step] | None
     flight: InFlight | None
@@ -197,16 +226,24 @@ class Tiled(Priced):
         node, g = self.node, self.ctx.graph
         constants: dict[str, np.ndarray] = g.constants
         zl = node.params["left_zero_point"]
-        has = self.opdef.checked_inputs(node) == 3  # the integer family appends zero-point tables
+        given = self._given_bias()
         bias: np.ndarray | int
         if dtype == "float32":
             bias = constants[node.inputs[2]].astype(np.float32).reshape(sums.shape)
             data = (bias - np.float32(zl) * sums.astype(np.float32)).astype(np.float32).tobytes()
         else:
-            bias = constants[node.inputs[2]].astype(np.int64).reshape(sums.shape) if has else 0
+            bias = constants[node.inputs[2]].astype(np.int64).reshape(sums.shape) if given else 0
             data = dtypes.convert(bias - zl * sums, "int32").tobytes()
-        mem = self.ctx.home[node.inputs[2]].mem if has else "ddr"
+        mem = given[0].mem if given else "ddr"
         return self.em.bind(f"{node.name}.bias_v2", "const", dtype, sums.shape, data, mem)
+
+    def _given_bias(self) -> tuple[Buf, str] | None:
+        """(home Buf, dtype) of the op's bias input, its third, or None without one (the integer
+        family appends zero-point tables after it)."""
+        if self.opdef.checked_inputs(self.node) != 3:
+            return None
+        name = self.node.inputs[2]
+        return self.ctx.home[name], self.ctx.graph.tensors[name].dtype
 
     def _load_bias(self, bufs: Bufs, c0: int, n: int) -> None:
         """A tile's bias, n channels from c0: into the matrix unit's bias table, or the vector memory."""
@@ -220,29 +257,33 @@ class Tiled(Priced):
         src = sub_region(home.region(dtype, lead + (self.out_channels,)), (0,) * len(lead) + (c0,), lead + (n,))
         copy(self.em, src, home, bufs["bias"].region(dtype, lead + (n,)), bufs["bias"], self.node.name)
 
-    def _zero_point(self, dtype: str) -> Buf:
+    def _zero_point(self) -> Buf:
         """One element of zp_r in the matrix unit's weight memory, read with stride 0 as a whole
         weight block by the asymmetric mode's second product."""
         mem, name = operand_memory(self.matrix_engine, "b"), self.node.name
         if mem != self.vmem:
             raise UnsupportedError(f"{name}: the matrix unit's weight memory {mem} is not the vector memory {self.vmem}")
-        buf = self.em.alloc(mem, dtypes.itemsize(dtype), f"{name}/zp_r")
+        buf = self.em.alloc(mem, dtypes.itemsize(self.zp_dtype), f"{name}/zp_r")
         zr = self.node.params["right_zero_point"]
-        self.em.emit(self.vx.name, Vector("copy", buf.region(dtype, (1,)), (zr,), "int64", name), writes=(buf,))
+        self.em.emit(self.vx.name, Vector("copy", buf.region(self.zp_dtype, (1,)), (zr,), "int64", name), writes=(buf,))
         return buf
 
-    def _zero_point_role(self, dtype: str) -> Buf:
-        """_zero_point's buffer as the estimate's role."""
-        return estimate.role("fixed", "zp_r", operand_memory(self.matrix_engine, "b"), dtypes.itemsize(dtype))
+    def _zero_point_block(self, zero_point: Buf, shape: tuple[int, ...]) -> Region:
+        """_zero_point's one element read as a whole weight block of `shape` (every stride 0)."""
+        return Region(zero_point.mem, zero_point.addr, self.zp_dtype, shape, (0,) * len(shape))
 
-    def _as_roles(self, needs: Iterable[tuple[Key, str, int]], zp_dtype: str, kept: Iterable[Key] = ()) -> Bufs:
+    def _zero_point_role(self) -> Buf:
+        """_zero_point's buffer as the estimate's role: where it is placed, and its bytes."""
+        return estimate.role("fixed", "zp_r", operand_memory(self.matrix_engine, "b"), dtypes.itemsize(self.zp_dtype))
+
+    def _as_roles(self, needs: Iterable[tuple[Key, str, int]], kept: Iterable[Key] = ()) -> Bufs:
         """A tile's buffers (key, memory, bytes) as the estimate's roles: a slot's (step_keys) by
         step, a kept operand's (kept) by the tiles that load it, the rest by tile; and the
-        asymmetric mode's zp_r element (of zp_dtype) where a buffer holds it."""
+        asymmetric mode's zp_r element where a buffer holds it."""
         out = {key: estimate.role(estimate.KEPT if key in kept else estimate.STEP if key in self.step_keys else estimate.TILE, key, mem, n)
                for key, mem, n in needs}
         if self.asym and self.zp_buffer:
-            out["zp_r"] = self._zero_point_role(zp_dtype)
+            out["zp_r"] = self._zero_point_role()
         return out
 
     def _zero_table(self, key: str, length: int, start: int, n: int, buf: Buf) -> None:
