@@ -35,12 +35,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import costs, dtypes
-from ...errors import OutOfMemoryError
 from ...instructions import Matmul, Region, Vector, dense
 from ...ops import REGISTRY, quantized
 from ...ops.elementwise import In, Step
 from ..context import operand_memory
-from ..memory.alloc import shortfall
 from ..memory.route import copy, hop_floor
 from ..schedule import estimate
 from ..schedule.estimate import Estimate, Work, tiled
@@ -131,15 +129,13 @@ class Convolution(Tiled, RowsTiled):
         self.zp_dtype = self.w.dtype
         self.acc_dtype = self.opdef.acc_dtype(self.x.dtype, self.float_acc)
         self.weight = self._weight(g, quantized_op)
-        self.bias = self._bias(g, quantized_op)
-        # a float bias the products start from, in the matrix unit's bias memory (isa/lower/templates/bias_table.py)
-        self.bias_in_table = bias_table.bias_memory(self.units[0], self.bias, quantized_op) is not None
+        self.init_bias(self._bias(g, quantized_op), quantized_op)
         self.operand_dtype = "int16" if self.shifted else None  # what the multiplies read
         if quantized_op:
             floor = self.opdef.floor_shift(p)
-            self.steps, self.temps = quantized.epilogue(p, self.bias[1] if self.bias else None, self.out.dtype, self.float_acc, floor)
+            self.steps, self.temps = quantized.epilogue(p, self.added_bias, self.out.dtype, self.float_acc, floor)
         else:
-            added = self.bias and not self.bias_in_table
+            added = self.added_bias is not None
             self.steps = [Step("add", (In(0), In(1)))] if added else ([] if self.out.dtype == self.acc_dtype else [Step("copy", (In(0),))])
             self.temps = []
         self.tail = Tail(ctx, group.nodes[1:], group.stores, self.out.shape, given={self.out.name})
@@ -307,8 +303,7 @@ class Convolution(Tiled, RowsTiled):
         """found: (the search's choice, its estimated cycles on every unit); None: no tile fits."""
         if found is None:
             shape = self.span(self.tiled_channels)
-            raise OutOfMemoryError(f"{self.node.name}: even a one-element output tile needs "
-                                   f"{shortfall(self.em.allocators, self._sizes((1,) * len(shape), 1))}")
+            raise self._none_fits("a one-element output tile", self._sizes((1,) * len(shape), 1))
         return found
 
     def _schedule(self, tile: Tile, tic: int, units: int = 1, keep: bool = False) -> Estimate:

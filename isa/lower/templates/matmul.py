@@ -36,11 +36,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ... import costs, dtypes
-from ...errors import OutOfMemoryError
 from ...instructions import Matmul, Region, Vector
 from ...ops import REGISTRY, weight_only
 from ..context import operand_memory
-from ..memory.alloc import shortfall
 from ..memory.route import STAGE_SLOTS, copy
 from ..schedule import estimate, gemv
 from ..schedule.estimate import Estimate, Work, tiled
@@ -115,16 +113,12 @@ class _Plan(Tiled):
         self.per_byte = weight_only.PER_BYTE[p["bits"]] if self.a16 else 1  # right elements a stored byte
         self.operand_dtypes = ("int16", "int16") if self.shifted else (self.left.dtype, self.left.dtype if self.a16 else self.right.dtype)
         # the bias as (home Buf of N elements, dtype); the asymmetric mode's is bias_v2, folded here offline
-        self.bias: tuple[Buf, str] | None
         if self.asym:
             right = g.constants[self.right.name].astype(np.int64)
-            self.bias = (self._fold_bias((right - p["right_zero_point"]).sum(axis=0, keepdims=True)), "int32")
+            self.init_bias((self._fold_bias((right - p["right_zero_point"]).sum(axis=0, keepdims=True)), "int32"), True)
         else:
-            self.bias = self._given_bias()
-        # a float bias the products start from, in the matrix unit's bias memory (isa/lower/templates/bias_table.py)
-        self.bias_in_table = bias_table.bias_memory(self.units[0], self.bias, dtypes.is_int(self.acc_dtype)) is not None
-        added = self.bias is not None and not self.bias_in_table
-        self.steps, self.temps = self.opdef.epilogue(p, self.bias[1] if self.bias is not None and added else None, self.out.dtype)
+            self.init_bias(self._given_bias(), dtypes.is_int(self.acc_dtype))
+        self.steps, self.temps = self.opdef.epilogue(p, self.added_bias, self.out.dtype)
         self.stored, self.flight_steps = self.out.name, self.steps
         self.init_accumulator()
 
@@ -225,8 +219,7 @@ class _Plan(Tiled):
             found = self._for_units(choose, lambda c: c[2])
             if found is None:
                 least_tile = (unit.m, unit.n, depth)
-                raise OutOfMemoryError(f"{self.node.name}: even a {'x'.join(map(str, least_tile))} matrix tile needs "
-                                       f"{shortfall(self.em.allocators, self._sizes(*least_tile))}")
+                raise self._none_fits(f"a {'x'.join(map(str, least_tile))} matrix tile", self._sizes(*least_tile))
             return found
 
         def stream() -> tuple[Choice, float]:

@@ -17,7 +17,7 @@ estimate's roles (`tail_roles`, which the pooling template uses too).
 A plan using it sets, besides what `Priced` asks (ctx, em, node, units): mx and vx (the unit's
 matrix engine, None on the vector unit, and its vector engine), opdef, out (the tensor the op
 makes), out_channels (its channels, the accumulator tile's dimension 1), acc_dtype, bias ((home
-Buf, dtype) or None) and bias_in_table, steps and temps (the epilogue), asym (a second
+Buf, dtype) or None) and bias_in_table (by init_bias), steps and temps (the epilogue), asym (a second
 accumulator: the input times the weight's zero point) and zp_dtype (the weight's dtype, that zero
 point's), stored and flight_steps (the tensor the
 accumulator's way out would store and the epilogue steps it would do, or None), then calls
@@ -35,10 +35,11 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import numpy as np
 
 from ... import dtypes
-from ...errors import UnsupportedError
+from ...errors import OutOfMemoryError, UnsupportedError
 from ...instructions import Region, Vector
 from ..context import Lowering, Unit, operand_memory
 from ..emit import Buf, Emitter
+from ..memory.alloc import shortfall
 from ..memory.route import copy
 from ..schedule import estimate
 from ..schedule.estimate import Priced, Recorder
@@ -128,6 +129,18 @@ class Tiled(Priced):
     acc_key: str
     result_key: str
 
+    def init_bias(self, bias: tuple[Buf, str] | None, integer: bool) -> None:
+        """The op's bias (bias_v2 in the asymmetric mode: _fold_bias), and whether the products
+        start from it in the matrix unit's bias memory (a float one, where the unit has such a
+        memory: bias_table.bias_memory)."""
+        self.bias = bias
+        self.bias_in_table = bias_table.bias_memory(self.units[0], bias, integer) is not None
+
+    @property
+    def added_bias(self) -> str | None:
+        """The dtype of the bias the epilogue adds (one the products do not start from), or None."""
+        return self.bias[1] if self.bias is not None and not self.bias_in_table else None
+
     def init_accumulator(self) -> None:
         """Where the epilogue reads the accumulator (acc_key: the accumulator, or its copy in the
         vector memory where the matrix unit accumulates elsewhere, as an Ascend cube in L0C) and
@@ -215,6 +228,11 @@ class Tiled(Priced):
     def fits(self, per_mem: dict[str, list[int]]) -> bool:
         """Whether buffers of these sizes (memory -> sizes) fit in what is free now."""
         return all(self.em.allocators[m].fits(sizes) for m, sizes in per_mem.items())
+
+    def _none_fits(self, least: str, per_mem: dict[str, list[int]]) -> OutOfMemoryError:
+        """The error of a search no tiling of which fits: even the least tile (`least` names it)
+        needs buffers of these sizes (memory -> sizes), more than is free."""
+        return OutOfMemoryError(f"{self.node.name}: even {least} needs {shortfall(self.em.allocators, per_mem)}")
 
     # ---- the bias and the zero points ------------------------------------------------------
 
@@ -312,8 +330,9 @@ class Tiled(Priced):
             suffixes = ("", "_zp") if self.asym else ("",)
             needs += [("accv" + s, vmem, acc_bytes) for s in suffixes]
             needs += [(f"accv{s}.stage{k}", mem, acc_bytes) for s in suffixes for k, mem in enumerate(stages(self.ctx.chip, cmem, vmem))]
-        if self.bias and not self.bias_in_table:
-            needs.append(("bias", vmem, nbytes(self.bias[1], (channels,))))
+        added = self.added_bias
+        if added is not None:
+            needs.append(("bias", vmem, nbytes(added, (channels,))))
         if self.result_key == "out":
             needs.append(("out", vmem, nbytes(self.out.dtype, (out_elems,))))
         return needs + [(("tmp", j), vmem, nbytes(d, (out_elems,))) for j, d in enumerate(self.temps)]
@@ -330,9 +349,10 @@ class Tiled(Priced):
                      stages=staged)
         acc = bufs[self.acc_key]
         inputs = [(acc.region(self.acc_dtype, extents), acc)]
-        if self.bias is not None and not self.bias_in_table:
+        added = self.added_bias
+        if added is not None:
             bias = bufs["bias"]
-            view = bias.region(self.bias[1], (1, extents[1]) + (1,) * (len(extents) - 2))
+            view = bias.region(added, (1, extents[1]) + (1,) * (len(extents) - 2))
             inputs.append((broadcast_view(view, extents), bias))
         if self.asym:
             acc_zp = bufs[self.acc_key + "_zp"]
