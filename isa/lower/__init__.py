@@ -14,25 +14,40 @@
             emitted one replayed for the rest at their own addresses (replay.py)
 """
 
-from collections.abc import Callable
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from ..collect import paused
 from ..errors import ConfigError, OutOfMemoryError
 from .check import check_graph, check_sizes
 from .context import Lowering, local_memory
-from .emit import Emitter
+from .emit import Buf, Emitter
 from .memory.route import copy
 from .policy import Policy, policy_from_overrides
 from .replay import Replayer, find
-from .schedule.chain import Chains, lower_chain
+from .schedule.chain import Chain, Chains, lower_chain
 from .schedule.fusion import groups as make_groups
 from .templates.cache import bind_states
-from .templates.catalog import TEMPLATES, VIEW
+from .templates.catalog import TEMPLATES, VIEW, Template
+
+if TYPE_CHECKING:
+    from chips.schema import Chip
+
+    from ..graph import Graph
+    from ..program import Program
+    from .schedule.fusion import Group
+
+Progress = Callable[[int, int], None]  # progress(ops lowered, ops in all)
+Place = Callable[[str, Template], None]  # place(tensor, the template that makes it): give it a home
+Touch = dict[str, dict[Template, str]]  # tensor -> {template: the first op of its groups} reading it
+Aliased = list[tuple[str, str, Buf]]  # (output name, tensor name, the output's Buf)
 
 __all__ = ["TEMPLATES", "Policy", "lower", "policy_from_overrides"]
 
 
-def lower(graph, chip, policy=None, progress: Callable[[int, int], None] | None = None, replay: bool = True):
+def lower(graph: Graph, chip: Chip, policy: Policy | None = None, progress: Progress | None = None, replay: bool = True) -> Program:
     """The Program of `graph` on `chip`. `progress`, when given, is called as progress(ops lowered,
     ops in all) after each layer group is emitted: a long lowering can show how far it is. With
     replay (the default), identical layers are emitted once and replayed (isa/lower/replay.py): the
@@ -41,7 +56,7 @@ def lower(graph, chip, policy=None, progress: Callable[[int, int], None] | None 
         return _lower(graph, chip, policy or Policy(), progress, replay)
 
 
-def _lower(graph, chip, policy, progress, replay):
+def _lower(graph: Graph, chip: Chip, policy: Policy, progress: Progress | None, replay: bool) -> Program:
     check_graph(graph, chip)
     check_sizes(graph, chip)
     groups = make_groups(graph, chip, policy)
@@ -54,13 +69,13 @@ def _lower(graph, chip, policy, progress, replay):
     _check_pins(ctx, touch)
     aliased = _bind(ctx, _in_ddr_only(groups, shares))
     ctx.bound.update(ctx.home)
-    last_use = {}
+    last_use: dict[str, int] = {}
     for i, g in enumerate(groups):
         for t in g.loads:
             last_use[shares.get(t, t)] = i
-    chains, placed = Chains(ctx, groups), set()
+    chains, placed = Chains(ctx, groups), set[str]()
 
-    def place(t, template) -> None:
+    def place(t: str, template: Template) -> None:
         ctx.home[t] = _place_intermediate(ctx, t, {*touch.get(t, {}), template})
         placed.add(t)
 
@@ -97,7 +112,7 @@ def _lower(graph, chip, policy, progress, replay):
     return em.program()
 
 
-def _span_starts(groups, chains) -> set:
+def _span_starts(groups: list[Group], chains: Chains) -> set[int]:
     """The groups the driver's spans (a chain, or one group) begin at, and the end."""
     starts, i = set(), 0
     while i < len(groups):
@@ -107,7 +122,7 @@ def _span_starts(groups, chains) -> set:
     return starts | {len(groups)}
 
 
-def _lower_chain(ctx, chains, chain, place) -> None:
+def _lower_chain(ctx: Lowering, chains: Chains, chain: Chain, place: Place) -> None:
     """Emit a chain as one layer group, or where its estimate declines it, its groups cut into
     shorter chains and single groups (isa/lower/schedule/chain.py), the tensors it would have held
     placed as their makers run."""
@@ -129,7 +144,7 @@ def _lower_chain(ctx, chains, chain, place) -> None:
         k += len(span)
 
 
-def _reserve(ctx):
+def _reserve(ctx: Lowering) -> None:
     """Take each reserved amount off the top of its memory before anything is placed; a
     per-core memory's YAML name ("lmem") reserves it in every core's copy."""
     for mem, nbytes in ctx.policy.reserve:
@@ -141,9 +156,10 @@ def _reserve(ctx):
             ctx.em.notes.append(f"reserved {size} bytes of {name} at {addr:#x}")
 
 
-def _shared_buffers(graph, groups):
+def _shared_buffers(graph: Graph, groups: list[Group]) -> dict[str, str]:
     """tensor -> the tensor whose buffer it shares (a view of it not bound to an output)."""
-    shares, outputs = {}, set(graph.outputs.values())
+    shares: dict[str, str] = {}
+    outputs = set(graph.outputs.values())
     for g in groups:
         if g.template is VIEW and g.nodes[0].outputs[0] not in outputs:
             src = g.nodes[0].inputs[0]
@@ -151,20 +167,20 @@ def _shared_buffers(graph, groups):
     return shares
 
 
-def _templates_touching(groups, shares):
+def _templates_touching(groups: list[Group], shares: dict[str, str]) -> Touch:
     """tensor -> {template: the first op of its groups} that read it or a view sharing its buffer."""
-    touch = {}
+    touch: Touch = {}
     for g in groups:
         for t in g.loads:
             touch.setdefault(shares.get(t, t), {}).setdefault(g.template, g.nodes[0].name)
     return touch
 
 
-def _on_chip_ok(templates):
+def _on_chip_ok(templates: Iterable[Template]) -> bool:
     return all(t.homes == "any" for t in templates)
 
 
-def _check_pins(ctx, touch):
+def _check_pins(ctx: Lowering, touch: Touch) -> None:
     g = ctx.graph
     for name in ctx.policy.pinned:
         if name not in g.tensors:
@@ -179,19 +195,22 @@ def _check_pins(ctx, touch):
                                   f"{template.name} template), whose operands must be in DDR")
 
 
-def _in_ddr_only(groups, shares):
+def _in_ddr_only(groups: list[Group], shares: dict[str, str]) -> set[str]:
     """The tensors a template whose operands must be in DDR reads or writes."""
     return {shares.get(t, t) for g in groups if g.template.homes == "ddr" for t in (*g.loads, *g.stores)}
 
 
-def _bind(ctx, ddr_only):
+def _bind(ctx: Lowering, ddr_only: set[str]) -> Aliased:
     """Graph state, inputs, constants and outputs get their places first, in that order: states in
     DDR (isa/lower/templates/cache.py), constants in DDR (a pinned one in on-chip memory), inputs
     and outputs in the chip's data memory (DDR, or the host's where it has one, unless a template
     that reads DDR only touches them). Returns the outputs that alias a tensor placed already, as
     (output name, tensor name, Buf)."""
     g, em = ctx.graph, ctx.em
-    data = lambda name: "ddr" if name in ddr_only else ctx.chip.data_memory  # noqa: E731
+
+    def data(name: str) -> str:
+        return "ddr" if name in ddr_only else ctx.chip.data_memory
+
     local = local_memory(ctx.chip) if ctx.policy.pinned else None
     if ctx.policy.pinned and local is None:
         raise ConfigError(f"policy.pinned: chip {ctx.chip.name} has no on-chip memory every core reaches (each of its "
@@ -201,9 +220,9 @@ def _bind(ctx, ddr_only):
         t = g.tensors[name]
         ctx.home[name] = em.bind(name, "input", t.dtype, t.shape, mem=data(name))
     for name, array in g.constants.items():
-        mem = local if name in ctx.policy.pinned else "ddr"
+        mem = local if local is not None and name in ctx.policy.pinned else "ddr"
         ctx.home[name] = em.bind(name, "const", g.tensors[name].dtype, array.shape, array.tobytes(), mem)
-    aliased = []
+    aliased: Aliased = []
     for out_name, tname in g.outputs.items():
         t = g.tensors[tname]
         if tname in ctx.home:  # an input, a constant or a tensor already output under another name
@@ -213,7 +232,7 @@ def _bind(ctx, ddr_only):
     return aliased
 
 
-def _place_intermediate(ctx, name, templates):
+def _place_intermediate(ctx: Lowering, name: str, templates: set[Template]) -> Buf:
     """The home of a tensor passed between groups: the chip's data memory (DDR, or the host's
     where it has one and every template touching it can reach it), or with intermediates="local" the
     chip's largest on-chip memory when every template touching it can reach it there and it
@@ -222,8 +241,8 @@ def _place_intermediate(ctx, name, templates):
     em, nbytes = ctx.em, ctx.graph.tensors[name].nbytes
     if ctx.policy.intermediates == "local" and _on_chip_ok(templates):
         mem = local_memory(ctx.chip)
-        alloc = mem and em.allocators[mem]
-        if alloc and 2 * nbytes <= alloc.free_bytes() and alloc.fits([nbytes]):
+        alloc = em.allocators[mem] if mem is not None else None
+        if mem is not None and alloc and 2 * nbytes <= alloc.free_bytes() and alloc.fits([nbytes]):
             return em.alloc(mem, nbytes, name)
         why = f"{mem} has {alloc.free_bytes()} bytes free" if alloc else "no on-chip memory every core reaches"
         em.notes.append(f"intermediate {name} ({nbytes} bytes) stays in ddr: {why}")
@@ -233,7 +252,7 @@ def _place_intermediate(ctx, name, templates):
         raise OutOfMemoryError(f"tensor {name} made by op {ctx.graph.producer[name].name}, passed between layer groups: {exc}") from None
 
 
-def _copy_aliased_outputs(ctx, aliased) -> None:
+def _copy_aliased_outputs(ctx: Lowering, aliased: Aliased) -> None:
     """An output that is also an input, a constant or another output is a copy from its home."""
     for out_name, tname, buf in aliased:
         t = ctx.graph.tensors[tname]

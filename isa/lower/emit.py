@@ -17,13 +17,17 @@ another (each still waits for what came before), and afterwards a reader waits f
 engine's last write.
 """
 
+from __future__ import annotations
+
 import bisect
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import pairwise
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ..dtypes import itemsize
 from ..errors import OutOfMemoryError, ProgramError
-from ..instructions import Region, Wait, dense, regions
+from ..instructions import Instr, Region, Wait, dense, regions
 from ..program import Binding, Buffer, Program
 from .check import engine_runs
 from .memory.alloc import Allocator
@@ -31,23 +35,31 @@ from .memory.route import STAGE_SLOTS
 from .schedule.sync import Clocks, accessed
 from .schedule.tiling import nbytes as tile_nbytes
 
+if TYPE_CHECKING:
+    from chips.schema import Chip
+
+Accesses = dict[str, int]  # engine -> index of its last access of a kind (a write, a read)
+Section = tuple[Accesses, Accesses, Accesses, Accesses]  # Emitter.disjoint's (writes, reads) before it, and its own
+Bound = tuple[str, tuple[int, ...], bytes, str]  # what Emitter.bind placed: (dtype, shape, data, memory)
+
 
 class Buf:
     """A placed buffer and its access history while it is being emitted against."""
 
     __slots__ = ("addr", "first", "last", "mem", "name", "parts", "reads", "section", "size", "window", "writes")
 
-    def __init__(self, name, mem, addr, size) -> None:
+    def __init__(self, name: Hashable, mem: str, addr: int, size: int) -> None:
+        # name: a str where the Emitter places it; (scope, key) for a role of the estimate (schedule/estimate.py)
         self.name, self.mem, self.addr, self.size = name, mem, addr, size
-        self.writes = {}  # engine -> index of the last write (one engine after any write, but after a disjoint section)
-        self.reads = {}  # engine -> index of its last read since that write
-        self.first = None  # id of the first access
-        self.last = {}  # engine -> index of its last access
-        self.section = None  # in a disjoint section: (writes, reads) before it, and its own (writes, reads)
-        self.window = None  # (axis, first, count): it holds only these indices of a tensor's axis
-        self.parts = ()  # the Bufs it was split into (Emitter.split), which hold its accesses
+        self.writes: Accesses = {}  # engine -> index of the last write (one engine after any write, but after a disjoint section)
+        self.reads: Accesses = {}  # engine -> index of its last read since that write
+        self.first: str | None = None  # id of the first access
+        self.last: Accesses = {}  # engine -> index of its last access
+        self.section: Section | None = None  # in a disjoint section: (writes, reads) before it, and its own (writes, reads)
+        self.window: tuple[int, int, int] | None = None  # (axis, first, count): it holds only these indices of a tensor's axis
+        self.parts: tuple[Buf, ...] = ()  # the Bufs it was split into (Emitter.split), which hold its accesses
 
-    def region(self, dtype, shape, offset=0):
+    def region(self, dtype: str, shape: tuple[int, ...], offset: int = 0) -> Region:
         """The buffer read as a dense array of `shape`. A buffer holding a window of a tensor
         (a layer group's slice, isa/lower/schedule/chain.py) gives the whole tensor's region with the
         held indices' strides and its origin where index 0 would lie, so templates address the
@@ -59,33 +71,33 @@ class Buf:
         origin = held.addr - first * held.strides[axis] * itemsize(dtype)
         return Region(self.mem, origin, dtype, tuple(shape), held.strides)
 
-    def inherit(self, old) -> None:
+    def inherit(self, old: Buf) -> None:
         for mine, theirs in ((self.writes, old.writes), (self.reads, old.reads)):
             for e, i in theirs.items():
                 mine[e] = max(mine.get(e, -1), i)
 
 
 class Emitter:
-    def __init__(self, chip, graph_name, allocator: str = "first_fit") -> None:
+    def __init__(self, chip: Chip, graph_name: str, allocator: str = "first_fit") -> None:
         self.chip, self.graph_name = chip, graph_name
-        self.streams = {name: [] for name in chip.engines}
+        self.streams: dict[str, list[Instr]] = {name: [] for name in chip.engines}
         self.clocks = Clocks(chip.engines)
         self.allocators = {m.name: Allocator(m.name, m.capacity, m.granule, allocator) for m in chip.memories.values()}
         self.released = {name: _Released() for name in chip.memories}  # memory -> the histories its released buffers hand on
-        self.buffers = []
-        self.bindings = []
-        self._bound = {}  # (name, role) -> (what was bound, its Buf)
-        self.notes = []  # placement decisions worth reading in the program (Program.notes)
+        self.buffers: list[Buffer] = []
+        self.bindings: list[Binding] = []
+        self._bound: dict[tuple[str, str], tuple[Bound, Buf]] = {}  # (name, role) -> (what was bound, its Buf)
+        self.notes: list[str] = []  # placement decisions worth reading in the program (Program.notes)
 
     # ---- placement --------------------------------------------------------------------------
 
-    def alloc(self, mem, nbytes, name, unused: bool = False):
+    def alloc(self, mem: str, nbytes: int, name: str, unused: bool = False) -> Buf:
         addr, size = self.allocators[mem].alloc(nbytes, name, unused)
         buf = Buf(name, mem, addr, size)
         self.released[mem].hand_on(buf)
         return buf
 
-    def split(self, buf, at):
+    def split(self, buf: Buf, at: Sequence[int]) -> tuple[Buf, ...]:
         """buf as Bufs of its bytes [0, at[0]), [at[0], at[1]), ... [at[-1], size), whose
         accesses are tracked apart from here on, so that one engine may write a part while
         another reads the one before (a FixPipe draining an accumulator's first rows while the
@@ -96,16 +108,16 @@ class Emitter:
             part.inherit(buf)
         return buf.parts
 
-    def release(self, buf) -> None:
+    def release(self, buf: Buf) -> None:
         """Free buf's address range; record its lifetime (its parts') if it was used."""
         self.allocators[buf.mem].free(buf.addr)
         for b in buf.parts or (buf,):
             self.released[b.mem].add(b)
             if b.first is not None:
                 last = tuple(f"{e}.{i}" for e, i in b.last.items())
-                self.buffers.append(Buffer(b.name, b.mem, b.addr, b.size, b.first, last))
+                self.buffers.append(Buffer(str(b.name), b.mem, b.addr, b.size, b.first, last))
 
-    def stage_buffer(self, mem, nbytes, name, engine):
+    def stage_buffer(self, mem: str, nbytes: int, name: str, engine: str) -> Buf:
         """A buffer of nbytes in mem for a hop by `engine` to write and the next hop to read
         (isa/lower/memory/route.py): of up to STAGE_SLOTS placed side by side, the one `engine` wrote
         longest ago (or never); the others are released untouched, so the memory holds one
@@ -119,7 +131,7 @@ class Emitter:
                 self.release(b)
         return stage
 
-    def bind(self, name, role, dtype, shape, data=b"", mem: str = "ddr"):
+    def bind(self, name: str, role: str, dtype: str, shape: tuple[int, ...], data: bytes = b"", mem: str = "ddr") -> Buf:
         """Place a graph tensor for the whole program: in mem (DDR; the host's memory for a graph's
         data on a chip that has one; on chip for a pinned constant). Its
         bytes are in place before the program starts, so it takes addresses no buffer has used
@@ -143,15 +155,16 @@ class Emitter:
         return buf
 
     @contextmanager
-    def disjoint(self, bufs):
+    def disjoint(self, bufs: Iterable[Buf]) -> Iterator[None]:
         """Within: writes to bufs by different engines touch different bytes (module docstring)."""
-        bufs = list(dict.fromkeys(bufs))
-        for b in bufs:
+        distinct = list(dict.fromkeys(bufs))
+        for b in distinct:
             b.section = (b.writes, b.reads, {}, {})
         try:
             yield
         finally:
-            for b in bufs:
+            for b in distinct:
+                assert b.section is not None, f"{b.name}: its disjoint section ended within it"
                 writes_before, reads_before, writes, reads = b.section
                 b.section = None
                 b.writes = writes or writes_before
@@ -159,7 +172,7 @@ class Emitter:
 
     # ---- instructions -----------------------------------------------------------------------
 
-    def emit(self, engine, instr, reads=(), writes=()):
+    def emit(self, engine: str, instr: Instr, reads: Sequence[Buf] = (), writes: Sequence[Buf] = ()) -> str:
         """Append instr to engine's stream after the waits it needs (isa/lower/schedule/sync.py); returns its id."""
         _check_inside(instr, reads, writes)
         engine_runs(self.chip, engine, instr)
@@ -174,19 +187,19 @@ class Emitter:
             self._touch(b, engine, index, ident)
         return ident
 
-    def _append(self, engine, instr):
+    def _append(self, engine: str, instr: Instr) -> int:
         stream = self.streams[engine]
         stream.append(instr)
         self.clocks.appended(engine)
         return len(stream) - 1
 
     @staticmethod
-    def _touch(buf, engine, index, ident) -> None:
+    def _touch(buf: Buf, engine: str, index: int, ident: str) -> None:
         if buf.first is None:
             buf.first = ident
         buf.last[engine] = index
 
-    def program(self):
+    def program(self) -> Program:
         return Program(self.chip.name, self.graph_name, self.streams, self.bindings, self.buffers, self.notes)
 
 
@@ -198,19 +211,20 @@ class _Released:
     there."""
 
     def __init__(self) -> None:
-        self.addrs, self.ranges = [], []  # (addr, end, the released Buf whose history it holds)
+        self.addrs: list[int] = []
+        self.ranges: list[tuple[int, int, Buf]] = []  # (addr, end, the released Buf whose history it holds)
 
-    def add(self, buf) -> None:
+    def add(self, buf: Buf) -> None:
         """A released buffer: placed over ranges it took, so it overlaps none."""
         k = bisect.bisect_right(self.addrs, buf.addr)
         self.addrs.insert(k, buf.addr)
         self.ranges.insert(k, (buf.addr, buf.addr + buf.size, buf))
 
-    def hand_on(self, buf) -> None:
+    def hand_on(self, buf: Buf) -> None:
         """buf inherits the history of the ranges it overlaps, which it then covers."""
         addr, end = buf.addr, buf.addr + buf.size
         lo, hi = max(bisect.bisect_right(self.addrs, addr) - 1, 0), bisect.bisect_left(self.addrs, end)
-        left = []
+        left: list[tuple[int, int, Buf]] = []
         for start, stop, old in self.ranges[lo:hi]:
             if stop <= addr:
                 left.append((start, stop, old))
@@ -221,7 +235,7 @@ class _Released:
         self.addrs[lo:hi] = [r[0] for r in left]
 
 
-def _check_inside(instr, reads, writes):
+def _check_inside(instr: Instr, reads: Sequence[Buf], writes: Sequence[Buf]) -> None:
     """Every region an instruction reads lies in the buffers it says it reads (or writes), and
     the region it writes in those it says it writes: a template that gets its sizes wrong is
     caught here, not by wrong numbers."""
@@ -239,6 +253,13 @@ def _check_inside(instr, reads, writes):
 
 
 
-def oldest(bufs, engine):
+class _Written(Protocol):
+    writes: dict[str, int]  # engine -> the index of its last write
+
+
+_Staged = TypeVar("_Staged", bound=_Written)
+
+
+def oldest(bufs: Sequence[_Staged], engine: str) -> _Staged:
     """Of buffers to stage in, the one `engine` wrote longest ago (or never)."""
     return min(bufs, key=lambda b: b.writes.get(engine, -1))

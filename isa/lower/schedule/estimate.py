@@ -515,6 +515,7 @@ class _Run(Observer):
                 pool = self.stages.get((self.unit, what))
                 if pool is None:
                     pool = self.stages[self.unit, what] = [_Buffer() for _ in range(est.stage_slots.get(what, STAGE_SLOTS))]
+                assert engine is not None, "a staging buffer is written by an engine"
                 self.current[what] = oldest(pool, engine)
             return self.current[what]
         slot = {STEP: (i % est.slots,), TILE: (tile % est.tile_slots,), KEPT: (fresh % est.slots,),

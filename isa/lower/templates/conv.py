@@ -25,42 +25,64 @@ memory through shared memory (an Ascend 910B cube core's FixPipe writes to GM or
 its vector cores read), the staging buffers are placed with the slots.
 """
 
-import dataclasses
+from __future__ import annotations
+
 import itertools
 import math
-from copy import copy as shallow_copy
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ... import costs, dtypes
-from ...errors import OutOfMemoryError
 from ...instructions import Matmul, Region, Vector, dense
 from ...ops import REGISTRY, quantized
 from ...ops.elementwise import In, Step
-from ..memory.alloc import shortfall
+from ..context import operand_memory
 from ..memory.route import copy, hop_floor
 from ..schedule import estimate
-from ..schedule.estimate import Work, tiled
+from ..schedule.estimate import Estimate, Work, tiled
 from ..schedule.tiling import broadcast_view, candidates, nbytes, sub_region
 from ..templates import bias_table
 from ..templates.in_flight import then_relu
 from ..templates.local import Tail
 from ..templates.rows import RowsTiled
-from ..templates.window import conv_axes, deconv_axes, load_window, placed, tile_reads, window_view
-from .tiled import Tiled, buffer_name, per_memory
+from ..templates.window import Axis, conv_axes, deconv_axes, load_window, placed, tile_reads, window_view
+from .tiled import Bufs, Key, Tiled, buffer_name, per_memory, recorder, tail_roles
+
+if TYPE_CHECKING:
+    from chips.schema import Engine
+
+    from ...graph import Graph, Node
+    from ...ops.conv import Conv
+    from ..context import Lowering, Unit
+    from ..emit import Buf
+    from ..schedule.estimate import Timed
+    from ..schedule.fusion import Group
+    from ..schedule.pipeline import Step as PipelineStep
+    from ..templates.local import Local, Slot
+    from ..templates.rows import Position
+    from ..templates.window import Fillers, Read
+
+    Action = Callable[[], None]  # one of a pipeline step's load, compute, store and fill
+
+Tile = tuple[int, ...]
+Need = tuple[Key, str, int]  # (buffer key, memory, bytes)
+Choice = tuple[Tile, int, bool]  # (output tile, input-channel block, keep the input)
+Placed = tuple[int, tuple[int, ...], tuple[int, ...]]  # (group, starts, extents) of an output tile
 
 
-def lower_conv(ctx, group):
+def lower_conv(ctx: Lowering, group: Group) -> None:
     plan = _Matrix(ctx, group)
     plan.run()
 
 
-def plan_conv(ctx, group):
+def plan_conv(ctx: Lowering, group: Group) -> Convolution:
     """The plan of a convolution group, to run over rows of its output (isa/lower/schedule/chain.py)."""
     return _Matrix(ctx, group)
 
 
-def conv_node_axes(graph, node):
+def conv_node_axes(graph: Graph, node: Node) -> tuple[Axis, ...]:
     """The window axes of a convolution (not transposed) over its input's spatial dimensions."""
     p, x, w = node.params, graph.tensors[node.inputs[0]], graph.tensors[node.inputs[1]]
     kernel = REGISTRY[node.op].channels(x.shape, w.shape, p["groups"])[2]
@@ -77,8 +99,14 @@ class Convolution(Tiled, RowsTiled):
     (_search, floor)."""
 
     step_keys = frozenset(("x", "w", "xs", "ws", "izp", "kzp"))
+    opdef: Conv
+    # what each unit's plan sets (_init_operands)
+    batch_slots: int  # batch items the matrix unit multiplies as one group
+    in_place: bool  # the input is multiplied where it lives
+    keepable: bool  # an input tile may stay while the output-channel blocks walk
+    weight_in_place: bool  # the weight is multiplied where it lives
 
-    def __init__(self, ctx, group):
+    def __init__(self, ctx: Lowering, group: Group) -> None:
         self.ctx, self.em, self.group = ctx, ctx.em, group
         head = self.node = group.nodes[0]
         g = ctx.graph
@@ -92,23 +120,22 @@ class Convolution(Tiled, RowsTiled):
         axes = deconv_axes if self.opdef.transposed else conv_axes
         self.axes = axes(self.x.shape[2:], self.kernel, p["strides"], p["dilations"], p["pads"])
         self.units = self._units(ctx)
-        self.mx, self.vx = self.units[0].matrix, self.units[0].vector
+        self.mx, self.vx = self.units[0].matrix, self.units[0].vx
         # the integer family shifts its operands by their zero points in local memory
         self.shifted = p["mode"] == "v2"
         quantized_op = self.x.dtype not in ("float32", "float16", "bfloat16") and not self.shifted
-        self.float_acc = quantized_op and self.opdef.float_compute(p, self.x.dtype, ctx.compute_map(head))
+        self.float_acc = quantized_op and self.opdef.float_compute(p, self.x.dtype, dict(ctx.compute_map(head)))
         self.asym = quantized_op and self.opdef.asymmetric(p) and not self.float_acc
+        self.zp_dtype = self.w.dtype
         self.acc_dtype = self.opdef.acc_dtype(self.x.dtype, self.float_acc)
         self.weight = self._weight(g, quantized_op)
-        self.bias = self._bias(g, quantized_op)
-        # a float bias the products start from, in the matrix unit's bias memory (isa/lower/templates/bias_table.py)
-        self.bias_in_table = bias_table.bias_memory(self.units[0], self.bias, quantized_op) is not None
+        self.init_bias(self._bias(g, quantized_op), quantized_op)
         self.operand_dtype = "int16" if self.shifted else None  # what the multiplies read
         if quantized_op:
             floor = self.opdef.floor_shift(p)
-            self.steps, self.temps = quantized.epilogue(p, self.bias[1] if self.bias else None, self.out.dtype, self.float_acc, floor)
+            self.steps, self.temps = quantized.epilogue(p, self.added_bias, self.out.dtype, self.float_acc, floor)
         else:
-            added = self.bias and not self.bias_in_table
+            added = self.added_bias is not None
             self.steps = [Step("add", (In(0), In(1)))] if added else ([] if self.out.dtype == self.acc_dtype else [Step("copy", (In(0),))])
             self.temps = []
         self.tail = Tail(ctx, group.nodes[1:], group.stores, self.out.shape, given={self.out.name})
@@ -118,17 +145,67 @@ class Convolution(Tiled, RowsTiled):
         self._init_operands()
         self.init_rows()
 
-    def _readable_in_place(self, mem):
+    # ---- what each unit's plan says: _Matrix (here), depthwise.py's _Depthwise ---------------
+
+    def _units(self, ctx: Lowering) -> list[Unit]:
+        """The units the tiles are dealt among."""
+        raise NotImplementedError
+
+    def _init_operands(self) -> None:
+        """Sets batch_slots, in_place, keepable and weight_in_place."""
+        raise NotImplementedError
+
+    def _memories(self) -> tuple[str, str, str]:
+        """The memories the input, the weight and the accumulator are multiplied in."""
+        raise NotImplementedError
+
+    def _channels(self, toc: int, tic: int) -> int:
+        """The input channels a tile of toc output channels reads in a block of tic."""
+        raise NotImplementedError
+
+    def _channel_starts(self, g: int, c0: int, i0: int, toc: int, tic: int) -> tuple[tuple[int, int], int]:
+        """((first input channel, count), first output channel) of group g's block from i0 of
+        the tile of output channels from c0 (within the group)."""
+        raise NotImplementedError
+
+    @property
+    def tiled_channels(self) -> int:
+        """The channels an output tile's box spans."""
+        raise NotImplementedError
+
+    def _walked(self) -> tuple[int, int]:
+        """(the reduction the estimate walks in blocks, how many times the box repeats)."""
+        raise NotImplementedError
+
+    def _weight_shape(self, toc: int, tic: int) -> Tile:
+        """A weight block's shape as loaded."""
+        raise NotImplementedError
+
+    def _kzp_axis(self) -> int:
+        """The weight block's output-channel dimension."""
+        raise NotImplementedError
+
+    def _weight_regions(self, w_buf: Buf, oc0: int, i0: int, toc: int, tic: int) -> tuple[Region, Buf, Region, Buf]:
+        """(source, its Buf, destination, its Buf) of a weight block's load into w_buf."""
+        raise NotImplementedError
+
+    def _product(self, acc_bufs: Bufs, x_buf: Buf, x_region: Region, w_buf: Buf, zero_point: Buf | None, oc0: int,
+                 ch_in: tuple[int, int], tile: Tile, toc: int, tic: int, first: bool) -> None:
+        """acc (+)= the input block times the weight block (and the asymmetric mode's second product)."""
+        raise NotImplementedError
+
+    def _readable_in_place(self, mem: str | None) -> bool:
         """Whether the input can be read where it lives, by products that read `mem`: it lives
         there, wholly inside every window (no padding, no inserted zeros), unshifted and
         multiplied without batch padding; no copy into a tile buffer then."""
         return self.batch_slots == 1 and self.ctx.home[self.x.name].mem == mem and not self.shifted and all(
             a.offset == 0 and a.stuff == 1 and a.extent(a.out) <= a.size for a in self.axes)
 
-    def _flown(self):
+    def _flown(self) -> tuple[str, list[Step] | None]:
         """(the tensor the accumulator's way out would store, the epilogue steps it would do, or
         None): with no fused tail, the result and the epilogue; with one ReLU of the result after a
         cast (or after nothing), the ReLU's result and one `relu` (isa/lower/templates/in_flight.py)."""
+        steps: list[Step] | None
         if not self.tail.nodes:
             stored, steps = self.out.name, self.steps
         else:
@@ -139,7 +216,7 @@ class Convolution(Tiled, RowsTiled):
 
     # ---- offline constants ------------------------------------------------------------------
 
-    def _weight(self, g, quantized_op):
+    def _weight(self, g: Graph, quantized_op: bool) -> tuple[Buf, str]:
         """(home Buf, dtype) of the weight the machine multiplies: w, or w - zp_r (int16) where
         the product is made in float32 (BM1684's depthwise high-precision modes), bound where w
         lives."""
@@ -150,22 +227,22 @@ class Convolution(Tiled, RowsTiled):
         data = (g.constants[self.w.name].astype(np.int64) - zr).astype(np.int16).tobytes()
         return self.em.bind(f"{self.node.name}.weight_zp", "const", "int16", self.w.shape, data, home.mem), "int16"
 
-    def _bias(self, g, quantized_op):
+    def _bias(self, g: Graph, quantized_op: bool) -> tuple[Buf, str] | None:
         """(home Buf of shape [OC], dtype) or None; the asymmetric mode's is bias_v2, folded
         offline: bias - zp_l * sum over each output channel's reduction of (w - zp_r), bound
         where the bias it replaces lives (DDR without one)."""
         p = self.node.params
-        has = self.opdef.checked_inputs(self.node) == 3  # the integer family appends zero-point tables
+        given = self._given_bias()
         if not (quantized_op and self.opdef.asymmetric(p)):
-            return (self.ctx.home[self.node.inputs[2]], g.tensors[self.node.inputs[2]].dtype) if has else None
+            return given
         sums = self.opdef._window_sums(g.constants[self.w.name], p, p["right_zero_point"]).reshape(-1)
-        bias_dtype = g.tensors[self.node.inputs[2]].dtype if has else "int32"
+        bias_dtype = given[1] if given else "int32"
         dtype = "float32" if self.float_acc and bias_dtype == "float32" else "int32"  # computed in float32: the bias stays a float
         return self._fold_bias(sums, dtype), dtype
 
     # ---- sizes ------------------------------------------------------------------------------
 
-    def _needs(self, tile, tic, keep=False):
+    def _needs(self, tile: Tile, tic: int, keep: bool = False) -> list[Need]:
         """(key, memory, bytes) of one slot's buffers for an output tile (n, oc, spatial...); with
         keep, the input is in buffers of its own (_kept_bytes)."""
         tn, toc, tos = tile[0], tile[1], tile[2:]
@@ -173,9 +250,9 @@ class Convolution(Tiled, RowsTiled):
         out_elems = tn * toc * math.prod(tos)
         slotted = self._slotted(tn) * toc * math.prod(tos)  # the accumulator's, batch padded
         extents = tuple(a.extent(n) for a, n in zip(self.axes, tos))
-        vmem = self.vx.memory
+        vmem = self.vmem
         amem, bmem, cmem = self._memories()
-        needs = [] if self.in_place or keep else [("x", amem, nbytes(self.x.dtype, (self._slotted(tn), channels) + extents))]
+        needs: list[Need] = [] if self.in_place or keep else [("x", amem, nbytes(self.x.dtype, (self._slotted(tn), channels) + extents))]
         if not self.weight_in_place:
             needs.append(("w", bmem, nbytes(self.weight[1], (toc, tic, self.k))))
         acc = nbytes(self.acc_dtype, (slotted,))
@@ -186,34 +263,35 @@ class Convolution(Tiled, RowsTiled):
             needs += [(key, vmem, nbytes("int16", (n,))) for key, n in (("izp", channels), ("kzp", toc)) if p[key] == "vector"]
         return needs + self._epilogue_needs(acc, toc, out_elems)
 
-    def _slotted(self, tn):
+    def _slotted(self, tn: int) -> int:
         """A batch tile of tn as the matrix unit multiplies it: whole groups of batch_slots."""
         return -(-tn // self.batch_slots) * self.batch_slots
 
-    def _kept_bytes(self, tile):
+    def _kept_bytes(self, tile: Tile) -> int:
         """The bytes of a kept input tile: every input channel of the group for the output tile's
         windows."""
         extents = tuple(a.extent(n) for a, n in zip(self.axes, tile[2:]))
         return nbytes(self.x.dtype, (tile[0], self.icg) + extents)
 
-    def _sizes(self, tile, tic, keep=False):
+    def _sizes(self, tile: Tile, tic: int, keep: bool = False) -> dict[str, list[int]]:
         """memory -> the sizes of every buffer the tiling places there: each slot's, the tail's,
         a kept input's and, in the asymmetric mode on the matrix unit, the one zp_r element."""
         placed = [(mem, n, self.ctx.slots) for _, mem, n in self._needs(tile, tic, keep)]
-        per_mem = per_memory(placed + ([(self.mx.operand_memory("a"), self._kept_bytes(tile), self.ctx.slots)] if keep else []))
-        per_mem.setdefault(self.vx.memory, []).extend(self.tail.class_bytes(tile) * self.ctx.slots)
+        per_mem = per_memory(placed + ([(self._memories()[0], self._kept_bytes(tile), self.ctx.slots)] if keep else []))
+        per_mem.setdefault(self.vmem, []).extend(self.tail.class_bytes(tile) * self.ctx.slots)
         if self.asym and self.zp_buffer:
-            per_mem.setdefault(self.mx.operand_memory("b"), []).append(dtypes.itemsize(self.w.dtype))
+            zp = self._zero_point_role()
+            per_mem.setdefault(zp.mem, []).append(zp.size)
         return per_mem
 
-    def _fits(self, tile, tic, keep=False):
+    def _fits(self, tile: Tile, tic: int, keep: bool = False) -> bool:
         return self.fits(self._sizes(tile, tic, keep))
 
-    def _moved(self, tile, tic):
+    def _moved(self, tile: Tile, tic: int) -> int:
         """Bytes one step loads (input tile and weight block) plus what the tail moves."""
         return sum(n for key, _, n in self._needs(tile, tic) if key in ("x", "w")) + self.tail.moved(tile)
 
-    def tiles(self):
+    def tiles(self) -> Choice:
         """(output tile, input-channel block, keep) of the rows run, noted in the program."""
         choice, cycles = self.tiling()
         kept = ", the input kept across output-channel blocks" if choice[2] else ""
@@ -221,29 +299,32 @@ class Convolution(Tiled, RowsTiled):
                              f"{choice[1]} input channels a step{kept}: estimated {cycles:,.0f} cycles")
         return choice
 
-    def _searched(self, found):
+    def _searched(self, found: tuple[Choice, float] | None) -> tuple[Choice, float]:
         """found: (the search's choice, its estimated cycles on every unit); None: no tile fits."""
         if found is None:
             shape = self.span(self.tiled_channels)
-            raise OutOfMemoryError(f"{self.node.name}: even a one-element output tile needs "
-                                   f"{shortfall(self.em.allocators, self._sizes((1,) * len(shape), 1))}")
+            raise self._none_fits("a one-element output tile", self._sizes((1,) * len(shape), 1))
         return found
 
-    def _schedule(self, tile, tic, units=1, keep=False):
+    def _schedule(self, tile: Tile, tic: int, units: int = 1, keep: bool = False) -> Estimate:
         """The Estimate (isa/lower/schedule/estimate.py) of this tiling: every output tile with its
         input-channel blocks, on the busiest of `units` units. With keep the tiles walk the
         output channels innermost, and the input tile, loaded block by block with the first of
         them, stays for the others (estimate.tiled's reuse)."""
         reduction, repeat = self._walked()
         axes = self.axis_classes(self.span(self.tiled_channels), tile)
-        work, reuse = self._work, None
+        work: Callable[..., Work] = self._work
+        reuse = None
         if keep:  # (batch, spatial..., channels): the input depends on all but the last
             axes, reuse = [axes[0], *axes[2:], axes[1]], len(axes) - 1
-            work = lambda kind, *rest: self._work(_channels_second(kind), *rest, kept=True)  # noqa: E731
+
+            def work(kind: Sequence[Position], tic: int, first: bool, last: bool, i0: int, fresh: bool = True) -> Work:
+                return self._work(_channels_second(kind), tic, first, last, i0, fresh, kept=True)
+
         return tiled(self.ctx, work, axes, reduction, tic, units, self.ctx.slots, repeat, reuse, once=self.once(self.x, self.w),
                      reuse_blocks=True, cores=self.unit_cores(units))
 
-    def _work(self, kind, tic, first, last, i0, fresh=True, kept=False):
+    def _work(self, kind: Sequence[Position], tic: int, first: bool, last: bool, i0: int, fresh: bool = True, kept: bool = False) -> Work:
         """The estimate.Work of one input-channel block (from i0) of an output tile of class
         `kind`; fresh: whether it loads its input block (not where a kept input has it already),
         into the kept input's part when kept."""
@@ -264,33 +345,28 @@ class Convolution(Tiled, RowsTiled):
             finish, store = (self.piece("finish", extents) + tail_compute, tail_store) if last else ((), ())
         return Work(load, product, finish, store, fills, block if kept else (), tail_load)
 
-    def _reads(self, starts, outs):
+    def _reads(self, starts: Tile, outs: Tile) -> tuple[Read, ...]:
         """What a tile of spatial extents `outs` from `starts` reads along each axis (first
         input, count, buffer position, gaps): all a piece's loads depend on. Where the chip caches
         DDR the first input row is the tile's own (which lines it touches); elsewhere any."""
         cached = self.ctx.chip.cache is not None
-        return tuple((lo if cached else 0, *rest) for (lo, *rest) in (a.reads(s, n) for a, s, n in zip(self.axes, starts, outs)))
+        reads = (a.reads(s, n) for a, s, n in zip(self.axes, starts, outs))
+        return tuple((lo if cached else 0, count, at, gaps) for lo, count, at, gaps in reads)
 
     # ---- the estimate's pieces: the emission's own code on roles (isa/lower/schedule/estimate.py) ------
 
-    def _roles(self, tile, tic, keep=False):
+    def _roles(self, tile: Tile, tic: int, keep: bool = False) -> Bufs:
         """A step's buffers as the estimate's roles: the slot's by step, the tile's own by tile."""
-        return self._as_roles(self._needs(tile, tic, keep), self.w.dtype)
+        return self._as_roles(self._needs(tile, tic, keep))
 
-    def _tile_roles(self, tile):
-        """The fused tail's buffers as roles of the tile."""
-        rec = shallow_copy(self.tail)
-        rec.ctx = dataclasses.replace(self.ctx, em=_Roles())
-        return rec.allocate(self.vx.memory, tile, self.node.name)[0]
-
-    def _price_input(self, rec, tn, channels, tos, reads, kept):
+    def _price_input(self, rec: Convolution, tn: int, channels: int, tos: Tile, reads: Sequence[Read], kept: bool) -> None:
         """An input tile's load (its window's fill where it reads padding) into the step's
         buffer, or into its block's part of a kept input."""
         if self.in_place:
             return
         buf_ext = tuple(a.extent(n) for a, n in zip(self.axes, tos))
         if kept:
-            buf = estimate.role(estimate.PART, "x", self.mx.operand_memory("a"))
+            buf = estimate.role(estimate.PART, "x", self._memories()[0])
             region = self._kept_region(buf, tn, channels, buf_ext)
         else:
             buf = self._roles((tn, channels) + tuple(tos), channels)["x"]
@@ -298,22 +374,22 @@ class Convolution(Tiled, RowsTiled):
         load_window(rec.ctx, self.vx, self.x, region, buf, self.axes, reads, (0, 0), 0, self.node.name,
                     self.fillers(self.x.dtype, 0, region.mem))
 
-    def _price_weight(self, rec, toc, tic, oc0, i0):
+    def _price_weight(self, rec: Convolution, toc: int, tic: int, oc0: int, i0: int) -> None:
         if not self.weight_in_place:
             rec._load_weight(self._roles((1, toc, 1), tic)["w"], oc0, i0, toc, tic)
 
-    def _price_shift(self, rec, tn, toc, tic, tos, reads):
+    def _price_shift(self, rec: Convolution, tn: int, toc: int, tic: int, tos: Tile, reads: Sequence[Read]) -> None:
         io = self._roles((tn, toc) + tuple(tos), tic)
         buf_ext = tuple(a.extent(n) for a, n in zip(self.axes, tos))
         channels = self._channels(toc, tic)
         x_region = io["x"].region(self.x.dtype, (tn, channels) + buf_ext)
         rec._shift(io, x_region, reads, (0, channels), 0, toc, tic)
 
-    def _price_bias(self, rec, toc, oc0):
+    def _price_bias(self, rec: Convolution, toc: int, oc0: int) -> None:
         if self.bias:
             rec._load_bias(self._roles((1, toc, 1), 1), oc0, toc)
 
-    def _price_product(self, rec, tn, toc, tos, tic, first, kept):
+    def _price_product(self, rec: Convolution, tn: int, toc: int, tos: Tile, tic: int, first: bool, kept: bool) -> None:
         tile = (tn, toc) + tuple(tos)
         bufs = self._roles(tile, tic)
         buf_ext = tuple(a.extent(n) for a, n in zip(self.axes, tos))
@@ -321,7 +397,7 @@ class Convolution(Tiled, RowsTiled):
         if self.shifted:
             x_buf, x_region = bufs["xs"], bufs["xs"].region("int16", (tn, channels) + buf_ext)
         elif kept:
-            x_buf = estimate.role(estimate.PART, "x", self.mx.operand_memory("a"))
+            x_buf = estimate.role(estimate.PART, "x", self._memories()[0])
             x_region = self._kept_region(x_buf, tn, tic, buf_ext)
         elif self.in_place:
             x_buf = self.ctx.home[self.x.name]
@@ -331,31 +407,32 @@ class Convolution(Tiled, RowsTiled):
         w_buf = self.weight[0] if self.weight_in_place else (bufs["ws"] if self.shifted else bufs["w"])
         rec._product(bufs, x_buf, x_region, w_buf, bufs.get("zp_r"), 0, (0, channels), (tn,) + tuple(tos), toc, tic, first)
 
-    def _price_finish(self, rec, extents):
+    def _price_finish(self, rec: Convolution, extents: Tile) -> None:
         rec._finish(self._roles(extents, 1), extents)
 
-    def _price_flight(self, rec, extents, starts):
+    def _price_flight(self, rec: Convolution, extents: Tile, starts: Tile) -> None:
         """The accumulator stored home by the DMA that does the epilogue (self.flight)."""
         rec._store_flown(self._roles(extents, 1), sub_region(self.ctx.home_region(self.stored), starts, extents), extents)
 
-    def _price_tail(self, rec, starts, extents):
+    def _price_tail(self, rec: Convolution, starts: Tile, extents: Tile) -> tuple[tuple[Timed, ...], ...]:
         """(loads, compute, stores) of the fused tail on a tile: its own emission on roles."""
         bufs = self._roles(extents, 1)
-        tails = self._tile_roles(extents)
+        tails = tail_roles(self.tail, self.ctx, self.vmem, extents, self.node.name, estimate.TILE)
+        take = recorder(rec.em).take
         local = rec.tail.load(tails, starts, extents)
-        loads = rec.em.take()
+        loads = take()
         rec.tail.compute(self.vx.name, tails, local, extents, {self.out.name: bufs[self.result_key]})
-        compute = rec.em.take()
+        compute = take()
         rec.tail.store(tails, starts, extents, {self.out.name: bufs[self.result_key]})
-        return loads, compute, rec.em.take()
+        return loads, compute, take()
 
     # ---- emission ---------------------------------------------------------------------------
 
-    def feasible(self):
+    def feasible(self) -> bool:
         """Whether a one-element output tile's buffers fit in what is free now."""
         return self._fits((1,) * len(self.out.shape), 1)
 
-    def run(self, rows=None):
+    def run(self, rows: tuple[int, int] | None = None) -> None:
         """Emit the convolution of output rows [rows[0], rows[1]) (default: all of them)."""
         if rows is not None:
             self.rows = rows
@@ -364,56 +441,58 @@ class Convolution(Tiled, RowsTiled):
                  for starts, extents in self.placed_boxes(self.tiled_channels, tile)]
         if keep:  # the output channels innermost, so consecutive tiles share their input
             tiles.sort(key=lambda t: (t[0], t[1][0], t[1][2:], t[1][1]))
-        fillers = []  # per unit, the padding's fill values near its input memory (window.load_window)
+        fillers: list[Fillers] = []  # per unit, the padding's fill values near its input memory (window.load_window)
 
-        def unit_steps(mine, run):
+        def unit_steps(mine: Convolution, run: list[Placed]) -> tuple[list[PipelineStep], list[Buf]]:
             fillers.append({})
             return mine._steps(run, tile, tic, keep, fillers[-1])
 
         self.run_dealt(tiles, unit_steps, [self.ctx.home[t] for t in self.tail.stores],
                        lambda: [buf for near in fillers for buf in near.values()])
 
-    def _steps(self, tiles, tile, tic, keep, fillers):
+    def _steps(self, tiles: list[Placed], tile: Tile, tic: int, keep: bool, fillers: Fillers) -> tuple[list[PipelineStep], list[Buf]]:
         """This unit's buffers, placed, and the pipeline steps of its output tiles."""
         slots = [{key: self.em.alloc(mem, n, buffer_name(self.node.name, key, s)) for key, mem, n in self._needs(tile, tic, keep)}
                  for s in range(self.ctx.slots)]
-        tails = self.tail.allocate(self.vx.memory, tile, self.node.name)
-        zero_point = self._zero_point(self.w.dtype) if self.asym and self.zp_buffer else None
+        tails = self.tail.allocate(self.vmem, tile, self.node.name)
+        zero_point = self._zero_point() if self.asym and self.zp_buffer else None
         blocks = [(i0, min(tic, self.icg - i0)) for i0 in range(0, self.icg, tic)]
         kept = [self._kept(tile, blocks, s) for s in range(self.ctx.slots if keep else 0)]
-        steps, at, fresh = [], None, 0  # the input position kept, and how many were loaded
+        steps: list[PipelineStep] = []
+        at, fresh = None, 0  # the input position kept, and how many were loaded
         for t, (g, starts, extents) in enumerate(tiles):
             new = not keep or (g, starts[0], starts[2:]) != at
             at, fresh = (g, starts[0], starts[2:]), fresh + new
-            tail_local = {}  # the tail's loads of this output tile, made with its first block
-            buf, whole = kept[(fresh - 1) % len(kept)] if keep else (None, None)
+            tail_local: Local = {}  # the tail's loads of this output tile, made with its first block
+            held = kept[(fresh - 1) % len(kept)] if keep else None
             for b, block in enumerate(blocks):
                 steps.append(self._step(slots[len(steps) % self.ctx.slots], slots[t % self.ctx.slots], tails[t % self.ctx.slots],
                                         g, starts, extents, block, b == 0, b == len(blocks) - 1, zero_point, tail_local, fillers,
-                                        (buf.parts[b], whole) if keep else None, new))
+                                        (held[0].parts[b], held[1]) if held else None, new))
         placed = [buf for bufs in slots + tails for buf in bufs.values()] + [buf for buf, _ in kept]
         return steps, placed + ([zero_point] if zero_point is not None else [])
 
-    def _kept(self, tile, blocks, slot):
+    def _kept(self, tile: Tile, blocks: list[tuple[int, int]], slot: int) -> tuple[Buf, Region]:
         """(Buf, region) of a kept input tile: every input channel for the output tile's windows,
         (batch, channels, window...) laid out channels outermost, so that each channel block is
         one run of bytes, a part of the Buf of its own (Emitter.split): a block's product waits
         only for its own block's load."""
         extents = tuple(a.extent(n) for a, n in zip(self.axes, tile[2:]))
-        buf = self.em.alloc(self.mx.operand_memory("a"), self._kept_bytes(tile), f"{self.node.name}/kept_x.{slot}")
+        buf = self.em.alloc(self._memories()[0], self._kept_bytes(tile), f"{self.node.name}/kept_x.{slot}")
         per_channel = tile[0] * math.prod(extents)
         self.em.split(buf, tuple(i0 * per_channel * dtypes.itemsize(self.x.dtype) for i0, _ in blocks[1:]))
         return buf, self._kept_region(buf, tile[0], self.icg, extents)
 
-    def _kept_region(self, buf, tn, channels, extents):
+    def _kept_region(self, buf: Buf, tn: int, channels: int, extents: Tile) -> Region:
         """A kept input of `channels` in buf, read as (batch, channels, window...) though laid out
         channels outermost."""
         major = dense(buf.mem, buf.addr, self.x.dtype, (channels, tn) + tuple(extents))
         return Region(buf.mem, buf.addr, self.x.dtype, (tn, channels) + tuple(extents),
                       (major.strides[1], major.strides[0]) + major.strides[2:])
 
-    def _step(self, io, acc_bufs, tail_bufs, g, starts, extents, block, first, last,
-              zero_point, tail_local, fillers, kept=None, fresh=True):
+    def _step(self, io: Bufs, acc_bufs: Bufs, tail_bufs: Slot, g: int, starts: Tile, extents: Tile, block: tuple[int, int],
+              first: bool, last: bool, zero_point: Buf | None, tail_local: Local, fillers: Fillers,
+              kept: tuple[Buf, Region] | None = None, fresh: bool = True) -> tuple[Action, Action, Action, Action]:
         """(load, compute, store) of one input-channel block of one output tile; kept: the
         (its block's part of the Buf, the whole tile's region) of a kept input, which the step
         loads its block into when fresh."""
@@ -438,7 +517,7 @@ class Convolution(Tiled, RowsTiled):
         operands = (io["xs"], io["xs"].region("int16", x_region.shape), io["ws"]) if self.shifted else (x_buf, x_region, w_buf)
         out_starts, out_extents = (n0, oc0) + tuple(s0), (tn, toc) + tuple(tos)
 
-        def load():
+        def load() -> None:
             if not self.in_place and fresh:
                 load_window(self.ctx, self.vx, self.x, x_region, x_buf, self.axes, reads, (n0, ch_in[0]), 0, node, fillers)
             if not self.weight_in_place:
@@ -448,17 +527,17 @@ class Convolution(Tiled, RowsTiled):
             if first and self.bias:
                 self._load_bias(acc_bufs, oc0, toc)
 
-        def fill():
+        def fill() -> None:
             if first:
                 tail_local.update(self.tail.load(tail_bufs, out_starts, out_extents))
 
-        def compute():
+        def compute() -> None:
             self._product(acc_bufs, *operands, zero_point, oc0, ch_in, (tn,) + tuple(tos), toc, tic, first)
             if last and self.flight is None:
                 self._finish(acc_bufs, out_extents)
                 self.tail.compute(self.vx.name, tail_bufs, tail_local, out_extents, {self.out.name: acc_bufs[self.result_key]})
 
-        def store():
+        def store() -> None:
             if last and self.flight is not None:
                 self._store_flown(acc_bufs, sub_region(self.ctx.home_region(self.stored), out_starts, out_extents), out_extents)
             elif last:
@@ -466,10 +545,10 @@ class Convolution(Tiled, RowsTiled):
 
         return load, compute, store, fill
 
-    def _shift(self, io, x_region, reads, ch_in, oc0, toc, tic):
+    def _shift(self, io: Bufs, x_region: Region, reads: Sequence[Read], ch_in: tuple[int, int], oc0: int, toc: int, tic: int) -> None:
         """xs = input - izp where real elements land, zeros elsewhere; ws = weight - kzp (INT16)."""
         p, em, op = self.node.params, self.em, self.node.name
-        zero = {}
+        zero: dict[str, tuple[Any, tuple[Buf, ...]]] = {}  # key -> (its number or region, the Bufs it reads)
         for key, start, n, shape in (("izp", ch_in[0], ch_in[1], (1, ch_in[1])), ("kzp", oc0, toc, (toc, 1))):
             if p[key] != "vector":
                 zero[key] = (p[key], ())
@@ -495,81 +574,85 @@ class Convolution(Tiled, RowsTiled):
             kzp = Region(kzp.mem, kzp.addr, "int16", w_shape, strides)
         em.emit(self.vx.name, Vector("sub", ws_region, (w_region, kzp), "int64", op), reads=(io["w"],) + bufs, writes=(ws,))
 
-    def _load_weight(self, w_buf, oc0, i0, toc, tic):
-        copy(self.em, *self._weight_regions(w_buf, oc0, i0, toc, tic), self.node.name)
+    def _load_weight(self, w_buf: Buf, oc0: int, i0: int, toc: int, tic: int) -> None:
+        src, src_buf, dst, dst_buf = self._weight_regions(w_buf, oc0, i0, toc, tic)
+        copy(self.em, src, src_buf, dst, dst_buf, self.node.name)
 
 
 class _Matrix(Convolution):
     """A convolution on the matrix unit, as an implicit GEMM; the groups are walked as repeats,
     the input channels in blocks."""
 
-    def _units(self, ctx):
+    mx: Engine
+
+    def _units(self, ctx: Lowering) -> list[Unit]:
         return ctx.units("matrix", vector=True)
 
-    def _init_operands(self):
+    def _init_operands(self) -> None:
         """Where the matrix unit stores batch items in groups (BM1684's int8 4N), a batch tile is
         multiplied padded to whole groups: the padding's rows cost what real ones do and their
         results are never read. An input tile may stay while the output-channel blocks walk
         (_cheapest); weights that live where the matrix unit reads them (held by a layer group,
         or pinned) are multiplied in place, block by block."""
-        self.batch_slots = 1 if self.shifted else self.mx.matrix.batch_slots.get(self.x.dtype, 1)
-        self.in_place = self._readable_in_place(self.mx.operand_memory("a"))
+        self.batch_slots = 1 if self.shifted else self.matrix_unit.batch_slots.get(self.x.dtype, 1)
+        self.in_place = self._readable_in_place(operand_memory(self.mx, "a"))
         self.keepable = not self.in_place and not self.shifted and self.batch_slots == 1
-        self.weight_in_place = not self.shifted and not self.opdef.transposed and self.weight[0].mem == self.mx.operand_memory("b")
+        self.weight_in_place = not self.shifted and not self.opdef.transposed and self.weight[0].mem == operand_memory(self.mx, "b")
 
-    def _memories(self):
+    def _memories(self) -> tuple[str, str, str]:
         """The memories the input, the weight and the accumulator are multiplied in."""
-        return tuple(self.mx.operand_memory(r) for r in "abc")
+        return operand_memory(self.mx, "a"), operand_memory(self.mx, "b"), operand_memory(self.mx, "c")
 
-    def _channels(self, toc, tic):
-        """The input channels a tile of toc output channels reads in a block of tic."""
+    def _channels(self, toc: int, tic: int) -> int:
+        """A block of tic input channels, whatever the output channels."""
         return tic
 
-    def _channel_starts(self, g, c0, i0, toc, tic):
-        """((first input channel, count), first output channel) of group g's block from i0 of
-        the tile of output channels from c0 (within the group)."""
+    def _channel_starts(self, g: int, c0: int, i0: int, toc: int, tic: int) -> tuple[tuple[int, int], int]:
+        """Group g's input channels from i0, its output channels from c0."""
         return (g * self.icg + i0, tic), g * self.ocg + c0
 
     @property
-    def tiled_channels(self):
+    def tiled_channels(self) -> int:
         """The channels an output tile's box spans: a group's (the groups are walked as repeats)."""
         return self.ocg
 
-    def _walked(self):
-        """(the reduction the estimate walks in blocks, how many times the box repeats)."""
+    def _walked(self) -> tuple[int, int]:
+        """A group's input channels, walked once per group."""
         return self.icg, self.groups
 
-    def _weight_shape(self, toc, tic):
+    def _weight_shape(self, toc: int, tic: int) -> Tile:
         """A weight block as loaded: [IC, OC/g, k...] for a transposed convolution, else [OC, IC/g, k...]."""
         return ((tic, toc) if self.opdef.transposed else (toc, tic)) + tuple(self.kernel)
 
-    def _kzp_axis(self):
-        """The weight block's output-channel dimension."""
+    def _kzp_axis(self) -> int:
+        """Dimension 1 of a transposed convolution's weight block, else 0."""
         return 1 if self.opdef.transposed else 0
 
-    def _weight_regions(self, w_buf, oc0, i0, toc, tic):
-        """(source, destination) regions of a weight block's load into w_buf."""
+    def _weight_regions(self, w_buf: Buf, oc0: int, i0: int, toc: int, tic: int) -> tuple[Region, Buf, Region, Buf]:
+        """The block of a group's [IC, OC/g, k...] or [OC, IC/g, k...] weight."""
         src_buf, dtype = self.weight
         full = src_buf.region(dtype, self.w.shape)
         starts = (i0, oc0 % self.ocg) if self.opdef.transposed else (oc0, i0 % self.icg)
         shape = self._weight_shape(toc, tic)
         return sub_region(full, starts + (0,) * len(self.kernel), shape), src_buf, w_buf.region(dtype, shape), w_buf
 
-    def _search(self):
+    def _search(self) -> tuple[Choice, float]:
         """A tile trades input reloads (one per output-channel block) against weight reloads
         (one per spatial block): candidates are searched for the least estimated cycles
         (isa/lower/tiling), the input-channel block as for one unit, then with several units the
         output tile."""
         shape = self.span(self.tiled_channels)
-        unit = self.mx.matrix
+        unit = self.matrix_unit
         limits = self.ctx.tile_limits(shape) + (self.ctx.policy.tile_limit("k", self.icg),)
         granules = (unit.sides(conv=True)[1], unit.depth(self.operand_dtype or self.x.dtype))
         return self._searched(self._for_units(lambda blocks, units: self._cheapest(shape, granules, limits, blocks, units), lambda c: c[1]))
 
-    def _cheapest(self, shape, granules, limits, blocks, units):
+    def _cheapest(self, shape: Tile, granules: tuple[int, int], limits: Tile, blocks: list[int] | None,
+                  units: int) -> tuple[Choice, float] | None:
         """(tile, input-channel block, keep) of least estimated cycles (tiling.least), over
         keeping the input or not (where the convolution may keep it)."""
-        choices, floors = [], []
+        choices: list[Choice] = []
+        floors: list[np.ndarray] = []
         for keep in ((False, True) if self.keepable else (False,)):
             found = candidates(shape, self.icg, granules, lambda t, tic: self._fits(t, tic, keep), limits, blocks, area=self.k)  # noqa: B023
             floors.append(self._floors(found, keep, units, path=True))
@@ -577,16 +660,16 @@ class _Matrix(Convolution):
         ties = (np.array([-math.prod(tile) * tic for tile, tic, _ in choices]), np.array([keep for *_, keep in choices]))
         return self._least(choices, np.concatenate(floors), ties, units)
 
-    def _schedule_of(self, choice, units):
+    def _schedule_of(self, choice: Choice, units: int) -> Estimate:
         tile, tic, keep = choice
         return self._schedule(tile, tic, units, keep)
 
-    def floor(self):
+    def floor(self) -> float:
         """A lower bound of tiling()'s cycles without a search: _floors of the whole output as
         one tile (its products, loads and DDR bytes only shrink as the tile grows)."""
         return float(self._floors([(self.span(self.tiled_channels), self.icg)], False, len(self.units))[0])
 
-    def _floors(self, found, keep, units, path=False):
+    def _floors(self, found: Sequence[tuple[Tile, int]], keep: bool, units: int, path: bool = False) -> np.ndarray:
         """Lower bounds of the estimated cycles of tilings (tile, input-channel block), from
         their shapes alone, as an array: the products (isa/costs.py's formula summed over every
         tile and block), the loads of the input windows and weight blocks and the tail's loads
@@ -601,21 +684,21 @@ class _Matrix(Convolution):
         mx, chip, home = self.mx, self.ctx.chip, self.ctx.home
         products = self.groups * (2 if self.asym else 1) * (m0 * k0 * n0 * mx.issue_latency + m1 * n1 * k1)
         tiles = self.groups * m0 * n0  # (batch, spatial) positions by channel blocks
-        engines = {mx.name: products.astype(float)}
+        engines: dict[str, np.ndarray | float] = {mx.name: products.astype(float)}
         loaded = stored = 0
 
-        def busy(src, dst, transfers, nbytes):
-            engine, cycles = hop_floor(chip, src, dst, transfers, nbytes)
+        def busy(src: str, dst: str, transfers: np.ndarray, nbytes: np.ndarray | int) -> None:
+            engine, cycles = hop_floor(chip, src, dst, transfers, nbytes)  # type: ignore[arg-type]  # its arithmetic takes arrays too
             engines[engine] = engines.get(engine, 0) + cycles
 
         if not self.in_place:  # the windows once per output-channel block, or once kept
             nbytes = self.groups * reads * self.icg * dtypes.itemsize(self.x.dtype) * (1 if keep else n0)
             loaded += nbytes if home[self.x.name].mem == "ddr" else 0
-            busy(home[self.x.name].mem, mx.operand_memory("a"), tiles * k0 // (n0 if keep else 1), nbytes)
+            busy(home[self.x.name].mem, operand_memory(mx, "a"), tiles * k0 // (n0 if keep else 1), nbytes)
         if not self.weight_in_place:  # every weight once per spatial tile
             nbytes = self.groups * m0 * self.ocg * self.icg * self.k * dtypes.itemsize(self.weight[1])
             loaded += nbytes if self.weight[0].mem == "ddr" else 0
-            busy(self.weight[0].mem, mx.operand_memory("b"), tiles * k0, nbytes)
+            busy(self.weight[0].mem, operand_memory(mx, "b"), tiles * k0, nbytes)
         for src, dst, nbytes in self._tail_transfers():  # the output box as one tile (Tail.least_transfers)
             if src == "ddr" and chip.cache is not None:  # a cache of DDR may serve it faster
                 continue
@@ -625,10 +708,10 @@ class _Matrix(Convolution):
         if path and estimate.bounds_hold(chip, units):
             lead = 0.0
             if not self.in_place:
-                lead = hop_floor(chip, home[self.x.name].mem, mx.operand_memory("a"), 1, first * tic * dtypes.itemsize(self.x.dtype))[1]
+                lead = hop_floor(chip, home[self.x.name].mem, operand_memory(mx, "a"), 1, first * tic * dtypes.itemsize(self.x.dtype))[1]
             if not self.weight_in_place:
                 nbytes = toc * tic * self.k * dtypes.itemsize(self.weight[1])
-                lead = np.maximum(lead, hop_floor(chip, self.weight[0].mem, mx.operand_memory("b"), 1, nbytes)[1])
+                lead = np.maximum(lead, hop_floor(chip, self.weight[0].mem, operand_memory(mx, "b"), 1, nbytes)[1])
             most = np.maximum(most, products + lead)
         if units > 1:
             return most / units
@@ -636,7 +719,7 @@ class _Matrix(Convolution):
             loaded = np.minimum(loaded, self.once(self.x, self.w))
         return np.maximum(most, (loaded + stored) / chip.memories["ddr"].bandwidth)
 
-    def _floor_factors(self, found):
+    def _floor_factors(self, found: Sequence[tuple[Tile, int]]) -> np.ndarray:
         """_floors' products in factors (isa/costs.py, matmul_rows and matmul_depths) for each
         (tile, input-channel block) in found, as rows of an array: the M (count, folds), the
         input rows read of the (batch, spatial) tiles and those of the first tile alone, the N
@@ -650,13 +733,13 @@ class _Matrix(Convolution):
                 self._count_factors(tile)
             if red not in classes:
                 ks = [(tic * self.k, self.icg // tic)] + ([(self.icg % tic * self.k, 1)] if self.icg % tic else [])
-                classes[red] = (*costs.matmul_depths(ks, self.mx.matrix, self.operand_dtype or self.x.dtype, conv=True), tic)
+                classes[red] = (*costs.matmul_depths(ks, self.matrix_unit, self.operand_dtype or self.x.dtype, conv=True), tic)
             out.append((*classes[sp], *classes[ch], *classes[red]))
         return np.array(out, np.int64).reshape(-1, 10)
 
-    def _count_factors(self, tile):
+    def _count_factors(self, tile: Tile) -> None:
         """_floor_factors' M and input rows of tile's (batch, spatial) extents, and N of its channels."""
-        along_m, along_n = self.mx.matrix.sides(conv=True)
+        along_m, along_n = self.matrix_unit.sides(conv=True)
         span = self.span(self.tiled_channels)
         counted = self.axis_counts(span, tile)
         first = tile[0] * math.prod(a[0][2] for a in self.axis_classes(span, tile)[2:])  # (start, extent, count, ...)
@@ -669,13 +752,14 @@ class _Matrix(Convolution):
         self._classes["floor m", tile[0], tile[2:], self.rows] = (*costs.matmul_rows(ms, along_m), reads, first)
         self._classes["floor n", tile[1], self.rows] = (*costs.matmul_rows([(e[0], c) for e, c in counted[1].items()], along_n), tile[1])
 
-    def _tail_transfers(self):
+    def _tail_transfers(self) -> list[tuple[str, str, int]]:
         key = ("tail", self.rows)
         if key not in self._classes:
-            self._classes[key] = self.tail.least_transfers(self.span(self.out.shape[1]), self.vx.memory)
+            self._classes[key] = self.tail.least_transfers(self.span(self.out.shape[1]), self.vmem)
         return self._classes[key]
 
-    def _product(self, acc_bufs, x_buf, x_region, w_buf, zero_point, oc0, ch_in, tile, toc, tic, first):
+    def _product(self, acc_bufs: Bufs, x_buf: Buf, x_region: Region, w_buf: Buf, zero_point: Buf | None, oc0: int,
+                 ch_in: tuple[int, int], tile: Tile, toc: int, tic: int, first: bool) -> None:
         """acc (+)= the input block times the weight block, for an output tile of batch and
         spatial extents `tile` (and the asymmetric mode's second product, the input times zp_r)."""
         acc = acc_bufs["acc"]
@@ -688,11 +772,13 @@ class _Matrix(Convolution):
         self._matmul(x_view, x_buf, w_buf, self._weight_view(w_buf, oc0, ch_in[0], tic, toc), acc_view, acc, first,
                      acc_bufs["bias"] if first and self.bias_in_table else None)
         if self.asym:
-            zp = Region(zero_point.mem, zero_point.addr, self.w.dtype, (tic,) + tuple(self.kernel) + (toc,), (0,) * (len(self.kernel) + 2))
+            assert zero_point is not None, "the asymmetric mode's second product reads zp_r from a buffer (Tiled._zero_point)"
+            zp = self._zero_point_block(zero_point, (tic,) + tuple(self.kernel) + (toc,))
             acc_zp = acc_bufs["acc_zp"]
             self._matmul(x_view, x_buf, zero_point, zp, acc_zp.region(self.acc_dtype, slotted + out_extents[1:]), acc_zp, first)
 
-    def _matmul(self, x_region, x_buf, w_buf, b, acc_region, acc, first, bias=None):
+    def _matmul(self, x_region: Region, x_buf: Buf, w_buf: Buf, b: Region, acc_region: Region, acc: Buf, first: bool,
+                bias: Buf | None = None) -> None:
         """acc (+)= the window view of the input, (n, outputs..., channels, kernel...), times b,
         (channels, kernel..., out channels), into acc read as (n, outputs..., out channels); from
         the row of out channels in the Buf `bias` where given."""
@@ -700,10 +786,10 @@ class _Matrix(Convolution):
         a = _permuted(window_view(x_region, self.axes, 2), (0,) + tuple(range(2, 2 + s)) + (1,) + tuple(range(2 + s, 2 + 2 * s)))
         c = _permuted(acc_region, (0,) + tuple(range(2, 2 + s)) + (1,))
         self.em.emit(self.mx.name, Matmul(a, b, c, not first, self.node.name, m=1 + s,
-                                          bias=bias and bias_table.row(bias, c.shape, self.acc_dtype), conv=True),
+                                          bias=bias_table.row(bias, c.shape, self.acc_dtype) if bias is not None else None, conv=True),
                      reads=(x_buf, w_buf) + (() if first else (acc,)) + ((bias,) if bias else ()), writes=(acc,))
 
-    def _weight_view(self, w_buf, oc0, i0, tic, toc):
+    def _weight_view(self, w_buf: Buf, oc0: int, i0: int, tic: int, toc: int) -> Region:
         """The weight block of output channels from oc0, input channels from i0, as (in
         channels, kernel..., out channels): in w_buf, or where the whole weight lives when it is
         read in place. A transposed convolution reads its [IC, OC] block with the kernel
@@ -723,19 +809,13 @@ class _Matrix(Convolution):
                       (local.strides[0],) + tuple(-st for st in local.strides[2:]) + (local.strides[1],))
 
 
-def _permuted(region, order):
+def _permuted(region: Region, order: Sequence[int]) -> Region:
     """The same elements with the dimensions in another order."""
     return Region(region.mem, region.addr, region.dtype, tuple(region.shape[i] for i in order), tuple(region.strides[i] for i in order))
 
 
-def _channels_second(kind):
+def _channels_second(kind: Sequence[Position]) -> tuple[Position, ...]:
     """A tile class ordered (batch, spatial..., channels), as a kept input's estimate walks it,
     back in the template's order (batch, channels, spatial...)."""
     return (kind[0], kind[-1], *kind[1:-1])
 
-
-class _Roles:
-    """An emitter whose buffers are the estimate's roles of a tile (a tail's, `_tile_roles`)."""
-
-    def alloc(self, mem, nbytes, name, unused=False):
-        return estimate.role(estimate.TILE, name, mem, nbytes)

@@ -49,7 +49,7 @@ class _Depthwise(Convolution):
         self.keepable = self.weight_in_place = False
 
     def _memories(self) -> tuple[str, str, str]:
-        return (self.vx.memory,) * 3
+        return (self.vmem,) * 3
 
     def _channels(self, toc: int, tic: int) -> int:
         """A depthwise tile reads its own channels."""
@@ -85,7 +85,7 @@ class _Depthwise(Convolution):
         """A depthwise tile reads only its own channels, so the largest that fits (and keeps the
         pipeline's steps in budget) is best."""
         shape = self.span(self.tiled_channels)
-        budget = step_budget(self.ctx, self._moved(shape, 1), self.vx.memory, len(self.units))
+        budget = step_budget(self.ctx, self._moved(shape, 1), self.vmem, len(self.units))
         tile = budgeted_tile(shape, lambda t: self._fits(t, 1), lambda t: self._moved(t, 1), budget, self.ctx.tile_limits(shape))
         return self._searched(((tile, 1, False), self._schedule(tile, 1, len(self.units)).cycles()) if tile else None)
 

@@ -27,33 +27,56 @@ tile with all its K steps on one unit; where the accumulator reaches the vector 
 shared memory, the staging buffers are placed with the slots (as in isa/lower/templates/conv.py).
 """
 
+from __future__ import annotations
+
 import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ... import costs, dtypes
-from ...errors import OutOfMemoryError
 from ...instructions import Matmul, Region, Vector
 from ...ops import REGISTRY, weight_only
-from ..memory.alloc import shortfall
+from ..context import operand_memory
 from ..memory.route import STAGE_SLOTS, copy
 from ..schedule import estimate, gemv
-from ..schedule.estimate import Work, tiled
+from ..schedule.estimate import Estimate, Work, tiled
 from ..schedule.tiling import halvings, sub_region
 from ..templates import bias_table
 from .staging import stages
-from .tiled import Tiled, buffer_name, per_memory
+from .tiled import Bufs, Key, Tiled, buffer_name, per_memory
+
+if TYPE_CHECKING:
+    from chips.schema import Engine
+
+    from ...graph import Node, Tensor
+    from ...ops.matrix import MatrixMul
+    from ..context import Lowering
+    from ..emit import Buf
+    from ..schedule.fusion import Group
+    from ..schedule.pipeline import Step as PipelineStep
+    from ..templates.rows import Position
+
+    Action = Callable[[], None]  # one of a pipeline step's load, compute and store
+
+Need = tuple[Key, str, int]  # (buffer key, memory, bytes)
+Choice = tuple[int, int, int, bool, int, int]  # (tm, tn, tk, keep the left block, accumulators, rows of an accumulator's part)
+Box = tuple[int, int, int, int, int, int]  # (m0, n0, k0, tm, tn, tk) of a step
+Dealt = tuple[tuple[int, ...], int, int]  # (batch index, m0, n0) of an output tile
+Slotted = dict[tuple[Key, int], "Buf"]  # (key, slot) -> the Buf placed (_Plan.place)
 
 
-def lower_matmul(ctx, group):
+def lower_matmul(ctx: Lowering, group: Group) -> None:
     plan = _Plan(ctx, group.nodes[0])
     tm, tn, tk, keep, accs, rows = plan.tiles()
     M, K, N = plan.M, plan.K, plan.N
     tiles = [(b, m0, n0) for b in np.ndindex(*plan.batch) for m0 in range(0, M, tm) for n0 in range(0, N, tn)]
 
-    def unit_steps(mine, run):
+    def unit_steps(mine: _Plan, run: list[Dealt]) -> tuple[list[PipelineStep], list[Buf]]:
         bufs = mine.place(tm, tn, tk, keep, accs, rows)
-        steps, row, lefts = [], None, 0  # the row of the left block kept, and how many were loaded
+        steps: list[PipelineStep] = []
+        row, lefts = None, 0  # the row of the left block kept, and how many were loaded
         for tile, (b, m0, n0) in enumerate(run):
             for k0 in range(0, K, tk):
                 box = (m0, n0, k0, min(tm, M - m0), min(tn, N - n0), min(tk, K - k0))
@@ -68,8 +91,11 @@ def lower_matmul(ctx, group):
 class _Plan(Tiled):
     bias_lead = (1,)  # the bias is a row: (1, N)
     step_keys = frozenset(("a", "b", "as", "bs", "lzp", "rzp", "bu", "sc", "zt"))
+    mx: Engine
+    opdef: MatrixMul
+    zero_point: Buf | None  # the asymmetric mode's zp_r element (Tiled._zero_point), once placed
 
-    def __init__(self, ctx, node):
+    def __init__(self, ctx: Lowering, node: Node) -> None:
         self.ctx, self.node, self.em = ctx, node, ctx.em
         self.opdef, p = REGISTRY[node.op], node.params
         g = ctx.graph
@@ -78,32 +104,27 @@ class _Plan(Tiled):
         self.batch, self.M, self.K, self.N = self.opdef.dims(self.left.shape, self.right.shape, p)
         self.out_channels = self.N
         self.units = ctx.units("matrix", vector=True)
-        self.mx, self.vx = self.units[0].matrix, self.units[0].vector
+        self.mx, self.vx = self.units[0].mx, self.units[0].vx
         self.acc_dtype = self.opdef.acc_dtype(self.left.dtype)
         self.asym = self.acc_dtype == "int32" and self.opdef.asymmetric(p)
+        self.zp_dtype = self.right.dtype
         self.shifted = "lzp" in p  # the integer family: zero points off the operands, in 16 bits
         self.a16 = node.op == "matrix_mul_a16"  # weight-only quantized: the right tile dequantized on chip
         self.per_byte = weight_only.PER_BYTE[p["bits"]] if self.a16 else 1  # right elements a stored byte
         self.operand_dtypes = ("int16", "int16") if self.shifted else (self.left.dtype, self.left.dtype if self.a16 else self.right.dtype)
         # the bias as (home Buf of N elements, dtype); the asymmetric mode's is bias_v2, folded here offline
-        has_bias = self.opdef.checked_inputs(node) == 3
         if self.asym:
             right = g.constants[self.right.name].astype(np.int64)
-            self.bias = (self._fold_bias((right - p["right_zero_point"]).sum(axis=0, keepdims=True)), "int32")
-        elif has_bias:
-            self.bias = (ctx.home[node.inputs[2]], g.tensors[node.inputs[2]].dtype)
+            self.init_bias((self._fold_bias((right - p["right_zero_point"]).sum(axis=0, keepdims=True)), "int32"), True)
         else:
-            self.bias = None
-        # a float bias the products start from, in the matrix unit's bias memory (isa/lower/templates/bias_table.py)
-        self.bias_in_table = bias_table.bias_memory(self.units[0], self.bias, dtypes.is_int(self.acc_dtype)) is not None
-        added = self.bias and not self.bias_in_table
-        self.steps, self.temps = self.opdef.epilogue(p, self.bias[1] if added else None, self.out.dtype)
+            self.init_bias(self._given_bias(), dtypes.is_int(self.acc_dtype))
+        self.steps, self.temps = self.opdef.epilogue(p, self.added_bias, self.out.dtype)
         self.stored, self.flight_steps = self.out.name, self.steps
         self.init_accumulator()
 
     # ---- views of the tensors where they live ----------------------------------------------
 
-    def _matrix(self, tensor, batch_index, trans):
+    def _matrix(self, tensor: Tensor, batch_index: tuple[int, ...], trans: bool) -> Region:
         """tensor's logical matrix for one batch index (broadcast batch dimensions read index 0),
         transposed through strides when stored so."""
         full = self.ctx.home_region(tensor.name)
@@ -118,24 +139,27 @@ class _Plan(Tiled):
 
     # ---- sizes ------------------------------------------------------------------------------
 
-    def _kept_mem(self):
+    def _kept_mem(self) -> str:
         """Where a kept left row block lives: the last memory the left tile's route into the
         matrix unit's operand memory stages through (an Ascend core's L1), or that memory."""
-        amem = self.mx.operand_memory("a")
+        amem = operand_memory(self.mx, "a")
         via = stages(self.ctx.chip, self.ctx.home[self.left.name].mem, amem)
         return via[-1] if via else amem
 
-    def _cut(self, keep):
+    def _cut(self, keep: bool) -> bool:
         """Whether each step cuts its left tile from a kept block held apart (_kept_mem)."""
-        return keep and self._kept_mem() != self.mx.operand_memory("a")
+        return keep and self._kept_mem() != operand_memory(self.mx, "a")
 
-    def _needs(self, tm, tn, tk, keep=False):
+    def _needs(self, tm: int, tn: int, tk: int, keep: bool = False) -> list[Need]:
         """(buffer key, memory, bytes) of one slot; a kept left block spans the whole of K, in
         the operand memory or, held apart, beside each step's tile."""
-        size = lambda dtype, n: n * dtypes.itemsize(dtype)  # noqa: E731
-        amem, bmem, cmem, vmem = (*(self.mx.operand_memory(r) for r in "abc"), self.vx.memory)
+
+        def size(dtype: str, n: int) -> int:
+            return n * dtypes.itemsize(dtype)
+
+        amem, bmem, cmem, vmem = operand_memory(self.mx, "a"), operand_memory(self.mx, "b"), operand_memory(self.mx, "c"), self.vmem
         cut = self._cut(keep)
-        needs = [("kept", self._kept_mem(), size(self.left.dtype, tm * self.K))] if cut else []
+        needs: list[Need] = [("kept", self._kept_mem(), size(self.left.dtype, tm * self.K))] if cut else []
         needs += [
             ("a", amem, size(self.left.dtype, tm * (self.K if keep and not cut else tk))),
             ("b", bmem, size(self.right.dtype, tk * tn // self.per_byte)),
@@ -149,25 +173,25 @@ class _Plan(Tiled):
             needs += [(key, vmem, size("int16", n)) for key, n in (("lzp", tk), ("rzp", tn)) if p[key] == "vector"]
         return needs + self._epilogue_needs(size(self.acc_dtype, tm * tn), tn, tm * tn)
 
-    def _placed(self, tm, tn, tk, keep, accs):
+    def _placed(self, tm: int, tn: int, tk: int, keep: bool, accs: int) -> list[tuple[Key, str, int, int]]:
         """(buffer key, memory, bytes, how many) of the buffers a tiling places: one per slot,
         but `accs` accumulators (with the epilogue done on the way out, one can do: the next
         tile's first operands load while it empties)."""
         return [(key, mem, n, accs if key == "acc" else self.ctx.slots) for key, mem, n in self._needs(tm, tn, tk, keep)]
 
-    def _sizes(self, tm, tn, tk, keep=False, accs=None):
+    def _sizes(self, tm: int, tn: int, tk: int, keep: bool = False, accs: int | None = None) -> dict[str, list[int]]:
         """memory -> the sizes of every slot's buffers placed there; beside a block kept apart,
         room for the right tile's stages on its way (Emitter.stage_buffer places them per copy)."""
         per_mem = per_memory((mem, n, count) for _, mem, n, count in self._placed(tm, tn, tk, keep, accs or self.ctx.slots))
         if self._cut(keep):
-            for mem in stages(self.ctx.chip, self.ctx.home[self.right.name].mem, self.mx.operand_memory("b")):
+            for mem in stages(self.ctx.chip, self.ctx.home[self.right.name].mem, operand_memory(self.mx, "b")):
                 per_mem.setdefault(mem, []).extend([tk * tn // self.per_byte * dtypes.itemsize(self.right.dtype)] * self.ctx.slots)
         return per_mem
 
-    def _fits(self, tm, tn, tk, keep, accs):
+    def _fits(self, tm: int, tn: int, tk: int, keep: bool, accs: int) -> bool:
         return self.fits(self._sizes(tm, tn, tk, keep, accs))
 
-    def tiles(self):
+    def tiles(self) -> Choice:
         """(tm, tn, tk, keep, accumulators, part rows): of the candidate sizes (from the policy's
         limits, halved, as multiples of the matrix unit's m, n, k) whose buffers fit, the one of
         least estimated cycles (isa/lower/schedule/estimate.py): larger tiles reload less (the left tile
@@ -176,7 +200,7 @@ class _Plan(Tiled):
         depend on the units; then, with several, tm and tn for them. An epilogue done on the way
         out (an Ascend FixPipe's) may take one accumulator twice the size of two, filled and
         drained in parts of rows (_parts)."""
-        unit = self.mx.matrix
+        unit = self.matrix_unit
         limits = self.ctx.tile_limits((self.M, self.N, self.K), ("n", "c", "k"))
         depth = unit.depth(self.operand_dtypes[0])
         sizes = [halvings(n, u) for n, u in zip(limits, (unit.m, unit.n, depth))]
@@ -184,25 +208,25 @@ class _Plan(Tiled):
         keeps = (False, True) if not self.shifted else (False,)
         accs = (self.ctx.slots, 1) if self.flight is not None and self.ctx.slots > 1 else (self.ctx.slots,)
 
-        def choose(ks, units):
+        def choose(ks: list[int] | None, units: int) -> tuple[Choice, float] | None:
             fitting = [(tm, tn, tk, keep, n, rows) for tk in ks or sizes[2] for tm in sizes[0] for tn in sizes[1] for keep in keeps
                        for n in accs if self._fits(tm, tn, tk, keep, n) for rows in self._part_choices(tm, n)]
             floors = np.array([self._floor(*t, units) for t in fitting], float)
             ties = (np.array([-math.prod(t[:3]) for t in fitting]), np.array([-t[5] for t in fitting]))
             return self._least(fitting, floors, ties, units)
 
-        def search():
+        def search() -> tuple[Choice, float]:
             found = self._for_units(choose, lambda c: c[2])
             if found is None:
                 least_tile = (unit.m, unit.n, depth)
-                raise OutOfMemoryError(f"{self.node.name}: even a {'x'.join(map(str, least_tile))} matrix tile needs "
-                                       f"{shortfall(self.em.allocators, self._sizes(*least_tile))}")
+                raise self._none_fits(f"a {'x'.join(map(str, least_tile))} matrix tile", self._sizes(*least_tile))
             return found
 
-        def stream():
+        def stream() -> tuple[Choice, float]:
             """The least estimate of the column widths of a matrix-vector product, each with the
             largest K block that fits (isa/lower/schedule/gemv.py)."""
-            tm, fitting = limits[0], []
+            tm = limits[0]
+            fitting: list[Choice] = []
             line = max(1, self.ctx.chip.memories["ddr"].burst // dtypes.itemsize(self.right.dtype))
             for tn in gemv.widths(limits[1], unit.n, line):
                 fit = next(((tm, tn, tk, keep, self.ctx.slots, tm) for tk in gemv.blocks(limits[2], depth) for keep in reversed(keeps)
@@ -224,7 +248,7 @@ class _Plan(Tiled):
                              f"estimated {cycles:,.0f} cycles")
         return choice
 
-    def _part_choices(self, tm, accs):
+    def _part_choices(self, tm: int, accs: int) -> list[int]:
         """The rows of each part an accumulator may be filled and drained in: where FixPipe
         empties one accumulator (the epilogue done on the way), a tile's last product may run
         part by part, FixPipe draining each part as the cube finishes it, and the next tile's
@@ -233,10 +257,10 @@ class _Plan(Tiled):
         the matrix unit's m rows. Otherwise the whole tile in one."""
         if self.flight is None or accs > 1:
             return [tm]
-        m = self.mx.matrix.m
+        m = self.matrix_unit.m
         return [rows for rows in halvings(tm, m) if rows % m == 0 or rows == tm]
 
-    def _schedule(self, tm, tn, tk, keep, accs, rows, units=1):
+    def _schedule(self, tm: int, tn: int, tk: int, keep: bool, accs: int, rows: int, units: int = 1) -> Estimate:
         """The Estimate of this tiling: every output tile with its K blocks, on the busiest of
         `units` units, batch by batch. With keep, a row's left block (tm x K) is loaded once,
         with the first step of the row, and stays while the row's output tiles use it (the
@@ -244,45 +268,46 @@ class _Plan(Tiled):
         cached = self.ctx.chip.cache is not None  # where a tile is decides what hits: each position its own class
         axes = [[(s if cached or n - s < t else 0, min(t, n - s)) for s in range(0, n, t)] for n, t in ((self.M, tm), (self.N, tn))]
         cut = self._cut(keep)
-        if keep:
-            def work(kind, tk_, first, last, k0, fresh):
+
+        def work(kind: Sequence[Position], tk_: int, first: bool, last: bool, k0: int, fresh: bool = True) -> Work:
+            """A step's Work; with keep, a fresh one (estimate.tiled's reuse) loads the row's left block, all of K."""
+            if keep:
                 return self._work(kind, tk_, first, last, k0, rows, tm, self.K if fresh else 0, True, cut)
-        else:
-            def work(kind, tk_, first, last, k0):
-                return self._work(kind, tk_, first, last, k0, rows, tm)
+            return self._work(kind, tk_, first, last, k0, rows, tm)
+
         return tiled(self.ctx, work, axes, self.K, tk, units, self.ctx.slots, math.prod(self.batch), 1 if keep else None,
                      self._stage_slots(tm, tn, tk, keep, accs), self.once(self.left, self.right), accs, cores=self.unit_cores(units))
 
-    def _schedule_of(self, choice, units):
+    def _schedule_of(self, choice: Choice, units: int) -> Estimate:
         return self._schedule(*choice, units)
 
-    def _stage_slots(self, tm, tn, tk, keep, accs):
+    def _stage_slots(self, tm: int, tn: int, tk: int, keep: bool, accs: int) -> dict[str, int]:
         """memory -> how many staging buffers the operands' staged hops will rotate there
         (Emitter.stage_buffer): as many as fit beside this tiling's buffers, up to STAGE_SLOTS."""
-        placed = {}
+        placed: dict[str, int] = {}
         for _, mem, n, count in self._placed(tm, tn, tk, keep, accs):
             placed[mem] = placed.get(mem, 0) + n * count
-        staged = {}
-        copies = [(self.right, self.mx.operand_memory("b"), tk * tn)]
+        staged: dict[str, int] = {}
+        copies = [(self.right, operand_memory(self.mx, "b"), tk * tn)]
         if not keep:
-            copies.append((self.left, self.mx.operand_memory("a"), tm * tk))
+            copies.append((self.left, operand_memory(self.mx, "a"), tm * tk))
         for t, mem, n in copies:
             for via in stages(self.ctx.chip, self.ctx.home[t.name].mem, mem):
                 staged[via] = max(staged.get(via, 0), n * dtypes.itemsize(t.dtype))
         return {via: max(1, min(STAGE_SLOTS, (self.em.allocators[via].free_bytes() - placed.get(via, 0)) // n))
                 for via, n in staged.items()}
 
-    def _floor(self, tm, tn, tk, keep, accs, rows, units):
+    def _floor(self, tm: int, tn: int, tk: int, keep: bool, accs: int, rows: int, units: int) -> float:
         """A lower bound of the tiling's estimated cycles, from its shape alone: the products
         (isa/costs.py's formula summed over every tile and block; with several units, the
         busiest has at least its share), or with one unit the bytes of the operand tiles that
         come from DDR at DDR's bandwidth (bursts left out)."""
-        def sizes(n, t):
+        def sizes(n: int, t: int) -> list[tuple[int, int]]:
             return [(t, n // t)] + ([(n % t, 1)] if n % t else [])
 
         ms, ns, ks = sizes(self.M, tm), sizes(self.N, tn), sizes(self.K, tk)
         batch = math.prod(self.batch)
-        products = batch * (2 if self.asym else 1) * costs.matmul_total(ms, ks, ns, self.mx.matrix, self.operand_dtypes[0],
+        products = batch * (2 if self.asym else 1) * costs.matmul_total(ms, ks, ns, self.matrix_unit, self.operand_dtypes[0],
                                                                         self.mx.issue_latency)
         if units > 1:
             return products / units
@@ -297,7 +322,8 @@ class _Plan(Tiled):
             loaded = min(loaded, self.once(self.left, self.right))
         return max(products, loaded / self.ctx.chip.memories["ddr"].bandwidth)
 
-    def _work(self, kind, tk, first, last, k0, rows, full_tm, left_k=None, keep=False, cut=False):
+    def _work(self, kind: Sequence[Position], tk: int, first: bool, last: bool, k0: int, rows: int, full_tm: int,
+              left_k: int | None = None, keep: bool = False, cut: bool = False) -> Work:
         """The estimate.Work of the K block from k0 of an output tile of kind ((m0, tm), (n0,
         tn)); rows: the rows of the accumulator's parts (of a full tile of full_tm rows); left_k:
         the columns of the left block it loads (default tk; a kept block's K or none); keep: the
@@ -323,12 +349,12 @@ class _Plan(Tiled):
 
     # ---- the estimate's pieces: the emission's own code on roles (isa/lower/schedule/estimate.py) ------
 
-    def _roles(self, tn, full_tm, rows=None, keep=False):
+    def _roles(self, tn: int, full_tm: int, rows: int | None = None, keep: bool = False) -> Bufs:
         """A tile's buffers as the estimate's roles, by their `place` keys: slot buffers by step,
         the tile's own by tile (its accumulator in parts of `rows` rows of a full tile of full_tm),
         a kept left block by the tiles that load it."""
         kept = ("kept", "a") if keep and not self._cut(keep) else ("kept",)
-        out = self._as_roles(self._needs(full_tm, tn, 1, keep), self.right.dtype, kept)
+        out = self._as_roles(self._needs(full_tm, tn, 1, keep), kept)
         acc = out["acc"]
         if rows is not None and rows < full_tm:
             row = tn * dtypes.itemsize(self.acc_dtype)
@@ -336,65 +362,68 @@ class _Plan(Tiled):
                               for j, r in enumerate(range(0, full_tm, rows)))
         return out
 
-    def _price_right(self, rec, tk, tn, k0, n0):
+    def _price_right(self, rec: _Plan, tk: int, tn: int, k0: int, n0: int) -> None:
         b = self._roles(tn, 1)["b"]
         pb = self.per_byte
         right = sub_region(rec._matrix(self.right, (0,) * len(self.batch), self.node.params.get("right_trans", False)),
                            (k0 // pb, n0), (tk // pb, tn))
         copy(rec.em, right, self.ctx.home[self.right.name], b.region(self.right.dtype, (tk // pb, tn)), b, self.node.name)
 
-    def _price_left(self, rec, tm, k, keep, cut, m0, k0):
+    def _price_left(self, rec: _Plan, tm: int, k: int, keep: bool, cut: bool, m0: int, k0: int) -> None:
         bufs = self._roles(1, tm, keep=keep)
         dst = bufs["kept"] if cut else bufs["a"]
         left = sub_region(rec._matrix(self.left, (0,) * len(self.batch), self.node.params.get("left_trans", False)), (m0, k0), (tm, k))
         copy(rec.em, left, self.ctx.home[self.left.name], dst.region(self.left.dtype, (tm, k)), dst, self.node.name)
 
-    def _price_cut(self, rec, tm, tk):
+    def _price_cut(self, rec: _Plan, tm: int, tk: int) -> None:
         bufs = self._roles(1, tm, keep=True)
         kept = bufs["kept"].region(self.left.dtype, (tm, self.K))
         copy(rec.em, sub_region(kept, (0, 0), (tm, tk)), bufs["kept"],
              bufs["a"].region(self.left.dtype, (tm, tk)), bufs["a"], self.node.name)
 
-    def _price_shift(self, rec, tm, tn, tk):
+    def _price_shift(self, rec: _Plan, tm: int, tn: int, tk: int) -> None:
         bufs = self._roles(tn, tm)
         slot = {(key, 0): buf for key, buf in bufs.items()}
         rec._shift(slot, 0, bufs["a"].region(self.left.dtype, (tm, tk)), bufs["b"].region(self.right.dtype, (tk, tn)), 0, 0, tm, tn, tk)
 
-    def _price_dequant(self, rec, tk, tn, k0, n0):
+    def _price_dequant(self, rec: _Plan, tk: int, tn: int, k0: int, n0: int) -> None:
         bufs = self._roles(tn, 1)
         rec._dequant({(key, 0): buf for key, buf in bufs.items()}, 0, k0, n0, tk, tn)
 
-    def _price_bias(self, rec, tn, n0):
+    def _price_bias(self, rec: _Plan, tn: int, n0: int) -> None:
         rec._load_bias(self._roles(tn, 1), n0, tn)
 
-    def _price_product(self, rec, tm, tn, tk, first, last, rows, full_tm, kept_a):
+    def _price_product(self, rec: _Plan, tm: int, tn: int, tk: int, first: bool, last: bool, rows: int, full_tm: int, kept_a: bool) -> None:
         bufs = self._roles(tn, full_tm, rows, kept_a)
         a = bufs["a"]
         a_r = sub_region(a.region(self.left.dtype, (tm, self.K)), (0, 0), (tm, tk)) if kept_a else a.region(self.left.dtype, (tm, tk))
         rec.zero_point = bufs.get("zp_r")
         rec._products(bufs, a, a_r, tm, tn, tk, first, last)
 
-    def _price_finish(self, rec, tm, tn):
+    def _price_finish(self, rec: _Plan, tm: int, tn: int) -> None:
         rec._finish(self._roles(tn, tm), (tm, tn))
 
-    def _price_store(self, rec, tm, tn, rows, full_tm, m0, n0):
+    def _price_store(self, rec: _Plan, tm: int, tn: int, rows: int, full_tm: int, m0: int, n0: int) -> None:
         bufs = self._roles(tn, full_tm, rows)
         out = sub_region(rec._matrix(self.out, (0,) * len(self.batch), False), (m0, n0), (tm, tn))
         rec._store(bufs, out, tm, tn)
 
     # ---- emission ---------------------------------------------------------------------------
 
-    def place(self, tm, tn, tk, keep, accs, rows):
+    def place(self, tm: int, tn: int, tk: int, keep: bool, accs: int, rows: int) -> Slotted:
+        """Each slot's buffers (`accs` accumulators, split in parts of `rows` rows), and the
+        asymmetric mode's zp_r element."""
         name = self.node.name
         bufs = {(key, s): self.em.alloc(mem, n, buffer_name(name, key, s)) for key, mem, n, count in self._placed(tm, tn, tk, keep, accs)
                 for s in range(count)}
         for s in range(accs if rows < tm else 0):
             self.em.split(bufs["acc", s], tuple(r * tn * dtypes.itemsize(self.acc_dtype) for r in range(rows, tm, rows)))
         if self.asym:
-            self.zero_point = bufs["zp_r", 0] = self._zero_point(self.right.dtype)
+            self.zero_point = bufs["zp_r", 0] = self._zero_point()
         return bufs
 
-    def step(self, bufs, index, a_slot, fresh, keep, ts, batch_index, box, first, last):
+    def step(self, bufs: Slotted, index: int, a_slot: int, fresh: bool, keep: bool, ts: int, batch_index: tuple[int, ...], box: Box,
+             first: bool, last: bool) -> tuple[Action, Action, Action]:
         """(load, compute, store) of one K block of an output tile: the right tile goes in the
         step's slot, the left in a_slot, loaded when fresh: its tm x tk tile, or with keep the
         row's whole tm x K block, whose columns k0:k0+tk the step multiplies; the tile's own
@@ -406,20 +435,22 @@ class _Plan(Tiled):
         a, b = bufs["a", a_slot if keep and not cut else ab], bufs["b", ab]
         kept_buf = bufs["kept", a_slot] if cut else a
         kept = kept_buf.region(self.left.dtype, (tm, self.K)) if keep else None
-        a_r = sub_region(kept, (0, k0), (tm, tk)) if keep and not cut else a.region(self.left.dtype, (tm, tk))
+        a_r = sub_region(kept, (0, k0), (tm, tk)) if kept is not None and not cut else a.region(self.left.dtype, (tm, tk))
         b_r = b.region(self.right.dtype, (tk // self.per_byte, tn))
         left = self._matrix(self.left, batch_index, p.get("left_trans", False))
         right = self._matrix(self.right, batch_index, p.get("right_trans", False))
         out = self._matrix(self.out, batch_index, False)
-        tile = {key: buf for (key, s), buf in bufs.items() if s == ts}
-        tile.update({"a": a, "b": b, "as": bufs.get(("as", ab)), "bs": bufs.get(("bs", ab))})
+        tile: Bufs = {key: buf for (key, s), buf in bufs.items() if s == ts}
+        tile.update({"a": a, "b": b})
+        tile.update({key: bufs[key, ab] for key in ("as", "bs") if (key, ab) in bufs})
 
-        def load():
+        def load() -> None:
             copy(em, sub_region(right, (k0 // self.per_byte, n0), (tk // self.per_byte, tn)), ctx.home[self.right.name], b_r, b, node.name)
             if fresh:
-                src, dst = (sub_region(left, (m0, 0), (tm, self.K)), kept) if keep else (sub_region(left, (m0, k0), (tm, tk)), a_r)
+                dst = kept if kept is not None else a_r  # the row's whole left block, or the step's tile
+                src = sub_region(left, (m0, 0 if kept is not None else k0), dst.shape)
                 copy(em, src, ctx.home[self.left.name], dst, kept_buf, node.name)
-            if cut:
+            if cut and kept is not None:
                 copy(em, sub_region(kept, (0, k0), (tm, tk)), kept_buf, a_r, a, node.name)
             if self.shifted:
                 self._shift(bufs, ab, a_r, b_r, k0, n0, tm, tn, tk)
@@ -428,18 +459,18 @@ class _Plan(Tiled):
             if first and self.bias is not None:
                 self._load_bias(tile, n0, tn)
 
-        def compute():
+        def compute() -> None:
             self._products(tile, a, a_r, tm, tn, tk, first, last)
             if last and self.flight is None:
                 self._finish(tile, (tm, tn))
 
-        def store():
+        def store() -> None:
             if last:
                 self._store(tile, sub_region(out, (m0, n0), (tm, tn)), tm, tn)
 
         return load, compute, store
 
-    def _products(self, tile, a, a_r, tm, tn, tk, first, last):
+    def _products(self, tile: Bufs, a: Buf, a_r: Region, tm: int, tn: int, tk: int, first: bool, last: bool) -> None:
         """The step's products into the tile's accumulator: part by part on a tile's first and
         last step where the accumulator is in parts, else whole; the asymmetric mode's second
         product (the left tile times a matrix of zp_r)."""
@@ -452,16 +483,17 @@ class _Plan(Tiled):
         table = tile["bias"] if first and self.bias_in_table else None
         for r0, rows, held in self._acc_parts(acc, (tm, tn)) if first or last else [(0, tm, acc.parts or (acc,))]:
             a_p, acc_p = sub_region(a_m, (r0, 0), (rows, tk)), sub_region(acc_r, (r0, 0), (rows, tn))
-            row = table and bias_table.row(table, acc_p.shape, self.acc_dtype)
+            row = bias_table.row(table, acc_p.shape, self.acc_dtype) if table is not None else None
             reads = (a_in, b_in) + (held if not first else ()) + ((table,) if table else ())
             em.emit(self.mx.name, Matmul(a_p, b_m, acc_p, not first, name, bias=row), reads=reads, writes=held)
         if self.asym:
             zp, acc_zp = self.zero_point, tile["acc_zp"]
-            zp_r = Region(zp.mem, zp.addr, self.right.dtype, (tk, tn), (0, 0))
+            assert zp is not None, "placed with the tile's buffers (place)"
+            zp_r = self._zero_point_block(zp, (tk, tn))
             em.emit(self.mx.name, Matmul(a_r, zp_r, acc_zp.region(self.acc_dtype, (tm, tn)), not first, name),
                     reads=(a, zp) + ((acc_zp,) if not first else ()), writes=(acc_zp,))
 
-    def _store(self, tile, dst, tm, tn):
+    def _store(self, tile: Bufs, dst: Region, tm: int, tn: int) -> None:
         """The result tile to `dst`: by the accumulator's way out, part by part, with the epilogue
         done on the way; or copied from the vector memory."""
         if self.flight is not None:
@@ -470,11 +502,12 @@ class _Plan(Tiled):
         result = tile[self.result_key]
         copy(self.em, result.region(self.out.dtype, (tm, tn)), result, dst, self.ctx.home[self.out.name], self.node.name)
 
-    def _shift(self, bufs, slot, a_r, b_r, k0, n0, tm, tn, tk):
+    def _shift(self, bufs: Bufs, slot: int, a_r: Region, b_r: Region, k0: int, n0: int, tm: int, tn: int, tk: int) -> None:
         """as = a - lzp (lzp over K), bs = b - rzp (rzp over N), in 16 bits on the vector unit."""
         p, em, name = self.node.params, self.em, self.node.name
         for key, src, dst_key, start, n, strides in (("lzp", a_r, "as", k0, tk, (0, 1)), ("rzp", b_r, "bs", n0, tn, (0, 1))):
-            zero, reads = p[key], ()
+            zero: Region | int = p[key]
+            reads: tuple[Buf, ...] = ()
             if zero == "vector":
                 buf = bufs[key, slot]
                 self._zero_table(key, self.K if key == "lzp" else self.N, start, n, buf)
@@ -484,17 +517,17 @@ class _Plan(Tiled):
             em.emit(self.vx.name, Vector("sub", dst.region("int16", src.shape), (src, zero), "int64", name),
                     reads=(src_buf,) + reads, writes=(dst,))
 
-    def _a16_needs(self, tk, tn, bmem, vmem):
+    def _a16_needs(self, tk: int, tn: int, bmem: str, vmem: str) -> list[Need]:
         """matrix_mul_a16's slot buffers: the dequantized tile (bs), the unpacked 4-bit codes (bu),
         the rows of scales (sc) and zero terms (zt) a K block of tk spans."""
         p, item = self.node.params, dtypes.itemsize(self.left.dtype)
         rows = min(self.K // p["group"], (tk - 1) // p["group"] + 2)
-        needs = [("bs", bmem, tk * tn * item), ("sc", vmem, rows * tn * item)]
+        needs: list[Need] = [("bs", bmem, tk * tn * item), ("sc", vmem, rows * tn * item)]
         if p["bits"] == 4:
             needs += [("bu", vmem, tk * tn), ("zt", vmem, rows * tn * item)]
         return needs
 
-    def _dequant(self, bufs, slot, k0, n0, tk, tn):
+    def _dequant(self, bufs: Bufs, slot: int, k0: int, n0: int, tk: int, tn: int) -> None:
         """bs = the right tile dequantized in the left's dtype: 4-bit codes unpacked first (and 15,
         rshift 4), then each group's rows times its row of scales (plus its zero term)."""
         p, em, name, dt = self.node.params, self.em, self.node.name, self.left.dtype

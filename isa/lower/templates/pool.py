@@ -12,8 +12,11 @@ A max pooling can run over a run of its output's rows (a layer group's slice,
 isa/lower/schedule/chain.py) and its tilings are priced by the lowering's estimate (isa/lower/schedule/estimate.py).
 """
 
-import dataclasses
+from __future__ import annotations
+
+from collections.abc import Sequence
 from copy import copy as shallow_copy
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,32 +24,52 @@ from ... import dtypes
 from ...errors import OutOfMemoryError
 from ...instructions import Region, Vector
 from ...ops import REGISTRY
-from ..context import vector_memories
+from ..context import operand_memory, vector_memories
 from ..schedule import estimate
 from ..schedule.estimate import Priced, Work, tiled
 from ..schedule.pipeline import deal, run_units, step_budget
 from ..schedule.tiling import budgeted_tile, nbytes
 from ..templates.local import Tail
 from ..templates.rows import RowsTiled
-from ..templates.window import conv_axes, load_window, placed, tile_reads, window_view
+from ..templates.window import Axis, conv_axes, load_window, placed, tile_reads, window_view
+from .tiled import recorder, tail_roles
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ...graph import Graph, Node
+    from ...instructions import Operand
+    from ..context import Lowering, Unit
+    from ..emit import Buf
+    from ..schedule.estimate import Estimate, Timed
+    from ..schedule.fusion import Group
+    from ..schedule.pipeline import Step
+    from ..templates.local import Local, Slot
+    from ..templates.rows import Position
+    from ..templates.window import Read
+
+    Action = Callable[[], None]  # one of a pipeline step's load, compute and store
+
+Tile = tuple[int, ...]
+Bufs = dict[str, "Buf"]  # a slot's buffers by key (_needs)
 
 
-def lower_pool(ctx, group) -> None:
+def lower_pool(ctx: Lowering, group: Group) -> None:
     _Pool(ctx, group).run()
 
 
-def plan_pool(ctx, group):
+def plan_pool(ctx: Lowering, group: Group) -> _Pool:
     """The plan of a pooling group, to run over rows of its output (isa/lower/schedule/chain.py)."""
     return _Pool(ctx, group)
 
 
-def pool_axes(graph, node):
+def pool_axes(graph: Graph, node: Node) -> tuple[Axis, ...]:
     p = node.params
     return conv_axes(graph.tensors[node.inputs[0]].shape[2:], p["kernel"], p["strides"], (1,) * len(p["kernel"]), p["pads"])
 
 
 class _Pool(Priced, RowsTiled):
-    def __init__(self, ctx, group) -> None:
+    def __init__(self, ctx: Lowering, group: Group) -> None:
         self.ctx, self.em, self.group = ctx, ctx.em, group
         node = self.node = group.nodes[0]
         self.params = node.params
@@ -56,7 +79,7 @@ class _Pool(Priced, RowsTiled):
         p = self.params
         self.axes = pool_axes(ctx.graph, node)
         self.units = ctx.units("vector")
-        self.vx = self.units[0].vector
+        self.vx = self.units[0].vx
         self.average = p["method"] == "AVE"
         floats = dtypes.is_float(self.x.dtype)
         self.acc_dtype = ("float32" if floats else "int32") if self.average else self.x.dtype
@@ -64,7 +87,12 @@ class _Pool(Priced, RowsTiled):
         self.tail = Tail(ctx, group.nodes[1:], group.stores, self.out.shape, given={self.out.name})
         self.init_rows()
 
-    def _needs(self, tile):
+    @property
+    def vmem(self) -> str:
+        """The memory of the vector engine the tiles run on: every buffer of the pooling's is there."""
+        return operand_memory(self.vx, "")
+
+    def _needs(self, tile: Sequence[int]) -> list[tuple[str, int]]:
         lead, outs = tuple(tile[:2]), tuple(tile[2:])
         extents = tuple(a.extent(n) for a, n in zip(self.axes, outs))
         elems = int(np.prod(tile))
@@ -74,20 +102,20 @@ class _Pool(Priced, RowsTiled):
                       ("count", nbytes("float32", (elems,)))]
         return needs
 
-    def _fits(self, tile):
+    def _fits(self, tile: Sequence[int]) -> bool:
         sizes = [n for _, n in self._needs(tile)] + self.tail.class_bytes(tile)
         return all(self.em.allocators[m].fits(sizes * self.ctx.slots) for m in vector_memories(self.units))
 
-    def _moved(self, tile):
+    def _moved(self, tile: Sequence[int]) -> int:
         return self._needs(tile)[0][1] + self.tail.moved(tile)
 
-    def on(self, unit):
+    def on(self, unit: Unit) -> _Pool:
         """This pooling with its tiles run by unit's vector engine."""
         mine = shallow_copy(self)
-        mine.vx = unit.vector
+        mine.vx = unit.vx
         return mine
 
-    def feasible(self):
+    def feasible(self) -> bool:
         """Whether a one-element tile's buffers fit in what is free now."""
         return self._fits((1,) * len(self.out.shape))
 
@@ -95,43 +123,42 @@ class _Pool(Priced, RowsTiled):
         """A lower bound of tiling()'s cycles without a search: none (0); the search is one tile."""
         return 0
 
-    def _search(self):
+    def _search(self) -> tuple[Tile, float | None]:  # type: ignore[override]  # an average's cycles are None: not priced
         """The largest tile that fits (and keeps the pipeline's steps in budget), and for a max
         pooling its estimated cycles (None for an average: its division is not priced)."""
         shape = self.span(self.out.shape[1])
-        budget = step_budget(self.ctx, self._moved(shape), self.vx.memory, len(self.units))
+        budget = step_budget(self.ctx, self._moved(shape), self.vmem, len(self.units))
         tile = budgeted_tile(shape, self._fits, self._moved, budget, self.ctx.tile_limits(shape))
         if tile is None:
             need = sum(n for _, n in self._needs((1,) * len(shape)))
-            alloc = self.em.allocators[self.vx.memory]
-            raise OutOfMemoryError(f"{self.node.name}: a one-element pooling tile needs {need * self.ctx.slots} bytes of {self.vx.memory}; "
+            alloc = self.em.allocators[self.vmem]
+            raise OutOfMemoryError(f"{self.node.name}: a one-element pooling tile needs {need * self.ctx.slots} bytes of {self.vmem}; "
                                    f"{alloc.free_bytes()} free, live: {alloc.live_text()}")
         return tile, (None if self.average else self._schedule(tile).cycles())
 
-    def _schedule(self, tile):
+    def _schedule(self, tile: Tile) -> Estimate:
         """The Estimate of a max pooling's tiling: each tile one step on the busiest unit."""
         return tiled(self.ctx, self._work, self.axis_classes(self.span(self.out.shape[1]), tile), 1, 1, len(self.units), self.ctx.slots)
 
-    def _work(self, kind, block, first, last, start):
+    def _work(self, kind: Sequence[Position], block: int, first: bool, last: bool, start: int) -> Work:
         starts, extents = tuple(c[0] for c in kind), tuple(c[1] for c in kind)
         return Work(*self.piece("step", starts, extents))
 
-    def _price_step(self, rec, starts, extents):
+    def _price_step(self, rec: _Pool, starts: Tile, extents: Tile) -> tuple[tuple[Timed, ...], ...]:
         """A tile's step, by the emission's own code on the estimate's roles: (load, compute,
         store, tail loads)."""
-        bufs = {key: estimate.role(estimate.STEP, key, self.vx.memory, n) for key, n in self._needs(extents)}
-        tails = shallow_copy(self.tail)
-        tails.ctx = dataclasses.replace(self.ctx, em=_Roles())
-        tail_bufs = tails.allocate(self.vx.memory, extents, self.node.name)[0]
+        bufs = {key: estimate.role(estimate.STEP, key, self.vmem, n) for key, n in self._needs(extents)}
+        tail_bufs = tail_roles(self.tail, self.ctx, self.vmem, extents, self.node.name, estimate.STEP)
         load, compute, store = rec._step(bufs, tail_bufs, starts, extents)
+        take = recorder(rec.em).take
         load()
-        loads = rec.em.take()
+        loads = take()
         compute()
-        computed = rec.em.take()
+        computed = take()
         store()
-        return loads, computed, (), rec.em.take()
+        return loads, computed, (), take()
 
-    def run(self, rows=None) -> None:
+    def run(self, rows: tuple[int, int] | None = None) -> None:
         """Emit the pooling of output rows [rows[0], rows[1]) (default: all of them)."""
         if rows is not None:
             self.rows = rows
@@ -139,11 +166,13 @@ class _Pool(Priced, RowsTiled):
         if cycles is not None:
             self.em.notes.append(f"tiling {self.node.name}{self.rows_note()}: output tile "
                                  f"{'x'.join(map(str, tile))}: estimated {cycles:,.0f} cycles")
-        per_unit, placed = [], []
+        per_unit: list[list[Step]] = []
+        placed: list[Bufs | Slot] = []  # each slot's buffers, then the tail's
         for unit, run in zip(self.units, deal(list(self.placed_boxes(self.out.shape[1], tile)), len(self.units))):
             mine = self.on(unit)
             slots, tails = mine._place(tile) if run else ([], [])
-            placed += slots + tails
+            placed += slots
+            placed += tails
             per_unit.append([mine._step(slots[i % self.ctx.slots], tails[i % self.ctx.slots], starts, extents)
                              for i, (starts, extents) in enumerate(run)])
         run_units(self.ctx, [self.ctx.home[t] for t in self.tail.stores], per_unit)
@@ -151,17 +180,17 @@ class _Pool(Priced, RowsTiled):
             for buf in bufs.values():
                 self.em.release(buf)
 
-    def _place(self, tile):
+    def _place(self, tile: Tile) -> tuple[list[Bufs], list[Slot]]:
         """Each slot's buffers and the tail's, in this unit's vector memory."""
-        name, mem = self.node.name, self.vx.memory
+        name, mem = self.node.name, self.vmem
         slots = [{key: self.em.alloc(mem, n, f"{name}/{key}.{s}") for key, n in self._needs(tile)} for s in range(self.ctx.slots)]
         return slots, self.tail.allocate(mem, tile, name)
 
-    def _step(self, bufs, tail_bufs, starts, extents):
+    def _step(self, bufs: Bufs, tail_bufs: Slot, starts: Tile, extents: Tile) -> tuple[Action, Action, Action]:
         reads, buf_ext = tile_reads(self.axes, starts[2:], extents[2:])
         x_region = bufs["x"].region(self.x.dtype, tuple(extents[:2]) + buf_ext)
         out = bufs["out"]
-        tail_local = {}
+        tail_local: Local = {}
 
         def load() -> None:
             load_window(self.ctx, self.vx, self.x, x_region, bufs["x"], self.axes, reads, starts[:2], self.fill, self.node.name)
@@ -182,18 +211,20 @@ class _Pool(Priced, RowsTiled):
 
         return load, compute, store
 
-    def _vector(self, fn, dst, srcs, cdt, reads, writes) -> None:
+    def _vector(self, fn: str, dst: Region, srcs: Sequence[Operand], cdt: str, reads: Sequence[Buf], writes: Buf) -> None:
         self.em.emit(self.vx.name, Vector(fn, dst, tuple(srcs), cdt, self.node.name), reads=reads, writes=(writes,))
 
-    def _divide(self, bufs, total, out_starts, extents, reads, buf_ext) -> None:
+    def _divide(self, bufs: Bufs, total: Region, out_starts: Tile, extents: Tile, reads: Sequence[Read], buf_ext: Tile) -> None:
         """out = total / count (pool_int quant_mode 2: (total * scale) >> rshift, half up)."""
         p, out = self.params, bufs["out"]
         out_region = out.region(self.out.dtype, extents)
         if p.get("quant_mode") == 2:
             self._vector("mul_rshift", out_region, (total, p["scale"], p["rshift"], dtypes.HALF_UP), "int64", (bufs["sum"],), out)
             return
-        count = self._count(out_starts, extents[2:])
-        if count is None:  # windows of different sizes in this tile: count them like the sum
+        same = self._count(out_starts, extents[2:])
+        count: Region | float
+        reads_: tuple[Buf, ...]
+        if same is None:  # windows of different sizes in this tile: count them like the sum
             ones = bufs["ones"].region("float32", buf_ext)
             counted = self._padded_part(ones, out_starts) if p["count_pad"] else placed(ones, self.axes, reads, 0)
             self._vector("copy", ones, (0.0,), "float32", (), bufs["ones"])
@@ -205,7 +236,7 @@ class _Pool(Priced, RowsTiled):
             self._vector("reduce_sum", count, (spread,), "float32", (bufs["ones"],), bufs["count"])
             reads_ = (bufs["sum"], bufs["count"])
         else:
-            count, reads_ = float(count), (bufs["sum"],)
+            count, reads_ = float(same), (bufs["sum"],)
         if dtypes.is_float(self.out.dtype):
             self._vector("div", out_region, (total, count), "float32", reads_, out)
             return
@@ -213,7 +244,7 @@ class _Pool(Priced, RowsTiled):
         self._vector("div", mean, (total, count), "float32", reads_, bufs["sum"])
         self._vector("round", out_region, (mean,), "float32", (bufs["sum"],), out)
 
-    def _count(self, out_starts, outs):
+    def _count(self, out_starts: Tile, outs: Tile) -> int | None:
         """The window count shared by every output of the tile, or None when they differ. A
         window's count is the product of its counts along each axis."""
         p, total = self.params, 1
@@ -228,7 +259,7 @@ class _Pool(Priced, RowsTiled):
             total *= per.pop()
         return total
 
-    def _padded_part(self, ones, out_starts):
+    def _padded_part(self, ones: Region, out_starts: Tile) -> Region:
         """The part of a tile buffer that lies in the padded input (a ceil-mode overhang doesn't)."""
         shape = tuple(
             max(min(ext, a.size + pb + pa - o0 * a.stride), 0)
@@ -236,9 +267,3 @@ class _Pool(Priced, RowsTiled):
         )
         return Region(ones.mem, ones.addr, ones.dtype, shape, ones.strides)
 
-
-class _Roles:
-    """An emitter whose buffers are the estimate's roles of a tile (the tail's)."""
-
-    def alloc(self, mem, nbytes, name, unused: bool = False):
-        return estimate.role(estimate.STEP, name, mem, nbytes)

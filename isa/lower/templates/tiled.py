@@ -11,34 +11,38 @@ storing it: isa/lower/templates/in_flight.py) and the buffers of that way; the e
 (the accumulator, the bias, the asymmetric mode's second accumulator); the bias (folded offline
 with the zero points, loaded per tile into the vector memory or the matrix unit's bias table:
 isa/lower/templates/bias_table.py); the one-element zero point the asymmetric mode's second
-product reads; and the zero-point tables of the integer family.
+product reads; the zero-point tables of the integer family; and a fused tail's buffers as the
+estimate's roles (`tail_roles`, which the pooling template uses too).
 
 A plan using it sets, besides what `Priced` asks (ctx, em, node, units): mx and vx (the unit's
 matrix engine, None on the vector unit, and its vector engine), opdef, out (the tensor the op
 makes), out_channels (its channels, the accumulator tile's dimension 1), acc_dtype, bias ((home
-Buf, dtype) or None) and bias_in_table, steps and temps (the epilogue), asym (a second
-accumulator: the input times the weight's zero point), stored and flight_steps (the tensor the
+Buf, dtype) or None) and bias_in_table (by init_bias), steps and temps (the epilogue), asym (a second
+accumulator: the input times the weight's zero point) and zp_dtype (the weight's dtype, that zero
+point's), stored and flight_steps (the tensor the
 accumulator's way out would store and the epilogue steps it would do, or None), then calls
 init_accumulator().
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable
 from copy import copy as shallow_copy
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 
 from ... import dtypes
-from ...errors import UnsupportedError
+from ...errors import OutOfMemoryError, UnsupportedError
 from ...instructions import Region, Vector
-from ..context import Lowering, Unit
-from ..emit import Buf
+from ..context import Lowering, Unit, operand_memory
+from ..emit import Buf, Emitter
+from ..memory.alloc import shortfall
 from ..memory.route import copy
 from ..schedule import estimate
-from ..schedule.estimate import Priced
+from ..schedule.estimate import Priced, Recorder
 from ..schedule.pipeline import deal, run_units
 from ..schedule.tiling import broadcast_view, least, nbytes, sub_region
 from . import bias_table
@@ -46,8 +50,20 @@ from .in_flight import InFlight, in_flight
 from .staging import stages
 from .vector_steps import emit_steps
 
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing's from Python 3.11
+
+    from chips.schema import Engine, MatrixUnit
+
+    from ...graph import Node, Tensor
+    from ...ops.base import OpDef
+    from ...ops.elementwise import Step
+    from ..schedule.pipeline import Step as PipelineStep
+    from .local import Slot, Tail
+
 Key = str | tuple[str, int]  # a buffer's key in a plan's needs: a name, or ("tmp", j) for the epilogue's temporaries
 Bufs = dict[Any, Buf]  # key -> Buf: a tile's buffers (a template's own keys, or the estimate's roles)
+T = TypeVar("T")  # an output tile, as a template deals them
 
 
 def buffer_name(op: str, key: Key, slot: int) -> str:
@@ -63,44 +79,101 @@ def per_memory(placed: Iterable[tuple[str, int, int]]) -> dict[str, list[int]]:
     return out
 
 
+def recorder(em: Emitter) -> Recorder:
+    """A plan's emitter as the estimate's Recorder, while the plan prices a tiling (Priced.recording)."""
+    assert isinstance(em, Recorder), "a piece is priced on the plan's Recorder (Priced.recording)"
+    return em
+
+
+class _Roles:
+    """An emitter whose buffers are the estimate's roles of one scope, as a fused tail places them."""
+
+    def __init__(self, scope: str) -> None:
+        self.scope = scope
+
+    def alloc(self, mem: str, nbytes: int, name: str, unused: bool = False) -> Buf:
+        return estimate.role(self.scope, name, mem, nbytes)
+
+
+def tail_roles(tail: Tail, ctx: Lowering, mem: str, tile: tuple[int, ...], op: str, scope: str) -> Slot:
+    """A fused tail's buffers for a tile in mem as the estimate's roles of `scope` (a tile's
+    own, or a step's where each tile is one step): Tail.allocate's own placement, placing nothing."""
+    roles = shallow_copy(tail)
+    roles.ctx = dataclasses.replace(ctx, em=cast("Emitter", _Roles(scope)))  # Tail.allocate calls only em.alloc
+    return roles.allocate(mem, tile, op)[0]
+
+
 class Tiled(Priced):
     bias_lead: tuple[int, ...] = ()  # the bias's dimensions before its channels, as the op's tensor has them (a matrix's row: (1,))
     step_keys: frozenset[str] = frozenset()  # the keys of a slot's buffers, each step's own (the rest are the output tile's)
     zp_buffer = True  # the asymmetric mode's second product reads zp_r from a buffer (_zero_point), not as a number
     ctx: Lowering
-    em: Any  # the Emitter, or the estimate's Recorder
-    node: Any  # isa.graph.Node
-    opdef: Any  # isa.ops.OpDef
+    em: Emitter  # while the estimate prices a tiling, its Recorder, which answers the calls the templates make (Priced.recording)
+    node: Node
+    opdef: OpDef
     units: list[Unit]
-    mx: Any  # the unit's matrix engine (chips.Engine), None on the vector unit
-    vx: Any  # its vector engine
-    out: Any  # the tensor the op makes (isa.graph.Tensor)
+    mx: Engine | None  # the unit's matrix engine, None on the vector unit
+    vx: Engine  # its vector engine
+    out: Tensor  # the tensor the op makes
     out_channels: int
     acc_dtype: str
     bias: tuple[Buf, str] | None
-    bias_in_table: bool
-    steps: list
-    temps: list
+    bias_in_table: bool  # the products start from the bias, in the matrix unit's bias memory (bias_table.py)
+    steps: list[Step]
+    temps: list[str]  # the epilogue's scratch dtypes
     asym: bool
+    zp_dtype: str  # zp_r's dtype: the weight's (the product's right operand's) as the op has it
     stored: str
-    flight_steps: list | None
+    flight_steps: list[Step] | None
     flight: InFlight | None
     acc_key: str
     result_key: str
+
+    def init_bias(self, bias: tuple[Buf, str] | None, integer: bool) -> None:
+        """The op's bias (bias_v2 in the asymmetric mode: _fold_bias), and whether the products
+        start from it in the matrix unit's bias memory (a float one, where the unit has such a
+        memory: bias_table.bias_memory)."""
+        self.bias = bias
+        self.bias_in_table = bias_table.bias_memory(self.units[0], bias, integer) is not None
+
+    @property
+    def added_bias(self) -> str | None:
+        """The dtype of the bias the epilogue adds (one the products do not start from), or None."""
+        return self.bias[1] if self.bias is not None and not self.bias_in_table else None
 
     def init_accumulator(self) -> None:
         """Where the epilogue reads the accumulator (acc_key: the accumulator, or its copy in the
         vector memory where the matrix unit accumulates elsewhere, as an Ascend cube in L0C) and
         where the result ends (result_key: that, where it has the result's dtype, or "out"); with
         the epilogue done on the way out (self.flight), both are the accumulator."""
-        self.acc_key = "acc" if self._acc_memory() == self.vx.memory else "accv"
+        self.acc_key = "acc" if self._acc_memory() == self.vmem else "accv"
         self.result_key = self.acc_key if self.out.dtype == self.acc_dtype else "out"
         self.flight = self._flight(self.units[0])
         if self.flight is not None:  # the store reads the accumulator, and does the epilogue on its way
             self.acc_key = self.result_key = "acc"
 
+    @property
+    def vmem(self) -> str:
+        """The memory of the unit's vector engine: where the epilogue runs."""
+        return operand_memory(self.vx, "")
+
+    @property
+    def matrix_engine(self) -> Engine:
+        """The unit's matrix engine, of a plan that multiplies on one."""
+        if self.mx is None:
+            raise UnsupportedError(f"{self.node.name}: a plan on the vector unit has no matrix engine")
+        return self.mx
+
+    @property
+    def matrix_unit(self) -> MatrixUnit:
+        """The figures of the unit's matrix engine (chips/schema.py), of a plan that multiplies on one."""
+        unit = self.matrix_engine.matrix
+        if unit is None:
+            raise UnsupportedError(f"{self.node.name}: matrix engine {self.matrix_engine.name} has no matrix unit")
+        return unit
+
     def _acc_memory(self) -> str:
-        return self.vx.memory if self.mx is None else self.mx.operand_memory("c")
+        return self.vmem if self.mx is None else operand_memory(self.mx, "c")
 
     def _flight(self, unit: Unit) -> InFlight | None:
         """The InFlight storing unit's accumulator home with the epilogue done on the way, or None."""
@@ -108,19 +181,20 @@ class Tiled(Priced):
             return None
         return in_flight(self.ctx.chip, unit, self.flight_steps, self.acc_dtype, self.ctx.home[self.stored].mem)
 
-    def on(self, unit: Unit) -> Tiled:
+    def on(self, unit: Unit) -> Self:
         """This plan with its tiles run by unit's engines."""
         mine = shallow_copy(self)
-        mine.mx, mine.vx, mine.flight = unit.matrix, unit.vector, self._flight(unit)
+        mine.mx, mine.vx, mine.flight = unit.matrix, unit.vx, self._flight(unit)
         return mine
 
-    def run_dealt(self, tiles: list, unit_steps: Callable[[Tiled, list], tuple[list, list[Buf]]], stores: list[Buf],
+    def run_dealt(self, tiles: list[T], unit_steps: Callable[[Self, list[T]], tuple[list[PipelineStep], list[Buf]]], stores: list[Buf],
                   later: Callable[[], list[Buf]] = list) -> None:
         """Deal the output tiles among the units (pipeline.deal) and run each unit's steps
         (pipeline.run_units): unit_steps(this plan on the unit, its tiles) places the unit's
         buffers and gives (its steps, those buffers); all are released after the run, then
         what later() gives (buffers the steps placed as they ran)."""
-        per_unit, placed = [], []
+        per_unit: list[list[PipelineStep]] = []
+        placed: list[Buf] = []
         for k, (unit, run) in enumerate(zip(self.units, deal(tiles, len(self.units)))):
             if k and not run:
                 continue
@@ -155,6 +229,11 @@ class Tiled(Priced):
         """Whether buffers of these sizes (memory -> sizes) fit in what is free now."""
         return all(self.em.allocators[m].fits(sizes) for m, sizes in per_mem.items())
 
+    def _none_fits(self, least: str, per_mem: dict[str, list[int]]) -> OutOfMemoryError:
+        """The error of a search no tiling of which fits: even the least tile (`least` names it)
+        needs buffers of these sizes (memory -> sizes), more than is free."""
+        return OutOfMemoryError(f"{self.node.name}: even {least} needs {shortfall(self.em.allocators, per_mem)}")
+
     # ---- the bias and the zero points ------------------------------------------------------
 
     def _fold_bias(self, sums: np.ndarray, dtype: str = "int32") -> Buf:
@@ -165,52 +244,64 @@ class Tiled(Priced):
         node, g = self.node, self.ctx.graph
         constants: dict[str, np.ndarray] = g.constants
         zl = node.params["left_zero_point"]
-        has = self.opdef.checked_inputs(node) == 3  # the integer family appends zero-point tables
+        given = self._given_bias()
         bias: np.ndarray | int
         if dtype == "float32":
             bias = constants[node.inputs[2]].astype(np.float32).reshape(sums.shape)
             data = (bias - np.float32(zl) * sums.astype(np.float32)).astype(np.float32).tobytes()
         else:
-            bias = constants[node.inputs[2]].astype(np.int64).reshape(sums.shape) if has else 0
+            bias = constants[node.inputs[2]].astype(np.int64).reshape(sums.shape) if given else 0
             data = dtypes.convert(bias - zl * sums, "int32").tobytes()
-        mem = self.ctx.home[node.inputs[2]].mem if has else "ddr"
+        mem = given[0].mem if given else "ddr"
         return self.em.bind(f"{node.name}.bias_v2", "const", dtype, sums.shape, data, mem)
+
+    def _given_bias(self) -> tuple[Buf, str] | None:
+        """(home Buf, dtype) of the op's bias input, its third, or None without one (the integer
+        family appends zero-point tables after it)."""
+        if self.opdef.checked_inputs(self.node) != 3:
+            return None
+        name = self.node.inputs[2]
+        return self.ctx.home[name], self.ctx.graph.tensors[name].dtype
 
     def _load_bias(self, bufs: Bufs, c0: int, n: int) -> None:
         """A tile's bias, n channels from c0: into the matrix unit's bias table, or the vector memory."""
         assert self.bias is not None
         home, dtype = self.bias
         if self.bias_in_table:
-            bias_table.load(self.em, bufs.__getitem__, home, dtype, self.out_channels, c0, n, self.acc_dtype, self.mx.core,
+            bias_table.load(self.em, bufs.__getitem__, home, dtype, self.out_channels, c0, n, self.acc_dtype, self.matrix_engine.core,
                             self.node.name)
             return
         lead = self.bias_lead
         src = sub_region(home.region(dtype, lead + (self.out_channels,)), (0,) * len(lead) + (c0,), lead + (n,))
         copy(self.em, src, home, bufs["bias"].region(dtype, lead + (n,)), bufs["bias"], self.node.name)
 
-    def _zero_point(self, dtype: str) -> Buf:
+    def _zero_point(self) -> Buf:
         """One element of zp_r in the matrix unit's weight memory, read with stride 0 as a whole
         weight block by the asymmetric mode's second product."""
-        mem, name = self.mx.operand_memory("b"), self.node.name
-        if mem != self.vx.memory:
-            raise UnsupportedError(f"{name}: the matrix unit's weight memory {mem} is not the vector memory {self.vx.memory}")
-        buf = self.em.alloc(mem, dtypes.itemsize(dtype), f"{name}/zp_r")
+        mem, name = operand_memory(self.matrix_engine, "b"), self.node.name
+        if mem != self.vmem:
+            raise UnsupportedError(f"{name}: the matrix unit's weight memory {mem} is not the vector memory {self.vmem}")
+        buf = self.em.alloc(mem, dtypes.itemsize(self.zp_dtype), f"{name}/zp_r")
         zr = self.node.params["right_zero_point"]
-        self.em.emit(self.vx.name, Vector("copy", buf.region(dtype, (1,)), (zr,), "int64", name), writes=(buf,))
+        self.em.emit(self.vx.name, Vector("copy", buf.region(self.zp_dtype, (1,)), (zr,), "int64", name), writes=(buf,))
         return buf
 
-    def _zero_point_role(self, dtype: str) -> Buf:
-        """_zero_point's buffer as the estimate's role."""
-        return estimate.role("fixed", "zp_r", self.mx.operand_memory("b"), dtypes.itemsize(dtype))
+    def _zero_point_block(self, zero_point: Buf, shape: tuple[int, ...]) -> Region:
+        """_zero_point's one element read as a whole weight block of `shape` (every stride 0)."""
+        return Region(zero_point.mem, zero_point.addr, self.zp_dtype, shape, (0,) * len(shape))
 
-    def _as_roles(self, needs: Iterable[tuple[Key, str, int]], zp_dtype: str, kept: Iterable[Key] = ()) -> Bufs:
+    def _zero_point_role(self) -> Buf:
+        """_zero_point's buffer as the estimate's role: where it is placed, and its bytes."""
+        return estimate.role("fixed", "zp_r", operand_memory(self.matrix_engine, "b"), dtypes.itemsize(self.zp_dtype))
+
+    def _as_roles(self, needs: Iterable[tuple[Key, str, int]], kept: Iterable[Key] = ()) -> Bufs:
         """A tile's buffers (key, memory, bytes) as the estimate's roles: a slot's (step_keys) by
         step, a kept operand's (kept) by the tiles that load it, the rest by tile; and the
-        asymmetric mode's zp_r element (of zp_dtype) where a buffer holds it."""
+        asymmetric mode's zp_r element where a buffer holds it."""
         out = {key: estimate.role(estimate.KEPT if key in kept else estimate.STEP if key in self.step_keys else estimate.TILE, key, mem, n)
                for key, mem, n in needs}
         if self.asym and self.zp_buffer:
-            out["zp_r"] = self._zero_point_role(zp_dtype)
+            out["zp_r"] = self._zero_point_role()
         return out
 
     def _zero_table(self, key: str, length: int, start: int, n: int, buf: Buf) -> None:
@@ -227,19 +318,21 @@ class Tiled(Priced):
         second one, the bias table's row and, unless the epilogue is done on the way out, the
         accumulators' copies in the vector memory (with the buffers their copies stage
         through), the bias, the result and the epilogue's temporaries."""
-        cmem, vmem = self._acc_memory(), self.vx.memory
+        cmem, vmem = self._acc_memory(), self.vmem
         needs: list[tuple[Key, str, int]] = [("acc_zp", cmem, acc_bytes)] if self.asym else []
-        if self.bias_in_table:
-            home, dtype = self.bias  # type: ignore[misc]
-            needs += bias_table.needs(self.ctx.chip, home, dtype, self.acc_dtype, self.mx.matrix.bias, channels)
+        table = self.matrix_unit.bias if self.bias_in_table else None  # this unit's bias memory
+        if table is not None and self.bias is not None:
+            home, dtype = self.bias
+            needs += bias_table.needs(self.ctx.chip, home, dtype, self.acc_dtype, table, channels)
         if self.flight is not None:
             return needs
         if self.acc_key != "acc":
             suffixes = ("", "_zp") if self.asym else ("",)
             needs += [("accv" + s, vmem, acc_bytes) for s in suffixes]
             needs += [(f"accv{s}.stage{k}", mem, acc_bytes) for s in suffixes for k, mem in enumerate(stages(self.ctx.chip, cmem, vmem))]
-        if self.bias and not self.bias_in_table:
-            needs.append(("bias", vmem, nbytes(self.bias[1], (channels,))))
+        added = self.added_bias
+        if added is not None:
+            needs.append(("bias", vmem, nbytes(added, (channels,))))
         if self.result_key == "out":
             needs.append(("out", vmem, nbytes(self.out.dtype, (out_elems,))))
         return needs + [(("tmp", j), vmem, nbytes(d, (out_elems,))) for j, d in enumerate(self.temps)]
@@ -256,9 +349,10 @@ class Tiled(Priced):
                      stages=staged)
         acc = bufs[self.acc_key]
         inputs = [(acc.region(self.acc_dtype, extents), acc)]
-        if self.bias is not None and not self.bias_in_table:
+        added = self.added_bias
+        if added is not None:
             bias = bufs["bias"]
-            view = bias.region(self.bias[1], (1, extents[1]) + (1,) * (len(extents) - 2))
+            view = bias.region(added, (1, extents[1]) + (1,) * (len(extents) - 2))
             inputs.append((broadcast_view(view, extents), bias))
         if self.asym:
             acc_zp = bufs[self.acc_key + "_zp"]
