@@ -19,9 +19,18 @@ memories are not the vector unit's (an Ascend cube core and its vector core), S 
 between them on chip, through the shared L2 where the direct route would pass through DDR. With
 a constant mask, a block whose mask is all zero is not masked, and one whose mask hides every
 position (of rows that see some key elsewhere) is skipped: exp underflows to exactly 0 there, as
-a causal kernel skips the blocks above the diagonal. Blocks alternate between two slots so the
-next block loads while this one computes; query tiles are dealt among the units (each core's
-matrix engine with its vector engine).
+a causal kernel skips the blocks above the diagonal.
+
+A block is two stages, its scores (S, the softmax steps, P on its way to the matrix unit) and its
+accumulation (P @ V into O). With two slots they are software-pipelined as flash-attention
+kernels pipeline the cube and the vector unit (FlashAttention-2's and Ascend's FlashAttentionScore
+"cube computes the next S while the vector unit does this softmax"): block i + 1's scores are
+emitted before block i's accumulation, and block i + 2's loads after it, so the matrix unit
+computes S of the next block while the vector unit works on this one's, rather than each unit
+waiting for the other's whole chain of moves. What both stages hold is double-buffered: the
+running sum and each block's rescale factor, O per query tile. The query tiles are dealt among
+the units (each core's matrix engine with its vector engine) in runs of equal work: a causal
+mask leaves the last positions' tiles several times the first ones' blocks.
 """
 
 from typing import NamedTuple
@@ -32,12 +41,13 @@ from ...instructions import Matmul, Region, Vector, dense
 from ..context import local_memory
 from ..memory.alloc import shortfall
 from ..memory.route import copy, route
-from ..schedule.pipeline import deal
 from ..schedule.tiling import halvings, sub_region
 
 F32 = "float32"
 MASKED = -65504.0  # a mask value at or below this (float16's lowest) hides its position: exp(it) is 0 in float32
 MAX_ROWS, MAX_KEYS = 128, 128  # the largest query tile and key block tried
+ROWS = 8  # row values a unit keeps: the running max (this block's and the last), the running sum (two query tiles'),
+#           a block's max and sum, its rescale factor (two blocks')
 
 
 class QueryTile(NamedTuple):
@@ -59,8 +69,9 @@ def lower_attention(ctx, group):
     plan = _Plan(ctx, group.nodes[0])
     tm, tn, slots = plan.tiles()
     items = plan.items(tm)
+    plan.visits = {it: plan._row_blocks(it, tn) for it in items}
     units = ctx.units("matrix", vector=True)
-    runs = [(u, r) for u, r in zip(units, deal(items, len(units))) if r]
+    runs = [(u, r) for u, r in zip(units, deal_work(items, [len(plan.visits[it]) for it in items], len(units))) if r]
     out = ctx.home[plan.out.name]
     plan.placed = []
     if len(runs) > 1:
@@ -73,6 +84,21 @@ def lower_attention(ctx, group):
         ctx.em.release(buf)
     ctx.em.notes.append(f"attention {plan.node.name}: query tiles of {tm} rows, key blocks of {tn}, {slots} slot(s), "
                         f"{plan.skipped} of {plan.blocks} blocks skipped by the mask, on {len(runs)} unit(s)")
+
+
+def deal_work(items, work, n):
+    """items cut into n runs of consecutive ones whose works (a number per item) are as equal
+    as a cut between items makes them: each run ends where the running total comes nearest its
+    share of the whole. Consecutive, so that a unit's query tiles share their key heads."""
+    total, runs, run, done = sum(work), [], [], 0
+    for item, w in zip(items, work):
+        if run and len(runs) < n - 1 and abs(done - total * (len(runs) + 1) / n) <= abs(done + w - total * (len(runs) + 1) / n):
+            runs.append(run)
+            run = []
+        run.append(item)
+        done += w
+    runs.append(run)
+    return runs + [[] for _ in range(n - len(runs))]
 
 
 class _Plan:
@@ -125,14 +151,14 @@ class _Plan:
             add(vmem, tm * tn * 4, slots)
             add(cmem, tm * self.Dv * 4, slots)
             add(vmem, tm * self.Dv * 4, 1)
-        if op != F32:
-            add(vmem, tm * tn * item(op), 1)
+        if op != F32:  # P cast: one, or where the matrix unit reads it there, one a slot
+            add(vmem, tm * tn * item(op), 1 if vmem != amem else slots)
         if vmem != amem:
             add(amem, tm * tn * item(op), slots)
         if self.mask is not None:
             add(vmem, tm * tn * item(self.mask.dtype), slots)
         add(vmem, tm * self.Dv * 4, 2)  # O, the next tile's
-        add(vmem, tm * 4, 7)  # m (two), l, block max, block sum, alpha; one spare row
+        add(vmem, tm * 4, ROWS)
         if self.out.dtype != F32:
             add(vmem, tm * self.Dv * item(self.out.dtype), 1)
         return need
@@ -141,16 +167,20 @@ class _Plan:
         return all(self.em.allocators[m].fits(s) for m, s in self._needs(unit, tm, tn, slots).items())
 
     def tiles(self):
-        """(tm, tn, slots): the largest query tile, then key block, whose buffers fit beside
-        double-buffered blocks, else single ones; tm a multiple of the matrix unit's rows."""
-        unit = self.ctx.units("matrix", vector=True)[0]
-        m = unit.matrix.matrix.m
+        """(tm, tn, slots): of the query tiles whose buffers fit with some key block beside
+        double-buffered blocks (else single ones), the largest that still gives every unit a
+        tile, or where none does the smallest (a short prompt's few long chains of blocks would
+        leave most cores idle), with the largest key block that fits it; tm a multiple of the
+        matrix unit's rows."""
+        units = self.ctx.units("matrix", vector=True)
+        unit, m = units[0], units[0].matrix.matrix.m
         rows = min(MAX_ROWS, max(self.M, min(self.group * self.M, MAX_ROWS)))
         for slots in (2, 1):
-            for tm in halvings(rows, m):
-                for tn in halvings(min(self.N, MAX_KEYS), 16):
-                    if self._fits(unit, tm, tn, slots):
-                        return tm, tn, slots
+            fitting = [(tm, tn) for tm in halvings(rows, m)
+                       for tn in [next((tn for tn in halvings(min(self.N, MAX_KEYS), 16) if self._fits(unit, tm, tn, slots)), 0)] if tn]
+            if fitting:
+                tm, tn = next((f for f in fitting if len(self.items(f[0])) >= len(units)), fitting[-1])
+                return tm, tn, slots
         raise OutOfMemoryError(f"{self.node.name}: even a 1-row query tile and a 1-key block need "
                                f"{shortfall(self.em.allocators, self._needs(unit, 1, 1, 1))}")
 
@@ -201,7 +231,7 @@ class _Plan:
             "v": alloc(bmem, tn * self.Dv * item(op), "v", slots),
             "s_acc": alloc(cmem, tm * tn * 4, "scores", slots),
             "o": alloc(vmem, tm * self.Dv * 4, "o", 2),
-            "rows": alloc(vmem, tm * 4, "row", 7),
+            "rows": alloc(vmem, tm * 4, "row", ROWS),
         }
         self.direct = cmem == vmem
         if not self.direct:
@@ -211,7 +241,7 @@ class _Plan:
         else:
             b["s"] = b["s_acc"]
         if op != F32:
-            b["p"] = alloc(vmem, tm * tn * item(op), "p", 1)
+            b["p"] = alloc(vmem, tm * tn * item(op), "p", 1 if vmem != amem else slots)
         if vmem != amem:
             b["p_a"] = alloc(amem, tm * tn * item(op), "p_a", slots)
         if self.mask is not None:
@@ -222,17 +252,39 @@ class _Plan:
 
         steps = []
         for t, it in enumerate(run):
-            blocks = self._row_blocks(it, tn)
+            blocks = self.visits[it]
             for j, (c0, tc, kind) in enumerate(blocks):
                 steps.append((t, it, j, len(blocks), c0, tc, kind, len(steps) % slots))
-        if slots > 1 and steps:
-            self._load(*steps[0])
+        if slots == 1 or mx.name == vx.name:
+            # one slot, or one engine for both stages (a Sophgo TIU: nothing to overlap between
+            # them): each block whole, the next block's loads (with two slots) before it
+            ahead = slots - 1
+            for step in steps[:ahead]:
+                self._load_scores(*step)
+                self._load_value(*step)
+            for i, step in enumerate(steps):
+                if i + ahead < len(steps):
+                    self._load_scores(*steps[i + ahead])
+                    self._load_value(*steps[i + ahead])
+                self._scores(*step)
+                self._accumulate(*step)
+            return
+        # two slots: block i + 1's scores before block i's accumulation; block i + 2's query,
+        # key and mask tiles once block i's scores have read their slot, its values once block
+        # i's accumulation has
+        for i, step in enumerate(steps[:2]):
+            self._load_scores(*step)
+            self._load_value(*step)
+            if i == 0:
+                self._scores(*step)
         for i, step in enumerate(steps):
-            if slots == 1:
-                self._load(*step)
-            elif i + 1 < len(steps):
-                self._load(*steps[i + 1])
-            self._compute(*step)
+            if i + 2 < len(steps):
+                self._load_scores(*steps[i + 2])
+            if i + 1 < len(steps):
+                self._scores(*steps[i + 1])
+            self._accumulate(*step)
+            if i + 2 < len(steps):
+                self._load_value(*steps[i + 2])
 
     def _copy(self, src, src_buf, dst, dst_buf, key, slot=0):
         """src to dst along the chip's DMA links, through the on-chip shared memory (an L2) where
@@ -267,8 +319,8 @@ class _Plan:
         b, _, h0, hk, p0, pr = it
         return sub_region(self.ctx.home_region(self.q.name), (b, h0, p0, 0), (1, hk, pr, self.D))
 
-    def _load(self, t, it, j, count, c0, tc, kind, slot):
-        """The block's key and value tiles (and mask tile), and with the tile's first block its query tile."""
+    def _load_scores(self, t, it, j, count, c0, tc, kind, slot):
+        """What a block's scores read: its key tile (and mask tile), and with the tile's first block its query tile."""
         bb, kv, h0, hk, p0, pr = it
         b, home = self.b, self.ctx.home
         if j == 0:
@@ -283,9 +335,6 @@ class _Plan:
             shape = (1, 1, tc, self.D)
         k = b["k"][slot]
         self._copy(src, home[self.k.name], dense(k.mem, k.addr, self.dtype, shape), k, "k", slot)
-        v = b["v"][slot]
-        src = sub_region(self.ctx.home_region(self.v.name), (bb, kv, c0, 0), (1, 1, tc, self.Dv))
-        self._copy(src, home[self.v.name], dense(v.mem, v.addr, self.dtype, (1, 1, tc, self.Dv)), v, "v", slot)
         if kind == "mask":
             mk = b["mask"][slot]
             full = self.ctx.home_region(self.mask.name)
@@ -296,32 +345,41 @@ class _Plan:
             src = Region(src.mem, src.addr, src.dtype, src.shape, tuple(0 if n == 1 else s for n, s in zip(full.shape, src.strides)))
             self._copy(src, home[self.mask.name], dense(mk.mem, mk.addr, self.mask.dtype, (1, hk, pr, tc)), mk, "mask", slot)
 
-    def _compute(self, t, it, j, count, c0, tc, kind, slot):  # noqa: PLR0915 - one block of online softmax, step by step as the kernel runs it
-        em, name, b = self.em, self.node.name, self.b
-        mx, vx = self.unit.matrix.name, self.unit.vector.name
-        op = self.dtype
-        rt = it.size
-        first, last = j == 0, j == count - 1
-        q = b["q"][t % 2]
-        k, v = b["k"][slot], b["v"][slot]
+    def _load_value(self, t, it, j, count, c0, tc, kind, slot):
+        """What a block's accumulation reads: its value tile."""
+        v = self.b["v"][slot]
+        src = sub_region(self.ctx.home_region(self.v.name), (it.batch, it.kv, c0, 0), (1, 1, tc, self.Dv))
+        self._copy(src, self.ctx.home[self.v.name], dense(v.mem, v.addr, self.dtype, (1, 1, tc, self.Dv)), v, "v", slot)
+
+    def _row_values(self, t, j, slot):
+        """(m_old, m_new, l, block max, block sum, alpha) of a block: the running max alternates
+        by block, the running sum by query tile, the rescale factor by slot (the next block's
+        scores are computed before this block's accumulation reads it)."""
+        rows = self.b["rows"]
+        return rows[j % 2], rows[(j + 1) % 2], rows[2 + t % 2], rows[4], rows[5], rows[6 + slot % 2]
+
+    def _vec(self, fn, dst, dst_buf, *srcs):
+        self.em.emit(self.unit.vector.name, Vector(fn, dst, tuple(r for r, _ in srcs), F32, self.node.name),
+                     reads=tuple(buf for _, buf in srcs if buf is not None), writes=(dst_buf,))
+
+    def _scores(self, t, it, j, count, c0, tc, kind, slot):
+        """A block's first stage: S = Q @ K^T, scaled and masked, the running max and sum and the
+        rescale factor updated, P = exp(S - m) in the operands' dtype and on its way to the
+        matrix unit's left operand memory."""
+        em, name, b, vec = self.em, self.node.name, self.b, self._vec
+        op, rt, first = self.dtype, it.size, j == 0
+        q, k = b["q"][t % 2], b["k"][slot]
         q_r = dense(q.mem, q.addr, op, (rt, self.D))
         k_r = dense(k.mem, k.addr, op, (self.D, tc)) if self.key_t else \
             Region(k.mem, k.addr, op, (self.D, tc), (1, self.D))
         s_acc = b["s_acc"][slot]
         s_acc_r = dense(s_acc.mem, s_acc.addr, F32, (rt, tc))
-        em.emit(mx, Matmul(q_r, k_r, s_acc_r, False, name), reads=(q, k), writes=(s_acc,))
+        em.emit(self.unit.matrix.name, Matmul(q_r, k_r, s_acc_r, False, name), reads=(q, k), writes=(s_acc,))
         s = b["s"][slot]
         s_r = dense(s.mem, s.addr, F32, (rt, tc))
         if not self.direct:
             self._copy(s_acc_r, s_acc, s_r, s, "s", slot)
-
-        def vec(fn, dst, dst_buf, *srcs):
-            em.emit(vx, Vector(fn, dst, tuple(r for r, _ in srcs), F32, name),
-                    reads=tuple(buf for _, buf in srcs if buf is not None), writes=(dst_buf,))
-
-        rows = b["rows"]
-        m_old, m_new = rows[j % 2], rows[(j + 1) % 2]
-        l_buf, bmax, bsum, alpha = rows[2], rows[3], rows[4], rows[5]
+        m_old, m_new, l_buf, bmax, bsum, alpha = self._row_values(t, j, slot)
         col = lambda buf: Region(buf.mem, buf.addr, F32, (rt, tc), (1, 0))  # noqa: E731 - a row value across the block
         row = lambda buf: dense(buf.mem, buf.addr, F32, (rt,))  # noqa: E731
         if kind == "mask":
@@ -337,27 +395,41 @@ class _Plan:
         vec("sub", s_r, s, (s_r, s), (col(m_new), m_new))
         vec("exp", s_r, s, (s_r, s))
         vec("reduce_sum", row(l_buf if first else bsum), l_buf if first else bsum, (s_r, s))
-        o = b["o"][t % 2]
-        o_r = dense(o.mem, o.addr, F32, (rt, self.Dv))
-        o_col = Region(alpha.mem, alpha.addr, F32, (rt, self.Dv), (1, 0))
         if not first:
             vec("sub", row(alpha), alpha, (row(m_old), m_old), (row(m_new), m_new))
             vec("exp", row(alpha), alpha, (row(alpha), alpha))
             vec("mul_add", row(l_buf), l_buf, (row(l_buf), l_buf), (row(alpha), alpha), (row(bsum), bsum))
-            if self.direct:
-                vec("mul", o_r, o, (o_r, o), (o_col, alpha))
-        p, p_buf = s_r, s
         if op != F32:
-            p_buf = b["p"][0]
-            p = dense(p_buf.mem, p_buf.addr, op, (rt, tc))
-            em.emit(vx, Vector("copy", p, (s_r,), F32, name), reads=(s,), writes=(p_buf,))
+            p_buf = b["p"][slot % len(b["p"])]
+            em.emit(self.unit.vector.name, Vector("copy", dense(p_buf.mem, p_buf.addr, op, (rt, tc)), (s_r,), F32, name),
+                    reads=(s,), writes=(p_buf,))
         if "p_a" in b:
+            p, p_buf = self._p(it, tc, slot, False)
             pa = b["p_a"][slot]
-            pa_r = dense(pa.mem, pa.addr, op, (rt, tc))
-            self._copy(p, p_buf, pa_r, pa, "p", slot)
-            p, p_buf = pa_r, pa
-        v_r = dense(v.mem, v.addr, op, (tc, self.Dv))
+            self._copy(p, p_buf, dense(pa.mem, pa.addr, op, (rt, tc)), pa, "p", slot)
+
+    def _p(self, it, tc, slot, in_a=True):
+        """(region, buffer) of a block's P: in the scores' slot (float32 operands), in the cast
+        buffer, or, in_a, where the matrix unit reads it."""
+        b, op, rt = self.b, self.dtype, it.size
+        key = "p_a" if in_a and "p_a" in b else "p" if op != F32 else "s"
+        buf = b[key][slot % len(b[key])]
+        return dense(buf.mem, buf.addr, F32 if key == "s" else op, (rt, tc)), buf
+
+    def _accumulate(self, t, it, j, count, c0, tc, kind, slot):
+        """A block's second stage: O = O x alpha + P @ V (the product accumulating into O where
+        the accumulator is the vector memory), and after the last block O / l stored."""
+        em, name, b, vec = self.em, self.node.name, self.b, self._vec
+        mx, rt, first = self.unit.matrix.name, it.size, j == 0
+        _, _, l_buf, _, _, alpha = self._row_values(t, j, slot)
+        o, v = b["o"][t % 2], b["v"][slot]
+        o_r = dense(o.mem, o.addr, F32, (rt, self.Dv))
+        o_col = Region(alpha.mem, alpha.addr, F32, (rt, self.Dv), (1, 0))
+        p, p_buf = self._p(it, tc, slot)
+        v_r = dense(v.mem, v.addr, self.dtype, (tc, self.Dv))
         if self.direct:
+            if not first:
+                vec("mul", o_r, o, (o_r, o), (o_col, alpha))
             em.emit(mx, Matmul(p, v_r, o_r, not first, name), reads=(p_buf, v) + ((o,) if not first else ()), writes=(o,))
         else:
             acc = b["pv_acc"][slot]
@@ -370,7 +442,7 @@ class _Plan:
                 vec("copy", o_r, o, (pv_r, pv))
             else:
                 vec("mul_add", o_r, o, (o_r, o), (o_col, alpha), (pv_r, pv))
-        if last:
+        if j == count - 1:
             self._store(it, o, o_r, l_buf)
 
     def _store(self, it, o, o_r, l_buf):
