@@ -6,11 +6,13 @@ tiles of each step are loaded into the matrix engine's operand memories (two slo
 double buffering; a transposed operand is read through strides by the DMA) and multiplied into
 an accumulator tile, accumulating after the first step. The integer family first takes its zero
 points off the loaded tiles (16-bit copies); matrix_mul_a16 dequantizes its int8 or packed int4
-weight tile in local memory (isa/ops/weight_only.py) before the product: the packed tile and its
-scales are loaded with the step's loads, the unpacking and dequantization run with its compute,
-so that a vector unit that is also the matrix unit (a Sophgo TIU) multiplies step i while the DMA
-loads step i + 1, rather than waiting for that load to dequantize it before multiplying step i
-(the three stages double-buffered, as a weight-only kernel pipelines them). A float bias goes where the matrix unit starts its
+weight tile in local memory (isa/ops/weight_only.py) before the product, the load, the
+dequantization and the product of a tile pipelined as a weight-only kernel pipelines them: the
+packed tile and its scales are loaded with the step's loads; where the vector unit is an engine of
+its own, it dequantizes with the loads too (step i + 1's tile as soon as it lands, ahead of step
+i's epilogue), and where it is the matrix unit's own engine (a Sophgo TIU) with the step's
+compute, just before the product, so that the engine multiplies step i while the DMA loads step
+i + 1 rather than waiting for that load to dequantize it first. A float bias goes where the matrix unit starts its
 products from, where it has such a memory (an Ascend cube's BiasTable, isa/lower/templates/bias_table.py).
 After the last step the op's epilogue (bias, requantization, cast) runs as vector instructions
 and the result tile is stored, or, where the accumulator's way out converts with it (an Ascend
@@ -88,6 +90,7 @@ class _Plan(Tiled):
         self.shifted = "lzp" in p  # the integer family: zero points off the operands, in 16 bits
         self.a16 = node.op == "matrix_mul_a16"  # weight-only quantized: the right tile dequantized on chip
         self.per_byte = weight_only.PER_BYTE[p["bits"]] if self.a16 else 1  # right elements a stored byte
+        self.dequant_ahead = self.a16 and self.mx.name != self.vx.name  # dequantized with the loads (module docstring)
         self.operand_dtypes = ("int16", "int16") if self.shifted else (self.left.dtype, self.left.dtype if self.a16 else self.right.dtype)
         # the bias as (home Buf of N elements, dtype); the asymmetric mode's is bias_v2, folded here offline
         has_bias = self.opdef.checked_inputs(node) == 3
@@ -315,10 +318,11 @@ class _Plan(Tiled):
             load += self.piece("cut", tm, tk)
         if self.shifted:
             load += self.piece("shift", tm, tn, tk)
+        dequant = self.piece("dequant", tk, tn, k0) if self.a16 else ()
         if self.a16:
-            load += self.piece("scales", tk, tn, k0, n0)
+            load += self.piece("scales", tk, tn, k0, n0) + (dequant if self.dequant_ahead else ())
         fills = self.piece("bias", tn, n0) if first and self.bias is not None else ()
-        product = self.piece("dequant", tk, tn, k0) if self.a16 else ()
+        product = () if self.dequant_ahead else dequant
         product += self.piece("product", tm, tn, tk, first, last, rows, full_tm, keep and not cut)
         finish = store = ()
         if last:
@@ -434,11 +438,13 @@ class _Plan(Tiled):
                 self._shift(bufs, ab, a_r, b_r, k0, n0, tm, tn, tk)
             if self.a16:
                 self._load_scales(bufs, ab, k0, n0, tk, tn)
+            if self.dequant_ahead:
+                self._dequant(bufs, ab, k0, tk, tn)
             if first and self.bias is not None:
                 self._load_bias(tile, n0, tn)
 
         def compute():
-            if self.a16:
+            if self.a16 and not self.dequant_ahead:
                 self._dequant(bufs, ab, k0, tk, tn)
             self._products(tile, a, a_r, tm, tn, tk, first, last)
             if last and self.flight is None:
