@@ -5,7 +5,10 @@ is within 1.5x on every chip: what the lowering adds to the streams (waits, tile
 shows here, the per-head products' reads of the caches most at long caches.
 
     python bench/llm_floor.py                                                  # llama2-7b, 576 and 4096 cached tokens
-    python bench/llm_floor.py --model tinyllama-1.1b --lengths 256 2048 --chips generic:float32
+    python bench/llm_floor.py --model tinyllama-1.1b --lengths 256 2048 --chips generic:float32 bm1686:w4a16
+
+A dtype is bench/llm.py's --dtype: float16 and the weight-only schemes (w8a16, w4a16: int8 or int4
+weights, float16 activations) deployed for the chip as bench/llm.py deploys them, float32 as built.
 """
 
 import argparse
@@ -24,8 +27,11 @@ _spec = importlib.util.spec_from_file_location("bench_llm", Path(__file__).resol
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
-# each chip in a dtype it runs a decoder layer in (bm1686 and bm1684: softmax, sqrt, sigmoid in float32 only)
-CHIPS = ("ascend910b:float16", "bm1686:float32", "bm1684:float32", "generic:float32")
+# each chip in the dtypes it runs a decoder layer in: bm1684 in float32 only; bm1686 in float16 and its
+# weight-only schemes too (deployed: softmax, sqrt, sigmoid in float32 between casts), the one table
+# with matrix_mul_a16 (on the Ascend chips the products keep float16 weights)
+CHIPS = ("ascend910b:float16", "bm1686:float32", "bm1686:float16", "bm1686:w8a16", "bm1686:w4a16", "bm1684:float32",
+         "generic:float32")
 
 
 def rows(model, chip_dtypes, lengths):
@@ -33,10 +39,11 @@ def rows(model, chip_dtypes, lengths):
     cfg = llm.config(model)
     for chip_dtype in chip_dtypes:
         name, _, dtype = chip_dtype.partition(":")
-        chip = chips.load(name)
+        chip, activations = chips.load(name), bench.activations(dtype)
         for length in lengths:
             start = time.process_time()
-            step = bench.simulate(lambda n=length, dt=dtype: llm.decoder_layer(cfg, 1, 1, n, dt, 0), chip, top=0)
+            step = bench.simulate(lambda n=length, dt=activations: llm.decoder_layer(cfg, 1, 1, n, dt, 0), chip, top=0,
+                                  quantize=bench.deployed(dtype))
             floor_bytes, floor = bench.decode_floor(cfg, chip, dtype, 1, length)
             yield (f"{model} {name} {dtype} cache {length}: {step.seconds * 1e3:.3f} ms, floor {floor * 1e3:.3f} ms "
                    f"({floor_bytes / 1e6:.1f} MB over {bench.ddr_bandwidth(chip) / 1e9:.0f} GB/s), {step.seconds / floor:.2f}x the floor; "
@@ -49,8 +56,9 @@ def main(argv=None):
     p.add_argument("--chips", nargs="+", default=list(CHIPS), help="chip:dtype pairs (default: %(default)s)")
     p.add_argument("--lengths", nargs="+", type=int, default=[576, 4096], help="cached tokens (default: 576 4096)")
     args = p.parse_args(argv)
-    if min(args.lengths) < 1 or any(c.count(":") != 1 for c in args.chips):
-        p.error("--lengths are at least 1; --chips are chip:dtype pairs")
+    dtypes = sorted(set(bench.DTYPE_BYTES) | set(bench.WEIGHT_ONLY))
+    if min(args.lengths) < 1 or any(c.count(":") != 1 or c.partition(":")[2] not in dtypes for c in args.chips):
+        p.error(f"--lengths are at least 1; --chips are chip:dtype pairs, a dtype one of {', '.join(dtypes)}")
     try:
         for line in rows(args.model, args.chips, args.lengths):
             print(line, flush=True)

@@ -7,15 +7,18 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import chips
 import isa
 import sim
 from isa.errors import ShapeError, UnsupportedError
+from isa.lower.templates.attention import deal_work
 from isa.onnx import PASSES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
@@ -128,3 +131,49 @@ def test_a_decode_step_over_a_cache_is_left_unfused_and_right():
     model = llm.decoder_layer(small_llama(), 1, 1, 6, "float32", 0)
     g = isa.from_onnx(model)
     assert not any(n.op == "attention" for n in g.nodes)
+
+
+def test_query_tiles_are_dealt_in_runs_of_equal_work():
+    """A causal prefill's query tiles visit 1, 2, ... blocks: runs of equal counts of tiles would
+    give the last unit the most work; runs of equal work stay consecutive and within a tile of
+    the mean."""
+    work = [1, 2, 3, 4, 5, 6, 7, 8] * 2
+    items = list(range(len(work)))
+    runs = deal_work(items, work, 3)
+    assert [x for run in runs for x in run] == items
+    totals = [sum(work[i] for i in run) for run in runs]
+    assert max(totals) - sum(work) / 3 <= max(work) and max(totals) < 28, totals  # equal counts: 15, 24, 33
+    assert deal_work(items[:2], work[:2], 4) == [[0], [1], [], []]
+
+
+def exported_attention(heads, seq, d):
+    """Causal self-attention in float16 as exporters write it: MatMul(q, k^T), Mul by the scale,
+    Add the mask, Softmax, MatMul by v; the key given transposed."""
+    f16 = onnx.TensorProto.FLOAT16
+    shapes = {"q": (1, heads, seq, d), "kt": (1, heads, d, seq), "v": (1, heads, seq, d)}
+    nodes = [helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("Mul", ["s", "scale"], ["ss"]),
+             helper.make_node("Add", ["ss", "mask"], ["sm"]), helper.make_node("Softmax", ["sm"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["y"])]
+    consts = [numpy_helper.from_array(np.array(1 / math.sqrt(d), np.float16), "scale"),
+              numpy_helper.from_array(causal(seq, seq, np.float16), "mask")]
+    graph = helper.make_graph(nodes, "attention", [helper.make_tensor_value_info(n, f16, s) for n, s in shapes.items()],
+                              [helper.make_tensor_value_info("y", f16, shapes["q"])], consts)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("heads, seq, d, tile", [(8, 512, 128, 64), (4, 256, 64, 32)])
+def test_fused_attention_is_faster_than_the_scores_through_ddr_on_ascend910b(heads, seq, d, tile):
+    """The cube computes block i + 1's scores while the vector core does block i's softmax, the
+    query tiles are dealt in runs of equal work, and a short prompt's tiles are made small enough
+    to give each of the 24 cores one: the fused kernel takes fewer cycles than the same subgraph
+    unfused, its scores through DDR (8 heads: 39,342 cycles fused against 25,165 with each stage
+    waiting for the other's whole chain of moves; 4 heads of 256 in tiles of 64: 9,275 against 4,146)."""
+    model, chip = exported_attention(heads, seq, d), chips.load("ascend910b")
+    cycles = {}
+    for name, passes in (("fused", None), ("unfused", [p for p in PASSES if p != "attention"])):
+        program = isa.lower(isa.from_onnx(model, passes=passes), chip)
+        cycles[name] = sim.execute(program, chip, mode="timing").cycles
+        if name == "fused":
+            note = next(n for n in program.notes if n.startswith("attention"))
+            assert f"query tiles of {tile} rows" in note and note.endswith("on 24 unit(s)"), note
+    assert cycles["fused"] < cycles["unfused"], cycles

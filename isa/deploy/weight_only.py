@@ -13,7 +13,10 @@ lacks an op in float16, that op in float32 between casts); everything other than
 products keeps its dtype. The note says how many products went, and why any did not.
 """
 
+from __future__ import annotations
+
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,17 +27,22 @@ from ..ops import weight_only
 from . import floats
 from .rebuild import Rebuild
 
+if TYPE_CHECKING:
+    from chips.schema import Chip
+
+    from ..graph import Node
+
 SCHEMES = {"w8a16": 8, "w4a16": 4}
 GROUP = 128  # TPU-MLIR's and AutoGPTQ's usual q_group_size
 ACTIVATIONS = ("float16", "bfloat16")
 
 
-def scheme(name) -> int | None:
+def scheme(name: object) -> int | None:
     """The weight bits of a weight-only precision name (W8A16, W4A16), or None."""
     return SCHEMES.get(str(name).lower())
 
 
-def quantize_weight(w, bits, group):
+def quantize_weight(w: np.ndarray, bits: int, group: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(stored weight, scale, zero term or None) of a float weight [K, N], per group of rows."""
     k, n = w.shape
     blocks = w.astype(np.float64).reshape(k // group, group, n)
@@ -49,13 +57,13 @@ def quantize_weight(w, bits, group):
     return weight_only.pack(codes), scale, -zero * scale
 
 
-def rewrite(source: Graph, target: Graph, chip, bits: int, group: int = GROUP) -> Graph:
+def rewrite(source: Graph, target: Graph, chip: Chip, bits: int, group: int = GROUP) -> Graph:
     if group < 1:
         raise ConfigError(f"weight-only quantization: group {group} must be at least 1")
     if any(t.dtype in ("float32", "float16") for t in source.tensors.values()):
         source = floats.rewrite(source, Graph(source.name), chip, "float16")
     rb = Rebuild(source, target, chip)
-    done, kept = 0, Counter()
+    done, kept = 0, Counter[str]()
     for node in source.nodes:
         why = _refusal(rb, source, node, bits, group)
         if why:
@@ -66,10 +74,9 @@ def rewrite(source: Graph, target: Graph, chip, bits: int, group: int = GROUP) -
         x, w = node.inputs
         dt = source.tensors[x].dtype
         stored, scale, zero = quantize_weight(np.asarray(source.constants[w], np.float32), bits, group)
-        operands = [rb.tensor(x), rb.constant(w, stored, stored.dtype.name), rb.constant(f"{w}/scale", scale, dt)]
-        if zero is not None:
-            operands.append(rb.constant(f"{w}/zero", zero, dt))
-        rb.map[node.outputs[0]] = ops.matrix_mul_a16(*operands, bits=bits, group=group, name=node.name)
+        act, right, scales = rb.tensor(x), rb.constant(w, stored, stored.dtype.name), rb.constant(f"{w}/scale", scale, dt)
+        zeros = rb.constant(f"{w}/zero", zero, dt) if zero is not None else None
+        rb.map[node.outputs[0]] = ops.matrix_mul_a16(act, right, scales, zeros, bits=bits, group=group, name=node.name)
         done += 1
     rb.finish()
     left = "; ".join(f"{n} left as they were ({why})" for why, n in kept.items())
@@ -78,7 +85,7 @@ def rewrite(source: Graph, target: Graph, chip, bits: int, group: int = GROUP) -
     return target
 
 
-def _refusal(rb, source, node, bits, group):
+def _refusal(rb: Rebuild, source: Graph, node: Node, bits: int, group: int) -> str | None:
     """Why node stays as it is (None: it takes quantized weights)."""
     if node.op != "matrix_mul" or len(node.inputs) != 2:
         return "not a product" if node.op != "matrix_mul" else "a bias"

@@ -14,6 +14,10 @@ product's right operand as it is (the key stored transposed, as a key cache is),
 Transpose of the last two axes read by this product alone, that Transpose's input.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from onnx import helper
@@ -23,13 +27,23 @@ from .builder import node_attr
 from .inference import static_shapes
 from .registry import onnx_op
 
+if TYPE_CHECKING:
+    from onnx import NodeProto
+
+    from .builder import Builder, Output
+    from .importer import Source
+    from .passes import Graph
+
+    # what _match finds: the nodes to replace, and (q, key, key transposed, v, mask or None, scale)
+    Match = tuple[list[NodeProto], tuple[str, str, bool, str, "str | None", float]]
+
 FUSED = "FusedAttention"
 
 
 # ---- the mappings ---------------------------------------------------------------------------------
 
 @onnx_op(FUSED)
-def fused(b, node):
+def fused(b: Builder, node: NodeProto) -> Sequence[Output]:
     mask = b.tensor(3) if b.has(3) else None
     return [ops.attention(b.tensor(0), b.tensor(1), b.tensor(2), mask, scale=float(b.attr("scale", 1.0)),
                           key_transposed=bool(b.attr("key_transposed", 0)))]
@@ -37,7 +51,7 @@ def fused(b, node):
 
 # ---- the import pass ------------------------------------------------------------------------------
 
-def fuse(source, g):
+def fuse(source: Source, g: Graph) -> str:
     """Rewrite every attention subgraph of g (a passes.Graph of source); what changed, for the note."""
     shapes, elems = static_shapes(source)
     infos, done = [], 0
@@ -59,7 +73,7 @@ def fuse(source, g):
     return f"{done} attention subgraph(s) became one fused attention each" if done else "nothing to fuse"
 
 
-def _match(g, out_mm, shapes):
+def _match(g: Graph, out_mm: NodeProto, shapes: dict[str, tuple[int, ...]]) -> Match | None:
     """(nodes to replace, (q, key, key transposed, v, mask or None, scale)) when out_mm ends an
     attention subgraph, else None."""
     if out_mm.op_type != "MatMul" or out_mm.domain not in ("", "ai.onnx"):
@@ -86,9 +100,10 @@ def _match(g, out_mm, shapes):
     scale_node = _private_producer(g, x, "Mul") or _private_producer(g, x, "Div")
     if scale_node is None:
         return None
-    scores, scale = _scaled(g, scale_node)
-    if scale is None:
+    scaled_by = _scaled(g, scale_node)
+    if scaled_by is None:
         return None
+    scores, scale = scaled_by
     chain.insert(0, scale_node)
     product = _private_producer(g, scores, "MatMul")
     if product is None:
@@ -105,24 +120,24 @@ def _match(g, out_mm, shapes):
     return chain, (q, key, key_t, v, mask, scale)
 
 
-def _private_producer(g, name, op_type):
+def _private_producer(g: Graph, name: str, op_type: str) -> NodeProto | None:
     node = g.producer.get(name)
     if node is None or node.op_type != op_type or node.domain not in ("", "ai.onnx") or not g.private(name):
         return None
     return node
 
 
-def _scaled(g, node):
-    """(the scores, the scale) of a Mul or Div by a known scalar, else (None, None)."""
+def _scaled(g: Graph, node: NodeProto) -> tuple[str, float] | None:
+    """(the scores, the scale) of a Mul or Div by a known scalar, else None."""
     a, c = node.input
     for x, s in ((a, c), (c, a)) if node.op_type == "Mul" else ((a, c),):
-        value = g.value(s)
-        if value is not None and np.asarray(value).size == 1:
-            value = float(np.asarray(value).reshape(-1)[0])
+        known = g.value(s)
+        if known is not None and np.asarray(known).size == 1:
+            value = float(np.asarray(known).reshape(-1)[0])
             if node.op_type == "Div" and value == 0:
-                return None, None
+                return None
             return x, value if node.op_type == "Mul" else 1 / value
-    return None, None
+    return None
 
 
 __all__ = ["FUSED", "fuse"]

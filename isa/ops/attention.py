@@ -11,10 +11,13 @@ masked position holds a large negative number (the dtype's lowest, or -inf). The
 (isa/lower/templates/attention.py) never writes the scores to DDR.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
-from .base import OpDef, Spec, apply, register
+from ..graph import Tensor
+from .base import OpDef, Spec, apply_one, register
 
 FLOATS = ("float32", "float16", "bfloat16")
 
@@ -25,7 +28,7 @@ class Attention(OpDef):
     template = "attention"
     seed = "onnx"
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         if len(ins) not in (3, 4):
             raise ShapeError(f"attention: takes query, key, value and an optional mask, got {len(ins)} tensors")
         q, k, v = ins[:3]
@@ -54,7 +57,7 @@ class Attention(OpDef):
                 raise UnsupportedError(f"attention: the mask is added to the scores: a float tensor, not {mask.dtype}")
         return [Spec((batch, heads, m, v.shape[3]), q.dtype)]
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         q, k, v = (a.astype(np.float32) for a in arrays[:3])
         if params["key_transposed"]:
             k = np.swapaxes(k, -1, -2)
@@ -72,7 +75,8 @@ class Attention(OpDef):
 ATTENTION = register(Attention())
 
 
-def attention(query, key, value, mask=None, *, scale, key_transposed=False, name=None):
+def attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None, *, scale: float, key_transposed: bool = False,
+              name: str | None = None) -> Tensor:
     """softmax(scale x query @ key^T + mask) @ value, key and value heads shared by groups of query heads."""
     operands = [query, key, value] + ([mask] if mask is not None else [])
-    return apply(ATTENTION, operands, {"scale": float(scale), "key_transposed": bool(key_transposed)}, name)
+    return apply_one(ATTENTION, operands, {"scale": float(scale), "key_transposed": bool(key_transposed)}, name)

@@ -15,11 +15,14 @@ dequantizes (mul or mul_add by the group's row of scales) in local memory with v
 instructions, then multiplies in the left's dtype, accumulating in float32.
 """
 
+from typing import Any
+
 import numpy as np
 
 from .. import dtypes
 from ..errors import ShapeError, UnsupportedError
-from .base import Spec, apply, check_rank, register
+from ..graph import Node, Tensor
+from .base import Spec, apply_one, check_rank, register
 from .matrix import MatrixMul
 
 FLOATS = ("float16", "bfloat16")
@@ -31,13 +34,14 @@ class MatrixMulA16(MatrixMul):
     name = "matrix_mul_a16"
     seed = "tpu-mlir"
 
-    def checked_inputs(self, node):
+    def checked_inputs(self, node: Node) -> int:
         return 2  # the scales (and zero terms) are the op's own constants, in the left's dtype
 
-    def dims(self, left_shape, right_shape, params):
+    def dims(self, left_shape: tuple[int, ...], right_shape: tuple[int, ...],
+             params: dict[str, Any]) -> tuple[tuple[int, ...], int, int, int]:
         return (), left_shape[0], left_shape[1], right_shape[1]
 
-    def infer(self, ins, params):
+    def infer(self, ins: list[Spec], params: dict[str, Any]) -> list[Spec]:
         bits, group = params["bits"], params["group"]
         if bits not in STORED:
             raise UnsupportedError(f"matrix_mul_a16: bits {bits!r}; expected 8 or 4")
@@ -63,7 +67,7 @@ class MatrixMulA16(MatrixMul):
                 raise ShapeError(f"matrix_mul_a16: {what} must be {left.dtype} of shape {(k // group, n)}, got {t.dtype} {t.shape}")
         return [Spec((m, n), left.dtype)]
 
-    def weights(self, arrays, params):
+    def weights(self, arrays: list[np.ndarray], params: dict[str, Any]) -> np.ndarray:
         """The dequantized weight [K, N] in the left's dtype, as the lowering's vector steps make it."""
         right, scale = arrays[1], arrays[2].astype(np.float32)
         group = params["group"]
@@ -74,19 +78,19 @@ class MatrixMulA16(MatrixMul):
             w = codes * np.repeat(scale, group, axis=0) + np.repeat(arrays[3].astype(np.float32), group, axis=0)
         return w.astype(dtypes.np_dtype(dtypes.of_array(arrays[0])))
 
-    def reference(self, arrays, params, compute=None):
+    def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         left = arrays[0]
         acc = left.astype(np.float32) @ self.weights(arrays, params).astype(np.float32)
         return [acc.astype(left.dtype)]
 
 
-def pack(codes):
+def pack(codes: np.ndarray) -> np.ndarray:
     """uint8 [K / 2, N] holding codes [K, N] (0..15): row 2i in the low nibble, row 2i + 1 in the high."""
     codes = np.asarray(codes, np.uint8)
     return (codes[0::2] | (codes[1::2] << 4)).astype(np.uint8)
 
 
-def unpack(packed):
+def unpack(packed: np.ndarray) -> np.ndarray:
     """The codes [K, N] of a packed uint8 [K / 2, N]."""
     out = np.empty((packed.shape[0] * 2, packed.shape[1]), np.uint8)
     out[0::2], out[1::2] = packed & 15, packed >> 4
@@ -96,7 +100,8 @@ def unpack(packed):
 MATRIX_MUL_A16 = register(MatrixMulA16())
 
 
-def matrix_mul_a16(left, right, scale, zero=None, bits=8, group=128, name=None):
+def matrix_mul_a16(left: Tensor, right: Tensor, scale: Tensor, zero: Tensor | None = None, bits: int = 8, group: int = 128,
+                   name: str | None = None) -> Tensor:
     """left @ dequantized(right): see the module docstring."""
     operands = [left, right, scale] + ([zero] if zero is not None else [])
-    return apply(MATRIX_MUL_A16, operands, {"bits": bits, "group": group, "mode": "LowPrecisionSymmetric"}, name)
+    return apply_one(MATRIX_MUL_A16, operands, {"bits": bits, "group": group, "mode": "LowPrecisionSymmetric"}, name)

@@ -19,25 +19,50 @@ memories are not the vector unit's (an Ascend cube core and its vector core), S 
 between them on chip, through the shared L2 where the direct route would pass through DDR. With
 a constant mask, a block whose mask is all zero is not masked, and one whose mask hides every
 position (of rows that see some key elsewhere) is skipped: exp underflows to exactly 0 there, as
-a causal kernel skips the blocks above the diagonal. Blocks alternate between two slots so the
-next block loads while this one computes; query tiles are dealt among the units (each core's
-matrix engine with its vector engine).
+a causal kernel skips the blocks above the diagonal.
+
+A block is two stages, its scores (S, the softmax steps, P on its way to the matrix unit) and its
+accumulation (P @ V into O). With two slots they are software-pipelined as flash-attention
+kernels pipeline the cube and the vector unit (FlashAttention-2's and Ascend's FlashAttentionScore
+"cube computes the next S while the vector unit does this softmax"): block i + 1's scores are
+emitted before block i's accumulation, and block i + 2's loads after it, so the matrix unit
+computes S of the next block while the vector unit works on this one's, rather than each unit
+waiting for the other's whole chain of moves. What both stages hold is double-buffered: the
+running sum and each block's rescale factor, O per query tile. The query tiles are dealt among
+the units (each core's matrix engine with its vector engine) in runs of equal work: a causal
+mask leaves the last positions' tiles several times the first ones' blocks.
 """
 
-from typing import NamedTuple
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
+
+import numpy as np
 
 from ... import dtypes
 from ...errors import OutOfMemoryError
 from ...instructions import Matmul, Region, Vector, dense
-from ..context import local_memory
+from ..context import local_memory, operand_memory
 from ..memory.alloc import shortfall
 from ..memory.route import copy, route
-from ..schedule.pipeline import deal
 from ..schedule.tiling import halvings, sub_region
+
+if TYPE_CHECKING:
+    from ...graph import Node, Tensor
+    from ..context import Lowering, Unit
+    from ..emit import Buf
+    from ..schedule.fusion import Group
+
+    Visit = tuple[int, int, str]  # a key block a query tile visits: (first key, keys, kind: "mask" or "none")
+    Source = tuple[Region | float, "Buf | None"]  # a vector step's operand and the buffer holding it (a scalar: None)
+
+T = TypeVar("T")
 
 F32 = "float32"
 MASKED = -65504.0  # a mask value at or below this (float16's lowest) hides its position: exp(it) is 0 in float32
 MAX_ROWS, MAX_KEYS = 128, 128  # the largest query tile and key block tried
+ROWS = 8  # row values a unit keeps: the running max (this block's and the last), the running sum (two query tiles'),
+#           a block's max and sum, its rescale factor (two blocks')
 
 
 class QueryTile(NamedTuple):
@@ -51,18 +76,31 @@ class QueryTile(NamedTuple):
     rows: int
 
     @property
-    def size(self):
+    def size(self) -> int:
         return self.heads * self.rows
 
 
-def lower_attention(ctx, group):
+class Block(NamedTuple):
+    """A key block a query tile visits, as a unit's pipeline emits it."""
+
+    t: int  # the query tile's place in the unit's run
+    tile: QueryTile
+    j: int  # the block's place among the tile's
+    blocks: int  # the blocks the tile visits
+    c0: int  # its first key
+    tc: int  # its keys
+    kind: str  # "mask" (add the mask tile) or "none"
+    slot: int  # the buffers' slot it uses
+
+
+def lower_attention(ctx: Lowering, group: Group) -> None:
     plan = _Plan(ctx, group.nodes[0])
     tm, tn, slots = plan.tiles()
     items = plan.items(tm)
+    plan.visits.update((it, plan._row_blocks(it, tn)) for it in items)
     units = ctx.units("matrix", vector=True)
-    runs = [(u, r) for u, r in zip(units, deal(items, len(units))) if r]
+    runs = [(u, r) for u, r in zip(units, deal_work(items, [len(plan.visits[it]) for it in items], len(units))) if r]
     out = ctx.home[plan.out.name]
-    plan.placed = []
     if len(runs) > 1:
         with ctx.em.disjoint([out]):
             for unit, run in runs:
@@ -75,12 +113,41 @@ def lower_attention(ctx, group):
                         f"{plan.skipped} of {plan.blocks} blocks skipped by the mask, on {len(runs)} unit(s)")
 
 
+def memories(unit: Unit) -> tuple[str, str, str, str]:
+    """The memories of the matrix unit's left and right operands and accumulator, and of the vector unit's."""
+    a, b, c = (operand_memory(unit.mx, r) for r in "abc")
+    return a, b, c, operand_memory(unit.vx, "")
+
+
+def mk_dtype(mask: Tensor | None) -> str:
+    """The dtype of the mask a masked block adds: a block is masked only where the op has one."""
+    assert mask is not None
+    return mask.dtype
+
+
+def deal_work(items: list[T], work: list[int], n: int) -> list[list[T]]:
+    """items cut into n runs of consecutive ones whose works (a number per item) are as equal
+    as a cut between items makes them: each run ends where the running total comes nearest its
+    share of the whole. Consecutive, so that a unit's query tiles share their key heads."""
+    total, done = sum(work), 0
+    runs: list[list[T]] = []
+    run: list[T] = []
+    for item, w in zip(items, work):
+        if run and len(runs) < n - 1 and abs(done - total * (len(runs) + 1) / n) <= abs(done + w - total * (len(runs) + 1) / n):
+            runs.append(run)
+            run = []
+        run.append(item)
+        done += w
+    runs.append(run)
+    return runs + [[] for _ in range(n - len(runs))]
+
+
 class _Plan:
-    def __init__(self, ctx, node):
+    def __init__(self, ctx: Lowering, node: Node):
         self.ctx, self.em, self.node = ctx, ctx.em, node
         g = ctx.graph
         self.q, self.k, self.v = (g.tensors[t] for t in node.inputs[:3])
-        self.mask = g.tensors[node.inputs[3]] if len(node.inputs) == 4 else None
+        self.mask: Tensor | None = g.tensors[node.inputs[3]] if len(node.inputs) == 4 else None
         self.out = g.tensors[node.outputs[0]]
         self.scale, self.key_t = node.params["scale"], node.params["key_transposed"]
         self.B, self.H, self.M, self.D = self.q.shape
@@ -91,13 +158,17 @@ class _Plan:
         known = g.constants.get(self.mask.name) if self.mask is not None else None
         self.mask_values = None if known is None else known.reshape((1,) * (4 - known.ndim) + known.shape)
         self.skipped = self.blocks = 0
+        self.visits: dict[QueryTile, list[Visit]] = {}
+        self.placed: list[Buf] = []  # every unit's buffers, released once all are emitted
+        self.stages: dict[tuple, Buf] = {}  # a unit's staging buffers by what they stage
+        self.b: dict[str, list[Buf]] = {}  # a unit's buffers by key, one a slot
 
     # ---- tiling -------------------------------------------------------------------------------
 
-    def items(self, tm):
+    def items(self, tm: int) -> list[QueryTile]:
         """Every QueryTile: a head's positions in tiles of tm, or as many whole heads as fill tm."""
         per = max(1, min(self.group, tm // self.M)) if tm > self.M else 1
-        out = []
+        out: list[QueryTile] = []
         for b in range(self.B):
             for kv in range(self.Hkv):
                 for h0 in range(kv * self.group, (kv + 1) * self.group, per):
@@ -106,14 +177,13 @@ class _Plan:
                         [QueryTile(b, kv, h0, hk, 0, self.M)]
         return out
 
-    def _needs(self, unit, tm, tn, slots):
+    def _needs(self, unit: Unit, tm: int, tn: int, slots: int) -> dict[str, list[int]]:
         """memory -> buffer sizes of one unit's tiling."""
-        mx, vx = unit.matrix, unit.vector
-        amem, bmem, cmem, vmem = (*(mx.operand_memory(r) for r in "abc"), vx.memory)
+        amem, bmem, cmem, vmem = memories(unit)
         op, item = self.dtype, dtypes.itemsize
-        need = {}
+        need: dict[str, list[int]] = {}
 
-        def add(mem, n, count):
+        def add(mem: str, n: int, count: int) -> None:
             need.setdefault(mem, []).extend([n] * count)
 
         add(amem, tm * self.D * item(op), 2)  # the query tile, the next one loading
@@ -125,36 +195,41 @@ class _Plan:
             add(vmem, tm * tn * 4, slots)
             add(cmem, tm * self.Dv * 4, slots)
             add(vmem, tm * self.Dv * 4, 1)
-        if op != F32:
-            add(vmem, tm * tn * item(op), 1)
+        if op != F32:  # P cast: one, or where the matrix unit reads it there, one a slot
+            add(vmem, tm * tn * item(op), 1 if vmem != amem else slots)
         if vmem != amem:
             add(amem, tm * tn * item(op), slots)
         if self.mask is not None:
             add(vmem, tm * tn * item(self.mask.dtype), slots)
         add(vmem, tm * self.Dv * 4, 2)  # O, the next tile's
-        add(vmem, tm * 4, 7)  # m (two), l, block max, block sum, alpha; one spare row
+        add(vmem, tm * 4, ROWS)
         if self.out.dtype != F32:
             add(vmem, tm * self.Dv * item(self.out.dtype), 1)
         return need
 
-    def _fits(self, unit, tm, tn, slots):
+    def _fits(self, unit: Unit, tm: int, tn: int, slots: int) -> bool:
         return all(self.em.allocators[m].fits(s) for m, s in self._needs(unit, tm, tn, slots).items())
 
-    def tiles(self):
-        """(tm, tn, slots): the largest query tile, then key block, whose buffers fit beside
-        double-buffered blocks, else single ones; tm a multiple of the matrix unit's rows."""
-        unit = self.ctx.units("matrix", vector=True)[0]
-        m = unit.matrix.matrix.m
+    def tiles(self) -> tuple[int, int, int]:
+        """(tm, tn, slots): of the query tiles whose buffers fit with some key block beside
+        double-buffered blocks (else single ones), the largest that still gives every unit a
+        tile, or where none does the smallest (a short prompt's few long chains of blocks would
+        leave most cores idle), with the largest key block that fits it; tm a multiple of the
+        matrix unit's rows."""
+        units = self.ctx.units("matrix", vector=True)
+        unit = units[0]
+        m = unit.mx.matrix.m if unit.mx.matrix is not None else 1
         rows = min(MAX_ROWS, max(self.M, min(self.group * self.M, MAX_ROWS)))
         for slots in (2, 1):
-            for tm in halvings(rows, m):
-                for tn in halvings(min(self.N, MAX_KEYS), 16):
-                    if self._fits(unit, tm, tn, slots):
-                        return tm, tn, slots
+            fitting = [(tm, tn) for tm in halvings(rows, m)
+                       for tn in [next((tn for tn in halvings(min(self.N, MAX_KEYS), 16) if self._fits(unit, tm, tn, slots)), 0)] if tn]
+            if fitting:
+                tm, tn = next((f for f in fitting if len(self.items(f[0])) >= len(units)), fitting[-1])
+                return tm, tn, slots
         raise OutOfMemoryError(f"{self.node.name}: even a 1-row query tile and a 1-key block need "
                                f"{shortfall(self.em.allocators, self._needs(unit, 1, 1, 1))}")
 
-    def _block_kind(self, item, c0, tc):
+    def _block_kind(self, item: QueryTile, c0: int, tc: int) -> str:
         """"mask" (add the mask tile), "none" (no mask there) or "skip" (every position hidden)."""
         if self.mask is None:
             return "none"
@@ -165,12 +240,13 @@ class _Plan:
             return "none"
         return "skip" if (tile <= MASKED).all() else "mask"
 
-    def _mask_values(self, item):
-        mv = self.mask_values
+    def _mask_values(self, item: QueryTile) -> np.ndarray:
+        mv: np.ndarray | None = self.mask_values
+        assert mv is not None  # asked of a constant mask alone
         heads = slice(item.head, item.head + item.heads) if mv.shape[1] > 1 else slice(0, 1)
         return mv[item.batch if mv.shape[0] > 1 else 0, heads, item.pos:item.pos + item.rows, :]
 
-    def _row_blocks(self, item, tn):
+    def _row_blocks(self, item: QueryTile, tn: int) -> list[Visit]:
         """(first key, keys, kind) of the blocks a query tile visits; blocks hidden by the mask
         are left out unless a row would then see nothing."""
         blocks = [(c0, min(tn, self.N - c0)) for c0 in range(0, self.N, tn)]
@@ -183,14 +259,14 @@ class _Plan:
 
     # ---- emission -----------------------------------------------------------------------------
 
-    def emit(self, unit, run, tm, tn, slots):
+    def emit(self, unit: Unit, run: list[QueryTile], tm: int, tn: int, slots: int) -> None:
         em, name = self.em, self.node.name
-        mx, vx = unit.matrix, unit.vector
-        amem, bmem, cmem, vmem = (*(mx.operand_memory(r) for r in "abc"), vx.memory)
+        mx, vx = unit.mx, unit.vx
+        amem, bmem, cmem, vmem = memories(unit)
         op, item = self.dtype, dtypes.itemsize
         self.stages = {}
 
-        def alloc(mem, n, what, count):
+        def alloc(mem: str, n: int, what: str, count: int) -> list[Buf]:
             made = [em.alloc(mem, n, f"{name}/{what}.{s}") for s in range(count)]
             self.placed.extend(made)
             return made
@@ -201,7 +277,7 @@ class _Plan:
             "v": alloc(bmem, tn * self.Dv * item(op), "v", slots),
             "s_acc": alloc(cmem, tm * tn * 4, "scores", slots),
             "o": alloc(vmem, tm * self.Dv * 4, "o", 2),
-            "rows": alloc(vmem, tm * 4, "row", 7),
+            "rows": alloc(vmem, tm * 4, "row", ROWS),
         }
         self.direct = cmem == vmem
         if not self.direct:
@@ -211,30 +287,52 @@ class _Plan:
         else:
             b["s"] = b["s_acc"]
         if op != F32:
-            b["p"] = alloc(vmem, tm * tn * item(op), "p", 1)
+            b["p"] = alloc(vmem, tm * tn * item(op), "p", 1 if vmem != amem else slots)
         if vmem != amem:
             b["p_a"] = alloc(amem, tm * tn * item(op), "p_a", slots)
         if self.mask is not None:
             b["mask"] = alloc(vmem, tm * tn * item(self.mask.dtype), "mask", slots)
         if self.out.dtype != F32:
             b["out"] = alloc(vmem, tm * self.Dv * item(self.out.dtype), "out", 1)
-        self.unit, self.b, self.mems = unit, b, (amem, bmem, cmem, vmem)
+        self.unit, self.b = unit, b
 
-        steps = []
+        steps: list[Block] = []
         for t, it in enumerate(run):
-            blocks = self._row_blocks(it, tn)
+            blocks = self.visits[it]
             for j, (c0, tc, kind) in enumerate(blocks):
-                steps.append((t, it, j, len(blocks), c0, tc, kind, len(steps) % slots))
-        if slots > 1 and steps:
-            self._load(*steps[0])
+                steps.append(Block(t, it, j, len(blocks), c0, tc, kind, len(steps) % slots))
+        if slots == 1 or mx.name == vx.name:
+            # one slot, or one engine for both stages (a Sophgo TIU: nothing to overlap between
+            # them): each block whole, the next block's loads (with two slots) before it
+            ahead = slots - 1
+            for step in steps[:ahead]:
+                self._load_scores(step)
+                self._load_value(step)
+            for i, step in enumerate(steps):
+                if i + ahead < len(steps):
+                    self._load_scores(steps[i + ahead])
+                    self._load_value(steps[i + ahead])
+                self._scores(step)
+                self._accumulate(step)
+            return
+        # two slots: block i + 1's scores before block i's accumulation; block i + 2's query,
+        # key and mask tiles once block i's scores have read their slot, its values once block
+        # i's accumulation has
+        for i, step in enumerate(steps[:2]):
+            self._load_scores(step)
+            self._load_value(step)
+            if i == 0:
+                self._scores(step)
         for i, step in enumerate(steps):
-            if slots == 1:
-                self._load(*step)
-            elif i + 1 < len(steps):
-                self._load(*steps[i + 1])
-            self._compute(*step)
+            if i + 2 < len(steps):
+                self._load_scores(steps[i + 2])
+            if i + 1 < len(steps):
+                self._scores(steps[i + 1])
+            self._accumulate(step)
+            if i + 2 < len(steps):
+                self._load_value(steps[i + 2])
 
-    def _copy(self, src, src_buf, dst, dst_buf, key, slot=0):
+    def _copy(self, src: Region, src_buf: Buf, dst: Region, dst_buf: Buf, key: str, slot: int = 0) -> None:
         """src to dst along the chip's DMA links, through the on-chip shared memory (an L2) where
         the direct route would pass through DDR, staging in buffers of this unit's own for each
         (key, slot): units that staged at shared addresses would wait for one another."""
@@ -249,12 +347,12 @@ class _Plan:
             return
         self._copy_staged(src, src_buf, dst, dst_buf, (key, slot, 0))
 
-    def _copy_staged(self, src, src_buf, dst, dst_buf, key):
+    def _copy_staged(self, src: Region, src_buf: Buf, dst: Region, dst_buf: Buf, key: tuple) -> None:
         hops = route(self.ctx.chip, src.mem, dst.mem)
         stages = [self._stage((*key, k), to, src.nbytes) for k, (_, _, to) in enumerate(hops[:-1])]
         copy(self.em, src, src_buf, dst, dst_buf, self.node.name, stages=stages or None)
 
-    def _stage(self, key, mem, nbytes):
+    def _stage(self, key: tuple, mem: str, nbytes: int) -> Buf:
         """The unit's staging buffer for `key` in mem, placed at its first use (a tile's largest)."""
         buf = self.stages.get(key)
         if buf is None or buf.size < nbytes:
@@ -263,12 +361,13 @@ class _Plan:
             self.placed.append(buf)
         return buf
 
-    def _q_region(self, it):
+    def _q_region(self, it: QueryTile) -> Region:
         b, _, h0, hk, p0, pr = it
         return sub_region(self.ctx.home_region(self.q.name), (b, h0, p0, 0), (1, hk, pr, self.D))
 
-    def _load(self, t, it, j, count, c0, tc, kind, slot):
-        """The block's key and value tiles (and mask tile), and with the tile's first block its query tile."""
+    def _load_scores(self, blk: Block) -> None:
+        """What a block's scores read: its key tile (and mask tile), and with the tile's first block its query tile."""
+        t, it, j, _, c0, tc, kind, slot = blk
         bb, kv, h0, hk, p0, pr = it
         b, home = self.b, self.ctx.home
         if j == 0:
@@ -283,50 +382,60 @@ class _Plan:
             shape = (1, 1, tc, self.D)
         k = b["k"][slot]
         self._copy(src, home[self.k.name], dense(k.mem, k.addr, self.dtype, shape), k, "k", slot)
-        v = b["v"][slot]
-        src = sub_region(self.ctx.home_region(self.v.name), (bb, kv, c0, 0), (1, 1, tc, self.Dv))
-        self._copy(src, home[self.v.name], dense(v.mem, v.addr, self.dtype, (1, 1, tc, self.Dv)), v, "v", slot)
         if kind == "mask":
+            mask = self.mask
+            assert mask is not None  # a block is masked only where the op has a mask
             mk = b["mask"][slot]
-            full = self.ctx.home_region(self.mask.name)
+            full = self.ctx.home_region(mask.name)
             if len(full.shape) == 2:
                 full = Region(full.mem, full.addr, full.dtype, (1, 1) + full.shape, (0, 0) + full.strides)
             at = (bb if full.shape[0] > 1 else 0, h0 if full.shape[1] > 1 else 0, p0, c0)
             src = sub_region(full, at, (1, hk, pr, tc))
             src = Region(src.mem, src.addr, src.dtype, src.shape, tuple(0 if n == 1 else s for n, s in zip(full.shape, src.strides)))
-            self._copy(src, home[self.mask.name], dense(mk.mem, mk.addr, self.mask.dtype, (1, hk, pr, tc)), mk, "mask", slot)
+            self._copy(src, home[mask.name], dense(mk.mem, mk.addr, mask.dtype, (1, hk, pr, tc)), mk, "mask", slot)
 
-    def _compute(self, t, it, j, count, c0, tc, kind, slot):  # noqa: PLR0915 - one block of online softmax, step by step as the kernel runs it
-        em, name, b = self.em, self.node.name, self.b
-        mx, vx = self.unit.matrix.name, self.unit.vector.name
-        op = self.dtype
-        rt = it.size
-        first, last = j == 0, j == count - 1
-        q = b["q"][t % 2]
-        k, v = b["k"][slot], b["v"][slot]
+    def _load_value(self, blk: Block) -> None:
+        """What a block's accumulation reads: its value tile."""
+        it, c0, tc, slot = blk.tile, blk.c0, blk.tc, blk.slot
+        v = self.b["v"][slot]
+        src = sub_region(self.ctx.home_region(self.v.name), (it.batch, it.kv, c0, 0), (1, 1, tc, self.Dv))
+        self._copy(src, self.ctx.home[self.v.name], dense(v.mem, v.addr, self.dtype, (1, 1, tc, self.Dv)), v, "v", slot)
+
+    def _row_values(self, t: int, j: int, slot: int) -> tuple[Buf, Buf, Buf, Buf, Buf, Buf]:
+        """(m_old, m_new, l, block max, block sum, alpha) of a block: the running max alternates
+        by block, the running sum by query tile, the rescale factor by slot (the next block's
+        scores are computed before this block's accumulation reads it)."""
+        rows = self.b["rows"]
+        return rows[j % 2], rows[(j + 1) % 2], rows[2 + t % 2], rows[4], rows[5], rows[6 + slot % 2]
+
+    def _vec(self, fn: str, dst: Region, dst_buf: Buf, *srcs: Source) -> None:
+        self.em.emit(self.unit.vx.name, Vector(fn, dst, tuple(r for r, _ in srcs), F32, self.node.name),
+                     reads=tuple(buf for _, buf in srcs if buf is not None), writes=(dst_buf,))
+
+    def _scores(self, blk: Block) -> None:
+        """A block's first stage: S = Q @ K^T, scaled and masked, the running max and sum and the
+        rescale factor updated, P = exp(S - m) in the operands' dtype and on its way to the
+        matrix unit's left operand memory."""
+        t, it, j, _, _, tc, kind, slot = blk
+        em, name, b, vec = self.em, self.node.name, self.b, self._vec
+        op, rt, first = self.dtype, it.size, j == 0
+        q, k = b["q"][t % 2], b["k"][slot]
         q_r = dense(q.mem, q.addr, op, (rt, self.D))
         k_r = dense(k.mem, k.addr, op, (self.D, tc)) if self.key_t else \
             Region(k.mem, k.addr, op, (self.D, tc), (1, self.D))
         s_acc = b["s_acc"][slot]
         s_acc_r = dense(s_acc.mem, s_acc.addr, F32, (rt, tc))
-        em.emit(mx, Matmul(q_r, k_r, s_acc_r, False, name), reads=(q, k), writes=(s_acc,))
+        em.emit(self.unit.mx.name, Matmul(q_r, k_r, s_acc_r, False, name), reads=(q, k), writes=(s_acc,))
         s = b["s"][slot]
         s_r = dense(s.mem, s.addr, F32, (rt, tc))
         if not self.direct:
             self._copy(s_acc_r, s_acc, s_r, s, "s", slot)
-
-        def vec(fn, dst, dst_buf, *srcs):
-            em.emit(vx, Vector(fn, dst, tuple(r for r, _ in srcs), F32, name),
-                    reads=tuple(buf for _, buf in srcs if buf is not None), writes=(dst_buf,))
-
-        rows = b["rows"]
-        m_old, m_new = rows[j % 2], rows[(j + 1) % 2]
-        l_buf, bmax, bsum, alpha = rows[2], rows[3], rows[4], rows[5]
+        m_old, m_new, l_buf, bmax, bsum, alpha = self._row_values(t, j, slot)
         col = lambda buf: Region(buf.mem, buf.addr, F32, (rt, tc), (1, 0))  # noqa: E731 - a row value across the block
         row = lambda buf: dense(buf.mem, buf.addr, F32, (rt,))  # noqa: E731
         if kind == "mask":
             mk = b["mask"][slot]
-            vec("mul_add", s_r, s, (s_r, s), (self.scale, None), (dense(mk.mem, mk.addr, self.mask.dtype, (rt, tc)), mk))
+            vec("mul_add", s_r, s, (s_r, s), (self.scale, None), (dense(mk.mem, mk.addr, mk_dtype(self.mask), (rt, tc)), mk))
         else:
             vec("mul", s_r, s, (s_r, s), (self.scale, None))
         if first:
@@ -337,27 +446,42 @@ class _Plan:
         vec("sub", s_r, s, (s_r, s), (col(m_new), m_new))
         vec("exp", s_r, s, (s_r, s))
         vec("reduce_sum", row(l_buf if first else bsum), l_buf if first else bsum, (s_r, s))
-        o = b["o"][t % 2]
-        o_r = dense(o.mem, o.addr, F32, (rt, self.Dv))
-        o_col = Region(alpha.mem, alpha.addr, F32, (rt, self.Dv), (1, 0))
         if not first:
             vec("sub", row(alpha), alpha, (row(m_old), m_old), (row(m_new), m_new))
             vec("exp", row(alpha), alpha, (row(alpha), alpha))
             vec("mul_add", row(l_buf), l_buf, (row(l_buf), l_buf), (row(alpha), alpha), (row(bsum), bsum))
-            if self.direct:
-                vec("mul", o_r, o, (o_r, o), (o_col, alpha))
-        p, p_buf = s_r, s
         if op != F32:
-            p_buf = b["p"][0]
-            p = dense(p_buf.mem, p_buf.addr, op, (rt, tc))
-            em.emit(vx, Vector("copy", p, (s_r,), F32, name), reads=(s,), writes=(p_buf,))
+            p_buf = b["p"][slot % len(b["p"])]
+            em.emit(self.unit.vx.name, Vector("copy", dense(p_buf.mem, p_buf.addr, op, (rt, tc)), (s_r,), F32, name),
+                    reads=(s,), writes=(p_buf,))
         if "p_a" in b:
+            p, p_buf = self._p(it, tc, slot, False)
             pa = b["p_a"][slot]
-            pa_r = dense(pa.mem, pa.addr, op, (rt, tc))
-            self._copy(p, p_buf, pa_r, pa, "p", slot)
-            p, p_buf = pa_r, pa
-        v_r = dense(v.mem, v.addr, op, (tc, self.Dv))
+            self._copy(p, p_buf, dense(pa.mem, pa.addr, op, (rt, tc)), pa, "p", slot)
+
+    def _p(self, it: QueryTile, tc: int, slot: int, in_a: bool = True) -> tuple[Region, Buf]:
+        """(region, buffer) of a block's P: in the scores' slot (float32 operands), in the cast
+        buffer, or, in_a, where the matrix unit reads it."""
+        b, op, rt = self.b, self.dtype, it.size
+        key = "p_a" if in_a and "p_a" in b else "p" if op != F32 else "s"
+        buf = b[key][slot % len(b[key])]
+        return dense(buf.mem, buf.addr, F32 if key == "s" else op, (rt, tc)), buf
+
+    def _accumulate(self, blk: Block) -> None:
+        """A block's second stage: O = O x alpha + P @ V (the product accumulating into O where
+        the accumulator is the vector memory), and after the last block O / l stored."""
+        t, it, j, count, _, tc, _, slot = blk
+        em, name, b, vec = self.em, self.node.name, self.b, self._vec
+        mx, rt, first = self.unit.mx.name, it.size, j == 0
+        _, _, l_buf, _, _, alpha = self._row_values(t, j, slot)
+        o, v = b["o"][t % 2], b["v"][slot]
+        o_r = dense(o.mem, o.addr, F32, (rt, self.Dv))
+        o_col = Region(alpha.mem, alpha.addr, F32, (rt, self.Dv), (1, 0))
+        p, p_buf = self._p(it, tc, slot)
+        v_r = dense(v.mem, v.addr, self.dtype, (tc, self.Dv))
         if self.direct:
+            if not first:
+                vec("mul", o_r, o, (o_r, o), (o_col, alpha))
             em.emit(mx, Matmul(p, v_r, o_r, not first, name), reads=(p_buf, v) + ((o,) if not first else ()), writes=(o,))
         else:
             acc = b["pv_acc"][slot]
@@ -370,10 +494,10 @@ class _Plan:
                 vec("copy", o_r, o, (pv_r, pv))
             else:
                 vec("mul_add", o_r, o, (o_r, o), (o_col, alpha), (pv_r, pv))
-        if last:
+        if j == count - 1:
             self._store(it, o, o_r, l_buf)
 
-    def _store(self, it, o, o_r, l_buf):
+    def _store(self, it: QueryTile, o: Buf, o_r: Region, l_buf: Buf) -> None:
         """O / l in the output's dtype, to the output's home."""
         em, name = self.em, self.node.name
         bb, _, h0, hk, p0, pr = it
@@ -381,7 +505,7 @@ class _Plan:
         res = self.b["out"][0] if "out" in self.b else o
         res_r = dense(res.mem, res.addr, self.out.dtype, (rt, self.Dv))
         l_col = Region(l_buf.mem, l_buf.addr, F32, (rt, self.Dv), (1, 0))
-        em.emit(self.unit.vector.name, Vector("div", res_r, (o_r, l_col), F32, name), reads=(o, l_buf), writes=(res,))
+        em.emit(self.unit.vx.name, Vector("div", res_r, (o_r, l_col), F32, name), reads=(o, l_buf), writes=(res,))
         dst = sub_region(self.ctx.home_region(self.out.name), (bb, h0, p0, 0), (1, hk, pr, self.Dv))
         self._copy(dense(res.mem, res.addr, self.out.dtype, (1, hk, pr, self.Dv)), res, dst, self.ctx.home[self.out.name], "out")
 

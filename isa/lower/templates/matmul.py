@@ -6,7 +6,13 @@ tiles of each step are loaded into the matrix engine's operand memories (two slo
 double buffering; a transposed operand is read through strides by the DMA) and multiplied into
 an accumulator tile, accumulating after the first step. The integer family first takes its zero
 points off the loaded tiles (16-bit copies); matrix_mul_a16 dequantizes its int8 or packed int4
-weight tile in local memory (isa/ops/weight_only.py) before the product. A float bias goes where the matrix unit starts its
+weight tile in local memory (isa/ops/weight_only.py) before the product, the load, the
+dequantization and the product of a tile pipelined as a weight-only kernel pipelines them: the
+packed tile and its scales are loaded with the step's loads; where the vector unit is an engine of
+its own, it dequantizes with the loads too (step i + 1's tile as soon as it lands, ahead of step
+i's epilogue), and where it is the matrix unit's own engine (a Sophgo TIU) with the step's
+compute, just before the product, so that the engine multiplies step i while the DMA loads step
+i + 1 rather than waiting for that load to dequantize it first. A float bias goes where the matrix unit starts its
 products from, where it has such a memory (an Ascend cube's BiasTable, isa/lower/templates/bias_table.py).
 After the last step the op's epilogue (bias, requantization, cast) runs as vector instructions
 and the result tile is stored, or, where the accumulator's way out converts with it (an Ascend
@@ -111,6 +117,7 @@ class _Plan(Tiled):
         self.shifted = "lzp" in p  # the integer family: zero points off the operands, in 16 bits
         self.a16 = node.op == "matrix_mul_a16"  # weight-only quantized: the right tile dequantized on chip
         self.per_byte = weight_only.PER_BYTE[p["bits"]] if self.a16 else 1  # right elements a stored byte
+        self.dequant_ahead = self.a16 and self.mx.name != self.vx.name  # dequantized with the loads (module docstring)
         self.operand_dtypes = ("int16", "int16") if self.shifted else (self.left.dtype, self.left.dtype if self.a16 else self.right.dtype)
         # the bias as (home Buf of N elements, dtype); the asymmetric mode's is bias_v2, folded here offline
         if self.asym:
@@ -337,10 +344,12 @@ class _Plan(Tiled):
             load += self.piece("cut", tm, tk)
         if self.shifted:
             load += self.piece("shift", tm, tn, tk)
+        dequant = self.piece("dequant", tk, tn, k0) if self.a16 else ()
         if self.a16:
-            load += self.piece("dequant", tk, tn, k0, n0)
+            load += self.piece("scales", tk, tn, k0, n0) + (dequant if self.dequant_ahead else ())
         fills = self.piece("bias", tn, n0) if first and self.bias is not None else ()
-        product = self.piece("product", tm, tn, tk, first, last, rows, full_tm, keep and not cut)
+        product = () if self.dequant_ahead else dequant
+        product += self.piece("product", tm, tn, tk, first, last, rows, full_tm, keep and not cut)
         finish = store = ()
         if last:
             finish = self.piece("finish", tm, tn) if self.flight is None else ()
@@ -386,9 +395,13 @@ class _Plan(Tiled):
         slot = {(key, 0): buf for key, buf in bufs.items()}
         rec._shift(slot, 0, bufs["a"].region(self.left.dtype, (tm, tk)), bufs["b"].region(self.right.dtype, (tk, tn)), 0, 0, tm, tn, tk)
 
-    def _price_dequant(self, rec: _Plan, tk: int, tn: int, k0: int, n0: int) -> None:
+    def _price_scales(self, rec: _Plan, tk: int, tn: int, k0: int, n0: int) -> None:
         bufs = self._roles(tn, 1)
-        rec._dequant({(key, 0): buf for key, buf in bufs.items()}, 0, k0, n0, tk, tn)
+        rec._load_scales({(key, 0): buf for key, buf in bufs.items()}, 0, k0, n0, tk, tn)
+
+    def _price_dequant(self, rec: _Plan, tk: int, tn: int, k0: int) -> None:
+        bufs = self._roles(tn, 1)
+        rec._dequant({(key, 0): buf for key, buf in bufs.items()}, 0, k0, tk, tn)
 
     def _price_bias(self, rec: _Plan, tn: int, n0: int) -> None:
         rec._load_bias(self._roles(tn, 1), n0, tn)
@@ -455,11 +468,15 @@ class _Plan(Tiled):
             if self.shifted:
                 self._shift(bufs, ab, a_r, b_r, k0, n0, tm, tn, tk)
             if self.a16:
-                self._dequant(bufs, ab, k0, n0, tk, tn)
+                self._load_scales(bufs, ab, k0, n0, tk, tn)
+            if self.dequant_ahead:
+                self._dequant(bufs, ab, k0, tk, tn)
             if first and self.bias is not None:
                 self._load_bias(tile, n0, tn)
 
         def compute() -> None:
+            if self.a16 and not self.dequant_ahead:
+                self._dequant(bufs, ab, k0, tk, tn)
             self._products(tile, a, a_r, tm, tn, tk, first, last)
             if last and self.flight is None:
                 self._finish(tile, (tm, tn))
@@ -527,8 +544,26 @@ class _Plan(Tiled):
             needs += [("bu", vmem, tk * tn), ("zt", vmem, rows * tn * item)]
         return needs
 
-    def _dequant(self, bufs: Bufs, slot: int, k0: int, n0: int, tk: int, tn: int) -> None:
-        """bs = the right tile dequantized in the left's dtype: 4-bit codes unpacked first (and 15,
+    def _scale_terms(self, bufs: Bufs, slot: int) -> list[tuple[Buf, str]]:
+        """(slot buffer, constant) of the scales and, with 4 bits, the zero terms."""
+        terms = [(bufs["sc", slot], self.node.inputs[2])]
+        return terms + ([(bufs["zt", slot], self.node.inputs[3])] if self.node.params["bits"] == 4 else [])
+
+    def _groups(self, k0: int, tk: int) -> tuple[int, int]:
+        """The groups a K block of tk from k0 spans: (first, one past the last)."""
+        group = self.node.params["group"]
+        return k0 // group, (k0 + tk - 1) // group + 1
+
+    def _load_scales(self, bufs: Bufs, slot: int, k0: int, n0: int, tk: int, tn: int) -> None:
+        """The rows of scales (and zero terms) of the groups the K block spans, into the slot."""
+        dt, group, (g0, g1) = self.left.dtype, self.node.params["group"], self._groups(k0, tk)
+        for buf, tensor in self._scale_terms(bufs, slot):
+            home = self.ctx.home[tensor]
+            src = sub_region(home.region(dt, (self.K // group, self.N)), (g0, n0), (g1 - g0, tn))
+            copy(self.em, src, home, buf.region(dt, (g1 - g0, tn)), buf, self.node.name)
+
+    def _dequant(self, bufs: Bufs, slot: int, k0: int, tk: int, tn: int) -> None:
+        """bs = the slot's right tile dequantized in the left's dtype: 4-bit codes unpacked first (and 15,
         rshift 4), then each group's rows times its row of scales (plus its zero term)."""
         p, em, name, dt = self.node.params, self.em, self.node.name, self.left.dtype
         group, item, vx = p["group"], dtypes.itemsize(dt), self.vx.name
@@ -541,17 +576,13 @@ class _Plan(Tiled):
             em.emit(vx, Vector("and", rows[0], (packed, 15), "int32", name), reads=(b,), writes=(bu,))
             em.emit(vx, Vector("rshift", rows[1], (packed, 4, dtypes.DOWN), "int32", name), reads=(b,), writes=(bu,))
             codes, codes_buf = bu.region("uint8", (tk, tn)), bu
-        g0, g1 = k0 // group, (k0 + tk - 1) // group + 1
-        terms = [(bufs["sc", slot], self.node.inputs[2])] + ([(bufs["zt", slot], self.node.inputs[3])] if p["bits"] == 4 else [])
-        for buf, tensor in terms:
-            home = self.ctx.home[tensor]
-            src = sub_region(home.region(dt, (self.K // group, self.N)), (g0, n0), (g1 - g0, tn))
-            copy(em, src, home, buf.region(dt, (g1 - g0, tn)), buf, name)
+        g0, g1 = self._groups(k0, tk)
+        terms = [buf for buf, _ in self._scale_terms(bufs, slot)]
         out = bs.region(dt, (tk, tn))
         for g in range(g0, g1):
             r0, r1 = max(k0, g * group) - k0, min(k0 + tk, (g + 1) * group) - k0
-            rows = [Region(buf.mem, buf.addr + (g - g0) * tn * item, dt, (r1 - r0, tn), (0, 1)) for buf, _ in terms]
+            rows = [Region(buf.mem, buf.addr + (g - g0) * tn * item, dt, (r1 - r0, tn), (0, 1)) for buf in terms]
             fn = "mul" if len(rows) == 1 else "mul_add"
             block = (sub_region(codes, (r0, 0), (r1 - r0, tn)), *rows)
             em.emit(vx, Vector(fn, sub_region(out, (r0, 0), (r1 - r0, tn)), block, "float32", name),
-                    reads=(codes_buf, *(buf for buf, _ in terms)), writes=(bs,))
+                    reads=(codes_buf, *terms), writes=(bs,))
