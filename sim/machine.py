@@ -9,13 +9,15 @@ costs without touching bytes, so both modes give the same cycles. Every instruct
 trace event, every placed buffer a span of its memory's occupancy.
 """
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from chips.schema import Chip, Engine
 from isa import dtypes
 from isa.errors import InputError, ProgramError
-from isa.instructions import REDUCTIONS, TABLE_OPERANDS, VECTOR_FNS, Dma, IndexedDma, Region, Wait, instr_text, regions
+from isa.instructions import REDUCTIONS, TABLE_OPERANDS, VECTOR_FNS, Dma, IndexedDma, Instr, Region, Wait, instr_text, regions
 from isa.program import Program
 from isa.timing import Cache, Observer, Step, Timeline, price, vector_dtype
 from traces.occupancy import memory_counters
@@ -27,6 +29,10 @@ from .engines import dma, matrix, scalar, vector
 from .feeds import as_input
 from .memory import Memory, check_region
 from .peaks import op_dtypes, peak_ops
+
+Ident = tuple[str, int]  # (engine, index in its stream)
+Partial = list[tuple[Region, tuple[int, ...]]]  # the outputs a kernel filled only in part, with the shape it produced
+Span = tuple[str, int, int, int]  # a copy's side: (memory, first byte, last byte + 1 from its address, the memory's capacity)
 
 
 @dataclass
@@ -43,7 +49,7 @@ class Result:
 
 
 class Machine:
-    def __init__(self, chip, program, mode="functional"):
+    def __init__(self, chip: Chip, program: Program, mode: str = "functional") -> None:
         if mode not in ("functional", "timing"):
             raise ProgramError(f"mode must be 'functional' or 'timing', got {mode!r}")
         self.chip, self.program, self.functional = chip, program, mode == "functional"
@@ -54,7 +60,7 @@ class Machine:
 
     # ---- data in and out --------------------------------------------------------------------
 
-    def load(self, inputs, state=None):
+    def load(self, inputs: Mapping[str, np.ndarray] | None, state: Mapping[str, np.ndarray] | None = None) -> None:
         """Write constants (each in its binding's memory: DDR, or on chip where the policy pinned
         it), the given inputs and graph state into place. Inputs and state are checked against the
         bindings in both modes; timing mode needs none and writes nothing. A state not given
@@ -80,13 +86,13 @@ class Machine:
                 known = [b.name for b in self.program.bindings if b.role == what] or ["none"]
                 raise InputError(f"unknown {what}(s) {', '.join(sorted(left))}; the program's {what}s are {', '.join(known)}")
 
-    def states(self):
+    def states(self) -> dict[str, np.ndarray]:
         """Each graph state's bytes after the run, as an array (functional mode)."""
         if not self.functional:
             return {}
         return {b.name: self.memories[b.region.mem].read(b.region) for b in self.program.bindings if b.role == "state"}
 
-    def outputs(self):
+    def outputs(self) -> dict[str, np.ndarray]:
         """Each output's values; one a kernel filled only in part has the shape it produced."""
         if not self.functional:
             return {}
@@ -97,10 +103,10 @@ class Machine:
 
     # ---- running ----------------------------------------------------------------------------
 
-    def run(self, inputs=None, state=None):
+    def run(self, inputs: Mapping[str, np.ndarray] | None = None, state: Mapping[str, np.ndarray] | None = None) -> Result:
         self.load(inputs, state)
-        self.produced = {}  # DDR address -> the shape a kernel produced there, when not its region's
-        self.events = []
+        self.produced: dict[int, tuple[int, ...]] = {}  # DDR address -> the shape a kernel produced there, when not its region's
+        self.events: list[Event] = []
         self.occupancy = _Occupancy(self.program)
         timeline = Timeline(self.chip, self.costs, self.waits, _cache(self.chip, self.program, self.extents), observer=_Watch(self))
         streams = self.program.streams
@@ -115,14 +121,14 @@ class Machine:
         trace.op_dtypes = op_dtypes(self.program, self.costs)  # the roofline's roof of each op
         return Result(self.outputs(), cycles, self.chip.seconds(cycles), summarize(trace), trace, self.program, self.states())
 
-    def _produced(self, partial):
+    def _produced(self, partial: Partial) -> str:
         for region, shape in partial:
             if region.mem == "ddr":
                 self.produced[region.addr] = shape
         return "; ".join(f"produced {list(shape)} of at most {list(region.shape)}" for region, shape in partial)
 
 
-def _cache(chip, program, extents):
+def _cache(chip: Chip, program: Program, extents: dict[str, int]) -> Cache | None:
     """The run's Cache of ddr, on a chip that has one: it holds lines in what the program
     leaves free of its memory."""
     memory = chip.cache
@@ -132,10 +138,10 @@ def _cache(chip, program, extents):
     return Cache(memory.name, chip.memories["ddr"].burst, memory.capacity - extents.get(memory.name, 0), extents.get("ddr", 0), accesses)
 
 
-_EXECUTE = {"dma": dma.execute, "vector": vector.execute, "matrix": matrix.execute, "scalar": scalar.execute}
+_EXECUTE: dict[str, Callable] = {"dma": dma.execute, "vector": vector.execute, "matrix": matrix.execute, "scalar": scalar.execute}
 
 
-def _step(chip, engine, instr, where):
+def _step(chip: Chip, engine: Engine, instr: Instr, where: str) -> Step:
     """Check that engine can run instr, and price it (isa/timing/price.py)."""
     kind = instr.kind
     if kind not in engine.kinds:
@@ -159,28 +165,31 @@ def _step(chip, engine, instr, where):
     return price(chip, engine, instr)
 
 
-def _parse_id(ident):
+def _parse_id(ident: str) -> Ident:
     engine, _, index = ident.rpartition(".")
     return engine, int(index)
 
 
-def _is_instruction(program, ident):
+def _is_instruction(program: Program, ident: str) -> bool:
     engine, index = _parse_id(ident)
     return engine in program.streams and 0 <= index < len(program.streams[engine])
 
 
-def _check(chip, program):
+def _check(chip: Chip, program: Program) -> tuple[dict[str, int], dict[str, list[Step | None]], dict[Ident, tuple[Ident, ...]]]:
     """Static checks of a program against a chip; returns the bytes used per memory, each
     engine's list of loop steps (see _step; None for a wait) and {(engine, index) of a wait:
     the (engine, index) it waits on}. Tiles repeat their local-memory instructions, so each
     distinct instruction of an engine is checked and priced once; copies, by their shapes
     (_Copies)."""
-    extents, costs, waits = {}, {}, {}
+    extents: dict[str, int] = {}
+    costs: dict[str, list[Step | None]] = {}
+    waits: dict[Ident, tuple[Ident, ...]] = {}
     lengths = {e: len(stream) for e, stream in program.streams.items()}
     for e, stream in program.streams.items():
         if e not in chip.engines:
             raise ProgramError(f"program engine {e!r} is not on chip {chip.name} (engines: {', '.join(chip.engines)})")
-        known, copies, costs[e] = {}, _Copies(chip, chip.engines[e], extents), []
+        known: dict[Instr, Step] = {}
+        copies, costs[e] = _Copies(chip, chip.engines[e], extents), []
         for i, instr in enumerate(stream):
             if isinstance(instr, Wait):
                 on = waits[e, i] = tuple(_parse_id(ident) for ident in instr.on)
@@ -208,7 +217,7 @@ def _check(chip, program):
     return extents, costs, waits
 
 
-def _check_regions(instr, chip, extents, where):
+def _check_regions(instr: Instr, chip: Chip, extents: dict[str, int], where: str) -> None:
     """Each region of instr lies inside its memory; extents[memory] grows to the last byte used."""
     reads, written = regions(instr)
     for r in (*reads, *written):
@@ -221,12 +230,12 @@ class _Copies:
     bounds are checked again, from their byte spans, and on a chip with a cache of ddr the Step
     is given the copy's own ddr regions (isa/timing/cache.py reads them)."""
 
-    def __init__(self, chip, engine, extents):
+    def __init__(self, chip: Chip, engine: Engine, extents: dict[str, int]) -> None:
         self.chip, self.engine, self.extents = chip, engine, extents
         self.cached = chip.cache is not None
-        self.shaped = {}  # shape key -> (Step, then per side (memory, first byte, last byte + 1 from addr, capacity))
+        self.shaped: dict[tuple, tuple[Step, Span, Span]] = {}  # shape key -> (Step, then per side its Span)
 
-    def step(self, instr, i):
+    def step(self, instr: Dma, i: int) -> Step:
         src, dst = instr.src, instr.dst
         key = (src.mem, src.dtype, src.shape, src.strides, dst.mem, dst.dtype, dst.shape, dst.strides, instr.fn, instr.args, instr.cdt)
         known = self.shaped.get(key)
@@ -239,18 +248,18 @@ class _Copies:
             return step
         return step._replace(read=src if step.read is not None else None, write=dst if step.write is not None else None)
 
-    def _first(self, instr, where):
+    def _first(self, instr: Dma, where: str) -> tuple[Step, Span, Span]:
         chip = self.chip
         _check_regions(instr, chip, self.extents, where)
         _check_shapes(instr, where)
         step = _step(chip, self.engine, instr, where)
         if not self.cached:
             step = step._replace(read=None, write=None)
-        sides = (instr.src, instr.dst)
-        spans = map(Region.span, sides)
-        return (step, *((r.mem, lo - r.addr, hi - r.addr, chip.memories[r.mem].capacity) for r, (lo, hi) in zip(sides, spans)))
+        src, dst = ((r.mem, lo - r.addr, hi - r.addr, chip.memories[r.mem].capacity) for r, (lo, hi) in
+                    ((r, r.span()) for r in (instr.src, instr.dst)))
+        return step, src, dst
 
-    def _inside(self, region, span, i):
+    def _inside(self, region: Region, span: Span, i: int) -> None:
         """region lies inside its memory, given its span's (memory, first, end) bytes from its address."""
         mem, lo, hi, capacity = span
         addr = region.addr
@@ -259,7 +268,7 @@ class _Copies:
         self.extents[mem] = max(self.extents[mem], addr + hi)
 
 
-def _check_shapes(instr, where):
+def _check_shapes(instr: Instr, where: str) -> None:
     if isinstance(instr, IndexedDma):
         _check_indexed(instr, where)
     elif instr.kind == "scalar":
@@ -294,7 +303,7 @@ def _check_shapes(instr, where):
             raise ProgramError(f"{where}: destination {written.text()} writes some elements more than once (zero stride)")
 
 
-def _check_indexed(instr, where):
+def _check_indexed(instr: IndexedDma, where: str) -> None:
     """index P + (n, k), table P + (k dims) + Q, rows P + (n,) + Q, rows and table of one width."""
     index, table, rows = instr.index.shape, instr.table.shape, instr.rows.shape
     p = len(index) - 2
@@ -311,14 +320,14 @@ class _Watch(Observer):
     """The machine's view of a run: it computes each instruction as it starts (functional mode),
     records the trace's events and keeps each placed buffer's lifetime."""
 
-    def __init__(self, machine):
+    def __init__(self, machine: Machine) -> None:
         self.machine, self.streams = machine, machine.program.streams
-        self.execute = machine.functional and _EXECUTE
+        self.execute = _EXECUTE if machine.functional else None
         self.record, occupancy = machine.events.append, machine.occupancy
         self.opens, self.closes = occupancy.opens, occupancy.closes
         self.watched = {e: set(closes) for e, closes in occupancy.closes.items()}
 
-    def started(self, engine, i, now):
+    def started(self, engine: str, i: int, now: float) -> str:
         opens = self.opens.get(engine)
         if opens and i in opens:
             self.machine.occupancy.open(opens[i], now)
@@ -329,7 +338,7 @@ class _Watch(Observer):
                 return self.machine._produced(partial)
         return ""
 
-    def ended(self, engine, i, step, start, end, note, cached):
+    def ended(self, engine: str, i: int, step: Step, start: float, end: float, note: str, cached: float) -> None:
         op = self.streams[engine][i].op
         self.record(Event(engine, i, step.kind, step.name, op, start, end, step.nbytes, step.src, step.dst, note, step.ops,
                           round(cached * step.nbytes) if cached else 0))
@@ -337,7 +346,7 @@ class _Watch(Observer):
         if closes and i in closes:
             self.machine.occupancy.close(closes[i], end)
 
-    def waited(self, engine, i, start, end):
+    def waited(self, engine: str, i: int, start: float, end: float) -> None:
         self.record(Event(engine, i, "wait", "wait", self.streams[engine][i].op, start, end, 0, "", ""))
 
 
@@ -347,10 +356,13 @@ class _Occupancy:
     its last ones. The occupancy and fragmentation counters are worked out from these spans
     after the run."""
 
-    def __init__(self, program):
+    def __init__(self, program: Program) -> None:
         self.program = program
-        self.opens, self.closes, self.pending = {}, {}, {}
-        self.start, self.end = {}, {}  # position in program.buffers -> cycle
+        self.opens: dict[str, dict[int, list[int]]] = {}  # engine -> {index: positions in program.buffers it opens}
+        self.closes: dict[str, dict[int, list[int]]] = {}  # engine -> {index: positions it is one of the last of}
+        self.pending: dict[int, int] = {}  # position -> last instructions not yet ended
+        self.start: dict[int, float] = {}  # position in program.buffers -> cycle
+        self.end: dict[int, float] = {}
         for k, buf in enumerate(program.buffers):
             e, i = _parse_id(buf.first)
             self.opens.setdefault(e, {}).setdefault(i, []).append(k)
@@ -359,17 +371,17 @@ class _Occupancy:
                 e, i = _parse_id(ident)
                 self.closes.setdefault(e, {}).setdefault(i, []).append(k)
 
-    def open(self, positions, now):
+    def open(self, positions: list[int], now: float) -> None:
         for k in positions:
             self.start[k] = now
 
-    def close(self, positions, now):
+    def close(self, positions: list[int], now: float) -> None:
         for k in positions:
             self.pending[k] -= 1
             if self.pending[k] == 0:
                 self.end[k] = now
 
-    def spans(self, cycles):
+    def spans(self, cycles: int) -> list[BufferSpan]:
         """BufferSpans: the bindings (live from 0 to `cycles`, of their role's kind), then the planned buffers."""
         bound = [BufferSpan(b.name, b.region.mem, b.region.addr, b.region.nbytes, 0, cycles, b.role) for b in self.program.bindings]
         return bound + [BufferSpan(b.name, b.mem, b.addr, b.size, self.start[k], self.end[k]) for k, b in enumerate(self.program.buffers)]

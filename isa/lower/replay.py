@@ -5,17 +5,20 @@ instruction ids moved. The machine still runs every instruction; only the emissi
 
 A run of `count` repeats of `period` groups alike in ops, parameters, shapes and dtypes (`find`,
 a decoder layer each) is cut into blocks of one repeat, or where that is not periodic (a staging
-slot rotating over three places comes back every third layer) of 2, 3, 4 or 6. Blocks 0 to 3 are
-emitted. Block 3 is replayed for blocks 4 on only if it is block 2 moved (`Replayer.congruent`):
-per engine the same number of instructions, each block 2's with the block's bound tensors (inputs,
-constants, states, outputs) at the next block's addresses, its op and buffer names the next
-block's, its waits on blocks 1 and 2 moved on by a block (earlier ones the same), every other
-address (tiles, staging, tensors passed between groups) the same; the same buffers and notes, no
-binding added; and the emitter's state after block 3 (its engines' vector clocks, the histories of
-released and live buffers, the allocators' live buffers) that after block 2 moved on by a block.
-The emission being a function of that state and the groups, each later block is then block 3 moved
-on again, and the state after the last is block 3's moved on as far. Anything else (a layer that
-binds a constant of its own, a tensor placed elsewhere in every layer) emits every block.
+slot rotating over three places comes back every third layer) of 2, 3, 4 or 6. Blocks 0 to 2 are
+emitted, and block 2 is replayed for blocks 3 on if it is block 1 moved (`Replayer.congruent`);
+where it is not (block 0, after the model's first groups, may leave the emitter otherwise), block
+3 is emitted too and replayed for blocks 4 on if it is block 2 moved. Block c is block c - 1 moved
+when it has per engine the same number of instructions, each block c - 1's with the block's bound
+tensors (inputs, constants, states, outputs) at the next block's addresses, its op and buffer names
+the next block's, its waits on blocks c - 2 and c - 1 moved on by a block (earlier ones the same),
+every other address (tiles, staging, tensors passed between groups) the same; the same buffers and
+notes, no binding added; and the emitter's state after block c (its engines' vector clocks, the
+histories of released and live buffers, the allocators' live buffers) is that after block c - 1
+moved on by a block. The emission being a function of that state and the groups, each later block
+is then block c moved on again, and the state after the last is block c's moved on as far.
+Anything else (a layer that binds a constant of its own, a tensor placed elsewhere in every layer)
+emits every block.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ if TYPE_CHECKING:
 
 History = tuple[dict, dict, dict, Any]  # a Buf's writes, reads, last accesses and first access
 
-EMITTED = 4  # blocks emitted before a replay: 3 is compared with 2 (2 with 1 for the waits they share)
+EMITTED = 4  # blocks emitted at most before a replay: 3 is compared with 2 (2 with 1 for the waits they share)
+CHECKED = (3, 4)  # the blocks a replay may start at: block k - 1 is compared with block k - 2
 
 
 class Repeat:
@@ -80,9 +84,10 @@ def find(graph: Graph, groups: list[Group], starts: set[int]) -> Repeat | None:
 
 
 class Replayer:
-    """Snapshots the emitter at the first blocks' edges; at block EMITTED's, checks block 3
-    against block 2 and replays it for the rest (`at`). A block is one repeat or, where one is
-    not block 2 moved (a tile's slot alternating between layers), two."""
+    """Snapshots the emitter at the first blocks' edges; at block 3's, checks block 2 against
+    block 1 and at block 4's block 3 against block 2, and replays the first that is congruent for
+    the rest (`at`). A block is one repeat or, where one is not the one before it moved (a tile's
+    slot alternating between layers), two or more."""
 
     MULTIPLES = (1, 2, 3, 4, 6)
 
@@ -104,15 +109,16 @@ class Replayer:
     def at(self, i: int, placed: set) -> int | None:
         """Called before the driver lowers the span at group i: the group to go on from where it
         replayed the rest of the repeat there, else None (lower it)."""
-        if not self.rep.count or i not in {self.rep.block(b * m) for m in self.MULTIPLES for b in range(1, EMITTED + 1)}:
+        if not self.rep.count or i not in {self.rep.block(b * m) for m in self.MULTIPLES for b in range(EMITTED + 1)}:
             return None
         self.snaps[i] = self._snapshot()
-        while self.blocks > EMITTED and i == self.edge(EMITTED):
-            if self.congruent():
-                self._replay(placed)
+        while self.blocks > EMITTED and i in {self.edge(k) for k in CHECKED}:
+            k = next(k for k in CHECKED if i == self.edge(k))
+            if self.congruent(k):
+                self._replay(k, placed)
                 return self.edge(self.blocks)
             larger = [m for m in self.MULTIPLES if m > self.multiple]
-            if not larger:
+            if k < EMITTED or not larger:  # block 3 is emitted and compared with block 2 before a larger block is tried
                 break
             self.multiple = larger[0]
         if i == self.edge(EMITTED) or self.blocks <= EMITTED:
@@ -153,31 +159,33 @@ class Replayer:
 
     # ---- the check ----------------------------------------------------------------------------
 
-    def congruent(self) -> bool:
-        s = {b: self.snaps[self.edge(b)] for b in range(1, EMITTED + 1)}
-        delta = {e: s[4]["len"][e] - s[3]["len"][e] for e in self.engines}
-        if any(s[b + 1]["len"][e] - s[b]["len"][e] != delta[e] for b in (1, 2) for e in self.engines):
+    def congruent(self, k: int) -> bool:
+        """Whether block c = k - 1 (emitted up to block k's edge) is block c - 1 moved."""
+        c = k - 1
+        s = {b: self.snaps[self.edge(b)] for b in range(c - 2, k + 1)}
+        delta = {e: s[k]["len"][e] - s[c]["len"][e] for e in self.engines}
+        if any(s[b + 1]["len"][e] - s[b]["len"][e] != delta[e] for b in (c - 2, c - 1) for e in self.engines):
             return False
-        if s[4]["bindings"] != s[2]["bindings"] or s[4]["buffers"] - s[3]["buffers"] != s[3]["buffers"] - s[2]["buffers"]:
+        if s[k]["bindings"] != s[c - 1]["bindings"] or s[k]["buffers"] - s[c]["buffers"] != s[c]["buffers"] - s[c - 1]["buffers"]:
             return False
-        if s[4]["notes"] - s[3]["notes"] != s[3]["notes"] - s[2]["notes"]:
+        if s[k]["notes"] - s[c]["notes"] != s[c]["notes"] - s[c - 1]["notes"]:
             return False
-        move = _Move(self, 2, 3, {e: s[1]["len"][e] for e in self.engines}, delta)
+        move = _Move(self, c - 1, c, {e: s[c - 2]["len"][e] for e in self.engines}, delta)
         em = self.em
         for e in self.engines:
-            stream, lo, hi = em.streams[e], s[2]["len"][e], s[3]["len"][e]
-            if any(move.instr(stream[k]) != stream[k + delta[e]] for k in range(lo, hi)):
+            stream, lo, hi = em.streams[e], s[c - 1]["len"][e], s[c]["len"][e]
+            if any(move.instr(stream[j]) != stream[j + delta[e]] for j in range(lo, hi)):
                 return False
-        buffers = em.buffers
-        if any(move.buffer(buffers[k]) != buffers[k + s[3]["buffers"] - s[2]["buffers"]]
-               for k in range(s[2]["buffers"], s[3]["buffers"])):
+        buffers, shift = em.buffers, s[c]["buffers"] - s[c - 1]["buffers"]
+        if any(move.buffer(buffers[j]) != buffers[j + shift] for j in range(s[c - 1]["buffers"], s[c]["buffers"])):
             return False
-        if any(move.text(em.notes[k]) != em.notes[k + s[3]["notes"] - s[2]["notes"]] for k in range(s[2]["notes"], s[3]["notes"])):
+        shift = s[c]["notes"] - s[c - 1]["notes"]
+        if any(move.text(em.notes[j]) != em.notes[j + shift] for j in range(s[c - 1]["notes"], s[c]["notes"])):
             return False
-        return self._state_congruent(move)
+        return self._state_congruent(move, k)
 
-    def _state_congruent(self, move: _Move) -> bool:
-        before, after = self.snaps[self.edge(3)], self.snaps[self.edge(4)]
+    def _state_congruent(self, move: _Move, k: int) -> bool:
+        before, after = self.snaps[self.edge(k - 1)], self.snaps[self.edge(k)]
         if any(not np.array_equal(move.clock(before["known"][e]), after["known"][e]) for e in self.engines):
             return False
         if any(sorted((a, n) for a, (n, _) in before["live"][m].items()) != sorted((a, n) for a, (n, _) in live.items())
@@ -196,34 +204,35 @@ class Replayer:
 
     # ---- the replay ---------------------------------------------------------------------------
 
-    def _replay(self, placed: set) -> None:
-        rep, em = self.rep, self.em
-        s = {b: self.snaps[self.edge(b)] for b in range(2, EMITTED + 1)}
+    def _replay(self, k: int, placed: set) -> None:
+        """Block c = k - 1 replayed for blocks k on."""
+        rep, em, c = self.rep, self.em, k - 1
+        s = {b: self.snaps[self.edge(b)] for b in range(c - 1, k + 1)}
         knowledge = em.clocks.knowledge
-        first = {e: s[2]["len"][e] for e in self.engines}  # ids from here on move with the blocks
-        delta = {e: s[4]["len"][e] - s[3]["len"][e] for e in self.engines}
-        b3, n3 = (s[3]["buffers"], s[4]["buffers"]), (s[3]["notes"], s[4]["notes"])
-        for j in range(EMITTED, self.blocks):
-            move = _Move(self, 3, j, first, {e: (j - 3) * d for e, d in delta.items()})
+        first = {e: s[c - 1]["len"][e] for e in self.engines}  # ids from here on move with the blocks
+        delta = {e: s[k]["len"][e] - s[c]["len"][e] for e in self.engines}
+        b3, n3 = (s[c]["buffers"], s[k]["buffers"]), (s[c]["notes"], s[k]["notes"])
+        for j in range(k, self.blocks):
+            move = _Move(self, c, j, first, {e: (j - c) * d for e, d in delta.items()})
             for e in self.engines:
-                stream, known, lo = em.streams[e], knowledge[e], s[3]["len"][e]
+                stream, known, lo = em.streams[e], knowledge[e], s[c]["len"][e]
                 moved_known = {}
-                for k in range(lo, lo + delta[e]):
-                    stream.append(move.instr(stream[k]))
-                    v = known[k]
+                for x in range(lo, lo + delta[e]):
+                    stream.append(move.instr(stream[x]))
+                    v = known[x]
                     if id(v) not in moved_known:
                         moved_known[id(v)] = move.clock(v)
                     known.append(moved_known[id(v)])
-            em.buffers.extend(move.buffer(em.buffers[k]) for k in range(*b3))
-            em.notes.extend(move.text(em.notes[k]) for k in range(*n3))
+            em.buffers.extend(move.buffer(em.buffers[x]) for x in range(*b3))
+            em.notes.extend(move.text(em.notes[x]) for x in range(*n3))
             for old, new in move.homes.values():
                 for field in ("writes", "reads", "last"):
                     setattr(new, field, move.ids(getattr(old, field)))
                 new.first = old.first and move.ident(old.first)
-        last = _Move(self, 3, self.blocks - 1, first, {e: (self.blocks - 4) * d for e, d in delta.items()})
+        last = _Move(self, c, self.blocks - 1, first, {e: (self.blocks - k) * d for e, d in delta.items()})
         self._move_state(last, placed)
-        em.notes.append(f"layers replayed: {self.blocks - EMITTED} blocks of {rep.period * self.multiple} groups (from group "
-                        f"{self.edge(EMITTED)}) are groups {self.edge(3)}..{self.edge(4) - 1}'s instructions at their own addresses")
+        em.notes.append(f"layers replayed: {self.blocks - k} blocks of {rep.period * self.multiple} groups (from group "
+                        f"{self.edge(k)}) are groups {self.edge(c)}..{self.edge(k) - 1}'s instructions at their own addresses")
 
     def _move_state(self, move: _Move, placed: set) -> None:
         """The emitter as the last block leaves it: block 3's state moved on to it."""

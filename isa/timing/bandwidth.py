@@ -27,10 +27,23 @@ at its uncontended end. Should another start before that end, the lone one is gr
 it would have been at its start, and the model goes on from there as above.
 """
 
+from __future__ import annotations
+
 import heapq
 import math
+from typing import TYPE_CHECKING
 
 from chips.schema import base_name
+
+if TYPE_CHECKING:
+    from simpy import Environment
+    from simpy.events import Event, Timeout
+
+Use = tuple[tuple[str, float], ...]  # sorted (memory, endpoints) pairs
+Form = tuple[float, Use, Use]  # a transfer's cap, its use and its use of shared memories (_form)
+Key = tuple[tuple[float, Use, tuple], tuple | None]  # a _Group's: (cap, shared use, contended per-core use), cluster signature
+Entry = tuple[float, int, "_Transfer"]  # a transfer's end in its group's heap: (progress, seq, transfer)
+Series = list[tuple[float, float]]  # (cycle, bytes per cycle) steps of a memory's traffic
 
 # A transfer with less than this fraction of a cycle's worth of bytes left is done (float
 # rounding of shared progress must not cost a whole extra cycle); also the relative margin by
@@ -44,14 +57,15 @@ _REBASE = float(1 << 20)
 class _Transfer:
     __slots__ = ("active", "cap", "done", "dst", "entry", "group", "nbytes", "read", "seq", "shared", "src", "use", "written")
 
-    def __init__(self, seq, nbytes, form, done, src, dst, cached, shares):
+    def __init__(self, seq: int, nbytes: float, form: Form, done: Event, src: str, dst: str, cached: float,
+                 shares: tuple[float, float]) -> None:
         self.seq, self.nbytes, self.done, self.src, self.dst = seq, nbytes, done, src, dst
         self.cap, self.use, self.shared = form
         self.read = shares[0] - cached  # the share of its bytes read from src itself
         self.written = shares[1]
         self.active = True
-        self.group = None
-        self.entry = None  # its (end, seq, transfer) in its group's heap; other entries of it are stale
+        self.group: _Group | None = None
+        self.entry: Entry | None = None  # its (end, seq, transfer) in its group's heap; other entries of it are stale
 
 
 class _Group:
@@ -61,7 +75,7 @@ class _Group:
     __slots__ = ("cap", "copy", "count", "heap", "key", "local", "names", "progress", "rate", "read",
                  "reads", "shared", "writes", "written")
 
-    def __init__(self, key, bandwidths):
+    def __init__(self, key: Key, bandwidths: dict[str, float]) -> None:
         self.key = key
         desc, signature = key
         self.cap, self.shared, local = desc  # shared: ((memory, endpoints), ...)
@@ -72,34 +86,37 @@ class _Group:
         self.count = 0
         self.rate = self.cap  # an uncontended group runs at its cap; others are filled
         self.progress = 0.0
-        self.heap = []
-        self.reads, self.writes = {}, {}  # share -> members reading (writing) that share of their bytes in the watched memory
+        self.heap: list[Entry] = []
+        self.reads: dict[float, int] = {}
+        self.writes: dict[float, int] = {}  # share -> members reading (writing) that share of their bytes in the watched memory
         self.read = self.written = 0.0  # the sums of those shares
 
 
 class Arbiter:
-    def __init__(self, env, bandwidths, watch="ddr"):
+    def __init__(self, env: Environment, bandwidths: dict[str, float], watch: str = "ddr") -> None:
         self.env = env
         self.bandwidths = bandwidths  # memory -> bytes per cycle
         self.watch = watch
         # a core's copy of a memory -> its role in a cluster: (YAML name, bandwidth)
         self.local = {m: (base_name(m), bw) for m, bw in bandwidths.items() if base_name(m) != m}
-        self.forms = {}  # (cap, use items) as given -> (cap, use, shared use) of a transfer (see _form)
-        self.groups = {}  # _Group.key -> _Group
-        self.users = {m: set() for m in bandwidths}  # memory -> the active transfers using it
+        self.forms: dict[tuple, Form] = {}  # (cap, use items) as given -> (cap, use, shared use) of a transfer (see _form)
+        self.groups: dict[Key, _Group] = {}
+        self.users: dict[str, set[_Transfer]] = {m: set() for m in bandwidths}  # memory -> the active transfers using it
         self.demand = dict.fromkeys(bandwidths, 0.0)  # memory -> sum of its users' caps x endpoints
-        self.contended = set()
-        self.moved = set()  # transfers whose group may have changed since they were last grouped
+        self.contended: set[str] = set()
+        self.moved: set[_Transfer] = set()  # transfers whose group may have changed since they were last grouped
         self.stale = False  # whether a group using a contended memory changed since the last filling
         self.seq = 0
         self.since = 0.0
-        self.due = None  # when the next transfer ends, as last scheduled
-        self.timer = None  # the one completion timer that counts; earlier ones are stale
+        self.due: float | None = None  # when the next transfer ends, as last scheduled
+        self.timer: Timeout | None = None  # the one completion timer that counts; earlier ones are stale
         # (cycle, bytes per cycle) steps of the watched memory's read and write traffic
-        self.read, self.write = [(0.0, 0.0)], [(0.0, 0.0)]
-        self.solo = None  # the _Solo moving alone, if one is
+        self.read: Series = [(0.0, 0.0)]
+        self.write: Series = [(0.0, 0.0)]
+        self.solo: _Solo | None = None  # the _Solo moving alone, if one is
 
-    def transfer(self, nbytes, cap, use, src, dst, cached=0.0, shares=(1.0, 1.0)):
+    def transfer(self, nbytes: float, cap: float, use: dict[str, float], src: str, dst: str, cached: float = 0.0,
+                 shares: tuple[float, float] = (1.0, 1.0)) -> Event:
         """An event that fires when nbytes have moved; use maps memory -> endpoints in it (a
         share of one for a source partly read from a cache, isa/timing/cache.py, or the narrower side
         of a converting DMA); shares: the (read, written) shares of nbytes on each side; cached:
@@ -128,7 +145,7 @@ class Arbiter:
         self._reschedule()
         return done
 
-    def _enter(self, t):
+    def _enter(self, t: _Transfer) -> None:
         """Count t among its memories' users and put it in its group."""
         cap, use, shared = t.cap, t.use, t.shared
         users, demand, touch, moved = self.users, self.demand, self._touch, self.moved
@@ -142,23 +159,24 @@ class Arbiter:
         else:  # nothing else changes group, and t uses no contended memory of a core
             self._place(t, ((cap, shared, ()), None), t.nbytes)
 
-    def _join(self):
+    def _join(self) -> None:
         """Another transfer starts while the solo one moves: group the solo one as it would have
         been grouped at its start, with the completion it scheduled then."""
         solo, self.solo = self.solo, None
+        assert solo is not None
         if solo.waiter is solo.timer:  # its waiters now wait for its own event, as one of the many
             solo.forward()
         self._enter(solo.transfer)
         self.since, self.due, self.timer = solo.start, solo.due, solo.timer
 
-    def _advance(self):
+    def _advance(self) -> None:
         elapsed = self.env.now - self.since
         if elapsed:
             for g in self.groups.values():
                 g.progress += g.rate * elapsed
         self.since = self.env.now
 
-    def _finish(self):
+    def _finish(self) -> None:
         """Complete the transfers with (next to) nothing left, in the order they started."""
         ended = []
         for g in self.groups.values():
@@ -186,7 +204,7 @@ class Arbiter:
         if moved:
             self._regroup()
 
-    def _touch(self, m):
+    def _touch(self, m: str) -> None:
         """Memory m's users changed: update whether it is contended (which changes rates). When
         m is a core's memory, contended now or before, the clusters through it change: its users
         (and with them, in _regroup, the rest of their clusters) may change group."""
@@ -205,7 +223,7 @@ class Arbiter:
             return
         self.moved.update(users)
 
-    def _regroup(self):
+    def _regroup(self) -> None:
         """Move each transfer in `moved` (and the rest of its cluster) to its group, after
         transfers started or ended."""
         moved, self.moved = self.moved, set()
@@ -220,11 +238,12 @@ class Arbiter:
                 if g is None:
                     self._place(u, key, u.nbytes)
                 elif key != g.key:
+                    assert u.entry is not None  # a grouped transfer's
                     left = u.entry[0] - g.progress
                     self._unplace(u)
                     self._place(u, key, left)
 
-    def _cluster(self, t):
+    def _cluster(self, t: _Transfer) -> list[_Transfer]:
         """t and the transfers joined to it through contended per-core memories, in the order
         they started."""
         contended, local, users = self.contended, self.local, self.users
@@ -240,7 +259,7 @@ class Arbiter:
                             todo.append(u)
         return sorted(cluster, key=lambda u: u.seq)
 
-    def _keys(self, cluster):
+    def _keys(self, cluster: list[_Transfer]) -> list[tuple[_Transfer, Key]]:
         """(transfer, its group's key) for each of a cluster's transfers. A cluster names its
         per-core memories by role (YAML name and bandwidth) when no two share one, so that
         clusters on different cores that use their memories alike have one signature."""
@@ -248,7 +267,7 @@ class Arbiter:
         if len(cluster) == 1:
             (t,) = cluster
             return [(t, ((t.cap, t.shared, ()), None))]
-        roles = {}
+        roles: dict[tuple[str, float], set[str]] = {}
         for t in cluster:
             for m, _ in t.use:
                 if m in local and m in contended:
@@ -261,7 +280,7 @@ class Arbiter:
         signature = tuple(sorted(descs))
         return [(t, (desc, signature)) for t, desc in zip(cluster, descs)]
 
-    def _place(self, t, key, left):
+    def _place(self, t: _Transfer, key: Key, left: float) -> None:
         g = self.groups.get(key)
         if g is None:
             g = self.groups[key] = _Group(key, self.bandwidths)
@@ -277,8 +296,9 @@ class Arbiter:
         if g.local or not self.contended.isdisjoint(g.names):
             self.stale = True
 
-    def _unplace(self, t):
+    def _unplace(self, t: _Transfer) -> None:
         g = t.group
+        assert g is not None  # a grouped transfer's
         t.group = t.entry = None
         g.count -= 1
         if not g.count:
@@ -291,7 +311,7 @@ class Arbiter:
         if g.local or not self.contended.isdisjoint(g.names):
             self.stale = True
 
-    def _reschedule(self):
+    def _reschedule(self) -> None:
         """Share bandwidth among the groups if a contended one changed, record the watched
         memory's traffic and schedule the next completion: one pass over the groups. The next
         completion is `due`: no transfer ends a whole cycle or more before it, as long as no
@@ -307,7 +327,7 @@ class Arbiter:
             _fill(filled, self.bandwidths, self.contended)
             self.stale = False
         read = write = 0.0
-        delay = None
+        delay = math.inf
         for g in groups.values():
             rate, heap = g.rate, g.heap
             read += rate * g.read
@@ -315,19 +335,18 @@ class Arbiter:
             while heap[0][2].entry is not heap[0]:
                 heapq.heappop(heap)
             wait = math.ceil((heap[0][0] - g.progress) / rate - _EPS)  # not a whole extra cycle for float rounding
-            if delay is None or wait < delay:
-                delay = wait
+            delay = min(delay, wait)
         now = self.env.now
         _step(self.read, read, now)
         _step(self.write, write, now)
         self.timer = self.due = None
         if groups:
-            delay = max(delay, 1)
-            self.due = now + delay
-            self.timer = self.env.timeout(delay)
+            after = max(int(delay), 1)
+            self.due = now + after
+            self.timer = self.env.timeout(after)
             self.timer.callbacks.append(self._tick)
 
-    def _tick(self, timer):
+    def _tick(self, timer: Event) -> None:
         solo = self.solo
         if solo is not None and timer is solo.timer:
             solo.tick()
@@ -347,7 +366,7 @@ class _Solo:
 
     __slots__ = ("arbiter", "callbacks", "due", "start", "timer", "transfer", "waiter")
 
-    def __init__(self, arbiter, t):
+    def __init__(self, arbiter: Arbiter, t: _Transfer) -> None:
         self.arbiter, self.transfer = arbiter, t
         self.start = now = arbiter.env.now
         watch = arbiter.watch
@@ -356,11 +375,11 @@ class _Solo:
         delay = self._schedule(t.nbytes)
         self.waiter = self.timer if self._left(now + delay) <= t.cap * _EPS else t.done
 
-    def _left(self, now):
+    def _left(self, now: float) -> float:
         """The bytes it has left to move at cycle `now`, as tick() works them out."""
         return self.transfer.nbytes - self.transfer.cap * (now - self.start)
 
-    def _schedule(self, left):
+    def _schedule(self, left: float) -> int:
         delay = max(math.ceil(left / self.transfer.cap - _EPS), 1)  # as _reschedule words it
         self.due = self.arbiter.env.now + delay
         self.timer = self.arbiter.env.timeout(delay)
@@ -368,13 +387,13 @@ class _Solo:
         self.callbacks.append(self.arbiter._tick)
         return delay
 
-    def forward(self):
+    def forward(self) -> None:
         """Another transfer joins it: the timer's callbacks after the arbiter's (its waiters) go
         to the transfer's own event, which fires when it has moved its bytes among the many."""
         self.transfer.done.callbacks.extend(self.callbacks[1:])
         del self.callbacks[1:]
 
-    def tick(self):
+    def tick(self) -> None:
         """Its timer fired: it has moved its bytes (or, for float rounding, it waits on)."""
         arbiter, t = self.arbiter, self.transfer
         now = arbiter.env.now
@@ -391,17 +410,17 @@ class _Solo:
         _step(arbiter.write, 0.0, now)
 
 
-def _form(cap, use, bandwidths, local):
+def _form(cap: float, use: dict[str, float], bandwidths: dict[str, float], local: dict[str, tuple[str, float]]) -> Form:
     """(cap, use, shared use) of a transfer: its cap lowered to what each memory could give it
     alone, its use as sorted (memory, endpoints) pairs, and those of them in shared memories."""
-    use = tuple(sorted((m, n) for m, n in use.items() if n > 0))
-    for m, n in use:
+    used = tuple(sorted((m, n) for m, n in use.items() if n > 0))
+    for m, n in used:
         share = bandwidths[m] / n
         cap = min(cap, share)
-    return cap, use, tuple(u for u in use if u[0] not in local)
+    return cap, used, tuple(u for u in used if u[0] not in local)
 
 
-def _step(series, rate, now):
+def _step(series: Series, rate: float, now: float) -> None:
     """Record the traffic `rate` from cycle `now` on, unless it is the rate already (a
     difference of float rounding is none); a second change at one cycle replaces the first."""
     last = series[-1][1]
@@ -415,11 +434,11 @@ def _step(series, rate, now):
         series[-1] = (now, rate)
 
 
-def _same(a, b):
+def _same(a: float, b: float) -> bool:
     return abs(a - b) <= _EPS * (a + b)
 
 
-def _tally(counts, share, change):
+def _tally(counts: dict[float, int], share: float, change: int) -> float:
     """Count one more (change 1) or one fewer (-1) member with this share; their sum."""
     n = counts.get(share, 0) + change
     if n:
@@ -429,7 +448,7 @@ def _tally(counts, share, change):
     return sum(s * k for s, k in counts.items())
 
 
-def _rebase(g):
+def _rebase(g: _Group) -> None:
     """Count g's ends from its progress now."""
     progress = g.progress
     heap = []
@@ -442,28 +461,31 @@ def _rebase(g):
     g.heap, g.progress = heap, 0.0
 
 
-def _fill(groups, bandwidths, contended):
+def _fill(groups: list[_Group], bandwidths: dict[str, float], contended: set[str]) -> None:
     """Progressive filling: every group's rate rises together until it reaches its cap or a
     contended memory it touches is saturated; those stop, the others go on. A shared memory
     carries all of a group's members; a cluster's memory, one copy's."""
-    left, size, ports = {}, {}, {}  # memory -> bandwidth not yet given out, its bandwidth; group -> (memory, endpoints)
+    # a memory: a shared one's name, or one copy of a cluster's (_Group.local)
+    left: dict[object, float] = {}  # memory -> bandwidth not yet given out
+    size: dict[object, float] = {}  # memory -> its bandwidth
+    ports: dict[_Group, list[tuple[object, float]]] = {}  # group -> (memory, endpoints)
     for g in groups:
         g.rate = 0.0
         ports[g] = [(m, g.count * n) for m, n in g.shared if m in contended] + [(m, g.copy * n) for m, n, _ in g.local]
-        for m, _ in g.shared:
-            left[m] = size[m] = bandwidths[m]
-        for m, _, bw in g.local:
-            left[m] = size[m] = bw
+        for name, _ in g.shared:
+            left[name] = size[name] = bandwidths[name]
+        for copy, _, bw in g.local:
+            left[copy] = size[copy] = bw
     rising = groups
     while rising:
-        load = {}  # memory -> endpoints of the rising transfers in it
+        load: dict[object, float] = {}  # memory -> endpoints of the rising transfers in it
         for g in rising:
-            for m, n in ports[g]:
-                load[m] = load.get(m, 0) + n
+            for mem, n in ports[g]:
+                load[mem] = load.get(mem, 0) + n
         step = min(min(g.cap - g.rate for g in rising), min(left[m] / n for m, n in load.items()))
         for g in rising:
             g.rate += step
-        for m, n in load.items():
-            left[m] -= step * n
-        full = {m for m in load if left[m] <= size[m] * _EPS}
-        rising = [g for g in rising if g.cap - g.rate > g.cap * _EPS and not any(m in full for m, _ in ports[g])]
+        for mem, n in load.items():
+            left[mem] -= step * n
+        full = {mem for mem in load if left[mem] <= size[mem] * _EPS}
+        rising = [g for g in rising if g.cap - g.rate > g.cap * _EPS and not any(mem in full for mem, _ in ports[g])]

@@ -45,24 +45,29 @@ class Cache:
     def access(self, region: Region) -> float:
         """A transfer reads or writes region of ddr: the fraction (0..1) of its lines the cache
         held; all of them are held after."""
-        lines = _lines(region, self.line)
-        if not len(lines):
+        first, offset = divmod(region.addr, self.line)
+        lines = _shape_lines(offset, region.dtype, region.shape, region.strides, self.line)
+        n = len(lines)
+        if not n:
             return 0.0
-        at = self.stamp.index(lines)
-        before = self.stamp.values[at]
+        at = self.stamp.index(lines, first)
+        values = self.stamp.values
+        before = values[at]
         held = before[before >= self.oldest]
-        if len(held):
+        hits = len(held)
+        if hits:
             np.subtract.at(self.count, held, 1)  # each held line leaves its last access's count
-            self.held -= len(held)
+            self.held -= hits
         now = self.now
-        self.stamp.values[at] = now
-        self.count[now] = len(lines)
-        self.held += len(lines)
+        values[at] = now
+        count = self.count
+        count[now] = n
+        self.held += n
         self.now += 1
         while self.held > self.lines:
-            self.held -= self.count[self.oldest]
+            self.held -= int(count[self.oldest])
             self.oldest += 1
-        return len(held) / len(lines)
+        return hits / n
 
 
 class _Stamps:
@@ -77,8 +82,13 @@ class _Stamps:
         self.values = np.zeros(0, np.int64)
         self.used = 0  # pages placed
 
-    def index(self, lines: np.ndarray) -> np.ndarray:
-        """Where the stamps of `lines` (an array) are in `values`, their pages placed if new."""
+    def index(self, lines: np.ndarray, first: int) -> np.ndarray:
+        """Where the stamps of lines `first` + `lines` (a sorted array) are in `values`, their
+        pages placed if new."""
+        page = (first + int(lines[0])) // self.PAGE
+        if page == (first + int(lines[-1])) // self.PAGE and self.slot[page] >= 0:  # one page placed already: one sum
+            return lines + (int(self.slot[page]) - page) * self.PAGE + first
+        lines = lines + first
         pages = lines // self.PAGE
         slots = self.slot[pages]
         if slots.min() < 0:
@@ -95,10 +105,12 @@ class _Stamps:
 
 
 @functools.lru_cache(maxsize=4096)
-def _lines(region: Region, line: int) -> np.ndarray:
-    """touched_lines, kept for the regions used lately: the lowering's estimate replays the
-    same tiles' transfers on a new Cache for every candidate it prices."""
-    return touched_lines(region, line)
+def _shape_lines(offset: int, dtype: str, shape: tuple[int, ...], strides: tuple[int, ...], line: int) -> np.ndarray:
+    """touched_lines of a region at byte `offset` of the first line, worked out once per shape
+    and offset: a region's lines are those, moved on by the lines before its address (the tiles
+    of one shape that a program streams differ only there, and the lowering's estimate replays
+    the same tiles' transfers on a new Cache for every candidate it prices)."""
+    return touched_lines(Region("ddr", offset, dtype, shape, strides), line)
 
 
 def touched_lines(region: Region, line: int) -> np.ndarray:

@@ -18,17 +18,27 @@ can observe the run in between: no other engine waits on it and it waits on noth
 A run that stops with Steps left has deadlocked: `DeadlockError` names where each engine stands.
 """
 
+from __future__ import annotations
+
 import collections
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING
 
 import simpy
+from simpy.events import Event
 
 from ..errors import DeadlockError
 from .bandwidth import Arbiter
 from .cache import Cache
 from .price import Step
 
+if TYPE_CHECKING:
+    from chips.schema import Chip
+
 Ident = tuple[str, int]  # (engine, index in its stream)
+Stream = list[Step | None]  # an engine's Steps, None for a wait
+Process = Generator[Event, object, None]  # a SimPy process: the events it waits on
+Done = Callable[[float], None]  # what a transfer in flight calls with the cycle the one before it ended
 
 
 class Observer:
@@ -57,8 +67,8 @@ class Timeline:
     {(engine, index of a wait): the (engine, index) it waits on}, on `chip` (its memories'
     bandwidths, or `bandwidths` where given, and its engines' in-flight depths)."""
 
-    def __init__(self, chip, steps: dict, waits: dict, cache: Cache | None = None, bandwidths: dict | None = None,
-                 observer: Observer | None = None):
+    def __init__(self, chip: Chip, steps: dict[str, Stream], waits: dict[Ident, tuple[Ident, ...]], cache: Cache | None = None,
+                 bandwidths: dict[str, float] | None = None, observer: Observer | None = None) -> None:
         self.chip, self.steps, self.waits, self.cache = chip, steps, waits, cache
         self.observer = observer or Observer()
         self.env = simpy.Environment()
@@ -68,32 +78,34 @@ class Timeline:
     def run(self, describe: Callable[[str, int], str] | None = None) -> float:
         """Run to the end; the cycle it ends at. describe(engine, i) words a stuck Step for the
         DeadlockError (default "engine.i")."""
-        env, finished = self.env, {}
+        env: simpy.Environment = self.env
+        finished: dict[Ident, Event] = {}
         for on in self.waits.values():
             for ident in on:
                 if ident not in finished:
                     finished[ident] = env.event()
         self.finished = finished
-        mine = {e: {} for e in self.steps}  # engine -> {index: the event its waiters wait on}
+        mine: dict[str, dict[int, Event]] = {e: {} for e in self.steps}  # engine -> {index: the event its waiters wait on}
         for (e, i), ev in finished.items():
             mine[e][i] = ev
         for e, stream in self.steps.items():
-            on = {i: [finished[ident] for ident in self.waits[e, i]] for i, s in enumerate(stream) if s is None}
-            env.process(self._engine(e, stream, on, mine[e]))
+            blocks = {i: [finished[ident] for ident in self.waits[e, i]] for i, s in enumerate(stream) if s is None}
+            env.process(self._engine(e, stream, blocks, mine[e]))
         env.run()
         self._check_finished(describe or (lambda e, i: f"{e}.{i}"))
         return env.now
 
-    def _engine(self, name, stream, waits, finished):
+    def _engine(self, name: str, stream: Stream, waits: dict[int, list[Event]], finished: dict[int, Event]) -> Process:
         env, observer = self.env, self.observer
-        timeout, transfer = env.timeout, self.arbiter.transfer
+        timeout = env.timeout
+        transfer: Callable[..., Event] = self.arbiter.transfer  # given a Step's fields as they are
         started, ended = observer.started, observer.ended
         depth = self.chip.engines[name].in_flight
         watched = observer.watched.get(name, ())
         flight = _Flight(env, depth, transfer)
         through_cache = self.cache is not None and self._through_cache
 
-        def done(i, step, start, note, cached=0.0):
+        def done(i: int, step: Step, start: float, note: str, cached: float = 0.0) -> None:
             ended(name, i, step, start, env.now, note, cached)
             if i in finished:
                 finished[i].succeed()
@@ -128,19 +140,23 @@ class Timeline:
             if step.cycles:
                 yield timeout(step.cycles)
             if depth > 1:  # the bytes move once the transfers before have moved theirs
-                flight.send(step, use, cached, lambda after, i=i, step=step, start=start, note=note, cached=cached:
-                            done(i, step, max(start, after), note, cached))
+                def moved(after: float, i: int = i, step: Step = step, start: float = start, note: str = note,
+                          cached: float = cached) -> None:
+                    done(i, step, max(start, after), note, cached)
+
+                flight.send(step, use, cached, moved)
                 continue
             yield transfer(step.moved, step.rate, use, step.src, step.dst, cached, step.shares)
             done(i, step, start, note, cached)
         yield from flight.drain()
         self.pc[name] = len(stream)
 
-    def _through_cache(self, step):
+    def _through_cache(self, step: Step) -> tuple[dict[str, float], float]:
         """(port use, share of the bytes the cache serves) of a transfer starting now: the ddr
         bytes the cache holds are read from the cache's memory instead; what it writes to ddr the
         cache keeps too."""
         cache, use = self.cache, step.use
+        assert cache is not None and use is not None and step.shares is not None  # a transfer's, on a chip with a cache
         hit = cache.access(step.read) * step.shares[0] if step.read is not None else 0.0
         if step.write is not None:
             cache.access(step.write)
@@ -153,7 +169,7 @@ class Timeline:
         use[cache.memory] = use.get(cache.memory, 0) + hit
         return use, hit
 
-    def _check_finished(self, describe):
+    def _check_finished(self, describe: Callable[[str, int], str]) -> None:
         stuck = []
         for e, stream in self.steps.items():
             i = self.pc[e]
@@ -170,26 +186,26 @@ class _Flight:
     each move in order, after the previous transfer's, through the shared-bandwidth arbiter;
     a new transfer starts only while fewer than `depth` are in flight."""
 
-    def __init__(self, env, depth, transfer):
+    def __init__(self, env: simpy.Environment, depth: int, transfer: Callable[..., Event]) -> None:
         self.env, self.depth, self.transfer = env, depth, transfer
-        self.moving = collections.deque()  # completion events, oldest first
+        self.moving: collections.deque[Event] = collections.deque()  # completion events, oldest first
         self.last_end = 0.0  # when the latest finished transfer ended
 
-    def room(self):
+    def room(self) -> Process:
         """Wait (a generator to yield from) until another transfer may start."""
         while self.moving and self.moving[0].processed:
             self.moving.popleft()
         if len(self.moving) >= self.depth:
             yield self.moving.popleft()
 
-    def send(self, step, use, cached, done):
+    def send(self, step: Step, use: dict[str, float] | None, cached: float, done: Done) -> None:
         """Move the step's bytes once the previous transfer has moved its own; then done(after),
         after the cycle the previous transfer ended (an event in the trace starts no earlier, so
         an engine's events do not overlap)."""
         finished = self.env.event()
         before = self.moving[-1] if self.moving else None
 
-        def begin(_=None):
+        def begin(_: object = None) -> None:
             after = self.last_end
             moved = self.transfer(step.moved, step.rate, use, step.src, step.dst, cached, step.shares)
             moved.callbacks.append(lambda _: self._end(after, done, finished))
@@ -200,11 +216,11 @@ class _Flight:
             before.callbacks.append(begin)
         self.moving.append(finished)
 
-    def _end(self, after, done, finished):
+    def _end(self, after: float, done: Done, finished: Event) -> None:
         self.last_end = self.env.now
         done(after)
         finished.succeed()
 
-    def drain(self):
+    def drain(self) -> Process:
         if self.moving and not self.moving[-1].processed:
             yield self.moving[-1]
