@@ -202,7 +202,6 @@ def test_the_graphs_data_crosses_pcie_from_the_host_and_the_weights_come_from_th
     assert load.end - load.start == host.latency + math.ceil(load.bytes / host.bandwidth)
 
 
-
 def two_layers(rng):
     """(graph, inputs): two int8 fully connected layers with a ReLU between them."""
     g = isa.Graph("mlp2")
@@ -224,6 +223,7 @@ def test_a_layers_activations_stay_in_the_unified_buffer_for_the_next():
     between = 2 * 64 * 512  # the product before the ReLU and the ReLU's output
     assert (host.stats.host_read_bytes, host.stats.host_write_bytes) == (64 * 512 + between, 64 * 256 + between)
     assert host.cycles - kept.cycles > between / CHIP.engines["host_write"].bandwidth
+
 
 @pytest.mark.parametrize("key, value, message", [
     ("memories.weights2", "{kind: host, size: 1GiB, bandwidth: 8}", r"one memory is the host's, and host already is"),
