@@ -166,14 +166,14 @@ def graph(row):
     """The row's network as an isa graph, checked against the row's input shape: an FP32 row's
     builder at the row's batch (an ONNX model imported); an FP16 or INT8 row's builder in float32,
     deployed for the row's chip by isa.quantize as TPU-MLIR's model_deploy does, unless the builder
-    builds the precision itself (an isa graph: bench/resnet50.py, the TPU v1 MLPs)."""
+    builds the precision itself (an isa graph: bench/resnet50.py, the TPU v1 applications)."""
     fn = builder(row.builder)
     dtype = DTYPES[row.precision]
     model = None
     if dtype != "float32":
         try:
             model = fn(batch=row.batch, dtype="float32", **row.builder_args)
-        except ValueError:  # a builder of one precision only (the TPU v1's int8 MLPs)
+        except ValueError:  # a builder of one precision only (the TPU v1's int8 applications)
             model = None
         if isinstance(model, isa.Graph):
             model = None

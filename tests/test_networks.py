@@ -132,14 +132,22 @@ def test_small_models_simulate_like_the_reference_evaluator(name):
     assert_like_onnx_reference(model, M.random_inputs(model))
 
 
-def test_tpu_mlps_hold_the_papers_weights():
-    for fn, weights, batch, layers in ((tpu_v1.mlp0, 20_000_000, 200, 5), (tpu_v1.mlp1, 4_999_696, 168, 4)):
-        g = fn()
-        consts = [g.tensors[n] for n in g.tensors if n.endswith(".weight")]
-        assert sum(t.size for t in consts) == weights and len(consts) == layers
-        assert g.tensors[g.inputs[0]].shape[0] == batch and {t.dtype for t in consts} == {"int8"}
+@pytest.mark.parametrize("fn, weights, batch, layers, vector", [
+    (tpu_v1.mlp0, 20_000_000, 200, 5, 0), (tpu_v1.mlp1, 4_999_696, 168, 4, 0), (tpu_v1.cnn0, 8_020_224, 8, 16, 0),
+    (tpu_v1.lstm0, 52_002_816, 64, 24, 34), (tpu_v1.lstm1, 34_028_197, 96, 37, 19)])
+def test_tpu_applications_hold_the_papers_weights_and_layers(fn, weights, batch, layers, vector):
+    """Table 1's weights (to within the square layers' rounding), layers and batch; CNN0's 2888
+    multiply-adds per weight byte, 8 x 19 x 19."""
+    g = fn()
+    consts = [g.tensors[n] for n in g.tensors if n.endswith(".weight")]
+    assert sum(t.size for t in consts) == weights and len(consts) == layers
+    assert g.tensors[g.inputs[0]].shape[0] == batch and {t.dtype for t in consts} == {"int8"}
+    assert sum(node.op == "mul" for node in g.nodes) == vector
+    if fn is tpu_v1.cnn0:
+        convs = [node.op for node in g.nodes if node.name.startswith("conv") and "." not in node.name]
+        assert batch * 19 * 19 == 2888 and convs == ["conv"] * layers
     with pytest.raises(ValueError, match="int8 only"):
-        tpu_v1.mlp0(dtype="float32")
+        fn(dtype="float32")
 
 
 def test_bad_arguments():

@@ -202,6 +202,29 @@ def test_the_graphs_data_crosses_pcie_from_the_host_and_the_weights_come_from_th
     assert load.end - load.start == host.latency + math.ceil(load.bytes / host.bandwidth)
 
 
+def two_layers(rng):
+    """(graph, inputs): two int8 fully connected layers with a ReLU between them."""
+    g = isa.Graph("mlp2")
+    h = O.active(O.matrix_mul(g.input("x", (64, 512), "int8"), g.constant("w1", ints(rng, (512, 512), -5, 5)), scale=1 / 64), "relu")
+    g.output(O.matrix_mul(h, g.constant("w2", ints(rng, (512, 256), -5, 5)), scale=1 / 64), "y")
+    return g, {"x": ints(rng, (64, 512), -5, 5)}
+
+
+def test_a_layers_activations_stay_in_the_unified_buffer_for_the_next():
+    """By default the tensors passed between layer groups stay in the UB (the chip's data memory
+    is the host's): PCIe carries the graph's input and output only, 64 x 512 in and 64 x 256 out.
+    With policy.intermediates=ddr each of the two 64 x 512 tensors between groups crosses it
+    both ways, and the run takes longer by more than their bytes' time on the link one way."""
+    g, inputs = two_layers(np.random.default_rng(6))
+    kept = run_both(g, inputs)
+    assert (kept.stats.host_read_bytes, kept.stats.host_write_bytes) == (64 * 512, 64 * 256)
+    host = sim.run(g, CHIP, inputs, policy=isa.Policy(intermediates="ddr"))
+    np.testing.assert_array_equal(host.outputs["y"], kept.outputs["y"])
+    between = 2 * 64 * 512  # the product before the ReLU and the ReLU's output
+    assert (host.stats.host_read_bytes, host.stats.host_write_bytes) == (64 * 512 + between, 64 * 256 + between)
+    assert host.cycles - kept.cycles > between / CHIP.engines["host_write"].bandwidth
+
+
 @pytest.mark.parametrize("key, value, message", [
     ("memories.weights2", "{kind: host, size: 1GiB, bandwidth: 8}", r"one memory is the host's, and host already is"),
     ("memories.host.shared", "true", r"a host memory is one memory every core shares"),

@@ -234,12 +234,12 @@ def _bind(ctx: Lowering, ddr_only: set[str]) -> Aliased:
 
 def _place_intermediate(ctx: Lowering, name: str, templates: set[Template]) -> Buf:
     """The home of a tensor passed between groups: the chip's data memory (DDR, or the host's
-    where it has one and every template touching it can reach it), or with intermediates="local" the
+    where it has one and every template touching it can reach it), or with local intermediates the
     chip's largest on-chip memory when every template touching it can reach it there and it
     takes at most half of that memory's free bytes, so the groups that run while it lives keep
     room for their tiles. A tensor that could have gone on chip but did not is noted."""
     em, nbytes = ctx.em, ctx.graph.tensors[name].nbytes
-    if ctx.policy.intermediates == "local" and _on_chip_ok(templates):
+    if _local_intermediates(ctx) and _on_chip_ok(templates):
         mem = local_memory(ctx.chip)
         alloc = em.allocators[mem] if mem is not None else None
         if mem is not None and alloc and 2 * nbytes <= alloc.free_bytes() and alloc.fits([nbytes]):
@@ -250,6 +250,17 @@ def _place_intermediate(ctx: Lowering, name: str, templates: set[Template]) -> B
         return em.alloc(ctx.chip.data_memory if _on_chip_ok(templates) else "ddr", nbytes, name)
     except OutOfMemoryError as exc:
         raise OutOfMemoryError(f"tensor {name} made by op {ctx.graph.producer[name].name}, passed between layer groups: {exc}") from None
+
+
+def _local_intermediates(ctx: Lowering) -> bool:
+    """Whether tensors passed between layer groups go on chip first: the policy's choice, or by
+    default where the chip's data memory is the host's, across its link: the TPU v1's software
+    reads a layer's input from the unified buffer that the previous layer's Activate wrote
+    (UCSBarchlab/OpenTPU README.md @ 0cd15f59, boston.a @ 9855521c), its weight memory holding
+    the weights only."""
+    if ctx.policy.intermediates is None:
+        return ctx.chip.memories[ctx.chip.data_memory].kind == "host"
+    return ctx.policy.intermediates == "local"
 
 
 def _copy_aliased_outputs(ctx: Lowering, aliased: Aliased) -> None:

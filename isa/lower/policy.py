@@ -19,10 +19,13 @@
     reserve         bytes of a memory taken off its top before planning (another program's
                     share, a runtime's scratch): memory name -> bytes of the whole memory (all
                     lanes), rounded up to its allocation granule
-    intermediates   where a tensor passed between layer groups lives: "ddr", or "local": the
+    intermediates   where a tensor passed between layer groups lives: "ddr" (the chip's data
+                    memory: DDR, or the host's memory on a chip that has one), or "local": the
                     chip's largest on-chip memory when it takes at most half of its free bytes
-                    and every template touching it can reach it there (else DDR, noted in the
-                    program's notes)
+                    and every template touching it can reach it there (else the data memory,
+                    noted in the program's notes). None (the default): "local" on a chip whose
+                    data memory is the host's, across its link (the TPU v1, whose software keeps
+                    a layer's activations in the unified buffer for the next), "ddr" on others
     allocator       "first_fit" (the lowest gap that fits) or "best_fit" (the smallest)
     chain           with fuse, run consecutive convolution and max-pooling groups as
                     multi-layer layer groups, slice by slice along the rows, the tensors they
@@ -56,7 +59,7 @@ class Policy:
     max_tile: tuple = ()  # given as a mapping (or pairs) of TILE_DIMS name -> extent; kept as sorted pairs
     pinned: tuple = ()  # constant names
     reserve: tuple = ()  # given as a mapping (or pairs) of memory -> bytes or "64KiB"; kept as sorted pairs
-    intermediates: str = "ddr"
+    intermediates: str | None = None  # None: by the chip's data memory (isa/lower/__init__.py _local_intermediates)
     allocator: str = "first_fit"
     chain: bool = True  # last, so that positional construction keeps its meaning
 
@@ -89,7 +92,7 @@ class Policy:
             reserve.append((mem, amount))
         object.__setattr__(self, "reserve", tuple(reserve))
         for name, allowed in (("intermediates", INTERMEDIATES), ("allocator", ALLOCATORS)):
-            if getattr(self, name) not in allowed:
+            if getattr(self, name) not in allowed and not (name == "intermediates" and self.intermediates is None):
                 raise ConfigError(f"policy.{name}: expected one of {', '.join(allowed)}, got {getattr(self, name)!r}")
 
     def tile_limit(self, dim: str | None, extent: int) -> int:
