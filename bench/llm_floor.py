@@ -39,11 +39,11 @@ def rows(model, chip_dtypes, lengths):
     cfg = llm.config(model)
     for chip_dtype in chip_dtypes:
         name, _, dtype = chip_dtype.partition(":")
-        chip, activations = chips.load(name), bench.activations(dtype)
+        chip = chips.load(name)
         for length in lengths:
             start = time.process_time()
-            step = bench.simulate(lambda n=length, dt=activations: llm.decoder_layer(cfg, 1, 1, n, dt, 0), chip, top=0,
-                                  quantize=bench.deployed(dtype))
+            act, quantize = bench.activations(dtype), bench.deployed(dtype)
+            step = bench.simulate(lambda n=length, dt=act: llm.decoder_layer(cfg, 1, 1, n, dt, 0), chip, top=0, quantize=quantize)
             floor_bytes, floor = bench.decode_floor(cfg, chip, dtype, 1, length)
             yield (f"{model} {name} {dtype} cache {length}: {step.seconds * 1e3:.3f} ms, floor {floor * 1e3:.3f} ms "
                    f"({floor_bytes / 1e6:.1f} MB over {bench.ddr_bandwidth(chip) / 1e9:.0f} GB/s), {step.seconds / floor:.2f}x the floor; "

@@ -22,13 +22,16 @@ position (of rows that see some key elsewhere) is skipped: exp underflows to exa
 a causal kernel skips the blocks above the diagonal.
 
 A block is two stages, its scores (S, the softmax steps, P on its way to the matrix unit) and its
-accumulation (P @ V into O). With two slots they are software-pipelined as flash-attention
-kernels pipeline the cube and the vector unit (FlashAttention-2's and Ascend's FlashAttentionScore
-"cube computes the next S while the vector unit does this softmax"): block i + 1's scores are
-emitted before block i's accumulation, and block i + 2's loads after it, so the matrix unit
-computes S of the next block while the vector unit works on this one's, rather than each unit
-waiting for the other's whole chain of moves. What both stages hold is double-buffered: the
-running sum and each block's rescale factor, O per query tile. The query tiles are dealt among
+accumulation (P @ V into O). With two slots, where the matrix and vector units are two engines,
+they are software-pipelined as flash-attention kernels pipeline the cube and the vector unit
+(FlashAttention-2's and Ascend's FlashAttentionScore "cube computes the next S while the vector
+unit does this softmax"): block i + 1's scores are emitted before block i's accumulation, block
+i + 2's query, key and mask tiles once block i's scores have read their slot and its values once
+block i's accumulation has, so the matrix unit computes S of the next block while the vector unit
+works on this one's, rather than each unit waiting for the other's whole chain of moves. What
+both stages hold is double-buffered: the running sum and each block's rescale factor, O per query
+tile. On one engine for both (a Sophgo TIU) there is nothing to overlap between the stages: a
+block runs whole, the next block's loads emitted before it. The query tiles are dealt among
 the units (each core's matrix engine with its vector engine) in runs of equal work: a causal
 mask leaves the last positions' tiles several times the first ones' blocks.
 """
