@@ -391,6 +391,7 @@ _VECTOR: Spec = {
     "lanes": (_count, REQUIRED),
     "per_lane": (_table(_dtype, _count), REQUIRED),
     "op_cycles": (_table(_vector_fn, _count), OPTIONAL),
+    "pass_cycles": (_table(_dtype, _count), OPTIONAL),
 }
 _MATRIX: Spec = {
     "m": (_count, REQUIRED),

@@ -78,11 +78,19 @@ class Accuracy:
 
 @dataclass(frozen=True)
 class VectorUnit:
-    """cycles = issue_latency + ceil(elements / (lanes * per_lane[dtype])) * op_cycles[fn]"""
+    """cycles = issue_latency + ceil(elements / (lanes * per_lane[dtype])) * op_cycles[fn], each of a
+    function's several passes (op_cycles > 1: division, roots, transcendentals) pass_cycles[dtype]"""
 
     lanes: int
     per_lane: Mapping[str, int]  # dtype -> elements per lane per cycle
     op_cycles: Mapping[str, int] = field(default_factory=dict)  # vector fn -> factor (default 1)
+    pass_cycles: Mapping[str, int] = field(default_factory=dict)  # dtype -> cycles of one pass of a several-pass fn (default 1)
+
+    def fn_cycles(self, fn: str, dtype: str) -> int:
+        """Cycles per group of lanes * per_lane[dtype] elements: a one-pass function's 1 (or its
+        op_cycles), a several-pass function's passes at pass_cycles[dtype] each."""
+        passes = self.op_cycles.get(fn, 1)
+        return passes * self.pass_cycles.get(dtype, 1) if passes > 1 else passes
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ estimate (isa/lower/schedule/estimate.py) prices the tilings it chooses between 
   ceil(K/k) * block_cycles[dtype] + fill_drain; on a unit that drains one output block while it
   computes the next (`drain_hidden`) max(ceil(K/k) * block_cycles[dtype], fill_drain). A
   convolution's product at conv_block_cycles[dtype] where the chip gives it.
-- vector: issue_latency + ceil(elements / (lanes * per_lane[dtype])) * op_cycles[fn].
+- vector: issue_latency + ceil(elements / (lanes * per_lane[dtype])) * op_cycles[fn], each pass of a
+  several-pass function (op_cycles > 1) at the unit's pass_cycles[dtype] (VectorUnit.fn_cycles).
 """
 from __future__ import annotations
 
@@ -144,4 +145,4 @@ def matmul_combined(m: Factor, k: Factor, n: Factor, issue_latency: int) -> int:
 
 def vector_cycles(elements: int, dtype: str, fn: str, unit: VectorUnit, issue_latency: int) -> int:
     """One element-wise function over `elements` elements, the widest operand of `dtype`."""
-    return issue_latency + math.ceil(elements / (unit.lanes * unit.per_lane[dtype])) * unit.op_cycles.get(fn, 1)
+    return issue_latency + math.ceil(elements / (unit.lanes * unit.per_lane[dtype])) * unit.fn_cycles(fn, dtype)

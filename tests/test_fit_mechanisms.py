@@ -1,7 +1,8 @@
-"""The op-table mechanism bench/fit.py fits (docs/accuracy.md): an activation the chip runs as a
+"""The mechanisms bench/fit.py fits (docs/accuracy.md): an activation the chip runs as a
 layer of its own (`kind: global`) instead of in a convolution's layer group (`local`) moves its
 operands through DDR, shown on a convolution and a leaky ReLU, and on an int8 convolution and the
-lookup table its SiLU deploys to."""
+lookup table its SiLU deploys to; a several-pass vector function (a sigmoid) spends the chip's
+`pass_cycles` on each of its passes, a one-pass one (an add) one cycle."""
 
 import sys
 from pathlib import Path
@@ -70,3 +71,34 @@ def test_an_int8_lookup_table_as_a_layer_of_its_own_moves_its_operands_through_d
     assert alone.stats.ddr_write_bytes >= fused.stats.ddr_write_bytes + nbytes
     assert alone.stats.ddr_read_bytes >= fused.stats.ddr_read_bytes + nbytes
     assert alone.cycles > fused.cycles
+
+
+def sigmoid_then_add():
+    rng = np.random.default_rng(2)
+    g = isa.Graph("sigmoid_add")
+    with g:
+        x = g.input("x", SHAPE, "float32")
+        g.output(O.add(O.active(x, "sigmoid", name="sig"), x, name="add"), "y")
+    return g, {"x": rng.standard_normal(SHAPE).astype(np.float32)}
+
+
+@pytest.mark.parametrize("name", ["bm1684", "bm1686"])
+def test_a_several_pass_function_takes_pass_cycles_a_pass_and_a_one_pass_function_one(name):
+    """A float32 sigmoid (op_cycles 16 passes) at pass_cycles 1 and 5: each of its instructions
+    takes issue_latency + groups * 16 * pass_cycles cycles, the add's the same either way."""
+    g, x = sigmoid_then_add()
+    runs = {p: sim.run(g, chips.load(name, {"engines.tiu.vector.pass_cycles.float32": str(p)}), x) for p in (1, 5)}
+    np.testing.assert_array_equal(runs[1].outputs["y"], runs[5].outputs["y"])
+    unit = chips.load(name).engines["tiu"].vector
+    issue = chips.load(name).engines["tiu"].issue_latency
+    passes = unit.op_cycles["sigmoid"]
+    assert passes > 1 and unit.op_cycles.get("add", 1) == 1
+    spent = {p: {fn: [e.end - e.start for e in r.trace.events if e.name == fn] for fn in ("sigmoid", "add")} for p, r in runs.items()}
+    assert spent[1]["add"] == spent[5]["add"] and spent[1]["add"]
+    assert len(spent[1]["sigmoid"]) == len(spent[5]["sigmoid"]) > 0
+    for one, five in zip(spent[1]["sigmoid"], spent[5]["sigmoid"]):
+        groups = (one - issue) / passes
+        assert groups == int(groups) > 0
+        assert five == issue + groups * passes * 5
+    added = sum(spent[5]["sigmoid"]) - sum(spent[1]["sigmoid"])
+    assert runs[5].stats.busy["tiu"] - runs[1].stats.busy["tiu"] == added > 0  # the TIU's work grows by the passes alone
