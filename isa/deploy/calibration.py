@@ -55,7 +55,8 @@ class Table:
 
     def write(self, path: str | Path) -> None:
         lines = ["# npusim calibration table (TPU-MLIR's format)", "# op_name threshold min max"]
-        lines += [f"{name} {t:.7g} {lo:.7g} {hi:.7g}" for name, (t, lo, hi) in self.ranges.items()]
+        # 17 significant digits: every float reads back as itself, so a table written and read deploys the same model
+        lines += [f"{name} {t:.17g} {lo:.17g} {hi:.17g}" for name, (t, lo, hi) in self.ranges.items()]
         Path(path).write_text("\n".join(lines) + "\n")
 
 
