@@ -42,7 +42,7 @@ from ..emit import Buf, Emitter
 from ..memory.alloc import shortfall
 from ..memory.route import copy
 from ..schedule import estimate
-from ..schedule.estimate import Priced, Recorder
+from ..schedule.estimate import Estimate, Priced, Recorder
 from ..schedule.pipeline import deal, run_units
 from ..schedule.tiling import broadcast_view, least, nbytes, sub_region
 from . import bias_table
@@ -211,7 +211,7 @@ class Tiled(Priced):
         estimates), each estimated by self._schedule(*tiling, units, ...) (_schedule_of)."""
         return least(floors, ties, lambda i: self._schedule_of(fitting[i], units), fitting, estimate.bounds_hold(self.ctx.chip, units))
 
-    def _schedule_of(self, tiling: tuple, units: int) -> Any:
+    def _schedule_of(self, tiling: tuple, units: int) -> Estimate:
         """The Estimate (estimate.tiled) of a tiling, as the search's candidates have it, on `units` units."""
         raise NotImplementedError
 
