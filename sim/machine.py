@@ -17,7 +17,21 @@ import numpy as np
 from chips.schema import Chip, Engine
 from isa import dtypes
 from isa.errors import InputError, ProgramError
-from isa.instructions import REDUCTIONS, TABLE_OPERANDS, VECTOR_FNS, Dma, IndexedDma, Instr, Region, Wait, instr_text, regions
+from isa.instructions import (
+    REDUCTIONS,
+    TABLE_OPERANDS,
+    VECTOR_FNS,
+    Dma,
+    IndexedDma,
+    Instr,
+    Matmul,
+    Region,
+    Scalar,
+    Vector,
+    Wait,
+    instr_text,
+    regions,
+)
 from isa.program import Program
 from isa.timing import Cache, Observer, Step, Timeline, price, vector_dtype
 from traces.occupancy import memory_counters
@@ -146,22 +160,26 @@ def _step(chip: Chip, engine: Engine, instr: Instr, where: str) -> Step:
     kind = instr.kind
     if kind not in engine.kinds:
         raise ProgramError(f"engine {engine.name} is not a {kind} engine (it is {', '.join(engine.kinds)}): {instr_text('?', instr)}")
-    if kind == "dma":
+    if isinstance(instr, (Dma, IndexedDma)):
         if (instr.src.mem, instr.dst.mem) not in engine.links:
             raise ProgramError(f"engine {engine.name} has no link {instr.src.mem}->{instr.dst.mem}: {instr_text('?', instr)}")
-        if getattr(instr, "fn", "") and instr.fn not in engine.converts:
+        fn = getattr(instr, "fn", "")
+        if fn and fn not in engine.converts:
             can = f"it converts with {', '.join(engine.converts)}" if engine.converts else "it converts nothing"
-            raise ProgramError(f"engine {engine.name} does not convert with {instr.fn} ({can}): {instr_text('?', instr)}")
-    elif kind == "scalar":
+            raise ProgramError(f"engine {engine.name} does not convert with {fn} ({can}): {instr_text('?', instr)}")
+    elif isinstance(instr, Scalar):
         return Step("scalar", scalar.cycles(instr, engine, where), name=instr.fn,
                     nbytes=sum(r.nbytes for r in instr.dsts), src="ddr", dst="ddr")
-    elif kind == "vector":
+    elif isinstance(instr, Vector):
         dtype = vector_dtype(instr)
+        assert engine.vector is not None, "a vector engine has a vector unit"
         if dtype not in engine.vector.per_lane:
             raise ProgramError(f"engine {engine.name}: the vector unit has no throughput for "
                                f"dtype {dtype} (per_lane: {', '.join(engine.vector.per_lane)})")
-    elif instr.a.dtype not in engine.matrix.block_cycles:
-        raise ProgramError(f"engine {engine.name}: the matrix unit has no block_cycles for dtype {instr.a.dtype}")
+    elif isinstance(instr, Matmul):
+        assert engine.matrix is not None, "a matrix engine has a matrix unit"
+        if instr.a.dtype not in engine.matrix.block_cycles:
+            raise ProgramError(f"engine {engine.name}: the matrix unit has no block_cycles for dtype {instr.a.dtype}")
     return price(chip, engine, instr)
 
 
@@ -210,10 +228,10 @@ def _check(chip: Chip, program: Program) -> tuple[dict[str, int], dict[str, list
             costs[e].append(cost)
     for b in program.bindings:
         extents[b.region.mem] = max(extents.get(b.region.mem, 0), check_region(b.region, chip.memories, f"binding {b.name}"))
-    for b in program.buffers:
-        for ident in (b.first, *b.last):
+    for buf in program.buffers:
+        for ident in (buf.first, *buf.last):
             if not _is_instruction(program, ident):
-                raise ProgramError(f"buffer {b.name}: its lifetime names {ident}, which is not an instruction of the program")
+                raise ProgramError(f"buffer {buf.name}: its lifetime names {ident}, which is not an instruction of the program")
     return extents, costs, waits
 
 
@@ -271,10 +289,10 @@ class _Copies:
 def _check_shapes(instr: Instr, where: str) -> None:
     if isinstance(instr, IndexedDma):
         _check_indexed(instr, where)
-    elif instr.kind == "scalar":
+    elif isinstance(instr, Scalar):
         if any(r.mem != "ddr" for r in (*instr.srcs, *instr.dsts)):
             raise ProgramError(f"{where}: a scalar kernel's operands are in ddr")
-    elif instr.kind == "dma":
+    elif isinstance(instr, Dma):
         if instr.src.shape != instr.dst.shape or (not instr.fn and dtypes.itemsize(instr.src.dtype) != dtypes.itemsize(instr.dst.dtype)):
             raise ProgramError(f"{where}: dma src {instr.src.text()} and dst {instr.dst.text()} differ in shape or width")
         if instr.fn and instr.src.mem == "ddr":  # a converter sits at a unit's output; the stats count ddr reads by the destination
@@ -282,7 +300,7 @@ def _check_shapes(instr: Instr, where: str) -> None:
         if instr.fn and len(instr.args) != VECTOR_FNS[instr.fn] - 1:
             raise ProgramError(f"{where}: a dma converting with {instr.fn} takes {VECTOR_FNS[instr.fn] - 1} "
                                f"number(s) after its source, got {len(instr.args)}")
-    elif instr.kind == "vector":
+    elif isinstance(instr, Vector):
         if len(instr.srcs) != VECTOR_FNS[instr.fn]:
             raise ProgramError(f"{where}: {instr.fn} takes {VECTOR_FNS[instr.fn]} operands, got {len(instr.srcs)}")
         tables = TABLE_OPERANDS.get(instr.fn, ())
@@ -292,7 +310,7 @@ def _check_shapes(instr: Instr, where: str) -> None:
             shape = s.shape[: len(instr.dst.shape)] if instr.fn in REDUCTIONS else s.shape
             if shape != instr.dst.shape:
                 raise ProgramError(f"{where}: source {s.text()} does not have the destination's shape {instr.dst.shape}")
-    else:
+    elif isinstance(instr, Matmul):
         m = instr.m
         if instr.b.shape != instr.a.shape[m:] + instr.c.shape[m:] or instr.a.shape[:m] != instr.c.shape[:m]:
             raise ProgramError(f"{where}: matmul shapes {instr.a.shape} x {instr.b.shape} -> {instr.c.shape} do not agree (m={m})")
