@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 Rows: TypeAlias = tuple[int, int]  # output rows [first, end)
 Plan: TypeAlias = tuple[list[list[Rows]], dict[str, int], bool]  # _slices': each slice's rows per group, windows' rows, hold
 Held: TypeAlias = dict[str, tuple[Any, Any]]  # weight -> (its home, its copy in the local memory)
-Placed: TypeAlias = tuple[dict[str, list[Any]], Held, list[Any], float]  # _place_slices': windows, held weights, plans, cycles
+Placed: TypeAlias = tuple[dict[str, list[Any]], Held, list[Any]]  # _place_slices': windows, held weights, plans
 
 LONGEST = 16  # the most groups one chain takes: bounds the search, far more than a block's
 
@@ -211,7 +211,7 @@ def lower_chain(ctx: Lowering, chain: Chain) -> bool:
     slices, rows, _ = plan
     em = ctx.em
     floor = _layered_cycles(ctx, chain, lambda p: p.floor())
-    placed = _place_slices(ctx, chain, plan, search=False)
+    placed = _place_slices(ctx, chain, plan)
     if placed is None:
         return False
     if _floors_bound(ctx, placed[2]):
@@ -223,10 +223,9 @@ def lower_chain(ctx: Lowering, chain: Chain) -> bool:
                 em.notes.append(f"layer group {_names(chain)}: at least {least:,.0f} cycles in {len(slices)} slice(s) against "
                                 f"{layered:,.0f} layer by layer; lowered layer by layer")
                 return False
-            placed = _place_slices(ctx, chain, plan, search=False)
+            placed = _place_slices(ctx, chain, plan)
             assert placed is not None, "the same windows fit again once released"
-    sliced = _sliced_cycles(placed[2], slices)
-    placed = (*placed[:3], sliced)
+    sliced = sum(p.tiling(r)[1] for ranges in slices for p, r in zip(placed[2], ranges))
     against = f"at least {floor:,.0f}"
     if sliced > floor:  # the bound does not decide: search layer by layer, where its layers would be placed
         _release_slices(ctx, chain, placed)
@@ -236,9 +235,9 @@ def lower_chain(ctx: Lowering, chain: Chain) -> bool:
             em.notes.append(f"layer group {_names(chain)}: estimated {sliced:,.0f} cycles in {len(slices)} slice(s) against {against} "
                             f"layer by layer; lowered layer by layer")
             return False
-        placed = _place_slices(ctx, chain, plan)  # its searches are found again (ctx.search)
+        placed = _place_slices(ctx, chain, plan)
         assert placed is not None, "the same windows fit again once released"
-    windows, held, plans, _ = placed
+    windows, held, plans = placed
     graph = ctx.graph
     for w, (home, buf) in held.items():
         weight = graph.tensors[w]
@@ -257,11 +256,10 @@ def lower_chain(ctx: Lowering, chain: Chain) -> bool:
     return True
 
 
-def _place_slices(ctx: Lowering, chain: Chain, plan: Plan, search: bool = True) -> Placed | None:
-    """(windows, held weights, plans, estimated cycles) of the chain run slice by slice, its
-    windows and held weights placed; None (nothing placed) when a layer has no room for a tile.
-    Without `search`, the cycles are left at 0 (_sliced_cycles works them out)."""
-    slices, rows, hold = plan
+def _place_slices(ctx: Lowering, chain: Chain, plan: Plan) -> Placed | None:
+    """(windows, held weights, plans) of the chain run slice by slice, its windows and held
+    weights placed; None (nothing placed) when a layer has no room for a tile."""
+    _, rows, hold = plan
     em, graph = ctx.em, ctx.graph
     windows = {t: [em.alloc(chain.mem, _window_bytes(graph, t, rows[t]), f"{t}.rows{k}") for k in range(ctx.slots)]
                for t in chain.inner}
@@ -276,12 +274,7 @@ def _place_slices(ctx: Lowering, chain: Chain, plan: Plan, search: bool = True) 
         _release(ctx, chain, windows)
         ctx.em.notes.append(f"layer group {_names(chain)}: its windows leave a layer no room for a tile; lowered layer by layer")
         return None
-    return windows, held, plans, _sliced_cycles(plans, slices) if search else 0.0
-
-
-def _sliced_cycles(plans: list[Any], slices: list[list[Rows]]) -> float:
-    """The estimated cycles of the chain's layers (their plans) run slice by slice."""
-    return sum(p.tiling(r)[1] for ranges in slices for p, r in zip(plans, ranges))
+    return windows, held, plans
 
 
 def _floors_bound(ctx: Lowering, plans: list[Any]) -> bool:
@@ -290,7 +283,7 @@ def _floors_bound(ctx: Lowering, plans: list[Any]) -> bool:
 
 
 def _release_slices(ctx: Lowering, chain: Chain, placed: Placed) -> None:
-    windows, held, _, _ = placed
+    windows, held, _ = placed
     _release(ctx, chain, windows)
     _unhold(ctx, held)
 
