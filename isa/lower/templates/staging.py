@@ -5,7 +5,8 @@ as on an Ascend AI core: GM -> UB -> GM); each hop stages through a buffer place
 (isa/lower/memory/route.py). Chunks are boxes of the copy's iteration space (isa/lower/schedule/tiling.py),
 outer dimensions cut first, each as large as every memory on the way can hold twice over (the
 route's staging slots, so consecutive chunks pipeline). A chunk whose source comes in runs
-shorter than a burst is reordered on the way through (isa/lower/templates/transpose.py).
+shorter than a burst is reordered on the way through, or, where the route goes direct, may go
+round through local memory (isa/lower/templates/transpose.py).
 
 On a chip of several cores a copy may be spread: cut into at least a chunk per core (but no
 chunk smaller than a DMA moves in its own latency) and dealt among the cores, each moving its
