@@ -1,6 +1,7 @@
 """The data-arrangement template: ops whose outputs are their inputs' elements moved about, or
-a constant, run as DMA transfers and nothing else, the way hardware runs them (strided,
-zero-stride, negative-stride and offset descriptors).
+a constant, run as DMA transfers, the way hardware runs them (strided, zero-stride,
+negative-stride and offset descriptors); a transpose may go round through local memory, where
+a vector engine puts each chunk in order (isa/lower/templates/transpose.py).
 
 The op describes its outputs as `Piece`s (isa/ops/arrange.py): a strided view of one input
 copied to a strided view of one output, both in elements of the tensors' dense layouts, or a

@@ -5,7 +5,8 @@ as on an Ascend AI core: GM -> UB -> GM); each hop stages through a buffer place
 (isa/lower/memory/route.py). Chunks are boxes of the copy's iteration space (isa/lower/schedule/tiling.py),
 outer dimensions cut first, each as large as every memory on the way can hold twice over (the
 route's staging slots, so consecutive chunks pipeline). A chunk whose source comes in runs
-shorter than a burst is reordered on the way through (isa/lower/templates/transpose.py).
+shorter than a burst is reordered on the way through, or, where the route goes direct, may go
+round through local memory (isa/lower/templates/transpose.py).
 
 On a chip of several cores a copy may be spread: cut into at least a chunk per core (but no
 chunk smaller than a DMA moves in its own latency) and dealt among the cores, each moving its
@@ -22,9 +23,9 @@ from ...errors import OutOfMemoryError, UnsupportedError
 from ...instructions import Region
 from ..memory.alloc import shortfall
 from ..memory.route import route
-from ..schedule.pipeline import deal, least_step
+from ..schedule.pipeline import deal, least_step, pipeline
 from ..schedule.tiling import boxes, choose_tile, nbytes, sub_region
-from .transpose import hops, staged_reorder
+from .transpose import cheaper, detour, on_chip, staged_reorder
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from ..emit import Buf
 
     Needs = Callable[[tuple[int, ...]], list[tuple[str, int]]]  # a box's extents -> the (memory, bytes) it holds at once
+    Box = tuple[tuple[int, ...], tuple[int, ...]]  # (starts, extents) of a chunk
 
 
 def view_region(ctx: Lowering, name: str, view: View) -> Region:
@@ -112,16 +114,33 @@ def chunks(ctx: Lowering, shape: tuple[int, ...], needs: Needs, what: str, rows_
 def staged_copy(ctx: Lowering, op: str, src: Region, src_buf: Buf, dst: Region, dst_buf: Buf, spread: bool = False) -> None:
     """Copy region src to region dst (same shape), in chunks when the route stages, each small
     enough that every memory on the way holds two of them (so one chunk's first hop overlaps
-    the last chunk's last hop, isa/lower/memory/route.py); with spread, dealt among the chip's cores."""
+    the last chunk's last hop, isa/lower/memory/route.py); with spread, dealt among the chip's cores.
+    A transpose goes round through local memory where that is cheaper (isa/lower/templates/transpose.py)."""
     cores = ctx.chip.cores if spread else 1
-    needs = held_whole([to for _, _, to in hops(ctx.chip, src, dst)[:-1]] * 2, dst.dtype)
     most = None
     if cores > 1:
         share = max(dst.nbytes / cores, least_step(ctx, src.mem, dst.mem), dtypes.itemsize(dst.dtype))
         most = lambda extents: nbytes(dst.dtype, extents) <= share  # noqa: E731
-    runs = deal(list(chunks(ctx, dst.shape, needs, f"{op} (copying)", most=most)), cores)
+    ways = [w for w in (detour(ctx.chip, src, dst, core if cores > 1 else None) for core in range(cores)) if w is not None]
+    if len(ways) == cores:
+        boxes = list(chunks(ctx, dst.shape, held_whole([ways[0].mem] * 4, dst.dtype), f"{op} (transposing)", most=most))
+        if cheaper(ctx.chip, ways[0], src, dst, ((sub_region(src, s, e), sub_region(dst, s, e)) for s, e in boxes)):
+            return _dealt(ctx, boxes, cores, dst_buf, lambda core, run: pipeline(
+                [on_chip(ctx.em, ways[core], sub_region(src, s, e), src_buf, sub_region(dst, s, e), dst_buf, op) for s, e in run], True))
+    needs = held_whole(stages(ctx.chip, src.mem, dst.mem) * 2, dst.dtype)
+    boxes = list(chunks(ctx, dst.shape, needs, f"{op} (copying)", most=most))
+
+    def copied(core: int, run: list[Box]) -> None:
+        for s, e in run:
+            staged_reorder(ctx.em, sub_region(src, s, e), src_buf, sub_region(dst, s, e), dst_buf, op, core if cores > 1 else None)
+
+    return _dealt(ctx, boxes, cores, dst_buf, copied)
+
+
+def _dealt(ctx: Lowering, boxes: list[Box], cores: int, dst_buf: Buf, move: Callable[[int, list[Box]], object]) -> None:
+    """move(core, run) for the boxes dealt among `cores` cores in runs, their writes to dst_buf
+    disjoint where several cores write it."""
+    runs = deal(boxes, cores)
     with ctx.em.disjoint([dst_buf]) if sum(map(bool, runs)) > 1 else nullcontext():
         for core, run in enumerate(runs):
-            for starts, extents in run:
-                staged_reorder(ctx.em, sub_region(src, starts, extents), src_buf, sub_region(dst, starts, extents), dst_buf, op,
-                               core if cores > 1 else None)
+            move(core, run)
