@@ -21,7 +21,7 @@ from ..memory.route import copy, route
 if TYPE_CHECKING:
     from chips.schema import Chip
 
-    from ..emit import Buf, Emitter
+    from ..emit import Buf, Emits
     from ..memory.route import Hop
 
 
@@ -45,7 +45,7 @@ def hops(chip: Chip, src: Region, dst: Region, core: int | None = None) -> tuple
     return direct
 
 
-def staged_reorder(em: Emitter, src: Region, src_buf: Buf, dst: Region, dst_buf: Buf, op: str, core: int | None = None) -> None:
+def staged_reorder(em: Emits, src: Region, src_buf: Buf, dst: Region, dst_buf: Buf, op: str, core: int | None = None) -> None:
     """route.copy's hops for src -> dst, the first reading src in its memory order where that
     gives longer runs (two hops through a memory without bursts, `hops`); route.copy otherwise."""
     route_hops = hops(em.chip, src, dst, core)
