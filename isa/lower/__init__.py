@@ -80,7 +80,7 @@ def _lower(graph: Graph, chip: Chip, policy: Policy, progress: Progress | None, 
         placed.add(t)
 
     repeat = find(graph, groups, _span_starts(groups, chains)) if replay else None
-    replayer = Replayer(ctx, groups, repeat) if repeat else None
+    replayer = Replayer(ctx, em, groups, repeat) if repeat else None
     i, done, total = 0, 0, sum(len(g.nodes) for g in groups)
     while i < len(groups):
         resume = replayer.at(i, placed) if replayer else None

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from ..graph import Graph, Node, Tensor
     from ..instructions import Region
-    from .emit import Buf, Emitter
+    from .emit import Buf, Emits
     from .policy import Policy
 
 T = TypeVar("T")
@@ -38,7 +38,7 @@ class Lowering:
     graph: Graph
     chip: Chip
     policy: Policy
-    em: Emitter
+    em: Emits  # the Emitter, or while a tiling is priced the estimate's Recorder
     home: dict[str, Buf]  # tensor name -> Buf it lives in (DDR or on-chip)
     bound: set[str] = field(default_factory=set)  # tensors whose home lasts the whole program (bindings)
     constants: dict[tuple[str, float, str], Buf] = field(default_factory=dict)  # (op, value, dtype) -> its one-element DDR constant

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Hashable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from itertools import pairwise
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -75,6 +75,30 @@ class Buf:
         for mine, theirs in ((self.writes, old.writes), (self.reads, old.reads)):
             for e, i in theirs.items():
                 mine[e] = max(mine.get(e, -1), i)
+
+
+class Emits(Protocol):
+    """What the templates and the emission helpers call on an emitter: the Emitter, or while a
+    tiling is priced the estimate's Recorder (isa/lower/schedule/estimate.py), which places
+    nothing and keeps each instruction as a Timed."""
+
+    chip: Chip
+    allocators: dict[str, Allocator]
+    notes: list[str]
+
+    def emit(self, engine: str, instr: Instr, reads: Sequence[Buf] = (), writes: Sequence[Buf] = ()) -> str | None: ...
+
+    def alloc(self, mem: str, nbytes: int, name: str, unused: bool = False) -> Buf: ...
+
+    def split(self, buf: Buf, at: Sequence[int]) -> tuple[Buf, ...]: ...
+
+    def release(self, buf: Buf) -> None: ...
+
+    def stage_buffer(self, mem: str, nbytes: int, name: str, engine: str) -> Buf: ...
+
+    def bind(self, name: str, role: str, dtype: str, shape: tuple[int, ...], data: bytes = b"", mem: str = "ddr") -> Buf: ...
+
+    def disjoint(self, bufs: Iterable[Buf]) -> AbstractContextManager[None]: ...
 
 
 class Emitter:

@@ -91,9 +91,8 @@ class Replayer:
 
     MULTIPLES = (1, 2, 3, 4, 6)
 
-    def __init__(self, ctx: Lowering, groups: list[Group], repeat: Repeat) -> None:
-        self.ctx, self.groups, self.rep = ctx, groups, repeat
-        self.em: Emitter = ctx.em
+    def __init__(self, ctx: Lowering, em: Emitter, groups: list[Group], repeat: Repeat) -> None:
+        self.ctx, self.em, self.groups, self.rep = ctx, em, groups, repeat  # em: ctx's, whose streams it snapshots
         self.engines = list(self.em.streams)
         self.snaps: dict[int, dict] = {}  # group index -> the emitter there
         self.multiple = 1  # repeats a block

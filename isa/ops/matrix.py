@@ -25,7 +25,7 @@ from ..errors import ShapeError, UnsupportedError
 from ..graph import Node, Tensor
 from . import quantized
 from .base import OpDef, Spec, TensorLike, apply_one, check_rank, register
-from .elementwise import In, Step
+from .elementwise import Step
 from .quantized import ZeroPointVector
 
 FLOAT = ("float32", "float16", "bfloat16", "float64")
@@ -86,9 +86,7 @@ class MatrixMul(OpDef):
         row; the asymmetric mode's second product In(2)) to the result OUT. When the result has
         the accumulator's dtype it is the accumulator itself."""
         if out_dtype in FLOAT:
-            if bias_dtype:
-                return [Step("add", (In(0), In(1)))], []
-            return ([Step("copy", (In(0),))] if out_dtype != self.acc_dtype(out_dtype) else []), []
+            return quantized.plain_epilogue(bias_dtype, out_dtype, self.acc_dtype(out_dtype))
         return quantized.epilogue(params, bias_dtype, out_dtype)
 
     def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
@@ -185,7 +183,7 @@ class MatrixMulV2(OpDef):
         return False
 
     def epilogue(self, params: dict[str, Any], bias_dtype: str | None, out_dtype: str) -> tuple[list[Step], list[str]]:
-        return ([Step("add", (In(0), In(1)))] if bias_dtype else ([Step("copy", (In(0),))] if out_dtype != "int32" else [])), []
+        return quantized.plain_epilogue(bias_dtype, out_dtype, "int32")
 
     def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:
         left, right = arrays[0].astype(np.int64), arrays[1].astype(np.int64)

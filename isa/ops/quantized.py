@@ -90,6 +90,15 @@ def _wide(bias_dtype: str | None) -> bool:
     return bias_dtype in ("int32", "float32")
 
 
+def plain_epilogue(bias_dtype: str | None, out_dtype: str, acc_dtype: str) -> tuple[list[Step], list[str]]:
+    """(steps, scratch dtypes) of an accumulator In(0) with no scale to apply (a float product,
+    the integer family's INT32 one): plus the bias In(1), or cast to the result's dtype, or none
+    (the result is the accumulator itself)."""
+    if bias_dtype:
+        return [Step("add", (In(0), In(1)))], []
+    return ([Step("copy", (In(0),))] if out_dtype != acc_dtype else []), []
+
+
 def epilogue(params: dict[str, Any], bias_dtype: str | None, out_dtype: str, float_acc: bool = False,
              floor: bool = False) -> tuple[list[Step], list[str]]:
     """(steps, scratch dtypes) from the accumulator In(0) (the bias In(1), the asymmetric mode's

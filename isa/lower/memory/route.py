@@ -35,7 +35,7 @@ from ...instructions import Dma, Region, dense
 if TYPE_CHECKING:
     from chips.schema import Chip
 
-    from ..emit import Buf, Emitter
+    from ..emit import Buf, Emits
 
 Hop = tuple[str, str, str]  # (DMA engine, from memory, to memory)
 
@@ -94,7 +94,7 @@ def _route(chip: Chip, src: str, dst: str, core: int | None) -> tuple[Hop, ...]:
 STAGE_SLOTS = 4
 
 
-def copy(em: Emitter, src: Region, src_buf: Buf, dst: Region, dst_buf: Buf, op: str, core: int | None = None,
+def copy(em: Emits, src: Region, src_buf: Buf, dst: Region, dst_buf: Buf, op: str, core: int | None = None,
          stages: Sequence[Buf] | None = None) -> None:
     """Emit the DMA(s) moving region src (in src_buf) to region dst (in dst_buf): through a
     staging buffer per intermediate hop, placed here (Emitter.stage_buffer) or given in

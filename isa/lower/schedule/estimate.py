@@ -38,9 +38,11 @@ import collections
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from contextlib import nullcontext
 from copy import copy as shallow_copy
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, cast
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from ...costs import transfer_bandwidth
 from ...timing import Cache, Observer, Step, Timeline, price
@@ -56,7 +58,6 @@ if TYPE_CHECKING:
     from ...graph import Node
     from ...instructions import Instr
     from ..context import Lowering, Unit
-    from ..emit import Emitter
     from ..memory.alloc import Allocator
 
 REPEATS = 4  # the least positions of a loop that run before the rest are priced (module docstring)
@@ -89,8 +90,8 @@ class Timed(NamedTuple):
 
 
 class Recorder:
-    """The emitter's interface, as the emission helpers use it (emit, stage_buffer, alloc,
-    release, bind, allocators), placing nothing: each instruction is kept as a Timed."""
+    """The emitter's interface as the templates use it (isa/lower/emit.py Emits), placing
+    nothing: each instruction is kept as a Timed."""
 
     def __init__(self, chip: Chip, allocators: dict[str, Allocator]):
         self.chip, self.allocators = chip, allocators
@@ -115,8 +116,20 @@ class Recorder:
     def bind(self, name: str, role_: str, dtype: str, shape: Sequence[int], data: bytes = b"", mem: str = "ddr") -> Buf:
         return Buf(("fixed", name), mem, 0, len(data))
 
+    def split(self, buf: Buf, at: Sequence[int]) -> tuple[Buf, ...]:
+        """buf's parts as roles of its scope, named (scope, (its name, k)) as a template names them."""
+        assert isinstance(buf.name, tuple), "a Recorder's Bufs are roles, named (scope, name)"
+        scope, name = buf.name
+        edges = (0, *at, buf.size)
+        buf.parts = tuple(role(scope, (name, k), buf.mem, hi - lo) for k, (lo, hi) in enumerate(pairwise(edges)))
+        return buf.parts
+
     def release(self, buf: Buf) -> None:
         pass
+
+    def disjoint(self, bufs: Iterable[Buf]) -> nullcontext[None]:
+        """Nothing to relax: the Recorder keeps what each instruction reads and writes, not its waits."""
+        return nullcontext()
 
     def take(self) -> tuple[Timed, ...]:
         """What was recorded since the last take."""
@@ -166,7 +179,7 @@ class Priced:
             recorder = Recorder(self.ctx.chip, self.ctx.em.allocators)
             rec = shallow_copy(self)
             # the Recorder stands in for the emitter: it answers the calls the emission helpers make
-            rec.em, rec.ctx = recorder, dataclasses.replace(self.ctx, em=cast("Emitter", recorder), constants={})
+            rec.em, rec.ctx = recorder, dataclasses.replace(self.ctx, em=recorder, constants={})
             tail = getattr(self, "tail", None)
             if tail is not None:
                 rec.tail = shallow_copy(tail)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from chips.schema import Chip
 
     from ..context import Unit
-    from ..emit import Buf, Emitter
+    from ..emit import Buf, Emits
 
 
 def bias_memory(unit: Unit, bias: tuple[Buf, str] | None, integer: bool) -> str | None:
@@ -39,7 +39,7 @@ def needs(chip: Chip, home: Buf, dtype: str, acc_dtype: str, table: str, n: int)
     return out + [(f"bias.stage{k}", mem, nbytes(dtype, (n,))) for k, mem in enumerate(stages(chip, home.mem, table))]
 
 
-def load(em: Emitter, buf: Callable[[str], Buf], home: Buf, dtype: str, length: int, start: int, n: int, acc_dtype: str,
+def load(em: Emits, buf: Callable[[str], Buf], home: Buf, dtype: str, length: int, start: int, n: int, acc_dtype: str,
          core: int | None, op: str) -> None:
     """Emit the loads of elements start..start+n of the bias (a Buf of `length` in `dtype`)
     into buf("bias"), through buf("bias.stage<k>") (buf: a tile's Buf by its `needs` key)."""

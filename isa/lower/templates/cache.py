@@ -24,7 +24,7 @@ from .staging import staged_copy
 if TYPE_CHECKING:
     from ...graph import Graph, Node
     from ..context import Lowering
-    from ..emit import Emitter
+    from ..emit import Emits
     from ..schedule.fusion import Group
 
 # templates that read an operand through its region's strides at the tensor's own shape (the
@@ -36,7 +36,7 @@ def bind_states(ctx: Lowering) -> None:
     """Bind each state of the graph in DDR (role "state"), in declaration order, its Buf holding
     positions [0, capacity) of the axis its cache ops name."""
     g: Graph = ctx.graph
-    em: Emitter = ctx.em
+    em: Emits = ctx.em
     for name in g.states:
         t = g.tensors[name]
         axes = {n.params["axis"] for n in g.consumers(name) if REGISTRY[n.op].template == "cache"}

@@ -29,26 +29,27 @@ from __future__ import annotations
 
 import itertools
 import math
+from abc import abstractmethod
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from ... import costs, dtypes
 from ...instructions import Matmul, Region, Vector, dense
 from ...ops import REGISTRY, quantized
-from ...ops.elementwise import In, Step
+from ...ops.elementwise import Step
 from ..context import operand_memory
 from ..memory.route import copy, hop_floor
 from ..schedule import estimate
 from ..schedule.estimate import Estimate, Work, tiled
-from ..schedule.tiling import broadcast_view, candidates, nbytes, sub_region
+from ..schedule.tiling import candidates, nbytes, sub_region
 from ..templates import bias_table
 from ..templates.in_flight import then_relu
 from ..templates.local import Tail
 from ..templates.rows import RowsTiled
 from ..templates.window import Axis, conv_axes, deconv_axes, load_window, placed, tile_reads, window_view
-from .tiled import Bufs, Key, Tiled, buffer_name, per_memory, recorder, tail_roles
+from .tiled import Bufs, Key, Tiled, per_memory, recorder, tail_roles
 
 if TYPE_CHECKING:
     from chips.schema import Engine
@@ -72,6 +73,15 @@ Choice = tuple[Tile, int, bool]  # (output tile, input-channel block, keep the i
 Placed = tuple[int, tuple[int, ...], tuple[int, ...]]  # (group, starts, extents) of an output tile
 
 
+class Operands(NamedTuple):
+    """How a unit multiplies a convolution's operands (Convolution._operands)."""
+
+    batch_slots: int  # batch items the matrix unit multiplies as one group
+    in_place: bool  # the input is multiplied where it lives
+    keepable: bool  # an input tile may stay while the output-channel blocks walk
+    weight_in_place: bool  # the weight is multiplied where it lives
+
+
 def lower_conv(ctx: Lowering, group: Group) -> None:
     plan = _Matrix(ctx, group)
     plan.run()
@@ -92,19 +102,18 @@ def conv_node_axes(graph: Graph, node: Node) -> tuple[Axis, ...]:
 class Convolution(Tiled, RowsTiled):
     """What a convolution's plan does on either unit: its windows, its offline constants, its
     buffers, its steps and their estimate. _Matrix (here) multiplies on the matrix unit;
-    isa/lower/templates/depthwise.py's on the vector unit. Each says which units run it
-    (_units), where the operands go (_init_operands, _memories), which channels a tile reads
+    isa/lower/templates/depthwise.py's on the vector unit. Each says (the abstract methods) which
+    units run it (_units), how and where the operands are multiplied (_operands, _memories), which channels a tile reads
     (_channels, _channel_starts), the weight block's layout (_weight_shape, _weight_regions,
     _kzp_axis), what the estimate walks (_walked), the product (_product) and the search
     (_search, floor)."""
 
     step_keys = frozenset(("x", "w", "xs", "ws", "izp", "kzp"))
     opdef: Conv
-    # what each unit's plan sets (_init_operands)
-    batch_slots: int  # batch items the matrix unit multiplies as one group
-    in_place: bool  # the input is multiplied where it lives
-    keepable: bool  # an input tile may stay while the output-channel blocks walk
-    weight_in_place: bool  # the weight is multiplied where it lives
+    batch_slots: int  # these four: the unit's Operands (_operands)
+    in_place: bool
+    keepable: bool
+    weight_in_place: bool
 
     def __init__(self, ctx: Lowering, group: Group) -> None:
         self.ctx, self.em, self.group = ctx, ctx.em, group
@@ -135,70 +144,68 @@ class Convolution(Tiled, RowsTiled):
             floor = self.opdef.floor_shift(p)
             self.steps, self.temps = quantized.epilogue(p, self.added_bias, self.out.dtype, self.float_acc, floor)
         else:
-            added = self.added_bias is not None
-            self.steps = [Step("add", (In(0), In(1)))] if added else ([] if self.out.dtype == self.acc_dtype else [Step("copy", (In(0),))])
-            self.temps = []
+            self.steps, self.temps = quantized.plain_epilogue(self.added_bias, self.out.dtype, self.acc_dtype)
         self.tail = Tail(ctx, group.nodes[1:], group.stores, self.out.shape, given={self.out.name})
         self.stored, self.flight_steps = self._flown()
         self.init_accumulator()
         self.k = int(np.prod(self.kernel))
-        self._init_operands()
+        self.batch_slots, self.in_place, self.keepable, self.weight_in_place = self._operands()
         self.init_rows()
 
     # ---- what each unit's plan says: _Matrix (here), depthwise.py's _Depthwise ---------------
 
+    @abstractmethod
     def _units(self, ctx: Lowering) -> list[Unit]:
         """The units the tiles are dealt among."""
-        raise NotImplementedError
 
-    def _init_operands(self) -> None:
-        """Sets batch_slots, in_place, keepable and weight_in_place."""
-        raise NotImplementedError
+    @abstractmethod
+    def _operands(self) -> Operands:
+        """How the unit multiplies its operands."""
 
+    @abstractmethod
     def _memories(self) -> tuple[str, str, str]:
         """The memories the input, the weight and the accumulator are multiplied in."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _channels(self, toc: int, tic: int) -> int:
         """The input channels a tile of toc output channels reads in a block of tic."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _channel_starts(self, g: int, c0: int, i0: int, toc: int, tic: int) -> tuple[tuple[int, int], int]:
         """((first input channel, count), first output channel) of group g's block from i0 of
         the tile of output channels from c0 (within the group)."""
-        raise NotImplementedError
 
     @property
+    @abstractmethod
     def tiled_channels(self) -> int:
         """The channels an output tile's box spans."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _walked(self) -> tuple[int, int]:
         """(the reduction the estimate walks in blocks, how many times the box repeats)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _weight_shape(self, toc: int, tic: int) -> Tile:
         """A weight block's shape as loaded."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _kzp_axis(self) -> int:
         """The weight block's output-channel dimension."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _weight_regions(self, w_buf: Buf, oc0: int, i0: int, toc: int, tic: int) -> tuple[Region, Buf, Region, Buf]:
         """(source, its Buf, destination, its Buf) of a weight block's load into w_buf."""
-        raise NotImplementedError
 
-    def _product(self, acc_bufs: Bufs, x_buf: Buf, x_region: Region, w_buf: Buf, zero_point: Buf | None, oc0: int,
+    @abstractmethod
+    def _product(self, acc_bufs: Bufs, x_buf: Buf, x_region: Region, w_buf: Buf, oc0: int,
                  ch_in: tuple[int, int], tile: Tile, toc: int, tic: int, first: bool) -> None:
         """acc (+)= the input block times the weight block (and the asymmetric mode's second product)."""
-        raise NotImplementedError
 
-    def _readable_in_place(self, mem: str | None) -> bool:
+    def _readable_in_place(self, mem: str | None, batch_slots: int) -> bool:
         """Whether the input can be read where it lives, by products that read `mem`: it lives
         there, wholly inside every window (no padding, no inserted zeros), unshifted and
-        multiplied without batch padding; no copy into a tile buffer then."""
-        return self.batch_slots == 1 and self.ctx.home[self.x.name].mem == mem and not self.shifted and all(
+        multiplied without batch padding (batch_slots 1); no copy into a tile buffer then."""
+        return batch_slots == 1 and self.ctx.home[self.x.name].mem == mem and not self.shifted and all(
             a.offset == 0 and a.stuff == 1 and a.extent(a.out) <= a.size for a in self.axes)
 
     def _flown(self) -> tuple[str, list[Step] | None]:
@@ -306,6 +313,10 @@ class Convolution(Tiled, RowsTiled):
             raise self._none_fits("a one-element output tile", self._sizes((1,) * len(shape), 1))
         return found
 
+    def _schedule_of(self, choice: Choice, units: int) -> Estimate:
+        tile, tic, keep = choice
+        return self._schedule(tile, tic, units, keep)
+
     def _schedule(self, tile: Tile, tic: int, units: int = 1, keep: bool = False) -> Estimate:
         """The Estimate (isa/lower/schedule/estimate.py) of this tiling: every output tile with its
         input-channel blocks, on the busiest of `units` units. With keep the tiles walk the
@@ -365,12 +376,9 @@ class Convolution(Tiled, RowsTiled):
         if self.in_place:
             return
         buf_ext = tuple(a.extent(n) for a, n in zip(self.axes, tos))
-        if kept:
-            buf = estimate.role(estimate.PART, "x", self._memories()[0])
-            region = self._kept_region(buf, tn, channels, buf_ext)
-        else:
-            buf = self._roles((tn, channels) + tuple(tos), channels)["x"]
-            region = buf.region(self.x.dtype, (tn, channels) + buf_ext)
+        held = self._kept_role(tn, channels, buf_ext) if kept else None
+        buf, region = self._input_block(self._roles((tn, channels) + tuple(tos), channels), held, (0,) * (2 + len(tos)),
+                                        (tn, channels) + buf_ext)
         load_window(rec.ctx, self.vx, self.x, region, buf, self.axes, reads, (0, 0), 0, self.node.name,
                     self.fillers(self.x.dtype, 0, region.mem))
 
@@ -394,18 +402,15 @@ class Convolution(Tiled, RowsTiled):
         bufs = self._roles(tile, tic)
         buf_ext = tuple(a.extent(n) for a, n in zip(self.axes, tos))
         channels = self._channels(toc, tic)
-        if self.shifted:
-            x_buf, x_region = bufs["xs"], bufs["xs"].region("int16", (tn, channels) + buf_ext)
-        elif kept:
-            x_buf = estimate.role(estimate.PART, "x", self._memories()[0])
-            x_region = self._kept_region(x_buf, tn, tic, buf_ext)
-        elif self.in_place:
-            x_buf = self.ctx.home[self.x.name]
-            x_region = sub_region(self.ctx.home_region(self.x.name), (0,) * len(tile), (tn, channels) + buf_ext)
-        else:
-            x_buf, x_region = bufs["x"], bufs["x"].region(self.x.dtype, (tn, channels) + buf_ext)
-        w_buf = self.weight[0] if self.weight_in_place else (bufs["ws"] if self.shifted else bufs["w"])
-        rec._product(bufs, x_buf, x_region, w_buf, bufs.get("zp_r"), 0, (0, channels), (tn,) + tuple(tos), toc, tic, first)
+        held = self._kept_role(tn, tic, buf_ext) if kept else None
+        x_buf, x_region = self._input_block(bufs, held, (0,) * len(tile), (tn, channels) + buf_ext)
+        rec.zero_point = bufs.get("zp_r")
+        rec._product(bufs, *self._multiplied(bufs, x_buf, x_region), 0, (0, channels), (tn,) + tuple(tos), toc, tic, first)
+
+    def _kept_role(self, tn: int, channels: int, extents: Tile) -> tuple[Buf, Region]:
+        """(the estimate's role of a block's part of a kept input, the block's region in it)."""
+        part = estimate.role(estimate.PART, "x", self._memories()[0])
+        return part, self._kept_region(part, tn, channels, extents)
 
     def _price_finish(self, rec: Convolution, extents: Tile) -> None:
         rec._finish(self._roles(extents, 1), extents)
@@ -417,7 +422,7 @@ class Convolution(Tiled, RowsTiled):
     def _price_tail(self, rec: Convolution, starts: Tile, extents: Tile) -> tuple[tuple[Timed, ...], ...]:
         """(loads, compute, stores) of the fused tail on a tile: its own emission on roles."""
         bufs = self._roles(extents, 1)
-        tails = tail_roles(self.tail, self.ctx, self.vmem, extents, self.node.name, estimate.TILE)
+        tails = tail_roles(self.tail, self.vmem, extents, self.node.name, estimate.TILE)
         take = recorder(rec.em).take
         local = rec.tail.load(tails, starts, extents)
         loads = take()
@@ -452,10 +457,10 @@ class Convolution(Tiled, RowsTiled):
 
     def _steps(self, tiles: list[Placed], tile: Tile, tic: int, keep: bool, fillers: Fillers) -> tuple[list[PipelineStep], list[Buf]]:
         """This unit's buffers, placed, and the pipeline steps of its output tiles."""
-        slots = [{key: self.em.alloc(mem, n, buffer_name(self.node.name, key, s)) for key, mem, n in self._needs(tile, tic, keep)}
-                 for s in range(self.ctx.slots)]
+        placed = self.place_buffers((key, s, mem, n) for s in range(self.ctx.slots) for key, mem, n in self._needs(tile, tic, keep))
+        slots = [{key: buf for (key, s), buf in placed.items() if s == slot} for slot in range(self.ctx.slots)]
         tails = self.tail.allocate(self.vmem, tile, self.node.name)
-        zero_point = self._zero_point() if self.asym and self.zp_buffer else None
+        zero_point = self.place_zero_point()
         blocks = [(i0, min(tic, self.icg - i0)) for i0 in range(0, self.icg, tic)]
         kept = [self._kept(tile, blocks, s) for s in range(self.ctx.slots if keep else 0)]
         steps: list[PipelineStep] = []
@@ -467,10 +472,9 @@ class Convolution(Tiled, RowsTiled):
             held = kept[(fresh - 1) % len(kept)] if keep else None
             for b, block in enumerate(blocks):
                 steps.append(self._step(slots[len(steps) % self.ctx.slots], slots[t % self.ctx.slots], tails[t % self.ctx.slots],
-                                        g, starts, extents, block, b == 0, b == len(blocks) - 1, zero_point, tail_local, fillers,
+                                        g, starts, extents, block, b == 0, b == len(blocks) - 1, tail_local, fillers,
                                         (held[0].parts[b], held[1]) if held else None, new))
-        placed = [buf for bufs in slots + tails for buf in bufs.values()] + [buf for buf, _ in kept]
-        return steps, placed + ([zero_point] if zero_point is not None else [])
+        return steps, list(placed.values()) + [buf for bufs in tails for buf in bufs.values()] + [buf for buf, _ in kept] + zero_point
 
     def _kept(self, tile: Tile, blocks: list[tuple[int, int]], slot: int) -> tuple[Buf, Region]:
         """(Buf, region) of a kept input tile: every input channel for the output tile's windows,
@@ -491,7 +495,7 @@ class Convolution(Tiled, RowsTiled):
                       (major.strides[1], major.strides[0]) + major.strides[2:])
 
     def _step(self, io: Bufs, acc_bufs: Bufs, tail_bufs: Slot, g: int, starts: Tile, extents: Tile, block: tuple[int, int],
-              first: bool, last: bool, zero_point: Buf | None, tail_local: Local, fillers: Fillers,
+              first: bool, last: bool, tail_local: Local, fillers: Fillers,
               kept: tuple[Buf, Region] | None = None, fresh: bool = True) -> tuple[Action, Action, Action, Action]:
         """(load, compute, store) of one input-channel block of one output tile; kept: the
         (its block's part of the Buf, the whole tile's region) of a kept input, which the step
@@ -503,18 +507,9 @@ class Convolution(Tiled, RowsTiled):
         ch_in, oc0 = self._channel_starts(g, c0, i0, toc, tic)
         reads, buf_ext = tile_reads(self.axes, s0, tos)
         w_buf = self.weight[0] if self.weight_in_place else io["w"]
-        if self.in_place:
-            x_buf = self.ctx.home[self.x.name]
-            x_region = sub_region(x_buf.region(self.x.dtype, self.x.shape), (n0, ch_in[0]) + tuple(r[0] for r in reads),
-                                  (tn, ch_in[1]) + buf_ext)
-        elif kept is not None:
-            x_buf, whole = kept
-            x_region = sub_region(whole, (0, i0) + (0,) * len(buf_ext), (tn, tic) + buf_ext)
-        else:
-            x_buf = io["x"]
-            x_region = x_buf.region(self.x.dtype, (tn, ch_in[1]) + buf_ext)
-        # the multiplies read the shifted copies in the integer family
-        operands = (io["xs"], io["xs"].region("int16", x_region.shape), io["ws"]) if self.shifted else (x_buf, x_region, w_buf)
+        held = (kept[0], sub_region(kept[1], (0, i0) + (0,) * len(buf_ext), (tn, tic) + buf_ext)) if kept is not None else None
+        x_buf, x_region = self._input_block(io, held, (n0, ch_in[0]) + tuple(r[0] for r in reads), (tn, ch_in[1]) + buf_ext)
+        operands = self._multiplied(io, x_buf, x_region)
         out_starts, out_extents = (n0, oc0) + tuple(s0), (tn, toc) + tuple(tos)
 
         def load() -> None:
@@ -532,7 +527,7 @@ class Convolution(Tiled, RowsTiled):
                 tail_local.update(self.tail.load(tail_bufs, out_starts, out_extents))
 
         def compute() -> None:
-            self._product(acc_bufs, *operands, zero_point, oc0, ch_in, (tn,) + tuple(tos), toc, tic, first)
+            self._product(acc_bufs, *operands, oc0, ch_in, (tn,) + tuple(tos), toc, tic, first)
             if last and self.flight is None:
                 self._finish(acc_bufs, out_extents)
                 self.tail.compute(self.vx.name, tail_bufs, tail_local, out_extents, {self.out.name: acc_bufs[self.result_key]})
@@ -545,34 +540,38 @@ class Convolution(Tiled, RowsTiled):
 
         return load, compute, store, fill
 
+    def _input_block(self, bufs: Bufs, kept: tuple[Buf, Region] | None, starts: Tile, extents: Tile) -> tuple[Buf, Region]:
+        """(Buf, region) of a step's input block of `extents` (batch, channels, window...) as it is
+        loaded: where the input lives, from `starts` (read in place); a kept input's (kept: the
+        block's part of its Buf, the block's region); or the step's buffer."""
+        if self.in_place:
+            home = self.ctx.home[self.x.name]
+            return home, sub_region(home.region(self.x.dtype, self.x.shape), starts, extents)
+        if kept is not None:
+            return kept
+        return bufs["x"], bufs["x"].region(self.x.dtype, extents)
+
+    def _multiplied(self, bufs: Bufs, x_buf: Buf, x_region: Region) -> tuple[Buf, Region, Buf]:
+        """(input Buf, its region, weight Buf) the products read: the input block as loaded, or
+        in the integer family its shifted copy (and the weight's)."""
+        if self.shifted:
+            return bufs["xs"], bufs["xs"].region("int16", x_region.shape), bufs["ws"]
+        return x_buf, x_region, self.weight[0] if self.weight_in_place else bufs["w"]
+
     def _shift(self, io: Bufs, x_region: Region, reads: Sequence[Read], ch_in: tuple[int, int], oc0: int, toc: int, tic: int) -> None:
         """xs = input - izp where real elements land, zeros elsewhere; ws = weight - kzp (INT16)."""
-        p, em, op = self.node.params, self.em, self.node.name
-        zero: dict[str, tuple[Any, tuple[Buf, ...]]] = {}  # key -> (its number or region, the Bufs it reads)
-        for key, start, n, shape in (("izp", ch_in[0], ch_in[1], (1, ch_in[1])), ("kzp", oc0, toc, (toc, 1))):
-            if p[key] != "vector":
-                zero[key] = (p[key], ())
-                continue
-            self._zero_table(key, self.ic if key == "izp" else self.oc, start, n, io[key])
-            zero[key] = (io[key].region("int16", shape), (io[key],))
+        em, op = self.em, self.node.name
         xs, ws = io["xs"], io["ws"]
         xs_region = xs.region("int16", x_region.shape)
+        src, dst = placed(x_region, self.axes, reads, 2), placed(xs_region, self.axes, reads, 2)  # where real elements land
+        w_shape = self._weight_shape(toc, tic)
+        izp, izp_bufs = self._zero_operand("izp", self.ic, *ch_in, io.get("izp"), dst.shape, 1)  # by input channel
+        kzp, kzp_bufs = self._zero_operand("kzp", self.oc, oc0, toc, io.get("kzp"), w_shape, self._kzp_axis())  # by output channel
         em.emit(self.vx.name, Vector("copy", xs_region, (0,), "int64", op), writes=(xs,))
         if all(count for _, count, _, _ in reads):
-            src, dst = placed(x_region, self.axes, reads, 2), placed(xs_region, self.axes, reads, 2)
-            izp, bufs = zero["izp"]
-            if bufs:
-                izp = broadcast_view(Region(izp.mem, izp.addr, izp.dtype, (1, ch_in[1]) + (1,) * len(self.axes),
-                                            (0, 1) + (0,) * len(self.axes)), dst.shape)
-            em.emit(self.vx.name, Vector("sub", dst, (src, izp), "int64", op), reads=(io["x"],) + bufs, writes=(xs,))
-        w_shape = self._weight_shape(toc, tic)
+            em.emit(self.vx.name, Vector("sub", dst, (src, izp), "int64", op), reads=(io["x"],) + izp_bufs, writes=(xs,))
         w_region, ws_region = io["w"].region(self.w.dtype, w_shape), ws.region("int16", w_shape)
-        kzp, bufs = zero["kzp"]
-        if bufs:  # kzp by output channel, along the weight block's _kzp_axis
-            axis = self._kzp_axis()
-            strides = tuple(1 if d == axis else 0 for d in range(len(w_shape)))
-            kzp = Region(kzp.mem, kzp.addr, "int16", w_shape, strides)
-        em.emit(self.vx.name, Vector("sub", ws_region, (w_region, kzp), "int64", op), reads=(io["w"],) + bufs, writes=(ws,))
+        em.emit(self.vx.name, Vector("sub", ws_region, (w_region, kzp), "int64", op), reads=(io["w"],) + kzp_bufs, writes=(ws,))
 
     def _load_weight(self, w_buf: Buf, oc0: int, i0: int, toc: int, tic: int) -> None:
         src, src_buf, dst, dst_buf = self._weight_regions(w_buf, oc0, i0, toc, tic)
@@ -588,16 +587,16 @@ class _Matrix(Convolution):
     def _units(self, ctx: Lowering) -> list[Unit]:
         return ctx.units("matrix", vector=True)
 
-    def _init_operands(self) -> None:
+    def _operands(self) -> Operands:
         """Where the matrix unit stores batch items in groups (BM1684's int8 4N), a batch tile is
         multiplied padded to whole groups: the padding's rows cost what real ones do and their
         results are never read. An input tile may stay while the output-channel blocks walk
         (_cheapest); weights that live where the matrix unit reads them (held by a layer group,
         or pinned) are multiplied in place, block by block."""
-        self.batch_slots = 1 if self.shifted else self.matrix_unit.batch_slots.get(self.x.dtype, 1)
-        self.in_place = self._readable_in_place(operand_memory(self.mx, "a"))
-        self.keepable = not self.in_place and not self.shifted and self.batch_slots == 1
-        self.weight_in_place = not self.shifted and not self.opdef.transposed and self.weight[0].mem == operand_memory(self.mx, "b")
+        batch_slots = 1 if self.shifted else self.matrix_unit.batch_slots.get(self.x.dtype, 1)
+        in_place = self._readable_in_place(operand_memory(self.mx, "a"), batch_slots)
+        weight_in_place = not self.shifted and not self.opdef.transposed and self.weight[0].mem == operand_memory(self.mx, "b")
+        return Operands(batch_slots, in_place, not in_place and not self.shifted and batch_slots == 1, weight_in_place)
 
     def _memories(self) -> tuple[str, str, str]:
         """The memories the input, the weight and the accumulator are multiplied in."""
@@ -659,10 +658,6 @@ class _Matrix(Convolution):
             choices += [(tile, tic, keep) for tile, tic in found]
         ties = (np.array([-math.prod(tile) * tic for tile, tic, _ in choices]), np.array([keep for *_, keep in choices]))
         return self._least(choices, np.concatenate(floors), ties, units)
-
-    def _schedule_of(self, choice: Choice, units: int) -> Estimate:
-        tile, tic, keep = choice
-        return self._schedule(tile, tic, units, keep)
 
     def floor(self) -> float:
         """A lower bound of tiling()'s cycles without a search: _floors of the whole output as
@@ -758,7 +753,7 @@ class _Matrix(Convolution):
             self._classes[key] = self.tail.least_transfers(self.span(self.out.shape[1]), self.vmem)
         return self._classes[key]
 
-    def _product(self, acc_bufs: Bufs, x_buf: Buf, x_region: Region, w_buf: Buf, zero_point: Buf | None, oc0: int,
+    def _product(self, acc_bufs: Bufs, x_buf: Buf, x_region: Region, w_buf: Buf, oc0: int,
                  ch_in: tuple[int, int], tile: Tile, toc: int, tic: int, first: bool) -> None:
         """acc (+)= the input block times the weight block, for an output tile of batch and
         spatial extents `tile` (and the asymmetric mode's second product, the input times zp_r)."""
@@ -772,8 +767,7 @@ class _Matrix(Convolution):
         self._matmul(x_view, x_buf, w_buf, self._weight_view(w_buf, oc0, ch_in[0], tic, toc), acc_view, acc, first,
                      acc_bufs["bias"] if first and self.bias_in_table else None)
         if self.asym:
-            assert zero_point is not None, "the asymmetric mode's second product reads zp_r from a buffer (Tiled._zero_point)"
-            zp = self._zero_point_block(zero_point, (tic,) + tuple(self.kernel) + (toc,))
+            zp, zero_point = self._zero_point_block((tic,) + tuple(self.kernel) + (toc,))
             acc_zp = acc_bufs["acc_zp"]
             self._matmul(x_view, x_buf, zero_point, zp, acc_zp.region(self.acc_dtype, slotted + out_extents[1:]), acc_zp, first)
 

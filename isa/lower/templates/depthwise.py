@@ -17,7 +17,7 @@ from ... import dtypes
 from ...instructions import Region, Vector
 from ..schedule.pipeline import step_budget
 from ..schedule.tiling import budgeted_tile, sub_region
-from .conv import Convolution
+from .conv import Convolution, Operands
 from .window import window_view
 
 if TYPE_CHECKING:
@@ -43,10 +43,8 @@ class _Depthwise(Convolution):
     def _units(self, ctx: Lowering) -> list[Unit]:
         return ctx.units("vector")
 
-    def _init_operands(self) -> None:
-        self.batch_slots = 1
-        self.in_place = self._readable_in_place(self.vx.memory)
-        self.keepable = self.weight_in_place = False
+    def _operands(self) -> Operands:
+        return Operands(1, self._readable_in_place(self.vx.memory, 1), False, False)
 
     def _memories(self) -> tuple[str, str, str]:
         return (self.vmem,) * 3
@@ -93,7 +91,7 @@ class _Depthwise(Convolution):
         """No lower bound without a search (0): the search is a direct one."""
         return 0
 
-    def _product(self, acc_bufs: dict[Any, Buf], x_buf: Buf, x_region: Region, w_buf: Buf, zero_point: Buf | None, oc0: int,
+    def _product(self, acc_bufs: dict[Any, Buf], x_buf: Buf, x_region: Region, w_buf: Buf, oc0: int,
                  ch_in: tuple[int, int], tile: Tile, toc: int, tic: int, first: bool) -> None:
         """acc = the input tile convolved with the weight block (and the asymmetric mode's second
         accumulator, the input times zp_r)."""

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from ...instructions import Region
     from ..context import Unit
-    from ..emit import Buf, Emitter
+    from ..emit import Buf, Emits
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class InFlight:
     args: tuple[float, ...]
     cdt: str
 
-    def emit(self, em: Emitter, src: Region, src_bufs: Sequence[Buf], dst: Region, dst_buf: Buf, op: str) -> None:
+    def emit(self, em: Emits, src: Region, src_bufs: Sequence[Buf], dst: Region, dst_buf: Buf, op: str) -> None:
         em.emit(self.engine, Dma(src, dst, op, self.fn, self.args, self.cdt), reads=src_bufs, writes=(dst_buf,))
 
 

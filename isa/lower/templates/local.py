@@ -120,12 +120,13 @@ class Tail:
                 out.append((mem, home[t].mem, nbytes(self.graph.tensors[t].dtype, box)))
         return out
 
-    def allocate(self, mem: str, tile: tuple[int, ...], label: str) -> list[Slot]:
-        """One dict of buffers (class -> Buf) per slot."""
-        em = self.ctx.em
+    def allocate(self, mem: str, tile: tuple[int, ...], label: str, alloc: Callable[[str, int, str], Buf] | None = None) -> list[Slot]:
+        """One dict of buffers (class -> Buf) per slot, placed by alloc(memory, bytes, name) (by
+        default the emitter's; the estimate's roles: tiled.tail_roles)."""
+        place = alloc or self.ctx.em.alloc
         names = {c: next(_label(k) for k, v in self.place.items() if v == c) for c in self.classes}
         return [
-            {c: em.alloc(mem, size, f"{label}/{names[c]}.{s}") for c, size in zip(self.classes, self.class_bytes(tile))}
+            {c: place(mem, size, f"{label}/{names[c]}.{s}") for c, size in zip(self.classes, self.class_bytes(tile))}
             for s in range(self.ctx.slots)
         ]
 

@@ -51,7 +51,7 @@ from ..schedule.estimate import Estimate, Work, tiled
 from ..schedule.tiling import halvings, sub_region
 from ..templates import bias_table
 from .staging import stages
-from .tiled import Bufs, Key, Tiled, buffer_name, per_memory
+from .tiled import Bufs, Key, Tiled, per_memory
 
 if TYPE_CHECKING:
     from chips.schema import Engine
@@ -99,7 +99,6 @@ class _Plan(Tiled):
     step_keys = frozenset(("a", "b", "as", "bs", "lzp", "rzp", "bu", "sc", "zt"))
     mx: Engine
     opdef: MatrixMul
-    zero_point: Buf | None  # the asymmetric mode's zp_r element (Tiled._zero_point), once placed
 
     def __init__(self, ctx: Lowering, node: Node) -> None:
         self.ctx, self.node, self.em = ctx, node, ctx.em
@@ -426,13 +425,11 @@ class _Plan(Tiled):
     def place(self, tm: int, tn: int, tk: int, keep: bool, accs: int, rows: int) -> Slotted:
         """Each slot's buffers (`accs` accumulators, split in parts of `rows` rows), and the
         asymmetric mode's zp_r element."""
-        name = self.node.name
-        bufs = {(key, s): self.em.alloc(mem, n, buffer_name(name, key, s)) for key, mem, n, count in self._placed(tm, tn, tk, keep, accs)
-                for s in range(count)}
+        bufs = self.place_buffers((key, s, mem, n) for key, mem, n, count in self._placed(tm, tn, tk, keep, accs) for s in range(count))
         for s in range(accs if rows < tm else 0):
             self.em.split(bufs["acc", s], tuple(r * tn * dtypes.itemsize(self.acc_dtype) for r in range(rows, tm, rows)))
-        if self.asym:
-            self.zero_point = bufs["zp_r", 0] = self._zero_point()
+        for buf in self.place_zero_point():
+            bufs["zp_r", 0] = buf
         return bufs
 
     def step(self, bufs: Slotted, index: int, a_slot: int, fresh: bool, keep: bool, ts: int, batch_index: tuple[int, ...], box: Box,
@@ -504,9 +501,8 @@ class _Plan(Tiled):
             reads = (a_in, b_in) + (held if not first else ()) + ((table,) if table else ())
             em.emit(self.mx.name, Matmul(a_p, b_m, acc_p, not first, name, bias=row), reads=reads, writes=held)
         if self.asym:
-            zp, acc_zp = self.zero_point, tile["acc_zp"]
-            assert zp is not None, "placed with the tile's buffers (place)"
-            zp_r = self._zero_point_block(zp, (tk, tn))
+            zp_r, zp = self._zero_point_block((tk, tn))
+            acc_zp = tile["acc_zp"]
             em.emit(self.mx.name, Matmul(a_r, zp_r, acc_zp.region(self.acc_dtype, (tm, tn)), not first, name),
                     reads=(a, zp) + ((acc_zp,) if not first else ()), writes=(acc_zp,))
 
@@ -521,14 +517,9 @@ class _Plan(Tiled):
 
     def _shift(self, bufs: Bufs, slot: int, a_r: Region, b_r: Region, k0: int, n0: int, tm: int, tn: int, tk: int) -> None:
         """as = a - lzp (lzp over K), bs = b - rzp (rzp over N), in 16 bits on the vector unit."""
-        p, em, name = self.node.params, self.em, self.node.name
-        for key, src, dst_key, start, n, strides in (("lzp", a_r, "as", k0, tk, (0, 1)), ("rzp", b_r, "bs", n0, tn, (0, 1))):
-            zero: Region | int = p[key]
-            reads: tuple[Buf, ...] = ()
-            if zero == "vector":
-                buf = bufs[key, slot]
-                self._zero_table(key, self.K if key == "lzp" else self.N, start, n, buf)
-                zero, reads = Region(buf.mem, buf.addr, "int16", src.shape, strides), (buf,)
+        em, name = self.em, self.node.name
+        for key, src, dst_key, start, n in (("lzp", a_r, "as", k0, tk), ("rzp", b_r, "bs", n0, tn)):
+            zero, reads = self._zero_operand(key, self.K if key == "lzp" else self.N, start, n, bufs.get((key, slot)), src.shape, 1)
             src_buf = bufs["a" if key == "lzp" else "b", slot]
             dst = bufs[dst_key, slot]
             em.emit(self.vx.name, Vector("sub", dst.region("int16", src.shape), (src, zero), "int64", name),

@@ -148,7 +148,7 @@ class _Pool(Priced, RowsTiled):
         """A tile's step, by the emission's own code on the estimate's roles: (load, compute,
         store, tail loads)."""
         bufs = {key: estimate.role(estimate.STEP, key, self.vmem, n) for key, n in self._needs(extents)}
-        tail_bufs = tail_roles(self.tail, self.ctx, self.vmem, extents, self.node.name, estimate.STEP)
+        tail_bufs = tail_roles(self.tail, self.vmem, extents, self.node.name, estimate.STEP)
         load, compute, store = rec._step(bufs, tail_bufs, starts, extents)
         take = recorder(rec.em).take
         load()

@@ -11,6 +11,7 @@ signature (isa/lower/schedule/searches.py)."""
 from __future__ import annotations
 
 import collections
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 Position = tuple[Any, ...]
 
 
-class RowsTiled:
+class RowsTiled(ABC):
     # what the template using it has (the module's docstring)
     ctx: Lowering
     group: Group
@@ -41,9 +42,9 @@ class RowsTiled:
         self.rows = rows
         return self.floor()
 
+    @abstractmethod
     def _search(self) -> tuple[Any, float]:
         """(the template's own tiling, its estimated cycles) of the run in self.rows."""
-        raise NotImplementedError
 
     def init_rows(self) -> None:
         self.rows = (0, self.out.shape[2]) if len(self.out.shape) > 2 else None  # the output rows run

@@ -4,15 +4,18 @@ multiply into an accumulator tile block by block, and run the op's epilogue on t
 
 What is the same in all three lives here: the output tiles dealt among the units and run there
 (`run_dealt`, `on`); the search's shape (the least estimate of the tilings that fit, for one unit
-and then for several with its reduction block) and whether a tiling's buffers fit; a tile's
-buffers as the estimate's roles; the accumulator's way to the vector memory (a copy staged
-through shared memory where the matrix unit accumulates elsewhere, or the epilogue done by the DMA
-storing it: isa/lower/templates/in_flight.py) and the buffers of that way; the epilogue's inputs
+and then for several with its reduction block) and whether a tiling's buffers fit; each slot's
+buffers placed and named (`place_buffers`) and a tile's buffers as the estimate's roles; the
+accumulator's way to the vector memory (a copy staged through shared memory where the matrix unit
+accumulates elsewhere, or the epilogue done by the DMA storing it: isa/lower/templates/in_flight.py)
+and the buffers of that way; the epilogue's inputs
 (the accumulator, the bias, the asymmetric mode's second accumulator); the bias (folded offline
 with the zero points, loaded per tile into the vector memory or the matrix unit's bias table:
 isa/lower/templates/bias_table.py); the one-element zero point the asymmetric mode's second
-product reads; the zero-point tables of the integer family; and a fused tail's buffers as the
-estimate's roles (`tail_roles`, which the pooling template uses too).
+product reads (`place_zero_point`); the integer family's zero points as the operands its shift
+subtracts (`_zero_operand`: a number, or a table loaded per tile); and a fused tail's buffers as
+the estimate's roles (`tail_roles`, which the pooling template uses too). The float epilogue (the
+bias added, or a cast) is isa/ops/quantized.py's plain_epilogue, the matrix ops' and conv's.
 
 A plan using it sets, besides what `Priced` asks (ctx, em, node, units): mx and vx (the unit's
 matrix engine, None on the vector unit, and its vector engine), opdef, out (the tensor the op
@@ -26,11 +29,11 @@ init_accumulator().
 
 from __future__ import annotations
 
-import dataclasses
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from copy import copy as shallow_copy
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -38,7 +41,7 @@ from ... import dtypes
 from ...errors import OutOfMemoryError, UnsupportedError
 from ...instructions import Region, Vector
 from ..context import Lowering, Unit, operand_memory
-from ..emit import Buf, Emitter
+from ..emit import Buf, Emits
 from ..memory.alloc import shortfall
 from ..memory.route import copy
 from ..schedule import estimate
@@ -66,11 +69,6 @@ Bufs = dict[Any, Buf]  # key -> Buf: a tile's buffers (a template's own keys, or
 T = TypeVar("T")  # an output tile, as a template deals them
 
 
-def buffer_name(op: str, key: Key, slot: int) -> str:
-    """A placed buffer's name: the op, its key (("tmp", j) for the epilogue's temporaries) and slot."""
-    return f"{op}/{key if isinstance(key, str) else f'tmp{key[1]}'}.{slot}"
-
-
 def per_memory(placed: Iterable[tuple[str, int, int]]) -> dict[str, list[int]]:
     """memory -> the sizes of the buffers (memory, bytes, how many) placed there, as a tiling's fit is judged."""
     out: dict[str, list[int]] = {}
@@ -79,36 +77,25 @@ def per_memory(placed: Iterable[tuple[str, int, int]]) -> dict[str, list[int]]:
     return out
 
 
-def recorder(em: Emitter) -> Recorder:
+def recorder(em: Emits) -> Recorder:
     """A plan's emitter as the estimate's Recorder, while the plan prices a tiling (Priced.recording)."""
     assert isinstance(em, Recorder), "a piece is priced on the plan's Recorder (Priced.recording)"
     return em
 
 
-class _Roles:
-    """An emitter whose buffers are the estimate's roles of one scope, as a fused tail places them."""
-
-    def __init__(self, scope: str) -> None:
-        self.scope = scope
-
-    def alloc(self, mem: str, nbytes: int, name: str, unused: bool = False) -> Buf:
-        return estimate.role(self.scope, name, mem, nbytes)
-
-
-def tail_roles(tail: Tail, ctx: Lowering, mem: str, tile: tuple[int, ...], op: str, scope: str) -> Slot:
+def tail_roles(tail: Tail, mem: str, tile: tuple[int, ...], op: str, scope: str) -> Slot:
     """A fused tail's buffers for a tile in mem as the estimate's roles of `scope` (a tile's
     own, or a step's where each tile is one step): Tail.allocate's own placement, placing nothing."""
-    roles = shallow_copy(tail)
-    roles.ctx = dataclasses.replace(ctx, em=cast("Emitter", _Roles(scope)))  # Tail.allocate calls only em.alloc
-    return roles.allocate(mem, tile, op)[0]
+    return tail.allocate(mem, tile, op, lambda m, n, name: estimate.role(scope, name, m, n))[0]
 
 
-class Tiled(Priced):
+class Tiled(Priced, ABC):
     bias_lead: tuple[int, ...] = ()  # the bias's dimensions before its channels, as the op's tensor has them (a matrix's row: (1,))
     step_keys: frozenset[str] = frozenset()  # the keys of a slot's buffers, each step's own (the rest are the output tile's)
     zp_buffer = True  # the asymmetric mode's second product reads zp_r from a buffer (_zero_point), not as a number
+    zero_point: Buf | None = None  # that buffer, once placed (place_zero_point), or its role while a tiling is priced
     ctx: Lowering
-    em: Emitter  # while the estimate prices a tiling, its Recorder, which answers the calls the templates make (Priced.recording)
+    em: Emits  # while the estimate prices a tiling, its Recorder, which answers the calls the templates make (Priced.recording)
     node: Node
     opdef: OpDef
     units: list[Unit]
@@ -211,9 +198,9 @@ class Tiled(Priced):
         estimates), each estimated by self._schedule(*tiling, units, ...) (_schedule_of)."""
         return least(floors, ties, lambda i: self._schedule_of(fitting[i], units), fitting, estimate.bounds_hold(self.ctx.chip, units))
 
+    @abstractmethod
     def _schedule_of(self, tiling: tuple, units: int) -> Estimate:
         """The Estimate (estimate.tiled) of a tiling, as the search's candidates have it, on `units` units."""
-        raise NotImplementedError
 
     def _for_units(self, choose: Callable[[list | None, int], tuple[tuple, float] | None],
                    block: Callable[[tuple], int]) -> tuple[tuple, float] | None:
@@ -224,6 +211,13 @@ class Tiled(Priced):
         if found and len(self.units) > 1:
             found = choose([block(found[0])], len(self.units))
         return found
+
+    def place_buffers(self, wanted: Iterable[tuple[Key, int, str, int]]) -> dict[tuple[Key, int], Buf]:
+        """(key, slot) -> the Buf placed, for each (key, slot, memory, bytes) wanted, in that order
+        (the order decides the addresses), named by the op, its key (("tmp", j) for the epilogue's
+        temporaries) and slot."""
+        op = self.node.name
+        return {(key, s): self.em.alloc(mem, n, f"{op}/{key if isinstance(key, str) else f'tmp{key[1]}'}.{s}") for key, s, mem, n in wanted}
 
     def fits(self, per_mem: dict[str, list[int]]) -> bool:
         """Whether buffers of these sizes (memory -> sizes) fit in what is free now."""
@@ -275,6 +269,12 @@ class Tiled(Priced):
         src = sub_region(home.region(dtype, lead + (self.out_channels,)), (0,) * len(lead) + (c0,), lead + (n,))
         copy(self.em, src, home, bufs["bias"].region(dtype, lead + (n,)), bufs["bias"], self.node.name)
 
+    def place_zero_point(self) -> list[Buf]:
+        """Places the asymmetric mode's zp_r element where its second product reads it from a
+        buffer (self.zero_point; None otherwise): the Bufs placed, to release after the run."""
+        self.zero_point = self._zero_point() if self.asym and self.zp_buffer else None
+        return [self.zero_point] if self.zero_point is not None else []
+
     def _zero_point(self) -> Buf:
         """One element of zp_r in the matrix unit's weight memory, read with stride 0 as a whole
         weight block by the asymmetric mode's second product."""
@@ -286,9 +286,12 @@ class Tiled(Priced):
         self.em.emit(self.vx.name, Vector("copy", buf.region(self.zp_dtype, (1,)), (zr,), "int64", name), writes=(buf,))
         return buf
 
-    def _zero_point_block(self, zero_point: Buf, shape: tuple[int, ...]) -> Region:
-        """_zero_point's one element read as a whole weight block of `shape` (every stride 0)."""
-        return Region(zero_point.mem, zero_point.addr, self.zp_dtype, shape, (0,) * len(shape))
+    def _zero_point_block(self, shape: tuple[int, ...]) -> tuple[Region, Buf]:
+        """(zp_r's one element (self.zero_point) read as a whole weight block of `shape` (every
+        stride 0), its Buf)."""
+        zp = self.zero_point
+        assert zp is not None, "placed with the tile's buffers (place_zero_point), or a role while a tiling is priced"
+        return Region(zp.mem, zp.addr, self.zp_dtype, shape, (0,) * len(shape)), zp
 
     def _zero_point_role(self) -> Buf:
         """_zero_point's buffer as the estimate's role: where it is placed, and its bytes."""
@@ -304,12 +307,19 @@ class Tiled(Priced):
             out["zp_r"] = self._zero_point_role()
         return out
 
-    def _zero_table(self, key: str, length: int, start: int, n: int, buf: Buf) -> None:
-        """Elements start..start+n of the integer family's zero-point table named by params[key +
-        "_input"] (int16, `length` long) into buf."""
+    def _zero_operand(self, key: str, length: int, start: int, n: int, buf: Buf | None, shape: tuple[int, ...],
+                      axis: int) -> tuple[Region | int, tuple[Buf, ...]]:
+        """(the integer family's zero point `key` as the operand its shift subtracts, the Bufs it
+        reads): its number (params[key]), or elements start..start+n of its table (params[key +
+        "_input"], int16, `length` long) loaded into buf and read as `shape` along `axis`."""
+        zero = self.node.params[key]
+        if zero != "vector":
+            return zero, ()
+        assert buf is not None, f"{key}: a zero-point table needs its buffer (the plan's needs)"
         home = self.ctx.home[self.node.inputs[self.node.params[key + "_input"]]]
         copy(self.em, sub_region(home.region("int16", (length,)), (start,), (n,)), home, buf.region("int16", (n,)), buf,
              self.node.name)
+        return Region(buf.mem, buf.addr, "int16", shape, tuple(int(d == axis) for d in range(len(shape)))), (buf,)
 
     # ---- the accumulator's way out ----------------------------------------------------------
 

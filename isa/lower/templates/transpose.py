@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from chips.schema import Chip
 
-    from ..emit import Buf, Emitter
+    from ..emit import Buf, Emits
     from ..schedule.pipeline import Step
 
 
@@ -64,7 +64,7 @@ def detour(chip: Chip, src: Region, dst: Region, core: int | None = None) -> Det
     return None
 
 
-def on_chip(em: Emitter, way: Detour, src: Region, src_buf: Buf, dst: Region, dst_buf: Buf, op: str) -> Step:
+def on_chip(em: Emits, way: Detour, src: Region, src_buf: Buf, dst: Region, dst_buf: Buf, op: str) -> Step:
     """A pipeline step (isa/lower/schedule/pipeline.py) copying src to dst the way `way` goes:
     load, reorder on the vector engine, store; its two buffers taken from the staging slots, so
     the next chunk loads while this one is put in order."""
@@ -131,7 +131,7 @@ def _store(way: Detour, dst: Region, ordered: int, op: str) -> Dma:
     return Dma(dense(way.mem, ordered, dst.dtype, dst.shape), dst, op)
 
 
-def staged_reorder(em: Emitter, src: Region, src_buf: Buf, dst: Region, dst_buf: Buf, op: str, core: int | None = None) -> None:
+def staged_reorder(em: Emits, src: Region, src_buf: Buf, dst: Region, dst_buf: Buf, op: str, core: int | None = None) -> None:
     """route.copy's hops for src -> dst, the first reading src in its memory order where the
     route stages in one memory without bursts and that gives longer runs; route.copy otherwise."""
     route_hops = route(em.chip, src.mem, dst.mem, core)

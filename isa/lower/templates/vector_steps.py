@@ -12,12 +12,12 @@ if TYPE_CHECKING:
 
     from ...instructions import Region
     from ...ops.elementwise import Step
-    from ..emit import Buf, Emitter
+    from ..emit import Buf, Emits
 
     Operand = tuple[Region, Buf]  # a tile's region and the buffer holding it
 
 
-def emit_steps(em: Emitter, engine: str, op: str, steps: Sequence[Step], inputs: Sequence[Operand], out: Operand,
+def emit_steps(em: Emits, engine: str, op: str, steps: Sequence[Step], inputs: Sequence[Operand], out: Operand,
                temps: Sequence[Operand], compute: Mapping[str, str] | None = None) -> None:
     """inputs, temps: (Region, Buf) per In(i) and Tmp(k), read at the tile's shape; out: the
     (Region, Buf) of the result; compute: the chip's compute map for the op's inputs."""
