@@ -159,7 +159,7 @@ def candidates(shape: Extents, reduction: int, units: tuple[int, int], fits: Cal
 
 
 def least(floors: np.ndarray, ties: Sequence[np.ndarray], make: Callable[[int], Any], choices: Sequence[Any],
-          bounds_hold: bool = True) -> tuple[Any, float] | None:
+          bounds_hold: bool = True, admits: Callable[[int], bool] | None = None) -> tuple[Any, float] | None:
     """(The choice of least estimate among `choices`, its estimated cycles), ties to the least
     `ties` (arrays, the first compared first); None when there are none. floors[i] is a lower bound of choice i's
     estimated cycles worked out without it (an array over the candidates, in closed form);
@@ -168,7 +168,9 @@ def least(floors: np.ndarray, ties: Sequence[np.ndarray], make: Callable[[int], 
     whose bounds are below the best estimate found so far are replayed. Where the bounds hold
     (bounds_hold), best first: a made candidate waits its turn by its bound, so the replays go
     to the likeliest first; where they are only a guide (several units replayed together share
-    memories the bound gives each a fixed share of), each is replayed as soon as it is made."""
+    memories the bound gives each a fixed share of), each is replayed as soon as it is made.
+    admits(i): whether choice i is one at all (its buffers fit), asked only of those whose floors
+    are below the best estimate found so far: the others are passed over as if absent."""
     if not len(choices):
         return None
     order = np.lexsort((*reversed(ties), floors)).tolist()  # the unmade, by (floor, ties, index)
@@ -186,6 +188,8 @@ def least(floors: np.ndarray, ties: Sequence[np.ndarray], make: Callable[[int], 
         if best is not None and low >= best[0]:
             break
         if made is None:
+            if admits is not None and not admits(i):
+                continue
             made = make(i)
             bound = made.bound()
             if best is not None and bound >= best[0]:

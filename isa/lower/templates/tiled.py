@@ -205,11 +205,15 @@ class Tiled(Priced):
         for buf in placed + later():
             self.em.release(buf)
 
-    def _least(self, fitting: list, floors: np.ndarray, ties: tuple, units: int) -> tuple[tuple, float] | None:
+    def _least(self, fitting: list, floors: np.ndarray, ties: tuple, units: int,
+               fits: Callable[[tuple], bool] | None = None) -> tuple[tuple, float] | None:
         """(Of the fitting tilings, the one of least estimated cycles on the busiest of `units`
         units, those cycles) (tiling.least: floors bound each from below; ties break equal
-        estimates), each estimated by self._schedule(*tiling, units, ...) (_schedule_of)."""
-        return least(floors, ties, lambda i: self._schedule_of(fitting[i], units), fitting, estimate.bounds_hold(self.ctx.chip, units))
+        estimates), each estimated by self._schedule(*tiling, units, ...) (_schedule_of); with
+        `fits`, of the tilings that fit by it, asked only of those that can still win."""
+        admits = None if fits is None else (lambda i: fits(fitting[i]))
+        hold = estimate.bounds_hold(self.ctx.chip, units)
+        return least(floors, ties, lambda i: self._schedule_of(fitting[i], units), fitting, hold, admits)
 
     def _schedule_of(self, tiling: tuple, units: int) -> Estimate:
         """The Estimate (estimate.tiled) of a tiling, as the search's candidates have it, on `units` units."""
