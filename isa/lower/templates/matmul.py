@@ -215,13 +215,13 @@ class _Plan(Tiled):
         keeps = (False, True) if not self.shifted else (False,)
         accs = (self.ctx.slots, 1) if self.flight is not None and self.ctx.slots > 1 else (self.ctx.slots,)
 
-        def choose(ks: list[int] | None, units: int) -> tuple[Choice, float] | None:
+        def choose(ks: list[int] | None, units: int, only: Callable[[tuple], int] | None) -> tuple[Choice, float] | None:
             """Every candidate is bounded from its shape; whether its buffers fit is asked only
             of those whose floors can still win (tiling.least)."""
             grid = [(tm, tn, tk, keep, n, rows) for tk in ks or sizes[2] for tm in sizes[0] for tn in sizes[1] for keep in keeps
                     for n in accs for rows in self._part_choices(tm, n)]
             ties = (np.array([-math.prod(t[:3]) for t in grid]), np.array([-t[5] for t in grid]))
-            return self._least(grid, self._floors(grid, units), ties, units, lambda t: self._fits(*t[:5]))
+            return self._least(grid, self._floors(grid, units), ties, units, lambda t: self._fits(*t[:5]), only)
 
         def search() -> tuple[Choice, float]:
             found = self._for_units(choose, lambda c: c[2])
