@@ -254,8 +254,8 @@ def test_on_the_910b_a_convolutions_residual_tails_overlap(monkeypatch):
     plans = []
     cheapest = conv_template._Matrix._cheapest
 
-    def one_unit(self, shape, granules, limits, blocks, units):
-        found = cheapest(self, shape, granules, limits, blocks, units)
+    def one_unit(self, shape, granules, limits, blocks, units, only=None):
+        found = cheapest(self, shape, granules, limits, blocks, units)  # the one unit's least in full, not its block alone
         if units == 1:
             (tile, tic, keep), cycles = found
             est = self._schedule(tile, tic, 1, keep)
@@ -288,7 +288,7 @@ def test_a_candidates_floor_is_at_most_its_estimate(chip_name, dtype, shape, oc,
     estimate = importlib.import_module("isa.lower.schedule.estimate")
     cheapest, checked = conv_template._Matrix._cheapest, []
 
-    def checking(self, shape_, granules, limits, blocks, units):
+    def checking(self, shape_, granules, limits, blocks, units, only=None):
         for keep in (False, True) if self.keepable else (False,):
             found = tiling.candidates(shape_, self.icg, granules, lambda t, tic: self._fits(t, tic, keep), limits, blocks, area=self.k)  # noqa: B023
             floors = self._floors(found, keep, units, path=True)
@@ -301,7 +301,7 @@ def test_a_candidates_floor_is_at_most_its_estimate(chip_name, dtype, shape, oc,
                 if estimate.bounds_hold(self.ctx.chip, units):  # where the search trusts the bound as a floor too
                     assert made.bound() <= cycles + 1e-6, (tile, tic, keep, made.bound(), cycles)
                 checked.append(floors[i] / cycles)
-        return cheapest(self, shape_, granules, limits, blocks, units)
+        return cheapest(self, shape_, granules, limits, blocks, units, only)
 
     monkeypatch.setattr(conv_template._Matrix, "_cheapest", checking)
     isa.lower(conv(shape, oc, k, dtype, stride), chips.load(chip_name))

@@ -159,7 +159,8 @@ def candidates(shape: Extents, reduction: int, units: tuple[int, int], fits: Cal
 
 
 def least(floors: np.ndarray, ties: Sequence[np.ndarray], make: Callable[[int], Any], choices: Sequence[Any],
-          bounds_hold: bool = True) -> tuple[Any, float] | None:
+          bounds_hold: bool = True, admits: Callable[[int], bool] | None = None,
+          blocks: np.ndarray | None = None) -> tuple[Any, float] | None:
     """(The choice of least estimate among `choices`, its estimated cycles), ties to the least
     `ties` (arrays, the first compared first); None when there are none. floors[i] is a lower bound of choice i's
     estimated cycles worked out without it (an array over the candidates, in closed form);
@@ -168,13 +169,50 @@ def least(floors: np.ndarray, ties: Sequence[np.ndarray], make: Callable[[int], 
     whose bounds are below the best estimate found so far are replayed. Where the bounds hold
     (bounds_hold), best first: a made candidate waits its turn by its bound, so the replays go
     to the likeliest first; where they are only a guide (several units replayed together share
-    memories the bound gives each a fixed share of), each is replayed as soon as it is made."""
+    memories the bound gives each a fixed share of), each is replayed as soon as it is made.
+    admits(i): whether choice i is one at all (its buffers fit), asked only of those whose floors
+    are below the best estimate found so far: the others are passed over as if absent.
+    blocks (an array over the candidates, each one's reduction block): where only the block of
+    the choice is asked, the search stops as soon as every candidate that could still replace
+    the best has the best's block, the block the search would end with (the unmade of other
+    blocks are made ahead of their turn for their bounds; the search goes on as it would); the
+    choice returned then has that block, and is not otherwise the least."""
     if not len(choices):
         return None
     order = np.lexsort((*reversed(ties), floors)).tolist()  # the unmade, by (floor, ties, index)
+    ranked, ranked_floors = (blocks[order], floors[order]) if blocks is not None else (None, None)
     waiting: list[tuple] = []  # a heap of the made that wait their turn: (bound, ties, index, Estimate)
+    ahead: dict[int, tuple[Any, float] | None] = {}  # index -> (Estimate, its bound) made ahead of its turn, None if not admitted
     best, k = None, 0
+
+    def made_of(i: int) -> tuple[Any, float] | None:
+        """(Estimate, its bound) of choice i, None if it is not admitted."""
+        if i in ahead:
+            return ahead.pop(i)
+        if admits is not None and not admits(i):
+            return None
+        made = make(i)
+        return made, made.bound()
+
+    def decided() -> bool:
+        """Whether every candidate whose floor and bound are below the best estimate has the best's block."""
+        assert best is not None and blocks is not None and ranked is not None and ranked_floors is not None
+        block, cut = blocks[best[2]], best[0]
+        if any(blocks[w[2]] != block for w in waiting if w[0] < cut):
+            return False
+        below = k + int(np.searchsorted(ranked_floors[k:], cut))  # the unmade whose floors are below it
+        for j in np.flatnonzero(ranked[k:below] != block).tolist():
+            i = order[k + j]
+            if i not in ahead:
+                ahead[i] = made_of(i)
+            known = ahead[i]
+            if known is not None and known[1] < cut:
+                return False
+        return True
+
     while k < len(order) or waiting:
+        if blocks is not None and best is not None and decided():
+            break
         if k < len(order):
             i = order[k]
             unmade = (floors[i], tuple(t[i] for t in ties), i, None)
@@ -186,8 +224,10 @@ def least(floors: np.ndarray, ties: Sequence[np.ndarray], make: Callable[[int], 
         if best is not None and low >= best[0]:
             break
         if made is None:
-            made = make(i)
-            bound = made.bound()
+            known = made_of(i)
+            if known is None:
+                continue
+            made, bound = known
             if best is not None and bound >= best[0]:
                 continue
             if bounds_hold:

@@ -644,12 +644,14 @@ class _Matrix(Convolution):
         unit = self.matrix_unit
         limits = self.ctx.tile_limits(shape) + (self.ctx.policy.tile_limit("k", self.icg),)
         granules = (unit.sides(conv=True)[1], unit.depth(self.operand_dtype or self.x.dtype))
-        return self._searched(self._for_units(lambda blocks, units: self._cheapest(shape, granules, limits, blocks, units), lambda c: c[1]))
+        return self._searched(self._for_units(lambda blocks, units, only: self._cheapest(shape, granules, limits, blocks, units, only),
+                                              lambda c: c[1]))
 
     def _cheapest(self, shape: Tile, granules: tuple[int, int], limits: Tile, blocks: list[int] | None,
-                  units: int) -> tuple[Choice, float] | None:
+                  units: int, only: Callable[[tuple], int] | None = None) -> tuple[Choice, float] | None:
         """(tile, input-channel block, keep) of least estimated cycles (tiling.least), over
-        keeping the input or not (where the convolution may keep it)."""
+        keeping the input or not (where the convolution may keep it); with `only`, one of the
+        least one's block (Tiled._least)."""
         choices: list[Choice] = []
         floors: list[np.ndarray] = []
         for keep in ((False, True) if self.keepable else (False,)):
@@ -657,7 +659,7 @@ class _Matrix(Convolution):
             floors.append(self._floors(found, keep, units, path=True))
             choices += [(tile, tic, keep) for tile, tic in found]
         ties = (np.array([-math.prod(tile) * tic for tile, tic, _ in choices]), np.array([keep for *_, keep in choices]))
-        return self._least(choices, np.concatenate(floors), ties, units)
+        return self._least(choices, np.concatenate(floors), ties, units, only=only)
 
     def floor(self) -> float:
         """A lower bound of tiling()'s cycles without a search: _floors of the whole output as

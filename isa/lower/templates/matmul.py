@@ -214,12 +214,13 @@ class _Plan(Tiled):
         keeps = (False, True) if not self.shifted else (False,)
         accs = (self.ctx.slots, 1) if self.flight is not None and self.ctx.slots > 1 else (self.ctx.slots,)
 
-        def choose(ks: list[int] | None, units: int) -> tuple[Choice, float] | None:
-            fitting = [(tm, tn, tk, keep, n, rows) for tk in ks or sizes[2] for tm in sizes[0] for tn in sizes[1] for keep in keeps
-                       for n in accs if self._fits(tm, tn, tk, keep, n) for rows in self._part_choices(tm, n)]
-            floors = np.array([self._floor(*t, units) for t in fitting], float)
-            ties = (np.array([-math.prod(t[:3]) for t in fitting]), np.array([-t[5] for t in fitting]))
-            return self._least(fitting, floors, ties, units)
+        def choose(ks: list[int] | None, units: int, only: Callable[[tuple], int] | None) -> tuple[Choice, float] | None:
+            """Every candidate is bounded from its shape; whether its buffers fit is asked only
+            of those whose floors can still win (tiling.least)."""
+            grid = [(tm, tn, tk, keep, n, rows) for tk in ks or sizes[2] for tm in sizes[0] for tn in sizes[1] for keep in keeps
+                    for n in accs for rows in self._part_choices(tm, n)]
+            ties = (np.array([-math.prod(t[:3]) for t in grid]), np.array([-t[5] for t in grid]))
+            return self._least(grid, self._floors(grid, units), ties, units, lambda t: self._fits(*t[:5]), only)
 
         def search() -> tuple[Choice, float]:
             found = self._for_units(choose, lambda c: c[2])
@@ -303,30 +304,42 @@ class _Plan(Tiled):
         return {via: max(1, min(STAGE_SLOTS, (self.em.allocators[via].free_bytes() - placed.get(via, 0)) // n))
                 for via, n in staged.items()}
 
-    def _floor(self, tm: int, tn: int, tk: int, keep: bool, accs: int, rows: int, units: int) -> float:
-        """A lower bound of the tiling's estimated cycles, from its shape alone: the products
-        (isa/costs.py's formula summed over every tile and block; with several units, the
-        busiest has at least its share), or with one unit the bytes of the operand tiles that
-        come from DDR at DDR's bandwidth (bursts left out)."""
+    def _floors(self, choices: Sequence[Choice], units: int) -> np.ndarray:
+        """Lower bounds of the tilings' estimated cycles, from their shapes alone, as an array
+        over the candidates: the products (isa/costs.py's formula summed over every tile and
+        block, its factors worked out once per extent; with several units, the busiest has at
+        least its share), or with one unit the bytes of the operand tiles that come from DDR at
+        DDR's bandwidth (bursts left out)."""
+        unit, dtype = self.matrix_unit, self.operand_dtypes[0]
+
         def sizes(n: int, t: int) -> list[tuple[int, int]]:
             return [(t, n // t)] + ([(n % t, 1)] if n % t else [])
 
-        ms, ns, ks = sizes(self.M, tm), sizes(self.N, tn), sizes(self.K, tk)
+        def factors(column: int, factor: Callable[[int], tuple[int, int]]) -> np.ndarray:
+            """(how many, folds or cycles) of each candidate's extent in `column`, as rows."""
+            extents = [c[column] for c in choices]
+            known = {t: factor(t) for t in set(extents)}
+            return np.array([known[t] for t in extents], np.int64).reshape(-1, 2).T
+
+        m = factors(0, lambda t: costs.matmul_rows(sizes(self.M, t), unit.m))
+        n = factors(1, lambda t: costs.matmul_rows(sizes(self.N, t), unit.n))
+        k = factors(2, lambda t: costs.matmul_depths(sizes(self.K, t), unit, dtype))
         batch = math.prod(self.batch)
-        products = batch * (2 if self.asym else 1) * costs.matmul_total(ms, ks, ns, self.matrix_unit, self.operand_dtypes[0],
-                                                                        self.mx.issue_latency)
+        total = costs.matmul_combined(m, k, n, self.mx.issue_latency)  # type: ignore[arg-type]  # its arithmetic takes arrays too
+        products = batch * (2 if self.asym else 1) * np.asarray(total, np.int64)
         if units > 1:
             return products / units
         home = self.ctx.home
-        loaded = 0
+        loaded = np.zeros(len(choices), np.int64)
         if home[self.right.name].mem == "ddr":  # once per row block
-            loaded += sum(c for _, c in ms) * self.K * self.N // self.per_byte * dtypes.itemsize(self.right.dtype)
+            loaded += m[0] * self.K * self.N // self.per_byte * dtypes.itemsize(self.right.dtype)
         if home[self.left.name].mem == "ddr":  # once per column block, or once kept
-            loaded += (1 if keep else sum(c for _, c in ns)) * self.M * self.K * dtypes.itemsize(self.left.dtype)
+            keep = np.array([c[3] for c in choices], bool)
+            loaded += np.where(keep, 1, n[0]) * self.M * self.K * dtypes.itemsize(self.left.dtype)
         loaded *= batch
         if self.ctx.chip.cache is not None:
-            loaded = min(loaded, self.once(self.left, self.right))
-        return max(products, loaded / self.ctx.chip.memories["ddr"].bandwidth)
+            loaded = np.minimum(loaded, self.once(self.left, self.right))
+        return np.maximum(products.astype(float), loaded / self.ctx.chip.memories["ddr"].bandwidth)
 
     def _work(self, kind: Sequence[Position], tk: int, first: bool, last: bool, k0: int, rows: int, full_tm: int,
               left_k: int | None = None, keep: bool = False, cut: bool = False) -> Work:

@@ -192,24 +192,33 @@ class Tiled(Priced, ABC):
         for buf in placed + later():
             self.em.release(buf)
 
-    def _least(self, fitting: list, floors: np.ndarray, ties: tuple, units: int) -> tuple[tuple, float] | None:
+    def _least(self, fitting: list, floors: np.ndarray, ties: tuple, units: int, fits: Callable[[tuple], bool] | None = None,
+               only: Callable[[tuple], int] | None = None) -> tuple[tuple, float] | None:
         """(Of the fitting tilings, the one of least estimated cycles on the busiest of `units`
         units, those cycles) (tiling.least: floors bound each from below; ties break equal
-        estimates), each estimated by self._schedule(*tiling, units, ...) (_schedule_of)."""
-        return least(floors, ties, lambda i: self._schedule_of(fitting[i], units), fitting, estimate.bounds_hold(self.ctx.chip, units))
+        estimates), each estimated by self._schedule(*tiling, units, ...) (_schedule_of); with
+        `fits`, of the tilings that fit by it, asked only of those that can still win; with
+        `only`, a tiling of the least one's reduction block (`only` gives a tiling's), found
+        once that block is decided."""
+        admits = None if fits is None else (lambda i: fits(fitting[i]))
+        blocks = None if only is None else np.array([only(t) for t in fitting], np.int64)
+        hold = estimate.bounds_hold(self.ctx.chip, units)
+        return least(floors, ties, lambda i: self._schedule_of(fitting[i], units), fitting, hold, admits, blocks)
 
     @abstractmethod
     def _schedule_of(self, tiling: tuple, units: int) -> Estimate:
         """The Estimate (estimate.tiled) of a tiling, as the search's candidates have it, on `units` units."""
 
-    def _for_units(self, choose: Callable[[list | None, int], tuple[tuple, float] | None],
+    def _for_units(self, choose: Callable[[list | None, int, Callable[[tuple], int] | None], tuple[tuple, float] | None],
                    block: Callable[[tuple], int]) -> tuple[tuple, float] | None:
-        """(choice, its estimated cycles on every unit): choose(blocks, units) for one unit
+        """(choice, its estimated cycles on every unit): choose(blocks, units, only) for one unit
         (blocks None: every reduction block), then, with several units, for them with its
-        reduction block, so that the order of the sums does not depend on the units."""
-        found = choose(None, 1)
-        if found and len(self.units) > 1:
-            found = choose([block(found[0])], len(self.units))
+        reduction block, so that the order of the sums does not depend on the units. The search
+        for one unit then decides only the block (only: `block`, tiling.least's blocks)."""
+        several = len(self.units) > 1
+        found = choose(None, 1, block if several else None)
+        if found and several:
+            found = choose([block(found[0])], len(self.units), None)
         return found
 
     def place_buffers(self, wanted: Iterable[tuple[Key, int, str, int]]) -> dict[tuple[Key, int], Buf]:
