@@ -9,7 +9,7 @@
   prefill's head merge: the attention's (batch, heads, rows, head size) context to (batch, rows,
   heads, head size)): the product writes its rows straight into the permute's output through
   strides (Lowering.permuted), as a compiler folds the layout change into the product; no
-  instruction runs. Its rows are whole bursts, so the DMA writes them at the dense rate.
+  instruction runs; the product's stores write runs of a head row each instead of whole rows.
 
 lower() leaves these outputs unplaced (Template.places_outputs) and frees a shared buffer after the
 last use of any tensor that shares it.
