@@ -265,6 +265,30 @@ def test_a_prefills_scores_keep_their_transpose():
     assert isa.from_onnx(model).notes[-1].endswith("nothing to rewrite")
 
 
+@pytest.mark.parametrize("kv_heads", [2, 4], ids=["grouped", "one-to-one"])
+@pytest.mark.parametrize("chip, dtype, tol", [("bm1686", "float32", 1e-4), ("ascend910b", "float16", 2e-2)])
+def test_a_prefills_attention_writes_the_heads_merged(kv_heads, chip, dtype, tol):
+    """A prefill's fused attention writes each head's context rows straight into the (rows, heads,
+    head size) layout the output projection reads (the head merge permute written in place,
+    isa/lower/templates/place.py), grouped-query or not: no instruction of the merge runs, the
+    values are the reference's, and the layer is faster than when the context is also returned (a
+    returned tensor has its own buffer, so the merge is then a DDR-to-DDR copy)."""
+    cfg = llm.config("tinyllama-1.1b", layers=1, hidden=64, heads=4, kv_heads=kv_heads, mlp=96, vocab=50)
+    model = llm.decoder_layer(cfg, seq=32, dtype=dtype)  # a mask of 1 KiB or more: shape inference sees it
+    got = against_reference(model, chip, tol)
+    assert "attention" in {n.op for n in isa.from_onnx(model).nodes}
+    returned = onnx.ModelProto()
+    returned.CopyFrom(model)
+    returned.graph.output.append(helper.make_empty_tensor_value_info("layers.0.ctx"))
+    target, feeds = chips.load(chip), feeds_for(model)
+    fast, slow = (sim.run(isa.from_onnx(m), target, feeds) for m in (model, returned))
+    merges = [{e.name for e in r.trace.events if e.op == "layers.0.ctx_t"} for r in (fast, slow)]
+    assert not merges[0] and merges[1]
+    np.testing.assert_array_equal(fast.outputs["y"], got["y"])
+    np.testing.assert_array_equal(slow.outputs["y"], fast.outputs["y"])
+    assert fast.cycles < slow.cycles
+
+
 def test_the_bench_simulates_a_layer_and_reads_its_engines():
     step = BENCH.simulate(lambda: llm.decoder_layer(TINY, seq=1, past=8), ASCEND910B, top=2)
     assert step.cycles > 0 and step.seconds == pytest.approx(step.cycles / ASCEND910B.clock_hz)

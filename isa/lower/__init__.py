@@ -30,7 +30,8 @@ from .replay import Replayer, find
 from .schedule.chain import Chain, Chains, lower_chain
 from .schedule.fusion import groups as make_groups
 from .templates.cache import bind_states
-from .templates.catalog import TEMPLATES, VIEW, Template
+from .templates.catalog import IN_PLACE, TEMPLATES, VIEW, Template
+from .templates.place import permuted_in_place
 
 if TYPE_CHECKING:
     from chips.schema import Chip
@@ -65,6 +66,7 @@ def _lower(graph: Graph, chip: Chip, policy: Policy, progress: Progress | None, 
     ctx = Lowering(graph, chip, policy, em, {})
     _reserve(ctx)
     shares = _shared_buffers(graph, groups)
+    _permutes_in_place(ctx, groups, shares)
     touch = _templates_touching(groups, shares)
     _check_pins(ctx, touch)
     aliased = _bind(ctx, _in_ddr_only(groups, shares))
@@ -76,6 +78,12 @@ def _lower(graph: Graph, chip: Chip, policy: Policy, progress: Progress | None, 
     chains, placed = Chains(ctx, groups), set[str]()
 
     def place(t: str, template: Template) -> None:
+        if t in ctx.permuted:  # written in place of the permute's output (templates/place.py)
+            out = ctx.permuted[t][0]
+            if out not in ctx.home:
+                place(out, template)
+            ctx.home[t] = ctx.home[out]
+            return
         ctx.home[t] = _place_intermediate(ctx, t, {*touch.get(t, {}), template})
         placed.add(t)
 
@@ -165,6 +173,15 @@ def _shared_buffers(graph: Graph, groups: list[Group]) -> dict[str, str]:
             src = g.nodes[0].inputs[0]
             shares[g.nodes[0].outputs[0]] = shares.get(src, src)
     return shares
+
+
+def _permutes_in_place(ctx: Lowering, groups: list[Group], shares: dict[str, str]) -> None:
+    """The permutes a product writes in place (templates/place.py): ctx.permuted, and their groups emit nothing."""
+    ctx.permuted = permuted_in_place(ctx.graph, groups, shares)
+    written = {out for out, _ in ctx.permuted.values()}
+    for g in groups:
+        if g.nodes[0].outputs[0] in written:
+            g.template = IN_PLACE
 
 
 def _templates_touching(groups: list[Group], shares: dict[str, str]) -> Touch:

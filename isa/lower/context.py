@@ -41,6 +41,8 @@ class Lowering:
     em: Emits  # the Emitter, or while a tiling is priced the estimate's Recorder
     home: dict[str, Buf]  # tensor name -> Buf it lives in (DDR or on-chip)
     bound: set[str] = field(default_factory=set)  # tensors whose home lasts the whole program (bindings)
+    # a product's output -> (the permute's output whose home it is written into, the permute's order) (templates/place.py)
+    permuted: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
     constants: dict[tuple[str, float, str], Buf] = field(default_factory=dict)  # (op, value, dtype) -> its one-element DDR constant
     # a tiling search's signature -> its result (isa/lower/schedule/searches.py)
     searches: dict[Hashable, Any] = field(default_factory=dict)
@@ -93,9 +95,17 @@ class Lowering:
         return self.graph.tensors[name]
 
     def home_region(self, name: str) -> Region:
-        """The whole of tensor `name`, dense, where it lives."""
+        """The whole of tensor `name` where it lives: dense, or for a tensor written in place of a
+        permute's output (`permuted`), that output's region read through the permute's order."""
         t = self.graph.tensors[name]
-        return self.home[name].region(t.dtype, t.shape)
+        if name not in self.permuted:
+            return self.home[name].region(t.dtype, t.shape)
+        out, order = self.permuted[name]
+        full = self.home[name].region(t.dtype, self.graph.tensors[out].shape)
+        strides = [0] * len(order)
+        for k, axis in enumerate(order):
+            strides[axis] = full.strides[k]
+        return full._replace(shape=t.shape, strides=tuple(strides))
 
     def compute_map(self, node: Node) -> Mapping[str, str]:
         return support_row(self.chip, node).compute

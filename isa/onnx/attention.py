@@ -12,6 +12,14 @@ node alone, and replaces it by one `FusedAttention` node: an op type of the impo
 ONNX op), read by the mapping below, its output's shape kept for shape inference. k^T is the
 product's right operand as it is (the key stored transposed, as a key cache is), or, when it is a
 Transpose of the last two axes read by this product alone, that Transpose's input.
+
+A grouped-query export regroups the query by KV head before the product ((batch, heads, rows,
+head size) reshaped to (batch, KV heads, group x rows, head size), its constant mask the (rows,
+keys) mask tiled group times, examples/llm.py): the fused node then takes the query by heads, as the
+op reads a KV head's group itself, and the one mask block, and its output is reshaped to the
+regrouped one (a view). Its output is then (batch, heads, rows, head size), which the head merge
+after it permutes with the last axis kept: the lowering writes it in place of the merge
+(isa/lower/templates/place.py).
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from .. import ops
 from .builder import node_attr
@@ -61,10 +69,19 @@ def fuse(source: Source, g: Graph) -> str:
             continue
         chain, (q, key, key_t, v, mask, scale) = found
         name = node.name or node.output[0]
+        ungrouped = _ungrouped(g, name, q, shapes[key][1], mask, shapes)
+        made: list[NodeProto] = []
+        out, out_shape = node.output[0], shapes[node.output[0]]
+        if ungrouped is not None:
+            regroup, q, mask, made = ungrouped
+            chain.insert(0, regroup)
+            out, out_shape = f"{name}.heads", (*shapes[q][:3], out_shape[3])
+            made.append(helper.make_node("Reshape", [out, _shape_constant(made, f"{name}.regrouped_shape", shapes[node.output[0]])],
+                                         list(node.output), name=f"{name}.regrouped"))
         inputs = [q, key, v] + ([mask] if mask else [])
-        fused_node = helper.make_node(FUSED, inputs, list(node.output), name=name, scale=scale, key_transposed=int(key_t))
-        g.replace(chain, [fused_node])
-        infos.append(helper.make_tensor_value_info(node.output[0], elems[node.output[0]], shapes[node.output[0]]))
+        fused_node = helper.make_node(FUSED, inputs, [out], name=name, scale=scale, key_transposed=int(key_t))
+        g.replace(chain, [*made[:-1], fused_node, *made[-1:]] if made else [fused_node])
+        infos.append(helper.make_tensor_value_info(out, elems[node.output[0]], out_shape))
         done += 1
     g.commit()
     graph = source.model.graph
@@ -118,6 +135,40 @@ def _match(g: Graph, out_mm: NodeProto, shapes: dict[str, tuple[int, ...]]) -> M
     if not all(len(shapes.get(t, ())) == 4 for t in (q, key, v)):
         return None
     return chain, (q, key, key_t, v, mask, scale)
+
+
+def _ungrouped(g: Graph, name: str, q: str, kv: int, mask: str | None,
+               shapes: dict[str, tuple[int, ...]]) -> tuple[NodeProto, str, str | None, list[NodeProto]] | None:
+    """(the Reshape regrouping the query, the query by heads, its mask block, the Constant nodes
+    made) when q is a private Reshape of (B, kv x group, S, D) to (B, kv, group x S, D), group > 1,
+    and the mask is absent or a constant (group x S, keys) of group equal (S, keys) blocks; else None."""
+    regroup = _private_producer(g, q, "Reshape")
+    if regroup is None:
+        return None
+    heads, grouped = shapes.get(regroup.input[0], ()), shapes.get(q, ())
+    if len(heads) != 4 or len(grouped) != 4 or grouped[1] != kv or heads[1] == kv or heads[1] % kv:
+        return None
+    group = heads[1] // kv
+    if grouped != (heads[0], kv, group * heads[2], heads[3]):
+        return None
+    made: list[NodeProto] = []
+    if mask is None:
+        return regroup, regroup.input[0], None, made
+    value = g.value(mask)
+    if value is None or value.ndim != 2 or value.shape[0] != group * heads[2]:
+        return None
+    block = value[:heads[2]]
+    if not (value.reshape(group, *block.shape) == block).all():
+        return None
+    made.append(helper.make_node("Constant", [], [f"{name}.mask_rows"], name=f"{name}.mask_rows",
+                                 value=numpy_helper.from_array(np.ascontiguousarray(block), f"{name}.mask_rows")))
+    return regroup, regroup.input[0], f"{name}.mask_rows", made
+
+
+def _shape_constant(made: list[NodeProto], name: str, shape: Sequence[int]) -> str:
+    """Append a Constant node holding `shape` (int64) to made; its output's name."""
+    made.append(helper.make_node("Constant", [], [name], name=name, value=numpy_helper.from_array(np.array(shape, np.int64), name)))
+    return name
 
 
 def _private_producer(g: Graph, name: str, op_type: str) -> NodeProto | None:

@@ -35,7 +35,7 @@ def signature(ctx: Lowering, nodes: Sequence[Node], stores: Sequence[str], extra
 
     def tensor(name: str) -> tuple:
         t, home = ctx.graph.tensors[name], ctx.home.get(name)
-        where = None if home is None else (home.mem, place(home), home.window)
+        where = None if home is None else (home.mem, place(home), home.window, ctx.home_region(name).strides)
         return local.setdefault(name, len(local)), t.shape, t.dtype, where
 
     ops = tuple((n.op, _frozen(n.params), _operands(n, [tensor(t) for t in n.inputs]), tuple(tensor(t) for t in n.outputs))

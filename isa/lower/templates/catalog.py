@@ -19,7 +19,7 @@ from .depthwise import lower_depthwise, plan_depthwise
 from .indexed import lower_indexed
 from .local import lower_elementwise
 from .matmul import lower_matmul
-from .place import lower_constant, lower_view
+from .place import lower_constant, lower_in_place, lower_view
 from .pool import lower_pool, plan_pool, pool_axes
 from .reduce import lower_reduce
 from .resize import lower_resize
@@ -72,6 +72,7 @@ DEPTHWISE = Template("depthwise", lower_depthwise, head=True, slicing=Slicing(pl
 POOL = Template("pool", lower_pool, head=True, slicing=Slicing(plan_pool, pool_axes, _pool_sliceable))
 ELEMENTWISE = Template("elementwise", lower_elementwise, head=True, tail=True)
 VIEW = Template("view", lower_view, places_outputs=True)
+IN_PLACE = Template("in place", lower_in_place, places_outputs=True)
 TEMPLATES = {t.name: t for t in (
     CONV, DEPTHWISE, POOL, ELEMENTWISE, VIEW,
     Template("matmul", lower_matmul), Template("reduce", lower_reduce), Template("resize", lower_resize),

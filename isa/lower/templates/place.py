@@ -5,6 +5,11 @@
   buffer of its own, so it gets a copy.)
 - `constant`: a value known when the graph is built (constdata's array, shape_fetch's shape) is
   a constant preloaded in DDR, like weights; no instruction runs.
+- `in place`: a permute that keeps the last axis, of a product's output read by nothing else (a
+  prefill's head merge: the attention's (batch, heads, rows, head size) context to (batch, rows,
+  heads, head size)): the product writes its rows straight into the permute's output through
+  strides (Lowering.permuted), as a compiler folds the layout change into the product; no
+  instruction runs; the product's stores write runs of a head row each instead of whole rows.
 
 lower() leaves these outputs unplaced (Template.places_outputs) and frees a shared buffer after the
 last use of any tensor that shares it.
@@ -19,8 +24,11 @@ from ... import dtypes
 from ..memory.route import copy
 
 if TYPE_CHECKING:
+    from ...graph import Graph
     from ..context import Lowering
     from ..schedule.fusion import Group
+
+WRITES_THROUGH_STRIDES = ("matmul", "attention")  # templates that write their output through Lowering.home_region
 
 
 def lower_view(ctx: Lowering, group: Group) -> None:
@@ -44,3 +52,35 @@ def lower_constant(ctx: Lowering, group: Group) -> None:
         copy(ctx.em, buf.region(t.dtype, t.shape), buf, ctx.home_region(out), ctx.home[out], node.name)
     else:
         ctx.home[out] = buf
+
+
+def lower_in_place(ctx: Lowering, group: Group) -> None:
+    """Nothing to emit: the product made the output in place (permuted_in_place)."""
+
+
+def permuted_in_place(graph: Graph, groups: list[Group], shares: dict[str, str]) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """product output -> (the permute output it is written into, the permute's order), for each
+    permute that keeps the last axis and reads, directly or through views of the same shape, the
+    output of a one-op group of a template in WRITES_THROUGH_STRIDES, which nothing else reads and
+    the graph does not return."""
+    by_node = {id(n): g for g in groups for n in g.nodes}
+    made = {t: by_node[id(n)] for t, n in graph.producer.items() if id(n) in by_node}
+    outputs = set(graph.outputs.values())
+    found: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for g in groups:
+        node = g.nodes[0]
+        if node.op != "permute" or len(g.nodes) != 1:
+            continue
+        order, x = tuple(node.params["order"]), node.inputs[0]
+        t = shares.get(x, x)
+        maker = made.get(t)
+        if (order[-1] != len(order) - 1 or maker is None or len(maker.nodes) != 1 or maker.template.name not in WRITES_THROUGH_STRIDES
+                or graph.tensors[t].shape != graph.tensors[x].shape):
+            continue
+        chain = {t, *(s for s, root in shares.items() if root == t)}
+        readers = [r for s in chain for r in graph.consumers(s)]
+        if chain & outputs or any(r is not node and not (by_node[id(r)].template.name == "view" and r.outputs[0] in chain)
+                                  for r in readers if id(r) in by_node):
+            continue
+        found[t] = (node.outputs[0], order)
+    return found
