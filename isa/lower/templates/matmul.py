@@ -124,9 +124,8 @@ class _Plan(Tiled):
             self.init_bias((self._fold_bias((right - p["right_zero_point"]).sum(axis=0, keepdims=True)), "int32"), True)
         else:
             self.init_bias(self._given_bias(), dtypes.is_int(self.acc_dtype))
-        self.steps, self.temps = self.opdef.epilogue(p, self.added_bias, self.out.dtype)
-        self.stored, self.flight_steps = self.out.name, self.steps
-        self.init_accumulator()
+        steps, temps = self.opdef.epilogue(p, self.added_bias, self.out.dtype)
+        self.init_epilogue(steps, temps, self.out.name, steps)
 
     # ---- views of the tensors where they live ----------------------------------------------
 
