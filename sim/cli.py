@@ -74,6 +74,8 @@ if TYPE_CHECKING:
     from isa.program import Program
     from sim.machine import Result
 
+    Commands = argparse._SubParsersAction["_Parser"]  # the parser's subcommands (_parser)
+
 BUG = 2  # exit status of a defect of npusim
 PIPE_CLOSED = 128 + 13  # a shell's status for a process SIGPIPE ends
 
@@ -131,10 +133,18 @@ def _seed(text: str) -> int:
     return seed
 
 
-def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915  # one statement per subcommand and option: a table, read top to bottom
+def _parser() -> argparse.ArgumentParser:
+    """npusim's command line: each subcommand with its options, added by the functions below in
+    the order `npusim --help` lists them."""
     p = _Parser(prog="npusim", description="Cycle-approximate NPU/TPU simulator: exact numbers, cycles and traces. "
                                            "--debug anywhere shows the traceback of an internal error.")
     sub = p.add_subparsers(required=True, metavar="COMMAND")
+    for add in (_run_command, _lower_command, _exec_command, _sweep_command, _trace_commands, _list_commands):
+        add(sub)
+    return p
+
+
+def _run_command(sub: Commands) -> None:
     run = sub.add_parser("run", help="simulate a graph file or an ONNX model on a chip")
     run.add_argument("graph", help="graph YAML file (see examples/) or ONNX model (.onnx)")
     run.add_argument("--chip", default="generic", help="shipped chip name or chip YAML path (default: generic)")
@@ -151,6 +161,9 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915  # one statement per 
     run.add_argument("--calibration", help="INT8's calibration: a TPU-MLIR table (name threshold min max lines) or an .npz sample "
                                            "(default: the run's inputs)")
     run.set_defaults(func=_run)
+
+
+def _lower_command(sub: Commands) -> None:
     low = sub.add_parser("lower", help="lower a graph file or an ONNX model for a chip and write the program as text")
     low.add_argument("graph", help="graph YAML file (see examples/) or ONNX model (.onnx)")
     low.add_argument("--chip", default="generic", help="shipped chip name or chip YAML path (default: generic)")
@@ -159,6 +172,9 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915  # one statement per 
     low.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a chip or policy field, as run takes it")
     low.add_argument("-o", "--output", required=True, metavar="PROGRAM", help="write the program's text here")
     low.set_defaults(func=_lower, seed=0)
+
+
+def _exec_command(sub: Commands) -> None:
     ex = sub.add_parser("exec", help="run a program text written by lower or run --program, saved or edited by hand")
     ex.add_argument("program", help="program text file (npusim lower -o)")
     ex.add_argument("--chip", help="shipped chip name or chip YAML path (default: the chip the program's .program line names); "
@@ -170,6 +186,9 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915  # one statement per 
                     help="override a chip field (memories.ddr.bandwidth=16GB/s); policy fields change the lowering, not a program")
     _result_files(ex)
     ex.set_defaults(func=_exec)
+
+
+def _sweep_command(sub: Commands) -> None:
     sw = sub.add_parser("sweep", help="run a graph over the cross product of chip and policy overrides")
     sw.add_argument("graph", help="graph YAML file (see examples/)")
     sw.add_argument("--chip", default="generic", help="shipped chip name or chip YAML path (default: generic)")
@@ -184,6 +203,10 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915  # one statement per 
     sw.add_argument("--out", default="out/sweep", help="folder for sweep.csv and sweep.png (default: out/sweep)")
     _wide(sw)
     sw.set_defaults(func=_sweep)
+
+
+def _trace_commands(sub: Commands) -> None:
+    """report and compare: what a run's saved traces hold."""
     report = sub.add_parser("report", help="summary and per-op table of a trace saved by run --trace")
     report.add_argument("trace", help="trace JSON written by npusim run --trace")
     report.add_argument("--csv", help="write events.csv and ops.csv into this folder")
@@ -196,6 +219,10 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915  # one statement per 
     compare.add_argument("--top", type=int, default=10, help="ops whose time changed most to list (default: 10)")
     _wide(compare)
     compare.set_defaults(func=_compare)
+
+
+def _list_commands(sub: Commands) -> None:
+    """chips and ops: what npusim ships."""
     chip_list = sub.add_parser("chips", help="list the shipped chips")
     _wide(chip_list)
     chip_list.set_defaults(func=_chips)
@@ -203,7 +230,6 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915  # one statement per 
     ops.add_argument("--chip", help="only this chip")
     _wide(ops)
     ops.set_defaults(func=_ops)
-    return p
 
 
 def _wide(parser: argparse.ArgumentParser) -> None:

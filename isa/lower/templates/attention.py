@@ -263,11 +263,26 @@ class _Plan:
     # ---- emission -----------------------------------------------------------------------------
 
     def emit(self, unit: Unit, run: list[QueryTile], tm: int, tn: int, slots: int) -> None:
+        """Emit a unit's query tiles: its buffers placed (_place), then their blocks in an order
+        that overlaps them as the unit's engines allow (_in_turn, _overlapped)."""
+        self.stages = {}
+        self.unit, self.b = unit, self._place(unit, tm, tn, slots)
+        steps: list[Block] = []
+        for t, it in enumerate(run):
+            blocks = self.visits[it]
+            for j, (c0, tc, kind) in enumerate(blocks):
+                steps.append(Block(t, it, j, len(blocks), c0, tc, kind, len(steps) % slots))
+        if slots == 1 or unit.mx.name == unit.vx.name:
+            self._in_turn(steps, slots - 1)
+        else:
+            self._overlapped(steps)
+
+    def _place(self, unit: Unit, tm: int, tn: int, slots: int) -> dict[str, list[Buf]]:
+        """key -> the unit's buffers of that key (one per slot, or as many as the key rotates);
+        sets `direct`: the scores accumulate where the vector unit reads them."""
         em, name = self.em, self.node.name
-        mx, vx = unit.mx, unit.vx
         amem, bmem, cmem, vmem = memories(unit)
         op, item = self.dtype, dtypes.itemsize
-        self.stages = {}
 
         def alloc(mem: str, n: int, what: str, count: int) -> list[Buf]:
             made = [em.alloc(mem, n, f"{name}/{what}.{s}") for s in range(count)]
@@ -297,30 +312,25 @@ class _Plan:
             b["mask"] = alloc(vmem, tm * tn * item(self.mask.dtype), "mask", slots)
         if self.out.dtype != F32:
             b["out"] = alloc(vmem, tm * self.Dv * item(self.out.dtype), "out", 1)
-        self.unit, self.b = unit, b
+        return b
 
-        steps: list[Block] = []
-        for t, it in enumerate(run):
-            blocks = self.visits[it]
-            for j, (c0, tc, kind) in enumerate(blocks):
-                steps.append(Block(t, it, j, len(blocks), c0, tc, kind, len(steps) % slots))
-        if slots == 1 or mx.name == vx.name:
-            # one slot, or one engine for both stages (a Sophgo TIU: nothing to overlap between
-            # them): each block whole, the next block's loads (with two slots) before it
-            ahead = slots - 1
-            for step in steps[:ahead]:
-                self._load_scores(step)
-                self._load_value(step)
-            for i, step in enumerate(steps):
-                if i + ahead < len(steps):
-                    self._load_scores(steps[i + ahead])
-                    self._load_value(steps[i + ahead])
-                self._scores(step)
-                self._accumulate(step)
-            return
-        # two slots: block i + 1's scores before block i's accumulation; block i + 2's query,
-        # key and mask tiles once block i's scores have read their slot, its values once block
-        # i's accumulation has
+    def _in_turn(self, steps: list[Block], ahead: int) -> None:
+        """With one slot, or one engine for both stages (a Sophgo TIU: nothing to overlap between
+        them): each block whole, the next block's loads (ahead 1: with two slots) before it."""
+        for step in steps[:ahead]:
+            self._load_scores(step)
+            self._load_value(step)
+        for i, step in enumerate(steps):
+            if i + ahead < len(steps):
+                self._load_scores(steps[i + ahead])
+                self._load_value(steps[i + ahead])
+            self._scores(step)
+            self._accumulate(step)
+
+    def _overlapped(self, steps: list[Block]) -> None:
+        """Two slots: block i + 1's scores before block i's accumulation; block i + 2's query,
+        key and mask tiles once block i's scores have read their slot, its values once block i's
+        accumulation has."""
         for i, step in enumerate(steps[:2]):
             self._load_scores(step)
             self._load_value(step)

@@ -83,8 +83,7 @@ class Operands(NamedTuple):
 
 
 def lower_conv(ctx: Lowering, group: Group) -> None:
-    plan = _Matrix(ctx, group)
-    plan.run()
+    plan_conv(ctx, group).run()
 
 
 def plan_conv(ctx: Lowering, group: Group) -> Convolution:
@@ -142,12 +141,11 @@ class Convolution(Tiled, RowsTiled):
         self.operand_dtype = "int16" if self.shifted else None  # what the multiplies read
         if quantized_op:
             floor = self.opdef.floor_shift(p)
-            self.steps, self.temps = quantized.epilogue(p, self.added_bias, self.out.dtype, self.float_acc, floor)
+            steps, temps = quantized.epilogue(p, self.added_bias, self.out.dtype, self.float_acc, floor)
         else:
-            self.steps, self.temps = quantized.plain_epilogue(self.added_bias, self.out.dtype, self.acc_dtype)
+            steps, temps = quantized.plain_epilogue(self.added_bias, self.out.dtype, self.acc_dtype)
         self.tail = Tail(ctx, group.nodes[1:], group.stores, self.out.shape, given={self.out.name})
-        self.stored, self.flight_steps = self._flown()
-        self.init_accumulator()
+        self.init_epilogue(steps, temps, *self._flown(steps))
         self.k = int(np.prod(self.kernel))
         self.batch_slots, self.in_place, self.keepable, self.weight_in_place = self._operands()
         self.init_rows()
@@ -208,17 +206,17 @@ class Convolution(Tiled, RowsTiled):
         return batch_slots == 1 and self.ctx.home[self.x.name].mem == mem and not self.shifted and all(
             a.offset == 0 and a.stuff == 1 and a.extent(a.out) <= a.size for a in self.axes)
 
-    def _flown(self) -> tuple[str, list[Step] | None]:
+    def _flown(self, epilogue: list[Step]) -> tuple[str, list[Step] | None]:
         """(the tensor the accumulator's way out would store, the epilogue steps it would do, or
         None): with no fused tail, the result and the epilogue; with one ReLU of the result after a
         cast (or after nothing), the ReLU's result and one `relu` (isa/lower/templates/in_flight.py)."""
         steps: list[Step] | None
         if not self.tail.nodes:
-            stored, steps = self.out.name, self.steps
+            stored, steps = self.out.name, epilogue
         else:
             node = self.tail.nodes[0]
             alone = len(self.tail.nodes) == 1 and tuple(node.node.inputs) == (self.out.name,)
-            stored, steps = node.out.name, then_relu(self.steps, node.steps) if alone else None
+            stored, steps = node.out.name, then_relu(epilogue, node.steps) if alone else None
         return stored, steps if self.tail.stores == [stored] else None
 
     # ---- offline constants ------------------------------------------------------------------

@@ -46,7 +46,7 @@ from ...instructions import Matmul, Region, Vector
 from ...ops import REGISTRY, weight_only
 from ..context import operand_memory
 from ..memory.route import STAGE_SLOTS, copy
-from ..schedule import estimate, gemv
+from ..schedule import gemv
 from ..schedule.estimate import Estimate, Work, tiled
 from ..schedule.tiling import halvings, sub_region
 from ..templates import bias_table
@@ -124,9 +124,8 @@ class _Plan(Tiled):
             self.init_bias((self._fold_bias((right - p["right_zero_point"]).sum(axis=0, keepdims=True)), "int32"), True)
         else:
             self.init_bias(self._given_bias(), dtypes.is_int(self.acc_dtype))
-        self.steps, self.temps = self.opdef.epilogue(p, self.added_bias, self.out.dtype)
-        self.stored, self.flight_steps = self.out.name, self.steps
-        self.init_accumulator()
+        steps, temps = self.opdef.epilogue(p, self.added_bias, self.out.dtype)
+        self.init_epilogue(steps, temps, self.out.name, steps)
 
     # ---- views of the tensors where they live ----------------------------------------------
 
@@ -376,11 +375,8 @@ class _Plan(Tiled):
         a kept left block by the tiles that load it."""
         kept = ("kept", "a") if keep and not self._cut(keep) else ("kept",)
         out = self._as_roles(self._needs(full_tm, tn, 1, keep), kept)
-        acc = out["acc"]
-        if rows is not None and rows < full_tm:
-            row = tn * dtypes.itemsize(self.acc_dtype)
-            acc.parts = tuple(estimate.role(estimate.TILE, ("acc", j), acc.mem, min(rows, full_tm - r) * row)
-                              for j, r in enumerate(range(0, full_tm, rows)))
+        if rows is not None and rows < full_tm:  # in parts, as `place` splits it
+            self.recording().em.split(out["acc"], self._acc_splits(full_tm, tn, rows))
         return out
 
     def _price_right(self, rec: _Plan, tk: int, tn: int, k0: int, n0: int) -> None:
@@ -440,10 +436,14 @@ class _Plan(Tiled):
         asymmetric mode's zp_r element."""
         bufs = self.place_buffers((key, s, mem, n) for key, mem, n, count in self._placed(tm, tn, tk, keep, accs) for s in range(count))
         for s in range(accs if rows < tm else 0):
-            self.em.split(bufs["acc", s], tuple(r * tn * dtypes.itemsize(self.acc_dtype) for r in range(rows, tm, rows)))
+            self.em.split(bufs["acc", s], self._acc_splits(tm, tn, rows))
         for buf in self.place_zero_point():
             bufs["zp_r", 0] = buf
         return bufs
+
+    def _acc_splits(self, tm: int, tn: int, rows: int) -> tuple[int, ...]:
+        """Where a tm x tn accumulator splits into parts of `rows` rows (Emitter.split's offsets)."""
+        return tuple(r * tn * dtypes.itemsize(self.acc_dtype) for r in range(rows, tm, rows))
 
     def step(self, bufs: Slotted, index: int, a_slot: int, fresh: bool, keep: bool, ts: int, batch_index: tuple[int, ...], box: Box,
              first: bool, last: bool) -> tuple[Action, Action, Action]:

@@ -20,6 +20,7 @@ Each op's steps are in its plan class below; the vector unit does all the arithm
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from copy import copy as shallow_copy
 from typing import TYPE_CHECKING
 
@@ -136,7 +137,7 @@ class Layout:
         return tuple(starts), tuple(extents)
 
 
-class _Plan:
+class _Plan(ABC):
     """What one op loads, computes and stores per tile. Subclasses set `loads` and `stores`
     ((tensor name, "full" or "kept", buffer key)) and the buffers and steps."""
 
@@ -158,9 +159,9 @@ class _Plan:
         """(key, bytes) of buffers placed once for every tile."""
         return []
 
+    @abstractmethod
     def buffers(self, kext: Sequence[int]) -> Sizes:
         """(key, bytes) of one slot's buffers for a tile of kept extents kext."""
-        raise NotImplementedError
 
     def full_bytes(self, dtype: str, kext: Sequence[int]) -> int:
         return nbytes(dtype, tuple(kext) + self.lay.rshape)
@@ -175,7 +176,7 @@ class _Plan:
 
     # ---- one tile ---------------------------------------------------------------------------
 
-    def prepare(self, once: Bufs) -> None:
+    def prepare(self, once: Bufs) -> None:  # noqa: B027  # a default that the ops with tables override
         """Work done once before the tiles (loads of tables and what is computed from them)."""
 
     def load(self, bufs: Bufs, kstarts: tuple[int, ...], kext: tuple[int, ...]) -> None:
@@ -200,8 +201,9 @@ class _Plan:
         kept = self.ctx.home[name].region(t.dtype, self.lay.kshape)
         return sub_region(kept, kstarts, kext), buf.region(t.dtype, tuple(kext))
 
+    @abstractmethod
     def compute(self, bufs: Bufs, kext: tuple[int, ...]) -> None:
-        raise NotImplementedError
+        """The op on a tile of kept extents kext, from its loaded buffers into its result's."""
 
     # ---- emission helpers -------------------------------------------------------------------
 
@@ -447,5 +449,5 @@ class _HwMul(_Plan):
         self.vector("mul", self.kept(bufs, "out", F32, kext), (area, self.p["scale"]), F32)
 
 
-PLANS = {"reduce": _Reduce, "softmax": _Softmax, "softmax_int": _SoftmaxInt, "batch_norm": _BatchNorm,
-         "hw_avg": _HwAvg, "hw_mul": _HwMul}
+PLANS: dict[str, Callable[[Lowering, Node, list[str]], _Plan]] = {
+    "reduce": _Reduce, "softmax": _Softmax, "softmax_int": _SoftmaxInt, "batch_norm": _BatchNorm, "hw_avg": _HwAvg, "hw_mul": _HwMul}

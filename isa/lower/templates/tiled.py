@@ -20,11 +20,9 @@ bias added, or a cast) is isa/ops/quantized.py's plain_epilogue, the matrix ops'
 A plan using it sets, besides what `Priced` asks (ctx, em, node, units): mx and vx (the unit's
 matrix engine, None on the vector unit, and its vector engine), opdef, out (the tensor the op
 makes), out_channels (its channels, the accumulator tile's dimension 1), acc_dtype, bias ((home
-Buf, dtype) or None) and bias_in_table (by init_bias), steps and temps (the epilogue), asym (a second
-accumulator: the input times the weight's zero point) and zp_dtype (the weight's dtype, that zero
-point's), stored and flight_steps (the tensor the
-accumulator's way out would store and the epilogue steps it would do, or None), then calls
-init_accumulator().
+Buf, dtype) or None) and bias_in_table (by init_bias), asym (a second accumulator: the input times
+the weight's zero point) and zp_dtype (the weight's dtype, that zero point's), then calls
+init_epilogue() with the epilogue and the accumulator's way out.
 """
 
 from __future__ import annotations
@@ -128,11 +126,15 @@ class Tiled(Priced, ABC):
         """The dtype of the bias the epilogue adds (one the products do not start from), or None."""
         return self.bias[1] if self.bias is not None and not self.bias_in_table else None
 
-    def init_accumulator(self) -> None:
-        """Where the epilogue reads the accumulator (acc_key: the accumulator, or its copy in the
-        vector memory where the matrix unit accumulates elsewhere, as an Ascend cube in L0C) and
-        where the result ends (result_key: that, where it has the result's dtype, or "out"); with
-        the epilogue done on the way out (self.flight), both are the accumulator."""
+    def init_epilogue(self, steps: list[Step], temps: list[str], stored: str, flight_steps: list[Step] | None) -> None:
+        """The op's epilogue (steps from the accumulator, their scratch dtypes) and the
+        accumulator's way out (the tensor it would store, the epilogue steps the DMA storing it
+        would do, or None); then where the epilogue reads the accumulator (acc_key: the
+        accumulator, or its copy in the vector memory where the matrix unit accumulates elsewhere,
+        as an Ascend cube in L0C) and where the result ends (result_key: that, where it has the
+        result's dtype, or "out"); with the epilogue done on the way out (self.flight), both are
+        the accumulator."""
+        self.steps, self.temps, self.stored, self.flight_steps = steps, temps, stored, flight_steps
         self.acc_key = "acc" if self._acc_memory() == self.vmem else "accv"
         self.result_key = self.acc_key if self.out.dtype == self.acc_dtype else "out"
         self.flight = self._flight(self.units[0])
