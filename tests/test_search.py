@@ -107,3 +107,35 @@ def test_matmul_floors_are_the_products_of_each_candidate(monkeypatch):
     monkeypatch.setattr(matmul._Plan, "_floors", checking)
     isa.lower(g, chip)
     assert seen
+
+
+@pytest.mark.parametrize("chip_name, dtype, m, k, n", [
+    ("bm1684", "float32", 300, 512, 200),
+    ("ascend910b", "float16", 64, 2048, 1000),
+    ("ascend910b", "float16", 3136, 64, 256),
+    ("bm1686", "float16", 197, 768, 768),
+])
+def test_matmul_floors_are_at_most_their_estimates(chip_name, dtype, m, k, n, monkeypatch):
+    """The search makes and replays only the candidates whose floor is below the best estimate
+    found: a floor above a candidate's estimate would lose it. Checked on the least floors (the
+    ones the search weighs) and a spread of the rest, on one unit and on several."""
+    import importlib
+
+    matmul = importlib.import_module("isa.lower.templates.matmul")
+    floors, checked = matmul._Plan._floors, []
+
+    def checking(self, choices, units):
+        out = floors(self, choices, units)
+        order = np.argsort(out, kind="stable")
+        for i in list(order[:6]) + list(order[6::max(1, len(order) // 6)]):
+            if self._fits(*choices[i][:5]):
+                cycles = self._schedule(*choices[i], units).cycles()
+                assert out[i] <= cycles + 1e-6, (choices[i], units, out[i], cycles)
+                checked.append(out[i] / cycles)
+        return out
+
+    monkeypatch.setattr(matmul._Plan, "_floors", checking)
+    g = isa.Graph("g")
+    g.output(isa.ops.matrix_mul(g.input("a", (m, k), dtype), g.input("b", (k, n), dtype), name="mm"), "c")
+    isa.lower(g, chips.load(chip_name))
+    assert len(checked) >= 6 and max(checked) > 0.3  # the floors were weighed, and some come near their estimates

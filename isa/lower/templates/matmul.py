@@ -45,8 +45,8 @@ from ... import costs, dtypes
 from ...instructions import Matmul, Region, Vector
 from ...ops import REGISTRY, weight_only
 from ..context import operand_memory
-from ..memory.route import STAGE_SLOTS, copy
-from ..schedule import gemv
+from ..memory.route import STAGE_SLOTS, copy, hop_floor
+from ..schedule import estimate, gemv
 from ..schedule.estimate import Estimate, Work, tiled
 from ..schedule.tiling import halvings, sub_region
 from ..templates import bias_table
@@ -308,7 +308,9 @@ class _Plan(Tiled):
         over the candidates: the products (isa/costs.py's formula summed over every tile and
         block, its factors worked out once per extent; with several units, the busiest has at
         least its share), or with one unit the bytes of the operand tiles that come from DDR at
-        DDR's bandwidth (bursts left out)."""
+        DDR's bandwidth (bursts left out); where the estimate's bounds hold, also the matrix
+        unit's path (Estimate._products_path): the first step's tiles load (their first hop,
+        route.hop_floor) before its first product, and the products follow one another."""
         unit, dtype = self.matrix_unit, self.operand_dtypes[0]
 
         def sizes(n: int, t: int) -> list[tuple[int, int]]:
@@ -338,7 +340,20 @@ class _Plan(Tiled):
         loaded *= batch
         if self.ctx.chip.cache is not None:
             loaded = np.minimum(loaded, self.once(self.left, self.right))
-        return np.maximum(products.astype(float), loaded / self.ctx.chip.memories["ddr"].bandwidth)
+        most = np.maximum(products.astype(float), loaded / self.ctx.chip.memories["ddr"].bandwidth)
+        if not estimate.bounds_hold(self.ctx.chip, units):
+            return most
+        # the matrix unit's path (Estimate._products_path): the first step's tiles load before its first product
+        tm, tn, tk = (np.array([c[j] for c in choices], np.int64) for j in range(3))
+        keep = np.array([c[3] for c in choices], bool)
+        lead = np.zeros(len(choices))
+        left = tm * np.where(keep, self.K, tk) * dtypes.itemsize(self.left.dtype)  # a kept block: all of K
+        right = tk * tn // self.per_byte * dtypes.itemsize(self.right.dtype)
+        for tensor, mem, nbytes in ((self.left, operand_memory(self.mx, "a"), left), (self.right, operand_memory(self.mx, "b"), right)):
+            src = home[tensor.name].mem
+            if src != mem:
+                lead = np.maximum(lead, hop_floor(self.ctx.chip, src, mem, 1, nbytes)[1])  # type: ignore[arg-type]  # its arithmetic takes arrays too
+        return np.maximum(most, products + lead)
 
     def _work(self, kind: Sequence[Position], tk: int, first: bool, last: bool, k0: int, rows: int, full_tm: int,
               left_k: int | None = None, keep: bool = False, cut: bool = False) -> Work:
