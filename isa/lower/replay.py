@@ -8,7 +8,7 @@ a decoder layer each) is cut into blocks of one repeat, or where that is not per
 placed elsewhere every other layer) of 2, 3, 4 or 6. The first blocks are emitted, and block k - 1
 is replayed for blocks k on if it is block k - 2 moved (`Replayer.congruent`), k being 3, else 4
 (block 0, after the model's first groups, may leave the emitter otherwise), else for blocks of one
-repeat 5 (a released range block 1 left may keep its history until block 4). Block c is block
+repeat 5 (a layer's waits may reach two layers back). Block c is block
 c - 1 moved when it has per engine the same number of instructions, each block c - 1's with the
 block's bound tensors (inputs, constants, states, outputs) at the next block's addresses, its
 staging slots at the next block's (`Replayer._rotation`), its op and buffer names the next block's,
@@ -16,8 +16,10 @@ its waits on blocks c - 2 and c - 1 moved on by a block (earlier ones the same),
 address (tiles, tensors passed between groups) the same; the same buffers and notes, no binding
 added; and the emitter's state after block c (its engines' vector clocks, the histories of
 released and live buffers, the allocators' live buffers) is that after block c - 1 moved on by a
-block. The emission being a function of that state and the groups, each later block is then block
-c moved on again, and the state after the last is block c's moved on as far.
+block, but for a released range no placement of block c touched, which may keep a history older
+than block c - 1 (no later block touches it either). The emission being a function of that state
+and the groups, each later block is then block c moved on again, and the state after the last is
+block c's moved on as far.
 
 Staging slots (Emitter.stage_buffer) take turns: a copy stages in the slot its engine wrote
 longest ago, so two staged copies a layer over three slots come back to the same slots every third
@@ -54,8 +56,8 @@ Slots = dict[str, tuple[int, dict[int, int]]]  # memory -> (a staging slot's siz
 EMITTED = 5  # blocks emitted at most before a replay
 FEWEST = 5  # repeats worth a replay: blocks 3 and 4 can be checked
 # the blocks a replay may start at, by the repeats a block holds: block k - 1 is compared with block
-# k - 2 (and k - 3 for the waits they share); blocks of one repeat also at 5, as the first blocks
-# (after the model's first groups) may leave a released range's history that later ones do not renew
+# k - 2 (and k - 3 for the waits they share); blocks of one repeat also at 5 (a layer's waits may
+# reach back two layers, so block 2 may still wait on block 0's instructions)
 CHECKED = {1: (3, 4, 5)}
 CHECKED_LARGER = (3, 4)
 
@@ -170,7 +172,7 @@ class Replayer:
         return {"len": {e: len(s) for e, s in em.streams.items()}, "buffers": len(em.buffers), "notes": len(em.notes),
                 "bindings": len(em.bindings), "known": dict(em.clocks.known),
                 "live": {m: dict(a.live) for m, a in em.allocators.items()},
-                "released": {m: [(lo, hi, _history(b)) for lo, hi, b in r.ranges] for m, r in em.released.items()},
+                "released": {m: [(lo, hi, _history(b), b) for lo, hi, b in r.ranges] for m, r in em.released.items()},
                 "homes": {t: _history(b) for t, b in self._passed().items()}}
 
     def _passed(self) -> dict[str, Buf]:
@@ -249,12 +251,19 @@ class Replayer:
         if any(sorted((a, n) for a, (n, _) in before["live"][m].items()) != sorted((a, n) for a, (n, _) in live.items())
                for m, live in after["live"].items()):
             return False
+        replayed = self.snaps[self.edge(k - 2)]["len"]  # the replay moves ids from block k - 2 on
         for m, ranges in after["released"].items():
             old = before["released"][m]
             perm = move.slots.get(m, (0, {}))[1]
-            histories = {perm.get(o[0], o[0]): (o[1] - o[0], move.history(o[2])) for o in old}
-            if len(old) != len(ranges) or any(histories.get(r[0]) != (r[1] - r[0], r[2]) for r in ranges):
+            histories = {perm.get(o[0], o[0]): (o[1] - o[0], move.history(o[2]), o[3]) for o in old}
+            if len(old) != len(ranges) or any(histories.get(r[0], (0,))[0] != r[1] - r[0] for r in ranges):
                 return False
+            for lo, _, hist, buf in ranges:
+                _, then, was = histories[lo]
+                # a range no placement of block k - 1 touched keeps its history; one older than block
+                # k - 2 no placement of the later blocks touches either, and the replay leaves it
+                if then != hist and not (was is buf and lo not in perm and _older(hist, replayed)):
+                    return False
             for e in {e for r in ranges if r[0] in perm for e in r[2][0]}:  # the slots' oldest is one: no tie to break
                 written = [r[2][0].get(e, -1) for r in ranges if r[0] in perm]
                 if len(set(written)) != len(written):
@@ -339,6 +348,12 @@ def _power(slots: Slots, n: int) -> Slots:
             moved[a] = orbit[n % len(orbit)]
         powers[m] = (size, moved)
     return powers
+
+
+def _older(h: History, starts: dict[str, int]) -> bool:
+    """Whether history h names only instructions before `starts` (per engine)."""
+    first = h[3] and h[3].rsplit(".", 1)
+    return all(i < starts[e] for d in h[:3] for e, i in d.items()) and (not first or int(first[1]) < starts[first[0]])
 
 
 def _history(buf: Buf) -> History:
