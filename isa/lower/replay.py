@@ -281,21 +281,15 @@ class Replayer:
         """Block c = k - 1 replayed for blocks k on."""
         rep, em, c = self.rep, self.em, k - 1
         s = {b: self.snaps[self.edge(b)] for b in range(c - 1, k + 1)}
-        knowledge = em.clocks.knowledge
         first = {e: s[c - 1]["len"][e] for e in self.engines}  # ids from here on move with the blocks
         delta = {e: s[k]["len"][e] - s[c]["len"][e] for e in self.engines}
         b3, n3 = (s[c]["buffers"], s[k]["buffers"]), (s[c]["notes"], s[k]["notes"])
+        blocks = {e: _Block(em, e, s[c]["len"][e], delta[e], first) for e in self.engines}
         for j in range(k, self.blocks):
-            move = _Move(self, c, j, first, {e: (j - c) * d for e, d in delta.items()}, _power(self.slots, j - c))
-            for e in self.engines:
-                stream, known, lo = em.streams[e], knowledge[e], s[c]["len"][e]
-                moved_known = {}
-                for x in range(lo, lo + delta[e]):
-                    stream.append(move.instr(stream[x]))
-                    v = known[x]
-                    if id(v) not in moved_known:
-                        moved_known[id(v)] = move.clock(v)
-                    known.append(moved_known[id(v)])
+            shift = {e: (j - c) * d for e, d in delta.items()}
+            move = _Move(self, c, j, first, shift, _power(self.slots, j - c))
+            for block in blocks.values():
+                block.append(move, shift)
             em.buffers.extend(move.buffer(em.buffers[x]) for x in range(*b3))
             em.notes.extend(move.text(em.notes[x]) for x in range(*n3))
             for old, new in move.homes.values():
@@ -358,6 +352,42 @@ def _older(h: History, starts: dict[str, int]) -> bool:
 
 def _history(buf: Buf) -> History:
     return (dict(buf.writes), dict(buf.reads), dict(buf.last), buf.first)
+
+
+class _Block:
+    """An engine's instructions of the block replayed, and what they knew, made ready to be moved
+    to each later block: its waits' ids parsed, its distinct vector clocks stacked."""
+
+    def __init__(self, em: Emitter, engine: str, lo: int, n: int, first: dict[str, int]) -> None:
+        self.em, self.engine = em, engine
+        self.instrs = em.streams[engine][lo:lo + n]
+        self.waits = [_parsed(x.on, first) if type(x) is Wait else None for x in self.instrs]
+        rows: dict[int, int] = {}
+        known = em.clocks.knowledge[engine][lo:lo + n]
+        self.rows = [rows.setdefault(id(v), len(rows)) for v in known]
+        distinct = list({id(v): v for v in known}.values())
+        self.clocks = np.stack(distinct) if distinct else np.zeros((0, len(em.clocks.known)), np.int32)
+        column = {e: k for k, e in enumerate(em.clocks.known)}
+        self.moves = self.clocks >= np.array([first[e] for e in column])  # the entries that move with the blocks
+        self.column = column
+
+    def append(self, move: _Move, shift: dict[str, int]) -> None:
+        """The block moved by `move` (its ids by `shift`) appended to the engine's stream."""
+        stream, instr, text = self.em.streams[self.engine], move.instr, move.text
+        for x, on in zip(self.instrs, self.waits):
+            if on is None:
+                stream.append(instr(x))
+            else:
+                stream.append(Wait(tuple(f"{e}.{i + shift[e] if moves else i}" for e, i, moves in on), text(x.op)))
+        by = np.array([shift[e] for e in self.column], self.clocks.dtype)
+        clocks = list(self.clocks + self.moves * by)
+        self.em.clocks.knowledge[self.engine].extend(clocks[r] for r in self.rows)
+
+
+def _parsed(on: tuple[str, ...], first: dict[str, int]) -> tuple[tuple[str, int, bool], ...]:
+    """A wait's ids as (engine, index, whether it moves with the blocks)."""
+    ids = [(e, int(i)) for e, i in (ident.rsplit(".", 1) for ident in on)]
+    return tuple((e, i, i >= first[e]) for e, i in ids)
 
 
 class _Move:
