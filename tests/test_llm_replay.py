@@ -11,13 +11,14 @@ import pytest
 import chips
 import isa
 import sim
+from isa.instructions import Dma
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import llm
 from test_llm import feeds_for
 
-# enough layers for a replay: blocks of up to 3 layers (a staging slot rotating over three places
-# comes back every third layer), four of them emitted, the rest replayed
+# enough layers for a replay: blocks of up to 3 layers (a tensor placed at one of two addresses in
+# turn comes back every other layer), up to five of them emitted, the rest replayed
 DEEP = llm.config("tinyllama-1.1b", layers=16, hidden=64, heads=4, kv_heads=2, mlp=96, vocab=50)
 
 
@@ -59,6 +60,22 @@ def test_a_replayed_decode_step_over_a_kv_cache_in_state_takes_the_same_cycles()
     assert_same_program(programs[True], programs[False])
     cycles = [sim.execute(programs[r], target, None, mode="timing").cycles for r in (True, False)]
     assert cycles[0] == cycles[1] > 0
+
+
+def test_layers_whose_staging_slots_take_turns_replay_one_layer_a_block():
+    """A 576-long cache's score rows stage through three slots of a vector core's UB, two copies a
+    layer, so a layer's slots are the one before's permuted: blocks of one layer replay with their
+    slots permuted as the emission permutes them."""
+    target = chips.load("ascend910b")
+    cfg = llm.config("tinyllama-1.1b", layers=7, hidden=1024, heads=16, kv_heads=2, mlp=2816, vocab=50)
+    graph = llm.with_kv_cache(isa.from_onnx(llm.model(cfg, seq=1, past=576, dtype="float16", weight_inputs=True)),
+                              cfg, 1, 578, past=576, layers=cfg.layers)
+    programs = lowered(graph, target)
+    # blocks of 66 groups, a layer each: five emitted, two replayed
+    assert [n.split(" are ")[0] for n in replayed(programs[True])] == ["layers replayed: 2 blocks of 66 groups (from group 347)"]
+    slots = {x.src.addr for x in programs[False].streams["c4.aiv0_mte3"] if isinstance(x, Dma) and x.op.endswith(".scores")}
+    assert len(slots) == 3  # the slots do take turns
+    assert_same_program(programs[True], programs[False])
 
 
 def test_too_few_layers_are_all_emitted():

@@ -4,19 +4,30 @@ lowering emits a few and copies the last one's stream for the rest, with its add
 instruction ids moved. The machine still runs every instruction; only the emission is saved.
 
 A run of `count` repeats of `period` groups alike in ops, parameters, shapes and dtypes (`find`,
-a decoder layer each) is cut into blocks of one repeat, or where that is not periodic (a staging
-slot rotating over three places comes back every third layer) of 2, 3, 4 or 6. Blocks 0 to 2 are
-emitted, and block 2 is replayed for blocks 3 on if it is block 1 moved (`Replayer.congruent`);
-where it is not (block 0, after the model's first groups, may leave the emitter otherwise), block
-3 is emitted too and replayed for blocks 4 on if it is block 2 moved. Block c is block c - 1 moved
-when it has per engine the same number of instructions, each block c - 1's with the block's bound
-tensors (inputs, constants, states, outputs) at the next block's addresses, its op and buffer names
-the next block's, its waits on blocks c - 2 and c - 1 moved on by a block (earlier ones the same),
-every other address (tiles, staging, tensors passed between groups) the same; the same buffers and
-notes, no binding added; and the emitter's state after block c (its engines' vector clocks, the
-histories of released and live buffers, the allocators' live buffers) is that after block c - 1
-moved on by a block. The emission being a function of that state and the groups, each later block
-is then block c moved on again, and the state after the last is block c's moved on as far.
+a decoder layer each) is cut into blocks of one repeat, or where that is not periodic (a tensor
+placed elsewhere every other layer) of 2, 3, 4 or 6. The first blocks are emitted, and block k - 1
+is replayed for blocks k on if it is block k - 2 moved (`Replayer.congruent`), k being 3, else 4
+(block 0, after the model's first groups, may leave the emitter otherwise), else for blocks of one
+repeat 5 (a layer's waits may reach two layers back). Block c is block
+c - 1 moved when it has per engine the same number of instructions, each block c - 1's with the
+block's bound tensors (inputs, constants, states, outputs) at the next block's addresses, its
+staging slots at the next block's (`Replayer._rotation`), its op and buffer names the next block's,
+its waits on blocks c - 2 and c - 1 moved on by a block (earlier ones the same), every other
+address (tiles, tensors passed between groups) the same; the same buffers and notes, no binding
+added; and the emitter's state after block c (its engines' vector clocks, the histories of
+released and live buffers, the allocators' live buffers) is that after block c - 1 moved on by a
+block, but for a released range no placement of block c touched, which may keep a history older
+than block c - 1 (no later block touches it either). The emission being a function of that state
+and the groups, each later block is then block c moved on again, and the state after the last is
+block c's moved on as far.
+
+Staging slots (Emitter.stage_buffer) take turns: a copy stages in the slot its engine wrote
+longest ago, so two staged copies a layer over three slots come back to the same slots every third
+layer. Block c's slots are block c - 1's permuted, the permutation found from the two blocks'
+buffers; the emitter treats the slots alike (it places all of them where they lie and picks one by
+its history), so a state whose slots' histories are permuted gives the blocks' instructions with
+their slots permuted, as long as that pick has no tie to break (checked) and no other buffer
+overlaps a slot (checked). Block c + n's slots are then block c's permuted n times.
 Anything else (a layer that binds a constant of its own, a tensor placed elsewhere in every layer)
 emits every block.
 """
@@ -24,6 +35,7 @@ emits every block.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -39,9 +51,15 @@ if TYPE_CHECKING:
     from .schedule.fusion import Group
 
 History = tuple[dict, dict, dict, Any]  # a Buf's writes, reads, last accesses and first access
+Slots = dict[str, tuple[int, dict[int, int]]]  # memory -> (a staging slot's size, {its address: the next block's})
 
-EMITTED = 4  # blocks emitted at most before a replay: 3 is compared with 2 (2 with 1 for the waits they share)
-CHECKED = (3, 4)  # the blocks a replay may start at: block k - 1 is compared with block k - 2
+EMITTED = 5  # blocks emitted at most before a replay
+FEWEST = 5  # repeats worth a replay: blocks 3 and 4 can be checked
+# the blocks a replay may start at, by the repeats a block holds: block k - 1 is compared with block
+# k - 2 (and k - 3 for the waits they share); blocks of one repeat also at 5 (a layer's waits may
+# reach back two layers, so block 2 may still wait on block 0's instructions)
+CHECKED = {1: (3, 4, 5)}
+CHECKED_LARGER = (3, 4)
 
 
 class Repeat:
@@ -56,7 +74,7 @@ class Repeat:
 
 
 def find(graph: Graph, groups: list[Group], starts: set[int]) -> Repeat | None:
-    """The longest run of repeats of groups worth a replay (more than EMITTED of them), their
+    """The longest run of repeats of groups worth a replay (FEWEST or more), their
     edges at `starts` (the groups the driver's spans begin at); None where there is none."""
     keys: list[int] = []
     ids: dict[tuple, int] = {}  # a group's ops, parameters, shapes and dtypes -> its number
@@ -66,28 +84,28 @@ def find(graph: Graph, groups: list[Group], starts: set[int]) -> Repeat | None:
                                        tuple((graph.tensors[t].shape, graph.tensors[t].dtype) for t in n.outputs)) for n in g.nodes))
         keys.append(ids.setdefault(key, len(ids)))
     a, best = np.array(keys), None
-    for period in range(1, len(a) // (EMITTED + 1) + 1):
+    for period in range(1, len(a) // FEWEST + 1):
         same = np.concatenate(([False], a[:-period] == a[period:], [False]))
         edges = np.flatnonzero(np.diff(same.astype(np.int8)))
         for lo, hi in zip(edges[::2], edges[1::2]):
             count = (hi - lo) // period + 1
-            if count > EMITTED and (best is None or count * period > best.count * best.period):
+            if count >= FEWEST and (best is None or count * period > best.count * best.period):
                 best = Repeat(int(lo), period, int(count))
     if best is None:
         return None
     end = best.block(best.count)
     for start in range(best.start, best.start + best.period):  # the blocks' edges where the driver's spans start
         blocks = Repeat(start, best.period, (end - start) // best.period)
-        if blocks.count > EMITTED and all(blocks.block(b) in starts for b in range(blocks.count + 1)):
+        if blocks.count >= FEWEST and all(blocks.block(b) in starts for b in range(blocks.count + 1)):
             return blocks
     return None
 
 
 class Replayer:
-    """Snapshots the emitter at the first blocks' edges; at block 3's, checks block 2 against
-    block 1 and at block 4's block 3 against block 2, and replays the first that is congruent for
-    the rest (`at`). A block is one repeat or, where one is not the one before it moved (a tile's
-    slot alternating between layers), two or more."""
+    """Snapshots the emitter at the first blocks' edges; at block k's (`checked`), checks block
+    k - 1 against block k - 2, and replays the first that is congruent for the rest (`at`). A block
+    is one repeat or, where one is not the one before it moved (a tensor placed elsewhere every
+    other layer), two or more."""
 
     MULTIPLES = (1, 2, 3, 4, 6)
 
@@ -96,6 +114,7 @@ class Replayer:
         self.engines = list(self.em.streams)
         self.snaps: dict[int, dict] = {}  # group index -> the emitter there
         self.multiple = 1  # repeats a block
+        self.slots: Slots = {}  # the staging slots the blocks take turns over (_rotation)
 
     def edge(self, b: int) -> int:
         """The index of block b's first group."""
@@ -105,22 +124,27 @@ class Replayer:
     def blocks(self) -> int:
         return self.rep.count // self.multiple
 
+    @property
+    def checked(self) -> list[int]:
+        """The blocks a replay may start at, with this many repeats a block."""
+        return [k for k in CHECKED.get(self.multiple, CHECKED_LARGER) if k < self.blocks]
+
     def at(self, i: int, placed: set) -> int | None:
         """Called before the driver lowers the span at group i: the group to go on from where it
         replayed the rest of the repeat there, else None (lower it)."""
         if not self.rep.count or i not in {self.rep.block(b * m) for m in self.MULTIPLES for b in range(EMITTED + 1)}:
             return None
         self.snaps[i] = self._snapshot()
-        while self.blocks > EMITTED and i in {self.edge(k) for k in CHECKED}:
-            k = next(k for k in CHECKED if i == self.edge(k))
+        while self.checked and i in {self.edge(k) for k in self.checked}:
+            k = next(k for k in self.checked if i == self.edge(k))
             if self.congruent(k):
                 self._replay(k, placed)
                 return self.edge(self.blocks)
             larger = [m for m in self.MULTIPLES if m > self.multiple]
-            if k < EMITTED or not larger:  # block 3 is emitted and compared with block 2 before a larger block is tried
+            if k < self.checked[-1] or not larger:  # each check is made before a larger block is tried
                 break
             self.multiple = larger[0]
-        if i == self.edge(EMITTED) or self.blocks <= EMITTED:
+        if not self.checked or i == self.edge(self.checked[-1]):
             self.em.notes.append(f"layers not replayed: groups {self.edge(3)}..{self.edge(4) - 1} are not those before them moved "
                                  f"to their own addresses; all {self.rep.count} repeats of {self.rep.period} groups emitted")
             self.rep.count = 0  # nothing more to look at
@@ -147,7 +171,7 @@ class Replayer:
         return {"len": {e: len(s) for e, s in em.streams.items()}, "buffers": len(em.buffers), "notes": len(em.notes),
                 "bindings": len(em.bindings), "known": dict(em.clocks.known),
                 "live": {m: dict(a.live) for m, a in em.allocators.items()},
-                "released": {m: [(lo, hi, _history(b)) for lo, hi, b in r.ranges] for m, r in em.released.items()},
+                "released": {m: [(lo, hi, _history(b), b) for lo, hi, b in r.ranges] for m, r in em.released.items()},
                 "homes": {t: _history(b) for t, b in self._passed().items()}}
 
     def _passed(self) -> dict[str, Buf]:
@@ -169,7 +193,11 @@ class Replayer:
             return False
         if s[k]["notes"] - s[c]["notes"] != s[c]["notes"] - s[c - 1]["notes"]:
             return False
-        move = _Move(self, c - 1, c, {e: s[c - 2]["len"][e] for e in self.engines}, delta)
+        slots = self._rotation(c)
+        if slots is None:
+            return False
+        self.slots = slots
+        move = _Move(self, c - 1, c, {e: s[c - 2]["len"][e] for e in self.engines}, delta, slots)
         em = self.em
         for e in self.engines:
             stream, lo, hi = em.streams[e], s[c - 1]["len"][e], s[c]["len"][e]
@@ -183,6 +211,38 @@ class Replayer:
             return False
         return self._state_congruent(move, k)
 
+    def _rotation(self, c: int) -> Slots | None:
+        """The staging slots block c takes turns over (Emitter.stage_buffer): memory -> {a slot's
+        address in block c - 1: its address in block c}, a permutation of equal slots found from the
+        two blocks' buffers placed at other addresses; None where those do not make one, or where
+        any other buffer of the two blocks overlaps a slot."""
+        s, em = self.snaps, self.em
+        bound = {(b.mem, b.addr) for b in (self.ctx.home[t] for t in self.ctx.bound)}
+        lo, mid, hi = (s[self.edge(b)]["buffers"] for b in (c - 1, c, c + 1))
+        if hi - mid != mid - lo:
+            return None
+        slots: dict[str, dict[int, int]] = {}
+        sizes: dict[str, int] = {}
+        for x, y in zip(em.buffers[lo:mid], em.buffers[mid:hi]):
+            if x.mem != y.mem or x.addr == y.addr or (x.mem, x.addr) in bound:
+                continue
+            if x.size != y.size or sizes.setdefault(x.mem, x.size) != x.size:
+                return None
+            if slots.setdefault(x.mem, {}).setdefault(x.addr, y.addr) != y.addr:
+                return None
+        for mem, perm in slots.items():  # the slots no buffer moved from take the places none moved to
+            sources, targets = sorted(set(perm.values()) - set(perm)), sorted(set(perm) - set(perm.values()))
+            perm.update(zip(sources, targets))
+            if len(set(perm.values())) != len(perm):
+                return None
+            size, starts = sizes[mem], sorted(perm)
+            if any(b - a < size for a, b in itertools.pairwise(starts)):
+                return None
+            if any(b.mem == mem and (b.addr, b.size) != (a, size) and b.addr < a + size and a < b.addr + b.size
+                   for b in em.buffers[lo:hi] for a in starts):
+                return None
+        return {m: (sizes[m], perm) for m, perm in slots.items()}
+
     def _state_congruent(self, move: _Move, k: int) -> bool:
         before, after = self.snaps[self.edge(k - 1)], self.snaps[self.edge(k)]
         if any(not np.array_equal(move.clock(before["known"][e]), after["known"][e]) for e in self.engines):
@@ -190,10 +250,23 @@ class Replayer:
         if any(sorted((a, n) for a, (n, _) in before["live"][m].items()) != sorted((a, n) for a, (n, _) in live.items())
                for m, live in after["live"].items()):
             return False
+        replayed = self.snaps[self.edge(k - 2)]["len"]  # the replay moves ids from block k - 2 on
         for m, ranges in after["released"].items():
             old = before["released"][m]
-            if len(old) != len(ranges) or any(r[:2] != o[:2] or move.history(o[2]) != r[2] for o, r in zip(old, ranges)):
+            perm = move.slots.get(m, (0, {}))[1]
+            histories = {perm.get(o[0], o[0]): (o[1] - o[0], move.history(o[2]), o[3]) for o in old}
+            if len(old) != len(ranges) or any(histories.get(r[0], (0,))[0] != r[1] - r[0] for r in ranges):
                 return False
+            for lo, _, hist, buf in ranges:
+                _, then, was = histories[lo]
+                # a range no placement of block k - 1 touched keeps its history; one older than block
+                # k - 2 no placement of the later blocks touches either, and the replay leaves it
+                if then != hist and not (was is buf and lo not in perm and _older(hist, replayed)):
+                    return False
+            for e in {e for r in ranges if r[0] in perm for e in r[2][0]}:  # the slots' oldest is one: no tie to break
+                written = [r[2][0].get(e, -1) for r in ranges if r[0] in perm]
+                if len(set(written)) != len(written):
+                    return False
         names = move.names
         for t, hist in before["homes"].items():
             moved = names.get(t)
@@ -207,28 +280,23 @@ class Replayer:
         """Block c = k - 1 replayed for blocks k on."""
         rep, em, c = self.rep, self.em, k - 1
         s = {b: self.snaps[self.edge(b)] for b in range(c - 1, k + 1)}
-        knowledge = em.clocks.knowledge
         first = {e: s[c - 1]["len"][e] for e in self.engines}  # ids from here on move with the blocks
         delta = {e: s[k]["len"][e] - s[c]["len"][e] for e in self.engines}
         b3, n3 = (s[c]["buffers"], s[k]["buffers"]), (s[c]["notes"], s[k]["notes"])
+        blocks = {e: _Block(em, e, s[c]["len"][e], delta[e], first) for e in self.engines}
         for j in range(k, self.blocks):
-            move = _Move(self, c, j, first, {e: (j - c) * d for e, d in delta.items()})
-            for e in self.engines:
-                stream, known, lo = em.streams[e], knowledge[e], s[c]["len"][e]
-                moved_known = {}
-                for x in range(lo, lo + delta[e]):
-                    stream.append(move.instr(stream[x]))
-                    v = known[x]
-                    if id(v) not in moved_known:
-                        moved_known[id(v)] = move.clock(v)
-                    known.append(moved_known[id(v)])
+            shift = {e: (j - c) * d for e, d in delta.items()}
+            move = _Move(self, c, j, first, shift, _power(self.slots, j - c))
+            for block in blocks.values():
+                block.append(move, shift)
             em.buffers.extend(move.buffer(em.buffers[x]) for x in range(*b3))
             em.notes.extend(move.text(em.notes[x]) for x in range(*n3))
             for old, new in move.homes.values():
                 for field in ("writes", "reads", "last"):
                     setattr(new, field, move.ids(getattr(old, field)))
                 new.first = old.first and move.ident(old.first)
-        last = _Move(self, c, self.blocks - 1, first, {e: (self.blocks - k) * d for e, d in delta.items()})
+        last = _Move(self, c, self.blocks - 1, first, {e: (self.blocks - k) * d for e, d in delta.items()},
+                     _power(self.slots, self.blocks - k))
         self._move_state(last, placed)
         em.notes.append(f"layers replayed: {self.blocks - k} blocks of {rep.period * self.multiple} groups (from group "
                         f"{self.edge(k)}) are groups {self.edge(c)}..{self.edge(k) - 1}'s instructions at their own addresses")
@@ -245,6 +313,10 @@ class Replayer:
         for b in bufs.values():
             b.writes, b.reads, b.last = move.ids(b.writes), move.ids(b.reads), move.ids(b.last)
             b.first = b.first and move.ident(b.first)
+        for m, (_, perm) in move.slots.items():  # a slot's history is that of the slot it was blocks before
+            released = em.released[m]
+            held = {perm[lo]: buf for lo, _, buf in released.ranges if lo in perm}
+            released.ranges = [(lo, hi, held.get(lo, b)) for lo, hi, b in released.ranges]
         for t, buf in list(self._passed().items()):  # block 3's tensors passed on are the last block's
             new = move.names.get(t)
             if new is not None and new != t and new not in ctx.home:
@@ -257,23 +329,81 @@ class Replayer:
                     em.allocators[buf.mem].live[buf.addr] = (live[0], buf.name)
 
 
+def _power(slots: Slots, n: int) -> Slots:
+    """The slots' permutation applied n times: block c's addresses in block c + n."""
+    powers = {}
+    for m, (size, perm) in slots.items():
+        moved = {}
+        for a in perm:
+            orbit = [a]
+            while perm[orbit[-1]] != a:
+                orbit.append(perm[orbit[-1]])
+            moved[a] = orbit[n % len(orbit)]
+        powers[m] = (size, moved)
+    return powers
+
+
+def _older(h: History, starts: dict[str, int]) -> bool:
+    """Whether history h names only instructions before `starts` (per engine)."""
+    first = h[3] and h[3].rsplit(".", 1)
+    return all(i < starts[e] for d in h[:3] for e, i in d.items()) and (not first or int(first[1]) < starts[first[0]])
+
+
 def _history(buf: Buf) -> History:
     return (dict(buf.writes), dict(buf.reads), dict(buf.last), buf.first)
+
+
+class _Block:
+    """An engine's instructions of the block replayed, and what they knew, made ready to be moved
+    to each later block: its waits' ids parsed, its distinct vector clocks stacked."""
+
+    def __init__(self, em: Emitter, engine: str, lo: int, n: int, first: dict[str, int]) -> None:
+        self.em, self.engine = em, engine
+        self.instrs = em.streams[engine][lo:lo + n]
+        self.waits = [_parsed(x.on, first) if type(x) is Wait else None for x in self.instrs]
+        rows: dict[int, int] = {}
+        known = em.clocks.knowledge[engine][lo:lo + n]
+        self.rows = [rows.setdefault(id(v), len(rows)) for v in known]
+        distinct = list({id(v): v for v in known}.values())
+        self.clocks = np.stack(distinct) if distinct else np.zeros((0, len(em.clocks.known)), np.int32)
+        column = {e: k for k, e in enumerate(em.clocks.known)}
+        self.moves = self.clocks >= np.array([first[e] for e in column])  # the entries that move with the blocks
+        self.column = column
+
+    def append(self, move: _Move, shift: dict[str, int]) -> None:
+        """The block moved by `move` (its ids by `shift`) appended to the engine's stream."""
+        stream, instr, text = self.em.streams[self.engine], move.instr, move.text
+        for x, on in zip(self.instrs, self.waits):
+            if on is None:
+                stream.append(instr(x))
+            else:
+                stream.append(Wait(tuple(f"{e}.{i + shift[e] if moves else i}" for e, i, moves in on), text(x.op)))
+        by = np.array([shift[e] for e in self.column], self.clocks.dtype)
+        clocks = list(self.clocks + self.moves * by)
+        self.em.clocks.knowledge[self.engine].extend(clocks[r] for r in self.rows)
+
+
+def _parsed(on: tuple[str, ...], first: dict[str, int]) -> tuple[tuple[str, int, bool], ...]:
+    """A wait's ids as (engine, index, whether it moves with the blocks)."""
+    ids = [(e, int(i)) for e, i in (ident.rsplit(".", 1) for ident in on)]
+    return tuple((e, i, i >= first[e]) for e, i in ids)
 
 
 class _Move:
     """Block b's instructions, buffers, notes and ids moved to block c: its bound tensors' addresses
     to c's, its names to c's, and instruction ids from `first` on (per engine) by `shift`."""
 
-    def __init__(self, replayer: Replayer, b: int, c: int, first: dict[str, int], shift: dict[str, int]) -> None:
+    def __init__(self, replayer: Replayer, b: int, c: int, first: dict[str, int], shift: dict[str, int], slots: Slots) -> None:
         self.names, self.homes = replayer._pairs(b, c)
-        self.first, self.shift = first, shift
+        self.first, self.shift, self.slots = first, shift, slots
         self.column = {e: k for k, e in enumerate(replayer.em.clocks.known)}
         self._lo = np.array([first[e] for e in self.column])
         self._by = np.array([shift[e] for e in self.column], np.int32)
         self.spans: dict[str, list[tuple[int, int, int]]] = {}  # memory -> sorted (addr, end, new addr) of the bound homes that move
         for old, new in self.homes.values():
             self.spans.setdefault(old.mem, []).append((old.addr, old.addr + old.size, new.addr))
+        for m, (size, perm) in slots.items():
+            self.spans.setdefault(m, []).extend((a, a + size, to) for a, to in perm.items() if a != to)
         for v in self.spans.values():
             v.sort()
         self.starts = {m: [lo for lo, _, _ in v] for m, v in self.spans.items()}
