@@ -217,26 +217,18 @@ def lower_chain(ctx: Lowering, chain: Chain) -> bool:
     if _floors_bound(ctx, placed[2]):
         least = sum(p.floor_of(r) for ranges in slices for p, r in zip(placed[2], ranges))
         if least > floor:  # layer by layer may win before any slice is searched
-            _release_slices(ctx, chain, placed)
-            layered = _layered_cycles(ctx, chain, lambda p: p.tiling()[1])
-            if least > layered:
-                em.notes.append(f"layer group {_names(chain)}: at least {least:,.0f} cycles in {len(slices)} slice(s) against "
-                                f"{layered:,.0f} layer by layer; lowered layer by layer")
+            weighed = _against_layered(ctx, chain, plan, placed, least, "at least")
+            if weighed is None:
                 return False
-            placed = _place_slices(ctx, chain, plan)
-            assert placed is not None, "the same windows fit again once released"
+            placed = weighed[1]
     sliced = sum(p.tiling(r)[1] for ranges in slices for p, r in zip(placed[2], ranges))
     against = f"at least {floor:,.0f}"
     if sliced > floor:  # the bound does not decide: search layer by layer, where its layers would be placed
-        _release_slices(ctx, chain, placed)
-        layered = _layered_cycles(ctx, chain, lambda p: p.tiling()[1])
-        against = f"{layered:,.0f}"
-        if sliced > layered:
-            em.notes.append(f"layer group {_names(chain)}: estimated {sliced:,.0f} cycles in {len(slices)} slice(s) against {against} "
-                            f"layer by layer; lowered layer by layer")
+        weighed = _against_layered(ctx, chain, plan, placed, sliced, "estimated")
+        if weighed is None:
             return False
-        placed = _place_slices(ctx, chain, plan)
-        assert placed is not None, "the same windows fit again once released"
+        against = f"{weighed[0]:,.0f}"
+        placed = weighed[1]
     windows, held, plans = placed
     graph = ctx.graph
     for w, (home, buf) in held.items():
@@ -254,6 +246,22 @@ def lower_chain(ctx: Lowering, chain: Chain) -> bool:
             p.run(r)
     _release_slices(ctx, chain, placed)
     return True
+
+
+def _against_layered(ctx: Lowering, chain: Chain, plan: Plan, placed: Placed, cycles: float,
+                     kind: str) -> tuple[float, Placed] | None:
+    """Weigh the sliced chain's cycles (of `kind`: "estimated", or "at least" for a bound)
+    against layer by layer, searched where its layers would be placed: None, noted, where layer
+    by layer is cheaper; else (its estimate, the slices placed again)."""
+    _release_slices(ctx, chain, placed)
+    layered = _layered_cycles(ctx, chain, lambda p: p.tiling()[1])
+    if cycles > layered:
+        ctx.em.notes.append(f"layer group {_names(chain)}: {kind} {cycles:,.0f} cycles in {len(plan[0])} slice(s) against {layered:,.0f} "
+                            f"layer by layer; lowered layer by layer")
+        return None
+    again = _place_slices(ctx, chain, plan)
+    assert again is not None, "the same windows fit again once released"
+    return layered, again
 
 
 def _place_slices(ctx: Lowering, chain: Chain, plan: Plan) -> Placed | None:
