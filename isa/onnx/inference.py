@@ -1,6 +1,8 @@
 """Static shapes for the import passes: ONNX shape inference on a copy of the source model, with
 its small constants as initializers (a Reshape's shape is then known) and its other weights
-declared as typed inputs, so that no weight's bytes are copied."""
+declared as typed inputs, so that no weight's bytes are copied. Inference lists no initializer
+among its values, so the weights' own shapes are taken from the store (a prefill's small mask is
+one)."""
 
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ def static_shapes(source: Source) -> tuple[dict[str, tuple[int, ...]], dict[str,
     except Exception:  # noqa: BLE001 - onnx's InferenceError: the pass finds nothing to do
         return {}, {}
     shapes, elems = {}, {}
+    for name in weights.names():
+        shapes[name], elems[name] = weights.type(name)
     for v in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output):
         tt = v.type.tensor_type
         if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
