@@ -12,7 +12,10 @@ packed tile and its scales are loaded with the step's loads; where the vector un
 its own, it dequantizes with the loads too (step i + 1's tile as soon as it lands, ahead of step
 i's epilogue), and where it is the matrix unit's own engine (a Sophgo TIU) with the step's
 compute, just before the product, so that the engine multiplies step i while the DMA loads step
-i + 1 rather than waiting for that load to dequantize it first. A float bias goes where the matrix unit starts its
+i + 1 rather than waiting for that load to dequantize it first. Where the vector memory is not the
+matrix unit's operand memory (an Ascend AIV's UB and the cube's L0B), the dequantized tile then
+moves there along the chip's route, through staging buffers placed with the slots (on A2, UB ->
+L2 -> L1 -> L0B: CANN's WeightQuantBatchMatmulV2 writes it to a GM workspace the cube reads). A float bias goes where the matrix unit starts its
 products from, where it has such a memory (an Ascend cube's BiasTable, isa/lower/templates/bias_table.py).
 After the last step the op's epilogue (bias, requantization, cast) runs as vector instructions
 and the result tile is stored, or, where the accumulator's way out converts with it (an Ascend
@@ -96,7 +99,7 @@ def lower_matmul(ctx: Lowering, group: Group) -> None:
 
 class _Plan(Tiled):
     bias_lead = (1,)  # the bias is a row: (1, N)
-    step_keys = frozenset(("a", "b", "as", "bs", "lzp", "rzp", "bu", "sc", "zt"))
+    step_keys = frozenset(("a", "b", "as", "bs", "lzp", "rzp", "bu", "sc", "zt", "bq"))
     mx: Engine
     opdef: MatrixMul
 
@@ -117,6 +120,11 @@ class _Plan(Tiled):
         self.a16 = node.op == "matrix_mul_a16"  # weight-only quantized: the right tile dequantized on chip
         self.per_byte = weight_only.PER_BYTE[p["bits"]] if self.a16 else 1  # right elements a stored byte
         self.dequant_ahead = self.a16 and self.mx.name != self.vx.name  # dequantized with the loads (module docstring)
+        # where the vector memory is not the matrix unit's right operand memory (an Ascend AIV's UB
+        # and the cube's L0B), the dequantized tile moves there (_a16_needs): bq, the product's operand
+        self.b_key = "bq" if self.a16 and self.vmem != operand_memory(self.mx, "b") else "bs" if self.a16 else "b"
+        self.moves = len(stages(ctx.chip, self.vmem, operand_memory(self.mx, "b"))) if self.b_key == "bq" else 0  # its way's stages
+        self.step_keys = _Plan.step_keys | {f"bq.stage{k}" for k in range(self.moves)}
         self.operand_dtypes = ("int16", "int16") if self.shifted else (self.left.dtype, self.left.dtype if self.a16 else self.right.dtype)
         # the bias as (home Buf of N elements, dtype); the asymmetric mode's is bias_v2, folded here offline
         if self.asym:
@@ -151,6 +159,19 @@ class _Plan(Tiled):
         via = stages(self.ctx.chip, self.ctx.home[self.left.name].mem, amem)
         return via[-1] if via else amem
 
+    def _b_mem(self) -> str:
+        """Where the right tile loads: the matrix unit's operand memory, or matrix_mul_a16's packed
+        tile the vector memory, where it is dequantized."""
+        return self.vmem if self.a16 else operand_memory(self.mx, "b")
+
+    def _right_way(self, tk: int, tn: int) -> tuple[str, str, int]:
+        """(from, to, bytes) of the right tile's last copy into the matrix unit's operand memory:
+        its load from home, or matrix_mul_a16's dequantized tile from the vector memory."""
+        bmem = operand_memory(self.mx, "b")
+        if self.b_key == "bq":
+            return self.vmem, bmem, tk * tn * dtypes.itemsize(self.left.dtype)
+        return self.ctx.home[self.right.name].mem, bmem, tk * tn // self.per_byte * dtypes.itemsize(self.right.dtype)
+
     def _cut(self, keep: bool) -> bool:
         """Whether each step cuts its left tile from a kept block held apart (_kept_mem)."""
         return keep and self._kept_mem() != operand_memory(self.mx, "a")
@@ -167,7 +188,7 @@ class _Plan(Tiled):
         needs: list[Need] = [("kept", self._kept_mem(), size(self.left.dtype, tm * self.K))] if cut else []
         needs += [
             ("a", amem, size(self.left.dtype, tm * (self.K if keep and not cut else tk))),
-            ("b", bmem, size(self.right.dtype, tk * tn // self.per_byte)),
+            ("b", self._b_mem(), size(self.right.dtype, tk * tn // self.per_byte)),
             ("acc", cmem, size(self.acc_dtype, tm * tn)),
         ]
         if self.a16:
@@ -188,9 +209,10 @@ class _Plan(Tiled):
         """memory -> the sizes of every slot's buffers placed there; beside a block kept apart,
         room for the right tile's stages on its way (Emitter.stage_buffer places them per copy)."""
         per_mem = per_memory((mem, n, count) for _, mem, n, count in self._placed(tm, tn, tk, keep, accs or self.ctx.slots))
-        if self._cut(keep):
-            for mem in stages(self.ctx.chip, self.ctx.home[self.right.name].mem, operand_memory(self.mx, "b")):
-                per_mem.setdefault(mem, []).extend([tk * tn // self.per_byte * dtypes.itemsize(self.right.dtype)] * self.ctx.slots)
+        if self._cut(keep) and self.b_key != "bq":  # (matrix_mul_a16's moved tile stages in buffers of its own)
+            src, dst, nbytes = self._right_way(tk, tn)
+            for mem in stages(self.ctx.chip, src, dst):
+                per_mem.setdefault(mem, []).extend([nbytes] * self.ctx.slots)
         return per_mem
 
     def _fits(self, tm: int, tn: int, tk: int, keep: bool, accs: int) -> bool:
@@ -294,12 +316,12 @@ class _Plan(Tiled):
         for _, mem, n, count in self._placed(tm, tn, tk, keep, accs):
             placed[mem] = placed.get(mem, 0) + n * count
         staged: dict[str, int] = {}
-        copies = [(self.right, operand_memory(self.mx, "b"), tk * tn)]
+        copies = [self._right_way(tk, tn)] if self.b_key != "bq" else []  # (matrix_mul_a16's moved tile: its own buffers)
         if not keep:
-            copies.append((self.left, operand_memory(self.mx, "a"), tm * tk))
-        for t, mem, n in copies:
-            for via in stages(self.ctx.chip, self.ctx.home[t.name].mem, mem):
-                staged[via] = max(staged.get(via, 0), n * dtypes.itemsize(t.dtype))
+            copies.append((self.ctx.home[self.left.name].mem, operand_memory(self.mx, "a"), tm * tk * dtypes.itemsize(self.left.dtype)))
+        for src, mem, n in copies:
+            for via in stages(self.ctx.chip, src, mem):
+                staged[via] = max(staged.get(via, 0), n)
         return {via: max(1, min(STAGE_SLOTS, (self.em.allocators[via].free_bytes() - placed.get(via, 0)) // n))
                 for via, n in staged.items()}
 
@@ -349,7 +371,7 @@ class _Plan(Tiled):
         lead = np.zeros(len(choices))
         left = tm * np.where(keep, self.K, tk) * dtypes.itemsize(self.left.dtype)  # a kept block: all of K
         right = tk * tn // self.per_byte * dtypes.itemsize(self.right.dtype)
-        for tensor, mem, nbytes in ((self.left, operand_memory(self.mx, "a"), left), (self.right, operand_memory(self.mx, "b"), right)):
+        for tensor, mem, nbytes in ((self.left, operand_memory(self.mx, "a"), left), (self.right, self._b_mem(), right)):
             src = home[tensor.name].mem
             if src != mem:
                 lead = np.maximum(lead, hop_floor(self.ctx.chip, src, mem, 1, nbytes)[1])  # type: ignore[arg-type]  # its arithmetic takes arrays too
@@ -480,7 +502,7 @@ class _Plan(Tiled):
         out = self._matrix(self.out, batch_index, False)
         tile: Bufs = {key: buf for (key, s), buf in bufs.items() if s == ts}
         tile.update({"a": a, "b": b})
-        tile.update({key: bufs[key, ab] for key in ("as", "bs") if (key, ab) in bufs})
+        tile.update({key: bufs[key, ab] for key in ("as", "bs", "bq") if (key, ab) in bufs})
 
         def load() -> None:
             copy(em, sub_region(right, (k0 // self.per_byte, n0), (tk // self.per_byte, tn)), ctx.home[self.right.name], b_r, b, node.name)
@@ -517,7 +539,7 @@ class _Plan(Tiled):
         last step where the accumulator is in parts, else whole; the asymmetric mode's second
         product (the left tile times a matrix of zp_r)."""
         em, name = self.em, self.node.name
-        a_in, b_in = (tile["as"], tile["bs"]) if self.shifted else (a, tile["bs"] if self.a16 else tile["b"])
+        a_in, b_in = (tile["as"], tile["bs"]) if self.shifted else (a, tile[self.b_key])
         a_m = a_in.region(self.operand_dtypes[0], (tm, tk)) if self.shifted else a_r
         b_m = b_in.region(self.operand_dtypes[1], (tk, tn))
         acc = tile["acc"]
@@ -555,12 +577,16 @@ class _Plan(Tiled):
 
     def _a16_needs(self, tk: int, tn: int, bmem: str, vmem: str) -> list[Need]:
         """matrix_mul_a16's slot buffers: the dequantized tile (bs), the unpacked 4-bit codes (bu),
-        the rows of scales (sc) and zero terms (zt) a K block of tk spans."""
+        the rows of scales (sc) and zero terms (zt) a K block of tk spans; where the vector memory
+        is not the matrix unit's, the dequantized tile there (bq) and its stages on the way."""
         p, item = self.node.params, dtypes.itemsize(self.left.dtype)
         rows = min(self.K // p["group"], (tk - 1) // p["group"] + 2)
-        needs: list[Need] = [("bs", bmem, tk * tn * item), ("sc", vmem, rows * tn * item)]
+        needs: list[Need] = [("bs", vmem, tk * tn * item), ("sc", vmem, rows * tn * item)]
         if p["bits"] == 4:
             needs += [("bu", vmem, tk * tn), ("zt", vmem, rows * tn * item)]
+        if self.b_key == "bq":  # moved to the matrix unit's operand memory, through the stages of its way
+            way = stages(self.ctx.chip, vmem, bmem)
+            needs += [("bq", bmem, tk * tn * item)] + [(f"bq.stage{k}", mem, tk * tn * item) for k, mem in enumerate(way)]
         return needs
 
     def _scale_terms(self, bufs: Bufs, slot: int) -> list[tuple[Buf, str]]:
@@ -605,3 +631,6 @@ class _Plan(Tiled):
             block = (sub_region(codes, (r0, 0), (r1 - r0, tn)), *rows)
             em.emit(vx, Vector(fn, sub_region(out, (r0, 0), (r1 - r0, tn)), block, "float32", name),
                     reads=(codes_buf, *terms), writes=(bs,))
+        if self.b_key == "bq":
+            bq, staged = bufs["bq", slot], [bufs[f"bq.stage{k}", slot] for k in range(self.moves)]
+            copy(em, out, bs, bq.region(dt, (tk, tn)), bq, name, stages=staged)
