@@ -16,6 +16,8 @@ initializers, and its Weights) before any op is mapped.
 - attention: MatMul -> scale -> mask -> Softmax -> MatMul becomes one fused attention (attention.py);
 - transposed_gemv: a row times a transposed operand (a decode step's scores against its key
   cache) reads the operand as it lies instead of permuting it (gemv.py).
+- weight_only: a MatMul of a DequantizeLinear of a constant int8 or int4 weight becomes one
+  matrix_mul_a16, which dequantizes on chip (weight_only.py).
 
 Each pass adds a note to the graph (the lowering copies the graph's notes into the program's):
 its name and what it changed. `isa.from_onnx(model, passes=...)` names the passes to run (all by
@@ -328,9 +330,15 @@ def _transposed_gemv(source: Source) -> str:
     return rewrite(source, Graph(source))
 
 
+def _weight_only(source: Source) -> str:
+    from .weight_only import rewrite
+
+    return rewrite(source, Graph(source))
+
+
 PASSES = {p.name: p for p in (Pass("constants", constants), Pass("bn_fold", _bn_fold), Pass("activations", _activations),
                               Pass("identities", identities), Pass("attention", _attention),
-                              Pass("transposed_gemv", _transposed_gemv))}
+                              Pass("transposed_gemv", _transposed_gemv), Pass("weight_only", _weight_only))}
 
 
 def run_passes(source: Source, names: Sequence[str] | None = None) -> None:
