@@ -83,3 +83,23 @@ def test_a_decode_projection_streams_the_stored_bytes():
         bound = floors(*w.shape, nbytes)
         assert max(bound.values()) <= result.cycles < 1.25 * max(bound.values()), (bits, result.cycles, bound)
         assert result.cycles < 0.8 * half.cycles and result.stats.ddr_read_bytes < 0.6 * half.stats.ddr_read_bytes
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_bfloat16_products_on_the_910b_and_the_310b_refusal(bits):
+    """The 910B's table has the op in bfloat16 too (CANN's x BF16); the 310B's has none (CANN's
+    operator page marks the Atlas 200I/500 A2 unsupported): refused naming the op, dtypes and chip."""
+    bf16 = isa.dtypes.np_dtype("bfloat16")
+    stored, scale, zero = weight_only.quantize_weight(np.random.default_rng(0).standard_normal((256, 96)).astype(np.float32), bits, 128)
+    g = isa.Graph("a16")
+    terms = [g.constant(n, t.astype(bf16)) for n, t in (("s", scale), ("z", zero)) if t is not None]
+    y = isa.ops.matrix_mul_a16(g.input("x", (5, 256), "bfloat16"), g.constant("w", stored), *terms, bits=bits, group=128, name="y")
+    g.output(y, "y")
+    x = np.random.default_rng(1).standard_normal((5, 256)).astype(bf16)
+    got = sim.run(g, CHIP, inputs={"x": x}).outputs["y"].astype(np.float64)
+    want = MATRIX_MUL_A16.reference([x, stored] + [g.constants[t.name] for t in terms], g.nodes[0].params)[0].astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2 * np.abs(want).max())
+    stored_dtype = "int8" if bits == 8 else "uint8"
+    refused = rf"op y: matrix_mul_a16 with bfloat16 x {stored_dtype} -> bfloat16 is not supported on chip ascend310b"
+    with pytest.raises(isa.UnsupportedError, match=refused):
+        isa.lower(g, chips.load("ascend310b"))
