@@ -124,8 +124,7 @@ class _Plan(Tiled):
         # where the vector memory is not the matrix unit's right operand memory (an Ascend AIV's UB
         # and the cube's L0B), the dequantized tile moves there (_a16_needs): bq, the product's operand
         self.b_key = "bq" if self.a16 and self.vmem != operand_memory(self.mx, "b") else "bs" if self.a16 else "b"
-        self.moves = len(stages(ctx.chip, self.vmem, operand_memory(self.mx, "b"))) if self.b_key == "bq" else 0  # its way's stages
-        self.step_keys = _Plan.step_keys | {f"bq.stage{k}" for k in range(self.moves)}
+        self.step_keys = _Plan.step_keys | self._a16_keys()
         self.operand_dtypes = ("int16", "int16") if self.shifted else (self.left.dtype, self.left.dtype if self.a16 else self.right.dtype)
         # the bias as (home Buf of N elements, dtype); the asymmetric mode's is bias_v2, folded here offline
         if self.asym:
@@ -189,7 +188,7 @@ class _Plan(Tiled):
         needs: list[Need] = [("kept", self._kept_mem(), size(self.left.dtype, tm * self.K))] if cut else []
         needs += [
             ("a", amem, size(self.left.dtype, tm * (self.K if keep and not cut else tk))),
-            ("b", self._b_mem(), size(self.right.dtype, tk * tn // self.per_byte)),
+            ("b", self._b_mem(), size(self.right.dtype, (self._parts(tk)[0][3] if self.a16 else tk) * tn // self.per_byte)),
             ("acc", cmem, size(self.acc_dtype, tm * tn)),
         ]
         if self.a16:
@@ -412,17 +411,14 @@ class _Plan(Tiled):
         the tile's own by tile (its accumulator in parts of `rows` rows of a full tile of full_tm),
         a kept left block by the tiles that load it."""
         kept = ("kept", "a") if keep and not self._cut(keep) else ("kept",)
-        out = self._as_roles(self._needs(full_tm, tn, 1, keep), kept)
+        out = self._as_roles(self._needs(full_tm, tn, self.K, keep), kept)  # (a whole K: matrix_mul_a16's every part)
         if rows is not None and rows < full_tm:  # in parts, as `place` splits it
             self.recording().em.split(out["acc"], self._acc_splits(full_tm, tn, rows))
         return out
 
     def _price_right(self, rec: _Plan, tk: int, tn: int, k0: int, n0: int) -> None:
-        b = self._roles(tn, 1)["b"]
-        pb = self.per_byte
-        right = sub_region(rec._matrix(self.right, (0,) * len(self.batch), self.node.params.get("right_trans", False)),
-                           (k0 // pb, n0), (tk // pb, tn))
-        copy(rec.em, right, self.ctx.home[self.right.name], b.region(self.right.dtype, (tk // pb, tn)), b, self.node.name)
+        right = rec._matrix(self.right, (0,) * len(self.batch), self.node.params.get("right_trans", False))
+        rec._load_right({(key, 0): buf for key, buf in self._roles(tn, 1).items()}, 0, right, k0, n0, tk, tn)
 
     def _price_left(self, rec: _Plan, tm: int, k: int, keep: bool, cut: bool, m0: int, k0: int) -> None:
         bufs = self._roles(1, tm, keep=keep)
@@ -506,7 +502,7 @@ class _Plan(Tiled):
         tile.update({key: bufs[key, ab] for key in ("as", "bs", "bq") if (key, ab) in bufs})
 
         def load() -> None:
-            copy(em, sub_region(right, (k0 // self.per_byte, n0), (tk // self.per_byte, tn)), ctx.home[self.right.name], b_r, b, node.name)
+            self._load_right(bufs, ab, right, k0, n0, tk, tn)
             if fresh:
                 dst = kept if kept is not None else a_r  # the row's whole left block, or the step's tile
                 src = sub_region(left, (m0, 0 if kept is not None else k0), dst.shape)
@@ -581,19 +577,48 @@ class _Plan(Tiled):
         the rows of scales (sc) and zero terms (zt) a K block of tk spans; where the vector memory
         is not the matrix unit's, the dequantized tile there (bq) and its stages on the way."""
         p, item = self.node.params, dtypes.itemsize(self.left.dtype)
-        rows = min(self.K // p["group"], (tk - 1) // p["group"] + 2)
-        needs: list[Need] = [("bs", vmem, tk * tn * item), ("sc", vmem, rows * tn * item)]
-        if p["bits"] == 4:
-            needs += [("bu", vmem, tk * tn), ("zt", vmem, rows * tn * item)]
-        if self.b_key == "bq":  # moved to the matrix unit's operand memory, through the stages of its way
-            way = stages(self.ctx.chip, vmem, bmem)
-            needs += [("bq", bmem, tk * tn * item)] + [(f"bq.stage{k}", mem, tk * tn * item) for k, mem in enumerate(way)]
-        return needs
+        needs: list[Need] = []
+        for sfx, vx, _, rows in self._parts(tk):
+            mem, groups = operand_memory(vx, ""), min(self.K // p["group"], (rows - 1) // p["group"] + 2)
+            needs += [("b" + sfx, mem, rows * tn // self.per_byte * dtypes.itemsize(self.right.dtype))] if sfx else []
+            needs += [("bs" + sfx, mem, rows * tn * item), ("sc" + sfx, mem, groups * tn * item)]
+            if p["bits"] == 4:
+                needs += [("bu" + sfx, mem, rows * tn), ("zt" + sfx, mem, groups * tn * item)]
+            if self.b_key == "bq":  # its part of the tile on its way to the matrix unit's operand memory
+                needs += [(f"bq.stage{k}{sfx}", via, rows * tn * item) for k, via in enumerate(stages(self.ctx.chip, mem, bmem))]
+        return needs + ([("bq", bmem, tk * tn * item)] if self.b_key == "bq" else [])
 
-    def _scale_terms(self, bufs: Bufs, slot: int) -> list[tuple[Buf, str]]:
-        """(slot buffer, constant) of the scales and, with 4 bits, the zero terms."""
-        terms = [(bufs["sc", slot], self.node.inputs[2])]
-        return terms + ([(bufs["zt", slot], self.node.inputs[3])] if self.node.params["bits"] == 4 else [])
+    def _parts(self, tk: int) -> list[tuple[str, Engine, int, int]]:
+        """(key suffix, vector engine, first row, rows) of the K rows of a step's right tile each
+        vector engine loads and dequantizes: where the tile moves to the matrix unit (an Ascend
+        cube core), split among the core's vector cores, as CANN's kernel splits the weight over
+        a cube core's two AIVs (chips/ascend910b.yaml); else all of it on the unit's."""
+        vecs = self.ctx.chip.engines_of("vector", self.mx.core) if self.b_key == "bq" else [self.vx]
+        rows = -(-tk // (len(vecs) * self.per_byte)) * self.per_byte
+        return [("" if j == 0 else f".{j}", vx, j * rows, min(rows, tk - j * rows)) for j, vx in enumerate(vecs) if j * rows < tk]
+
+    def _a16_keys(self) -> set[str]:
+        """The keys of _a16_needs' buffers of a part past the first, each a slot's."""
+        if self.b_key != "bq":
+            return set()
+        vecs, bmem = self.ctx.chip.engines_of("vector", self.mx.core), operand_memory(self.mx, "b")
+        way = range(len(stages(self.ctx.chip, self.vmem, bmem)))
+        return {key + sfx for sfx in ("",) + tuple(f".{j}" for j in range(1, len(vecs))) for key in ("b", "bs", "sc", "bu", "zt")} | {
+            f"bq.stage{k}{sfx}" for k in way for sfx in ("",) + tuple(f".{j}" for j in range(1, len(vecs)))}
+
+    def _load_right(self, bufs: Bufs, slot: int, right: Region, k0: int, n0: int, tk: int, tn: int) -> None:
+        """The step's right tile from its home (`right`, the whole matrix) into the slot, part by
+        part (_parts) for matrix_mul_a16."""
+        pb, home = self.per_byte, self.ctx.home[self.right.name]
+        for sfx, _, r0, rows in self._parts(tk) if self.a16 else [("", self.vx, 0, tk)]:
+            b = bufs["b" + sfx, slot]
+            src = sub_region(right, ((k0 + r0) // pb, n0), (rows // pb, tn))
+            copy(self.em, src, home, b.region(self.right.dtype, (rows // pb, tn)), b, self.node.name)
+
+    def _scale_terms(self, bufs: Bufs, slot: int, sfx: str = "") -> list[tuple[Buf, str]]:
+        """(slot buffer, constant) of the scales and, with 4 bits, the zero terms (of part sfx)."""
+        terms = [(bufs["sc" + sfx, slot], self.node.inputs[2])]
+        return terms + ([(bufs["zt" + sfx, slot], self.node.inputs[3])] if self.node.params["bits"] == 4 else [])
 
     def _groups(self, k0: int, tk: int) -> tuple[int, int]:
         """The groups a K block of tk from k0 spans: (first, one past the last)."""
@@ -601,37 +626,46 @@ class _Plan(Tiled):
         return k0 // group, (k0 + tk - 1) // group + 1
 
     def _load_scales(self, bufs: Bufs, slot: int, k0: int, n0: int, tk: int, tn: int) -> None:
-        """The rows of scales (and zero terms) of the groups the K block spans, into the slot."""
-        dt, group, (g0, g1) = self.left.dtype, self.node.params["group"], self._groups(k0, tk)
-        for buf, tensor in self._scale_terms(bufs, slot):
-            home = self.ctx.home[tensor]
-            src = sub_region(home.region(dt, (self.K // group, self.N)), (g0, n0), (g1 - g0, tn))
-            copy(self.em, src, home, buf.region(dt, (g1 - g0, tn)), buf, self.node.name)
+        """The rows of scales (and zero terms) of the groups each part of the K block spans, into the slot."""
+        dt, group = self.left.dtype, self.node.params["group"]
+        for sfx, _, r0, rows in self._parts(tk):
+            g0, g1 = self._groups(k0 + r0, rows)
+            for buf, tensor in self._scale_terms(bufs, slot, sfx):
+                home = self.ctx.home[tensor]
+                src = sub_region(home.region(dt, (self.K // group, self.N)), (g0, n0), (g1 - g0, tn))
+                copy(self.em, src, home, buf.region(dt, (g1 - g0, tn)), buf, self.node.name)
 
     def _dequant(self, bufs: Bufs, slot: int, k0: int, tk: int, tn: int) -> None:
-        """bs = the slot's right tile dequantized in the left's dtype: 4-bit codes unpacked first (and 15,
-        rshift 4), then each group's rows times its row of scales (plus its zero term)."""
+        """The slot's right tile dequantized, part by part (_parts), each on its vector engine."""
+        for sfx, vx, r0, rows in self._parts(tk):
+            self._dequant_part(bufs, slot, sfx, vx.name, k0, r0, rows, tk, tn)
+
+    def _dequant_part(self, bufs: Bufs, slot: int, sfx: str, vx: str, k0: int, r0: int, tk: int, full: int, tn: int) -> None:
+        """bs = rows r0 .. r0 + tk of the step's right tile (of `full` rows from k0) dequantized in
+        the left's dtype on vx: 4-bit codes unpacked first (and 15, rshift 4), then each group's
+        rows times its row of scales (plus its zero term); then moved to bq where it lives apart."""
         p, em, name, dt = self.node.params, self.em, self.node.name, self.left.dtype
-        group, item, vx = p["group"], dtypes.itemsize(dt), self.vx.name
-        b, bs = bufs["b", slot], bufs["bs", slot]
+        group, item, k0 = p["group"], dtypes.itemsize(dt), k0 + r0
+        b, bs = bufs["b" + sfx, slot], bufs["bs" + sfx, slot]
         codes, codes_buf = b.region(self.right.dtype, (tk, tn)), b
         if p["bits"] == 4:
-            bu, half = bufs["bu", slot], tk // 2
+            bu, half = bufs["bu" + sfx, slot], tk // 2
             packed = b.region("uint8", (half, tn))
             rows = [Region(bu.mem, bu.addr + k * tn, "uint8", (half, tn), (2 * tn, 1)) for k in (0, 1)]
             em.emit(vx, Vector("and", rows[0], (packed, 15), "int32", name), reads=(b,), writes=(bu,))
             em.emit(vx, Vector("rshift", rows[1], (packed, 4, dtypes.DOWN), "int32", name), reads=(b,), writes=(bu,))
             codes, codes_buf = bu.region("uint8", (tk, tn)), bu
         g0, g1 = self._groups(k0, tk)
-        terms = [buf for buf, _ in self._scale_terms(bufs, slot)]
+        terms = [buf for buf, _ in self._scale_terms(bufs, slot, sfx)]
         out = bs.region(dt, (tk, tn))
         for g in range(g0, g1):
-            r0, r1 = max(k0, g * group) - k0, min(k0 + tk, (g + 1) * group) - k0
-            rows = [Region(buf.mem, buf.addr + (g - g0) * tn * item, dt, (r1 - r0, tn), (0, 1)) for buf in terms]
+            lo, hi = max(k0, g * group) - k0, min(k0 + tk, (g + 1) * group) - k0
+            rows = [Region(buf.mem, buf.addr + (g - g0) * tn * item, dt, (hi - lo, tn), (0, 1)) for buf in terms]
             fn = "mul" if len(rows) == 1 else "mul_add"
-            block = (sub_region(codes, (r0, 0), (r1 - r0, tn)), *rows)
-            em.emit(vx, Vector(fn, sub_region(out, (r0, 0), (r1 - r0, tn)), block, "float32", name),
+            block = (sub_region(codes, (lo, 0), (hi - lo, tn)), *rows)
+            em.emit(vx, Vector(fn, sub_region(out, (lo, 0), (hi - lo, tn)), block, "float32", name),
                     reads=(codes_buf, *terms), writes=(bs,))
         if self.b_key == "bq":
-            bq, staged = bufs["bq", slot], [bufs[f"bq.stage{k}", slot] for k in range(self.moves)]
-            copy(em, out, bs, bq.region(dt, (tk, tn)), bq, name, stages=staged)
+            bq, bmem = bufs["bq", slot], operand_memory(self.mx, "b")
+            staged = [bufs[f"bq.stage{k}{sfx}", slot] for k in range(len(stages(self.ctx.chip, bs.mem, bmem)))]
+            copy(em, out, bs, sub_region(bq.region(dt, (full, tn)), (r0, 0), (tk, tn)), bq, name, stages=staged)
