@@ -36,7 +36,7 @@ def test_a_decode_step_on_the_910b_computes_the_dequantized_model(scheme, bits):
 
 
 @settings(max_examples=10, deadline=None)
-@given(st.sampled_from([8, 4]), st.integers(1, 20), st.sampled_from([32, 128]), st.integers(1, 3), st.sampled_from([16, 200]),
+@given(st.sampled_from([8, 4]), st.integers(1, 4), st.sampled_from([32, 128]), st.integers(1, 3), st.sampled_from([16, 72]),
        st.integers(0, 2**31))
 def test_the_product_on_the_910b_equals_its_definition(bits, m, group, groups, n, seed):
     """Random shapes and groups: unpacked and dequantized on the vector core, moved to L0B,
@@ -60,10 +60,10 @@ def test_the_product_on_the_910b_equals_its_definition(bits, m, group, groups, n
 
 def floors(k, n, nbytes):
     """Lower bounds (cycles) of a decode projection on the 910B: the stored bytes over HBM's
-    bandwidth; the float16 tiles over the vector cores' MTE3 (UB -> L2), one per cube core; the
+    bandwidth; the float16 tiles over the vector cores' MTE3s (UB -> L2), two per cube core; the
     tiles written to and read from the L2 over its bandwidth."""
     half = k * n * 2
-    mte3 = CHIP.engines["c0.aiv0_mte3"].bandwidth * CHIP.cores
+    mte3 = sum(e.bandwidth for e in CHIP.engines.values() if any(a.endswith(("ub0", "ub1")) for a, _ in e.links))
     return {"hbm": nbytes / CHIP.memories["ddr"].bandwidth, "mte3": half / mte3, "l2": 2 * half / CHIP.memories["l2"].bandwidth}
 
 
@@ -71,7 +71,7 @@ def test_a_decode_projection_streams_the_stored_bytes():
     """TinyLlama's MLP projection (2048 x 5632) for one token: float16 weights are HBM-bound; int8
     and int4 ones read half and a quarter of those bytes from HBM, and the float16 tiles' way to
     the cubes through the L2 (written by each vector core's MTE3, read by the cube's MTE2) bounds
-    them instead: within 1.25x of the largest floor, both faster than float16."""
+    them instead: within 1.1x of the largest floor, both faster than float16."""
     w = np.random.default_rng(0).standard_normal((2048, 5632)).astype(np.float32)
     g = isa.Graph("f16")
     g.output(isa.ops.matrix_mul(g.input("x", (1, 2048), "float16"), g.constant("w", w.astype(np.float16)), name="y"), "y")
@@ -81,7 +81,7 @@ def test_a_decode_projection_streams_the_stored_bytes():
         g, nbytes = a16_gemv(w, bits)
         result = sim.execute(isa.lower(g, CHIP), CHIP, mode="timing")
         bound = floors(*w.shape, nbytes)
-        assert max(bound.values()) <= result.cycles < 1.25 * max(bound.values()), (bits, result.cycles, bound)
+        assert max(bound.values()) <= result.cycles < 1.1 * max(bound.values()), (bits, result.cycles, bound)
         assert result.cycles < 0.8 * half.cycles and result.stats.ddr_read_bytes < 0.6 * half.stats.ddr_read_bytes
 
 
