@@ -598,13 +598,12 @@ class _Plan(Tiled):
         return [("" if j == 0 else f".{j}", vx, j * rows, min(rows, tk - j * rows)) for j, vx in enumerate(vecs) if j * rows < tk]
 
     def _a16_keys(self) -> set[str]:
-        """The keys of _a16_needs' buffers of a part past the first, each a slot's."""
+        """The keys of _a16_needs' slot buffers of every part (_parts), where the tile moves."""
         if self.b_key != "bq":
             return set()
-        vecs, bmem = self.ctx.chip.engines_of("vector", self.mx.core), operand_memory(self.mx, "b")
-        way = range(len(stages(self.ctx.chip, self.vmem, bmem)))
-        return {key + sfx for sfx in ("",) + tuple(f".{j}" for j in range(1, len(vecs))) for key in ("b", "bs", "sc", "bu", "zt")} | {
-            f"bq.stage{k}{sfx}" for k in way for sfx in ("",) + tuple(f".{j}" for j in range(1, len(vecs)))}
+        sfxs = [""] + [f".{j}" for j in range(1, len(self.ctx.chip.engines_of("vector", self.mx.core)))]
+        way = len(stages(self.ctx.chip, self.vmem, operand_memory(self.mx, "b")))
+        return {key + sfx for sfx in sfxs for key in ("b", "bs", "sc", "bu", "zt", *(f"bq.stage{k}" for k in range(way)))}
 
     def _load_right(self, bufs: Bufs, slot: int, right: Region, k0: int, n0: int, tk: int, tn: int) -> None:
         """The step's right tile from its home (`right`, the whole matrix) into the slot, part by
