@@ -35,7 +35,7 @@ import onnx
 from onnx import external_data_helper, shape_inference, version_converter
 
 from ..errors import GraphError, InputError, ShapeError, SimError, UnsupportedError
-from . import attention, conv, elementwise, generate, index, matmul, quant, reduce, resize, shape  # noqa: F401 (they register their mappings)
+from . import attention, conv, elementwise, generate, index, matmul, quant, reduce, resize, shape, weight_only  # noqa: F401 (they register their mappings)
 from .builder import DTYPES, Builder, Known, dtype_of, tensor_name
 from .registry import OPS
 from .store import Weights, external_info, read_model, to_array

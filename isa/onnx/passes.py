@@ -13,6 +13,8 @@ initializers, and its Weights) before any op is mapped.
   one element-wise chain (elementwise.py) with its scalars as immediates;
 - identities: Identity, Dropout in inference (its mask unused) and a Transpose undone by the
   next vanish; consecutive Transposes, and consecutive Reshapes, become one;
+- weight_only: a MatMul of a DequantizeLinear of a constant int8 or int4 weight becomes one
+  matrix_mul_a16, which dequantizes on chip (weight_only.py);
 - attention: MatMul -> scale -> mask -> Softmax -> MatMul becomes one fused attention (attention.py);
 - transposed_gemv: a row times a transposed operand (a decode step's scores against its key
   cache) reads the operand as it lies instead of permuting it (gemv.py).
@@ -328,8 +330,14 @@ def _transposed_gemv(source: Source) -> str:
     return rewrite(source, Graph(source))
 
 
+def _weight_only(source: Source) -> str:
+    from .weight_only import rewrite
+
+    return rewrite(source, Graph(source))
+
+
 PASSES = {p.name: p for p in (Pass("constants", constants), Pass("bn_fold", _bn_fold), Pass("activations", _activations),
-                              Pass("identities", identities), Pass("attention", _attention),
+                              Pass("identities", identities), Pass("weight_only", _weight_only), Pass("attention", _attention),
                               Pass("transposed_gemv", _transposed_gemv))}
 
 

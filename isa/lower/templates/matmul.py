@@ -12,8 +12,12 @@ packed tile and its scales are loaded with the step's loads; where the vector un
 its own, it dequantizes with the loads too (step i + 1's tile as soon as it lands, ahead of step
 i's epilogue), and where it is the matrix unit's own engine (a Sophgo TIU) with the step's
 compute, just before the product, so that the engine multiplies step i while the DMA loads step
-i + 1 rather than waiting for that load to dequantize it first. A float bias goes where the matrix unit starts its
-products from, where it has such a memory (an Ascend cube's BiasTable, isa/lower/templates/bias_table.py).
+i + 1 rather than waiting for that load to dequantize it first. Where the vector memory is not the
+matrix unit's operand memory (an Ascend AIV's UB and the cube's L0B), the dequantized tile then
+moves there along the chip's route, through staging buffers placed with the slots (on A2, UB ->
+L2 -> L1 -> L0B: CANN's WeightQuantBatchMatmulV2 writes it to a GM workspace the cube reads).
+A float bias goes where the matrix unit starts its products from, where it has such a memory
+(an Ascend cube's BiasTable, isa/lower/templates/bias_table.py).
 After the last step the op's epilogue (bias, requantization, cast) runs as vector instructions
 and the result tile is stored, or, where the accumulator's way out converts with it (an Ascend
 FixPipe, isa/lower/templates/in_flight.py), is done by the DMA that stores the accumulator itself. Tile
@@ -96,7 +100,7 @@ def lower_matmul(ctx: Lowering, group: Group) -> None:
 
 class _Plan(Tiled):
     bias_lead = (1,)  # the bias is a row: (1, N)
-    step_keys = frozenset(("a", "b", "as", "bs", "lzp", "rzp", "bu", "sc", "zt"))
+    step_keys = frozenset(("a", "b", "as", "bs", "lzp", "rzp", "bu", "sc", "zt", "bq"))
     mx: Engine
     opdef: MatrixMul
 
@@ -117,6 +121,10 @@ class _Plan(Tiled):
         self.a16 = node.op == "matrix_mul_a16"  # weight-only quantized: the right tile dequantized on chip
         self.per_byte = weight_only.PER_BYTE[p["bits"]] if self.a16 else 1  # right elements a stored byte
         self.dequant_ahead = self.a16 and self.mx.name != self.vx.name  # dequantized with the loads (module docstring)
+        # where the vector memory is not the matrix unit's right operand memory (an Ascend AIV's UB
+        # and the cube's L0B), the dequantized tile moves there (_a16_needs): bq, the product's operand
+        self.b_key = "bq" if self.a16 and self.vmem != operand_memory(self.mx, "b") else "bs" if self.a16 else "b"
+        self.step_keys = _Plan.step_keys | self._a16_keys()
         self.operand_dtypes = ("int16", "int16") if self.shifted else (self.left.dtype, self.left.dtype if self.a16 else self.right.dtype)
         # the bias as (home Buf of N elements, dtype); the asymmetric mode's is bias_v2, folded here offline
         if self.asym:
@@ -151,6 +159,19 @@ class _Plan(Tiled):
         via = stages(self.ctx.chip, self.ctx.home[self.left.name].mem, amem)
         return via[-1] if via else amem
 
+    def _b_mem(self) -> str:
+        """Where the right tile loads: the matrix unit's operand memory, or matrix_mul_a16's packed
+        tile the vector memory, where it is dequantized."""
+        return self.vmem if self.a16 else operand_memory(self.mx, "b")
+
+    def _right_way(self, tk: int, tn: int) -> tuple[str, str, int]:
+        """(from, to, bytes) of the right tile's last copy into the matrix unit's operand memory:
+        its load from home, or matrix_mul_a16's dequantized tile from the vector memory."""
+        bmem = operand_memory(self.mx, "b")
+        if self.b_key == "bq":
+            return self.vmem, bmem, tk * tn * dtypes.itemsize(self.left.dtype)
+        return self.ctx.home[self.right.name].mem, bmem, tk * tn // self.per_byte * dtypes.itemsize(self.right.dtype)
+
     def _cut(self, keep: bool) -> bool:
         """Whether each step cuts its left tile from a kept block held apart (_kept_mem)."""
         return keep and self._kept_mem() != operand_memory(self.mx, "a")
@@ -167,7 +188,7 @@ class _Plan(Tiled):
         needs: list[Need] = [("kept", self._kept_mem(), size(self.left.dtype, tm * self.K))] if cut else []
         needs += [
             ("a", amem, size(self.left.dtype, tm * (self.K if keep and not cut else tk))),
-            ("b", bmem, size(self.right.dtype, tk * tn // self.per_byte)),
+            ("b", self._b_mem(), size(self.right.dtype, (self._parts(tk)[0][3] if self.a16 else tk) * tn // self.per_byte)),
             ("acc", cmem, size(self.acc_dtype, tm * tn)),
         ]
         if self.a16:
@@ -188,9 +209,10 @@ class _Plan(Tiled):
         """memory -> the sizes of every slot's buffers placed there; beside a block kept apart,
         room for the right tile's stages on its way (Emitter.stage_buffer places them per copy)."""
         per_mem = per_memory((mem, n, count) for _, mem, n, count in self._placed(tm, tn, tk, keep, accs or self.ctx.slots))
-        if self._cut(keep):
-            for mem in stages(self.ctx.chip, self.ctx.home[self.right.name].mem, operand_memory(self.mx, "b")):
-                per_mem.setdefault(mem, []).extend([tk * tn // self.per_byte * dtypes.itemsize(self.right.dtype)] * self.ctx.slots)
+        if self._cut(keep) and self.b_key != "bq":  # (matrix_mul_a16's moved tile stages in buffers of its own)
+            src, dst, nbytes = self._right_way(tk, tn)
+            for mem in stages(self.ctx.chip, src, dst):
+                per_mem.setdefault(mem, []).extend([nbytes] * self.ctx.slots)
         return per_mem
 
     def _fits(self, tm: int, tn: int, tk: int, keep: bool, accs: int) -> bool:
@@ -294,12 +316,12 @@ class _Plan(Tiled):
         for _, mem, n, count in self._placed(tm, tn, tk, keep, accs):
             placed[mem] = placed.get(mem, 0) + n * count
         staged: dict[str, int] = {}
-        copies = [(self.right, operand_memory(self.mx, "b"), tk * tn)]
+        copies = [self._right_way(tk, tn)] if self.b_key != "bq" else []  # (matrix_mul_a16's moved tile: its own buffers)
         if not keep:
-            copies.append((self.left, operand_memory(self.mx, "a"), tm * tk))
-        for t, mem, n in copies:
-            for via in stages(self.ctx.chip, self.ctx.home[t.name].mem, mem):
-                staged[via] = max(staged.get(via, 0), n * dtypes.itemsize(t.dtype))
+            copies.append((self.ctx.home[self.left.name].mem, operand_memory(self.mx, "a"), tm * tk * dtypes.itemsize(self.left.dtype)))
+        for src, mem, n in copies:
+            for via in stages(self.ctx.chip, src, mem):
+                staged[via] = max(staged.get(via, 0), n)
         return {via: max(1, min(STAGE_SLOTS, (self.em.allocators[via].free_bytes() - placed.get(via, 0)) // n))
                 for via, n in staged.items()}
 
@@ -349,7 +371,7 @@ class _Plan(Tiled):
         lead = np.zeros(len(choices))
         left = tm * np.where(keep, self.K, tk) * dtypes.itemsize(self.left.dtype)  # a kept block: all of K
         right = tk * tn // self.per_byte * dtypes.itemsize(self.right.dtype)
-        for tensor, mem, nbytes in ((self.left, operand_memory(self.mx, "a"), left), (self.right, operand_memory(self.mx, "b"), right)):
+        for tensor, mem, nbytes in ((self.left, operand_memory(self.mx, "a"), left), (self.right, self._b_mem(), right)):
             src = home[tensor.name].mem
             if src != mem:
                 lead = np.maximum(lead, hop_floor(self.ctx.chip, src, mem, 1, nbytes)[1])  # type: ignore[arg-type]  # its arithmetic takes arrays too
@@ -389,17 +411,14 @@ class _Plan(Tiled):
         the tile's own by tile (its accumulator in parts of `rows` rows of a full tile of full_tm),
         a kept left block by the tiles that load it."""
         kept = ("kept", "a") if keep and not self._cut(keep) else ("kept",)
-        out = self._as_roles(self._needs(full_tm, tn, 1, keep), kept)
+        out = self._as_roles(self._needs(full_tm, tn, self.K, keep), kept)  # (a whole K: matrix_mul_a16's every part)
         if rows is not None and rows < full_tm:  # in parts, as `place` splits it
             self.recording().em.split(out["acc"], self._acc_splits(full_tm, tn, rows))
         return out
 
     def _price_right(self, rec: _Plan, tk: int, tn: int, k0: int, n0: int) -> None:
-        b = self._roles(tn, 1)["b"]
-        pb = self.per_byte
-        right = sub_region(rec._matrix(self.right, (0,) * len(self.batch), self.node.params.get("right_trans", False)),
-                           (k0 // pb, n0), (tk // pb, tn))
-        copy(rec.em, right, self.ctx.home[self.right.name], b.region(self.right.dtype, (tk // pb, tn)), b, self.node.name)
+        right = rec._matrix(self.right, (0,) * len(self.batch), self.node.params.get("right_trans", False))
+        rec._load_right({(key, 0): buf for key, buf in self._roles(tn, 1).items()}, 0, right, k0, n0, tk, tn)
 
     def _price_left(self, rec: _Plan, tm: int, k: int, keep: bool, cut: bool, m0: int, k0: int) -> None:
         bufs = self._roles(1, tm, keep=keep)
@@ -480,10 +499,10 @@ class _Plan(Tiled):
         out = self._matrix(self.out, batch_index, False)
         tile: Bufs = {key: buf for (key, s), buf in bufs.items() if s == ts}
         tile.update({"a": a, "b": b})
-        tile.update({key: bufs[key, ab] for key in ("as", "bs") if (key, ab) in bufs})
+        tile.update({key: bufs[key, ab] for key in ("as", "bs", "bq") if (key, ab) in bufs})
 
         def load() -> None:
-            copy(em, sub_region(right, (k0 // self.per_byte, n0), (tk // self.per_byte, tn)), ctx.home[self.right.name], b_r, b, node.name)
+            self._load_right(bufs, ab, right, k0, n0, tk, tn)
             if fresh:
                 dst = kept if kept is not None else a_r  # the row's whole left block, or the step's tile
                 src = sub_region(left, (m0, 0 if kept is not None else k0), dst.shape)
@@ -517,7 +536,7 @@ class _Plan(Tiled):
         last step where the accumulator is in parts, else whole; the asymmetric mode's second
         product (the left tile times a matrix of zp_r)."""
         em, name = self.em, self.node.name
-        a_in, b_in = (tile["as"], tile["bs"]) if self.shifted else (a, tile["bs"] if self.a16 else tile["b"])
+        a_in, b_in = (tile["as"], tile["bs"]) if self.shifted else (a, tile[self.b_key])
         a_m = a_in.region(self.operand_dtypes[0], (tm, tk)) if self.shifted else a_r
         b_m = b_in.region(self.operand_dtypes[1], (tk, tn))
         acc = tile["acc"]
@@ -555,18 +574,50 @@ class _Plan(Tiled):
 
     def _a16_needs(self, tk: int, tn: int, bmem: str, vmem: str) -> list[Need]:
         """matrix_mul_a16's slot buffers: the dequantized tile (bs), the unpacked 4-bit codes (bu),
-        the rows of scales (sc) and zero terms (zt) a K block of tk spans."""
+        the rows of scales (sc) and zero terms (zt) a K block of tk spans; where the vector memory
+        is not the matrix unit's, the dequantized tile there (bq) and its stages on the way."""
         p, item = self.node.params, dtypes.itemsize(self.left.dtype)
-        rows = min(self.K // p["group"], (tk - 1) // p["group"] + 2)
-        needs: list[Need] = [("bs", bmem, tk * tn * item), ("sc", vmem, rows * tn * item)]
-        if p["bits"] == 4:
-            needs += [("bu", vmem, tk * tn), ("zt", vmem, rows * tn * item)]
-        return needs
+        needs: list[Need] = []
+        for sfx, vx, _, rows in self._parts(tk):
+            mem, groups = operand_memory(vx, ""), min(self.K // p["group"], (rows - 1) // p["group"] + 2)
+            needs += [("b" + sfx, mem, rows * tn // self.per_byte * dtypes.itemsize(self.right.dtype))] if sfx else []
+            needs += [("bs" + sfx, mem, rows * tn * item), ("sc" + sfx, mem, groups * tn * item)]
+            if p["bits"] == 4:
+                needs += [("bu" + sfx, mem, rows * tn), ("zt" + sfx, mem, groups * tn * item)]
+            if self.b_key == "bq":  # its part of the tile on its way to the matrix unit's operand memory
+                needs += [(f"bq.stage{k}{sfx}", via, rows * tn * item) for k, via in enumerate(stages(self.ctx.chip, mem, bmem))]
+        return needs + ([("bq", bmem, tk * tn * item)] if self.b_key == "bq" else [])
 
-    def _scale_terms(self, bufs: Bufs, slot: int) -> list[tuple[Buf, str]]:
-        """(slot buffer, constant) of the scales and, with 4 bits, the zero terms."""
-        terms = [(bufs["sc", slot], self.node.inputs[2])]
-        return terms + ([(bufs["zt", slot], self.node.inputs[3])] if self.node.params["bits"] == 4 else [])
+    def _parts(self, tk: int) -> list[tuple[str, Engine, int, int]]:
+        """(key suffix, vector engine, first row, rows) of the K rows of a step's right tile each
+        vector engine loads and dequantizes: where the tile moves to the matrix unit (an Ascend
+        cube core), split among the core's vector cores, as CANN's kernel splits the weight over
+        a cube core's two AIVs (chips/ascend910b.yaml); else all of it on the unit's."""
+        vecs = self.ctx.chip.engines_of("vector", self.mx.core) if self.b_key == "bq" else [self.vx]
+        rows = -(-tk // (len(vecs) * self.per_byte)) * self.per_byte
+        return [("" if j == 0 else f".{j}", vx, j * rows, min(rows, tk - j * rows)) for j, vx in enumerate(vecs) if j * rows < tk]
+
+    def _a16_keys(self) -> set[str]:
+        """The keys of _a16_needs' slot buffers of every part (_parts), where the tile moves."""
+        if self.b_key != "bq":
+            return set()
+        sfxs = [""] + [f".{j}" for j in range(1, len(self.ctx.chip.engines_of("vector", self.mx.core)))]
+        way = len(stages(self.ctx.chip, self.vmem, operand_memory(self.mx, "b")))
+        return {key + sfx for sfx in sfxs for key in ("b", "bs", "sc", "bu", "zt", *(f"bq.stage{k}" for k in range(way)))}
+
+    def _load_right(self, bufs: Bufs, slot: int, right: Region, k0: int, n0: int, tk: int, tn: int) -> None:
+        """The step's right tile from its home (`right`, the whole matrix) into the slot, part by
+        part (_parts) for matrix_mul_a16."""
+        pb, home = self.per_byte, self.ctx.home[self.right.name]
+        for sfx, _, r0, rows in self._parts(tk) if self.a16 else [("", self.vx, 0, tk)]:
+            b = bufs["b" + sfx, slot]
+            src = sub_region(right, ((k0 + r0) // pb, n0), (rows // pb, tn))
+            copy(self.em, src, home, b.region(self.right.dtype, (rows // pb, tn)), b, self.node.name)
+
+    def _scale_terms(self, bufs: Bufs, slot: int, sfx: str = "") -> list[tuple[Buf, str]]:
+        """(slot buffer, constant) of the scales and, with 4 bits, the zero terms (of part sfx)."""
+        terms = [(bufs["sc" + sfx, slot], self.node.inputs[2])]
+        return terms + ([(bufs["zt" + sfx, slot], self.node.inputs[3])] if self.node.params["bits"] == 4 else [])
 
     def _groups(self, k0: int, tk: int) -> tuple[int, int]:
         """The groups a K block of tk from k0 spans: (first, one past the last)."""
@@ -574,34 +625,46 @@ class _Plan(Tiled):
         return k0 // group, (k0 + tk - 1) // group + 1
 
     def _load_scales(self, bufs: Bufs, slot: int, k0: int, n0: int, tk: int, tn: int) -> None:
-        """The rows of scales (and zero terms) of the groups the K block spans, into the slot."""
-        dt, group, (g0, g1) = self.left.dtype, self.node.params["group"], self._groups(k0, tk)
-        for buf, tensor in self._scale_terms(bufs, slot):
-            home = self.ctx.home[tensor]
-            src = sub_region(home.region(dt, (self.K // group, self.N)), (g0, n0), (g1 - g0, tn))
-            copy(self.em, src, home, buf.region(dt, (g1 - g0, tn)), buf, self.node.name)
+        """The rows of scales (and zero terms) of the groups each part of the K block spans, into the slot."""
+        dt, group = self.left.dtype, self.node.params["group"]
+        for sfx, _, r0, rows in self._parts(tk):
+            g0, g1 = self._groups(k0 + r0, rows)
+            for buf, tensor in self._scale_terms(bufs, slot, sfx):
+                home = self.ctx.home[tensor]
+                src = sub_region(home.region(dt, (self.K // group, self.N)), (g0, n0), (g1 - g0, tn))
+                copy(self.em, src, home, buf.region(dt, (g1 - g0, tn)), buf, self.node.name)
 
     def _dequant(self, bufs: Bufs, slot: int, k0: int, tk: int, tn: int) -> None:
-        """bs = the slot's right tile dequantized in the left's dtype: 4-bit codes unpacked first (and 15,
-        rshift 4), then each group's rows times its row of scales (plus its zero term)."""
+        """The slot's right tile dequantized, part by part (_parts), each on its vector engine."""
+        for sfx, vx, r0, rows in self._parts(tk):
+            self._dequant_part(bufs, slot, sfx, vx.name, k0, r0, rows, tk, tn)
+
+    def _dequant_part(self, bufs: Bufs, slot: int, sfx: str, vx: str, k0: int, r0: int, tk: int, full: int, tn: int) -> None:
+        """bs = rows r0 .. r0 + tk of the step's right tile (of `full` rows from k0) dequantized in
+        the left's dtype on vx: 4-bit codes unpacked first (and 15, rshift 4), then each group's
+        rows times its row of scales (plus its zero term); then moved to bq where it lives apart."""
         p, em, name, dt = self.node.params, self.em, self.node.name, self.left.dtype
-        group, item, vx = p["group"], dtypes.itemsize(dt), self.vx.name
-        b, bs = bufs["b", slot], bufs["bs", slot]
+        group, item, k0 = p["group"], dtypes.itemsize(dt), k0 + r0
+        b, bs = bufs["b" + sfx, slot], bufs["bs" + sfx, slot]
         codes, codes_buf = b.region(self.right.dtype, (tk, tn)), b
         if p["bits"] == 4:
-            bu, half = bufs["bu", slot], tk // 2
+            bu, half = bufs["bu" + sfx, slot], tk // 2
             packed = b.region("uint8", (half, tn))
             rows = [Region(bu.mem, bu.addr + k * tn, "uint8", (half, tn), (2 * tn, 1)) for k in (0, 1)]
             em.emit(vx, Vector("and", rows[0], (packed, 15), "int32", name), reads=(b,), writes=(bu,))
             em.emit(vx, Vector("rshift", rows[1], (packed, 4, dtypes.DOWN), "int32", name), reads=(b,), writes=(bu,))
             codes, codes_buf = bu.region("uint8", (tk, tn)), bu
         g0, g1 = self._groups(k0, tk)
-        terms = [buf for buf, _ in self._scale_terms(bufs, slot)]
+        terms = [buf for buf, _ in self._scale_terms(bufs, slot, sfx)]
         out = bs.region(dt, (tk, tn))
         for g in range(g0, g1):
-            r0, r1 = max(k0, g * group) - k0, min(k0 + tk, (g + 1) * group) - k0
-            rows = [Region(buf.mem, buf.addr + (g - g0) * tn * item, dt, (r1 - r0, tn), (0, 1)) for buf in terms]
+            lo, hi = max(k0, g * group) - k0, min(k0 + tk, (g + 1) * group) - k0
+            rows = [Region(buf.mem, buf.addr + (g - g0) * tn * item, dt, (hi - lo, tn), (0, 1)) for buf in terms]
             fn = "mul" if len(rows) == 1 else "mul_add"
-            block = (sub_region(codes, (r0, 0), (r1 - r0, tn)), *rows)
-            em.emit(vx, Vector(fn, sub_region(out, (r0, 0), (r1 - r0, tn)), block, "float32", name),
+            block = (sub_region(codes, (lo, 0), (hi - lo, tn)), *rows)
+            em.emit(vx, Vector(fn, sub_region(out, (lo, 0), (hi - lo, tn)), block, "float32", name),
                     reads=(codes_buf, *terms), writes=(bs,))
+        if self.b_key == "bq":
+            bq, bmem = bufs["bq", slot], operand_memory(self.mx, "b")
+            staged = [bufs[f"bq.stage{k}{sfx}", slot] for k in range(len(stages(self.ctx.chip, bs.mem, bmem)))]
+            copy(em, out, bs, sub_region(bq.region(dt, (full, tn)), (r0, 0), (tk, tn)), bq, name, stages=staged)
