@@ -721,16 +721,24 @@ class _Matrix(Convolution):
         (count, folds) of the channel blocks and their extent, and the K (count, cycles) of the
         reduction blocks and their extent, each worked out once per extent."""
         classes, rows = self._classes, self.rows
-        out = []
-        for tile, tic in found:
-            sp, ch, red = ("floor m", tile[0], tile[2:], rows), ("floor n", tile[1], rows), ("floor k", tic)
+        tiles: dict[Tile, int] = {}  # the distinct tiles and blocks, each worked out once: a tile comes with many blocks
+        blocks: dict[int, int] = {}
+        at = np.array([(tiles.setdefault(tile, len(tiles)), blocks.setdefault(tic, len(blocks))) for tile, tic in found], np.int64)
+        per_tile = []
+        for tile in tiles:
+            sp, ch = ("floor m", tile[0], tile[2:], rows), ("floor n", tile[1], rows)
             if sp not in classes or ch not in classes:
                 self._count_factors(tile)
-            if red not in classes:
+            per_tile.append((*classes[sp], *classes[ch]))
+        per_block = []
+        for tic in blocks:
+            if ("floor k", tic) not in classes:
                 ks = [(tic * self.k, self.icg // tic)] + ([(self.icg % tic * self.k, 1)] if self.icg % tic else [])
-                classes[red] = (*costs.matmul_depths(ks, self.matrix_unit, self.operand_dtype or self.x.dtype, conv=True), tic)
-            out.append((*classes[sp], *classes[ch], *classes[red]))
-        return np.array(out, np.int64).reshape(-1, 10)
+                classes["floor k", tic] = (*costs.matmul_depths(ks, self.matrix_unit, self.operand_dtype or self.x.dtype, conv=True), tic)
+            per_block.append(classes["floor k", tic])
+        at = at.reshape(-1, 2)
+        per_tile_array, per_block_array = np.array(per_tile, np.int64).reshape(-1, 7), np.array(per_block, np.int64).reshape(-1, 3)
+        return np.concatenate((per_tile_array[at[:, 0]], per_block_array[at[:, 1]]), axis=1)
 
     def _count_factors(self, tile: Tile) -> None:
         """_floor_factors' M and input rows of tile's (batch, spatial) extents, and N of its channels."""
