@@ -656,7 +656,8 @@ class _Matrix(Convolution):
             found = candidates(shape, self.icg, granules, lambda t, tic: self._fits(t, tic, keep), limits, blocks, area=self.k)  # noqa: B023
             floors.append(self._floors(found, keep, units, path=True))
             choices += [(tile, tic, keep) for tile, tic in found]
-        ties = (np.array([-math.prod(tile) * tic for tile, tic, _ in choices]), np.array([keep for *_, keep in choices]))
+        volume = {tile: math.prod(tile) for tile in dict.fromkeys([tile for tile, *_ in choices])}  # per distinct tile
+        ties = (np.array([-volume[tile] * tic for tile, tic, _ in choices]), np.array([keep for *_, keep in choices]))
         return self._least(choices, np.concatenate(floors), ties, units, only=only)
 
     def floor(self) -> float:
@@ -721,9 +722,10 @@ class _Matrix(Convolution):
         (count, folds) of the channel blocks and their extent, and the K (count, cycles) of the
         reduction blocks and their extent, each worked out once per extent."""
         classes, rows = self._classes, self.rows
-        tiles: dict[Tile, int] = {}  # the distinct tiles and blocks, each worked out once: a tile comes with many blocks
-        blocks: dict[int, int] = {}
-        at = np.array([(tiles.setdefault(tile, len(tiles)), blocks.setdefault(tic, len(blocks))) for tile, tic in found], np.int64)
+        # the distinct tiles and blocks, each worked out once (a tile comes with many blocks), and each candidate's
+        tiles = {tile: k for k, tile in enumerate(dict.fromkeys([tile for tile, _ in found]))}
+        blocks = {tic: k for k, tic in enumerate(dict.fromkeys([tic for _, tic in found]))}
+        at = np.array([(tiles[tile], blocks[tic]) for tile, tic in found], np.int64)
         per_tile = []
         for tile in tiles:
             sp, ch = ("floor m", tile[0], tile[2:], rows), ("floor n", tile[1], rows)
