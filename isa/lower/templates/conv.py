@@ -339,8 +339,11 @@ class Convolution(Tiled, RowsTiled):
         into the kept input's part when kept."""
         starts, extents = tuple(c[0] for c in kind), tuple(c[1] for c in kind)
         tn, toc, tos = extents[0], extents[1], extents[2:]
-        oc0 = starts[1] if self.ctx.chip.cache is not None else 0  # where the weights and the bias are read: for the cache
-        tail_load, tail_compute, tail_store = self.piece("tail", starts, extents) if first or last else ((), (), ())
+        cached = self.ctx.chip.cache is not None
+        oc0 = starts[1] if cached else 0  # where the weights and the bias are read: for the cache
+        # the tail's own place matters to the cache alone: elsewhere it is priced where a tile of its extents first was
+        at = starts if cached else self.__dict__.setdefault("_tail_at", {}).setdefault(extents, starts)
+        tail_load, tail_compute, tail_store = self.piece("tail", at, extents) if first or last else ((), (), ())
         channels = self._channels(toc, tic)
         block = self.piece("input", tn, channels, tos, self._reads(starts[2:], tos), kept) if fresh else ()
         load = (() if kept else block) + self.piece("weight", toc, tic, oc0, i0)
