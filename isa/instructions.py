@@ -113,11 +113,15 @@ class Region(NamedTuple):
 
     def span(self) -> tuple[int, int]:
         """(first, last + 1) byte touched; negative strides walk backwards from addr."""
+        low = high = 0
+        for d, s in zip(self.shape, self.strides):
+            if d == 0:
+                return self.addr, self.addr
+            if s > 0:
+                high += (d - 1) * s
+            elif s < 0:
+                low += (d - 1) * s
         item = dtypes.itemsize(self.dtype)
-        if self.size == 0:
-            return self.addr, self.addr
-        low = sum((d - 1) * s for d, s in zip(self.shape, self.strides) if s < 0)
-        high = sum((d - 1) * s for d, s in zip(self.shape, self.strides) if s > 0)
         return self.addr + low * item, self.addr + (high + 1) * item
 
     def text(self) -> str:
@@ -128,11 +132,11 @@ class Region(NamedTuple):
 
 def dense(mem: str, addr: int, dtype: str, shape: tuple[int, ...]) -> Region:
     """A row-major region."""
-    strides, step = [], 1
-    for d in reversed(shape):
-        strides.append(step)
-        step *= d
-    return Region(mem, addr, dtype, tuple(shape), tuple(reversed(strides)))
+    strides, step = [1] * len(shape), 1
+    for k in range(len(shape) - 1, 0, -1):
+        step *= shape[k]
+        strides[k - 1] = step
+    return Region(mem, addr, dtype, tuple(shape), tuple(strides))
 
 
 Operand = Region | int | float  # a vector function's operand: a region or a number

@@ -264,17 +264,22 @@ def _check_inside(instr: Instr, reads: Sequence[Buf], writes: Sequence[Buf]) -> 
     the region it writes in those it says it writes: a template that gets its sizes wrong is
     caught here, not by wrong numbers."""
     read_regions, written = regions(instr)
-    for region, bufs in [(r, tuple(reads) + tuple(writes)) for r in read_regions] + [(w, tuple(writes)) for w in written]:
-        lo, hi = region.span()
-        if any(b.mem == region.mem and b.addr <= lo and hi <= b.addr + b.size for b in bufs):
-            continue
-        for b in sorted((b for b in bufs if b.mem == region.mem), key=lambda b: b.addr):
-            if b.addr <= lo < b.addr + b.size:
-                lo = b.addr + b.size  # covered up to there (parts of a split buffer follow on)
-        if lo < hi:
-            names = ", ".join(f"{b.name} {b.mem}@{b.addr:#x}+{b.size}" for b in bufs) or "none"
-            raise ProgramError(f"lowering bug in {instr.op}: {region.text()} lies outside the buffers it names ({names})")
+    for found, bufs in ((read_regions, (*reads, *writes)), (written, tuple(writes))):
+        for region in found:
+            lo, hi = region.span()
+            mem = region.mem
+            if not any(b.mem == mem and b.addr <= lo and hi <= b.addr + b.size for b in bufs):
+                _outside(instr, region, lo, hi, bufs)
 
+
+def _outside(instr: Instr, region: Region, lo: int, hi: int, bufs: Sequence[Buf]) -> None:
+    """_check_inside for a region no one buffer holds: the parts of a split buffer may."""
+    for b in sorted((b for b in bufs if b.mem == region.mem), key=lambda b: b.addr):
+        if b.addr <= lo < b.addr + b.size:
+            lo = b.addr + b.size  # covered up to there (parts of a split buffer follow on)
+    if lo < hi:
+        names = ", ".join(f"{b.name} {b.mem}@{b.addr:#x}+{b.size}" for b in bufs) or "none"
+        raise ProgramError(f"lowering bug in {instr.op}: {region.text()} lies outside the buffers it names ({names})")
 
 
 class _Written(Protocol):

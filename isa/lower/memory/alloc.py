@@ -8,7 +8,7 @@ gap (the lowest of equal ones), keeping large gaps whole for large buffers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from ...errors import ConfigError, OutOfMemoryError
 
@@ -26,22 +26,28 @@ class Allocator:
         self.mem, self.capacity, self.granule, self.strategy = mem, capacity, granule, strategy
         self.live: dict[int, tuple[int, str]] = {}  # addr -> (size, name)
         self.peak = 0
+        self._free: tuple[tuple[int, int], ...] | None = None  # the free blocks, worked out once per placement or release
 
     def free_bytes(self) -> int:
         return self.capacity - sum(size for size, _ in self.live.values())
 
-    def gaps(self) -> Iterator[tuple[int, int]]:
+    def gaps(self) -> tuple[tuple[int, int], ...]:
         """(address, bytes) of each free block, in address order."""
         return self._gaps()
 
-    def _gaps(self) -> Iterator[tuple[int, int]]:
-        cursor = 0
-        for addr in sorted(self.live):
-            if addr > cursor:
-                yield cursor, addr - cursor
-            cursor = addr + self.live[addr][0]
-        if cursor < self.capacity:
-            yield cursor, self.capacity - cursor
+    def _gaps(self) -> tuple[tuple[int, int], ...]:
+        """gaps(), kept until the next placement or release: a tiling search asks whether
+        candidates fit many times between two of them."""
+        if self._free is None:
+            free, cursor = [], 0
+            for addr in sorted(self.live):
+                if addr > cursor:
+                    free.append((cursor, addr - cursor))
+                cursor = addr + self.live[addr][0]
+            if cursor < self.capacity:
+                free.append((cursor, self.capacity - cursor))
+            self._free = tuple(free)
+        return self._free
 
     def _pick(self, gaps: Sequence[Sequence[int]], size: int) -> int | None:
         """Index of the gap (addr, room) a buffer of `size` goes in, or None."""
@@ -55,9 +61,10 @@ class Allocator:
     def fits(self, sizes: Iterable[int]) -> bool:
         """Whether buffers of these sizes could all be allocated now, in order (in one free
         block, whether their sum fits it)."""
-        gaps = [list(g) for g in self._gaps()]
-        if len(gaps) <= 1:
-            return sum(align_up(max(size, 1), self.granule) for size in sizes) <= (gaps[0][1] if gaps else 0)
+        free = self._gaps()
+        if len(free) <= 1:
+            return sum(align_up(max(size, 1), self.granule) for size in sizes) <= (free[0][1] if free else 0)
+        gaps = [list(g) for g in free]
         for asked in sizes:
             size = align_up(max(asked, 1), self.granule)
             i = self._pick(gaps, size)
@@ -84,6 +91,7 @@ class Allocator:
             )
         addr = gaps[i][0]
         self.live[addr] = (size, name)
+        self._free = None
         self.peak = max(self.peak, addr + size)
         return addr, size
 
@@ -95,10 +103,12 @@ class Allocator:
             raise ConfigError(f"{why}: {size} bytes of {self.mem} asked, its capacity is {self.capacity}")
         addr = (self.capacity - size) // self.granule * self.granule
         self.live[addr] = (size, why)
+        self._free = None
         return addr, size
 
     def free(self, addr: int) -> None:
         del self.live[addr]
+        self._free = None
 
     def live_text(self, most: int = 5) -> str:
         """The largest live buffers (name and bytes), for an out-of-memory message."""

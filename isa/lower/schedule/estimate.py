@@ -498,30 +498,31 @@ class _Run(Observer):
         return marks
 
     def _part(self, timed: tuple[Timed, ...], at: Position, s: _Step, marks: list[Mark]) -> None:
+        core, streams, clocks, buffer = self.core, self.streams, self.clocks, self._buffer
         for t in timed:
-            if self.core is not None:
-                t = self._on_core(t, self.core)
-            reads = [self._buffer(name, at, s, False) for name in t.reads]
-            writes = [self._buffer(name, at, s, True, t.engine) for name in t.writes]
-            stream = self.streams.setdefault(t.engine, [])
-            need = self.clocks.need(t.engine, reads, writes)
+            if core is not None:
+                t = self._on_core(t, core)
+            engine = t.engine
+            reads = [buffer(name, at, s, False) for name in t.reads]
+            writes = [buffer(name, at, s, True, engine) for name in t.writes]
+            stream = streams.setdefault(engine, [])
+            need = clocks.need(engine, reads, writes)
             if need:
-                self.waits[t.engine, len(stream)] = tuple(sorted(need.items()))
+                self.waits[engine, len(stream)] = tuple(sorted(need.items()))
                 stream.append(None)
-                self.clocks.appended(t.engine)
-                self.clocks.learn(t.engine, need)
+                clocks.appended(engine)
+                clocks.learn(engine, need)
             index = len(stream)
             stream.append(t.step)
-            self.clocks.appended(t.engine)
-            accessed(t.engine, index, reads, writes)
-            marks.append((t.engine, index))
+            clocks.appended(engine)
+            accessed(engine, index, reads, writes)
+            marks.append((engine, index))
 
     def _buffer(self, name: Hashable, at: Position, s: _Step, written: bool, engine: str | None = None) -> _Buffer:
         """The buffer a role names for step s (at: its index, tile and kept-operand load)."""
         scope: str
         what: Any  # a role's name: a tensor's, a memory's, a buffer's
         scope, what = name if isinstance(name, tuple) and len(name) == 2 else ("fixed", name)
-        i, tile, fresh = at
         est = self.estimate
         if scope == STAGE:
             if written:
@@ -531,9 +532,17 @@ class _Run(Observer):
                 assert engine is not None, "a staging buffer is written by an engine"
                 self.current[what] = oldest(pool, engine)
             return self.current[what]
-        slot = {STEP: (i % est.slots,), TILE: (tile % est.tile_slots,), KEPT: (fresh % est.slots,),
-                PART: (fresh % est.slots, s.block)}.get(scope, ())
-        key = (self.unit, scope, what) + slot  # units write disjoint parts of what they share: no order between them
+        # units write disjoint parts of what they share: no order between them
+        if scope == STEP:
+            key: tuple = (self.unit, scope, what, at[0] % est.slots)
+        elif scope == TILE:
+            key = (self.unit, scope, what, at[1] % est.tile_slots)
+        elif scope == KEPT:
+            key = (self.unit, scope, what, at[2] % est.slots)
+        elif scope == PART:
+            key = (self.unit, scope, what, at[2] % est.slots, s.block)
+        else:
+            key = (self.unit, scope, what)
         buf = self.buffers.get(key)
         if buf is None:
             buf = self.buffers[key] = _Buffer()

@@ -33,20 +33,25 @@ class Clocks:
     def need(self, engine: str, reads: Iterable[Synced], writes: Iterable[Synced]) -> dict[str, int]:
         """{other engine: index} the next instruction of `engine` must wait for."""
         deps: dict[str, int] = {}
-        for b in reads:
-            _merge(deps, b.writes if b.section is None else b.section[0])
+        # what each buffer read was last written by, and each buffer written by and read since
+        seen = [b.writes if b.section is None else b.section[0] for b in reads]
         for b in writes:
-            _merge(deps, b.writes if b.section is None else b.section[0])
-            _merge(deps, b.reads if b.section is None else b.section[1])
+            seen += (b.writes, b.reads) if b.section is None else b.section[:2]
+        for accesses in seen:
+            for e, i in accesses.items():
+                if deps.get(e, -1) < i:
+                    deps[e] = i
+        if not deps:
+            return deps
         known, column = self.known[engine], self._column
         return {e: i for e, i in deps.items() if e != engine and known[column[e]] < i}
 
     def learn(self, engine: str, need: dict[str, int]) -> None:
         """`engine` waited for `need`: it now knows what those instructions knew."""
         learned = self.known[engine].copy()
-        column = self._column
+        column, knowledge = self._column, self.knowledge
         for e, i in need.items():
-            np.maximum(learned, self.knowledge[e][i], out=learned)
+            np.maximum(learned, knowledge[e][i], out=learned)
             learned[column[e]] = max(learned[column[e]], i)
         self.known[engine] = learned
 
@@ -64,9 +69,3 @@ def accessed(engine: str, index: int, reads: Iterable[Synced], writes: Iterable[
             b.writes, b.reads = {engine: index}, {}
         else:
             b.section[2][engine] = index
-
-
-def _merge(into: dict[str, int], other: dict[str, int]) -> None:
-    for e, i in other.items():
-        if into.get(e, -1) < i:
-            into[e] = i

@@ -136,6 +136,7 @@ def candidates(shape: Extents, reduction: int, units: tuple[int, int], fits: Cal
     channel_unit, reduce_unit = units
     limits = tuple(shape) + (reduction,) if limits is None else limits
     found = []
+    fits = _asked_once(fits)
     blocks = blocks or sorted(set(halvings(limits[-1], reduce_unit) + filling_blocks(limits[-1], reduce_unit, area)), reverse=True)
     rows = splits(limits[2]) if len(shape) > 2 else [None]
     rest = tuple(limits[3:-1])
@@ -149,13 +150,28 @@ def candidates(shape: Extents, reduction: int, units: tuple[int, int], fits: Cal
                 tiles = [(tn, toc) + ((toh,) + rest if toh is not None else ()) for toh in rows]
                 # a tile that fits with more of the block, the batch or the channels fits with less
                 known = min(larger.get((b, c), len(rows)), first.get((b - 1, c), len(rows)), first.get((b, c - 1), len(rows)))
-                k = first[b, c] = next((k for k in range(known) if fits(tiles[k], tic)), known)
+                # and where the fewest rows do not fit, none do
+                none = known == len(rows) and not fits(tiles[-1], tic)
+                k = first[b, c] = known if none else next((k for k in range(known) if fits(tiles[k], tic)), known)
                 found += [(tile, tic) for tile in tiles[k:]]
                 if k == len(rows) and len(shape) > 3:  # a row too big: cut the rest of the spatial dims
                     cut = choose_tile(shape[3:], lambda rest: fits((tn, toc, 1) + tuple(rest), tic), limits[3:-1])  # noqa: B023
                     if cut:
                         found.append(((tn, toc, 1) + tuple(cut), tic))
     return found
+
+
+def _asked_once(fits: Callable[[tuple, int], bool]) -> Callable[[tuple, int], bool]:
+    """fits, each (tile, block) asked once: candidates() and choose_tile ask some again."""
+    known: dict[tuple[tuple, int], bool] = {}
+
+    def once(tile: tuple, block: int) -> bool:
+        key = (tuple(tile), block)
+        if key not in known:
+            known[key] = fits(key[0], block)
+        return known[key]
+
+    return once
 
 
 def least(floors: np.ndarray, ties: Sequence[np.ndarray], make: Callable[[int], Any], choices: Sequence[Any],

@@ -339,8 +339,11 @@ class Convolution(Tiled, RowsTiled):
         into the kept input's part when kept."""
         starts, extents = tuple(c[0] for c in kind), tuple(c[1] for c in kind)
         tn, toc, tos = extents[0], extents[1], extents[2:]
-        oc0 = starts[1] if self.ctx.chip.cache is not None else 0  # where the weights and the bias are read: for the cache
-        tail_load, tail_compute, tail_store = self.piece("tail", starts, extents) if first or last else ((), (), ())
+        cached = self.ctx.chip.cache is not None
+        oc0 = starts[1] if cached else 0  # where the weights and the bias are read: for the cache
+        # the tail's own place matters to the cache alone: elsewhere it is priced where a tile of its extents first was
+        at = starts if cached else self.__dict__.setdefault("_tail_at", {}).setdefault(extents, starts)
+        tail_load, tail_compute, tail_store = self.piece("tail", at, extents) if first or last else ((), (), ())
         channels = self._channels(toc, tic)
         block = self.piece("input", tn, channels, tos, self._reads(starts[2:], tos), kept) if fresh else ()
         load = (() if kept else block) + self.piece("weight", toc, tic, oc0, i0)
@@ -656,7 +659,8 @@ class _Matrix(Convolution):
             found = candidates(shape, self.icg, granules, lambda t, tic: self._fits(t, tic, keep), limits, blocks, area=self.k)  # noqa: B023
             floors.append(self._floors(found, keep, units, path=True))
             choices += [(tile, tic, keep) for tile, tic in found]
-        ties = (np.array([-math.prod(tile) * tic for tile, tic, _ in choices]), np.array([keep for *_, keep in choices]))
+        volume = {tile: math.prod(tile) for tile in dict.fromkeys([tile for tile, *_ in choices])}  # per distinct tile
+        ties = (np.array([-volume[tile] * tic for tile, tic, _ in choices]), np.array([keep for *_, keep in choices]))
         return self._least(choices, np.concatenate(floors), ties, units, only=only)
 
     def floor(self) -> float:
@@ -721,16 +725,25 @@ class _Matrix(Convolution):
         (count, folds) of the channel blocks and their extent, and the K (count, cycles) of the
         reduction blocks and their extent, each worked out once per extent."""
         classes, rows = self._classes, self.rows
-        out = []
-        for tile, tic in found:
-            sp, ch, red = ("floor m", tile[0], tile[2:], rows), ("floor n", tile[1], rows), ("floor k", tic)
+        # the distinct tiles and blocks, each worked out once (a tile comes with many blocks), and each candidate's
+        tiles = {tile: k for k, tile in enumerate(dict.fromkeys([tile for tile, _ in found]))}
+        blocks = {tic: k for k, tic in enumerate(dict.fromkeys([tic for _, tic in found]))}
+        at = np.array([(tiles[tile], blocks[tic]) for tile, tic in found], np.int64)
+        per_tile = []
+        for tile in tiles:
+            sp, ch = ("floor m", tile[0], tile[2:], rows), ("floor n", tile[1], rows)
             if sp not in classes or ch not in classes:
                 self._count_factors(tile)
-            if red not in classes:
+            per_tile.append((*classes[sp], *classes[ch]))
+        per_block = []
+        for tic in blocks:
+            if ("floor k", tic) not in classes:
                 ks = [(tic * self.k, self.icg // tic)] + ([(self.icg % tic * self.k, 1)] if self.icg % tic else [])
-                classes[red] = (*costs.matmul_depths(ks, self.matrix_unit, self.operand_dtype or self.x.dtype, conv=True), tic)
-            out.append((*classes[sp], *classes[ch], *classes[red]))
-        return np.array(out, np.int64).reshape(-1, 10)
+                classes["floor k", tic] = (*costs.matmul_depths(ks, self.matrix_unit, self.operand_dtype or self.x.dtype, conv=True), tic)
+            per_block.append(classes["floor k", tic])
+        at = at.reshape(-1, 2)
+        per_tile_array, per_block_array = np.array(per_tile, np.int64).reshape(-1, 7), np.array(per_block, np.int64).reshape(-1, 3)
+        return np.concatenate((per_tile_array[at[:, 0]], per_block_array[at[:, 1]]), axis=1)
 
     def _count_factors(self, tile: Tile) -> None:
         """_floor_factors' M and input rows of tile's (batch, spatial) extents, and N of its channels."""

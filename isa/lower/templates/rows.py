@@ -86,7 +86,15 @@ class RowsTiled(ABC):
         start there are (axis_classes')."""
         key = ("counts", tuple(shape), tuple(tile), self.rows)
         if key not in self._classes:
-            self._classes[key] = [collections.Counter(c[1:] for c in a) for a in self.axis_classes(shape, tile)]
+            self._classes[key] = [self._counted(d, t, a) for d, (t, a) in enumerate(zip(tile, self.axis_classes(shape, tile)))]
+        return self._classes[key]
+
+    def _counted(self, d: int, t: int, classes: list[Position]) -> collections.Counter[Position]:
+        """axis_counts' of dimension d with tile extent t, counted once (as axis_classes' row is
+        worked out once): the tiles of a search share their extents along most dimensions."""
+        key = ("count", d, t, self.rows)
+        if key not in self._classes:
+            self._classes[key] = collections.Counter(c[1:] for c in classes)
         return self._classes[key]
 
     def axis_classes(self, shape: Sequence[int], tile: Sequence[int]) -> list[list[Position]]:

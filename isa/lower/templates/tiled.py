@@ -120,6 +120,7 @@ class Tiled(Priced, ABC):
         memory: bias_table.bias_memory)."""
         self.bias = bias
         self.bias_in_table = bias_table.bias_memory(self.units[0], bias, integer) is not None
+        self.__dict__.pop("_epilogue", None)
 
     @property
     def added_bias(self) -> str | None:
@@ -140,6 +141,7 @@ class Tiled(Priced, ABC):
         self.flight = self._flight(self.units[0])
         if self.flight is not None:  # the store reads the accumulator, and does the epilogue on its way
             self.acc_key = self.result_key = "acc"
+        self.__dict__.pop("_epilogue", None)
 
     @property
     def vmem(self) -> str:
@@ -338,7 +340,16 @@ class Tiled(Priced, ABC):
         """(key, memory, bytes) of a tile's buffers past its accumulator: the asymmetric mode's
         second one, the bias table's row and, unless the epilogue is done on the way out, the
         accumulators' copies in the vector memory (with the buffers their copies stage
-        through), the bias, the result and the epilogue's temporaries."""
+        through), the bias, the result and the epilogue's temporaries. Worked out once per
+        sizes and unit: a search asks for them with every candidate's every block (the list
+        given is not to be changed)."""
+        known = self.__dict__.setdefault("_epilogue", {})  # init_bias and init_epilogue start it afresh
+        key = (acc_bytes, channels, out_elems, self.mx.name if self.mx is not None else None, self.vx.name, self.flight is None)
+        if key not in known:
+            known[key] = self._worked_epilogue_needs(acc_bytes, channels, out_elems)
+        return known[key]
+
+    def _worked_epilogue_needs(self, acc_bytes: int, channels: int, out_elems: int) -> list[tuple[Key, str, int]]:
         cmem, vmem = self._acc_memory(), self.vmem
         needs: list[tuple[Key, str, int]] = [("acc_zp", cmem, acc_bytes)] if self.asym else []
         table = self.matrix_unit.bias if self.bias_in_table else None  # this unit's bias memory
