@@ -41,6 +41,7 @@ from traces.summary import Summary, summarize
 from .bounds import check_run
 from .engines import dma, matrix, scalar, vector
 from .feeds import as_input
+from .forward import Ran, fast_forward
 from .memory import Memory, check_region
 from .peaks import op_dtypes, peak_ops
 
@@ -122,16 +123,19 @@ class Machine:
         self.produced: dict[int, tuple[int, ...]] = {}  # DDR address -> the shape a kernel produced there, when not its region's
         self.events: list[Event] = []
         self.occupancy = _Occupancy(self.program)
-        timeline = Timeline(self.chip, self.costs, self.waits, _cache(self.chip, self.program, self.extents), observer=_Watch(self))
         streams = self.program.streams
-        end = timeline.run(lambda e, i: f"{instr_text(f'{e}.{i}', streams[e][i])}")
-        cycles = int(np.ceil(end))
+        ran = None if self.functional else fast_forward(self, _cache(self.chip, self.program, self.extents))
+        if ran is None:  # functional mode, or a program that does not fast-forward: every instruction runs
+            timeline = Timeline(self.chip, self.costs, self.waits, _cache(self.chip, self.program, self.extents), observer=_Watch(self))
+            end = timeline.run(lambda e, i: f"{instr_text(f'{e}.{i}', streams[e][i])}")
+            ran = Ran(end, timeline.arbiter.read, timeline.arbiter.write)
+        cycles = int(np.ceil(ran.end))
         syncs = [Sync(e, i, on) for (e, i), on in self.waits.items()]
         trace = Trace(self.chip.name, self.chip.clock_hz, tuple(streams), {m.name: m.capacity for m in self.chip.memories.values()}, cycles,
                       self.events, syncs=syncs, buffers=self.occupancy.spans(cycles), ddr_bandwidth=self.chip.memories["ddr"].bandwidth,
                       peak_ops=peak_ops(self.chip), host_memory="" if self.chip.data_memory == "ddr" else self.chip.data_memory)
         trace.counters.update(memory_counters(trace.buffers, trace.memories))
-        trace.counters["ddr.read"], trace.counters["ddr.write"] = timeline.arbiter.read, timeline.arbiter.write
+        trace.counters["ddr.read"], trace.counters["ddr.write"] = ran.read, ran.write
         trace.op_dtypes = op_dtypes(self.program, self.costs)  # the roofline's roof of each op
         return Result(self.outputs(), cycles, self.chip.seconds(cycles), summarize(trace), trace, self.program, self.states())
 

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..instructions import Dma, IndexedDma, Instr, Matmul, Region, Scalar, Vector, Wait
-from ..program import Buffer
+from ..program import Blocks, Buffer
 
 if TYPE_CHECKING:
     from ..graph import Graph, Node
@@ -115,6 +115,7 @@ class Replayer:
         self.snaps: dict[int, dict] = {}  # group index -> the emitter there
         self.multiple = 1  # repeats a block
         self.slots: Slots = {}  # the staging slots the blocks take turns over (_rotation)
+        self.found: Blocks | None = None  # the blocks replayed, from the last one checked on (the Program's `blocks`)
 
     def edge(self, b: int) -> int:
         """The index of block b's first group."""
@@ -283,10 +284,13 @@ class Replayer:
         first = {e: s[c - 1]["len"][e] for e in self.engines}  # ids from here on move with the blocks
         delta = {e: s[k]["len"][e] - s[c]["len"][e] for e in self.engines}
         b3, n3 = (s[c]["buffers"], s[k]["buffers"]), (s[c]["notes"], s[k]["notes"])
+        pairs = self._pairs(c - 1, c)[1].values()
+        owned = [_owned(old for old, _ in pairs), _owned(new for _, new in pairs)]
         blocks = {e: _Block(em, e, s[c]["len"][e], delta[e], first) for e in self.engines}
         for j in range(k, self.blocks):
             shift = {e: (j - c) * d for e, d in delta.items()}
             move = _Move(self, c, j, first, shift, _power(self.slots, j - c))
+            owned.append(_owned(new for _, new in move.homes.values()))
             for block in blocks.values():
                 block.append(move, shift)
             em.buffers.extend(move.buffer(em.buffers[x]) for x in range(*b3))
@@ -295,6 +299,7 @@ class Replayer:
                 for field in ("writes", "reads", "last"):
                     setattr(new, field, move.ids(getattr(old, field)))
                 new.first = old.first and move.ident(old.first)
+        self.found = Blocks(first, delta, self.blocks - c + 1, s[c - 1]["buffers"], b3[1] - b3[0], tuple(owned))
         last = _Move(self, c, self.blocks - 1, first, {e: (self.blocks - k) * d for e, d in delta.items()},
                      _power(self.slots, self.blocks - k))
         self._move_state(last, placed)
@@ -327,6 +332,11 @@ class Replayer:
                 if live is not None and live[1] == buf.name:
                     buf.name = move.text(buf.name)
                     em.allocators[buf.mem].live[buf.addr] = (live[0], buf.name)
+
+
+def _owned(bufs: Any) -> tuple[tuple[int, int], ...]:
+    """The ddr spans of a block's own bound tensors' homes, sorted."""
+    return tuple(sorted((b.addr, b.addr + b.size) for b in bufs if b.mem == "ddr"))
 
 
 def _power(slots: Slots, n: int) -> Slots:
