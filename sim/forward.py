@@ -115,7 +115,7 @@ def fast_forward(machine: Machine, cache: Cache | None) -> Ran | None:
         return None
     cut = Cut(blocks)
     waits = cut.waits(machine.waits)
-    if waits is None or not _own_lines(machine, cut):
+    if waits is None or (cache is not None and not _own_lines(machine, cut)):
         return None
     watched = {e: {i - cut.gap[e] if i >= cut.hi[e] else i for i in closes if not cut.lo[e] <= i < cut.hi[e]}
                for e, closes in machine.occupancy.closes.items()}
@@ -161,16 +161,16 @@ def _period(cut: Cut, raw: list[Raw]) -> float | None:
     size, start = cut.size, cut.blocks.start
     rows: dict[int, list[tuple]] = {KEEP - 2: [], KEEP - 1: [], cut.blocks.count - 2: []}
     for r in raw:
-        b = cut.block(r[0], r[1])
-        if b in rows:
+        k = cut.block(r[0], r[1])
+        if k in rows:
             e = r[0]
-            rows[b].append((e, cut.full(e, r[1]) - start[e] - b * size[e], r[2] is None, r[5], r[3], r[4]))
-    order = [sorted(rows[b], key=lambda x: (x[0], x[1])) for b in sorted(rows)]
+            rows[k].append((e, cut.full(e, r[1]) - start[e] - k * size[e], r[2] is None, r[5], r[3], r[4]))
+    order = [sorted(rows[k], key=lambda x: (x[0], x[1])) for k in sorted(rows)]
     if not order[0] or any(len(x) != len(order[0]) for x in order):
         return None
     period = order[1][0][4] - order[0][0][4]
-    for a, b in itertools.pairwise(order):
-        for x, y in zip(a, b):
+    for before, after in itertools.pairwise(order):
+        for x, y in zip(before, after):
             if x[:4] != y[:4] or x[4] + period != y[4] or x[5] + period != y[5]:
                 return None
     return period
