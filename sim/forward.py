@@ -34,6 +34,7 @@ import bisect
 import itertools
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from isa.errors import ProgramError
 from isa.instructions import regions
 from isa.timing import Observer, Step, Timeline
 
@@ -68,6 +69,11 @@ class Cut:
         self.lo = {e: s + KEEP * blocks.size[e] for e, s in blocks.start.items()}
         self.hi = {e: s + (blocks.count - 2) * blocks.size[e] for e, s in blocks.start.items()}
         self.gap = {e: self.m * n for e, n in blocks.size.items()}
+
+    @property
+    def skipped(self) -> dict[str, tuple[int, int, int]]:
+        """engine -> (lo, hi, instructions a block): the instructions not run (sim/machine.py's _check)."""
+        return {e: (self.lo[e], self.hi[e], n) for e, n in self.size.items()}
 
     def streams(self, costs: dict[str, list[Step | None]]) -> dict[str, list[Step | None]]:
         return {e: s[:self.lo[e]] + s[self.hi[e]:] for e, s in costs.items()}
@@ -106,14 +112,25 @@ class Cut:
         return -1 if i < 0 else min(i // n, self.blocks.count) if n else self.blocks.count
 
 
+def plan(program: Program) -> Cut | None:
+    """The cut through the program's blocks, where it has enough of them to cut one out."""
+    blocks = program.blocks
+    if blocks is None or blocks.count < KEEP + 3:
+        return None
+    for e, stream in program.streams.items():
+        start, size = blocks.start.get(e), blocks.size.get(e)
+        if start is None or size is None or start < 0 or size < 0 or start + blocks.count * size > len(stream):
+            raise ProgramError(f"program blocks: {blocks.count} blocks of {size} instructions from {e}.{start} do not lie "
+                               f"in engine {e}'s {len(stream)} instructions")
+    return Cut(blocks)
+
+
 def fast_forward(machine: Machine, cache: Cache | None) -> Ran | None:
     """Run the machine's program with its middle blocks cut out (on `cache`, the machine's cache
     of ddr) and lay down the whole run (machine.events, machine.occupancy); None where the
     program has too few blocks, or the check above fails (the machine then runs it whole)."""
-    program, blocks = machine.program, machine.program.blocks
-    if blocks is None or blocks.count < KEEP + 3:
-        return None
-    cut = Cut(blocks)
+    program, cut = machine.program, machine.cut
+    assert cut is not None  # the machine fast-forwards where it planned a cut
     waits = cut.waits(machine.waits)
     if waits is None or (cache is not None and not _own_lines(machine, cut)):
         return None

@@ -29,7 +29,13 @@ its history), so a state whose slots' histories are permuted gives the blocks' i
 their slots permuted, as long as that pick has no tie to break (checked) and no other buffer
 overlaps a slot (checked). Block c + n's slots are then block c's permuted n times.
 Anything else (a layer that binds a constant of its own, a tensor placed elsewhere in every layer)
-emits every block.
+emits every block. A block whose tensors are bound where block c's are not (a last layer writing
+the graph's output where the others pass theirs on) ends the replay: it and the blocks after it
+are emitted.
+
+The blocks replayed and the two before them (block c and the one it was checked against) are the
+program's `blocks` (isa/program.py's Blocks), through which timing mode fast-forwards
+(sim/forward.py).
 """
 
 from __future__ import annotations
