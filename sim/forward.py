@@ -37,10 +37,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from isa.errors import ProgramError
 from isa.instructions import regions
 from isa.timing import Observer, Step, Timeline
+from traces.occupancy import memory_counters
 
 if TYPE_CHECKING:
     from isa.program import Blocks, Program
     from isa.timing import Cache
+    from traces.records import BufferSpan
 
     from .machine import Machine
 
@@ -52,11 +54,15 @@ Raw = tuple  # (engine, index, Step or None for a wait, start, end, cached share
 
 class Ran(NamedTuple):
     """What a fast-forwarded run leaves: its end and ddr's read and write traffic (the events
-    and buffer lifetimes go to the machine)."""
+    and buffer lifetimes go to the machine); where the run was cut: the last kept block's first
+    start, the period and the blocks cut out."""
 
     end: float
     read: Series
     write: Series
+    first: float = 0.0
+    period: float = 0.0
+    m: int = 0
 
 
 class Cut:
@@ -149,7 +155,7 @@ def fast_forward(machine: Machine, cache: Cache | None) -> Ran | None:
         return None
     machine.events = _events(cut, record.raw, program, period)
     _lifetimes(machine, cut, record, period)
-    return Ran(end + cut.m * period, read, write)
+    return Ran(end + cut.m * period, read, write, first, period, cut.m)
 
 
 class _Record(Observer):
@@ -223,19 +229,21 @@ def _events(cut: Cut, raw: list[Raw], program: Program, period: float) -> list:
     streams, m, size = program.streams, cut.m, cut.size
     events: list[Event] = []
     add = events.append
-    last: list[Raw] = []
+    last = []  # the last kept block's events, but for their op, index and times
     for e, i, step, start, end, cached in raw:
-        b = cut.block(e, i)
-        if b == KEEP - 1:
-            last.append((e, i, step, start, end, cached))
+        copied = cut.block(e, i) == KEEP - 1
         if i >= cut.lo[e]:
             i, start, end = i + cut.gap[e], start + m * period, end + m * period
-        add(_event(e, i, step, streams[e][i].op, start, end, cached, Event))
+        event = _event(e, i, step, streams[e][i].op, start, end, cached, Event)
+        add(event)
+        if copied:
+            last.append(event)
+    new = tuple.__new__
     for k in range(1, m + 1):
         shift = k * period
-        for e, i, step, start, end, cached in last:
-            j = i + k * size[e]
-            add(_event(e, j, step, streams[e][j].op, start + shift, end + shift, cached, Event))
+        for x in last:
+            e, j = x[0], x[1] + k * size[x[0]]
+            add(new(Event, (e, j, x[2], x[3], streams[e][j].op, x[5] + shift, x[6] + shift, *x[7:])))
     return events
 
 
@@ -261,15 +269,35 @@ def _lifetimes(machine: Machine, cut: Cut, record: _Record, period: float) -> No
         return times[e, i - k * size[e]] + k * period
 
     occupancy = machine.occupancy
-    for k, buf in enumerate(machine.program.buffers):
-        e, _, i = buf.first.rpartition(".")
-        occupancy.start[k] = at(record.opened, e, int(i))
-        occupancy.end[k] = max(at(ends, *_split(ident)) for ident in buf.last)
+    for e, opens in occupancy.opens.items():
+        for i, positions in opens.items():
+            t = at(record.opened, e, i)
+            for k in positions:
+                occupancy.start[k] = t
+    end = occupancy.end
+    for e, closes in occupancy.closes.items():
+        for i, positions in closes.items():
+            t = at(ends, e, i)
+            for k in positions:
+                if end.get(k, t) <= t:
+                    end[k] = t
 
 
-def _split(ident: str) -> tuple[str, int]:
-    e, _, i = ident.rpartition(".")
-    return e, int(i)
+def counters(ran: Ran, spans: list[BufferSpan], capacities: dict[str, int], cut: range) -> dict[str, Series]:
+    """traces.occupancy.memory_counters of the whole run's buffer lifetimes, worked out from those
+    live before the second cut block or after the last: the counters over the first cut block's
+    period, laid down again for the other cut blocks. From every lifetime where a buffer other
+    than a cut block's (`cut`: their positions in `spans`) lives only between those, or the
+    counters over the first cut block's period and the first after the cut's differ."""
+    period = ran.period
+    lo, hi = ran.first + 2 * period, ran.first + (ran.m + 1) * period
+    if any(lo <= b.start and b.end <= hi and k not in cut for k, b in enumerate(spans)):
+        return memory_counters(spans, capacities)
+    laid = memory_counters([b for b in spans if b.start < lo or b.end > hi], capacities)
+    if any(_window(c, lo - period, lo) != _window(c, hi, hi + period) for c in laid.values()):
+        return memory_counters(spans, capacities)
+    return {name: [p for p in c if p[0] < lo] + [(t + k * period, v) for k in range(1, ran.m) for t, v in c if lo - period <= t < lo]
+            + [p for p in c if p[0] >= hi] for name, c in laid.items()}
 
 
 def _own_lines(machine: Machine, cut: Cut) -> bool:

@@ -41,7 +41,7 @@ from traces.summary import Summary, summarize
 from .bounds import check_run
 from .engines import dma, matrix, scalar, vector
 from .feeds import as_input
-from .forward import Ran, fast_forward, plan
+from .forward import KEEP, Ran, counters, fast_forward, plan
 from .memory import Memory, check_region
 from .peaks import op_dtypes, peak_ops
 
@@ -137,7 +137,13 @@ class Machine:
         trace = Trace(self.chip.name, self.chip.clock_hz, tuple(streams), {m.name: m.capacity for m in self.chip.memories.values()}, cycles,
                       self.events, syncs=syncs, buffers=self.occupancy.spans(cycles), ddr_bandwidth=self.chip.memories["ddr"].bandwidth,
                       peak_ops=peak_ops(self.chip), host_memory="" if self.chip.data_memory == "ddr" else self.chip.data_memory)
-        trace.counters.update(memory_counters(trace.buffers, trace.memories))
+        if ran.m:  # fast-forwarded: the cut blocks' buffers are those from the bindings' on
+            blocks, first = self.program.blocks, len(self.program.bindings)
+            assert blocks is not None
+            cut = range(first + blocks.buffers + KEEP * blocks.per_block, first + blocks.buffers + (KEEP + ran.m) * blocks.per_block)
+            trace.counters.update(counters(ran, trace.buffers, trace.memories, cut))
+        else:
+            trace.counters.update(memory_counters(trace.buffers, trace.memories))
         trace.counters["ddr.read"], trace.counters["ddr.write"] = ran.read, ran.write
         trace.op_dtypes = op_dtypes(self.program, self.costs)  # the roofline's roof of each op
         return Result(self.outputs(), cycles, self.chip.seconds(cycles), summarize(trace), trace, self.program, self.states())
