@@ -1,31 +1,39 @@
 """Timing mode's fast-forward through a program's repeated blocks (a model's decoder layers,
 `Program.blocks`, isa/lower/replay.py): the blocks in the middle are not run but laid down as
-copies of the one before them, shifted by the period the run observes.
+copies of the last one run before them, shifted by the period the run observes.
 
 The run is of a shorter program: the head, the first `KEEP` blocks, the last two blocks and the
 tail, the m blocks between them cut out and the waits after the cut on instructions in or after
 it moved back by m blocks (a block's waits on the two before it then name the two kept before the
-cut). Timing reads no value, and no address but through the cache of ddr, so the blocks run as the
-whole program's would if the system's state at a block's edge repeats: then everything after the
-cut happens m periods P later in the whole run, and each cut block's events are the last kept
-block's shifted by a multiple of P.
+cut). The blocks are the same instructions but for addresses, and timing reads no value and no
+address but through the cache of ddr, so the shorter program is the whole one with m fewer
+blocks. Where the machine's state (engines, transfers in flight, the bandwidth each gets, the
+cache's lines) at a block's edge is the state at the edge before, moved on by a block and P
+cycles, each block runs as the one before P cycles later, and the whole run is the shorter one
+with m periods of copies laid down at the cut: everything after it m periods later.
 
-That repetition is checked, not assumed: the run is laid down only where
-- the kept blocks before the cut and the first one after it run as copies: each of their
-  instructions (and each wait that blocked) starts and ends exactly P after its counterpart in
-  the block before (float-equal), with the same share of its bytes the cache held;
-- ddr's read and write traffic over the period after the cut is that over the period before it,
-  shifted by P;
-- the cache sees the same lines: each block's own tensors (the bound tensors the replay moves)
-  lie on ddr lines of their own, and no kept instruction outside the blocks touches a line of a
-  cut block's own tensors, so what the cache holds of the blocks around the cut is what it would
-  hold there in the whole run (a shared line shows as a cache share that differs across the cut).
-Otherwise the whole program runs (the same result, slower). Functional mode always runs every
-instruction: values come from the machine.
+The state is not compared (SimPy's processes hold it), its consequences are, and the run is
+laid down only where all of them repeat:
+- blocks KEEP - 2 and KEEP - 1 and the first after the cut (run as block KEEP) are copies: each
+  instruction (and each wait that blocked) starts and ends exactly P cycles (float-equal) after its
+  counterpart in the block before, with the same share of its bytes the cache held, and the same
+  waits blocked;
+- ddr's read and write traffic over the period of the first block after the cut is that over
+  the period before it, P cycles on (so is each memory's occupancy, `counters`);
+- the cache tells blocks apart only by lines: each block's own tensors (the bound tensors the
+  replay moves, `Blocks.owned`) lie on ddr lines no other block's tensors do, and no instruction
+  outside the blocks touches a cut block's, so the lines the cache holds of the blocks around the
+  cut are those it would hold there in the whole run; a line one block's tensors share with the
+  next's shows up anyway as a cache share that differs across the cut.
+Otherwise the whole program runs (the same result, slower; tests/test_fast_forward.py has both
+kinds). Blocks whose times repeat only every few blocks (the cache holding a number of layers
+that is not whole) run whole. Functional mode always runs every instruction: values come from
+the machine.
 
-The events of the cut blocks are the last kept block's, their indices moved by whole blocks,
-their op names those of their own instructions; the events, buffer lifetimes and ddr traffic
-after the cut are moved by m blocks and m periods.
+The cut blocks' instructions are priced as their counterparts a block before (sim/machine.py's
+_check) and their events are the last kept block's, their indices moved by whole blocks and their
+op names their own; the events, buffer lifetimes and ddr traffic after the cut move by m blocks
+and m periods.
 """
 
 from __future__ import annotations
@@ -286,18 +294,44 @@ def _lifetimes(machine: Machine, cut: Cut, record: _Record, period: float) -> No
 def counters(ran: Ran, spans: list[BufferSpan], capacities: dict[str, int], cut: range) -> dict[str, Series]:
     """traces.occupancy.memory_counters of the whole run's buffer lifetimes, worked out from those
     live before the second cut block or after the last: the counters over the first cut block's
-    period, laid down again for the other cut blocks. From every lifetime where a buffer other
-    than a cut block's (`cut`: their positions in `spans`) lives only between those, or the
-    counters over the first cut block's period and the first after the cut's differ."""
+    period, laid down again for the other cut blocks. A memory whose counters over that period and
+    the first after the cut's differ (staging slots that take turns leave holes that repeat every
+    few blocks) has them from every lifetime in it; all memories do where a buffer other than a cut
+    block's (`cut`: their positions in `spans`) lives only between those periods."""
     period = ran.period
     lo, hi = ran.first + 2 * period, ran.first + (ran.m + 1) * period
     if any(lo <= b.start and b.end <= hi and k not in cut for k, b in enumerate(spans)):
         return memory_counters(spans, capacities)
-    laid = memory_counters([b for b in spans if b.start < lo or b.end > hi], capacities)
-    if any(_window(c, lo - period, lo) != _window(c, hi, hi + period) for c in laid.values()):
-        return memory_counters(spans, capacities)
-    return {name: [p for p in c if p[0] < lo] + [(t + k * period, v) for k in range(1, ran.m) for t, v in c if lo - period <= t < lo]
-            + [p for p in c if p[0] >= hi] for name, c in laid.items()}
+    laid = memory_counters([b for b in spans if b.start < lo or b.end >= hi], capacities)
+    differ = {name.split(".", 1)[1] for name, c in laid.items() if _window(c, lo - period, lo) != _window(c, hi, hi + period)}
+    exact = memory_counters([b for b in spans if b.mem in differ], {m: c for m, c in capacities.items() if m in differ})
+    return {name: exact[name] if name in exact else _lay(c, lo - period, period, ran.m - 1, hi) for name, c in laid.items()}
+
+
+def _lay(series: Series, w: float, period: float, n: int, hi: float) -> Series:
+    """A step counter: `series` before w + period, its period from w laid down n more times, and
+    `series` from hi (= w + (n + 1) periods) on; a point changes the value, as traces.occupancy
+    records them."""
+    window = [p for p in series if w <= p[0] < w + period]
+    laid = [p for p in series if p[0] < w + period]
+    for k in range(1, n + 1):
+        laid.append((w + k * period, _value(series, w)))
+        laid += [(t + k * period, v) for t, v in window]
+    laid.append((hi, _value(series, hi)))
+    laid += [p for p in series if p[0] > hi]
+    out: Series = []
+    for p in laid:
+        if out and out[-1][0] == p[0]:
+            out.pop()
+        if not out or out[-1][1] != p[1]:
+            out.append(p)
+    return out
+
+
+def _value(series: Series, t: float) -> float:
+    """A step counter's value at t."""
+    k = bisect.bisect_right(series, (t, float("inf"))) - 1
+    return series[k][1] if k >= 0 else 0.0
 
 
 def _own_lines(machine: Machine, cut: Cut) -> bool:
