@@ -79,7 +79,9 @@ class Program:
     bindings: list[Binding]
     buffers: list[Buffer]
     notes: list[str] = field(default_factory=list)  # lines of text: placement decisions (e.g. a fallback to DDR)
-    blocks: Blocks | None = None  # the blocks the lowering replayed (not in the text form: a program read from text runs whole)
+    # the blocks the lowering replayed: where the program repeats itself, not what it is (a program
+    # read from text has none and runs whole; equal programs may differ in them)
+    blocks: Blocks | None = field(default=None, compare=False)
 
     def __len__(self) -> int:
         return sum(len(s) for s in self.streams.values())
