@@ -18,10 +18,12 @@ With --whole, a decode step is the whole model as one graph (embedding, every la
 head), lowered and simulated in timing mode: one layer's first weight loads then overlap the previous
 one's last products, as on the machine. Its tiling searches run once for all the layers (the layers
 share their signatures, isa/lower/schedule/searches.py), its first layers are emitted and the rest
-replay their instructions at their own addresses (isa/lower/replay.py), and every layer's
-instructions are simulated. Its weights are the program's inputs (examples/llm.py's weight_inputs: timing mode
-reads no values, and the cycles are those of the weights as constants), so the host draws and holds
-none; with w8a16 or w4a16 they are drawn, to be quantized.
+replay their instructions at their own addresses (isa/lower/replay.py), and timing mode runs the
+first and last layers and lays down the ones between as copies of the last one run, once it has
+checked that the layers around the cut repeat exactly (sim/forward.py; else it runs every layer).
+Its weights are the program's inputs (examples/llm.py's weight_inputs: timing mode reads no values,
+and the cycles are those of the weights as constants), so the host draws and holds none; with w8a16
+or w4a16 they are drawn, to be quantized.
 
     python bench/llm.py --model llama2-7b --chip ascend910b --dtype float16 --batch 1 --prompt 512 --generate 128
     python bench/llm.py --model tinyllama-1.1b --chip bm1686 --dtype float32 --prompt 128 --generate 64 --samples 2

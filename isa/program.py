@@ -53,6 +53,24 @@ class Buffer:
     last: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Blocks:
+    """Where a program repeats itself: `count` consecutive blocks, block b being each engine e's
+    instructions [start[e] + b * size[e], start[e] + (b + 1) * size[e]) and buffers [buffers +
+    b * per_block, buffers + (b + 1) * per_block), each block the one before it moved
+    (isa/lower/replay.py): the same instructions but for the addresses of the block's own bound
+    tensors and staging slots, its op and buffer names, and its waits on the two blocks before it
+    moved on by a block. `owned[b]`: block b's own ddr bytes (its bound tensors the replay moves),
+    as (first byte, last byte + 1) spans. Timing mode may fast-forward through them (sim/forward.py)."""
+
+    start: dict[str, int]
+    size: dict[str, int]
+    count: int
+    buffers: int
+    per_block: int
+    owned: tuple[tuple[tuple[int, int], ...], ...]
+
+
 @dataclass
 class Program:
     chip: str
@@ -61,6 +79,9 @@ class Program:
     bindings: list[Binding]
     buffers: list[Buffer]
     notes: list[str] = field(default_factory=list)  # lines of text: placement decisions (e.g. a fallback to DDR)
+    # the blocks the lowering replayed: where the program repeats itself, not what it is (a program
+    # read from text has none and runs whole; equal programs may differ in them)
+    blocks: Blocks | None = field(default=None, compare=False)
 
     def __len__(self) -> int:
         return sum(len(s) for s in self.streams.values())

@@ -41,6 +41,7 @@ from traces.summary import Summary, summarize
 from .bounds import check_run
 from .engines import dma, matrix, scalar, vector
 from .feeds import as_input
+from .forward import KEEP, Ran, counters, fast_forward, plan
 from .memory import Memory, check_region
 from .peaks import op_dtypes, peak_ops
 
@@ -67,7 +68,8 @@ class Machine:
         if mode not in ("functional", "timing"):
             raise ProgramError(f"mode must be 'functional' or 'timing', got {mode!r}")
         self.chip, self.program, self.functional = chip, program, mode == "functional"
-        extents, self.costs, self.waits = _check(chip, program)
+        self.cut = None if self.functional else plan(program)  # the blocks timing mode may fast-forward through
+        extents, self.costs, self.waits = _check(chip, program, self.cut.skipped if self.cut else {})
         check_run(chip, program, extents, self.functional)
         self.extents = extents
         self.memories = {name: Memory(chip.memories[name], extents.get(name, 0), self.functional) for name in chip.memories}
@@ -122,16 +124,27 @@ class Machine:
         self.produced: dict[int, tuple[int, ...]] = {}  # DDR address -> the shape a kernel produced there, when not its region's
         self.events: list[Event] = []
         self.occupancy = _Occupancy(self.program)
-        timeline = Timeline(self.chip, self.costs, self.waits, _cache(self.chip, self.program, self.extents), observer=_Watch(self))
         streams = self.program.streams
-        end = timeline.run(lambda e, i: f"{instr_text(f'{e}.{i}', streams[e][i])}")
-        cycles = int(np.ceil(end))
+        ran = fast_forward(self, _cache(self.chip, self.program, self.extents)) if self.cut else None
+        if ran is None:  # functional mode, or a program that does not fast-forward: every instruction runs
+            if self.cut:  # the cut blocks' instructions were priced as copies of the block before's: price each
+                self.costs = _check(self.chip, self.program, {})[1]
+            timeline = Timeline(self.chip, self.costs, self.waits, _cache(self.chip, self.program, self.extents), observer=_Watch(self))
+            end = timeline.run(lambda e, i: f"{instr_text(f'{e}.{i}', streams[e][i])}")
+            ran = Ran(end, timeline.arbiter.read, timeline.arbiter.write)
+        cycles = int(np.ceil(ran.end))
         syncs = [Sync(e, i, on) for (e, i), on in self.waits.items()]
         trace = Trace(self.chip.name, self.chip.clock_hz, tuple(streams), {m.name: m.capacity for m in self.chip.memories.values()}, cycles,
                       self.events, syncs=syncs, buffers=self.occupancy.spans(cycles), ddr_bandwidth=self.chip.memories["ddr"].bandwidth,
                       peak_ops=peak_ops(self.chip), host_memory="" if self.chip.data_memory == "ddr" else self.chip.data_memory)
-        trace.counters.update(memory_counters(trace.buffers, trace.memories))
-        trace.counters["ddr.read"], trace.counters["ddr.write"] = timeline.arbiter.read, timeline.arbiter.write
+        if ran.m:  # fast-forwarded: the cut blocks' buffers are those from the bindings' on
+            blocks, first = self.program.blocks, len(self.program.bindings)
+            assert blocks is not None
+            cut = range(first + blocks.buffers + KEEP * blocks.per_block, first + blocks.buffers + (KEEP + ran.m) * blocks.per_block)
+            trace.counters.update(counters(ran, trace.buffers, trace.memories, cut))
+        else:
+            trace.counters.update(memory_counters(trace.buffers, trace.memories))
+        trace.counters["ddr.read"], trace.counters["ddr.write"] = ran.read, ran.write
         trace.op_dtypes = op_dtypes(self.program, self.costs)  # the roofline's roof of each op
         return Result(self.outputs(), cycles, self.chip.seconds(cycles), summarize(trace), trace, self.program, self.states())
 
@@ -193,12 +206,15 @@ def _is_instruction(program: Program, ident: str) -> bool:
     return engine in program.streams and 0 <= index < len(program.streams[engine])
 
 
-def _check(chip: Chip, program: Program) -> tuple[dict[str, int], dict[str, list[Step | None]], dict[Ident, tuple[Ident, ...]]]:
+def _check(chip: Chip, program: Program, skipped: dict[str, tuple[int, int, int]]
+           ) -> tuple[dict[str, int], dict[str, list[Step | None]], dict[Ident, tuple[Ident, ...]]]:
     """Static checks of a program against a chip; returns the bytes used per memory, each
     engine's list of loop steps (see _step; None for a wait) and {(engine, index) of a wait:
     the (engine, index) it waits on}. Tiles repeat their local-memory instructions, so each
     distinct instruction of an engine is checked and priced once; copies, by their shapes
-    (_Copies)."""
+    (_Copies). skipped: engine -> (lo, hi, n): its instructions [lo, hi) are a fast-forward's cut
+    blocks (sim/forward.py), each the one n before moved to the block's own bound tensors (which
+    are checked as bindings): each takes that one's Step, unchecked."""
     extents: dict[str, int] = {}
     costs: dict[str, list[Step | None]] = {}
     waits: dict[Ident, tuple[Ident, ...]] = {}
@@ -208,6 +224,7 @@ def _check(chip: Chip, program: Program) -> tuple[dict[str, int], dict[str, list
             raise ProgramError(f"program engine {e!r} is not on chip {chip.name} (engines: {', '.join(chip.engines)})")
         known: dict[Instr, Step] = {}
         copies, costs[e] = _Copies(chip, chip.engines[e], extents), []
+        lo, hi, n = skipped.get(e, (0, 0, 0))
         for i, instr in enumerate(stream):
             if isinstance(instr, Wait):
                 on = waits[e, i] = tuple(_parse_id(ident) for ident in instr.on)
@@ -215,6 +232,9 @@ def _check(chip: Chip, program: Program) -> tuple[dict[str, int], dict[str, list
                     if not 0 <= index < lengths.get(engine, 0):
                         raise ProgramError(f"{e}.{i}: waits on {ident}, which is not an instruction of the program")
                 costs[e].append(None)
+                continue
+            if lo <= i < hi:
+                costs[e].append(costs[e][i - n])
                 continue
             if type(instr) is Dma:
                 costs[e].append(copies.step(instr, i))

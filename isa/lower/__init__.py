@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -117,7 +118,7 @@ def _lower(graph: Graph, chip: Chip, policy: Policy, progress: Progress | None, 
             done += sum(len(g.nodes) for g in span)
             progress(done, total)
     _copy_aliased_outputs(ctx, aliased)
-    return em.program()
+    return dataclasses.replace(em.program(), blocks=replayer.found if replayer else None)
 
 
 def _span_starts(groups: list[Group], chains: Chains) -> set[int]:

@@ -29,7 +29,13 @@ its history), so a state whose slots' histories are permuted gives the blocks' i
 their slots permuted, as long as that pick has no tie to break (checked) and no other buffer
 overlaps a slot (checked). Block c + n's slots are then block c's permuted n times.
 Anything else (a layer that binds a constant of its own, a tensor placed elsewhere in every layer)
-emits every block.
+emits every block. A block whose tensors are bound where block c's are not (a last layer writing
+the graph's output where the others pass theirs on) ends the replay: it and the blocks after it
+are emitted.
+
+The blocks replayed and the two before them (block c and the one it was checked against) are the
+program's `blocks` (isa/program.py's Blocks), through which timing mode fast-forwards
+(sim/forward.py).
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..instructions import Dma, IndexedDma, Instr, Matmul, Region, Scalar, Vector, Wait
-from ..program import Buffer
+from ..program import Blocks, Buffer
 
 if TYPE_CHECKING:
     from ..graph import Graph, Node
@@ -115,6 +121,7 @@ class Replayer:
         self.snaps: dict[int, dict] = {}  # group index -> the emitter there
         self.multiple = 1  # repeats a block
         self.slots: Slots = {}  # the staging slots the blocks take turns over (_rotation)
+        self.found: Blocks | None = None  # the blocks replayed, from the last one checked on (the Program's `blocks`)
 
     def edge(self, b: int) -> int:
         """The index of block b's first group."""
@@ -138,8 +145,12 @@ class Replayer:
         while self.checked and i in {self.edge(k) for k in self.checked}:
             k = next(k for k in self.checked if i == self.edge(k))
             if self.congruent(k):
-                self._replay(k, placed)
-                return self.edge(self.blocks)
+                end = next((j for j in range(k, self.blocks) if not self._alike(k - 1, j)), self.blocks)
+                if end == k:  # block k's tensors are bound where the block before's are not: every block emitted
+                    self.rep.count = 0
+                    return None
+                self._replay(k, placed, end)
+                return self.edge(end)
             larger = [m for m in self.MULTIPLES if m > self.multiple]
             if k < self.checked[-1] or not larger:  # each check is made before a larger block is tried
                 break
@@ -165,6 +176,13 @@ class Replayer:
                 if s in ctx.bound and s != t:
                     homes[id(ctx.home[s])] = (ctx.home[s], ctx.home[t])
         return names, homes
+
+    def _alike(self, c: int, j: int) -> bool:
+        """Whether block j's tensors are bound (inputs, outputs, constants, states) where block c's
+        are: a last layer's output may be the graph's, where the others' pass on to the next."""
+        bound = self.ctx.bound
+        return all((s in bound) == (t in bound) for m, n in zip(self._nodes(c), self._nodes(j))
+                   for s, t in (*zip(m.inputs, n.inputs), *zip(m.outputs, n.outputs)))
 
     def _snapshot(self) -> dict:
         em = self.em
@@ -276,17 +294,20 @@ class Replayer:
 
     # ---- the replay ---------------------------------------------------------------------------
 
-    def _replay(self, k: int, placed: set) -> None:
-        """Block c = k - 1 replayed for blocks k on."""
+    def _replay(self, k: int, placed: set, end: int) -> None:
+        """Block c = k - 1 replayed for blocks k to end - 1."""
         rep, em, c = self.rep, self.em, k - 1
         s = {b: self.snaps[self.edge(b)] for b in range(c - 1, k + 1)}
         first = {e: s[c - 1]["len"][e] for e in self.engines}  # ids from here on move with the blocks
         delta = {e: s[k]["len"][e] - s[c]["len"][e] for e in self.engines}
         b3, n3 = (s[c]["buffers"], s[k]["buffers"]), (s[c]["notes"], s[k]["notes"])
+        pairs = self._pairs(c - 1, c)[1].values()
+        owned = [_owned(old for old, _ in pairs), _owned(new for _, new in pairs)]
         blocks = {e: _Block(em, e, s[c]["len"][e], delta[e], first) for e in self.engines}
-        for j in range(k, self.blocks):
+        for j in range(k, end):
             shift = {e: (j - c) * d for e, d in delta.items()}
             move = _Move(self, c, j, first, shift, _power(self.slots, j - c))
+            owned.append(_owned(new for _, new in move.homes.values()))
             for block in blocks.values():
                 block.append(move, shift)
             em.buffers.extend(move.buffer(em.buffers[x]) for x in range(*b3))
@@ -295,10 +316,10 @@ class Replayer:
                 for field in ("writes", "reads", "last"):
                     setattr(new, field, move.ids(getattr(old, field)))
                 new.first = old.first and move.ident(old.first)
-        last = _Move(self, c, self.blocks - 1, first, {e: (self.blocks - k) * d for e, d in delta.items()},
-                     _power(self.slots, self.blocks - k))
+        self.found = Blocks(first, delta, end - c + 1, s[c - 1]["buffers"], b3[1] - b3[0], tuple(owned))
+        last = _Move(self, c, end - 1, first, {e: (end - k) * d for e, d in delta.items()}, _power(self.slots, end - k))
         self._move_state(last, placed)
-        em.notes.append(f"layers replayed: {self.blocks - k} blocks of {rep.period * self.multiple} groups (from group "
+        em.notes.append(f"layers replayed: {end - k} blocks of {rep.period * self.multiple} groups (from group "
                         f"{self.edge(k)}) are groups {self.edge(c)}..{self.edge(k) - 1}'s instructions at their own addresses")
 
     def _move_state(self, move: _Move, placed: set) -> None:
@@ -327,6 +348,11 @@ class Replayer:
                 if live is not None and live[1] == buf.name:
                     buf.name = move.text(buf.name)
                     em.allocators[buf.mem].live[buf.addr] = (live[0], buf.name)
+
+
+def _owned(bufs: Any) -> tuple[tuple[int, int], ...]:
+    """The ddr spans of a block's own bound tensors' homes, sorted."""
+    return tuple(sorted((b.addr, b.addr + b.size) for b in bufs if b.mem == "ddr"))
 
 
 def _power(slots: Slots, n: int) -> Slots:

@@ -1,0 +1,360 @@
+"""Timing mode's fast-forward through a program's repeated blocks (a model's decoder layers,
+`Program.blocks`, isa/lower/replay.py): the blocks in the middle are not run but laid down as
+copies of the last one run before them, shifted by the period the run observes.
+
+The run is of a shorter program: the head, the first `KEEP` blocks, the last two blocks and the
+tail, the m blocks between them cut out and the waits after the cut on instructions in or after
+it moved back by m blocks (a block's waits on the two before it then name the two kept before the
+cut). The blocks are the same instructions but for addresses, and timing reads no value and no
+address but through the cache of ddr, so the shorter program is the whole one with m fewer
+blocks. Where the machine's state (engines, transfers in flight, the bandwidth each gets, the
+cache's lines) at a block's edge is the state at the edge before, moved on by a block and P
+cycles, each block runs as the one before P cycles later, and the whole run is the shorter one
+with m periods of copies laid down at the cut: everything after it m periods later.
+
+The state is not compared (SimPy's processes hold it), its consequences are, and the run is
+laid down only where all of them repeat:
+- blocks KEEP - 2 and KEEP - 1 and the first after the cut (run as block KEEP) are copies: each
+  instruction (and each wait that blocked) starts and ends exactly P cycles (float-equal) after its
+  counterpart in the block before, with the same share of its bytes the cache held, and the same
+  waits blocked;
+- ddr's read and write traffic over the period of the first block after the cut is that over
+  the period before it, P cycles on (so is each memory's occupancy, `counters`);
+- the cache tells blocks apart only by lines: each block's own tensors (the bound tensors the
+  replay moves, `Blocks.owned`) lie on ddr lines no other block's tensors do, and no instruction
+  outside the blocks touches a cut block's, so the lines the cache holds of the blocks around the
+  cut are those it would hold there in the whole run; a line one block's tensors share with the
+  next's shows up anyway as a cache share that differs across the cut.
+Otherwise the whole program runs (the same result, slower; tests/test_fast_forward.py has both
+kinds). Blocks whose times repeat only every few blocks (the cache holding a number of layers
+that is not whole) run whole. Functional mode always runs every instruction: values come from
+the machine.
+
+The cut blocks' instructions are priced as their counterparts a block before (sim/machine.py's
+_check) and their events are the last kept block's, their indices moved by whole blocks and their
+op names their own; the events, buffer lifetimes and ddr traffic after the cut move by m blocks
+and m periods.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from isa.errors import ProgramError
+from isa.instructions import regions
+from isa.timing import Observer, Step, Timeline
+from traces.occupancy import memory_counters
+
+if TYPE_CHECKING:
+    from isa.program import Blocks, Program
+    from isa.timing import Cache
+    from traces.records import BufferSpan
+
+    from .machine import Machine
+
+KEEP = 2  # blocks kept before the cut: the block a wait reaches back two blocks to must be run
+Ident = tuple[str, int]
+Series = list[tuple[float, float]]
+Raw = tuple  # (engine, index, Step or None for a wait, start, end, cached share)
+
+
+class Ran(NamedTuple):
+    """What a fast-forwarded run leaves: its end and ddr's read and write traffic (the events
+    and buffer lifetimes go to the machine); where the run was cut: the last kept block's first
+    start, the period and the blocks cut out."""
+
+    end: float
+    read: Series
+    write: Series
+    first: float = 0.0
+    period: float = 0.0
+    m: int = 0
+
+
+class Cut:
+    """The program's blocks with m = count - KEEP - 2 of them cut out: engine e's instructions
+    [lo[e], hi[e]) are not run; those from hi[e] on run at index i - gap[e]."""
+
+    def __init__(self, blocks: Blocks) -> None:
+        self.blocks, self.m = blocks, blocks.count - KEEP - 2
+        self.size = blocks.size
+        self.lo = {e: s + KEEP * blocks.size[e] for e, s in blocks.start.items()}
+        self.hi = {e: s + (blocks.count - 2) * blocks.size[e] for e, s in blocks.start.items()}
+        self.gap = {e: self.m * n for e, n in blocks.size.items()}
+
+    @property
+    def skipped(self) -> dict[str, tuple[int, int, int]]:
+        """engine -> (lo, hi, instructions a block): the instructions not run (sim/machine.py's _check)."""
+        return {e: (self.lo[e], self.hi[e], n) for e, n in self.size.items()}
+
+    def streams(self, costs: dict[str, list[Step | None]]) -> dict[str, list[Step | None]]:
+        return {e: s[:self.lo[e]] + s[self.hi[e]:] for e, s in costs.items()}
+
+    def waits(self, waits: dict[Ident, tuple[Ident, ...]]) -> dict[Ident, tuple[Ident, ...]] | None:
+        """The waits of the shorter program; None where a wait before the cut names an
+        instruction after it, or one after it names one the cut takes out that does not move back
+        into the blocks kept before it."""
+        lo, hi, gap, start = self.lo, self.hi, self.gap, self.blocks.start
+        cut: dict[Ident, tuple[Ident, ...]] = {}
+        for (e, i), on in waits.items():
+            if i < lo[e]:
+                if any(j >= lo[a] for a, j in on):
+                    return None
+                cut[e, i] = on
+            elif i >= hi[e]:
+                moved = []
+                for a, j in on:
+                    if j >= lo[a]:
+                        j -= gap[a]
+                        if j < start[a]:
+                            return None
+                    moved.append((a, j))
+                cut[e, i - gap[e]] = tuple(moved)
+        return cut
+
+    def full(self, e: str, i: int) -> int:
+        """The whole program's index of the shorter one's instruction i of engine e."""
+        return i if i < self.lo[e] else i + self.gap[e]
+
+    def block(self, e: str, i: int) -> int:
+        """Which block (0..count-1) the shorter program's instruction i of engine e is in; -1 before
+        them, count after."""
+        i = self.full(e, i) - self.blocks.start[e]
+        n = self.size[e]
+        return -1 if i < 0 else min(i // n, self.blocks.count) if n else self.blocks.count
+
+
+def plan(program: Program) -> Cut | None:
+    """The cut through the program's blocks, where it has enough of them to cut one out."""
+    blocks = program.blocks
+    if blocks is None or blocks.count < KEEP + 3:
+        return None
+    for e, stream in program.streams.items():
+        start, size = blocks.start.get(e), blocks.size.get(e)
+        if start is None or size is None or start < 0 or size < 0 or start + blocks.count * size > len(stream):
+            raise ProgramError(f"program blocks: {blocks.count} blocks of {size} instructions from {e}.{start} do not lie "
+                               f"in engine {e}'s {len(stream)} instructions")
+    return Cut(blocks)
+
+
+def fast_forward(machine: Machine, cache: Cache | None) -> Ran | None:
+    """Run the machine's program with its middle blocks cut out (on `cache`, the machine's cache
+    of ddr) and lay down the whole run (machine.events, machine.occupancy); None where the
+    program has too few blocks, or the check above fails (the machine then runs it whole)."""
+    program, cut = machine.program, machine.cut
+    assert cut is not None  # the machine fast-forwards where it planned a cut
+    waits = cut.waits(machine.waits)
+    if waits is None or (cache is not None and not _own_lines(machine, cut)):
+        return None
+    watched = {e: {i - cut.gap[e] if i >= cut.hi[e] else i for i in closes if not cut.lo[e] <= i < cut.hi[e]}
+               for e, closes in machine.occupancy.closes.items()}
+    record = _Record(watched)
+    timeline = Timeline(machine.chip, cut.streams(machine.costs), waits, cache, observer=record)
+    end = timeline.run(lambda e, i: f"{e}.{cut.full(e, i)}")
+    period = _period(cut, record.raw)
+    if period is None:
+        return None
+    first = min(r[3] for r in record.raw if cut.block(r[0], r[1]) == KEEP - 1)  # the last kept block's first start
+    lo, hi = first + period, first + 2 * period
+    read, write = (_extend(s, first, period, cut.m) for s in (timeline.arbiter.read, timeline.arbiter.write))
+    if not all(_window(s, first, lo) == _window(s, lo, hi) for s in (timeline.arbiter.read, timeline.arbiter.write)):
+        return None
+    machine.events = _events(cut, record.raw, program, period)
+    _lifetimes(machine, cut, record, period)
+    return Ran(end + cut.m * period, read, write, first, period, cut.m)
+
+
+class _Record(Observer):
+    """The shorter run as it happens: each instruction's (and blocking wait's) engine, index,
+    Step, start, end and cache share, and when each instruction started."""
+
+    def __init__(self, watched: dict[str, set[int]]) -> None:
+        self.watched = watched
+        self.raw: list[Raw] = []
+        self.opened: dict[Ident, float] = {}
+
+    def started(self, engine: str, i: int, now: float) -> str:
+        self.opened[engine, i] = now
+        return ""
+
+    def ended(self, engine: str, i: int, step: Step, start: float, end: float, note: str, cached: float) -> None:
+        self.raw.append((engine, i, step, start, end, cached))
+
+    def waited(self, engine: str, i: int, start: float, end: float) -> None:
+        self.raw.append((engine, i, None, start, end, 0.0))
+
+
+def _period(cut: Cut, raw: list[Raw]) -> float | None:
+    """P where the blocks KEEP - 2, KEEP - 1 and the first after the cut (run as block KEEP) are
+    copies of one another each P later; None where they are not."""
+    size, start = cut.size, cut.blocks.start
+    rows: dict[int, list[tuple]] = {KEEP - 2: [], KEEP - 1: [], cut.blocks.count - 2: []}
+    for r in raw:
+        k = cut.block(r[0], r[1])
+        if k in rows:
+            e = r[0]
+            rows[k].append((e, cut.full(e, r[1]) - start[e] - k * size[e], r[2] is None, r[5], r[3], r[4]))
+    order = [sorted(rows[k], key=lambda x: (x[0], x[1])) for k in sorted(rows)]
+    if not order[0] or any(len(x) != len(order[0]) for x in order):
+        return None
+    period = order[1][0][4] - order[0][0][4]
+    for before, after in itertools.pairwise(order):
+        for x, y in zip(before, after):
+            if x[:4] != y[:4] or x[4] + period != y[4] or x[5] + period != y[5]:
+                return None
+    return period
+
+
+def _window(series: Series, lo: float, hi: float) -> tuple:
+    """The traffic over [lo, hi): the rate at lo and each change in it, timed from lo."""
+    k = bisect.bisect_right(series, (lo, float("inf"))) - 1
+    at = series[k][1] if k >= 0 else 0.0
+    return (at, *((t - lo, r) for t, r in series[k + 1:bisect.bisect_left(series, (hi, float("-inf")))]))
+
+
+def _extend(series: Series, first: float, period: float, m: int) -> Series:
+    """The whole run's traffic: up to the period after `first` as run, then that period m times
+    more, then the rest m periods later; a point that changes nothing is left out."""
+    lo, hi = first + period, first + 2 * period
+    before = [p for p in series if p[0] < lo]
+    middle = [p for p in series if lo <= p[0] < hi]
+    after = [(t + m * period, r) for t, r in series if t >= lo]
+    laid = before + [(t + k * period, r) for k in range(m) for t, r in middle] + after
+    out: Series = []
+    for p in laid:
+        if not out or p[1] != out[-1][1]:
+            out.append(p)
+    return out
+
+
+def _events(cut: Cut, raw: list[Raw], program: Program, period: float) -> list:
+    """The whole run's events: those run, moved past the cut where after it, and the cut blocks'
+    as copies of the last kept block's."""
+    from traces.records import Event
+
+    streams, m, size = program.streams, cut.m, cut.size
+    events: list[Event] = []
+    add = events.append
+    last = []  # the last kept block's events, but for their op, index and times
+    for e, i, step, start, end, cached in raw:
+        copied = cut.block(e, i) == KEEP - 1
+        if i >= cut.lo[e]:
+            i, start, end = i + cut.gap[e], start + m * period, end + m * period
+        event = _event(e, i, step, streams[e][i].op, start, end, cached, Event)
+        add(event)
+        if copied:
+            last.append(event)
+    new = tuple.__new__
+    for k in range(1, m + 1):
+        shift = k * period
+        for x in last:
+            e, j = x[0], x[1] + k * size[x[0]]
+            add(new(Event, (e, j, x[2], x[3], streams[e][j].op, x[5] + shift, x[6] + shift, *x[7:])))
+    return events
+
+
+def _event(e: str, i: int, step: Step | None, op: str, start: float, end: float, cached: float, event: Any) -> Any:
+    if step is None:
+        return event(e, i, "wait", "wait", op, start, end, 0, "", "")
+    return event(e, i, step.kind, step.name, op, start, end, step.nbytes, step.src, step.dst, "", step.ops,
+                 round(cached * step.nbytes) if cached else 0)
+
+
+def _lifetimes(machine: Machine, cut: Cut, record: _Record, period: float) -> None:
+    """Each planned buffer's lifetime in the whole run, from when its first instruction started
+    and its last ones ended in the shorter run, moved as their instructions are."""
+    ends = {(r[0], r[1]): r[4] for r in record.raw if r[2] is not None}
+    lo, hi, gap, size, m = cut.lo, cut.hi, cut.gap, cut.size, cut.m
+
+    def at(times: dict[Ident, float], e: str, i: int) -> float:
+        if i < lo[e]:
+            return times[e, i]
+        if i >= hi[e]:
+            return times[e, i - gap[e]] + m * period
+        k = (i - lo[e]) // size[e] + 1  # a cut block's instruction: the last kept block's, k periods on
+        return times[e, i - k * size[e]] + k * period
+
+    occupancy = machine.occupancy
+    for e, opens in occupancy.opens.items():
+        for i, positions in opens.items():
+            t = at(record.opened, e, i)
+            for k in positions:
+                occupancy.start[k] = t
+    end = occupancy.end
+    for e, closes in occupancy.closes.items():
+        for i, positions in closes.items():
+            t = at(ends, e, i)
+            for k in positions:
+                if end.get(k, t) <= t:
+                    end[k] = t
+
+
+def counters(ran: Ran, spans: list[BufferSpan], capacities: dict[str, int], cut: range) -> dict[str, Series]:
+    """traces.occupancy.memory_counters of the whole run's buffer lifetimes, worked out from those
+    live before the second cut block or after the last: the counters over the first cut block's
+    period, laid down again for the other cut blocks. A memory whose counters over that period and
+    the first after the cut's differ (staging slots that take turns leave holes that repeat every
+    few blocks) has them from every lifetime in it; all memories do where a buffer other than a cut
+    block's (`cut`: their positions in `spans`) lives only between those periods."""
+    period = ran.period
+    lo, hi = ran.first + 2 * period, ran.first + (ran.m + 1) * period
+    if any(lo <= b.start and b.end <= hi and k not in cut for k, b in enumerate(spans)):
+        return memory_counters(spans, capacities)
+    laid = memory_counters([b for b in spans if b.start < lo or b.end >= hi], capacities)
+    differ = {name.split(".", 1)[1] for name, c in laid.items() if _window(c, lo - period, lo) != _window(c, hi, hi + period)}
+    exact = memory_counters([b for b in spans if b.mem in differ], {m: c for m, c in capacities.items() if m in differ})
+    return {name: exact[name] if name in exact else _lay(c, lo - period, period, ran.m - 1, hi) for name, c in laid.items()}
+
+
+def _lay(series: Series, w: float, period: float, n: int, hi: float) -> Series:
+    """A step counter: `series` before w + period, its period from w laid down n more times, and
+    `series` from hi (= w + (n + 1) periods) on; a point changes the value, as traces.occupancy
+    records them."""
+    window = [p for p in series if w <= p[0] < w + period]
+    laid = [p for p in series if p[0] < w + period]
+    for k in range(1, n + 1):
+        laid.append((w + k * period, _value(series, w)))
+        laid += [(t + k * period, v) for t, v in window]
+    laid.append((hi, _value(series, hi)))
+    laid += [p for p in series if p[0] > hi]
+    out: Series = []
+    for p in laid:
+        if out and out[-1][0] == p[0]:
+            out.pop()
+        if not out or out[-1][1] != p[1]:
+            out.append(p)
+    return out
+
+
+def _value(series: Series, t: float) -> float:
+    """A step counter's value at t."""
+    k = bisect.bisect_right(series, (t, float("inf"))) - 1
+    return series[k][1] if k >= 0 else 0.0
+
+
+def _own_lines(machine: Machine, cut: Cut) -> bool:
+    """Whether the cache sees the cut blocks' own tensors alone: each block's own ddr spans
+    (the bound regions that move with it) cover whole lines no other block's or tensor's do,
+    and no instruction outside the blocks touches a cut block's."""
+    owned = cut.blocks.owned
+    if len(owned) != cut.blocks.count:
+        return False
+    line = machine.chip.memories["ddr"].burst
+    spans = sorted((lo // line, -(-hi // line), b) for b, own in enumerate(owned) for lo, hi in own)
+    if any(a[1] > b[0] for a, b in itertools.pairwise(spans)):
+        return False  # two blocks' (or one block's two) tensors share a line
+    cut_spans = [(lo, hi) for lo, hi, b in spans if KEEP <= b < cut.blocks.count - 2]
+    starts = [lo for lo, _ in cut_spans]
+    for e, stream in machine.program.streams.items():
+        first, last = cut.blocks.start[e], cut.blocks.start[e] + cut.blocks.count * cut.size[e]
+        for instr in (*stream[:first], *stream[last:]):
+            for r in (*regions(instr)[0], *regions(instr)[1]):
+                if r.mem != "ddr":
+                    continue
+                a, z = r.span()
+                k = bisect.bisect_right(starts, a // line) - 1
+                if (k >= 0 and cut_spans[k][1] > a // line) or (k + 1 < len(starts) and starts[k + 1] < -(-z // line)):
+                    return False
+    return True
