@@ -42,7 +42,7 @@ def reference_model(model, bits):
 
 
 @pytest.mark.parametrize("scheme, bits", [("W8A16", 8), ("W4A16", 4)])
-@pytest.mark.parametrize("chip, dtype", [("generic", "float16"), ("bm1686", "float32"), ("bm1686", "float16")])
+@pytest.mark.parametrize("chip, dtype", [("generic", "float16"), ("bm1686", "float32"), ("bm1686", "float16"), ("ascend910b", "float16")])
 def test_a_decode_step_computes_the_dequantized_model(scheme, bits, chip, dtype):
     """float16 activations: each value rounds to 11 bits (2^-11 ~ 5e-4 relative) a few dozen times
     along the layer, so 2e-2 of values of order 1 bounds the error with room; the quantization

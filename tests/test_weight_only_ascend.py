@@ -1,15 +1,15 @@
 """Weight-only quantization on the Ascend 910B (isa/lower/templates/matmul.py, chips/ascend910b.yaml):
 as CANN's WeightQuantBatchMatmulV2 runs on A2, each core's vector core loads the int8 or packed
 int4 weight tile into its UB and dequantizes it there, and the float16 tile goes UB -> L2 -> L1 ->
-L0B to the cube. The products compute what the dequantized model computes, and a decode step's
-projection reads the stored bytes from HBM, not float16 ones."""
+L0B to the cube. The products compute what the dequantized model computes (a decode step's values:
+tests/test_weight_only.py, which takes the 910B among its chips), and a decode step's projection
+reads the stored bytes from HBM, not float16 ones."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from onnx.reference import ReferenceEvaluator
-from test_weight_only import SMALL, a16_gemv, llm, reference_model
+from test_weight_only import a16_gemv
 
 import chips
 import isa
@@ -18,21 +18,6 @@ from isa.deploy import weight_only
 from isa.ops.weight_only import MATRIX_MUL_A16
 
 CHIP = chips.load("ascend910b")
-
-
-@pytest.mark.parametrize("scheme, bits", [("W8A16", 8), ("W4A16", 4)])
-def test_a_decode_step_on_the_910b_computes_the_dequantized_model(scheme, bits):
-    """As tests/test_weight_only.py's decode step on the other chips: float16 activations, 2e-2."""
-    model = llm.decoder_layer(SMALL, seq=1, past=6, dtype="float16")
-    g = isa.from_onnx(model, quantize=scheme, chip="ascend910b")
-    assert f"quantize W{bits}A16 on ascend910b: 7 matrix_mul with {bits}-bit weights, group 128" in " ".join(g.notes)
-    rng = np.random.default_rng(1)
-    feeds = {v.name: rng.standard_normal([d.dim_value for d in v.type.tensor_type.shape.dim]).astype(np.float16)
-             for v in model.graph.input}
-    got = sim.run(g, CHIP, feeds).outputs
-    want = dict(zip([o.name for o in model.graph.output], ReferenceEvaluator(reference_model(model, bits)).run(None, feeds)))
-    for name, value in want.items():
-        np.testing.assert_allclose(got[name].astype(np.float64), value.astype(np.float64), rtol=2e-2, atol=2e-2, err_msg=name)
 
 
 @settings(max_examples=10, deadline=None)
