@@ -209,9 +209,8 @@ def _period(cut: Cut, raw: list[Raw]) -> float | None:
 
 def _window(series: Series, lo: float, hi: float) -> tuple:
     """The traffic over [lo, hi): the rate at lo and each change in it, timed from lo."""
-    k = bisect.bisect_right(series, (lo, float("inf"))) - 1
-    at = series[k][1] if k >= 0 else 0.0
-    return (at, *((t - lo, r) for t, r in series[k + 1:bisect.bisect_left(series, (hi, float("-inf")))]))
+    k = bisect.bisect_right(series, (lo, float("inf")))
+    return (_value(series, lo), *((t - lo, r) for t, r in series[k:bisect.bisect_left(series, (hi, float("-inf")))]))
 
 
 def _extend(series: Series, first: float, period: float, m: int) -> Series:

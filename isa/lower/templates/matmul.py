@@ -593,17 +593,21 @@ class _Plan(Tiled):
         vector engine loads and dequantizes: where the tile moves to the matrix unit (an Ascend
         cube core), split among the core's vector cores, as CANN's kernel splits the weight over
         a cube core's two AIVs (chips/ascend910b.yaml); else all of it on the unit's."""
-        vecs = self.ctx.chip.engines_of("vector", self.mx.core) if self.b_key == "bq" else [self.vx]
+        vecs = self._part_engines()
         rows = -(-tk // (len(vecs) * self.per_byte)) * self.per_byte
-        return [("" if j == 0 else f".{j}", vx, j * rows, min(rows, tk - j * rows)) for j, vx in enumerate(vecs) if j * rows < tk]
+        return [(_part_suffix(j), vx, j * rows, min(rows, tk - j * rows)) for j, vx in enumerate(vecs) if j * rows < tk]
+
+    def _part_engines(self) -> list[Engine]:
+        """The vector engines that share a step's right tile (_parts): the core's, where the tile moves."""
+        return self.ctx.chip.engines_of("vector", self.mx.core) if self.b_key == "bq" else [self.vx]
 
     def _a16_keys(self) -> set[str]:
         """The keys of _a16_needs' slot buffers of every part (_parts), where the tile moves."""
         if self.b_key != "bq":
             return set()
-        sfxs = [""] + [f".{j}" for j in range(1, len(self.ctx.chip.engines_of("vector", self.mx.core)))]
         way = len(stages(self.ctx.chip, self.vmem, operand_memory(self.mx, "b")))
-        return {key + sfx for sfx in sfxs for key in ("b", "bs", "sc", "bu", "zt", *(f"bq.stage{k}" for k in range(way)))}
+        return {key + _part_suffix(j) for j in range(len(self._part_engines()))
+                for key in ("b", "bs", "sc", "bu", "zt", *(f"bq.stage{k}" for k in range(way)))}
 
     def _load_right(self, bufs: Bufs, slot: int, right: Region, k0: int, n0: int, tk: int, tn: int) -> None:
         """The step's right tile from its home (`right`, the whole matrix) into the slot, part by
@@ -668,3 +672,8 @@ class _Plan(Tiled):
             bq, bmem = bufs["bq", slot], operand_memory(self.mx, "b")
             staged = [bufs[f"bq.stage{k}{sfx}", slot] for k in range(len(stages(self.ctx.chip, bs.mem, bmem)))]
             copy(em, out, bs, sub_region(bq.region(dt, (full, tn)), (r0, 0), (tk, tn)), bq, name, stages=staged)
+
+
+def _part_suffix(j: int) -> str:
+    """The key suffix of part j's slot buffers (_Plan._parts): none for the first."""
+    return "" if j == 0 else f".{j}"
