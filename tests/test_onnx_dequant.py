@@ -75,3 +75,84 @@ def test_what_the_op_does_not_take_imports_as_before(case):
     want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0].astype(np.float64)
     got = sim.run(g, chips.load("generic"), inputs={"x": x}).outputs["y"].astype(np.float64)
     np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2 * np.abs(want).max())
+
+
+def nbits_model(bits=4, block=64, zero=None, dtype="float16", bias=False, g_idx=None, rows=3):
+    """x (1, rows, K) @ com.microsoft.MatMulNBits(B of N x K codes packed low-first along K, a scale
+    per block of `block`; zero points None (2^(bits - 1)), "packed" (uint8) or "float" (x's dtype))."""
+    rng = np.random.default_rng(1)
+    blocks = K // block
+    q = rng.integers(0, 2 ** bits, (N, K)).astype(np.uint8)
+    packed = q if bits == 8 else q[:, 0::2] | (q[:, 1::2] << 4)
+    inits = [numpy_helper.from_array(packed.reshape(N, blocks, block * bits // 8), "B"),
+             numpy_helper.from_array((rng.random(N * blocks) * 0.02 + 1e-3).astype(dtype), "S")]
+    if zero == "packed":
+        z = rng.integers(0, 2 ** bits, (N, blocks)).astype(np.uint8)
+        inits.append(numpy_helper.from_array((z if bits == 8 else z[:, 0::2] | (z[:, 1::2] << 4)).reshape(-1), "Z"))
+    elif zero == "float":
+        inits.append(numpy_helper.from_array(rng.integers(0, 2 ** bits, N * blocks).astype(dtype), "Z"))
+    elif zero == 128:
+        inits.append(numpy_helper.from_array(np.full(N * blocks, 128, np.uint8), "Z"))
+    names = ["x", "B", "S", "Z" if zero is not None else ""]
+    if g_idx is not None:
+        inits.append(numpy_helper.from_array(g_idx.astype(np.int32), "G"))
+    names.append("G" if g_idx is not None else "")
+    if bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(N).astype(dtype), "bias"))
+        names.append("bias")
+    while not names[-1]:
+        names.pop()
+    nodes = [helper.make_node("MatMulNBits", names, ["y"], domain="com.microsoft", K=K, N=N, bits=bits, block_size=block)]
+    graph = helper.make_graph(nodes, "nbits", [helper.make_tensor_value_info("x", ELEM[dtype], [1, rows, K])],
+                              [helper.make_tensor_value_info("y", ELEM[dtype], [1, rows, N])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+
+
+def _against_onnxruntime(model, chip, dtype="float16"):
+    g = isa.from_onnx(model)
+    x = np.random.default_rng(5).standard_normal((1, 3, K)).astype(dtype)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0].astype(np.float64)
+    got = sim.run(g, chips.load(chip), inputs={"x": x}).outputs["y"].astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2 * np.abs(want).max())
+    return g
+
+
+@pytest.mark.parametrize("chip", ["bm1686", "ascend910b"])
+@pytest.mark.parametrize("bits, block, zero, bias", [
+    (4, 64, None, False),       # zero point 8: codes as stored, zero term -8 x scale
+    (4, 32, "packed", True),    # uint8 zero points two a byte, and a bias added after the product
+    (4, 128, "float", False),   # zero points in x's dtype
+    (8, 64, None, False),       # zero point 128: symmetric int8 codes q - 128
+    (8, 16, 128, False),        # given, all 128
+])
+def test_matmul_nbits_imports_as_matrix_mul_a16(chip, bits, block, zero, bias):
+    """onnxruntime's int4 / int8 export (MatMulNBits) is the op's stored codes multiplied on chip:
+    onnxruntime's numbers within float16 precision, no float weight in the graph."""
+    g = _against_onnxruntime(nbits_model(bits, block, zero, bias=bias), chip)
+    products = [n for n in g.nodes if n.op == "matrix_mul_a16"]
+    assert len(products) == 1 and products[0].params == {**products[0].params, "bits": bits, "group": block}
+    assert not any(n.op == "matrix_mul" for n in g.nodes) and any(n.op == "add" for n in g.nodes) == bias
+
+
+@pytest.mark.parametrize("case", [{"dtype": "float32"}, {"bits": 8, "zero": "packed"}])
+def test_matmul_nbits_the_op_does_not_take_dequantizes_at_import(case):
+    """float32 activations, and 8-bit zero points other than 128: a matrix_mul by the weight
+    dequantized at import, a note saying so, still onnxruntime's numbers."""
+    dtype = case.get("dtype", "float16")
+    g = _against_onnxruntime(nbits_model(**case), "generic", dtype)
+    assert not any(n.op == "matrix_mul_a16" for n in g.nodes) and any(n.op == "matrix_mul" for n in g.nodes)
+    assert any("MatMulNBits" in note and "dequantized at import" in note for note in g.notes)
+
+
+def test_matmul_nbits_refuses_act_order_and_bad_input():
+    """A g_idx that reorders K is refused, naming it; the blocks in order import; a B of the wrong
+    shape and 2-bit codes are UnsupportedError / ShapeError (SimErrors) naming what and the value."""
+    _against_onnxruntime(nbits_model(g_idx=np.arange(K) // 64), "bm1686")
+    with pytest.raises(isa.errors.UnsupportedError, match="g_idx reorders K"):
+        isa.from_onnx(nbits_model(g_idx=np.random.default_rng(0).permutation(np.arange(K) // 64)))
+    for attr, value, error, says in (("bits", 2, isa.errors.UnsupportedError, "bits=2"),
+                                     ("N", N + 1, isa.errors.ShapeError, r"expected uint8 \(97, 4, 32\)")):
+        bad = nbits_model()
+        next(a for a in bad.graph.node[0].attribute if a.name == attr).i = value
+        with pytest.raises(error, match=says):
+            isa.from_onnx(bad)

@@ -32,6 +32,7 @@ import numpy as np
 from onnx import helper
 
 from .builder import node_attr
+from .registry import DEFAULT_DOMAINS
 
 if TYPE_CHECKING:
     from typing import Any
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     from .passes import Graph
 
 HEADS = ("Conv", "ConvTranspose", "Gemm")
-DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 def fold_batch_norms(source: Source, g: Graph) -> str:

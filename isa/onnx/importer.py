@@ -37,7 +37,7 @@ from onnx import external_data_helper, shape_inference, version_converter
 from ..errors import GraphError, InputError, ShapeError, SimError, UnsupportedError
 from . import attention, conv, elementwise, generate, index, matmul, quant, reduce, resize, shape, weight_only  # noqa: F401 (they register their mappings)
 from .builder import DTYPES, Builder, Known, dtype_of, tensor_name
-from .registry import OPS
+from .registry import DEFAULT_DOMAINS, OPS, op_key
 from .store import Weights, external_info, read_model, to_array
 
 if TYPE_CHECKING:
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
     from .model import OnnxGraph
 
 MIN_OPSET = 11
-DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 def max_opset() -> int:
@@ -295,13 +294,7 @@ def upgrade(model: ModelProto, where: str) -> ModelProto:
 def unsupported_ops(model: ModelProto) -> Counter[str]:
     """Counter of the model's op types that have no mapping ("com.microsoft.Attention" for
     another domain's op)."""
-    found = Counter[str]()
-    for node in model.graph.node:
-        if node.domain not in DEFAULT_DOMAINS:
-            found[f"{node.domain}.{node.op_type}"] += 1
-        elif node.op_type not in OPS:
-            found[node.op_type] += 1
-    return found
+    return Counter(key for key in map(op_key, model.graph.node) if key not in OPS)
 
 
 def check_ops(model: ModelProto, where: str) -> None:
@@ -333,8 +326,8 @@ def static_inputs(model: Source | ModelProto) -> list[str]:
         graph, constants = model.graph, {t.name for t in model.graph.initializer}
     inputs = {i.name for i in graph.input} - constants
     producer = {out: node for node in graph.node for out in node.output}
-    stack = [node.input[i] for node in graph.node if node.op_type in OPS
-             for i in OPS[node.op_type].static if i < len(node.input) and node.input[i]]
+    stack = [node.input[i] for node in graph.node if op_key(node) in OPS
+             for i in OPS[op_key(node)].static if i < len(node.input) and node.input[i]]
     seen, need = set(), []
     while stack:
         name = stack.pop()
@@ -343,7 +336,7 @@ def static_inputs(model: Source | ModelProto) -> list[str]:
         seen.add(name)
         if name in inputs:
             need.append(name)
-        elif name in producer and producer[name].op_type in OPS and OPS[producer[name].op_type].fold:
+        elif name in producer and op_key(producer[name]) in OPS and OPS[op_key(producer[name])].fold:
             stack.extend(i for i in producer[name].input if i)
     order = [i.name for i in graph.input]
     return sorted(need, key=order.index)
@@ -470,7 +463,7 @@ def _empty_outputs(b: Builder, node: NodeProto) -> list[NDArray[Any]] | None:
 
 
 def _map(b: Builder, node: NodeProto) -> None:
-    mapping = OPS[node.op_type]
+    mapping = OPS[op_key(node)]
     try:
         empty = any(value is not None and value.size == 0 for value in (b.known(n) for n in node.input if n))
         outs: Sequence[Output] | None = _empty_outputs(b, node) if empty else None

@@ -37,6 +37,7 @@ from onnx import helper
 from .. import limits
 from ..errors import ConfigError, SimError
 from .builder import node_attr
+from .registry import DEFAULT_DOMAINS
 from .store import constant_value, raw_size
 
 if TYPE_CHECKING:
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 
     from .importer import Source
 
-DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 @dataclass(frozen=True)

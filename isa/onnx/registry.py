@@ -33,11 +33,19 @@ class Mapping:
     fold: FoldFn | None = None  # (Builder, node, arrays) -> outputs, when every input is known (importer.py `_map`)
 
 
-OPS: dict[str, Mapping] = {}  # ONNX op type -> Mapping
+OPS: dict[str, Mapping] = {}  # op key (op_key) -> Mapping
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def op_key(node: NodeProto) -> str:
+    """A node's key in OPS: its op type in the default domain, "domain.OpType" in another (a
+    runtime's contrib op, "com.microsoft.MatMulNBits"), so that no other domain's op of the same
+    name is taken for a default one."""
+    return node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
 
 
 def onnx_op(*op_types: str, static: Sequence[int] = ()) -> Callable[[F], F]:
-    """Register the decorated function as the mapping of each of `op_types`. `static` names the
+    """Register the decorated function as the mapping of each of `op_types` (op_key's form). `static` names the
     input positions whose values the graph needs when it is built (a Reshape's shape, a Slice's
     starts): memory is planned before the run, so shapes cannot wait for data."""
 

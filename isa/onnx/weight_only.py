@@ -13,6 +13,15 @@ Rewritten when the DequantizeLinear's result is read by this MatMul alone, and
 - the MatMul's left operand (rank 2 or more: its leading dimensions are rows) and the dequantized
   weight are float16 or bfloat16, the op's activations.
 Else it stays as it was. The weight, scales and zero terms the op takes are computed here, once.
+
+onnxruntime's contrib op com.microsoft.MatMulNBits (what its int4 quantizer and
+onnxruntime-genai export: B [N, K / block, block x bits / 8] of codes packed low-first along K,
+a scale per block, zero points packed or in A's dtype, 2^(bits - 1) when absent) maps to
+matrix_mul_a16 by the same rules: 4-bit codes with their zero terms, 8-bit ones whose zero point
+is 128 everywhere (then symmetric int8), float16 or bfloat16 activations, the block dividing K.
+Another such product (float32 activations, other 8-bit zero points) is a matrix_mul by its weight
+dequantized at import, as onnxruntime computes it, and a note says how many; g_idx (act-order
+GPTQ) other than the blocks in order is refused.
 """
 from __future__ import annotations
 
@@ -23,6 +32,7 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from .. import dtypes, ops
+from ..errors import ShapeError
 from ..ops import weight_only
 from .builder import node_attr
 from .inference import static_shapes
@@ -37,6 +47,7 @@ if TYPE_CHECKING:
     from .passes import Graph
 
 A16 = "WeightOnlyMatMul"
+NBITS = "com.microsoft.MatMulNBits"
 BITS = {"int8": 8, "int4": 4, "uint4": 4}
 FLOATS: dict[int, str] = {TensorProto.FLOAT16: "float16", TensorProto.BFLOAT16: "bfloat16"}
 
@@ -49,6 +60,69 @@ def mapped(b: Builder, node: NodeProto) -> Sequence[Output]:
     zero = b.tensor(3) if b.has(3) else None
     y = ops.matrix_mul_a16(rows, b.tensor(1), b.tensor(2), zero, bits=int(b.attr("bits")), group=int(b.attr("group")))
     return [b.reshape(y, (*x.shape[:-1], n))]
+
+
+@onnx_op(NBITS, static=(1, 2, 3, 4))
+def matmul_nbits(b: Builder, node: NodeProto) -> Sequence[Output]:
+    x = b.tensor(0)
+    k, n, bits, block = (int(b.attr(a, d)) for a, d in (("K", 0), ("N", 0), ("bits", 4), ("block_size", 0)))
+    if bits not in BITS.values():
+        raise b.reject("bits", bits, "matrix_mul_a16 takes 4- and 8-bit weights")
+    if block < 16 or block & (block - 1):
+        raise b.reject("block_size", block, "MatMulNBits' blocks are a power of two, 16 or more")
+    if not x.shape or x.shape[-1] != k:
+        raise b.error(f"A {x.shape} does not end in K = {k}", ShapeError)
+    blocks = -(-k // block)
+    packed = b.static(1, "packed weight")
+    if packed.dtype != np.uint8 or packed.shape != (n, blocks, block * bits // 8):
+        raise b.error(f"B is {packed.dtype} {packed.shape}; expected uint8 {(n, blocks, block * bits // 8)}", ShapeError)
+    codes = (packed if bits == 8 else np.stack((packed & 15, packed >> 4), axis=-1)).reshape(n, blocks * block)[:, :k].T
+    scale = _per_block(b, 2, "scales", n, blocks)
+    zero = _nbits_zero_points(b, n, blocks, bits)
+    if b.has(4) and not np.array_equal(b.static(4, "g_idx").reshape(-1), np.arange(k) // block):
+        raise b.error("g_idx reorders K (act-order GPTQ); matrix_mul_a16 takes the blocks in order")
+    rows = b.reshape(x, (int(np.prod(x.shape[:-1])), k))
+    dtype = dtypes.np_dtype(x.dtype)
+    if x.dtype in weight_only.FLOATS and not k % block and (bits == 4 or np.all(zero == 128)):
+        if bits == 8:
+            stored = [(codes.astype(np.int16) - 128).astype(np.int8), scale.astype(dtype)]
+        else:
+            stored = [weight_only.pack(codes), scale.astype(dtype), (-zero * scale).astype(dtype)]
+        weight, scales, *zeros = (b.const(a) for a in stored)
+        y = ops.matrix_mul_a16(rows, weight, scales, zeros[0] if zeros else None, bits=bits, group=block)
+    else:
+        b.g.notes.append(f"{b.where()}: {bits}-bit weights of {x.dtype} activations"
+                         f"{'' if x.dtype == 'float32' else ' with zero points other than 128'} dequantized at import "
+                         "(matrix_mul_a16 takes float16 or bfloat16 activations and symmetric 8-bit weights)")
+        w = (codes - np.repeat(zero, block, axis=0)[:k]) * np.repeat(scale, block, axis=0)[:k]
+        y = ops.matrix_mul(rows, b.const(w.astype(dtype)))
+    if b.has(5):
+        y = ops.add(*b.bcast(y, b.tensor(5)))
+    return [b.reshape(y, (*x.shape[:-1], n))]
+
+
+def _per_block(b: Builder, i: int, what: str, n: int, blocks: int) -> NDArray[np.float32]:
+    """A per-block table of MatMulNBits ([N x blocks] or [N, blocks]) as [blocks, N] in float32."""
+    t = b.static(i, what)
+    if t.size != n * blocks:
+        raise b.error(f"{what} has {t.size} values; expected N x blocks = {n * blocks}", ShapeError)
+    return t.astype(np.float32).reshape(n, blocks).T
+
+
+def _nbits_zero_points(b: Builder, n: int, blocks: int, bits: int) -> NDArray[np.float32]:
+    """MatMulNBits' zero points as [blocks, N] in float32: uint8 packed low-first per row of N,
+    or in A's dtype; 2^(bits - 1) when absent."""
+    if not b.has(3):
+        return np.full((blocks, n), 2 ** (bits - 1), np.float32)
+    z = b.static(3, "zero_points")
+    if z.dtype != np.uint8:
+        return _per_block(b, 3, "zero_points", n, blocks)
+    per_row = -(-blocks * bits // 8)
+    if z.size != n * per_row:
+        raise b.error(f"zero_points has {z.size} bytes; expected N x {per_row} = {n * per_row}", ShapeError)
+    z = z.reshape(n, per_row)
+    unpacked = z if bits == 8 else np.stack((z & 15, z >> 4), axis=-1).reshape(n, 2 * per_row)
+    return unpacked[:, :blocks].astype(np.float32).T
 
 
 def rewrite(source: Source, g: Graph) -> str:
@@ -122,4 +196,4 @@ def _groups(t: NDArray, axis: int, block: int, k: int, n: int) -> tuple[int, NDA
     return None
 
 
-__all__ = ["A16", "rewrite"]
+__all__ = ["A16", "NBITS", "rewrite"]
