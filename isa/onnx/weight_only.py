@@ -94,6 +94,7 @@ def matmul_nbits(b: Builder, node: NodeProto) -> Sequence[Output]:
         b.g.notes.append(f"{b.where()}: {bits}-bit weights of {x.dtype} activations"
                          f"{'' if x.dtype == 'float32' else ' with zero points other than 128'} dequantized at import "
                          "(matrix_mul_a16 takes float16 or bfloat16 activations and symmetric 8-bit weights)")
+        b.check_size((k, n), np.float32, "the dequantized weight")
         w = (codes - np.repeat(zero, block, axis=0)[:k]) * np.repeat(scale, block, axis=0)[:k]
         y = ops.matrix_mul(rows, b.const(w.astype(dtype)))
     if b.has(5):
