@@ -72,11 +72,11 @@ class _Group:
     """Active transfers the model cannot tell apart: one rate. key: ((cap, shared memories'
     use, contended per-core memories' use), its cluster's signature or None)."""
 
-    __slots__ = ("cap", "copy", "count", "heap", "key", "local", "names", "progress", "rate", "read",
+    __slots__ = ("cap", "copy", "count", "heap", "ident", "key", "local", "names", "progress", "rate", "read",
                  "reads", "shared", "writes", "written")
 
-    def __init__(self, key: Key, bandwidths: dict[str, float]) -> None:
-        self.key = key
+    def __init__(self, key: Key, ident: int, bandwidths: dict[str, float]) -> None:
+        self.key, self.ident = key, ident
         desc, signature = key
         self.cap, self.shared, local = desc  # shared: ((memory, endpoints), ...)
         self.names = frozenset(m for m, _ in self.shared)
@@ -101,6 +101,9 @@ class Arbiter:
         self.local = {m: (base_name(m), bw) for m, bw in bandwidths.items() if base_name(m) != m}
         self.forms: dict[tuple, Form] = {}  # (cap, use items) as given -> (cap, use, shared use) of a transfer (see _form)
         self.groups: dict[Key, _Group] = {}
+        self.idents: dict[Key, int] = {}  # a group's key -> a number naming it in `rates`
+        # (each filled group's ident and count, the contended memories) -> the rates _fill gives them
+        self.rates: dict[tuple, list[float]] = {}
         self.users: dict[str, set[_Transfer]] = {m: set() for m in bandwidths}  # memory -> the active transfers using it
         self.demand = dict.fromkeys(bandwidths, 0.0)  # memory -> sum of its users' caps x endpoints
         self.contended: set[str] = set()
@@ -283,7 +286,8 @@ class Arbiter:
     def _place(self, t: _Transfer, key: Key, left: float) -> None:
         g = self.groups.get(key)
         if g is None:
-            g = self.groups[key] = _Group(key, self.bandwidths)
+            ident = self.idents.setdefault(key, len(self.idents))
+            g = self.groups[key] = _Group(key, ident, self.bandwidths)
         elif g.progress > _REBASE:
             _rebase(g)
         t.group, t.entry = g, (left + g.progress, t.seq, t)
@@ -318,33 +322,45 @@ class Arbiter:
         rate changes (each change reschedules)."""
         groups = self.groups
         if self.stale:
-            filled, contended = [], self.contended
-            for g in groups.values():
-                if g.local or not contended.isdisjoint(g.names):
-                    filled.append(g)
-                else:
-                    g.rate = g.cap
-            _fill(filled, self.bandwidths, self.contended)
-            self.stale = False
+            self._share()
         read = write = 0.0
-        delay = math.inf
+        soonest = math.inf  # cycles to the first end; ceil(x - _EPS) rises with x, so it is taken once, of the least
         for g in groups.values():
             rate, heap = g.rate, g.heap
             read += rate * g.read
             write += rate * g.written
             while heap[0][2].entry is not heap[0]:
                 heapq.heappop(heap)
-            wait = math.ceil((heap[0][0] - g.progress) / rate - _EPS)  # not a whole extra cycle for float rounding
-            delay = min(delay, wait)
+            soonest = min(soonest, (heap[0][0] - g.progress) / rate)
         now = self.env.now
         _step(self.read, read, now)
         _step(self.write, write, now)
         self.timer = self.due = None
         if groups:
-            after = max(int(delay), 1)
+            after = max(math.ceil(soonest - _EPS), 1)  # not a whole extra cycle for float rounding
             self.due = now + after
             self.timer = self.env.timeout(after)
             self.timer.callbacks.append(self._tick)
+
+    def _share(self) -> None:
+        """Give each group its rate: its cap, or for a group using a contended memory, what
+        progressive filling gives it. Pipelined tiles meet the same groups, counts and contention
+        again and again, so the filled rates are kept by those (filling is a function of them)."""
+        filled, contended = [], self.contended
+        for g in self.groups.values():
+            if g.local or not contended.isdisjoint(g.names):
+                filled.append(g)
+            else:
+                g.rate = g.cap
+        key = (tuple([(g.ident, g.count) for g in filled]), frozenset(contended))
+        rates = self.rates.get(key)
+        if rates is None:
+            _fill(filled, self.bandwidths, contended)
+            self.rates[key] = [g.rate for g in filled]
+        else:
+            for g, rate in zip(filled, rates):
+                g.rate = rate
+        self.stale = False
 
     def _tick(self, timer: Event) -> None:
         solo = self.solo
