@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from simpy.events import Event, Timeout
 
 Use = tuple[tuple[str, float], ...]  # sorted (memory, endpoints) pairs
-Form = tuple[float, Use, Use]  # a transfer's cap, its use and its use of shared memories (_form)
+Form = tuple[float, Use, Use, Use]  # a transfer's cap, its use, and its use of shared memories and of a core's (_form)
 Key = tuple[tuple[float, Use, tuple], tuple | None]  # a _Group's: (cap, shared use, contended per-core use), cluster signature
 Entry = tuple[float, int, "_Transfer"]  # a transfer's end in its group's heap: (progress, seq, transfer)
 Series = list[tuple[float, float]]  # (cycle, bytes per cycle) steps of a memory's traffic
@@ -55,12 +55,12 @@ _REBASE = float(1 << 20)
 
 
 class _Transfer:
-    __slots__ = ("active", "cap", "done", "dst", "entry", "group", "nbytes", "read", "seq", "shared", "src", "use", "written")
+    __slots__ = ("active", "cap", "done", "dst", "entry", "group", "nbytes", "own", "read", "seq", "shared", "src", "use", "written")
 
     def __init__(self, seq: int, nbytes: float, form: Form, done: Event, src: str, dst: str, cached: float,
                  shares: tuple[float, float]) -> None:
         self.seq, self.nbytes, self.done, self.src, self.dst = seq, nbytes, done, src, dst
-        self.cap, self.use, self.shared = form
+        self.cap, self.use, self.shared, self.own = form
         self.read = shares[0] - cached  # the share of its bytes read from src itself
         self.written = shares[1]
         self.active = True
@@ -249,13 +249,13 @@ class Arbiter:
     def _cluster(self, t: _Transfer) -> list[_Transfer]:
         """t and the transfers joined to it through contended per-core memories, in the order
         they started."""
-        contended, local, users = self.contended, self.local, self.users
-        if not any(m in contended and m in local for m, _ in t.use):
+        contended, users = self.contended, self.users
+        if not any(m in contended for m, _ in t.own):
             return [t]
         cluster, todo = {t}, [t]
         while todo:
-            for m, _ in todo.pop().use:
-                if m in local and m in contended:
+            for m, _ in todo.pop().own:
+                if m in contended:
                     for u in users[m]:
                         if u not in cluster:
                             cluster.add(u)
@@ -272,13 +272,13 @@ class Arbiter:
             return [(t, ((t.cap, t.shared, ()), None))]
         roles: dict[tuple[str, float], set[str]] = {}
         for t in cluster:
-            for m, _ in t.use:
-                if m in local and m in contended:
+            for m, _ in t.own:
+                if m in contended:
                     roles.setdefault(local[m], set()).add(m)
         alike = all(len(ms) == 1 for ms in roles.values())
         descs = []
         for t in cluster:
-            mine = tuple(sorted((local[m] if alike else m, n) for m, n in t.use if m in local and m in contended))
+            mine = tuple(sorted((local[m] if alike else m, n) for m, n in t.own if m in contended))
             descs.append((t.cap, t.shared, mine))
         signature = tuple(sorted(descs))
         return [(t, (desc, signature)) for t, desc in zip(cluster, descs)]
@@ -427,13 +427,14 @@ class _Solo:
 
 
 def _form(cap: float, use: dict[str, float], bandwidths: dict[str, float], local: dict[str, tuple[str, float]]) -> Form:
-    """(cap, use, shared use) of a transfer: its cap lowered to what each memory could give it
-    alone, its use as sorted (memory, endpoints) pairs, and those of them in shared memories."""
+    """(cap, use, shared use, own use) of a transfer: its cap lowered to what each memory could
+    give it alone, its use as sorted (memory, endpoints) pairs, and those of them in shared
+    memories and in a core's own."""
     used = tuple(sorted((m, n) for m, n in use.items() if n > 0))
     for m, n in used:
         share = bandwidths[m] / n
         cap = min(cap, share)
-    return cap, used, tuple(u for u in used if u[0] not in local)
+    return cap, used, tuple(u for u in used if u[0] not in local), tuple(u for u in used if u[0] in local)
 
 
 def _step(series: Series, rate: float, now: float) -> None:
@@ -455,13 +456,17 @@ def _same(a: float, b: float) -> bool:
 
 
 def _tally(counts: dict[float, int], share: float, change: int) -> float:
-    """Count one more (change 1) or one fewer (-1) member with this share; their sum."""
+    """Count one more (change 1) or one fewer (-1) member with this share; their sum (of one
+    share, as a group's members mostly have, its product: the sum's, without summing)."""
     n = counts.get(share, 0) + change
     if n:
         counts[share] = n
     else:
         del counts[share]
-    return sum(s * k for s, k in counts.items())
+    if len(counts) == 1:
+        ((s, k),) = counts.items()
+        return s * k
+    return sum([s * k for s, k in counts.items()])
 
 
 def _rebase(g: _Group) -> None:

@@ -88,9 +88,11 @@ class Timeline:
         mine: dict[str, dict[int, Event]] = {e: {} for e in self.steps}  # engine -> {index: the event its waiters wait on}
         for (e, i), ev in finished.items():
             mine[e][i] = ev
+        blocks: dict[str, dict[int, list[Event]]] = {e: {} for e in self.steps}  # engine -> {index of a wait: what it waits on}
+        for (e, i), on in self.waits.items():
+            blocks[e][i] = [finished[ident] for ident in on]
         for e, stream in self.steps.items():
-            blocks = {i: [finished[ident] for ident in self.waits[e, i]] for i, s in enumerate(stream) if s is None}
-            env.process(self._engine(e, stream, blocks, mine[e]))
+            env.process(self._engine(e, stream, blocks[e], mine[e]))
         env.run()
         self._check_finished(describe or (lambda e, i: f"{e}.{i}"))
         return env.now
