@@ -84,6 +84,11 @@ class _Group:
         # (one copy's memory: (signature, its name in the cluster), endpoints, bandwidth)
         self.local = tuple(((signature, name), n, name[1] if isinstance(name, tuple) else bandwidths[name]) for name, n in local)
         self.count = 0
+        self.restart()
+
+    def restart(self) -> None:
+        """The group forms (again: pipelined tiles form the same groups over and over, and
+        Arbiter.known keeps them), with no members yet."""
         self.rate = self.cap  # an uncontended group runs at its cap; others are filled
         self.progress = 0.0
         self.heap: list[Entry] = []
@@ -101,7 +106,7 @@ class Arbiter:
         self.local = {m: (base_name(m), bw) for m, bw in bandwidths.items() if base_name(m) != m}
         self.forms: dict[tuple, Form] = {}  # (cap, use items) as given -> (cap, use, shared use) of a transfer (see _form)
         self.groups: dict[Key, _Group] = {}
-        self.idents: dict[Key, int] = {}  # a group's key -> a number naming it in `rates`
+        self.known: dict[Key, _Group] = {}  # every group formed so far (its ident: its place here), active or not
         # (each filled group's ident and count, the contended memories) -> the rates _fill gives them
         self.rates: dict[tuple, list[float]] = {}
         self.users: dict[str, set[_Transfer]] = {m: set() for m in bandwidths}  # memory -> the active transfers using it
@@ -286,8 +291,12 @@ class Arbiter:
     def _place(self, t: _Transfer, key: Key, left: float) -> None:
         g = self.groups.get(key)
         if g is None:
-            ident = self.idents.setdefault(key, len(self.idents))
-            g = self.groups[key] = _Group(key, ident, self.bandwidths)
+            g = self.known.get(key)
+            if g is None:
+                g = self.known[key] = _Group(key, len(self.known), self.bandwidths)
+            else:
+                g.restart()
+            self.groups[key] = g
         elif g.progress > _REBASE:
             _rebase(g)
         t.group, t.entry = g, (left + g.progress, t.seq, t)

@@ -21,6 +21,7 @@ A run that stops with Steps left has deadlocked: `DeadlockError` names where eac
 from __future__ import annotations
 
 import collections
+import functools
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
 
@@ -112,6 +113,10 @@ class Timeline:
             if i in finished:
                 finished[i].succeed()
 
+        def landed(i: int, step: Step, start: float, note: str, cached: float, after: float) -> None:
+            """A transfer in flight has moved its bytes; its event starts no earlier than `after`."""
+            done(i, step, max(start, after), note, cached)
+
         clock = None  # the quiet run's end so far (only ever set before a compute Step)
         last = len(stream) - 1
         for i, step in enumerate(stream):
@@ -141,11 +146,7 @@ class Timeline:
             if step.cycles:
                 yield timeout(step.cycles)
             if depth > 1:  # the bytes move once the transfers before have moved theirs
-                def moved(after: float, i: int = i, step: Step = step, start: float = start, note: str = note,
-                          cached: float = cached) -> None:
-                    done(i, step, max(start, after), note, cached)
-
-                flight.send(step, use, cached, moved)
+                flight.send(step, use, cached, functools.partial(landed, i, step, start, note, cached))
                 continue
             yield transfer(step.moved, step.rate, use, step.src, step.dst, cached, step.shares)
             done(i, step, start, note, cached)
