@@ -18,9 +18,11 @@ the model cannot tell apart run at one rate and form one `_Group`:
   (the transfers joined through contended per-core memories) that differs from another only
   in its core is a copy of it, and a member of one has the rate of its counterpart in the other.
 Progressive filling runs over groups (one copy of each cluster's memories standing for all),
-only after a change to a group that uses a contended memory or a change of contention. Each
-group keeps its members' ends in a heap, as bytes of the group's progress (what each member has
-moved since the group began), so time advances group by group.
+only after a change to a group that uses a contended memory or a change of contention, and
+once per set of groups, counts and contended memories (pipelined tiles meet the same ones again
+and again: the rates it gave are kept). Each group keeps its members' ends in a heap, as bytes
+of the group's progress (what each member has moved since the group began), so time advances
+group by group.
 
 A transfer that starts while no other moves runs alone (`_Solo`) without any of this: one timer
 at its uncontended end. Should another start before that end, the lone one is grouped first as
@@ -104,7 +106,7 @@ class Arbiter:
         self.watch = watch
         # a core's copy of a memory -> its role in a cluster: (YAML name, bandwidth)
         self.local = {m: (base_name(m), bw) for m, bw in bandwidths.items() if base_name(m) != m}
-        self.forms: dict[tuple, Form] = {}  # (cap, use items) as given -> (cap, use, shared use) of a transfer (see _form)
+        self.forms: dict[tuple, Form] = {}  # (cap, use items) as given -> a transfer's Form (see _form)
         self.groups: dict[Key, _Group] = {}
         self.known: dict[Key, _Group] = {}  # every group formed so far (its ident: its place here), active or not
         # (each filled group's ident and count, the contended memories) -> the rates _fill gives them
