@@ -378,14 +378,17 @@ class _Watch(Observer):
 
     def ended(self, engine: str, i: int, step: Step, start: float, end: float, note: str, cached: float) -> None:
         op = self.streams[engine][i].op
-        self.record(Event(engine, i, step.kind, step.name, op, start, end, step.nbytes, step.src, step.dst, note, step.ops,
-                          round(cached * step.nbytes) if cached else 0))
+        self.record(_event((engine, i, step.kind, step.name, op, start, end, step.nbytes, step.src, step.dst, note, step.ops,
+                            round(cached * step.nbytes) if cached else 0)))
         closes = self.closes.get(engine)
         if closes and i in closes:
             self.machine.occupancy.close(closes[i], end)
 
     def waited(self, engine: str, i: int, start: float, end: float) -> None:
-        self.record(Event(engine, i, "wait", "wait", self.streams[engine][i].op, start, end, 0, "", ""))
+        self.record(_event((engine, i, "wait", "wait", self.streams[engine][i].op, start, end, 0, "", "", "", 0, 0)))
+
+
+_event = Event._make  # an Event from all its fields: a run records one per instruction, and this skips the defaults
 
 
 class _Occupancy:

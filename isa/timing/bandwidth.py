@@ -18,9 +18,11 @@ the model cannot tell apart run at one rate and form one `_Group`:
   (the transfers joined through contended per-core memories) that differs from another only
   in its core is a copy of it, and a member of one has the rate of its counterpart in the other.
 Progressive filling runs over groups (one copy of each cluster's memories standing for all),
-only after a change to a group that uses a contended memory or a change of contention. Each
-group keeps its members' ends in a heap, as bytes of the group's progress (what each member has
-moved since the group began), so time advances group by group.
+only after a change to a group that uses a contended memory or a change of contention, and
+once per set of groups, counts and contended memories (pipelined tiles meet the same ones again
+and again: the rates it gave are kept). Each group keeps its members' ends in a heap, as bytes
+of the group's progress (what each member has moved since the group began), so time advances
+group by group.
 
 A transfer that starts while no other moves runs alone (`_Solo`) without any of this: one timer
 at its uncontended end. Should another start before that end, the lone one is grouped first as
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
     from simpy.events import Event, Timeout
 
 Use = tuple[tuple[str, float], ...]  # sorted (memory, endpoints) pairs
-Form = tuple[float, Use, Use]  # a transfer's cap, its use and its use of shared memories (_form)
+Form = tuple[float, Use, Use, Use]  # a transfer's cap, its use, and its use of shared memories and of a core's (_form)
 Key = tuple[tuple[float, Use, tuple], tuple | None]  # a _Group's: (cap, shared use, contended per-core use), cluster signature
 Entry = tuple[float, int, "_Transfer"]  # a transfer's end in its group's heap: (progress, seq, transfer)
 Series = list[tuple[float, float]]  # (cycle, bytes per cycle) steps of a memory's traffic
@@ -55,12 +57,12 @@ _REBASE = float(1 << 20)
 
 
 class _Transfer:
-    __slots__ = ("active", "cap", "done", "dst", "entry", "group", "nbytes", "read", "seq", "shared", "src", "use", "written")
+    __slots__ = ("active", "cap", "done", "dst", "entry", "group", "nbytes", "own", "read", "seq", "shared", "src", "use", "written")
 
     def __init__(self, seq: int, nbytes: float, form: Form, done: Event, src: str, dst: str, cached: float,
                  shares: tuple[float, float]) -> None:
         self.seq, self.nbytes, self.done, self.src, self.dst = seq, nbytes, done, src, dst
-        self.cap, self.use, self.shared = form
+        self.cap, self.use, self.shared, self.own = form
         self.read = shares[0] - cached  # the share of its bytes read from src itself
         self.written = shares[1]
         self.active = True
@@ -72,11 +74,11 @@ class _Group:
     """Active transfers the model cannot tell apart: one rate. key: ((cap, shared memories'
     use, contended per-core memories' use), its cluster's signature or None)."""
 
-    __slots__ = ("cap", "copy", "count", "heap", "key", "local", "names", "progress", "rate", "read",
+    __slots__ = ("cap", "copy", "count", "heap", "ident", "key", "local", "names", "progress", "rate", "read",
                  "reads", "shared", "writes", "written")
 
-    def __init__(self, key: Key, bandwidths: dict[str, float]) -> None:
-        self.key = key
+    def __init__(self, key: Key, ident: int, bandwidths: dict[str, float]) -> None:
+        self.key, self.ident = key, ident
         desc, signature = key
         self.cap, self.shared, local = desc  # shared: ((memory, endpoints), ...)
         self.names = frozenset(m for m, _ in self.shared)
@@ -84,6 +86,11 @@ class _Group:
         # (one copy's memory: (signature, its name in the cluster), endpoints, bandwidth)
         self.local = tuple(((signature, name), n, name[1] if isinstance(name, tuple) else bandwidths[name]) for name, n in local)
         self.count = 0
+        self.restart()
+
+    def restart(self) -> None:
+        """The group forms (again: pipelined tiles form the same groups over and over, and
+        Arbiter.known keeps them), with no members yet."""
         self.rate = self.cap  # an uncontended group runs at its cap; others are filled
         self.progress = 0.0
         self.heap: list[Entry] = []
@@ -99,8 +106,11 @@ class Arbiter:
         self.watch = watch
         # a core's copy of a memory -> its role in a cluster: (YAML name, bandwidth)
         self.local = {m: (base_name(m), bw) for m, bw in bandwidths.items() if base_name(m) != m}
-        self.forms: dict[tuple, Form] = {}  # (cap, use items) as given -> (cap, use, shared use) of a transfer (see _form)
+        self.forms: dict[tuple, Form] = {}  # (cap, use items) as given -> a transfer's Form (see _form)
         self.groups: dict[Key, _Group] = {}
+        self.known: dict[Key, _Group] = {}  # every group formed so far (its ident: its place here), active or not
+        # (each filled group's ident and count, the contended memories) -> the rates _fill gives them
+        self.rates: dict[tuple, list[float]] = {}
         self.users: dict[str, set[_Transfer]] = {m: set() for m in bandwidths}  # memory -> the active transfers using it
         self.demand = dict.fromkeys(bandwidths, 0.0)  # memory -> sum of its users' caps x endpoints
         self.contended: set[str] = set()
@@ -246,13 +256,13 @@ class Arbiter:
     def _cluster(self, t: _Transfer) -> list[_Transfer]:
         """t and the transfers joined to it through contended per-core memories, in the order
         they started."""
-        contended, local, users = self.contended, self.local, self.users
-        if not any(m in contended and m in local for m, _ in t.use):
+        contended, users = self.contended, self.users
+        if not any(m in contended for m, _ in t.own):
             return [t]
         cluster, todo = {t}, [t]
         while todo:
-            for m, _ in todo.pop().use:
-                if m in local and m in contended:
+            for m, _ in todo.pop().own:
+                if m in contended:
                     for u in users[m]:
                         if u not in cluster:
                             cluster.add(u)
@@ -269,13 +279,13 @@ class Arbiter:
             return [(t, ((t.cap, t.shared, ()), None))]
         roles: dict[tuple[str, float], set[str]] = {}
         for t in cluster:
-            for m, _ in t.use:
-                if m in local and m in contended:
+            for m, _ in t.own:
+                if m in contended:
                     roles.setdefault(local[m], set()).add(m)
         alike = all(len(ms) == 1 for ms in roles.values())
         descs = []
         for t in cluster:
-            mine = tuple(sorted((local[m] if alike else m, n) for m, n in t.use if m in local and m in contended))
+            mine = tuple(sorted((local[m] if alike else m, n) for m, n in t.own if m in contended))
             descs.append((t.cap, t.shared, mine))
         signature = tuple(sorted(descs))
         return [(t, (desc, signature)) for t, desc in zip(cluster, descs)]
@@ -283,7 +293,12 @@ class Arbiter:
     def _place(self, t: _Transfer, key: Key, left: float) -> None:
         g = self.groups.get(key)
         if g is None:
-            g = self.groups[key] = _Group(key, self.bandwidths)
+            g = self.known.get(key)
+            if g is None:
+                g = self.known[key] = _Group(key, len(self.known), self.bandwidths)
+            else:
+                g.restart()
+            self.groups[key] = g
         elif g.progress > _REBASE:
             _rebase(g)
         t.group, t.entry = g, (left + g.progress, t.seq, t)
@@ -318,33 +333,45 @@ class Arbiter:
         rate changes (each change reschedules)."""
         groups = self.groups
         if self.stale:
-            filled, contended = [], self.contended
-            for g in groups.values():
-                if g.local or not contended.isdisjoint(g.names):
-                    filled.append(g)
-                else:
-                    g.rate = g.cap
-            _fill(filled, self.bandwidths, self.contended)
-            self.stale = False
+            self._share()
         read = write = 0.0
-        delay = math.inf
+        soonest = math.inf  # cycles to the first end; ceil(x - _EPS) rises with x, so it is taken once, of the least
         for g in groups.values():
             rate, heap = g.rate, g.heap
             read += rate * g.read
             write += rate * g.written
             while heap[0][2].entry is not heap[0]:
                 heapq.heappop(heap)
-            wait = math.ceil((heap[0][0] - g.progress) / rate - _EPS)  # not a whole extra cycle for float rounding
-            delay = min(delay, wait)
+            soonest = min(soonest, (heap[0][0] - g.progress) / rate)
         now = self.env.now
         _step(self.read, read, now)
         _step(self.write, write, now)
         self.timer = self.due = None
         if groups:
-            after = max(int(delay), 1)
+            after = max(math.ceil(soonest - _EPS), 1)  # not a whole extra cycle for float rounding
             self.due = now + after
             self.timer = self.env.timeout(after)
             self.timer.callbacks.append(self._tick)
+
+    def _share(self) -> None:
+        """Give each group its rate: its cap, or for a group using a contended memory, what
+        progressive filling gives it. Pipelined tiles meet the same groups, counts and contention
+        again and again, so the filled rates are kept by those (filling is a function of them)."""
+        filled, contended = [], self.contended
+        for g in self.groups.values():
+            if g.local or not contended.isdisjoint(g.names):
+                filled.append(g)
+            else:
+                g.rate = g.cap
+        key = (tuple([(g.ident, g.count) for g in filled]), frozenset(contended))
+        rates = self.rates.get(key)
+        if rates is None:
+            _fill(filled, self.bandwidths, contended)
+            self.rates[key] = [g.rate for g in filled]
+        else:
+            for g, rate in zip(filled, rates):
+                g.rate = rate
+        self.stale = False
 
     def _tick(self, timer: Event) -> None:
         solo = self.solo
@@ -411,13 +438,14 @@ class _Solo:
 
 
 def _form(cap: float, use: dict[str, float], bandwidths: dict[str, float], local: dict[str, tuple[str, float]]) -> Form:
-    """(cap, use, shared use) of a transfer: its cap lowered to what each memory could give it
-    alone, its use as sorted (memory, endpoints) pairs, and those of them in shared memories."""
+    """(cap, use, shared use, own use) of a transfer: its cap lowered to what each memory could
+    give it alone, its use as sorted (memory, endpoints) pairs, and those of them in shared
+    memories and in a core's own."""
     used = tuple(sorted((m, n) for m, n in use.items() if n > 0))
     for m, n in used:
         share = bandwidths[m] / n
         cap = min(cap, share)
-    return cap, used, tuple(u for u in used if u[0] not in local)
+    return cap, used, tuple(u for u in used if u[0] not in local), tuple(u for u in used if u[0] in local)
 
 
 def _step(series: Series, rate: float, now: float) -> None:
@@ -439,13 +467,17 @@ def _same(a: float, b: float) -> bool:
 
 
 def _tally(counts: dict[float, int], share: float, change: int) -> float:
-    """Count one more (change 1) or one fewer (-1) member with this share; their sum."""
+    """Count one more (change 1) or one fewer (-1) member with this share; their sum (of one
+    share, as a group's members mostly have, its product: the sum's, without summing)."""
     n = counts.get(share, 0) + change
     if n:
         counts[share] = n
     else:
         del counts[share]
-    return sum(s * k for s, k in counts.items())
+    if len(counts) == 1:
+        ((s, k),) = counts.items()
+        return s * k
+    return sum([s * k for s, k in counts.items()])
 
 
 def _rebase(g: _Group) -> None:

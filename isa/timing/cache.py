@@ -28,6 +28,7 @@ from .. import dtypes
 from ..costs import run_layout
 from ..instructions import Region
 
+Shaped = tuple[np.ndarray, int, int]  # a shape's lines (sorted), the first and the last of them
 
 class Cache:
     def __init__(self, memory: str, line: int, capacity: int, ddr_extent: int, accesses: int) -> None:
@@ -46,11 +47,11 @@ class Cache:
         """A transfer reads or writes region of ddr: the fraction (0..1) of its lines the cache
         held; all of them are held after."""
         first, offset = divmod(region.addr, self.line)
-        lines = _shape_lines(offset, region.dtype, region.shape, region.strides, self.line)
-        n = len(lines)
+        shaped = _shape_lines(offset, region.dtype, region.shape, region.strides, self.line)
+        n = len(shaped[0])
         if not n:
             return 0.0
-        at = self.stamp.index(lines, first)
+        at = self.stamp.index(shaped, first)
         values = self.stamp.values
         before = values[at]
         held = before[before >= self.oldest]
@@ -82,12 +83,15 @@ class _Stamps:
         self.values = np.zeros(0, np.int64)
         self.used = 0  # pages placed
 
-    def index(self, lines: np.ndarray, first: int) -> np.ndarray:
-        """Where the stamps of lines `first` + `lines` (a sorted array) are in `values`, their
-        pages placed if new."""
-        page = (first + int(lines[0])) // self.PAGE
-        if page == (first + int(lines[-1])) // self.PAGE and self.slot[page] >= 0:  # one page placed already: one sum
-            return lines + (int(self.slot[page]) - page) * self.PAGE + first
+    def index(self, shaped: Shaped, first: int) -> np.ndarray | slice:
+        """Where the stamps of lines `first` + `lines` (a sorted array, from `shaped`) are in
+        `values`, their pages placed if new: within one placed page, a slice where the lines are
+        consecutive (a contiguous transfer's), else one sum."""
+        lines, lo, hi = shaped
+        page = (first + lo) // self.PAGE
+        if page == (first + hi) // self.PAGE and (slot := self.slot.item(page)) >= 0:
+            base = (slot - page) * self.PAGE + first
+            return slice(base + lo, base + hi + 1) if hi - lo + 1 == len(lines) else lines + base
         lines = lines + first
         pages = lines // self.PAGE
         slots = self.slot[pages]
@@ -105,12 +109,14 @@ class _Stamps:
 
 
 @functools.lru_cache(maxsize=4096)
-def _shape_lines(offset: int, dtype: str, shape: tuple[int, ...], strides: tuple[int, ...], line: int) -> np.ndarray:
-    """touched_lines of a region at byte `offset` of the first line, worked out once per shape
-    and offset: a region's lines are those, moved on by the lines before its address (the tiles
-    of one shape that a program streams differ only there, and the lowering's estimate replays
-    the same tiles' transfers on a new Cache for every candidate it prices)."""
-    return touched_lines(Region("ddr", offset, dtype, shape, strides), line)
+def _shape_lines(offset: int, dtype: str, shape: tuple[int, ...], strides: tuple[int, ...], line: int) -> Shaped:
+    """touched_lines of a region at byte `offset` of the first line, and the first and last of
+    them, worked out once per shape and offset: a region's lines are those, moved on by the
+    lines before its address (the tiles of one shape that a program streams differ only there,
+    and the lowering's estimate replays the same tiles' transfers on a new Cache for every
+    candidate it prices)."""
+    lines = touched_lines(Region("ddr", offset, dtype, shape, strides), line)
+    return (lines, int(lines[0]), int(lines[-1])) if len(lines) else (lines, 0, 0)
 
 
 def touched_lines(region: Region, line: int) -> np.ndarray:

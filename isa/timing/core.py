@@ -21,6 +21,7 @@ A run that stops with Steps left has deadlocked: `DeadlockError` names where eac
 from __future__ import annotations
 
 import collections
+import functools
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
 
@@ -88,9 +89,11 @@ class Timeline:
         mine: dict[str, dict[int, Event]] = {e: {} for e in self.steps}  # engine -> {index: the event its waiters wait on}
         for (e, i), ev in finished.items():
             mine[e][i] = ev
+        blocks: dict[str, dict[int, list[Event]]] = {e: {} for e in self.steps}  # engine -> {index of a wait: what it waits on}
+        for (e, i), on in self.waits.items():
+            blocks[e][i] = [finished[ident] for ident in on]
         for e, stream in self.steps.items():
-            blocks = {i: [finished[ident] for ident in self.waits[e, i]] for i, s in enumerate(stream) if s is None}
-            env.process(self._engine(e, stream, blocks, mine[e]))
+            env.process(self._engine(e, stream, blocks[e], mine[e]))
         env.run()
         self._check_finished(describe or (lambda e, i: f"{e}.{i}"))
         return env.now
@@ -110,25 +113,24 @@ class Timeline:
             if i in finished:
                 finished[i].succeed()
 
-        clock = None  # the quiet run's end so far
+        def landed(i: int, step: Step, start: float, note: str, cached: float, after: float) -> None:
+            """A transfer in flight has moved its bytes; its event starts no earlier than `after`."""
+            done(i, step, max(start, after), note, cached)
+
+        clock = None  # the quiet run's end so far (only ever set before a compute Step)
         last = len(stream) - 1
         for i, step in enumerate(stream):
-            if step is not None and step.kind == "dma" and depth > 1:
-                yield from flight.room()
-            start = env.now if clock is None else clock
             if step is None:  # a wait: only a wait can block forever, so pc is kept here
                 pending = [ev for ev in waits[i] if not ev.triggered]
                 if pending:
-                    self.pc[name] = i
-                    yield env.all_of(pending) if len(pending) > 1 else pending[0]
-                    observer.waited(name, i, start, env.now)
+                    yield from self._block(name, i, pending)
                 if i in finished:
                     finished[i].succeed()
                 continue
-            note = started(name, i, start)
             if step.kind != "dma":
-                after = stream[i + 1] if i < last else None
-                if after is not None and after.kind != "dma" and i not in finished and i not in watched:
+                start = env.now if clock is None else clock
+                note = started(name, i, start)
+                if i < last and i not in finished and i not in watched and (after := stream[i + 1]) is not None and after.kind != "dma":
                     clock = start + step.cycles
                     ended(name, i, step, start, clock, note, 0.0)
                     continue
@@ -136,20 +138,28 @@ class Timeline:
                 clock = None
                 done(i, step, start, note)
                 continue
+            if depth > 1 and (full := flight.room()) is not None:
+                yield full
+            start = env.now
+            note = started(name, i, start)
             use, cached = through_cache(step) if through_cache else (step.use, 0.0)
             if step.cycles:
                 yield timeout(step.cycles)
             if depth > 1:  # the bytes move once the transfers before have moved theirs
-                def moved(after: float, i: int = i, step: Step = step, start: float = start, note: str = note,
-                          cached: float = cached) -> None:
-                    done(i, step, max(start, after), note, cached)
-
-                flight.send(step, use, cached, moved)
+                flight.send(step, use, cached, functools.partial(landed, i, step, start, note, cached))
                 continue
             yield transfer(step.moved, step.rate, use, step.src, step.dst, cached, step.shares)
             done(i, step, start, note, cached)
-        yield from flight.drain()
+        if (drained := flight.drain()) is not None:
+            yield drained
         self.pc[name] = len(stream)
+
+    def _block(self, name: str, i: int, pending: list[Event]) -> Process:
+        """Wait i of engine `name` blocks until the events pending have fired."""
+        self.pc[name] = i
+        start = self.env.now
+        yield self.env.all_of(pending) if len(pending) > 1 else pending[0]
+        self.observer.waited(name, i, start, self.env.now)
 
     def _through_cache(self, step: Step) -> tuple[dict[str, float], float]:
         """(port use, share of the bytes the cache serves) of a transfer starting now: the ddr
@@ -191,12 +201,12 @@ class _Flight:
         self.moving: collections.deque[Event] = collections.deque()  # completion events, oldest first
         self.last_end = 0.0  # when the latest finished transfer ended
 
-    def room(self) -> Process:
-        """Wait (a generator to yield from) until another transfer may start."""
-        while self.moving and self.moving[0].processed:
-            self.moving.popleft()
-        if len(self.moving) >= self.depth:
-            yield self.moving.popleft()
+    def room(self) -> Event | None:
+        """What to wait on before another transfer may start; None: it may start now."""
+        moving = self.moving
+        while moving and moving[0].processed:
+            moving.popleft()
+        return moving.popleft() if len(moving) >= self.depth else None
 
     def send(self, step: Step, use: dict[str, float] | None, cached: float, done: Done) -> None:
         """Move the step's bytes once the previous transfer has moved its own; then done(after),
@@ -221,6 +231,6 @@ class _Flight:
         done(after)
         finished.succeed()
 
-    def drain(self) -> Process:
-        if self.moving and not self.moving[-1].processed:
-            yield self.moving[-1]
+    def drain(self) -> Event | None:
+        """What to wait on until the last transfer has moved its bytes; None: it has."""
+        return self.moving[-1] if self.moving and not self.moving[-1].processed else None
