@@ -416,9 +416,8 @@ class _Block:
         self.names, self.name = _indexed([b.name for b in bufs])
         self.mem, self.size = [b.mem for b in bufs], [b.size for b in bufs]
         self.places = _Places([*((r.mem, r.addr) for r in self.regions), *((b.mem, b.addr) for b in bufs)])
-        self.ons = _Ids([x.on for x in instrs if isinstance(x, Wait)], first, self.column)
-        self.firsts = _Ids([(b.first,) for b in bufs], first, self.column)
-        self.lasts = _Ids([b.last for b in bufs], first, self.column)
+        self.ids = _Ids([[x.on for x in instrs if isinstance(x, Wait)], [(b.first,) for b in bufs], [b.last for b in bufs]],
+                        first, self.column)
 
     def _changes(self, x: Instr) -> list[tuple[str, Any]]:
         """(field, what it becomes) of instruction x's fields that may move: a region (its index),
@@ -445,7 +444,8 @@ class _Block:
         by = np.array([shift[e] for e in self.column], np.int64)
         fields = list(map(dict.copy, self.fields))
         _run(map(setitem, fields, itertools.repeat("op"), map(ops.__getitem__, self.op)))
-        _run(map(setitem, [fields[k] for k in self.waits], itertools.repeat("on"), self.ons.moved(by)))
+        ons, firsts, lasts = self.ids.moved(by)
+        _run(map(setitem, [fields[k] for k in self.waits], itertools.repeat("on"), ons))
         for k, key, to in self.changes:
             if type(to) is int:
                 fields[k][key] = regions[to]
@@ -462,7 +462,7 @@ class _Block:
             start = end
         names = [move.text(name) for name in self.names]
         moved = zip(map(names.__getitem__, self.name), self.mem, addrs[len(self.regions):], self.size,
-                    map(operator.itemgetter(0), self.firsts.moved(by)), self.lasts.moved(by))
+                    map(operator.itemgetter(0), firsts), lasts)
         made = list(map(new, itertools.repeat(Buffer, len(self.size))))
         _run(map(set_dict, made, itertools.repeat("__dict__"), map(dict, map(zip, itertools.repeat(_BUFFER), moved))))
         em.buffers.extend(made)
@@ -545,33 +545,48 @@ class _Places:
 
 
 class _Ids:
-    """Tuples of instruction ids ("engine.index": a wait's, a buffer's last ones) made ready to be
-    moved by whole blocks: the ids' engines (columns), indices and whether they move (from `first`
-    on), as arrays, the tuples grouped by length so that each group's are made at once (zip)."""
+    """Lists of tuples of instruction ids ("engine.index": the waits', the buffers' first and last
+    ones) made ready to be moved by whole blocks: the block's distinct ids, their engines' prefixes,
+    indices and whether they move (from `first` on) as arrays, and each list as _Tuples of them.
+    Ids distinct in the block are distinct moved (one that moves lands past every one that does
+    not), so each is made once a block."""
 
-    def __init__(self, tuples: list[tuple[str, ...]], first: dict[str, int], column: dict[str, int]) -> None:
-        lengths: dict[int, list[int]] = {}
-        for k, t in enumerate(tuples):
-            lengths.setdefault(len(t), []).append(k)
-        self.n = len(tuples)
-        self.groups: list[tuple[int, list[int], int, int]] = []  # (length, the tuples' positions, their ids' [start, end))
-        ids: list[str] = []
-        for m, positions in lengths.items():
-            self.groups.append((m, positions, len(ids), len(ids) + m * len(positions)))
-            ids += [i for k in positions for i in tuples[k]]
-        parts = [i.rsplit(".", 1) for i in ids]
+    def __init__(self, lists: list[list[tuple[str, ...]]], first: dict[str, int], column: dict[str, int]) -> None:
+        at: dict[str, int] = {}
+        self.lists = [_Tuples([[at.setdefault(i, len(at)) for i in t] for t in tuples]) for tuples in lists]
+        parts = [i.rsplit(".", 1) for i in at]
         self.prefixes = [e + "." for e, _ in parts]
         self.index = np.array([int(i) for _, i in parts], np.int64)
         self.engine = np.array([column[e] for e, _ in parts], np.intp)
         self.moves = self.index >= np.array([first[e] for e in column], np.int64)[self.engine]
 
-    def moved(self, by: np.ndarray) -> list[tuple[str, ...]]:
-        """The tuples, their ids that move on by `by` (per engine column)."""
+    def moved(self, by: np.ndarray) -> list[list[tuple[str, ...]]]:
+        """Each list of tuples, their ids that move on by `by` (per engine column)."""
         index = self.index + self.moves * by[self.engine]
         ids = list(map(operator.add, self.prefixes, map(str, index.tolist())))
+        return [t.made(ids) for t in self.lists]
+
+
+class _Tuples:
+    """Tuples of ids as their positions among a block's distinct ids, grouped by length so that
+    each group's tuples are made at once (zip)."""
+
+    def __init__(self, tuples: list[list[int]]) -> None:
+        lengths: dict[int, list[int]] = {}
+        for k, t in enumerate(tuples):
+            lengths.setdefault(len(t), []).append(k)
+        self.n = len(tuples)
+        self.groups: list[tuple[int, list[int], int, int]] = []  # (length, the tuples' positions, their ids' [start, end) in `flat`)
+        self.flat: list[int] = []
+        for m, positions in lengths.items():
+            self.groups.append((m, positions, len(self.flat), len(self.flat) + m * len(positions)))
+            self.flat += [i for k in positions for i in tuples[k]]
+
+    def made(self, ids: list[str]) -> list[tuple[str, ...]]:
+        flat = list(map(ids.__getitem__, self.flat))
         out: list[tuple[str, ...]] = [()] * self.n
         for m, positions, lo, hi in self.groups:
-            _run(map(operator.setitem, itertools.repeat(out), positions, zip(*[iter(ids[lo:hi])] * m)))
+            _run(map(operator.setitem, itertools.repeat(out), positions, zip(*[iter(flat[lo:hi])] * m)))
         return out
 
 
