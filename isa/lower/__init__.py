@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -54,7 +55,7 @@ def lower(graph: Graph, chip: Chip, policy: Policy | None = None, progress: Prog
     ops in all) after each layer group is emitted: a long lowering can show how far it is. With
     replay (the default), identical layers are emitted once and replayed (isa/lower/replay.py): the
     same program, emitted sooner."""
-    with paused():  # the emitted instructions are long-lived: collections would walk them for nothing
+    with paused(kept=True):  # the emitted instructions are long-lived: collections would walk them for nothing
         return _lower(graph, chip, policy or Policy(), progress, replay)
 
 
@@ -77,17 +78,8 @@ def _lower(graph: Graph, chip: Chip, policy: Policy, progress: Progress | None, 
         for t in g.loads:
             last_use[shares.get(t, t)] = i
     chains, placed = Chains(ctx, groups), set[str]()
-
-    def place(t: str, template: Template) -> None:
-        if t in ctx.permuted:  # written in place of the permute's output (templates/place.py)
-            out = ctx.permuted[t][0]
-            if out not in ctx.home:
-                place(out, template)
-            ctx.home[t] = ctx.home[out]
-            return
-        ctx.home[t] = _place_intermediate(ctx, t, {*touch.get(t, {}), template})
-        placed.add(t)
-
+    place = functools.partial(_place, ctx, touch, placed)  # not a closure calling itself: that cycle would keep ctx, its
+    # emitter and the program's instructions until a full collection
     repeat = find(graph, groups, _span_starts(groups, chains)) if replay else None
     replayer = Replayer(ctx, em, groups, repeat) if repeat else None
     i, done, total = 0, 0, sum(len(g.nodes) for g in groups)
@@ -119,6 +111,18 @@ def _lower(graph: Graph, chip: Chip, policy: Policy, progress: Progress | None, 
             progress(done, total)
     _copy_aliased_outputs(ctx, aliased)
     return dataclasses.replace(em.program(), blocks=replayer.found if replayer else None)
+
+
+def _place(ctx: Lowering, touch: Touch, placed: set[str], t: str, template: Template) -> None:
+    """Give tensor t, made by `template`, a home, and note it in `placed`."""
+    if t in ctx.permuted:  # written in place of the permute's output (templates/place.py)
+        out = ctx.permuted[t][0]
+        if out not in ctx.home:
+            _place(ctx, touch, placed, out, template)
+        ctx.home[t] = ctx.home[out]
+        return
+    ctx.home[t] = _place_intermediate(ctx, t, {*touch.get(t, {}), template})
+    placed.add(t)
 
 
 def _span_starts(groups: list[Group], chains: Chains) -> set[int]:

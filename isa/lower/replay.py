@@ -41,9 +41,12 @@ program's `blocks` (isa/program.py's Blocks), through which timing mode fast-for
 from __future__ import annotations
 
 import bisect
+import collections
 import itertools
+import operator
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, SupportsIndex, overload
 
 import numpy as np
 
@@ -303,19 +306,20 @@ class Replayer:
         b3, n3 = (s[c]["buffers"], s[k]["buffers"]), (s[c]["notes"], s[k]["notes"])
         pairs = self._pairs(c - 1, c)[1].values()
         owned = [_owned(old for old, _ in pairs), _owned(new for _, new in pairs)]
-        blocks = {e: _Block(em, e, s[c]["len"][e], delta[e], first) for e in self.engines}
+        mems = {old.mem for old, _ in pairs} | set(self.slots)  # the memories some block's addresses move in
+        block, shifts = _Block(em, s[c]["len"], delta, range(*b3), first, mems), []
         for j in range(k, end):
             shift = {e: (j - c) * d for e, d in delta.items()}
             move = _Move(self, c, j, first, shift, _power(self.slots, j - c))
             owned.append(_owned(new for _, new in move.homes.values()))
-            for block in blocks.values():
-                block.append(move, shift)
-            em.buffers.extend(move.buffer(em.buffers[x]) for x in range(*b3))
+            block.append(move, shift)
+            shifts.append(shift)
             em.notes.extend(move.text(em.notes[x]) for x in range(*n3))
             for old, new in move.homes.values():
                 for field in ("writes", "reads", "last"):
                     setattr(new, field, move.ids(getattr(old, field)))
                 new.first = old.first and move.ident(old.first)
+        block.knowledge(shifts)
         self.found = Blocks(first, delta, end - c + 1, s[c - 1]["buffers"], b3[1] - b3[0], tuple(owned))
         last = _Move(self, c, end - 1, first, {e: (end - k) * d for e, d in delta.items()}, _power(self.slots, end - k))
         self._move_state(last, placed)
@@ -380,39 +384,210 @@ def _history(buf: Buf) -> History:
 
 
 class _Block:
-    """An engine's instructions of the block replayed, and what they knew, made ready to be moved
-    to each later block: its waits' ids parsed, its distinct vector clocks stacked."""
+    """The block replayed, made ready to be moved to each later block at a few steps per
+    instruction, most of them in bulk (map over the block): each instruction as its fields' dict,
+    its op's index in the block's distinct ops, and the fields that may move (regions, as indices
+    into the block's distinct regions in a memory whose addresses move); the waits' and buffers'
+    ids parsed (_Ids); each engine's distinct vector clocks stacked. A moved instruction is a
+    copy of its fields' dict with the moved ones replaced, set on a new object of its class: what
+    the class's (frozen dataclass) constructor makes, without its checks of frozenness per field."""
 
-    def __init__(self, em: Emitter, engine: str, lo: int, n: int, first: dict[str, int]) -> None:
-        self.em, self.engine = em, engine
-        self.instrs = em.streams[engine][lo:lo + n]
-        self.waits = [_parsed(x.on, first) if type(x) is Wait else None for x in self.instrs]
-        rows: dict[int, int] = {}
-        known = em.clocks.knowledge[engine][lo:lo + n]
-        self.rows = [rows.setdefault(id(v), len(rows)) for v in known]
-        distinct = list({id(v): v for v in known}.values())
-        self.clocks = np.stack(distinct) if distinct else np.zeros((0, len(em.clocks.known)), np.int32)
-        column = {e: k for k, e in enumerate(em.clocks.known)}
-        self.moves = self.clocks >= np.array([first[e] for e in column])  # the entries that move with the blocks
-        self.column = column
+    def __init__(self, em: Emitter, lo: dict[str, int], n: dict[str, int], buffers: range, first: dict[str, int], mems: set[str]) -> None:
+        self.em, self.buffers, self.mems = em, buffers, mems
+        self.column = {e: k for k, e in enumerate(em.clocks.known)}
+        instrs = [x for e, stream in em.streams.items() for x in stream[lo[e]:lo[e] + n[e]]]  # engine after engine
+        self.ends = dict(zip(em.streams, itertools.accumulate(n[e] for e in em.streams)))
+        self.classes = [type(x) for x in instrs]
+        self.fields = [x.__dict__ for x in instrs]
+        self.ops, self.op = _indexed([x.op for x in instrs])
+        self.waits = [k for k, x in enumerate(instrs) if type(x) is Wait]
+        self.regions: dict[Region, int] = {}  # a region in a memory some block's addresses move in -> its index
+        self.changes = [(k, key, to) for k, x in enumerate(instrs) if type(x) is not Wait for key, to in self._changes(x)]
+        self.known: dict[str, tuple[list[int], np.ndarray, np.ndarray]] = {}  # engine -> rows, distinct clocks, entries that move
+        starts = np.array([first[e] for e in self.column])
+        for e in em.streams:
+            rows: dict[int, int] = {}
+            known = em.clocks.knowledge[e][lo[e]:lo[e] + n[e]]
+            order = [rows.setdefault(id(v), len(rows)) for v in known]
+            distinct = list({id(v): v for v in known}.values())
+            clocks = np.stack(distinct) if distinct else np.zeros((0, len(self.column)), np.int32)
+            self.known[e] = (order, clocks, clocks >= starts)
+        bufs = em.buffers[buffers.start:buffers.stop]
+        self.names, self.name = _indexed([b.name for b in bufs])
+        self.mem, self.size = [b.mem for b in bufs], [b.size for b in bufs]
+        self.places = _Places([*((r.mem, r.addr) for r in self.regions), *((b.mem, b.addr) for b in bufs)])
+        self.ids = _Ids([[x.on for x in instrs if isinstance(x, Wait)], [(b.first,) for b in bufs], [b.last for b in bufs]],
+                        first, self.column)
+
+    def _changes(self, x: Instr) -> list[tuple[str, Any]]:
+        """(field, what it becomes) of instruction x's fields that may move: a region (its index),
+        or a tuple of operands with regions among them ((the tuple, ((position, region index), ...)))."""
+        changes: list[tuple[str, Any]] = []
+        for key, v in x.__dict__.items():
+            if type(v) is Region:
+                if v.mem in self.mems:
+                    changes.append((key, self.regions.setdefault(v, len(self.regions))))
+            elif type(v) is tuple:
+                at = tuple((p, self.regions.setdefault(u, len(self.regions)))
+                           for p, u in enumerate(v) if type(u) is Region and u.mem in self.mems)
+                if at:
+                    changes.append((key, (v, at)))
+        return changes
 
     def append(self, move: _Move, shift: dict[str, int]) -> None:
-        """The block moved by `move` (its ids by `shift`) appended to the engine's stream."""
-        stream, instr, text = self.em.streams[self.engine], move.instr, move.text
-        for x, on in zip(self.instrs, self.waits):
-            if on is None:
-                stream.append(instr(x))
+        """The block moved by `move` (its ids by `shift`) appended to the streams and buffers."""
+        em, setitem, new, set_dict = self.em, dict.__setitem__, object.__new__, object.__setattr__
+        ops = [move.text(op) for op in self.ops]
+        addrs = self.places.moved(move)
+        regions = [r if a == r.addr else tuple.__new__(Region, (r.mem, a, r.dtype, r.shape, r.strides))
+                   for r, a in zip(self.regions, addrs)]
+        by = np.array([shift[e] for e in self.column], np.int64)
+        fields = list(map(dict.copy, self.fields))
+        _run(map(setitem, fields, itertools.repeat("op"), map(ops.__getitem__, self.op)))
+        ons, firsts, lasts = self.ids.moved(by)
+        _run(map(setitem, [fields[k] for k in self.waits], itertools.repeat("on"), ons))
+        for k, key, to in self.changes:
+            if type(to) is int:
+                fields[k][key] = regions[to]
             else:
-                stream.append(Wait(tuple(f"{e}.{i + shift[e] if moves else i}" for e, i, moves in on), text(x.op)))
-        by = np.array([shift[e] for e in self.column], self.clocks.dtype)
-        clocks = list(self.clocks + self.moves * by)
-        self.em.clocks.knowledge[self.engine].extend(clocks[r] for r in self.rows)
+                values = list(to[0])
+                for p, r in to[1]:
+                    values[p] = regions[r]
+                fields[k][key] = tuple(values)
+        instrs = list(map(new, self.classes))
+        _run(map(set_dict, instrs, itertools.repeat("__dict__"), fields))
+        start = 0
+        for e, end in self.ends.items():
+            em.streams[e].extend(instrs[start:end])
+            start = end
+        names = [move.text(name) for name in self.names]
+        moved = zip(map(names.__getitem__, self.name), self.mem, addrs[len(self.regions):], self.size,
+                    map(operator.itemgetter(0), firsts), lasts)
+        made = list(map(new, itertools.repeat(Buffer, len(self.size))))
+        _run(map(set_dict, made, itertools.repeat("__dict__"), map(dict, map(zip, itertools.repeat(_BUFFER), moved))))
+        em.buffers.extend(made)
+
+    def knowledge(self, shifts: list[dict[str, int]]) -> None:
+        """The engines' vector clocks of the blocks appended, moved by `shifts` (one a block): _Knowledge."""
+        knowledge = self.em.clocks.knowledge
+        by = [np.array([s[e] for e in self.column], np.int32) for s in shifts]
+        for e, (order, clocks, moves) in self.known.items():
+            knowledge[e] = _Knowledge(knowledge[e], order, clocks, moves, by)
 
 
-def _parsed(on: tuple[str, ...], first: dict[str, int]) -> tuple[tuple[str, int, bool], ...]:
-    """A wait's ids as (engine, index, whether it moves with the blocks)."""
-    ids = [(e, int(i)) for e, i in (ident.rsplit(".", 1) for ident in on)]
-    return tuple((e, i, i >= first[e]) for e, i in ids)
+_BUFFER = ("name", "mem", "addr", "size", "first", "last")  # Buffer's fields
+
+
+class _Knowledge(list):
+    """An engine's vector clocks per instruction (Clocks.knowledge) where the replayed blocks'
+    entries are worked out when read, each its counterpart's in the block replayed moved on by
+    whole blocks: an emission after the replay reads a few (its waits on the last blocks), and
+    made for all they would take a gigabyte for a 7B model."""
+
+    def __init__(self, emitted: list[np.ndarray], rows: list[int], clocks: np.ndarray, moves: np.ndarray, by: list[np.ndarray]) -> None:
+        super().__init__(emitted)
+        self.lo, self.rows, self.clocks, self.moves, self.by = len(emitted), rows, clocks, moves, by
+        self.extend(itertools.repeat(None, len(rows) * len(by)))
+
+    @overload
+    def __getitem__(self, i: SupportsIndex) -> np.ndarray: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[np.ndarray]: ...
+
+    def __getitem__(self, i: SupportsIndex | slice) -> np.ndarray | list[np.ndarray]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        k = operator.index(i)
+        k += len(self) if k < 0 else 0
+        v = super().__getitem__(k)
+        if v is None:
+            b, p = divmod(k - self.lo, len(self.rows))
+            r = self.rows[p]
+            v = self.clocks[r] + self.moves[r] * self.by[b]
+            self[k] = v
+        return v
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        return (self[k] for k in range(len(self)))
+
+
+def _run(it: Any) -> None:
+    """Exhaust an iterator of calls made for their effect."""
+    collections.deque(it, 0)
+
+
+def _indexed(values: list[str]) -> tuple[list[str], list[int]]:
+    """(the distinct values in order, each value's index among them)."""
+    index: dict[str, int] = {}
+    at = [index.setdefault(v, len(index)) for v in values]
+    return list(index), at
+
+
+class _Places:
+    """(memory, address) pairs made ready to be moved: their addresses by memory, as arrays."""
+
+    def __init__(self, places: list[tuple[str, int]]) -> None:
+        self.n = len(places)
+        self.by_mem: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # memory -> (positions, addresses)
+        at: dict[str, list[int]] = {}
+        for k, (mem, _) in enumerate(places):
+            at.setdefault(mem, []).append(k)
+        for mem, positions in at.items():
+            self.by_mem[mem] = (np.array(positions, np.intp), np.array([places[k][1] for k in positions], np.int64))
+
+    def moved(self, move: _Move) -> list[int]:
+        """The addresses as `move` moves them (as _Move.region does)."""
+        out = np.zeros(self.n, np.int64)
+        for mem, (positions, addrs) in self.by_mem.items():
+            out[positions] = move.addresses(mem, addrs)
+        return out.tolist()
+
+
+class _Ids:
+    """Lists of tuples of instruction ids ("engine.index": the waits', the buffers' first and last
+    ones) made ready to be moved by whole blocks: the block's distinct ids, their engines' prefixes,
+    indices and whether they move (from `first` on) as arrays, and each list as _Tuples of them.
+    Ids distinct in the block are distinct moved (one that moves lands past every one that does
+    not), so each is made once a block."""
+
+    def __init__(self, lists: list[list[tuple[str, ...]]], first: dict[str, int], column: dict[str, int]) -> None:
+        at: dict[str, int] = {}
+        self.lists = [_Tuples([[at.setdefault(i, len(at)) for i in t] for t in tuples]) for tuples in lists]
+        parts = [i.rsplit(".", 1) for i in at]
+        self.prefixes = [e + "." for e, _ in parts]
+        self.index = np.array([int(i) for _, i in parts], np.int64)
+        self.engine = np.array([column[e] for e, _ in parts], np.intp)
+        self.moves = self.index >= np.array([first[e] for e in column], np.int64)[self.engine]
+
+    def moved(self, by: np.ndarray) -> list[list[tuple[str, ...]]]:
+        """Each list of tuples, their ids that move on by `by` (per engine column)."""
+        index = self.index + self.moves * by[self.engine]
+        ids = list(map(operator.add, self.prefixes, map(str, index.tolist())))
+        return [t.made(ids) for t in self.lists]
+
+
+class _Tuples:
+    """Tuples of ids as their positions among a block's distinct ids, grouped by length so that
+    each group's tuples are made at once (zip)."""
+
+    def __init__(self, tuples: list[list[int]]) -> None:
+        lengths: dict[int, list[int]] = {}
+        for k, t in enumerate(tuples):
+            lengths.setdefault(len(t), []).append(k)
+        self.n = len(tuples)
+        self.groups: list[tuple[int, list[int], int, int]] = []  # (length, the tuples' positions, their ids' [start, end) in `flat`)
+        self.flat: list[int] = []
+        for m, positions in lengths.items():
+            self.groups.append((m, positions, len(self.flat), len(self.flat) + m * len(positions)))
+            self.flat += [i for k in positions for i in tuples[k]]
+
+    def made(self, ids: list[str]) -> list[tuple[str, ...]]:
+        flat = list(map(ids.__getitem__, self.flat))
+        out: list[tuple[str, ...]] = [()] * self.n
+        for m, positions, lo, hi in self.groups:
+            _run(map(operator.setitem, itertools.repeat(out), positions, zip(*[iter(flat[lo:hi])] * m)))
+        return out
 
 
 class _Move:
@@ -474,6 +649,16 @@ class _Move:
                     moved = r._replace(addr=r.addr - lo + new)
             self.regions[r] = moved
         return moved
+
+    def addresses(self, mem: str, addrs: np.ndarray) -> np.ndarray:
+        """Addresses in `mem` moved as `region` moves a region at each."""
+        spans = self.spans.get(mem)
+        if not spans:
+            return addrs
+        lo, hi, new = (np.array(v, np.int64) for v in zip(*spans))
+        k = np.searchsorted(lo, addrs, side="right") - 1
+        at = np.maximum(k, 0)
+        return np.where((k >= 0) & (addrs < hi[at]), addrs - lo[at] + new[at], addrs)
 
     def instr(self, x: Instr) -> Instr:
         op, rg = self.text(x.op), self.region
