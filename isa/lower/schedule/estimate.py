@@ -28,8 +28,10 @@ slots, the same for three runs of k positions: `_left_out`): otherwise more posi
 (REPEATS, then twice as many, up to all). Where every unit's tiles run (`cores`), their
 transfers interleave in the memories they share, and a loop's periods may jitter with the units'
 phases and never repeat exactly (a weight-only GEMV's blocks on the 910B's 24 cores: 600-614
-cycles to the end): once twice REPEATS positions have run, a loop still unsettled is priced at
-the mean period of those run (`_jittered`), rather than replaying every position.
+cycles to the end): once JITTERED times REPEATS positions have run, a loop still unsettled is
+priced at the mean period of those run (`_jittered`), rather than replaying every position. (The
+periods drift up as the run goes on, so the mean falls short of a whole replay by up to 1%; with
+fewer positions, enough to rank a W4A16 GEMV's two widths the wrong way round.)
 
 `bound` is a lower bound of the cycles (the busiest engine's total, or DDR's), so a search
 (isa/lower/schedule/tiling.py, `least`) replays only the candidates that can still win; the templates
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
 
 REPEATS = 4  # the least positions of a loop that run before the rest are priced (module docstring)
 CYCLE = 4  # the most positions a settled loop may take to repeat its times (`_left_out`)
+JITTERED = 4  # times REPEATS positions of a loop of every unit's replay that run before its mean period prices it (`_jittered`)
 
 STEP, TILE, KEPT, PART, STAGE = "step", "tile", "kept", "part", "stage"  # role scopes (`role`)
 
@@ -371,7 +374,7 @@ class Estimate:
                 for left, mult, ends in loops:
                     times = [run.ends(marks[i]) for i in ends[:-1]]  # the last position drains into what follows
                     left_out = _left_out(times, left)
-                    if left_out is None and self.cores is not None and repeats > REPEATS:
+                    if left_out is None and self.cores is not None and repeats >= JITTERED * REPEATS:
                         left_out = _jittered(times, left)
                     settled = settled and left_out is not None
                     extra += mult * max(left_out if left_out is not None else left * (times[-1] - times[-2]), 0.0)
