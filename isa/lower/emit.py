@@ -147,7 +147,7 @@ class Emitter:
         longest ago (or never); the others are released untouched, so the memory holds one
         stage once the transfer is over."""
         allocator, released = self.allocators[mem], self.released[mem]
-        addrs, size = allocator.side_by_side(nbytes, STAGE_SLOTS)
+        addrs, size = allocator.side_by_side(nbytes, name, STAGE_SLOTS)
         slots = [Buf(name, mem, addr, size) for addr in addrs]
         for b in slots:  # each takes the history of what it lies over, as if placed
             released.hand_on(b)

@@ -95,7 +95,7 @@ class Allocator:
         self.peak = max(self.peak, addr + size)
         return addr, size
 
-    def side_by_side(self, nbytes: int, most: int) -> tuple[list[int], int]:
+    def side_by_side(self, nbytes: int, name: str, most: int) -> tuple[list[int], int]:
         """(the addresses of up to `most` buffers of nbytes placed one after another as alloc
         would place them, as many as fit: at least one, their size), placing none of them; the
         high-water mark rises as if they all were placed. An Emitter's staging buffer takes one
@@ -111,7 +111,7 @@ class Allocator:
             gaps[i][0] += size
             gaps[i][1] -= size
         if not addrs:
-            self.alloc(nbytes, "a staging buffer")  # not placed: its error
+            self.alloc(nbytes, name)  # none fits: alloc's error names it
         self.peak = max(self.peak, max(addrs) + size)
         return addrs, size
 
