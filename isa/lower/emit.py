@@ -146,13 +146,16 @@ class Emitter:
         (isa/lower/memory/route.py): of up to STAGE_SLOTS placed side by side, the one `engine` wrote
         longest ago (or never); the others are released untouched, so the memory holds one
         stage once the transfer is over."""
-        slots = [self.alloc(mem, nbytes, name)]
-        while len(slots) < STAGE_SLOTS and self.allocators[mem].fits([nbytes]):
-            slots.append(self.alloc(mem, nbytes, name))
+        allocator, released = self.allocators[mem], self.released[mem]
+        addrs, size = allocator.side_by_side(nbytes, name, STAGE_SLOTS)
+        slots = [Buf(name, mem, addr, size) for addr in addrs]
+        for b in slots:  # each takes the history of what it lies over, as if placed
+            released.hand_on(b)
         stage = oldest(slots, engine)
-        for b in slots:
+        allocator.take(stage.addr, size, name)
+        for b in slots:  # the others are released untouched: what they lay over keeps their history
             if b is not stage:
-                self.release(b)
+                released.add(b)
         return stage
 
     def bind(self, name: str, role: str, dtype: str, shape: tuple[int, ...], data: bytes = b"", mem: str = "ddr") -> Buf:

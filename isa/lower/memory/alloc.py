@@ -95,6 +95,31 @@ class Allocator:
         self.peak = max(self.peak, addr + size)
         return addr, size
 
+    def side_by_side(self, nbytes: int, name: str, most: int) -> tuple[list[int], int]:
+        """(the addresses of up to `most` buffers of nbytes placed one after another as alloc
+        would place them, as many as fit: at least one, their size), placing none of them; the
+        high-water mark rises as if they all were placed. An Emitter's staging buffer takes one
+        of them (Emitter.stage_buffer) without placing and releasing the others."""
+        size = align_up(max(nbytes, 1), self.granule)
+        gaps = [list(g) for g in self._gaps()]
+        addrs: list[int] = []
+        while len(addrs) < most:
+            i = self._pick(gaps, size)
+            if i is None:
+                break
+            addrs.append(gaps[i][0])
+            gaps[i][0] += size
+            gaps[i][1] -= size
+        if not addrs:
+            self.alloc(nbytes, name)  # none fits: alloc's error names it
+        self.peak = max(self.peak, max(addrs) + size)
+        return addrs, size
+
+    def take(self, addr: int, size: int, name: str) -> None:
+        """Place a buffer of `size` (a granule multiple) at `addr`, one of side_by_side's."""
+        self.live[addr] = (size, name)
+        self._free = None
+
     def reserve(self, nbytes: int, why: str) -> tuple[int, int]:
         """Take nbytes (rounded up to the granule) off the top of the memory for good, before
         anything else is placed."""

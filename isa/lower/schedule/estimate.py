@@ -25,7 +25,13 @@ along an axis, the middle reduction blocks of a tile, the batch) do the same wor
 the last one run (which drains into what follows the loop). That time is taken only once it
 has settled, the same between the two positions before (or, where steps rotate among k buffer
 slots, the same for three runs of k positions: `_left_out`): otherwise more positions run
-(REPEATS, then twice as many, up to all).
+(REPEATS, then twice as many, up to all). Where every unit's tiles run (`cores`), their
+transfers interleave in the memories they share, and a loop's periods may jitter with the units'
+phases and never repeat exactly (a weight-only GEMV's blocks on the 910B's 24 cores: 600-614
+cycles to the end): once JITTERED times REPEATS positions have run, a loop still unsettled is
+priced at the mean period of those run (`_jittered`), rather than replaying every position. (The
+periods drift up as the run goes on, so the mean falls short of a whole replay by up to 1%; with
+fewer positions, enough to rank a W4A16 GEMV's two widths the wrong way round.)
 
 `bound` is a lower bound of the cycles (the busiest engine's total, or DDR's), so a search
 (isa/lower/schedule/tiling.py, `least`) replays only the candidates that can still win; the templates
@@ -62,6 +68,7 @@ if TYPE_CHECKING:
 
 REPEATS = 4  # the least positions of a loop that run before the rest are priced (module docstring)
 CYCLE = 4  # the most positions a settled loop may take to repeat its times (`_left_out`)
+JITTERED = 4  # times REPEATS positions of a loop of every unit's replay that run before its mean period prices it (`_jittered`)
 
 STEP, TILE, KEPT, PART, STAGE = "step", "tile", "kept", "part", "stage"  # role scopes (`role`)
 
@@ -367,6 +374,8 @@ class Estimate:
                 for left, mult, ends in loops:
                     times = [run.ends(marks[i]) for i in ends[:-1]]  # the last position drains into what follows
                     left_out = _left_out(times, left)
+                    if left_out is None and self.cores is not None and repeats >= JITTERED * REPEATS:
+                        left_out = _jittered(times, left)
                     settled = settled and left_out is not None
                     extra += mult * max(left_out if left_out is not None else left * (times[-1] - times[-2]), 0.0)
                 total = max(total, max(run.ends(m) for m in marks) + extra)
@@ -387,6 +396,13 @@ def _left_out(times: list[float], left: int) -> float | None:
         if periods[-k:] == periods[-2 * k:-k] == periods[-3 * k:-2 * k]:
             return left // k * sum(periods[-k:]) + sum(periods[-k:][:left % k])
     return None
+
+
+def _jittered(times: list[float], left: int) -> float:
+    """The time `left` more positions of a loop take at the mean period of its positions run
+    (the ends of at least two): for a loop whose periods jitter with other units' (module
+    docstring)."""
+    return left * (times[-1] - times[0]) / (len(times) - 1)
 
 
 def _nest(tiles: Tiles, periods: list[int], distinct: bool, repeats: int) -> list[_Node]:
