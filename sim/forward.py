@@ -362,20 +362,22 @@ def _lay(series: Series, w: float, period: float, n: int, hi: float) -> Series:
     """A step counter: `series` before w + period, its period from w laid down n more times, and
     `series` from hi (= w + (n + 1) periods) on; a point changes the value, as traces.occupancy
     records them."""
-    window = [p for p in series if w <= p[0] < w + period]
-    laid = [p for p in series if p[0] < w + period]
+    inf = float("inf")
+    end = bisect.bisect_left(series, (w + period, -inf))
+    window = series[bisect.bisect_left(series, (w, -inf)):end]
+    times, values = [t for t, _ in window], [v for _, v in window]
+    laid = series[:end]
     for k in range(1, n + 1):
-        laid.append((w + k * period, _value(series, w)))
-        laid += [(t + k * period, v) for t, v in window]
+        shift = k * period
+        laid.append((w + shift, _value(series, w)))
+        laid += zip(map(operator.add, times, itertools.repeat(shift)), values)
     laid.append((hi, _value(series, hi)))
-    laid += [p for p in series if p[0] > hi]
-    out: Series = []
-    for p in laid:
-        if out and out[-1][0] == p[0]:
-            out.pop()
-        if not out or out[-1][1] != p[1]:
-            out.append(p)
-    return out
+    laid += series[bisect.bisect_right(series, (hi, inf)):]
+    # of points at one cycle the last, then of points of one value the first
+    at = np.fromiter(map(operator.itemgetter(0), laid), float, len(laid))
+    last = np.flatnonzero(np.append(at[1:] != at[:-1], True))
+    value = np.fromiter(map(operator.itemgetter(1), laid), float, len(laid))[last]
+    return list(map(laid.__getitem__, last[np.append(True, value[1:] != value[:-1])].tolist()))
 
 
 def _value(series: Series, t: float) -> float:
