@@ -42,7 +42,7 @@ import bisect
 import functools
 import itertools
 import operator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -237,14 +237,20 @@ def _events(cut: Cut, raw: list[Raw], blocks: list[int], program: Program, perio
     time."""
     from traces.records import Event
 
-    streams, m, size = program.streams, cut.m, cut.size
+    streams, m, size, lo, gap = program.streams, cut.m, cut.size, cut.lo, cut.gap
+    make = functools.partial(tuple.__new__, Event)  # an Event from a tuple of all its fields, faster than Event(...)
     events: list[Event] = []
     add = events.append
     last = []  # the last kept block's events
     for (e, i, step, start, end, cached), k in zip(raw, blocks):
-        if i >= cut.lo[e]:
-            i, start, end = i + cut.gap[e], start + m * period, end + m * period
-        event = _event(e, i, step, streams[e][i].op, start, end, cached, Event)
+        if i >= lo[e]:
+            i, start, end = i + gap[e], start + m * period, end + m * period
+        op = streams[e][i].op
+        if step is None:
+            event = make((e, i, "wait", "wait", op, start, end, 0, "", "", "", 0, 0))
+        else:
+            event = make((e, i, step.kind, step.name, op, start, end, step.nbytes, step.src, step.dst, "", step.ops,
+                          round(cached * step.nbytes) if cached else 0))
         add(event)
         if k == KEEP - 1:
             last.append(event)
@@ -253,7 +259,6 @@ def _events(cut: Cut, raw: list[Raw], blocks: list[int], program: Program, perio
     engines, indices, kinds, names, _, starts, ends, *rest = map(list, zip(*last))
     sizes = list(map(size.__getitem__, engines))
     stream_of = list(map(streams.__getitem__, engines))
-    make = functools.partial(tuple.__new__, Event)
     for k in range(1, m + 1):
         shift = k * period
         indices = list(map(operator.add, indices, sizes))
@@ -261,13 +266,6 @@ def _events(cut: Cut, raw: list[Raw], blocks: list[int], program: Program, perio
         events += map(make, zip(engines, indices, kinds, names, ops, map(operator.add, starts, itertools.repeat(shift)),
                                 map(operator.add, ends, itertools.repeat(shift)), *rest))
     return events
-
-
-def _event(e: str, i: int, step: Step | None, op: str, start: float, end: float, cached: float, event: Any) -> Any:
-    if step is None:
-        return event(e, i, "wait", "wait", op, start, end, 0, "", "")
-    return event(e, i, step.kind, step.name, op, start, end, step.nbytes, step.src, step.dst, "", step.ops,
-                 round(cached * step.nbytes) if cached else 0)
 
 
 def _lifetimes(machine: Machine, cut: Cut, record: _Record, period: float, lasts: _Ids) -> None:

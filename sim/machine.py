@@ -12,9 +12,9 @@ trace event, every placed buffer a span of its memory's occupancy.
 import bisect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from itertools import accumulate, chain, compress, count, repeat
-from operator import attrgetter, is_, itemgetter, lt
+from operator import add, attrgetter, is_, itemgetter, lt
 
 import numpy as np
 
@@ -137,7 +137,7 @@ class Machine:
             end = timeline.run(lambda e, i: f"{instr_text(f'{e}.{i}', streams[e][i])}")
             ran = Ran(end, timeline.arbiter.read, timeline.arbiter.write)
         cycles = int(np.ceil(ran.end))
-        syncs = [Sync(e, i, on) for (e, i), on in self.waits.items()]
+        syncs = list(map(partial(tuple.__new__, Sync), map(add, self.waits, zip(self.waits.values()))))  # each Sync(e, i, on)
         trace = Trace(self.chip.name, self.chip.clock_hz, tuple(streams), {m.name: m.capacity for m in self.chip.memories.values()}, cycles,
                       self.events, syncs=syncs, buffers=self.occupancy.spans(cycles), ddr_bandwidth=self.chip.memories["ddr"].bandwidth,
                       peak_ops=peak_ops(self.chip), host_memory="" if self.chip.data_memory == "ddr" else self.chip.data_memory)
