@@ -39,8 +39,12 @@ and m periods.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
-from typing import TYPE_CHECKING, Any, NamedTuple
+import operator
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
 
 from isa.errors import ProgramError
 from isa.instructions import regions
@@ -148,21 +152,21 @@ def fast_forward(machine: Machine, cache: Cache | None) -> Ran | None:
     waits = cut.waits(machine.waits)
     if waits is None or (cache is not None and not _own_lines(machine, cut)):
         return None
-    watched = {e: {i - cut.gap[e] if i >= cut.hi[e] else i for i in closes if not cut.lo[e] <= i < cut.hi[e]}
-               for e, closes in machine.occupancy.closes.items()}
-    record = _Record(watched)
+    lasts = _Ids(cut, list(itertools.chain.from_iterable(machine.occupancy.lasts)))
+    record = _Record(lasts.watched())
     timeline = Timeline(machine.chip, cut.streams(machine.costs), waits, cache, observer=record)
     end = timeline.run(lambda e, i: f"{e}.{cut.full(e, i)}")
-    period = _period(cut, record.raw)
+    blocks = list(map(cut.block, map(operator.itemgetter(0), record.raw), map(operator.itemgetter(1), record.raw)))
+    period = _period(cut, record.raw, blocks)
     if period is None:
         return None
-    first = min(r[3] for r in record.raw if cut.block(r[0], r[1]) == KEEP - 1)  # the last kept block's first start
+    first = min(r[3] for r, k in zip(record.raw, blocks) if k == KEEP - 1)  # the last kept block's first start
     lo, hi = first + period, first + 2 * period
     read, write = (_extend(s, first, period, cut.m) for s in (timeline.arbiter.read, timeline.arbiter.write))
     if not all(_window(s, first, lo) == _window(s, lo, hi) for s in (timeline.arbiter.read, timeline.arbiter.write)):
         return None
-    machine.events = _events(cut, record.raw, program, period)
-    _lifetimes(machine, cut, record, period)
+    machine.events = _events(cut, record.raw, blocks, program, period)
+    _lifetimes(machine, cut, record, period, lasts)
     return Ran(end + cut.m * period, read, write, first, period, cut.m)
 
 
@@ -186,13 +190,12 @@ class _Record(Observer):
         self.raw.append((engine, i, None, start, end, 0.0))
 
 
-def _period(cut: Cut, raw: list[Raw]) -> float | None:
+def _period(cut: Cut, raw: list[Raw], blocks: list[int]) -> float | None:
     """P where the blocks KEEP - 2, KEEP - 1 and the first after the cut (run as block KEEP) are
-    copies of one another each P later; None where they are not."""
+    copies of one another each P later; None where they are not (blocks: each run one's block)."""
     size, start = cut.size, cut.blocks.start
     rows: dict[int, list[tuple]] = {KEEP - 2: [], KEEP - 1: [], cut.blocks.count - 2: []}
-    for r in raw:
-        k = cut.block(r[0], r[1])
+    for r, k in zip(raw, blocks):
         if k in rows:
             e = r[0]
             rows[k].append((e, cut.full(e, r[1]) - start[e] - k * size[e], r[2] is None, r[5], r[3], r[4]))
@@ -228,66 +231,112 @@ def _extend(series: Series, first: float, period: float, m: int) -> Series:
     return out
 
 
-def _events(cut: Cut, raw: list[Raw], program: Program, period: float) -> list:
+def _events(cut: Cut, raw: list[Raw], blocks: list[int], program: Program, period: float) -> list:
     """The whole run's events: those run, moved past the cut where after it, and the cut blocks'
-    as copies of the last kept block's."""
+    as copies of the last kept block's (blocks: each run one's block, Cut.block), a column at a
+    time."""
     from traces.records import Event
 
-    streams, m, size = program.streams, cut.m, cut.size
+    streams, m, size, lo, gap = program.streams, cut.m, cut.size, cut.lo, cut.gap
+    make = functools.partial(tuple.__new__, Event)  # an Event from a tuple of all its fields, faster than Event(...)
     events: list[Event] = []
     add = events.append
-    last = []  # the last kept block's events, but for their op, index and times
-    for e, i, step, start, end, cached in raw:
-        copied = cut.block(e, i) == KEEP - 1
-        if i >= cut.lo[e]:
-            i, start, end = i + cut.gap[e], start + m * period, end + m * period
-        event = _event(e, i, step, streams[e][i].op, start, end, cached, Event)
+    last = []  # the last kept block's events
+    for (e, i, step, start, end, cached), k in zip(raw, blocks):
+        if i >= lo[e]:
+            i, start, end = i + gap[e], start + m * period, end + m * period
+        op = streams[e][i].op
+        if step is None:
+            event = make((e, i, "wait", "wait", op, start, end, 0, "", "", "", 0, 0))
+        else:
+            event = make((e, i, step.kind, step.name, op, start, end, step.nbytes, step.src, step.dst, "", step.ops,
+                          round(cached * step.nbytes) if cached else 0))
         add(event)
-        if copied:
+        if k == KEEP - 1:
             last.append(event)
-    new = tuple.__new__
+    if not last:
+        return events
+    engines, indices, kinds, names, _, starts, ends, *rest = map(list, zip(*last))
+    sizes = list(map(size.__getitem__, engines))
+    stream_of = list(map(streams.__getitem__, engines))
     for k in range(1, m + 1):
         shift = k * period
-        for x in last:
-            e, j = x[0], x[1] + k * size[x[0]]
-            add(new(Event, (e, j, x[2], x[3], streams[e][j].op, x[5] + shift, x[6] + shift, *x[7:])))
+        indices = list(map(operator.add, indices, sizes))
+        ops = map(operator.attrgetter("op"), map(operator.getitem, stream_of, indices))
+        events += map(make, zip(engines, indices, kinds, names, ops, map(operator.add, starts, itertools.repeat(shift)),
+                                map(operator.add, ends, itertools.repeat(shift)), *rest))
     return events
 
 
-def _event(e: str, i: int, step: Step | None, op: str, start: float, end: float, cached: float, event: Any) -> Any:
-    if step is None:
-        return event(e, i, "wait", "wait", op, start, end, 0, "", "")
-    return event(e, i, step.kind, step.name, op, start, end, step.nbytes, step.src, step.dst, "", step.ops,
-                 round(cached * step.nbytes) if cached else 0)
-
-
-def _lifetimes(machine: Machine, cut: Cut, record: _Record, period: float) -> None:
+def _lifetimes(machine: Machine, cut: Cut, record: _Record, period: float, lasts: _Ids) -> None:
     """Each planned buffer's lifetime in the whole run, from when its first instruction started
-    and its last ones ended in the shorter run, moved as their instructions are."""
-    ends = {(r[0], r[1]): r[4] for r in record.raw if r[2] is not None}
-    lo, hi, gap, size, m = cut.lo, cut.hi, cut.gap, cut.size, cut.m
-
-    def at(times: dict[Ident, float], e: str, i: int) -> float:
-        if i < lo[e]:
-            return times[e, i]
-        if i >= hi[e]:
-            return times[e, i - gap[e]] + m * period
-        k = (i - lo[e]) // size[e] + 1  # a cut block's instruction: the last kept block's, k periods on
-        return times[e, i - k * size[e]] + k * period
-
+    and its last ones ended in the shorter run, moved as their instructions are (lasts: the
+    buffers' last instructions, one after another). A buffer's end is the latest of its last
+    ones' ends, the one met last in the order the machine closes them where two are equal (as
+    numbers: one may be an int)."""
     occupancy = machine.occupancy
-    for e, opens in occupancy.opens.items():
-        for i, positions in opens.items():
-            t = at(record.opened, e, i)
-            for k in positions:
-                occupancy.start[k] = t
-    end = occupancy.end
-    for e, closes in occupancy.closes.items():
-        for i, positions in closes.items():
-            t = at(ends, e, i)
-            for k in positions:
-                if end.get(k, t) <= t:
-                    end[k] = t
+    lengths = {e: len(stream) - cut.gap[e] for e, stream in machine.program.streams.items()}
+    occupancy.start.update(enumerate(_Ids(cut, occupancy.firsts).times(record.opened, period, lengths)))
+    ends = lasts.times({(r[0], r[1]): r[4] for r in record.raw if r[2] is not None}, period, lengths)
+    owner = np.repeat(np.arange(len(occupancy.lasts)), np.fromiter(map(len, occupancy.lasts), np.int64, len(occupancy.lasts)))
+    if not len(owner):
+        return
+    order = np.lexsort((lasts.order(), np.array(ends, float), owner))
+    latest = order[np.flatnonzero(np.diff(owner[order], append=-1))]  # each buffer's last in that order
+    occupancy.end.update(zip(owner[latest].tolist(), map(ends.__getitem__, latest.tolist())))
+
+
+class _Ids:
+    """Instruction ids (engine, index) of the whole program as columns, each engine's with the
+    blocks k it lies on from its counterpart in the shorter run (0 before the cut, 1 to m in the
+    cut blocks, from the last kept block's, m after it)."""
+
+    def __init__(self, cut: Cut, ids: list[Ident]) -> None:
+        self.cut, self.count = cut, len(ids)
+        codes = {e: c for c, e in enumerate(cut.lo)}
+        self.engine = np.fromiter(map(codes.__getitem__, map(operator.itemgetter(0), ids)), np.int64, len(ids))
+        self.index = np.fromiter(map(operator.itemgetter(1), ids), np.int64, len(ids))
+        self.at = {e: np.flatnonzero(self.engine == c) for e, c in codes.items()}  # each engine's positions
+        self.k = {}
+        for e, at in self.at.items():
+            whole, lo, n = self.index[at], cut.lo[e], cut.size[e]
+            self.k[e] = np.clip((whole - lo) // n + 1, 0, cut.m) if n else np.where(whole >= lo, cut.m, 0)
+
+    def watched(self) -> dict[str, set[int]]:
+        """engine -> the shorter run's indices of the ids outside the cut blocks (Observer.watched)."""
+        cut, watched = self.cut, {}
+        for e, at in self.at.items():
+            if len(at):
+                whole = self.index[at]
+                kept = whole[(whole < cut.lo[e]) | (whole >= cut.hi[e])]
+                watched[e] = set(np.where(kept >= cut.hi[e], kept - cut.gap[e], kept).tolist())
+        return watched
+
+    def times(self, times: dict[Ident, float], period: float, lengths: dict[str, int]) -> list[float]:
+        """When each instruction started or ended in the whole run, from `times` of the shorter run's
+        (lengths: its engines' instructions): k periods after its counterpart there, the number
+        as Python adds them (an int where both are)."""
+        dense = {e: np.full(n, None, object) for e, n in lengths.items()}  # each engine's times by its index in the shorter run
+        for (e, i), t in times.items():
+            dense[e][i] = t
+        out = np.empty(self.count, object)
+        for e, at in self.at.items():
+            k = self.k[e]
+            whole = dense[e][self.index[at] - k * self.cut.size[e]]
+            moved = k > 0
+            whole[moved] = whole[moved] + k[moved].astype(object) * period
+            out[at] = whole
+        result = out.tolist()
+        assert None not in result, "every instruction a buffer's lifetime names ran"
+        return result
+
+    def order(self) -> np.ndarray:
+        """Each id's place in the order of the machine's closes: engines by their first id, then
+        indices by their first id."""
+        _, first, inverse = np.unique(self.engine, return_index=True, return_inverse=True)
+        engine_rank = first[inverse]
+        _, first, inverse = np.unique(self.engine * (int(self.index.max()) + 1) + self.index, return_index=True, return_inverse=True)
+        return engine_rank * self.count + first[inverse]
 
 
 def counters(ran: Ran, spans: list[BufferSpan], capacities: dict[str, int], cut: range) -> dict[str, Series]:
@@ -311,20 +360,22 @@ def _lay(series: Series, w: float, period: float, n: int, hi: float) -> Series:
     """A step counter: `series` before w + period, its period from w laid down n more times, and
     `series` from hi (= w + (n + 1) periods) on; a point changes the value, as traces.occupancy
     records them."""
-    window = [p for p in series if w <= p[0] < w + period]
-    laid = [p for p in series if p[0] < w + period]
+    inf = float("inf")
+    end = bisect.bisect_left(series, (w + period, -inf))
+    window = series[bisect.bisect_left(series, (w, -inf)):end]
+    times, values = [t for t, _ in window], [v for _, v in window]
+    laid = series[:end]
     for k in range(1, n + 1):
-        laid.append((w + k * period, _value(series, w)))
-        laid += [(t + k * period, v) for t, v in window]
+        shift = k * period
+        laid.append((w + shift, _value(series, w)))
+        laid += zip(map(operator.add, times, itertools.repeat(shift)), values)
     laid.append((hi, _value(series, hi)))
-    laid += [p for p in series if p[0] > hi]
-    out: Series = []
-    for p in laid:
-        if out and out[-1][0] == p[0]:
-            out.pop()
-        if not out or out[-1][1] != p[1]:
-            out.append(p)
-    return out
+    laid += series[bisect.bisect_right(series, (hi, inf)):]
+    # of points at one cycle the last, then of points of one value the first
+    at = np.fromiter(map(operator.itemgetter(0), laid), float, len(laid))
+    last = np.flatnonzero(np.append(at[1:] != at[:-1], True))
+    value = np.fromiter(map(operator.itemgetter(1), laid), float, len(laid))[last]
+    return list(map(laid.__getitem__, last[np.append(True, value[1:] != value[:-1])].tolist()))
 
 
 def _value(series: Series, t: float) -> float:

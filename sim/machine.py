@@ -9,8 +9,12 @@ costs without touching bytes, so both modes give the same cycles. Every instruct
 trace event, every placed buffer a span of its memory's occupancy.
 """
 
+import bisect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property, partial
+from itertools import accumulate, chain, compress, count, repeat
+from operator import add, attrgetter, is_, itemgetter, lt
 
 import numpy as np
 
@@ -69,7 +73,7 @@ class Machine:
             raise ProgramError(f"mode must be 'functional' or 'timing', got {mode!r}")
         self.chip, self.program, self.functional = chip, program, mode == "functional"
         self.cut = None if self.functional else plan(program)  # the blocks timing mode may fast-forward through
-        extents, self.costs, self.waits = _check(chip, program, self.cut.skipped if self.cut else {})
+        extents, self.costs, self.waits, self.lives = _check(chip, program, self.cut.skipped if self.cut else {})
         check_run(chip, program, extents, self.functional)
         self.extents = extents
         self.memories = {name: Memory(chip.memories[name], extents.get(name, 0), self.functional) for name in chip.memories}
@@ -123,7 +127,7 @@ class Machine:
         self.load(inputs, state)
         self.produced: dict[int, tuple[int, ...]] = {}  # DDR address -> the shape a kernel produced there, when not its region's
         self.events: list[Event] = []
-        self.occupancy = _Occupancy(self.program)
+        self.occupancy = _Occupancy(self.program, self.lives)
         streams = self.program.streams
         ran = fast_forward(self, _cache(self.chip, self.program, self.extents)) if self.cut else None
         if ran is None:  # functional mode, or a program that does not fast-forward: every instruction runs
@@ -133,7 +137,7 @@ class Machine:
             end = timeline.run(lambda e, i: f"{instr_text(f'{e}.{i}', streams[e][i])}")
             ran = Ran(end, timeline.arbiter.read, timeline.arbiter.write)
         cycles = int(np.ceil(ran.end))
-        syncs = [Sync(e, i, on) for (e, i), on in self.waits.items()]
+        syncs = list(map(partial(tuple.__new__, Sync), map(add, self.waits, zip(self.waits.values()))))  # each Sync(e, i, on)
         trace = Trace(self.chip.name, self.chip.clock_hz, tuple(streams), {m.name: m.capacity for m in self.chip.memories.values()}, cycles,
                       self.events, syncs=syncs, buffers=self.occupancy.spans(cycles), ddr_bandwidth=self.chip.memories["ddr"].bandwidth,
                       peak_ops=peak_ops(self.chip), host_memory="" if self.chip.data_memory == "ddr" else self.chip.data_memory)
@@ -196,21 +200,45 @@ def _step(chip: Chip, engine: Engine, instr: Instr, where: str) -> Step:
     return price(chip, engine, instr)
 
 
-def _parse_id(ident: str) -> Ident:
-    engine, _, index = ident.rpartition(".")
-    return engine, int(index)
+def _index(text: str) -> int:
+    """An instruction id's index, -1 (no instruction's) where it is not a number."""
+    try:
+        return int(text)
+    except ValueError:
+        return -1
 
 
-def _is_instruction(program: Program, ident: str) -> bool:
-    engine, index = _parse_id(ident)
-    return engine in program.streams and 0 <= index < len(program.streams[engine])
+def _instruction_ids(groups: list[tuple[str, ...]], lengths: dict[str, int]
+                     ) -> tuple[list[tuple[Ident, ...]], tuple[int, str] | None]:
+    """Each group of "engine.index" ids as its (engine, index) pairs, and the first id that names
+    no instruction of the program (lengths: engine -> its instructions) with its group's position,
+    None where all do. A column at a time (map over str.rpartition, int and the bounds): a 7B
+    decode step's waits and buffer lifetimes name millions."""
+    idents = list(chain.from_iterable(groups))
+    parts = list(map(str.rpartition, idents, repeat(".")))
+    engines, texts = list(map(itemgetter(0), parts)), list(map(itemgetter(2), parts))
+    try:
+        indices = list(map(int, texts))
+    except ValueError:
+        indices = list(map(_index, texts))
+    ids = list(zip(engines, indices))
+    offsets = list(accumulate(map(len, groups), initial=0))
+    grouped = list(map(tuple, map(ids.__getitem__, map(slice, offsets, offsets[1:]))))
+    if min(indices, default=0) >= 0 and all(map(lt, indices, map(lengths.get, engines, repeat(0)))):
+        return grouped, None
+    p = next(p for p, (e, i) in enumerate(ids) if not 0 <= i < lengths.get(e, 0))
+    return grouped, (bisect.bisect_right(offsets, p) - 1, idents[p])
+
+
+Lives = tuple[list[Ident], list[tuple[Ident, ...]]]  # each planned buffer's first instruction, and its last ones
 
 
 def _check(chip: Chip, program: Program, skipped: dict[str, tuple[int, int, int]]
-           ) -> tuple[dict[str, int], dict[str, list[Step | None]], dict[Ident, tuple[Ident, ...]]]:
+           ) -> tuple[dict[str, int], dict[str, list[Step | None]], dict[Ident, tuple[Ident, ...]], Lives]:
     """Static checks of a program against a chip; returns the bytes used per memory, each
-    engine's list of loop steps (see _step; None for a wait) and {(engine, index) of a wait:
-    the (engine, index) it waits on}. Tiles repeat their local-memory instructions, so each
+    engine's list of loop steps (see _step; None for a wait), {(engine, index) of a wait:
+    the (engine, index) it waits on} and the buffers' lifetimes as (engine, index) (Lives). Tiles
+    repeat their local-memory instructions, so each
     distinct instruction of an engine is checked and priced once; copies, by their shapes
     (_Copies). skipped: engine -> (lo, hi, n): its instructions [lo, hi) are a fast-forward's cut
     blocks (sim/forward.py), each the one n before moved to the block's own bound tensors (which
@@ -222,37 +250,51 @@ def _check(chip: Chip, program: Program, skipped: dict[str, tuple[int, int, int]
     for e, stream in program.streams.items():
         if e not in chip.engines:
             raise ProgramError(f"program engine {e!r} is not on chip {chip.name} (engines: {', '.join(chip.engines)})")
-        known: dict[Instr, Step] = {}
-        copies, costs[e] = _Copies(chip, chip.engines[e], extents), []
-        lo, hi, n = skipped.get(e, (0, 0, 0))
-        for i, instr in enumerate(stream):
-            if isinstance(instr, Wait):
-                on = waits[e, i] = tuple(_parse_id(ident) for ident in instr.on)
-                for ident, (engine, index) in zip(instr.on, on):
-                    if not 0 <= index < lengths.get(engine, 0):
-                        raise ProgramError(f"{e}.{i}: waits on {ident}, which is not an instruction of the program")
-                costs[e].append(None)
-                continue
-            if lo <= i < hi:
-                costs[e].append(costs[e][i - n])
-                continue
-            if type(instr) is Dma:
-                costs[e].append(copies.step(instr, i))
-                continue
-            cost = known.get(instr)
-            if cost is None:
-                where = f"{e}.{i}"
-                _check_regions(instr, chip, extents, where)
-                _check_shapes(instr, where)
-                cost = known[instr] = _step(chip, chip.engines[e], instr, where)
-            costs[e].append(cost)
+        at = list(compress(count(), map(is_, map(type, stream), repeat(Wait))))
+        on, bad = _instruction_ids(list(map(attrgetter("on"), map(stream.__getitem__, at))), lengths)
+        waits.update(zip(zip(repeat(e), at), on))
+        stop = len(stream) if bad is None else at[bad[0]]  # instructions before the first bad wait are checked first
+        costs[e] = _steps(chip, chip.engines[e], stream, extents, skipped.get(e, (0, 0, 0)), at, stop)
+        if bad is not None:
+            raise ProgramError(f"{e}.{stop}: waits on {bad[1]}, which is not an instruction of the program")
     for b in program.bindings:
         extents[b.region.mem] = max(extents.get(b.region.mem, 0), check_region(b.region, chip.memories, f"binding {b.name}"))
-    for buf in program.buffers:
-        for ident in (buf.first, *buf.last):
-            if not _is_instruction(program, ident):
-                raise ProgramError(f"buffer {buf.name}: its lifetime names {ident}, which is not an instruction of the program")
-    return extents, costs, waits
+    buffers = program.buffers
+    firsts, bad_first = _instruction_ids(list(zip(map(attrgetter("first"), buffers))), lengths)
+    lasts, bad_last = _instruction_ids(list(map(attrgetter("last"), buffers)), lengths)
+    bad = min((b for b in (bad_first, bad_last) if b is not None), key=itemgetter(0), default=None)  # the first buffer's, its first's first
+    if bad is not None:
+        raise ProgramError(f"buffer {buffers[bad[0]].name}: its lifetime names {bad[1]}, which is not an instruction of the program")
+    return extents, costs, waits, (list(map(itemgetter(0), firsts)), lasts)
+
+
+def _steps(chip: Chip, engine: Engine, stream: list[Instr], extents: dict[str, int], skipped: tuple[int, int, int],
+           waits: list[int], stop: int) -> list[Step | None]:
+    """_check's loop steps of one engine's instructions [0, stop) (waits: where its waits are,
+    skipped: its cut blocks, as in _check)."""
+    known: dict[Instr, Step] = {}
+    copies = _Copies(chip, engine, extents)
+    costs: list[Step | None] = [None] * len(stream)
+    lo, hi, n = skipped
+    for i in chain(range(min(lo, stop)), range(hi, stop)):
+        instr = stream[i]
+        if type(instr) is Wait:
+            continue
+        if type(instr) is Dma:
+            costs[i] = copies.step(instr, i)
+            continue
+        cost = known.get(instr)
+        if cost is None:
+            where = f"{engine.name}.{i}"
+            _check_regions(instr, chip, extents, where)
+            _check_shapes(instr, where)
+            cost = known[instr] = _step(chip, engine, instr, where)
+        costs[i] = cost
+    for a in range(lo, min(hi, stop), n) if hi > lo else ():  # a cut block: the one before's Steps, None for its waits
+        costs[a:a + n] = costs[a - n:a]
+        for i in waits[bisect.bisect_left(waits, a):bisect.bisect_left(waits, a + n)]:
+            costs[i] = None
+    return costs
 
 
 def _check_regions(instr: Instr, chip: Chip, extents: dict[str, int], where: str) -> None:
@@ -397,20 +439,29 @@ class _Occupancy:
     its last ones. The occupancy and fragmentation counters are worked out from these spans
     after the run."""
 
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: Program, lives: Lives) -> None:
         self.program = program
-        self.opens: dict[str, dict[int, list[int]]] = {}  # engine -> {index: positions in program.buffers it opens}
-        self.closes: dict[str, dict[int, list[int]]] = {}  # engine -> {index: positions it is one of the last of}
-        self.pending: dict[int, int] = {}  # position -> last instructions not yet ended
+        self.firsts, self.lasts = lives  # each buffer's (engine, index) of its first instruction, and of its last ones
+        self.pending = list(map(len, self.lasts))  # position in program.buffers -> last instructions not yet ended
         self.start: dict[int, float] = {}  # position in program.buffers -> cycle
         self.end: dict[int, float] = {}
-        for k, buf in enumerate(program.buffers):
-            e, i = _parse_id(buf.first)
-            self.opens.setdefault(e, {}).setdefault(i, []).append(k)
-            self.pending[k] = len(buf.last)
-            for ident in buf.last:
-                e, i = _parse_id(ident)
-                self.closes.setdefault(e, {}).setdefault(i, []).append(k)
+
+    @cached_property
+    def opens(self) -> dict[str, dict[int, list[int]]]:
+        """engine -> {index: positions in program.buffers it opens} (a run of every instruction watches them)."""
+        opens: dict[str, dict[int, list[int]]] = {}
+        for k, (e, i) in enumerate(self.firsts):
+            opens.setdefault(e, {}).setdefault(i, []).append(k)
+        return opens
+
+    @cached_property
+    def closes(self) -> dict[str, dict[int, list[int]]]:
+        """engine -> {index: positions it is one of the last of}."""
+        closes: dict[str, dict[int, list[int]]] = {}
+        for k, last in enumerate(self.lasts):
+            for e, i in last:
+                closes.setdefault(e, {}).setdefault(i, []).append(k)
+        return closes
 
     def open(self, positions: list[int], now: float) -> None:
         for k in positions:

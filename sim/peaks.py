@@ -5,6 +5,7 @@ the dtype each op of a program runs in, whose peak is that op's roof."""
 from __future__ import annotations
 
 import collections
+import operator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def op_dtypes(program: Program, steps: dict[str, list[Any | Step | None] | list[
     for engine, stream in program.streams.items():
         priced = steps[engine]  # repeated instructions share one Step: each (op, Step) is tallied once
         by_id = {id(step): step for step in priced}
-        for (op, k), count in collections.Counter(zip((instr.op for instr in stream), map(id, priced))).items():
+        for (op, k), count in collections.Counter(zip(map(operator.attrgetter("op"), stream), map(id, priced))).items():
             step = by_id[k]
             if step is None or not op or step.kind not in ("matrix", "vector"):
                 continue

@@ -6,6 +6,7 @@ a buffer is live at cycle t when start <= t < end.
 """
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -31,14 +32,19 @@ def memory_counters(buffers: list[BufferSpan], capacities: dict[str, int]) -> di
         capacity = capacities.get(mem, 0)
         occupied: list[tuple[float, float]] = [(0, 0)]
         fragmented: list[tuple[float, float]] = [(0, 0.0)]
-        live = {}  # position in spans -> BufferSpan
+        live: list[tuple[int, int]] = []  # the live buffers' (address, end clipped to the capacity), in order
+        used = 0  # their bytes
         for cycle, opening, closing in _changes(spans):
             for k in opening:
-                live[k] = spans[k]
+                b = spans[k]
+                bisect.insort(live, (b.addr, min(b.addr + b.size, capacity)))
+                used += b.size
             for k in closing:
-                del live[k]
-            _step(occupied, cycle, sum(b.size for b in live.values()))
-            _step(fragmented, cycle, fragmentation(live.values(), capacity))
+                b = spans[k]
+                del live[bisect.bisect_left(live, (b.addr, min(b.addr + b.size, capacity)))]
+                used -= b.size
+            _step(occupied, cycle, used)
+            _step(fragmented, cycle, _fragmentation(live, capacity))
         counters[_PREFIX + mem] = occupied
         state = [b for b in spans if b.kind == "state"]
         if state:
@@ -51,11 +57,25 @@ def memory_counters(buffers: list[BufferSpan], capacities: dict[str, int]) -> di
 def fragmentation(blocks: Iterable[BufferSpan], capacity: int) -> float:
     """1 - largest free block / free bytes of a memory of `capacity` bytes holding `blocks`
     (anything with addr and size; overlapping blocks count once)."""
+    return _fragmentation(sorted((b.addr, min(b.addr + b.size, capacity)) for b in blocks), capacity)
+
+
+def _fragmentation(spans: list[tuple[int, int]], capacity: int) -> float:
+    """fragmentation of the sorted (first byte, end) spans, clipped to the capacity: their union
+    as disjoint blocks, the free bytes between them."""
     largest, used, cursor = 0, 0, 0
-    for addr, end in _merged(blocks, capacity):
-        largest = max(largest, addr - cursor)
-        used += end - addr
-        cursor = end
+    lo = hi = -1  # the block being merged ([lo, hi); none yet)
+    for addr, end in spans:
+        if hi >= 0 and addr <= hi:
+            hi = max(hi, end)
+        elif addr < end:
+            if hi >= 0:
+                largest = max(largest, lo - cursor)
+                used, cursor = used + hi - lo, hi
+            lo, hi = addr, end
+    if hi >= 0:
+        largest = max(largest, lo - cursor)
+        used, cursor = used + hi - lo, hi
     largest = max(largest, capacity - cursor)
     free = capacity - used
     return 1 - largest / free if free > 0 else 0.0
@@ -86,17 +106,6 @@ def _changes(spans: list[BufferSpan]) -> list[tuple[float, list[int], list[int]]
         at.setdefault(b.start, ([], []))[0].append(k)
         at.setdefault(b.end, ([], []))[1].append(k)
     return [(cycle, *at[cycle]) for cycle in sorted(at)]
-
-
-def _merged(blocks: Iterable[BufferSpan], capacity: int) -> list[list[int]]:
-    """The union of the blocks as sorted, disjoint (start, end) intervals clipped to capacity."""
-    merged: list[list[int]] = []
-    for addr, end in sorted((b.addr, min(b.addr + b.size, capacity)) for b in blocks):
-        if merged and addr <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        elif addr < end:
-            merged.append([addr, end])
-    return merged
 
 
 def _step(points: list[tuple[float, float]], cycle: float, value: float) -> None:

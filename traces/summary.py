@@ -171,7 +171,7 @@ def _memory_peaks(trace: Trace) -> dict[str, float]:
 
 
 def _peak(trace: Trace, counter: str) -> float | int:
-    return max((v for _, v in trace.counters.get(counter, [])), default=0)
+    return max(map(operator.itemgetter(1), trace.counters.get(counter, [])), default=0)
 
 
 def _op_table(trace: Trace, work: _Work) -> dict[str, OpStats]:
