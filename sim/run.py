@@ -48,7 +48,7 @@ def execute(program: Program, chip: Chip, inputs: Mapping[str, ndarray] | None =
     state's bytes (zeros where not given; sim.Session keeps them between runs)."""
     chip = _chip(chip)
     check_chip(chip, program)  # before the machine checks the program's engines and memories against the chip
-    with paused():  # a run allocates many long-lived objects and frees none: collections find nothing
+    with paused(kept=True):  # a run allocates many long-lived objects and frees none: collections find nothing
         return Machine(chip, program, mode).run(inputs, state)
 
 
