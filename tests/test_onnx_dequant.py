@@ -134,14 +134,15 @@ def test_matmul_nbits_imports_as_matrix_mul_a16(chip, bits, block, zero, bias):
     assert not any(n.op == "matrix_mul" for n in g.nodes) and any(n.op == "add" for n in g.nodes) == bias
 
 
-@pytest.mark.parametrize("case", [{"dtype": "float32"}, {"bits": 8, "zero": "packed"}])
-def test_matmul_nbits_the_op_does_not_take_dequantizes_at_import(case):
+@pytest.mark.parametrize("case, why", [({"dtype": "float32"}, "float32 activations"),
+                                       ({"bits": 8, "zero": "packed"}, "8-bit zero points other than 128")])
+def test_matmul_nbits_the_op_does_not_take_dequantizes_at_import(case, why):
     """float32 activations, and 8-bit zero points other than 128: a matrix_mul by the weight
     dequantized at import, a note saying so, still onnxruntime's numbers."""
     dtype = case.get("dtype", "float16")
     g = _against_onnxruntime(nbits_model(**case), "generic", dtype)
     assert not any(n.op == "matrix_mul_a16" for n in g.nodes) and any(n.op == "matrix_mul" for n in g.nodes)
-    assert any("MatMulNBits" in note and "dequantized at import" in note for note in g.notes)
+    assert any("MatMulNBits" in note and "dequantized at import, not a matrix_mul_a16: " + why in note for note in g.notes)
 
 
 def test_matmul_nbits_refuses_act_order_and_bad_input():

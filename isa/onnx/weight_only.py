@@ -83,7 +83,11 @@ def matmul_nbits(b: Builder, node: NodeProto) -> Sequence[Output]:
         raise b.error("g_idx reorders K (act-order GPTQ); matrix_mul_a16 takes the blocks in order")
     rows = b.reshape(x, (int(np.prod(x.shape[:-1])), k))
     dtype = dtypes.np_dtype(x.dtype)
-    if x.dtype in weight_only.FLOATS and not k % block and (bits == 4 or np.all(zero == 128)):
+    refused = (f"{x.dtype} activations (the op's are float16 or bfloat16)" if x.dtype not in weight_only.FLOATS
+               else f"K = {k} not a whole number of blocks of {block}" if k % block
+               else "8-bit zero points other than 128 (the op's 8-bit weights are symmetric)" if bits == 8 and np.any(zero != 128)
+               else None)
+    if refused is None:
         if bits == 8:
             stored = [(codes.astype(np.int16) - 128).astype(np.int8), scale.astype(dtype)]
         else:
@@ -91,9 +95,7 @@ def matmul_nbits(b: Builder, node: NodeProto) -> Sequence[Output]:
         weight, scales, *zeros = (b.const(a) for a in stored)
         y = ops.matrix_mul_a16(rows, weight, scales, zeros[0] if zeros else None, bits=bits, group=block)
     else:
-        b.g.notes.append(f"{b.where()}: {bits}-bit weights of {x.dtype} activations"
-                         f"{'' if x.dtype == 'float32' else ' with zero points other than 128'} dequantized at import "
-                         "(matrix_mul_a16 takes float16 or bfloat16 activations and symmetric 8-bit weights)")
+        b.g.notes.append(f"{b.where()}: {bits}-bit weights dequantized at import, not a matrix_mul_a16: {refused}")
         b.check_size((k, n), np.float32, "the dequantized weight")
         w = (codes - np.repeat(zero, block, axis=0)[:k]) * np.repeat(scale, block, axis=0)[:k]
         y = ops.matrix_mul(rows, b.const(w.astype(dtype)))
