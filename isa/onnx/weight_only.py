@@ -19,8 +19,8 @@ onnxruntime-genai export: B [N, K / block, block x bits / 8] of codes packed low
 a scale per block, zero points packed or in A's dtype, 2^(bits - 1) when absent) maps to
 matrix_mul_a16 by the same rules: 4-bit codes with their zero terms, 8-bit ones whose zero point
 is 128 everywhere (then symmetric int8), float16 or bfloat16 activations, the block dividing K.
-Another such product (float32 activations, other 8-bit zero points) is a matrix_mul by its weight
-dequantized at import, as onnxruntime computes it, and a note says how many; g_idx (act-order
+Another such product (float32 activations, a K the blocks do not divide, other 8-bit zero points)
+is a matrix_mul by its weight dequantized at import, as onnxruntime computes it, and a note says why; g_idx (act-order
 GPTQ) other than the blocks in order is refused.
 """
 from __future__ import annotations
