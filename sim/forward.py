@@ -39,7 +39,6 @@ and m periods.
 from __future__ import annotations
 
 import bisect
-import functools
 import itertools
 import operator
 from typing import TYPE_CHECKING, NamedTuple
@@ -50,6 +49,7 @@ from isa.errors import ProgramError
 from isa.instructions import regions
 from isa.timing import Observer, Step, Timeline
 from traces.occupancy import memory_counters
+from traces.records import Event
 
 if TYPE_CHECKING:
     from isa.program import Blocks, Program
@@ -231,14 +231,26 @@ def _extend(series: Series, first: float, period: float, m: int) -> Series:
     return out
 
 
+_make = Event._make  # an Event from all its fields: a run records one per instruction, and this skips the defaults
+
+
+def step_event(e: str, i: int, step: Step, op: str, start: float, end: float, note: str, cached: float) -> Event:
+    """The trace event of instruction i of engine e, priced as `step`, that ran from start to end
+    with `cached` of its bytes served by the cache."""
+    return _make((e, i, step.kind, step.name, op, start, end, step.nbytes, step.src, step.dst, note, step.ops,
+                  round(cached * step.nbytes) if cached else 0))
+
+
+def wait_event(e: str, i: int, op: str, start: float, end: float) -> Event:
+    """The trace event of wait i of engine e that blocked from start to end."""
+    return _make((e, i, "wait", "wait", op, start, end, 0, "", "", "", 0, 0))
+
+
 def _events(cut: Cut, raw: list[Raw], blocks: list[int], program: Program, period: float) -> list:
     """The whole run's events: those run, moved past the cut where after it, and the cut blocks'
     as copies of the last kept block's (blocks: each run one's block, Cut.block), a column at a
     time."""
-    from traces.records import Event
-
     streams, m, size, lo, gap = program.streams, cut.m, cut.size, cut.lo, cut.gap
-    make = functools.partial(tuple.__new__, Event)  # an Event from a tuple of all its fields, faster than Event(...)
     events: list[Event] = []
     add = events.append
     last = []  # the last kept block's events
@@ -246,11 +258,7 @@ def _events(cut: Cut, raw: list[Raw], blocks: list[int], program: Program, perio
         if i >= lo[e]:
             i, start, end = i + gap[e], start + m * period, end + m * period
         op = streams[e][i].op
-        if step is None:
-            event = make((e, i, "wait", "wait", op, start, end, 0, "", "", "", 0, 0))
-        else:
-            event = make((e, i, step.kind, step.name, op, start, end, step.nbytes, step.src, step.dst, "", step.ops,
-                          round(cached * step.nbytes) if cached else 0))
+        event = wait_event(e, i, op, start, end) if step is None else step_event(e, i, step, op, start, end, "", cached)
         add(event)
         if k == KEEP - 1:
             last.append(event)
@@ -263,7 +271,7 @@ def _events(cut: Cut, raw: list[Raw], blocks: list[int], program: Program, perio
         shift = k * period
         indices = list(map(operator.add, indices, sizes))
         ops = map(operator.attrgetter("op"), map(operator.getitem, stream_of, indices))
-        events += map(make, zip(engines, indices, kinds, names, ops, map(operator.add, starts, itertools.repeat(shift)),
+        events += map(_make, zip(engines, indices, kinds, names, ops, map(operator.add, starts, itertools.repeat(shift)),
                                 map(operator.add, ends, itertools.repeat(shift)), *rest))
     return events
 

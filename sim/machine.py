@@ -12,9 +12,9 @@ trace event, every placed buffer a span of its memory's occupancy.
 import bisect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property, partial
-from itertools import accumulate, chain, compress, count, repeat
-from operator import add, attrgetter, is_, itemgetter, lt
+from functools import cached_property
+from itertools import accumulate, chain, repeat
+from operator import attrgetter, itemgetter, lt
 
 import numpy as np
 
@@ -45,7 +45,7 @@ from traces.summary import Summary, summarize
 from .bounds import check_run
 from .engines import dma, matrix, scalar, vector
 from .feeds import as_input
-from .forward import KEEP, Ran, counters, fast_forward, plan
+from .forward import KEEP, Ran, counters, fast_forward, plan, step_event, wait_event
 from .memory import Memory, check_region
 from .peaks import op_dtypes, peak_ops
 
@@ -137,7 +137,7 @@ class Machine:
             end = timeline.run(lambda e, i: f"{instr_text(f'{e}.{i}', streams[e][i])}")
             ran = Ran(end, timeline.arbiter.read, timeline.arbiter.write)
         cycles = int(np.ceil(ran.end))
-        syncs = list(map(partial(tuple.__new__, Sync), map(add, self.waits, zip(self.waits.values()))))  # each Sync(e, i, on)
+        syncs = [Sync._make((e, i, on)) for (e, i), on in self.waits.items()]
         trace = Trace(self.chip.name, self.chip.clock_hz, tuple(streams), {m.name: m.capacity for m in self.chip.memories.values()}, cycles,
                       self.events, syncs=syncs, buffers=self.occupancy.spans(cycles), ddr_bandwidth=self.chip.memories["ddr"].bandwidth,
                       peak_ops=peak_ops(self.chip), host_memory="" if self.chip.data_memory == "ddr" else self.chip.data_memory)
@@ -250,7 +250,7 @@ def _check(chip: Chip, program: Program, skipped: dict[str, tuple[int, int, int]
     for e, stream in program.streams.items():
         if e not in chip.engines:
             raise ProgramError(f"program engine {e!r} is not on chip {chip.name} (engines: {', '.join(chip.engines)})")
-        at = list(compress(count(), map(is_, map(type, stream), repeat(Wait))))
+        at = [i for i, instr in enumerate(stream) if type(instr) is Wait]
         on, bad = _instruction_ids(list(map(attrgetter("on"), map(stream.__getitem__, at))), lengths)
         waits.update(zip(zip(repeat(e), at), on))
         stop = len(stream) if bad is None else at[bad[0]]  # instructions before the first bad wait are checked first
@@ -420,17 +420,13 @@ class _Watch(Observer):
 
     def ended(self, engine: str, i: int, step: Step, start: float, end: float, note: str, cached: float) -> None:
         op = self.streams[engine][i].op
-        self.record(_event((engine, i, step.kind, step.name, op, start, end, step.nbytes, step.src, step.dst, note, step.ops,
-                            round(cached * step.nbytes) if cached else 0)))
+        self.record(step_event(engine, i, step, op, start, end, note, cached))
         closes = self.closes.get(engine)
         if closes and i in closes:
             self.machine.occupancy.close(closes[i], end)
 
     def waited(self, engine: str, i: int, start: float, end: float) -> None:
-        self.record(_event((engine, i, "wait", "wait", self.streams[engine][i].op, start, end, 0, "", "", "", 0, 0)))
-
-
-_event = Event._make  # an Event from all its fields: a run records one per instruction, and this skips the defaults
+        self.record(wait_event(engine, i, self.streams[engine][i].op, start, end))
 
 
 class _Occupancy:
