@@ -241,7 +241,8 @@ def test_passes_can_be_turned_off_and_unknown_ones_are_refused():
     m = model_of(_chain(CHAINS["silu"][2]))
     assert isa.from_onnx(m, passes=()).notes == []
     assert [n.split(":")[0] for n in isa.from_onnx(m).notes] == [f"onnx pass {p}" for p in PASSES]
-    with pytest.raises(isa.ConfigError, match=r"unknown pass\(es\) 'fold'; the passes are constants, bn_fold, activations, identities, transposes"):
+    with pytest.raises(isa.ConfigError,
+                       match=r"unknown pass\(es\) 'fold'; the passes are constants, bn_fold, activations, identities, transposes"):
         isa.from_onnx(m, passes=["fold"])
 
 

@@ -91,7 +91,8 @@ def _orders(g: Graph, node: NodeProto) -> Perm | None:
         return None
     perm = orders.pop()
     assert perm is not None
-    if any(g.value(i) is None or np.ndim(g.value(i)) > len(perm) for i in fixed):
+    values = [g.value(i) for i in fixed]
+    if any(v is None or v.ndim > len(perm) for v in values):
         return None
     return perm
 

@@ -30,7 +30,9 @@ from ... import dtypes
 from ..memory.route import copy
 
 if TYPE_CHECKING:
-    from ...graph import Graph
+    from collections.abc import Iterator
+
+    from ...graph import Graph, Node
     from ..context import Lowering
     from ..schedule.fusion import Group
 
@@ -74,14 +76,11 @@ def permuted_in_place(graph: Graph, groups: list[Group], shares: dict[str, str])
     made = {t: by_node[id(n)] for t, n in graph.producer.items() if id(n) in by_node}
     outputs = set(graph.outputs.values())
     found: dict[str, tuple[str, tuple[int, ...]]] = {}
-    for g in groups:
-        node = g.nodes[0]
-        if node.op != "permute" or len(g.nodes) != 1:
-            continue
-        order, x = tuple(node.params["order"]), node.inputs[0]
+    for node, order in _row_permutes(groups):
+        x = node.inputs[0]
         t = shares.get(x, x)
         maker = made.get(t)
-        if (order[-1] != len(order) - 1 or maker is None or len(maker.nodes) != 1 or maker.template.name not in WRITES_THROUGH_STRIDES
+        if (maker is None or len(maker.nodes) != 1 or maker.template.name not in WRITES_THROUGH_STRIDES
                 or graph.tensors[t].shape != graph.tensors[x].shape):
             continue
         chain = {t, *(s for s, root in shares.items() if root == t)}
@@ -100,14 +99,19 @@ def read_through(graph: Graph, groups: list[Group], written: set[str]) -> dict[s
     by_node = {id(n): g for g in groups for n in g.nodes}
     outputs = set(graph.outputs.values())
     found: dict[str, tuple[str, tuple[int, ...]]] = {}
-    for g in groups:
-        node = g.nodes[0]
-        if node.op != "permute" or len(g.nodes) != 1:
-            continue
-        order, x, out = tuple(node.params["order"]), node.inputs[0], node.outputs[0]
+    for node, order in _row_permutes(groups):
+        x, out = node.inputs[0], node.outputs[0]
         readers = graph.consumers(out)
-        if (order[-1] != len(order) - 1 or out in outputs or x in written or not readers
+        if (out in outputs or x in written or not readers
                 or any(by_node[id(r)].template.name not in READS_THROUGH_STRIDES for r in readers)):
             continue
         found[out] = (x, order)
     return found
+
+
+def _row_permutes(groups: list[Group]) -> Iterator[tuple[Node, tuple[int, ...]]]:
+    """(node, order) of each one-op permute group that keeps the last axis (moves whole rows)."""
+    for g in groups:
+        node = g.nodes[0]
+        if node.op == "permute" and len(g.nodes) == 1 and node.params["order"][-1] == len(node.params["order"]) - 1:
+            yield node, tuple(node.params["order"])
