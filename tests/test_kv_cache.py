@@ -287,8 +287,8 @@ def test_bad_state_given_to_a_run_is_refused(state, message):
 
 
 def test_a_step_past_the_caches_capacity_names_it():
-    with pytest.raises(isa.ShapeError, match=r"cache_append of 'layers\.0\.key' into state cache\.0\.key: 1 position\(s\) from position 8 "
-                                             r"along axis 3 reach position 9, beyond the cache's 8"):
+    with pytest.raises(isa.ShapeError, match=r"cache_append of 'layers\.0\.key/reshape' into state cache\.0\.key: 1 position\(s\) "
+                                             r"from position 8 along axis 3 reach position 9, beyond the cache's 8"):
         layer_step(TINY, 1, 8, 8, "float32")
 
 

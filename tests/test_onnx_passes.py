@@ -186,13 +186,63 @@ def test_an_identity_between_a_graph_input_and_output_stays():
     check(m)
 
 
+# ---- transposes ------------------------------------------------------------------------------------
+
+def rotary_after_split(perm=(0, 2, 1, 3)):
+    """x (2, 3, 4, 4) split by a Transpose, then a rotary embedding over the last axis (slices, Neg,
+    Concat, products by cos and sin of the transposed shape's last two axes, Add), then a Relu."""
+    rng = np.random.default_rng(3)
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=list(perm)),
+             helper.make_node("Slice", ["t", "lo", "mid", "last"], ["x1"]), helper.make_node("Slice", ["t", "mid", "hi", "last"], ["x2"]),
+             helper.make_node("Neg", ["x2"], ["n"]), helper.make_node("Concat", ["n", "x1"], ["rot"], axis=-1),
+             helper.make_node("Mul", ["t", "cos"], ["a"]), helper.make_node("Mul", ["rot", "sin"], ["b"]),
+             helper.make_node("Add", ["a", "b"], ["r"]), helper.make_node("Relu", ["r"], ["y"])]
+    inits = {"lo": np.array([0]), "mid": np.array([2]), "hi": np.array([4]), "last": np.array([-1]),
+             "cos": rng.standard_normal((3, 4)).astype(np.float32), "sin": rng.standard_normal((1, 4)).astype(np.float32)}
+    return model_of(nodes, inits=inits)
+
+
+def test_a_transpose_moves_past_the_elementwise_work_after_it():
+    """The head split moves past the rotary and the Relu: eight nodes compute on the untransposed
+    input (their constants permuted back, the slices' axes and the Concat's mapped), one Transpose
+    at the end, and the reference's values."""
+    m = rotary_after_split()
+    source = prepare(m, ["transposes"])
+    assert [n.op_type for n in source.model.graph.node] == ["Slice", "Slice", "Neg", "Concat", "Mul", "Mul", "Add", "Relu", "Transpose"]
+    assert source.notes == ["onnx pass transposes: 8 node(s) moved ahead of the Transposes before them"]
+    assert "cos" not in source.weights and source.weights["cos.untransposed0213"].shape == (1, 3, 1, 4)
+    check(m, ["transposes"])
+
+
+def test_a_transpose_another_op_or_the_graph_reads_stays():
+    """A Transpose also read by a MatMul (which does not move), or returned by the graph, stays
+    where it is: moving past its other readers would add a copy."""
+    extra = [helper.make_node("MatMul", ["t", "w"], ["z"])]
+    m = rotary_after_split()
+    m.graph.node.extend(extra)
+    m.graph.initializer.append(numpy_helper.from_array(np.ones((4, 4), np.float32), "w"))
+    m.graph.output.append(helper.make_tensor_value_info("z", F, None))
+    assert node_ops(m, ["transposes"])[0] == "Transpose"
+    check(m, ["transposes"])
+    returned = rotary_after_split()
+    returned.graph.output.append(helper.make_tensor_value_info("t", F, None))
+    assert node_ops(returned, ["transposes"])[0] == "Transpose"
+
+
+def test_a_transpose_of_unit_axes_is_a_view():
+    """A Transpose moving only axes of one element keeps the elements' order: a reshape, no copy."""
+    m = model_of([helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 1, 3])], shape=(2, 1, 3, 4))
+    assert [n.op for n in check(m, shape=(2, 1, 3, 4)).nodes] == ["reshape"]
+
+
 # ---- choosing passes ------------------------------------------------------------------------------------
 
 def test_passes_can_be_turned_off_and_unknown_ones_are_refused():
     m = model_of(_chain(CHAINS["silu"][2]))
     assert isa.from_onnx(m, passes=()).notes == []
     assert [n.split(":")[0] for n in isa.from_onnx(m).notes] == [f"onnx pass {p}" for p in PASSES]
-    with pytest.raises(isa.ConfigError, match=r"unknown pass\(es\) 'fold'; the passes are constants, bn_fold, activations, identities"):
+    with pytest.raises(isa.ConfigError,
+                       match=r"unknown pass\(es\) 'fold'; the passes are constants, bn_fold, activations, identities, transposes"):
         isa.from_onnx(m, passes=["fold"])
 
 

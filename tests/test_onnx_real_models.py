@@ -96,7 +96,8 @@ def test_the_paddle2onnx_exports_lose_their_constant_nodes_batch_norms_and_decom
     assert g.notes == ["onnx pass constants: 308 Constant node(s) became constants, 19 node(s) of constant inputs computed once",
                        "onnx pass bn_fold: 35 BatchNormalization(s) folded into the convolution or Gemm before them",
                        "onnx pass activations: recognised 18 HardSwish", "onnx pass identities: removed 1 Identity",
-                       "onnx pass weight_only: nothing to rewrite", "onnx pass attention: nothing to fuse",
+                       "onnx pass transposes: nothing to move", "onnx pass weight_only: nothing to rewrite",
+                       "onnx pass attention: nothing to fuse",
                        "onnx pass transposed_gemv: nothing to rewrite"]
     built = g.specialise({"x": image(MODELS["ch_ppocr_mobile_v2.0_cls_infer.onnx"])}).graph
     assert "batch_norm" not in {n.op for n in built.nodes} and "rdivs" not in {n.op for n in built.nodes}

@@ -32,8 +32,8 @@ from .replay import Replayer, find
 from .schedule.chain import Chain, Chains, lower_chain
 from .schedule.fusion import groups as make_groups
 from .templates.cache import bind_states
-from .templates.catalog import IN_PLACE, TEMPLATES, VIEW, Template
-from .templates.place import permuted_in_place
+from .templates.catalog import IN_PLACE, READ_THROUGH, TEMPLATES, VIEW, Template
+from .templates.place import permuted_in_place, read_through
 
 if TYPE_CHECKING:
     from chips.schema import Chip
@@ -181,12 +181,20 @@ def _shared_buffers(graph: Graph, groups: list[Group]) -> dict[str, str]:
 
 
 def _permutes_in_place(ctx: Lowering, groups: list[Group], shares: dict[str, str]) -> None:
-    """The permutes a product writes in place (templates/place.py): ctx.permuted, and their groups emit nothing."""
+    """The permutes a product writes in place and those read through strides (templates/place.py):
+    ctx.permuted and ctx.read_through; their groups emit nothing, and a permute read through shares
+    its input's buffer (`shares`)."""
     ctx.permuted = permuted_in_place(ctx.graph, groups, shares)
     written = {out for out, _ in ctx.permuted.values()}
+    ctx.read_through = read_through(ctx.graph, groups, written)
+    for out, (src, _) in ctx.read_through.items():
+        shares[out] = shares.get(src, src)
     for g in groups:
-        if g.nodes[0].outputs[0] in written:
+        out = g.nodes[0].outputs[0]
+        if out in written:
             g.template = IN_PLACE
+        elif out in ctx.read_through:
+            g.template = READ_THROUGH
 
 
 def _templates_touching(groups: list[Group], shares: dict[str, str]) -> Touch:

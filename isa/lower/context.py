@@ -43,6 +43,8 @@ class Lowering:
     bound: set[str] = field(default_factory=set)  # tensors whose home lasts the whole program (bindings)
     # a product's output -> (the permute's output whose home it is written into, the permute's order) (templates/place.py)
     permuted: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+    # a permute's output read through strides -> (the permute's input, whose buffer it is, the order) (templates/place.py)
+    read_through: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
     constants: dict[tuple[str, float, str], Buf] = field(default_factory=dict)  # (op, value, dtype) -> its one-element DDR constant
     # a tiling search's signature -> its result (isa/lower/schedule/searches.py)
     searches: dict[Hashable, Any] = field(default_factory=dict)
@@ -95,9 +97,14 @@ class Lowering:
         return self.graph.tensors[name]
 
     def home_region(self, name: str) -> Region:
-        """The whole of tensor `name` where it lives: dense, or for a tensor written in place of a
-        permute's output (`permuted`), that output's region read through the permute's order."""
+        """The whole of tensor `name` where it lives: dense; for a tensor written in place of a
+        permute's output (`permuted`), that output's region read through the permute's order; for a
+        permute's output read through strides (`read_through`), its input's region so read."""
         t = self.graph.tensors[name]
+        if name in self.read_through:
+            src, order = self.read_through[name]
+            full = self.home[src].region(t.dtype, self.graph.tensors[src].shape)
+            return full._replace(shape=t.shape, strides=tuple(full.strides[axis] for axis in order))
         if name not in self.permuted:
             return self.home[name].region(t.dtype, t.shape)
         out, order = self.permuted[name]

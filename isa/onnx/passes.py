@@ -13,6 +13,8 @@ initializers, and its Weights) before any op is mapped.
   one element-wise chain (elementwise.py) with its scalars as immediates;
 - identities: Identity, Dropout in inference (its mask unused) and a Transpose undone by the
   next vanish; consecutive Transposes, and consecutive Reshapes, become one;
+- transposes: a Transpose moves past the element-wise ops, slices and concatenations after it
+  (a head split past the rotary embedding), towards the op that reads through it (transposes.py);
 - weight_only: a MatMul of a DequantizeLinear of a constant int8 or int4 weight becomes one
   matrix_mul_a16, which dequantizes on chip (weight_only.py);
 - attention: MatMul -> scale -> mask -> Softmax -> MatMul becomes one fused attention (attention.py);
@@ -255,7 +257,7 @@ def identities(source: Source) -> str:
         elif kind == "Dropout" and _inference_dropout(g, node) and g.bypass(node, node.output[0], node.input[0]):
             counts["Dropout"] += 1
         elif kind == "Transpose":
-            counts[_transposes(g, node)] += 1
+            counts[merge_transposes(g, node)] += 1
         elif kind == "Reshape":
             counts[_reshapes(g, node)] += 1
     counts.pop(None, None)
@@ -274,7 +276,7 @@ def _inference_dropout(g: Graph, node: NodeProto) -> bool:
     return True
 
 
-def _transposes(g: Graph, node: NodeProto) -> str | None:
+def merge_transposes(g: Graph, node: NodeProto) -> str | None:
     """Transpose(Transpose(x, p), q): nothing when it gives x back, else one Transpose."""
     first = g.producer.get(node.input[0])
     if first is None or first.op_type != "Transpose" or not g.private(node.input[0]):
@@ -330,6 +332,12 @@ def _transposed_gemv(source: Source) -> str:
     return rewrite(source, Graph(source))
 
 
+def _sink_transposes(source: Source) -> str:
+    from .transposes import sink
+
+    return sink(source, Graph(source))
+
+
 def _weight_only(source: Source) -> str:
     from .weight_only import rewrite
 
@@ -337,7 +345,8 @@ def _weight_only(source: Source) -> str:
 
 
 PASSES = {p.name: p for p in (Pass("constants", constants), Pass("bn_fold", _bn_fold), Pass("activations", _activations),
-                              Pass("identities", identities), Pass("weight_only", _weight_only), Pass("attention", _attention),
+                              Pass("identities", identities), Pass("transposes", _sink_transposes),
+                              Pass("weight_only", _weight_only), Pass("attention", _attention),
                               Pass("transposed_gemv", _transposed_gemv))}
 
 

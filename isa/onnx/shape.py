@@ -150,7 +150,10 @@ def transpose(b: Builder, node: NodeProto) -> Sequence[Output]:
     x = source(b)
     if isinstance(x, np.ndarray):
         return [np.transpose(x, perm)]
-    return [ops.permute(x, [int(p) for p in perm]) if list(perm) != list(range(rank)) else x]
+    moved = [int(p) for p in perm if x.shape[p] != 1]
+    if moved == sorted(moved):  # only unit axes move: the elements keep their order, a view
+        return [b.reshape(x, [x.shape[p] for p in perm]) if list(perm) != list(range(rank)) else x]
+    return [ops.permute(x, [int(p) for p in perm])]
 
 
 @onnx_op("Tile", static=(1,))

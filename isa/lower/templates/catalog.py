@@ -73,6 +73,7 @@ POOL = Template("pool", lower_pool, head=True, slicing=Slicing(plan_pool, pool_a
 ELEMENTWISE = Template("elementwise", lower_elementwise, head=True, tail=True)
 VIEW = Template("view", lower_view, places_outputs=True)
 IN_PLACE = Template("in place", lower_in_place, places_outputs=True)
+READ_THROUGH = Template("read through", lower_view, places_outputs=True)  # its output: its input's buffer, read through strides
 TEMPLATES = {t.name: t for t in (
     CONV, DEPTHWISE, POOL, ELEMENTWISE, VIEW,
     Template("matmul", lower_matmul), Template("reduce", lower_reduce), Template("resize", lower_resize),

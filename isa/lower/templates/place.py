@@ -10,6 +10,12 @@
   heads, head size)): the product writes its rows straight into the permute's output through
   strides (Lowering.permuted), as a compiler folds the layout change into the product; no
   instruction runs; the product's stores write runs of a head row each instead of whole rows.
+- `read through`: a permute that keeps the last axis, read only by ops whose templates read
+  their operands through strides (a prefill's query split into heads, (batch, rows, heads, head
+  size) to (batch, heads, rows, head size), read by the fused attention): its output is its
+  input's buffer read through the permute's order (Lowering.read_through), as a compiler folds
+  the head split into the product; no instruction runs; the reader's loads read runs of a head
+  row each.
 
 lower() leaves these outputs unplaced (Template.places_outputs) and frees a shared buffer after the
 last use of any tensor that shares it.
@@ -24,11 +30,14 @@ from ... import dtypes
 from ..memory.route import copy
 
 if TYPE_CHECKING:
-    from ...graph import Graph
+    from collections.abc import Iterator
+
+    from ...graph import Graph, Node
     from ..context import Lowering
     from ..schedule.fusion import Group
 
 WRITES_THROUGH_STRIDES = ("matmul", "attention")  # templates that write their output through Lowering.home_region
+READS_THROUGH_STRIDES = ("attention",)  # templates that read every operand through Lowering.home_region
 
 
 def lower_view(ctx: Lowering, group: Group) -> None:
@@ -67,14 +76,11 @@ def permuted_in_place(graph: Graph, groups: list[Group], shares: dict[str, str])
     made = {t: by_node[id(n)] for t, n in graph.producer.items() if id(n) in by_node}
     outputs = set(graph.outputs.values())
     found: dict[str, tuple[str, tuple[int, ...]]] = {}
-    for g in groups:
-        node = g.nodes[0]
-        if node.op != "permute" or len(g.nodes) != 1:
-            continue
-        order, x = tuple(node.params["order"]), node.inputs[0]
+    for node, order in _row_permutes(groups):
+        x = node.inputs[0]
         t = shares.get(x, x)
         maker = made.get(t)
-        if (order[-1] != len(order) - 1 or maker is None or len(maker.nodes) != 1 or maker.template.name not in WRITES_THROUGH_STRIDES
+        if (maker is None or len(maker.nodes) != 1 or maker.template.name not in WRITES_THROUGH_STRIDES
                 or graph.tensors[t].shape != graph.tensors[x].shape):
             continue
         chain = {t, *(s for s, root in shares.items() if root == t)}
@@ -84,3 +90,28 @@ def permuted_in_place(graph: Graph, groups: list[Group], shares: dict[str, str])
             continue
         found[t] = (node.outputs[0], order)
     return found
+
+
+def read_through(graph: Graph, groups: list[Group], written: set[str]) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """permute output -> (its input, the permute's order), for each one-op permute group that keeps
+    the last axis, whose output only groups of a template in READS_THROUGH_STRIDES read and the
+    graph does not return, and whose input is no permute's output written in place (`written`)."""
+    by_node = {id(n): g for g in groups for n in g.nodes}
+    outputs = set(graph.outputs.values())
+    found: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for node, order in _row_permutes(groups):
+        x, out = node.inputs[0], node.outputs[0]
+        readers = graph.consumers(out)
+        if (out in outputs or x in written or not readers
+                or any(by_node[id(r)].template.name not in READS_THROUGH_STRIDES for r in readers)):
+            continue
+        found[out] = (x, order)
+    return found
+
+
+def _row_permutes(groups: list[Group]) -> Iterator[tuple[Node, tuple[int, ...]]]:
+    """(node, order) of each one-op permute group that keeps the last axis (moves whole rows)."""
+    for g in groups:
+        node = g.nodes[0]
+        if node.op == "permute" and len(g.nodes) == 1 and node.params["order"][-1] == len(node.params["order"]) - 1:
+            yield node, tuple(node.params["order"])
