@@ -186,6 +186,17 @@ def test_an_identity_between_a_graph_input_and_output_stays():
     check(m)
 
 
+def test_a_node_made_after_others_are_removed_is_alive():
+    """Replaced nodes are freed by their callers; a node made afterwards can get a freed one's id,
+    and must not be taken for removed (the transposes pass makes nodes after removing others)."""
+    from isa.onnx.passes import Graph
+
+    g = Graph(prepare(model_of([helper.make_node("Relu", ["x"], ["y"])]), []))
+    for k in range(50):
+        g.replace([g.nodes[0]], [helper.make_node("Relu", ["x"], [f"r{k}"])])
+        assert g.alive(g.nodes[0]), k
+
+
 # ---- transposes ------------------------------------------------------------------------------------
 
 def rotary_after_split(perm=(0, 2, 1, 3)):

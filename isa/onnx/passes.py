@@ -70,7 +70,8 @@ class Graph:
         self.inputs = {i.name for i in source.model.graph.input}
         self.producer: dict[str, NodeProto] = {}
         self.readers: defaultdict[str, int] = defaultdict(int)
-        self.removed: set[int] = set()  # ids of the nodes taken out
+        # the nodes taken out, by id; held so that no node made later can take a freed node's id
+        self.removed: dict[int, NodeProto] = {}
         for node in self.nodes:
             self._add(node)
 
@@ -113,7 +114,7 @@ class Graph:
         last = max(i for i, n in enumerate(self.nodes) if id(n) in gone)
         for n in old_nodes:
             self._drop(n)
-        self.removed |= gone
+        self.removed.update((id(n), n) for n in old_nodes)
         self.nodes[last:last + 1] = [*new_nodes, self.nodes[last]]
         self.nodes = [n for n in self.nodes if id(n) not in gone]
         for n in new_nodes:
