@@ -49,7 +49,7 @@ from isa.errors import ProgramError
 from isa.instructions import regions
 from isa.timing import Observer, Step, Timeline
 from traces.occupancy import memory_counters
-from traces.records import Event
+from traces.records import Event, Repeated
 
 if TYPE_CHECKING:
     from isa.program import Blocks, Program
@@ -67,7 +67,7 @@ Raw = tuple  # (engine, index, Step or None for a wait, start, end, cached share
 class Ran(NamedTuple):
     """What a fast-forwarded run leaves: its end and ddr's read and write traffic (the events
     and buffer lifetimes go to the machine); where the run was cut: the last kept block's first
-    start, the period and the blocks cut out."""
+    start, the period, the blocks cut out and the whole run's events."""
 
     end: float
     read: Series
@@ -75,6 +75,7 @@ class Ran(NamedTuple):
     first: float = 0.0
     period: float = 0.0
     m: int = 0
+    events: Repeated | None = None  # the whole run's, where it was cut
 
 
 class Cut:
@@ -145,7 +146,7 @@ def plan(program: Program) -> Cut | None:
 
 def fast_forward(machine: Machine, cache: Cache | None) -> Ran | None:
     """Run the machine's program with its middle blocks cut out (on `cache`, the machine's cache
-    of ddr) and lay down the whole run (machine.events, machine.occupancy); None where the
+    of ddr) and lay down the whole run (its events, machine.occupancy); None where the
     program has too few blocks, or the check above fails (the machine then runs it whole)."""
     program, cut = machine.program, machine.cut
     assert cut is not None  # the machine fast-forwards where it planned a cut
@@ -165,9 +166,8 @@ def fast_forward(machine: Machine, cache: Cache | None) -> Ran | None:
     read, write = (_extend(s, first, period, cut.m) for s in (timeline.arbiter.read, timeline.arbiter.write))
     if not all(_window(s, first, lo) == _window(s, lo, hi) for s in (timeline.arbiter.read, timeline.arbiter.write)):
         return None
-    machine.events = _events(cut, record.raw, blocks, program, period)
     _lifetimes(machine, cut, record, period, lasts)
-    return Ran(end + cut.m * period, read, write, first, period, cut.m)
+    return Ran(end + cut.m * period, read, write, first, period, cut.m, _events(cut, record.raw, blocks, program, period))
 
 
 class _Record(Observer):
@@ -246,10 +246,10 @@ def wait_event(e: str, i: int, op: str, start: float, end: float) -> Event:
     return _make((e, i, "wait", "wait", op, start, end, 0, "", "", "", 0, 0))
 
 
-def _events(cut: Cut, raw: list[Raw], blocks: list[int], program: Program, period: float) -> list:
+def _events(cut: Cut, raw: list[Raw], blocks: list[int], program: Program, period: float) -> Repeated:
     """The whole run's events: those run, moved past the cut where after it, and the cut blocks'
-    as copies of the last kept block's (blocks: each run one's block, Cut.block), a column at a
-    time."""
+    as copies of the last kept block's (blocks: each run one's block, Cut.block), made as Events
+    only when read (traces.records.Repeated)."""
     streams, m, size, lo, gap = program.streams, cut.m, cut.size, cut.lo, cut.gap
     events: list[Event] = []
     add = events.append
@@ -262,18 +262,15 @@ def _events(cut: Cut, raw: list[Raw], blocks: list[int], program: Program, perio
         add(event)
         if k == KEEP - 1:
             last.append(event)
-    if not last:
-        return events
-    engines, indices, kinds, names, _, starts, ends, *rest = map(list, zip(*last))
-    sizes = list(map(size.__getitem__, engines))
+    engines = list(map(operator.itemgetter(0), last))
+    steps = list(map(size.__getitem__, engines))
     stream_of = list(map(streams.__getitem__, engines))
-    for k in range(1, m + 1):
-        shift = k * period
-        indices = list(map(operator.add, indices, sizes))
-        ops = map(operator.attrgetter("op"), map(operator.getitem, stream_of, indices))
-        events += map(_make, zip(engines, indices, kinds, names, ops, map(operator.add, starts, itertools.repeat(shift)),
-                                map(operator.add, ends, itertools.repeat(shift)), *rest))
-    return events
+    indices = list(map(operator.itemgetter(1), last))
+    ops = []  # each cut block's op names, from its own instructions
+    for _ in range(m if last else 0):
+        indices = list(map(operator.add, indices, steps))
+        ops.append(list(map(operator.attrgetter("op"), map(operator.getitem, stream_of, indices))))
+    return Repeated(events, last, steps, period, ops)
 
 
 def _lifetimes(machine: Machine, cut: Cut, record: _Record, period: float, lasts: _Ids) -> None:

@@ -138,8 +138,9 @@ class Machine:
             ran = Ran(end, timeline.arbiter.read, timeline.arbiter.write)
         cycles = int(np.ceil(ran.end))
         syncs = [Sync._make((e, i, on)) for (e, i), on in self.waits.items()]
+        events = self.events if ran.events is None else ran.events
         trace = Trace(self.chip.name, self.chip.clock_hz, tuple(streams), {m.name: m.capacity for m in self.chip.memories.values()}, cycles,
-                      self.events, syncs=syncs, buffers=self.occupancy.spans(cycles), ddr_bandwidth=self.chip.memories["ddr"].bandwidth,
+                      events, syncs=syncs, buffers=self.occupancy.spans(cycles), ddr_bandwidth=self.chip.memories["ddr"].bandwidth,
                       peak_ops=peak_ops(self.chip), host_memory="" if self.chip.data_memory == "ddr" else self.chip.data_memory)
         if ran.m:  # fast-forwarded: the cut blocks' buffers are those from the bindings' on
             blocks, first = self.program.blocks, len(self.program.bindings)
