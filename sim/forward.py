@@ -123,12 +123,17 @@ class Cut:
         """The whole program's index of the shorter one's instruction i of engine e."""
         return i if i < self.lo[e] else i + self.gap[e]
 
-    def block(self, e: str, i: int) -> int:
-        """Which block (0..count-1) the shorter program's instruction i of engine e is in; -1 before
-        them, count after."""
-        i = self.full(e, i) - self.blocks.start[e]
-        n = self.size[e]
-        return -1 if i < 0 else min(i // n, self.blocks.count) if n else self.blocks.count
+    def block(self, engines: list[str], indices: list[int]) -> list[int]:
+        """Which block (0..count-1) each of the shorter program's instructions (engine, index) is
+        in; -1 before them, count after. A column at a time: a 7B decode step runs 650,000."""
+        names = list(self.lo)
+        code = np.fromiter(map({e: c for c, e in enumerate(names)}.__getitem__, engines), np.int64, len(engines))
+        lo, gap, start, size = (np.array([d[e] for e in names], np.int64)[code] for d in (self.lo, self.gap, self.blocks.start, self.size))
+        index = np.array(indices, np.int64)
+        whole = np.where(index < lo, index, index + gap) - start  # the whole program's index, from the blocks' start
+        count = self.blocks.count
+        block = np.where(size > 0, np.minimum(whole // np.maximum(size, 1), count), count)
+        return np.where(whole < 0, -1, block).tolist()
 
 
 def plan(program: Program) -> Cut | None:
@@ -157,7 +162,7 @@ def fast_forward(machine: Machine, cache: Cache | None) -> Ran | None:
     record = _Record(lasts.watched())
     timeline = Timeline(machine.chip, cut.streams(machine.costs), waits, cache, observer=record)
     end = timeline.run(lambda e, i: f"{e}.{cut.full(e, i)}")
-    blocks = list(map(cut.block, map(operator.itemgetter(0), record.raw), map(operator.itemgetter(1), record.raw)))
+    blocks = cut.block(list(map(operator.itemgetter(0), record.raw)), list(map(operator.itemgetter(1), record.raw)))
     period = _period(cut, record.raw, blocks)
     if period is None:
         return None
