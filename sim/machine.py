@@ -533,4 +533,6 @@ class _Occupancy:
     def spans(self, cycles: int) -> list[BufferSpan]:
         """BufferSpans: the bindings (live from 0 to `cycles`, of their role's kind), then the planned buffers."""
         bound = [BufferSpan(b.name, b.region.mem, b.region.addr, b.region.nbytes, 0, cycles, b.role) for b in self.program.bindings]
-        return bound + [BufferSpan(b.name, b.mem, b.addr, b.size, self.start[k], self.end[k]) for k, b in enumerate(self.program.buffers)]
+        buffers, at = self.program.buffers, range(len(self.program.buffers))  # a column at a time: a 7B decode step has 530,000
+        fields = (map(attrgetter(name), buffers) for name in ("name", "mem", "addr", "size"))
+        return bound + list(map(BufferSpan._make, zip(*fields, map(self.start.__getitem__, at), map(self.end.__getitem__, at), repeat(""))))
