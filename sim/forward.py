@@ -49,7 +49,7 @@ from isa.errors import ProgramError
 from isa.instructions import regions
 from isa.timing import Observer, Step, Timeline
 from traces.occupancy import memory_counters
-from traces.records import Event
+from traces.records import Event, Repeated
 
 if TYPE_CHECKING:
     from isa.program import Blocks, Program
@@ -67,7 +67,7 @@ Raw = tuple  # (engine, index, Step or None for a wait, start, end, cached share
 class Ran(NamedTuple):
     """What a fast-forwarded run leaves: its end and ddr's read and write traffic (the events
     and buffer lifetimes go to the machine); where the run was cut: the last kept block's first
-    start, the period and the blocks cut out."""
+    start, the period, the blocks cut out and the whole run's events."""
 
     end: float
     read: Series
@@ -75,6 +75,7 @@ class Ran(NamedTuple):
     first: float = 0.0
     period: float = 0.0
     m: int = 0
+    events: Repeated | None = None  # the whole run's, where it was cut
 
 
 class Cut:
@@ -122,12 +123,17 @@ class Cut:
         """The whole program's index of the shorter one's instruction i of engine e."""
         return i if i < self.lo[e] else i + self.gap[e]
 
-    def block(self, e: str, i: int) -> int:
-        """Which block (0..count-1) the shorter program's instruction i of engine e is in; -1 before
-        them, count after."""
-        i = self.full(e, i) - self.blocks.start[e]
-        n = self.size[e]
-        return -1 if i < 0 else min(i // n, self.blocks.count) if n else self.blocks.count
+    def block(self, engines: list[str], indices: list[int]) -> list[int]:
+        """Which block (0..count-1) each of the shorter program's instructions (engine, index) is
+        in; -1 before them, count after. A column at a time: a 7B decode step runs 650,000."""
+        names = list(self.lo)
+        code = np.fromiter(map({e: c for c, e in enumerate(names)}.__getitem__, engines), np.int64, len(engines))
+        lo, gap, start, size = (np.array([d[e] for e in names], np.int64)[code] for d in (self.lo, self.gap, self.blocks.start, self.size))
+        index = np.array(indices, np.int64)
+        whole = np.where(index < lo, index, index + gap) - start  # the whole program's index, from the blocks' start
+        count = self.blocks.count
+        block = np.where(size > 0, np.minimum(whole // np.maximum(size, 1), count), count)
+        return np.where(whole < 0, -1, block).tolist()
 
 
 def plan(program: Program) -> Cut | None:
@@ -145,7 +151,7 @@ def plan(program: Program) -> Cut | None:
 
 def fast_forward(machine: Machine, cache: Cache | None) -> Ran | None:
     """Run the machine's program with its middle blocks cut out (on `cache`, the machine's cache
-    of ddr) and lay down the whole run (machine.events, machine.occupancy); None where the
+    of ddr) and lay down the whole run (its events, machine.occupancy); None where the
     program has too few blocks, or the check above fails (the machine then runs it whole)."""
     program, cut = machine.program, machine.cut
     assert cut is not None  # the machine fast-forwards where it planned a cut
@@ -156,7 +162,7 @@ def fast_forward(machine: Machine, cache: Cache | None) -> Ran | None:
     record = _Record(lasts.watched())
     timeline = Timeline(machine.chip, cut.streams(machine.costs), waits, cache, observer=record)
     end = timeline.run(lambda e, i: f"{e}.{cut.full(e, i)}")
-    blocks = list(map(cut.block, map(operator.itemgetter(0), record.raw), map(operator.itemgetter(1), record.raw)))
+    blocks = cut.block(list(map(operator.itemgetter(0), record.raw)), list(map(operator.itemgetter(1), record.raw)))
     period = _period(cut, record.raw, blocks)
     if period is None:
         return None
@@ -165,9 +171,8 @@ def fast_forward(machine: Machine, cache: Cache | None) -> Ran | None:
     read, write = (_extend(s, first, period, cut.m) for s in (timeline.arbiter.read, timeline.arbiter.write))
     if not all(_window(s, first, lo) == _window(s, lo, hi) for s in (timeline.arbiter.read, timeline.arbiter.write)):
         return None
-    machine.events = _events(cut, record.raw, blocks, program, period)
     _lifetimes(machine, cut, record, period, lasts)
-    return Ran(end + cut.m * period, read, write, first, period, cut.m)
+    return Ran(end + cut.m * period, read, write, first, period, cut.m, _events(cut, record.raw, blocks, program, period))
 
 
 class _Record(Observer):
@@ -246,10 +251,10 @@ def wait_event(e: str, i: int, op: str, start: float, end: float) -> Event:
     return _make((e, i, "wait", "wait", op, start, end, 0, "", "", "", 0, 0))
 
 
-def _events(cut: Cut, raw: list[Raw], blocks: list[int], program: Program, period: float) -> list:
+def _events(cut: Cut, raw: list[Raw], blocks: list[int], program: Program, period: float) -> Repeated:
     """The whole run's events: those run, moved past the cut where after it, and the cut blocks'
-    as copies of the last kept block's (blocks: each run one's block, Cut.block), a column at a
-    time."""
+    as copies of the last kept block's (blocks: each run one's block, Cut.block), made as Events
+    only when read (traces.records.Repeated)."""
     streams, m, size, lo, gap = program.streams, cut.m, cut.size, cut.lo, cut.gap
     events: list[Event] = []
     add = events.append
@@ -262,18 +267,15 @@ def _events(cut: Cut, raw: list[Raw], blocks: list[int], program: Program, perio
         add(event)
         if k == KEEP - 1:
             last.append(event)
-    if not last:
-        return events
-    engines, indices, kinds, names, _, starts, ends, *rest = map(list, zip(*last))
-    sizes = list(map(size.__getitem__, engines))
+    engines = list(map(operator.itemgetter(0), last))
+    steps = list(map(size.__getitem__, engines))
     stream_of = list(map(streams.__getitem__, engines))
-    for k in range(1, m + 1):
-        shift = k * period
-        indices = list(map(operator.add, indices, sizes))
-        ops = map(operator.attrgetter("op"), map(operator.getitem, stream_of, indices))
-        events += map(_make, zip(engines, indices, kinds, names, ops, map(operator.add, starts, itertools.repeat(shift)),
-                                map(operator.add, ends, itertools.repeat(shift)), *rest))
-    return events
+    indices = list(map(operator.itemgetter(1), last))
+    ops = []  # each cut block's op names, from its own instructions
+    for _ in range(m if last else 0):
+        indices = list(map(operator.add, indices, steps))
+        ops.append(list(map(operator.attrgetter("op"), map(operator.getitem, stream_of, indices))))
+    return Repeated(events, last, steps, period, ops)
 
 
 def _lifetimes(machine: Machine, cut: Cut, record: _Record, period: float, lasts: _Ids) -> None:

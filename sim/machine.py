@@ -138,8 +138,9 @@ class Machine:
             ran = Ran(end, timeline.arbiter.read, timeline.arbiter.write)
         cycles = int(np.ceil(ran.end))
         syncs = [Sync._make((e, i, on)) for (e, i), on in self.waits.items()]
+        events = self.events if ran.events is None else ran.events
         trace = Trace(self.chip.name, self.chip.clock_hz, tuple(streams), {m.name: m.capacity for m in self.chip.memories.values()}, cycles,
-                      self.events, syncs=syncs, buffers=self.occupancy.spans(cycles), ddr_bandwidth=self.chip.memories["ddr"].bandwidth,
+                      events, syncs=syncs, buffers=self.occupancy.spans(cycles), ddr_bandwidth=self.chip.memories["ddr"].bandwidth,
                       peak_ops=peak_ops(self.chip), host_memory="" if self.chip.data_memory == "ddr" else self.chip.data_memory)
         if ran.m:  # fast-forwarded: the cut blocks' buffers are those from the bindings' on
             blocks, first = self.program.blocks, len(self.program.bindings)
@@ -212,22 +213,82 @@ def _instruction_ids(groups: list[tuple[str, ...]], lengths: dict[str, int]
                      ) -> tuple[list[tuple[Ident, ...]], tuple[int, str] | None]:
     """Each group of "engine.index" ids as its (engine, index) pairs, and the first id that names
     no instruction of the program (lengths: engine -> its instructions) with its group's position,
-    None where all do. A column at a time (map over str.rpartition, int and the bounds): a 7B
-    decode step's waits and buffer lifetimes name millions."""
+    None where all do. A column at a time (_parsed; where it finds an id it does not read, map over
+    str.rpartition, int and the bounds): a 7B decode step's waits and buffer lifetimes name millions."""
     idents = list(chain.from_iterable(groups))
-    parts = list(map(str.rpartition, idents, repeat(".")))
-    engines, texts = list(map(itemgetter(0), parts)), list(map(itemgetter(2), parts))
-    try:
-        indices = list(map(int, texts))
-    except ValueError:
-        indices = list(map(_index, texts))
+    parsed = _parsed(idents, lengths)
+    if parsed is not None:
+        engines, indices = parsed
+    else:
+        parts = list(map(str.rpartition, idents, repeat(".")))
+        engines, texts = list(map(itemgetter(0), parts)), list(map(itemgetter(2), parts))
+        try:
+            indices = list(map(int, texts))
+        except ValueError:
+            indices = list(map(_index, texts))
     ids = list(zip(engines, indices))
     offsets = list(accumulate(map(len, groups), initial=0))
     grouped = list(map(tuple, map(ids.__getitem__, map(slice, offsets, offsets[1:]))))
-    if min(indices, default=0) >= 0 and all(map(lt, indices, map(lengths.get, engines, repeat(0)))):
+    if parsed is not None or (min(indices, default=0) >= 0 and all(map(lt, indices, map(lengths.get, engines, repeat(0))))):
         return grouped, None
     p = next(p for p, (e, i) in enumerate(ids) if not 0 <= i < lengths.get(e, 0))
     return grouped, (bisect.bisect_right(offsets, p) - 1, idents[p])
+
+
+def _parsed(idents: list[str], lengths: dict[str, int]) -> tuple[list[str], list[int]] | None:
+    """Each id's engine and index where every id is an engine of `lengths`, a dot and one of its
+    instructions' indices in 1 to 9 ASCII digits, read from the ids' bytes as arrays; None where
+    one is not (_instruction_ids then reads them one by one, and names the first it cannot)."""
+    names = list(lengths)
+    words = -(-max(map(len, names), default=0) // 8)  # an engine's name in 8-byte words
+    if not idents or not names or words > 8 or not all(map(str.isascii, names)):
+        return None
+    try:
+        data = np.frombuffer("".join(idents).encode("ascii") + bytes(8 * words), np.uint8)
+    except UnicodeEncodeError:
+        return None
+    end = np.cumsum(np.fromiter(map(len, idents), np.int64, len(idents)))
+    start = np.concatenate(([0], end[:-1]))
+    dots = np.flatnonzero(data == ord("."))
+    last = np.searchsorted(dots, end) - 1  # each id's last dot
+    if last.min() < 0:
+        return None
+    dot = dots[last]
+    digits, size = end - dot - 1, dot - start
+    if (size < 0).any() or digits.min() < 1 or digits.max() > 9 or size.max() > 8 * words:
+        return None
+    index = np.zeros(len(idents), np.int64)
+    for place in range(int(digits.max())):
+        has = digits > place
+        digit = data[end[has] - 1 - place].astype(np.int64) - ord("0")
+        if digit.min() < 0 or digit.max() > 9:
+            return None
+        index[has] += digit * 10 ** place
+    window = np.ndarray((len(data) - 7,), "<u8", data, 0, (1,))  # the 8 bytes from each byte on, as one number
+    known = np.frombuffer(b"".join(name.encode("ascii").ljust(8 * words, b"\0") for name in names), "<u8").reshape(len(names), words)
+    prefix = np.stack([window[start + 8 * w] & _low(size - 8 * w) for w in range(words)], axis=1)  # each id's engine, zero-padded
+    key, known_key = _key(prefix), _key(known)
+    order = np.argsort(known_key, kind="stable")
+    engine = order[np.minimum(np.searchsorted(known_key[order], key), len(names) - 1)]
+    bound = np.fromiter(map(lengths.__getitem__, names), np.int64, len(names))
+    named = np.fromiter(map(len, names), np.int64, len(names))
+    if not (known[engine] == prefix).all() or (named[engine] != size).any() or (index >= bound[engine]).any():
+        return None
+    return list(map(names.__getitem__, engine.tolist())), index.tolist()
+
+
+def _low(count: np.ndarray) -> np.ndarray:
+    """The masks of a number's low `count` bytes (clipped to 0..8)."""
+    bits = np.clip(count, 0, 8).astype(np.uint64) * np.uint64(8)
+    return np.where(bits == 64, np.uint64(2**64 - 1), (np.uint64(1) << np.minimum(bits, np.uint64(63))) - np.uint64(1))
+
+
+def _key(words: np.ndarray) -> np.ndarray:
+    """One number of each row of 8-byte words (equal rows, equal numbers; _parsed compares the rows)."""
+    key = np.zeros(len(words), np.uint64)
+    for column in words.T:
+        key = key * np.uint64(1_000_003) + column
+    return key
 
 
 Lives = tuple[list[Ident], list[tuple[Ident, ...]]]  # each planned buffer's first instruction, and its last ones
@@ -472,4 +533,6 @@ class _Occupancy:
     def spans(self, cycles: int) -> list[BufferSpan]:
         """BufferSpans: the bindings (live from 0 to `cycles`, of their role's kind), then the planned buffers."""
         bound = [BufferSpan(b.name, b.region.mem, b.region.addr, b.region.nbytes, 0, cycles, b.role) for b in self.program.bindings]
-        return bound + [BufferSpan(b.name, b.mem, b.addr, b.size, self.start[k], self.end[k]) for k, b in enumerate(self.program.buffers)]
+        buffers, at = self.program.buffers, range(len(self.program.buffers))  # a column at a time: a 7B decode step has 530,000
+        fields = (map(attrgetter(name), buffers) for name in ("name", "mem", "addr", "size"))
+        return bound + list(map(BufferSpan._make, zip(*fields, map(self.start.__getitem__, at), map(self.end.__getitem__, at), repeat(""))))

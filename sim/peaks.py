@@ -43,6 +43,8 @@ def op_dtypes(program: Program, steps: dict[str, list[Any | Step | None] | list[
     Steps, as the machine ran them."""
     work: dict[str, dict[str, dict[str, int]]] = {}
     for engine, stream in program.streams.items():
+        if not any(getattr(kind, "kind", "") in ("matrix", "vector") for kind in set(map(type, stream))):
+            continue  # a stream of copies and waits: its Steps are of their kinds
         priced = steps[engine]  # repeated instructions share one Step: each (op, Step) is tallied once
         by_id = {id(step): step for step in priced}
         for (op, k), count in collections.Counter(zip(map(operator.attrgetter("op"), stream), map(id, priced))).items():

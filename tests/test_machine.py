@@ -11,6 +11,7 @@ import simpy
 import chips
 import isa
 import sim
+import sim.machine
 import traces
 from isa import timing
 from isa.costs import runs
@@ -228,6 +229,27 @@ def test_a_run_of_compute_instructions_keeps_its_times_and_its_waiters_go_on_at_
 def test_bad_programs_are_program_errors(tiny, body, message):
     with pytest.raises(isa.ProgramError, match=message):
         sim.execute(isa.Program.from_text(".program chip=tiny graph=hand\n.engine gdma\n.engine tiu\n" + body), tiny)
+
+
+def test_instruction_ids_are_read_as_int_reads_each():
+    """The ids read as arrays (sim/machine.py's _parsed) give what reading each with int gives,
+    and an id that does not name an instruction is the first bad one, however it is spelled."""
+    lengths = {"a": 12, "a.b": 3, "c0.aiv0_mte2": 100, "x": 0}
+    good = [("a.0", "a.11"), ("c0.aiv0_mte2.99",), ("a.b.2", "a.007")]
+    odd = ["a.12", "a.+1", "a. 1", "a.1_0", "a", ".1", "a.9999999999", "\u00e9.1", "a\0.1", "a.-1", "b.1", "x.0", "a.1x", "a..1", "a.b.3"]
+
+    def one_by_one(groups):
+        ids = [(e, int(i) if i.strip().lstrip("+-").replace("_", "").isdigit() else -1) for e, _, i in
+               (text.rpartition(".") for group in groups for text in group)]
+        bad = next((p for p, (e, i) in enumerate(ids) if not 0 <= i < lengths.get(e, 0)), None)
+        return ids, bad
+
+    for groups in [good, *([*good[:2], (good[2][0], text), *good[2:]] for text in odd)]:
+        grouped, bad = sim.machine._instruction_ids(groups, lengths)
+        ids, first = one_by_one(groups)
+        assert [i for group in grouped for i in group] == ids and list(map(len, grouped)) == list(map(len, groups))
+        assert bad == (None if first is None else (2, [t for g in groups for t in g][first]))
+    assert sim.machine._parsed(["a.0", "a.b.2", "c0.aiv0_mte2.99"], lengths) == (["a", "a.b", "c0.aiv0_mte2"], [0, 2, 99])
 
 
 def test_timing_mode_gives_the_cycles_of_functional_mode(tiny):

@@ -7,8 +7,12 @@ a buffer is live at cycle t when start <= t < end.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+import itertools
+import operator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 if TYPE_CHECKING:
     from traces.records import BufferSpan, Trace
@@ -34,17 +38,23 @@ def memory_counters(buffers: list[BufferSpan], capacities: dict[str, int]) -> di
         fragmented: list[tuple[float, float]] = [(0, 0.0)]
         live: list[tuple[int, int]] = []  # the live buffers' (address, end clipped to the capacity), in order
         used = 0  # their bytes
-        for cycle, opening, closing in _changes(spans):
-            for k in opening:
-                b = spans[k]
-                bisect.insort(live, (b.addr, min(b.addr + b.size, capacity)))
-                used += b.size
-            for k in closing:
-                b = spans[k]
+        known: dict[tuple, float] = {}  # live spans -> their fragmentation: a model's layers repeat them
+        for b, closes, cycle in _changes(spans):
+            if closes:
                 del live[bisect.bisect_left(live, (b.addr, min(b.addr + b.size, capacity)))]
                 used -= b.size
+            else:
+                bisect.insort(live, (b.addr, min(b.addr + b.size, capacity)))
+                used += b.size
+            if cycle is None:
+                continue  # more change at this cycle
             _step(occupied, cycle, used)
-            _step(fragmented, cycle, _fragmentation(live, capacity))
+            if capacity:
+                key = tuple(live)
+                held = known.get(key)
+                if held is None:
+                    held = known[key] = _fragmentation(live, capacity)
+                _step(fragmented, cycle, held)
         counters[_PREFIX + mem] = occupied
         state = [b for b in spans if b.kind == "state"]
         if state:
@@ -99,13 +109,21 @@ def peak_cycle(points: Sequence[tuple[float, float]]) -> float:
     return next(cycle for cycle, value in points if value == best[1]) if points else 0
 
 
-def _changes(spans: list[BufferSpan]) -> list[tuple[float, list[int], list[int]]]:
-    """(cycle, positions opening, positions closing) in order of cycle."""
-    at: dict[float, tuple[list[int], list[int]]] = {}
-    for k, b in enumerate(spans):
-        at.setdefault(b.start, ([], []))[0].append(k)
-        at.setdefault(b.end, ([], []))[1].append(k)
-    return [(cycle, *at[cycle]) for cycle in sorted(at)]
+def _changes(spans: list[BufferSpan]) -> Iterator[tuple[BufferSpan, bool, float | None]]:
+    """(span, whether it closes, None or, on the last change at a cycle, the cycle) in order of
+    cycle, those opening at a cycle before those closing; a cycle as the first span met that
+    opens or closes then gives it (an int or a float)."""
+    if not spans:
+        return iter(())
+    times = list(itertools.chain.from_iterable(map(operator.attrgetter("start", "end"), spans)))  # each span's start, then end
+    at = np.array(times, float)
+    order = np.lexsort((np.arange(len(times)) % 2, at))
+    ordered = at[order]
+    last = np.append(ordered[1:] != ordered[:-1], True)  # the last change at each cycle
+    named = np.minimum.reduceat(order, np.flatnonzero(np.append(True, last[:-1])))  # the first met at each cycle
+    cycles = np.full(len(times), None, object)
+    cycles[np.flatnonzero(last)] = list(map(times.__getitem__, named.tolist()))
+    return zip(map(spans.__getitem__, (order // 2).tolist()), (order % 2).astype(bool).tolist(), cycles.tolist())
 
 
 def _step(points: list[tuple[float, float]], cycle: float, value: float) -> None:

@@ -4,8 +4,11 @@ Times are in cycles of the chip clock (`Trace.clock_hz` turns them into seconds)
 """
 from __future__ import annotations
 
+import itertools
+import operator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 
 class Event(NamedTuple):
@@ -26,6 +29,61 @@ class Event(NamedTuple):
     #               instruction (a reduction's source elements), 0 for dma, scalar and waits
     cached: int = 0  # of a dma's bytes read from ddr, those the chip's cache held (isa/timing/cache.py):
     #                  read on chip, not from ddr
+
+
+_make = Event._make  # an Event from all its fields, skipping the defaults' handling
+
+
+class Repeated(Sequence[Event]):
+    """A run's events where a block of them repeats (a fast-forwarded run, sim/forward.py): `run`,
+    then `len(ops)` copies of `block`, copy k with each event's index `steps[j]` k times on, its
+    start and end k periods later and its op `ops[k - 1][j]`. The copies are made as Events when
+    first read as a sequence; a summary reads them as columns (traces/summary.py), so a run whose
+    events no one lists (a 7B decode step's 2.8 million) makes none."""
+
+    def __init__(self, run: list[Event], block: list[Event], steps: list[int], period: float, ops: list[list[str]]) -> None:
+        self.run, self.block, self.steps, self.period, self.ops = run, block, steps, period, ops
+        self._events: list[Event] | None = None
+
+    @property
+    def events(self) -> list[Event]:
+        if self._events is None:
+            events = list(self.run)
+            if self.block:
+                engines, indices, kinds, names, _, starts, ends, *rest = map(list, zip(*self.block))
+                for k, ops in enumerate(self.ops, 1):
+                    shift = k * self.period
+                    indices = list(map(operator.add, indices, self.steps))
+                    events += map(_make, zip(engines, indices, kinds, names, ops, map(operator.add, starts, itertools.repeat(shift)),
+                                             map(operator.add, ends, itertools.repeat(shift)), *rest))
+            self._events = events
+        return self._events
+
+    def __len__(self) -> int:
+        return len(self.run) + len(self.ops) * len(self.block)
+
+    @overload
+    def __getitem__(self, i: int) -> Event: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Event]: ...
+
+    def __getitem__(self, i: int | slice) -> Event | list[Event]:
+        return self.events[i]
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.events)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (list, Repeated)) and len(self) == len(other) and self.events == list(other)
+
+    __hash__ = None  # type: ignore[assignment]  # a list's equality, unhashable as a list
+
+    def __repr__(self) -> str:
+        return repr(self.events)
+
+    def __reduce__(self) -> tuple:
+        return list, (self.events,)  # pickled as the list it reads as
 
 
 class Sync(NamedTuple):
@@ -59,7 +117,7 @@ class Trace:
     engines: tuple[str, ...]  # engine names in chip order
     memories: dict[str, int]  # memory name -> capacity in bytes
     cycles: int = 0  # total cycles of the run
-    events: list[Event] = field(default_factory=list)  # Event, in order of completion
+    events: Sequence[Event] = field(default_factory=list)  # Event, in order of completion (a list, or Repeated)
     # Step counters, each a list of (cycle, value) points where the value changes:
     #   "memory.<name>"  bytes occupied in that memory
     #   "fragmentation.<name>"  1 - largest free block / free bytes in that memory (0 when full or empty)

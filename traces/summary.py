@@ -8,14 +8,16 @@ instruction to the end of its last) in proportion to their work in it, the engin
 instructions spend there. The shares of all ops add up to the time some op was running."""
 from __future__ import annotations
 
+import itertools
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .occupancy import NEGLIGIBLE_FRAGMENTATION, STATE, memory_names
-from .records import Event
+from .records import Event, Repeated
 from .text import human_bytes, si, table
 
 if TYPE_CHECKING:
@@ -135,19 +137,28 @@ class _Work:
     ops: np.ndarray
     cached: np.ndarray
 
-    def __init__(self, events: list[Event]) -> None:
-        work = [e for e in events if e.kind != "wait"]
-        fields = {name: list(map(operator.itemgetter(Event._fields.index(name)), work)) for name in _COLUMNS}
-        self.count = len(fields["start"])
+    def __init__(self, events: Sequence[Event]) -> None:
+        repeated = events if isinstance(events, Repeated) else Repeated(list(events), [], [], 0.0, [])
+        work = [e for e in repeated.run if e.kind != "wait"]
+        kept = [j for j, e in enumerate(repeated.block) if e.kind != "wait"]  # the copies' work, a column at a time
+        block, copies = [repeated.block[j] for j in kept], len(repeated.ops)
+        fields = {name: _column(work, name) for name in _COLUMNS}
+        once = {name: _column(block, name) for name in _COLUMNS}
+        once["op"] = [ops[j] for ops in repeated.ops for j in kept]  # each copy's own op names
+        self.count = len(work) + copies * len(block)
         self.names, self.codes = {}, {}
         for column in ("engine", "kind", "op", "src", "dst"):
-            codes = self.codes[column] = {name: k for k, name in enumerate(dict.fromkeys(fields[column]))}
+            codes = self.codes[column] = {name: k for k, name in enumerate(dict.fromkeys(itertools.chain(fields[column], once[column])))}
             self.names[column] = list(codes)
-            setattr(self, column, np.fromiter(map(codes.__getitem__, fields[column]), np.int64, self.count))
-        for column in ("start", "end"):
-            setattr(self, column, np.array(fields[column], float))
+            laid = _coded(codes, once[column]) if column == "op" else np.tile(_coded(codes, once[column]), copies)
+            setattr(self, column, np.concatenate((_coded(codes, fields[column]), laid)))
+        shifts = np.array([k * repeated.period for k in range(1, copies + 1)], float)
+        for column in ("start", "end"):  # a copy's times k periods on, added as the copies' Events add them
+            laid = (np.array(once[column], float)[None, :] + shifts[:, None]).ravel()
+            setattr(self, column, np.concatenate((np.array(fields[column], float), laid)))
         for column in ("bytes", "ops", "cached"):
-            setattr(self, column, np.array(fields[column], np.int64))
+            laid = np.tile(np.array(once[column], np.int64), copies)
+            setattr(self, column, np.concatenate((np.array(fields[column], np.int64), laid)))
 
     def code(self, column: str, name: str) -> int:
         """name's code in column; -1 (matching nothing) when no event has it."""
@@ -157,6 +168,14 @@ class _Work:
         """engine -> busy cycles, engines in order of first event."""
         cycles = np.bincount(self.engine, weights=self.end - self.start, minlength=len(self.names["engine"]))
         return dict(zip(self.names["engine"], map(_number, cycles.tolist())))
+
+
+def _column(events: list[Event], name: str) -> list:
+    return list(map(operator.itemgetter(Event._fields.index(name)), events))
+
+
+def _coded(codes: dict[str, int], names: list[str]) -> np.ndarray:
+    return np.fromiter(map(codes.__getitem__, names), np.int64, len(names))
 
 
 def _number(x: float) -> int | float:

@@ -1,5 +1,6 @@
 """The timeline: a Gantt chart with a lane per engine and a bar per instruction, coloured by op."""
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from matplotlib import colormaps
@@ -70,7 +71,7 @@ def _op(event: Event) -> str:
     return event.op or _NO_OP
 
 
-def _op_colours(events: list[Event]) -> tuple[dict[str, str], list[tuple[str, str]]]:
+def _op_colours(events: Sequence[Event]) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """(colour key -> colour, [(colour, legend label)]). Coloured ops get colours in order of first
     start, so ops that follow each other differ; the legend lists them busiest first, then
     the grey keys."""
