@@ -61,10 +61,16 @@ class Result:
     outputs: dict  # output name -> numpy array (empty in timing mode)
     cycles: int
     seconds: float
-    stats: Summary  # busy and utilization per engine, DDR bytes, memory peaks and fragmentation, per-op table
     trace: Trace
     program: Program  # the program that ran
     state: dict = field(default_factory=dict)  # graph state name -> its bytes after the run, as an array (functional mode)
+
+    @cached_property
+    def stats(self) -> Summary:
+        """Busy and utilization per engine, DDR bytes, memory peaks and fragmentation, the per-op
+        table: summed up from the trace when first read, so a caller that reads only the cycles
+        or the trace does not pay for it."""
+        return summarize(self.trace)
 
 
 class Machine:
@@ -150,7 +156,7 @@ class Machine:
             trace.counters.update(memory_counters(trace.buffers, trace.memories))
         trace.counters["ddr.read"], trace.counters["ddr.write"] = ran.read, ran.write
         trace.op_dtypes = op_dtypes(self.program, self.costs)  # the roofline's roof of each op
-        return Result(self.outputs(), cycles, self.chip.seconds(cycles), summarize(trace), trace, self.program, self.states())
+        return Result(self.outputs(), cycles, self.chip.seconds(cycles), trace, self.program, self.states())
 
     def _produced(self, partial: Partial) -> str:
         for region, shape in partial:
