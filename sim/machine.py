@@ -10,9 +10,9 @@ trace event, every placed buffer a span of its memory's occupancy.
 """
 
 import bisect
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from functools import cached_property
+from collections.abc import Callable, Container, Mapping
+from dataclasses import dataclass, field, fields
+from functools import cached_property, partial
 from itertools import accumulate, chain, repeat
 from operator import attrgetter, itemgetter, lt
 
@@ -178,6 +178,12 @@ def _cache(chip: Chip, program: Program, extents: dict[str, int]) -> Cache | Non
 _EXECUTE: dict[str, Callable] = {"dma": dma.execute, "vector": vector.execute, "matrix": matrix.execute, "scalar": scalar.execute}
 
 
+# an instruction class -> the fields its equality compares, as a tuple: a key equal where the
+# instructions are, hashed and compared without the dataclass's own __hash__ and __eq__
+_KEY: dict[type, Callable[[Instr], tuple]] = {cls: attrgetter(*(f.name for f in fields(cls) if f.compare))
+                                              for cls in (Vector, Matmul, IndexedDma, Scalar)}
+
+
 def _step(chip: Chip, engine: Engine, instr: Instr, where: str) -> Step:
     """Check that engine can run instr, and price it (isa/timing/price.py)."""
     kind = instr.kind
@@ -278,7 +284,7 @@ def _steps(chip: Chip, engine: Engine, stream: list[Instr], extents: dict[str, i
            waits: list[int], stop: int) -> list[Step | None]:
     """_check's loop steps of one engine's instructions [0, stop) (waits: where its waits are,
     skipped: its cut blocks, as in _check)."""
-    known: dict[Instr, Step] = {}
+    known: dict[tuple, Step] = {}  # (class, _KEY) -> Step
     copies = _Copies(chip, engine, extents)
     costs: list[Step | None] = [None] * len(stream)
     lo, hi, n = skipped
@@ -289,12 +295,14 @@ def _steps(chip: Chip, engine: Engine, stream: list[Instr], extents: dict[str, i
         if type(instr) is Dma:
             costs[i] = copies.step(instr, i)
             continue
-        cost = known.get(instr)
+        cls = type(instr)
+        key = cls, _KEY[cls](instr)
+        cost = known.get(key)
         if cost is None:
             where = f"{engine.name}.{i}"
             _check_regions(instr, chip, extents, where)
             _check_shapes(instr, where)
-            cost = known[instr] = _step(chip, engine, instr, where)
+            cost = known[key] = _step(chip, engine, instr, where)
         costs[i] = cost
     for a in range(lo, min(hi, stop), n) if hi > lo else ():  # a cut block: the one before's Steps, None for its waits
         costs[a:a + n] = costs[a - n:a]
@@ -433,6 +441,19 @@ class _Watch(Observer):
 
     def waited(self, engine: str, i: int, start: float, end: float) -> None:
         self.record(wait_event(engine, i, self.streams[engine][i].op, start, end))
+
+    def bind(self, engine: str, n: int) -> tuple[Container[int], Callable[[int, float], str], Callable[..., None]]:
+        """started and ended of one engine (Observer.bind), called for each of its instructions:
+        its stream and buffers at hand. Timing mode sees only the starts that open buffers."""
+        stream, record, occupancy = self.streams[engine], self.record, self.machine.occupancy
+        closes = self.closes.get(engine, {})
+
+        def ended(i: int, step: Step, start: float, end: float, note: str, cached: float) -> None:
+            record(step_event(engine, i, step, stream[i].op, start, end, note, cached))
+            if i in closes:
+                occupancy.close(closes[i], end)
+
+        return range(n) if self.execute else self.opens.get(engine, {}), partial(self.started, engine), ended
 
 
 class _Occupancy:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import collections
 import functools
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Container, Generator
 from typing import TYPE_CHECKING
 
 import simpy
@@ -40,6 +40,8 @@ Ident = tuple[str, int]  # (engine, index in its stream)
 Stream = list[Step | None]  # an engine's Steps, None for a wait
 Process = Generator[Event, object, None]  # a SimPy process: the events it waits on
 Done = Callable[[float], None]  # what a transfer in flight calls with the cycle the one before it ended
+Started = Callable[[int, float], str]  # Observer.started of one engine: (index, cycle) -> note
+Ended = Callable[[int, Step, float, float, str, float], None]  # Observer.ended of one engine: (index, step, start, end, note, cached)
 
 
 class Observer:
@@ -61,6 +63,14 @@ class Observer:
 
     def waited(self, engine: str, i: int, start: float, end: float) -> None:
         pass
+
+    def bind(self, engine: str, n: int) -> tuple[Container[int], Started, Ended]:
+        """What a run of engine's n Steps calls: the indices whose start the observer sees (the
+        others' notes are ""), and `started` and `ended` with the engine given. By default
+        every Step's start, or none where `started` is this class's; an observer called for
+        every Step binds its own per engine, with that engine's tables at hand."""
+        starts: Container[int] = () if type(self).started is Observer.started else range(n)
+        return starts, functools.partial(self.started, engine), functools.partial(self.ended, engine)
 
 
 class Timeline:
@@ -102,14 +112,14 @@ class Timeline:
         env, observer = self.env, self.observer
         timeout = env.timeout
         transfer: Callable[..., Event] = self.arbiter.transfer  # given a Step's fields as they are
-        started, ended = observer.started, observer.ended
+        starts, started, ended = observer.bind(name, len(stream))
         depth = self.chip.engines[name].in_flight
         watched = observer.watched.get(name, ())
         flight = _Flight(env, depth, transfer)
         through_cache = self.cache is not None and self._through_cache
 
         def done(i: int, step: Step, start: float, note: str, cached: float = 0.0) -> None:
-            ended(name, i, step, start, env.now, note, cached)
+            ended(i, step, start, env.now, note, cached)
             if i in finished:
                 finished[i].succeed()
 
@@ -129,10 +139,10 @@ class Timeline:
                 continue
             if step.kind != "dma":
                 start = env.now if clock is None else clock
-                note = started(name, i, start)
+                note = started(i, start) if i in starts else ""
                 if i < last and i not in finished and i not in watched and (after := stream[i + 1]) is not None and after.kind != "dma":
                     clock = start + step.cycles
-                    ended(name, i, step, start, clock, note, 0.0)
+                    ended(i, step, start, clock, note, 0.0)
                     continue
                 yield timeout(step.cycles if clock is None else start + step.cycles - env.now)
                 clock = None
@@ -141,7 +151,7 @@ class Timeline:
             if depth > 1 and (full := flight.room()) is not None:
                 yield full
             start = env.now
-            note = started(name, i, start)
+            note = started(i, start) if i in starts else ""
             use, cached = through_cache(step) if through_cache else (step.use, 0.0)
             if step.cycles:
                 yield timeout(step.cycles)
