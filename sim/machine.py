@@ -143,7 +143,7 @@ class Machine:
             end = timeline.run(lambda e, i: f"{instr_text(f'{e}.{i}', streams[e][i])}")
             ran = Ran(end, timeline.arbiter.read, timeline.arbiter.write)
         cycles = int(np.ceil(ran.end))
-        syncs = [Sync._make((e, i, on)) for (e, i), on in self.waits.items()]
+        syncs = list(map(partial(tuple.__new__, Sync), [(e, i, on) for (e, i), on in self.waits.items()]))  # made in C: one per wait
         trace = Trace(self.chip.name, self.chip.clock_hz, tuple(streams), {m.name: m.capacity for m in self.chip.memories.values()}, cycles,
                       self.events, syncs=syncs, buffers=self.occupancy.spans(cycles), ddr_bandwidth=self.chip.memories["ddr"].bandwidth,
                       peak_ops=peak_ops(self.chip), host_memory="" if self.chip.data_memory == "ddr" else self.chip.data_memory)

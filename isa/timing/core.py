@@ -109,13 +109,11 @@ class Timeline:
         return env.now
 
     def _engine(self, name: str, stream: Stream, waits: dict[int, list[Event]], finished: dict[int, Event]) -> Process:
-        env, observer = self.env, self.observer
-        timeout = env.timeout
+        env, observer, timeout = self.env, self.observer, self.env.timeout
         transfer: Callable[..., Event] = self.arbiter.transfer  # given a Step's fields as they are
         starts, started, ended = observer.bind(name, len(stream))
-        depth = self.chip.engines[name].in_flight
-        watched = observer.watched.get(name, ())
-        flight = _Flight(env, depth, transfer)
+        waited, depth = observer.waited, self.chip.engines[name].in_flight
+        watched, flight = observer.watched.get(name, ()), _Flight(env, depth, transfer)
         through_cache = self.cache is not None and self._through_cache
 
         def done(i: int, step: Step, start: float, note: str, cached: float = 0.0) -> None:
@@ -132,8 +130,10 @@ class Timeline:
         for i, step in enumerate(stream):
             if step is None:  # a wait: only a wait can block forever, so pc is kept here
                 pending = [ev for ev in waits[i] if not ev.triggered]
-                if pending:
-                    yield from self._block(name, i, pending)
+                if pending:  # it blocks until they have fired
+                    self.pc[name], begun = i, env.now
+                    yield env.all_of(pending) if len(pending) > 1 else pending[0]
+                    waited(name, i, begun, env.now)
                 if i in finished:
                     finished[i].succeed()
                 continue
@@ -163,13 +163,6 @@ class Timeline:
         if (drained := flight.drain()) is not None:
             yield drained
         self.pc[name] = len(stream)
-
-    def _block(self, name: str, i: int, pending: list[Event]) -> Process:
-        """Wait i of engine `name` blocks until the events pending have fired."""
-        self.pc[name] = i
-        start = self.env.now
-        yield self.env.all_of(pending) if len(pending) > 1 else pending[0]
-        self.observer.waited(name, i, start, self.env.now)
 
     def _through_cache(self, step: Step) -> tuple[dict[str, float], float]:
         """(port use, share of the bytes the cache serves) of a transfer starting now: the ddr
