@@ -457,7 +457,7 @@ def _step(series: Series, rate: float, now: float) -> None:
     """Record the traffic `rate` from cycle `now` on, unless it is the rate already (a
     difference of float rounding is none); a second change at one cycle replaces the first."""
     last = series[-1][1]
-    if rate == last or _same(rate, last):
+    if rate == last or abs(rate - last) <= _EPS * (rate + last):  # _same, spelled out: twice per transfer
         return
     if series[-1][0] != now:
         series.append((now, rate))
