@@ -90,18 +90,17 @@ class Timeline:
         """Run to the end; the cycle it ends at. describe(engine, i) words a stuck Step for the
         DeadlockError (default "engine.i")."""
         env: simpy.Environment = self.env
-        finished: dict[Ident, Event] = {}
-        for on in self.waits.values():
-            for ident in on:
-                if ident not in finished:
-                    finished[ident] = env.event()
-        self.finished = finished
-        mine: dict[str, dict[int, Event]] = {e: {} for e in self.steps}  # engine -> {index: the event its waiters wait on}
-        for (e, i), ev in finished.items():
-            mine[e][i] = ev
+        finished: dict[Ident, Event] = {}  # (engine, index) -> the event its waiters wait on
+        mine: dict[str, dict[int, Event]] = {e: {} for e in self.steps}  # engine -> {index: that event}
         blocks: dict[str, dict[int, list[Event]]] = {e: {} for e in self.steps}  # engine -> {index of a wait: what it waits on}
         for (e, i), on in self.waits.items():
-            blocks[e][i] = [finished[ident] for ident in on]
+            block = blocks[e][i] = []
+            for ident in on:
+                ev = finished.get(ident)
+                if ev is None:
+                    ev = finished[ident] = mine[ident[0]][ident[1]] = env.event()
+                block.append(ev)
+        self.finished = finished
         for e, stream in self.steps.items():
             env.process(self._engine(e, stream, blocks[e], mine[e]))
         env.run()
