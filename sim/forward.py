@@ -39,6 +39,7 @@ and m periods.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import operator
 from typing import TYPE_CHECKING, NamedTuple
@@ -52,6 +53,8 @@ from traces.occupancy import memory_counters
 from traces.records import Event, Repeated
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from isa.program import Blocks, Program
     from isa.timing import Cache
     from traces.records import BufferSpan
@@ -236,7 +239,8 @@ def _extend(series: Series, first: float, period: float, m: int) -> Series:
     return out
 
 
-_make = Event._make  # an Event from all its fields: a run records one per instruction, and this skips the defaults
+# an Event from the tuple of all its fields, made in C: a run records one per instruction
+_make: Callable[[tuple], Event] = functools.partial(tuple.__new__, Event)
 
 
 def step_event(e: str, i: int, step: Step, op: str, start: float, end: float, note: str, cached: float) -> Event:

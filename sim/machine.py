@@ -10,9 +10,9 @@ trace event, every placed buffer a span of its memory's occupancy.
 """
 
 import bisect
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from functools import cached_property
+from collections.abc import Callable, Container, Mapping
+from dataclasses import dataclass, field, fields
+from functools import cached_property, partial
 from itertools import accumulate, chain, repeat
 from operator import attrgetter, itemgetter, lt
 
@@ -61,10 +61,16 @@ class Result:
     outputs: dict  # output name -> numpy array (empty in timing mode)
     cycles: int
     seconds: float
-    stats: Summary  # busy and utilization per engine, DDR bytes, memory peaks and fragmentation, per-op table
     trace: Trace
     program: Program  # the program that ran
     state: dict = field(default_factory=dict)  # graph state name -> its bytes after the run, as an array (functional mode)
+
+    @cached_property
+    def stats(self) -> Summary:
+        """Busy and utilization per engine, DDR bytes, memory peaks and fragmentation, the per-op
+        table: summed up from the trace when first read, so a caller that reads only the cycles
+        or the trace does not pay for it."""
+        return summarize(self.trace)
 
 
 class Machine:
@@ -137,7 +143,7 @@ class Machine:
             end = timeline.run(lambda e, i: f"{instr_text(f'{e}.{i}', streams[e][i])}")
             ran = Ran(end, timeline.arbiter.read, timeline.arbiter.write)
         cycles = int(np.ceil(ran.end))
-        syncs = [Sync._make((e, i, on)) for (e, i), on in self.waits.items()]
+        syncs = list(map(partial(tuple.__new__, Sync), [(e, i, on) for (e, i), on in self.waits.items()]))  # made in C: one per wait
         events = self.events if ran.events is None else ran.events
         trace = Trace(self.chip.name, self.chip.clock_hz, tuple(streams), {m.name: m.capacity for m in self.chip.memories.values()}, cycles,
                       events, syncs=syncs, buffers=self.occupancy.spans(cycles), ddr_bandwidth=self.chip.memories["ddr"].bandwidth,
@@ -151,7 +157,7 @@ class Machine:
             trace.counters.update(memory_counters(trace.buffers, trace.memories))
         trace.counters["ddr.read"], trace.counters["ddr.write"] = ran.read, ran.write
         trace.op_dtypes = op_dtypes(self.program, self.costs)  # the roofline's roof of each op
-        return Result(self.outputs(), cycles, self.chip.seconds(cycles), summarize(trace), trace, self.program, self.states())
+        return Result(self.outputs(), cycles, self.chip.seconds(cycles), trace, self.program, self.states())
 
     def _produced(self, partial: Partial) -> str:
         for region, shape in partial:
@@ -171,6 +177,12 @@ def _cache(chip: Chip, program: Program, extents: dict[str, int]) -> Cache | Non
 
 
 _EXECUTE: dict[str, Callable] = {"dma": dma.execute, "vector": vector.execute, "matrix": matrix.execute, "scalar": scalar.execute}
+
+
+# an instruction class -> the fields its equality compares, as a tuple: a key equal where the
+# instructions are, hashed and compared without the dataclass's own __hash__ and __eq__
+_KEY: dict[type, Callable[[Instr], tuple]] = {cls: attrgetter(*(f.name for f in fields(cls) if f.compare))
+                                              for cls in (Vector, Matmul, IndexedDma, Scalar)}
 
 
 def _step(chip: Chip, engine: Engine, instr: Instr, where: str) -> Step:
@@ -333,7 +345,7 @@ def _steps(chip: Chip, engine: Engine, stream: list[Instr], extents: dict[str, i
            waits: list[int], stop: int) -> list[Step | None]:
     """_check's loop steps of one engine's instructions [0, stop) (waits: where its waits are,
     skipped: its cut blocks, as in _check)."""
-    known: dict[Instr, Step] = {}
+    known: dict[tuple, Step] = {}  # (class, _KEY) -> Step
     copies = _Copies(chip, engine, extents)
     costs: list[Step | None] = [None] * len(stream)
     lo, hi, n = skipped
@@ -344,12 +356,14 @@ def _steps(chip: Chip, engine: Engine, stream: list[Instr], extents: dict[str, i
         if type(instr) is Dma:
             costs[i] = copies.step(instr, i)
             continue
-        cost = known.get(instr)
+        cls = type(instr)
+        key = cls, _KEY[cls](instr)
+        cost = known.get(key)
         if cost is None:
             where = f"{engine.name}.{i}"
             _check_regions(instr, chip, extents, where)
             _check_shapes(instr, where)
-            cost = known[instr] = _step(chip, engine, instr, where)
+            cost = known[key] = _step(chip, engine, instr, where)
         costs[i] = cost
     for a in range(lo, min(hi, stop), n) if hi > lo else ():  # a cut block: the one before's Steps, None for its waits
         costs[a:a + n] = costs[a - n:a]
@@ -488,6 +502,19 @@ class _Watch(Observer):
 
     def waited(self, engine: str, i: int, start: float, end: float) -> None:
         self.record(wait_event(engine, i, self.streams[engine][i].op, start, end))
+
+    def bind(self, engine: str, n: int) -> tuple[Container[int], Callable[[int, float], str], Callable[..., None]]:
+        """started and ended of one engine (Observer.bind), called for each of its instructions:
+        its stream and buffers at hand. Timing mode sees only the starts that open buffers."""
+        stream, record, occupancy = self.streams[engine], self.record, self.machine.occupancy
+        closes = self.closes.get(engine, {})
+
+        def ended(i: int, step: Step, start: float, end: float, note: str, cached: float) -> None:
+            record(step_event(engine, i, step, stream[i].op, start, end, note, cached))
+            if i in closes:
+                occupancy.close(closes[i], end)
+
+        return range(n) if self.execute else self.opens.get(engine, {}), partial(self.started, engine), ended
 
 
 class _Occupancy:

@@ -59,9 +59,9 @@ _REBASE = float(1 << 20)
 class _Transfer:
     __slots__ = ("active", "cap", "done", "dst", "entry", "group", "nbytes", "own", "read", "seq", "shared", "src", "use", "written")
 
-    def __init__(self, seq: int, nbytes: float, form: Form, done: Event, src: str, dst: str, cached: float,
-                 shares: tuple[float, float]) -> None:
-        self.seq, self.nbytes, self.done, self.src, self.dst = seq, nbytes, done, src, dst
+    def __init__(self, seq: int, nbytes: float, form: Form, src: str, dst: str, cached: float, shares: tuple[float, float]) -> None:
+        self.seq, self.nbytes, self.src, self.dst = seq, nbytes, src, dst
+        self.done: Event | None = None  # fires when it has moved its bytes; a lone one's waiters may wait on its timer instead (_Solo)
         self.cap, self.use, self.shared, self.own = form
         self.read = shares[0] - cached  # the share of its bytes read from src itself
         self.written = shares[1]
@@ -133,21 +133,20 @@ class Arbiter:
         the share of them the cache serves, which the watched memory's read traffic leaves out.
         Wait on the event before the next transfer starts (as a process does that yields it):
         a transfer moving alone hands out its timer, whose waiters a later one moves."""
-        done = self.env.event()
         if nbytes <= 0:
-            done.succeed()
-            return done
+            return self.env.event().succeed()
         given = cap, tuple(use.items())
         form = self.forms.get(given)
         if form is None:
             form = self.forms[given] = _form(cap, use, self.bandwidths, self.local)
-        t = _Transfer(self.seq, float(nbytes), form, done, src, dst, cached, shares)
+        t = _Transfer(self.seq, float(nbytes), form, src, dst, cached, shares)
         self.seq += 1
         if self.solo is not None:
             self._join()
         elif not self.groups:
             self.solo = _Solo(self, t)
             return self.solo.waiter
+        t.done = done = self.env.event()
         self._advance()
         if self.due is not None and self.env.now >= self.due - 1:  # earlier, nothing can end (see _reschedule)
             self._finish()
@@ -210,6 +209,7 @@ class Arbiter:
                 mine.discard(t)
                 demand[m] = demand[m] - t.cap * n if mine else 0.0
                 touch(m)
+            assert t.done is not None  # a grouped transfer's (_Solo.forward gives a lone one's)
             t.done.succeed()
         if moved:
             self._regroup()
@@ -400,7 +400,10 @@ class _Solo:
         _step(arbiter.read, t.cap * t.read if t.src == watch and t.read else 0.0, now)
         _step(arbiter.write, t.cap * t.written if t.dst == watch and t.written else 0.0, now)
         delay = self._schedule(t.nbytes)
-        self.waiter = self.timer if self._left(now + delay) <= t.cap * _EPS else t.done
+        if self._left(now + delay) <= t.cap * _EPS:
+            self.waiter: Event = self.timer
+        else:
+            self.waiter = t.done = arbiter.env.event()
 
     def _left(self, now: float) -> float:
         """The bytes it has left to move at cycle `now`, as tick() works them out."""
@@ -417,7 +420,8 @@ class _Solo:
     def forward(self) -> None:
         """Another transfer joins it: the timer's callbacks after the arbiter's (its waiters) go
         to the transfer's own event, which fires when it has moved its bytes among the many."""
-        self.transfer.done.callbacks.extend(self.callbacks[1:])
+        self.transfer.done = done = self.arbiter.env.event()
+        done.callbacks.extend(self.callbacks[1:])
         del self.callbacks[1:]
 
     def tick(self) -> None:
@@ -432,6 +436,7 @@ class _Solo:
         arbiter.since = now
         t.active = False
         if self.waiter is not self.timer:
+            assert t.done is not None  # its waiters' (__init__)
             t.done.succeed()
         _step(arbiter.read, 0.0, now)
         _step(arbiter.write, 0.0, now)
@@ -452,7 +457,7 @@ def _step(series: Series, rate: float, now: float) -> None:
     """Record the traffic `rate` from cycle `now` on, unless it is the rate already (a
     difference of float rounding is none); a second change at one cycle replaces the first."""
     last = series[-1][1]
-    if rate == last or _same(rate, last):
+    if rate == last or abs(rate - last) <= _EPS * (rate + last):  # _same, spelled out: twice per transfer
         return
     if series[-1][0] != now:
         series.append((now, rate))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import collections
 import functools
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Container, Generator
 from typing import TYPE_CHECKING
 
 import simpy
@@ -40,6 +40,8 @@ Ident = tuple[str, int]  # (engine, index in its stream)
 Stream = list[Step | None]  # an engine's Steps, None for a wait
 Process = Generator[Event, object, None]  # a SimPy process: the events it waits on
 Done = Callable[[float], None]  # what a transfer in flight calls with the cycle the one before it ended
+Started = Callable[[int, float], str]  # Observer.started of one engine: (index, cycle) -> note
+Ended = Callable[[int, Step, float, float, str, float], None]  # Observer.ended of one engine: (index, step, start, end, note, cached)
 
 
 class Observer:
@@ -62,6 +64,14 @@ class Observer:
     def waited(self, engine: str, i: int, start: float, end: float) -> None:
         pass
 
+    def bind(self, engine: str, n: int) -> tuple[Container[int], Started, Ended]:
+        """What a run of engine's n Steps calls: the indices whose start the observer sees (the
+        others' notes are ""), and `started` and `ended` with the engine given. By default
+        every Step's start, or none where `started` is this class's; an observer called for
+        every Step binds its own per engine, with that engine's tables at hand."""
+        starts: Container[int] = () if type(self).started is Observer.started else range(n)
+        return starts, functools.partial(self.started, engine), functools.partial(self.ended, engine)
+
 
 class Timeline:
     """One run of per-engine streams (a Step per instruction, None for a wait) with the waits
@@ -80,18 +90,17 @@ class Timeline:
         """Run to the end; the cycle it ends at. describe(engine, i) words a stuck Step for the
         DeadlockError (default "engine.i")."""
         env: simpy.Environment = self.env
-        finished: dict[Ident, Event] = {}
-        for on in self.waits.values():
-            for ident in on:
-                if ident not in finished:
-                    finished[ident] = env.event()
-        self.finished = finished
-        mine: dict[str, dict[int, Event]] = {e: {} for e in self.steps}  # engine -> {index: the event its waiters wait on}
-        for (e, i), ev in finished.items():
-            mine[e][i] = ev
+        finished: dict[Ident, Event] = {}  # (engine, index) -> the event its waiters wait on
+        mine: dict[str, dict[int, Event]] = {e: {} for e in self.steps}  # engine -> {index: that event}
         blocks: dict[str, dict[int, list[Event]]] = {e: {} for e in self.steps}  # engine -> {index of a wait: what it waits on}
         for (e, i), on in self.waits.items():
-            blocks[e][i] = [finished[ident] for ident in on]
+            block = blocks[e][i] = []
+            for ident in on:
+                ev = finished.get(ident)
+                if ev is None:
+                    ev = finished[ident] = mine[ident[0]][ident[1]] = env.event()
+                block.append(ev)
+        self.finished = finished
         for e, stream in self.steps.items():
             env.process(self._engine(e, stream, blocks[e], mine[e]))
         env.run()
@@ -99,17 +108,15 @@ class Timeline:
         return env.now
 
     def _engine(self, name: str, stream: Stream, waits: dict[int, list[Event]], finished: dict[int, Event]) -> Process:
-        env, observer = self.env, self.observer
-        timeout = env.timeout
+        env, observer, timeout = self.env, self.observer, self.env.timeout
         transfer: Callable[..., Event] = self.arbiter.transfer  # given a Step's fields as they are
-        started, ended = observer.started, observer.ended
-        depth = self.chip.engines[name].in_flight
-        watched = observer.watched.get(name, ())
-        flight = _Flight(env, depth, transfer)
+        starts, started, ended = observer.bind(name, len(stream))
+        waited, depth = observer.waited, self.chip.engines[name].in_flight
+        watched, flight = observer.watched.get(name, ()), _Flight(env, depth, transfer)
         through_cache = self.cache is not None and self._through_cache
 
         def done(i: int, step: Step, start: float, note: str, cached: float = 0.0) -> None:
-            ended(name, i, step, start, env.now, note, cached)
+            ended(i, step, start, env.now, note, cached)
             if i in finished:
                 finished[i].succeed()
 
@@ -122,17 +129,19 @@ class Timeline:
         for i, step in enumerate(stream):
             if step is None:  # a wait: only a wait can block forever, so pc is kept here
                 pending = [ev for ev in waits[i] if not ev.triggered]
-                if pending:
-                    yield from self._block(name, i, pending)
+                if pending:  # it blocks until they have fired
+                    self.pc[name], begun = i, env.now
+                    yield env.all_of(pending) if len(pending) > 1 else pending[0]
+                    waited(name, i, begun, env.now)
                 if i in finished:
                     finished[i].succeed()
                 continue
             if step.kind != "dma":
                 start = env.now if clock is None else clock
-                note = started(name, i, start)
+                note = started(i, start) if i in starts else ""
                 if i < last and i not in finished and i not in watched and (after := stream[i + 1]) is not None and after.kind != "dma":
                     clock = start + step.cycles
-                    ended(name, i, step, start, clock, note, 0.0)
+                    ended(i, step, start, clock, note, 0.0)
                     continue
                 yield timeout(step.cycles if clock is None else start + step.cycles - env.now)
                 clock = None
@@ -141,7 +150,7 @@ class Timeline:
             if depth > 1 and (full := flight.room()) is not None:
                 yield full
             start = env.now
-            note = started(name, i, start)
+            note = started(i, start) if i in starts else ""
             use, cached = through_cache(step) if through_cache else (step.use, 0.0)
             if step.cycles:
                 yield timeout(step.cycles)
@@ -153,13 +162,6 @@ class Timeline:
         if (drained := flight.drain()) is not None:
             yield drained
         self.pc[name] = len(stream)
-
-    def _block(self, name: str, i: int, pending: list[Event]) -> Process:
-        """Wait i of engine `name` blocks until the events pending have fired."""
-        self.pc[name] = i
-        start = self.env.now
-        yield self.env.all_of(pending) if len(pending) > 1 else pending[0]
-        self.observer.waited(name, i, start, self.env.now)
 
     def _through_cache(self, step: Step) -> tuple[dict[str, float], float]:
         """(port use, share of the bytes the cache serves) of a transfer starting now: the ddr
