@@ -15,7 +15,9 @@ compute, just before the product, so that the engine multiplies step i while the
 i + 1 rather than waiting for that load to dequantize it first. Where the vector memory is not the
 matrix unit's operand memory (an Ascend AIV's UB and the cube's L0B), the dequantized tile then
 moves there along the chip's route, through staging buffers placed with the slots (on A2, UB ->
-L2 -> L1 -> L0B: CANN's WeightQuantBatchMatmulV2 writes it to a GM workspace the cube reads).
+L2 -> L1 -> L0B: CANN's WeightQuantBatchMatmulV2 writes it to a GM workspace the cube reads); for
+a few rows there it may run as CANN's msd kernel instead (isa/lower/templates/msd.py, which lowers
+the template's ops and chooses).
 A float bias goes where the matrix unit starts its products from, where it has such a memory
 (an Ascend cube's BiasTable, isa/lower/templates/bias_table.py).
 After the last step the op's epilogue (bias, requantization, cast) runs as vector instructions
