@@ -129,13 +129,16 @@ class _Msd(_Plan):
     def searched(self) -> tuple[Choice, float] | None:  # type: ignore[override]
         """(tiling, estimated cycles): of the column widths of a matrix-vector product
         (isa/lower/schedule/gemv.py) whose buffers fit, a K step a group, the least estimate, plus
-        the unfold's; None where none fits."""
+        the unfold's; None where none fits, or a row's unfold does not."""
         unit = self.matrix_unit
         limits = self.ctx.tile_limits((self.M, self.N, self.K), ("n", "c", "k"))
         line = max(1, self.ctx.chip.memories["ddr"].burst)
         units, slots = len(self.units), self.ctx.slots
 
         def search() -> tuple[Choice, float] | None:
+            vmem = operand_memory(self.ctx.chip.engines_of("vector")[0], "")
+            if not self.fits({vmem: [n for _, n in self._unfold_needs()]}):  # a row's unfold in a vector core's memory
+                return None
             fitting = [(self.rows, tn, self.group, False, slots, self.rows) for tn in gemv.widths(limits[1], unit.n, line)
                        if self._fits(self.rows, tn, self.group, False, slots)]
             if not fitting:
