@@ -100,7 +100,7 @@ def test_the_msd_product_on_the_910b_is_its_slices_arithmetic(bits, m, groups, n
     the unfold (K of one to three groups of 128, N of 72 or 256; fewer, and the antiquant kernel's
     estimate is the lower): the msd kernel, its slices made by vector instructions,
     multiplied as integers on the cube by the codes as stored (4-bit ones unpacked into L0B by
-    MTE1), combined on the vector core: the slices' arithmetic in numpy up to float16 rounding,
+    MTE1), combined on the vector core: the slices' arithmetic in numpy up to a float16 rounding,
     and within the slices' precision of the exact (float64) product of the dequantized weights."""
     group = 128
     g, _, xv = a16_graph(m, group * groups, n, bits, group, seed)
@@ -110,7 +110,7 @@ def test_the_msd_product_on_the_910b_is_its_slices_arithmetic(bits, m, groups, n
     stored, scale = g.constants["w"], g.constants["s"].astype(np.float64)
     zero = g.constants["z"].astype(np.float64) if bits == 4 else None
     want, reach = msd(xv, stored, scale, zero, bits, group)
-    np.testing.assert_allclose(got, want.astype(np.float64), rtol=2e-3, atol=2e-3 * np.abs(want).max())
+    np.testing.assert_allclose(got, want.astype(np.float64), rtol=2**-10, atol=1e-4 * np.abs(want).max())  # (a float16 rounding)
     codes = (stored if bits == 8 else unpack(stored)).astype(np.float64)
     dequant = codes * np.repeat(scale, group, axis=0) + (0 if zero is None else np.repeat(zero, group, axis=0))
     exact = xv.astype(np.float64) @ dequant
