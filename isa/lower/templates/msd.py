@@ -27,6 +27,7 @@ is below the antiquant kernel's.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from ... import dtypes
@@ -112,10 +113,11 @@ class _Msd(_Plan):
         groups = self.K // self.group
         self.workspace = {  # (dtype, shape) of what the unfold leaves in DDR
             "slices": ("int8", (self.rows, self.K)), "rf": ("float32", (groups, self.rows)), "gs": ("float32", (groups, self.M))}
-        self.ws: dict[str, Buf] = {key: estimate.role("fixed", f"msd.{key}", "ddr", dtypes.itemsize(dt) * _count(shape))
+        self.ws: dict[str, Buf] = {key: estimate.role("fixed", f"msd.{key}", "ddr", dtypes.itemsize(dt) * math.prod(shape))
                                    for key, (dt, shape) in self.workspace.items()}
 
     def _packed(self) -> tuple[str, str]:
+        """_packed_way of this plan's unit (its core's L1 and mover)."""
         way = _packed_way(self)
         assert way is not None, "4-bit weights load packed where there is a way (candidate)"
         return way
@@ -311,7 +313,7 @@ class _Msd(_Plan):
 
     def unfold(self) -> None:
         """The workspace placed in DDR, and each row unfolded into it on a vector core of its own."""
-        self.ws = {key: self.em.alloc("ddr", dtypes.itemsize(dt) * _count(shape), f"{self.node.name}/msd.{key}")
+        self.ws = {key: self.em.alloc("ddr", dtypes.itemsize(dt) * math.prod(shape), f"{self.node.name}/msd.{key}")
                    for key, (dt, shape) in self.workspace.items()}
         vectors = self.ctx.chip.engines_of("vector")
         for m in range(self.M):
@@ -363,10 +365,3 @@ class _Msd(_Plan):
             gs = b["gs"]
             vec("reduce_sum", gs.region("float32", (groups,)), (xg,), (x,), (gs,))
             copy(em, gs.region("float32", (groups,)), gs, Region("ddr", ws["gs"].addr + m * 4, "float32", (groups,), (M,)), ws["gs"], name)
-
-
-def _count(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
