@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from ... import dtypes
 from ...instructions import Dma, Matmul, Region, Vector
 from ..context import operand_memory
-from ..memory.route import copy, route
+from ..memory.route import STAGE_SLOTS, copy, route
 from ..schedule import estimate, gemv
 from ..schedule.estimate import Work
 from ..schedule.tiling import sub_region
@@ -175,7 +175,8 @@ class _Msd(_Plan):
         for mem, n in copies:
             for via in stages(self.ctx.chip, "ddr", mem):
                 staged[via] = max(staged.get(via, 0), n)
-        return {via: max(1, min(2, (self.em.allocators[via].free_bytes() - placed.get(via, 0)) // n)) for via, n in staged.items()}
+        return {via: max(1, min(STAGE_SLOTS, (self.em.allocators[via].free_bytes() - placed.get(via, 0)) // n))
+                for via, n in staged.items()}
 
     def _work(self, kind: tuple, tk: int, first: bool, last: bool, k0: int, rows: int, full_tm: int,  # type: ignore[override]
               left_k: int | None = None, keep: bool = False, cut: bool = False) -> Work:
