@@ -18,7 +18,7 @@ from .conv import conv_node_axes, lower_conv, plan_conv
 from .depthwise import lower_depthwise, plan_depthwise
 from .indexed import lower_indexed
 from .local import lower_elementwise
-from .matmul import lower_matmul
+from .msd import lower_product
 from .place import lower_constant, lower_in_place, lower_view
 from .pool import lower_pool, plan_pool, pool_axes
 from .reduce import lower_reduce
@@ -76,7 +76,7 @@ IN_PLACE = Template("in place", lower_in_place, places_outputs=True)
 READ_THROUGH = Template("read through", lower_view, places_outputs=True)  # its output: its input's buffer, read through strides
 TEMPLATES = {t.name: t for t in (
     CONV, DEPTHWISE, POOL, ELEMENTWISE, VIEW,
-    Template("matmul", lower_matmul), Template("reduce", lower_reduce), Template("resize", lower_resize),
+    Template("matmul", lower_product), Template("reduce", lower_reduce), Template("resize", lower_resize),
     Template("arrange", lower_arrange), Template("constant", lower_constant, places_outputs=True),
     Template("attention", lower_attention),  # fused attention: the scores stay on chip
     Template("cache", lower_cache, places_outputs=True),  # graph state: reads in place, appends by DMA

@@ -15,7 +15,9 @@ compute, just before the product, so that the engine multiplies step i while the
 i + 1 rather than waiting for that load to dequantize it first. Where the vector memory is not the
 matrix unit's operand memory (an Ascend AIV's UB and the cube's L0B), the dequantized tile then
 moves there along the chip's route, through staging buffers placed with the slots (on A2, UB ->
-L2 -> L1 -> L0B: CANN's WeightQuantBatchMatmulV2 writes it to a GM workspace the cube reads).
+L2 -> L1 -> L0B: CANN's WeightQuantBatchMatmulV2 writes it to a GM workspace the cube reads); for
+a few rows there it may run as CANN's msd kernel instead (isa/lower/templates/msd.py, which lowers
+the template's ops and chooses).
 A float bias goes where the matrix unit starts its products from, where it has such a memory
 (an Ascend cube's BiasTable, isa/lower/templates/bias_table.py).
 After the last step the op's epilogue (bias, requantization, cast) runs as vector instructions
@@ -64,7 +66,6 @@ if TYPE_CHECKING:
     from ...ops.matrix import MatrixMul
     from ..context import Lowering
     from ..emit import Buf
-    from ..schedule.fusion import Group
     from ..schedule.pipeline import Step as PipelineStep
     from ..templates.rows import Position
 
@@ -77,9 +78,11 @@ Dealt = tuple[tuple[int, ...], int, int]  # (batch index, m0, n0) of an output t
 Slotted = dict[tuple[Key, int], "Buf"]  # (key, slot) -> the Buf placed (_Plan.place)
 
 
-def lower_matmul(ctx: Lowering, group: Group) -> None:
-    plan = _Plan(ctx, group.nodes[0])
-    tm, tn, tk, keep, accs, rows = plan.tiles()
+def run(plan: _Plan, choice: Choice, later: Callable[[], list[Buf]] = list) -> None:
+    """The plan's steps in this tiling, dealt among its units; what later() gives is released after
+    them (isa/lower/templates/msd.py's workspace)."""
+    ctx = plan.ctx
+    tm, tn, tk, keep, accs, rows = choice
     M, K, N = plan.M, plan.K, plan.N
     tiles = [(b, m0, n0) for b in np.ndindex(*plan.batch) for m0 in range(0, M, tm) for n0 in range(0, N, tn)]
 
@@ -95,7 +98,7 @@ def lower_matmul(ctx: Lowering, group: Group) -> None:
                 steps.append(mine.step(bufs, len(steps), (lefts - 1) % ctx.slots, fresh, keep, tile % accs, b, box, k0 == 0, k0 + tk >= K))
         return steps, list(bufs.values())
 
-    plan.run_dealt(tiles, unit_steps, [ctx.home[plan.out.name]])
+    plan.run_dealt(tiles, unit_steps, [ctx.home[plan.out.name]], later)
 
 
 class _Plan(Tiled):
@@ -218,9 +221,9 @@ class _Plan(Tiled):
     def _fits(self, tm: int, tn: int, tk: int, keep: bool, accs: int) -> bool:
         return self.fits(self._sizes(tm, tn, tk, keep, accs))
 
-    def tiles(self) -> Choice:
-        """(tm, tn, tk, keep, accumulators, part rows): of the candidate sizes (from the policy's
-        limits, halved, as multiples of the matrix unit's m, n, k) whose buffers fit, the one of
+    def _search(self) -> Callable[[], tuple[Choice, float]]:
+        """The search of (tm, tn, tk, keep, accumulators, part rows): of the candidate sizes
+        (from the policy's limits, halved, as multiples of the matrix unit's m, n, k) whose buffers fit, the one of
         least estimated cycles (isa/lower/schedule/estimate.py): larger tiles reload less (the left tile
         once per column block, the right once per row block), smaller ones pipeline sooner and
         share out among the units. tk is chosen as for one unit, so the order of the sums does not
@@ -267,8 +270,15 @@ class _Plan(Tiled):
             return fitting[best], cycles[best]
 
         gemv_rows = self.M * math.prod(self.batch)
-        found = stream if gemv.is_gemv(gemv_rows, unit.m) and not self.shifted else search
-        choice, cycles = self.ctx.search([self.node], [self.out.name], (), found)
+        return stream if gemv.is_gemv(gemv_rows, unit.m) and not self.shifted else search
+
+    def searched(self) -> tuple[Choice, float]:
+        """(the tiling of least estimate, its estimated cycles) (tiles)."""
+        return self.ctx.search([self.node], [self.out.name], (), self._search())
+
+    def tiles(self) -> Choice:
+        """The tiling of least estimate (_search), noted with its cycles."""
+        choice, cycles = self.searched()
         kept = ", the left row block kept" if choice[3] else ""
         one = ", one accumulator" if choice[4] < self.ctx.slots else ""
         parts = f" in parts of {choice[5]} rows" if choice[5] < choice[0] else ""
