@@ -402,7 +402,18 @@ class _Block:
         self.ops, self.op = _indexed([x.op for x in instrs])
         self.waits = [k for k, x in enumerate(instrs) if type(x) is Wait]
         self.regions: dict[Region, int] = {}  # a region in a memory some block's addresses move in -> its index
-        self.changes = [(k, key, to) for k, x in enumerate(instrs) if type(x) is not Wait for key, to in self._changes(x)]
+        # the fields that move: a region's, by field name (its instructions and regions, set in bulk), and tuples of operands
+        self.moving: dict[str, tuple[list[int], list[int]]] = {}
+        self.tuples: list[tuple[int, str, tuple, tuple]] = []
+        for k, x in enumerate(instrs):
+            if type(x) is not Wait:
+                for key, to in self._changes(x):
+                    if type(to) is int:
+                        at, tos = self.moving.setdefault(key, ([], []))
+                        at.append(k)
+                        tos.append(to)
+                    else:
+                        self.tuples.append((k, key, *to))
         self.known: dict[str, tuple[list[int], np.ndarray, np.ndarray]] = {}  # engine -> rows, distinct clocks, entries that move
         starts = np.array([first[e] for e in self.column])
         for e in em.streams:
@@ -446,14 +457,13 @@ class _Block:
         _run(map(setitem, fields, itertools.repeat("op"), map(ops.__getitem__, self.op)))
         ons, firsts, lasts = self.ids.moved(by)
         _run(map(setitem, [fields[k] for k in self.waits], itertools.repeat("on"), ons))
-        for k, key, to in self.changes:
-            if type(to) is int:
-                fields[k][key] = regions[to]
-            else:
-                values = list(to[0])
-                for p, r in to[1]:
-                    values[p] = regions[r]
-                fields[k][key] = tuple(values)
+        for key, (at, tos) in self.moving.items():
+            _run(map(setitem, map(fields.__getitem__, at), itertools.repeat(key), map(regions.__getitem__, tos)))
+        for k, key, operands, positions in self.tuples:
+            values = list(operands)
+            for p, r in positions:
+                values[p] = regions[r]
+            fields[k][key] = tuple(values)
         instrs = list(map(new, self.classes))
         _run(map(set_dict, instrs, itertools.repeat("__dict__"), fields))
         start = 0
