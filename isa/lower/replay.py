@@ -251,6 +251,10 @@ class Replayer:
                 return None
             if slots.setdefault(x.mem, {}).setdefault(x.addr, y.addr) != y.addr:
                 return None
+        placed: dict[str, list[Buffer]] = {}  # the two blocks' buffers in the slots' memories
+        for b in em.buffers[lo:hi]:
+            if b.mem in slots:
+                placed.setdefault(b.mem, []).append(b)
         for mem, perm in slots.items():  # the slots no buffer moved from take the places none moved to
             sources, targets = sorted(set(perm.values()) - set(perm)), sorted(set(perm) - set(perm.values()))
             perm.update(zip(sources, targets))
@@ -259,8 +263,7 @@ class Replayer:
             size, starts = sizes[mem], sorted(perm)
             if any(b - a < size for a, b in itertools.pairwise(starts)):
                 return None
-            if any(b.mem == mem and (b.addr, b.size) != (a, size) and b.addr < a + size and a < b.addr + b.size
-                   for b in em.buffers[lo:hi] for a in starts):
+            if any((b.addr, b.size) != (a, size) and b.addr < a + size and a < b.addr + b.size for b in placed[mem] for a in starts):
                 return None
         return {m: (sizes[m], perm) for m, perm in slots.items()}
 
