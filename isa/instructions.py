@@ -113,16 +113,17 @@ class Region(NamedTuple):
 
     def span(self) -> tuple[int, int]:
         """(first, last + 1) byte touched; negative strides walk backwards from addr."""
+        _, addr, dtype, shape, strides = self
         low = high = 0
-        for d, s in zip(self.shape, self.strides):
+        for d, s in zip(shape, strides):
             if d == 0:
-                return self.addr, self.addr
+                return addr, addr
             if s > 0:
                 high += (d - 1) * s
             elif s < 0:
                 low += (d - 1) * s
-        item = dtypes.itemsize(self.dtype)
-        return self.addr + low * item, self.addr + (high + 1) * item
+        item = dtypes.itemsize(dtype)
+        return addr + low * item, addr + (high + 1) * item
 
     def text(self) -> str:
         shape = ",".join(map(str, self.shape))
@@ -132,11 +133,16 @@ class Region(NamedTuple):
 
 def dense(mem: str, addr: int, dtype: str, shape: tuple[int, ...]) -> Region:
     """A row-major region."""
-    strides, step = [1] * len(shape), 1
-    for k in range(len(shape) - 1, 0, -1):
-        step *= shape[k]
-        strides[k - 1] = step
-    return Region(mem, addr, dtype, tuple(shape), tuple(strides))
+    shape = tuple(shape)
+    if len(shape) == 2:  # the most asked for (a tile): its strides without the loop
+        strides: tuple[int, ...] = (shape[1], 1)
+    else:
+        row, step = [1] * len(shape), 1
+        for k in range(len(shape) - 1, 0, -1):
+            step *= shape[k]
+            row[k - 1] = step
+        strides = tuple(row)
+    return tuple.__new__(Region, (mem, addr, dtype, shape, strides))
 
 
 Operand = Region | int | float  # a vector function's operand: a region or a number

@@ -73,8 +73,12 @@ class Buf:
 
     def inherit(self, old: Buf) -> None:
         for mine, theirs in ((self.writes, old.writes), (self.reads, old.reads)):
+            if not mine:
+                mine.update(theirs)
+                continue
             for e, i in theirs.items():
-                mine[e] = max(mine.get(e, -1), i)
+                if mine.get(e, -1) < i:
+                    mine[e] = i
 
 
 class Emits(Protocol):
@@ -203,28 +207,23 @@ class Emitter:
         """Append instr to engine's stream after the waits it needs (isa/lower/schedule/sync.py); returns its id."""
         _check_inside(instr, reads, writes)
         engine_runs(self.chip, engine, instr)
-        need = self.clocks.need(engine, reads, writes)
+        clocks, stream = self.clocks, self.streams[engine]
+        need = clocks.need(engine, reads, writes)
         if need:
-            self._append(engine, Wait(tuple(f"{e}.{i}" for e, i in sorted(need.items())), instr.op))
-            self.clocks.learn(engine, need)
-        index = self._append(engine, instr)
+            stream.append(Wait(tuple([f"{e}.{i}" for e, i in sorted(need.items())]), instr.op))
+            clocks.appended(engine)
+            clocks.learn(engine, need)
+        index = len(stream)
+        stream.append(instr)
+        clocks.appended(engine)
         accessed(engine, index, reads, writes)
         ident = f"{engine}.{index}"
-        for b in (*reads, *writes):
-            self._touch(b, engine, index, ident)
+        for bufs in (reads, writes):
+            for b in bufs:
+                if b.first is None:
+                    b.first = ident
+                b.last[engine] = index
         return ident
-
-    def _append(self, engine: str, instr: Instr) -> int:
-        stream = self.streams[engine]
-        stream.append(instr)
-        self.clocks.appended(engine)
-        return len(stream) - 1
-
-    @staticmethod
-    def _touch(buf: Buf, engine: str, index: int, ident: str) -> None:
-        if buf.first is None:
-            buf.first = ident
-        buf.last[engine] = index
 
     def program(self) -> Program:
         return Program(self.chip.name, self.graph_name, self.streams, self.bindings, self.buffers, self.notes)
@@ -251,13 +250,18 @@ class _Released:
         """buf inherits the history of the ranges it overlaps, which it then covers."""
         addr, end = buf.addr, buf.addr + buf.size
         lo, hi = max(bisect.bisect_right(self.addrs, addr) - 1, 0), bisect.bisect_left(self.addrs, end)
+        if lo >= hi:
+            return
         left: list[tuple[int, int, Buf]] = []
         for start, stop, old in self.ranges[lo:hi]:
             if stop <= addr:
                 left.append((start, stop, old))
                 continue
             buf.inherit(old)
-            left += [(start, addr, old)] * (start < addr) + [(end, stop, old)] * (end < stop)
+            if start < addr:
+                left.append((start, addr, old))
+            if end < stop:
+                left.append((end, stop, old))
         self.ranges[lo:hi] = left
         self.addrs[lo:hi] = [r[0] for r in left]
 
@@ -267,11 +271,14 @@ def _check_inside(instr: Instr, reads: Sequence[Buf], writes: Sequence[Buf]) -> 
     the region it writes in those it says it writes: a template that gets its sizes wrong is
     caught here, not by wrong numbers."""
     read_regions, written = regions(instr)
-    for found, bufs in ((read_regions, (*reads, *writes)), (written, tuple(writes))):
+    for found, bufs in ((read_regions, (*reads, *writes) if writes else reads), (written, writes)):
         for region in found:
             lo, hi = region.span()
             mem = region.mem
-            if not any(b.mem == mem and b.addr <= lo and hi <= b.addr + b.size for b in bufs):
+            for b in bufs:
+                if b.mem == mem and b.addr <= lo and hi <= b.addr + b.size:
+                    break
+            else:
                 _outside(instr, region, lo, hi, bufs)
 
 

@@ -12,14 +12,20 @@ repeat 5 (a layer's waits may reach two layers back). Block c is block
 c - 1 moved when it has per engine the same number of instructions, each block c - 1's with the
 block's bound tensors (inputs, constants, states, outputs) at the next block's addresses, its
 staging slots at the next block's (`Replayer._rotation`), its op and buffer names the next block's,
-its waits on blocks c - 2 and c - 1 moved on by a block (earlier ones the same), every other
-address (tiles, tensors passed between groups) the same; the same buffers and notes, no binding
-added; and the emitter's state after block c (its engines' vector clocks, the histories of
-released and live buffers, the allocators' live buffers) is that after block c - 1 moved on by a
-block, but for a released range no placement of block c touched, which may keep a history older
-than block c - 1 (no later block touches it either). The emission being a function of that state
-and the groups, each later block is then block c moved on again, and the state after the last is
-block c's moved on as far.
+every other address (tiles, tensors passed between groups) the same, and a wait a wait for the
+same op; the same buffers and notes, no binding added; and the emitter's state after block c
+(its engines' vector clocks, the histories of released and live buffers, the allocators' live
+buffers) is that after block c - 1 moved on by a block, but for a released range no placement of
+block c touched, which may keep a history older than block c - 1 (no later block touches it
+either). The emission being a function of that state and the groups, each later block is then
+block c moved on again, and the state after the last is block c's moved on as far. Which
+instructions a wait names is the sync rule's (isa/lower/schedule/sync.py) answer from that state's
+histories and clocks, so block c's waits may name others than block c - 1's moved on where the
+state before block c - 1 was not yet periodic: a decoder's second layer places its intermediates
+in DDR elsewhere than the third and later ones (the first layer's input, the embedding's output,
+lies elsewhere), so the third layer's first waits, on the DDR ranges it reuses, name other
+instructions than the fourth layer's moved back; the fourth is the third moved all the same, and
+is replayed for the fifth on.
 
 Staging slots (Emitter.stage_buffer) take turns: a copy stages in the slot its engine wrote
 longest ago, so two staged copies a layer over three slots come back to the same slots every third
@@ -33,9 +39,9 @@ emits every block. A block whose tensors are bound where block c's are not (a la
 the graph's output where the others pass theirs on) ends the replay: it and the blocks after it
 are emitted.
 
-The blocks replayed and the two before them (block c and the one it was checked against) are the
-program's `blocks` (isa/program.py's Blocks), through which timing mode fast-forwards
-(sim/forward.py).
+The blocks replayed, block c and, where block c is it moved waits and all, the one it was checked
+against are the program's `blocks` (isa/program.py's Blocks: each block the one before it moved,
+waits and all), through which timing mode fast-forwards (sim/forward.py).
 """
 
 from __future__ import annotations
@@ -125,6 +131,7 @@ class Replayer:
         self.multiple = 1  # repeats a block
         self.slots: Slots = {}  # the staging slots the blocks take turns over (_rotation)
         self.found: Blocks | None = None  # the blocks replayed, from the last one checked on (the Program's `blocks`)
+        self.exact = False  # whether the block checked is the one before it moved, waits and all (`congruent`)
 
     def edge(self, b: int) -> int:
         """The index of block b's first group."""
@@ -219,17 +226,21 @@ class Replayer:
             return False
         self.slots = slots
         move = _Move(self, c - 1, c, {e: s[c - 2]["len"][e] for e in self.engines}, delta, slots)
-        em = self.em
+        em, exact = self.em, True
         for e in self.engines:
             stream, lo, hi = em.streams[e], s[c - 1]["len"][e], s[c]["len"][e]
-            if any(move.instr(stream[j]) != stream[j + delta[e]] for j in range(lo, hi)):
-                return False
+            moved, actual = list(map(move.instr, stream[lo:hi])), stream[lo + delta[e]:hi + delta[e]]
+            if moved != actual:
+                if not all(map(_same, moved, actual)):
+                    return False
+                exact = False
         buffers, shift = em.buffers, s[c]["buffers"] - s[c - 1]["buffers"]
         if any(move.buffer(buffers[j]) != buffers[j + shift] for j in range(s[c - 1]["buffers"], s[c]["buffers"])):
             return False
         shift = s[c]["notes"] - s[c - 1]["notes"]
         if any(move.text(em.notes[j]) != em.notes[j + shift] for j in range(s[c - 1]["notes"], s[c]["notes"])):
             return False
+        self.exact = exact
         return self._state_congruent(move, k)
 
     def _rotation(self, c: int) -> Slots | None:
@@ -251,6 +262,10 @@ class Replayer:
                 return None
             if slots.setdefault(x.mem, {}).setdefault(x.addr, y.addr) != y.addr:
                 return None
+        placed: dict[str, list[Buffer]] = {}  # the two blocks' buffers in the slots' memories
+        for b in em.buffers[lo:hi]:
+            if b.mem in slots:
+                placed.setdefault(b.mem, []).append(b)
         for mem, perm in slots.items():  # the slots no buffer moved from take the places none moved to
             sources, targets = sorted(set(perm.values()) - set(perm)), sorted(set(perm) - set(perm.values()))
             perm.update(zip(sources, targets))
@@ -259,8 +274,7 @@ class Replayer:
             size, starts = sizes[mem], sorted(perm)
             if any(b - a < size for a, b in itertools.pairwise(starts)):
                 return None
-            if any(b.mem == mem and (b.addr, b.size) != (a, size) and b.addr < a + size and a < b.addr + b.size
-                   for b in em.buffers[lo:hi] for a in starts):
+            if any((b.addr, b.size) != (a, size) and b.addr < a + size and a < b.addr + b.size for b in placed[mem] for a in starts):
                 return None
         return {m: (sizes[m], perm) for m, perm in slots.items()}
 
@@ -320,7 +334,8 @@ class Replayer:
                     setattr(new, field, move.ids(getattr(old, field)))
                 new.first = old.first and move.ident(old.first)
         block.knowledge(shifts)
-        self.found = Blocks(first, delta, end - c + 1, s[c - 1]["buffers"], b3[1] - b3[0], tuple(owned))
+        b0 = c - 1 if self.exact else c  # the program's blocks start at the one block c was checked against where it is that one moved
+        self.found = Blocks(dict(s[b0]["len"]), delta, end - b0, s[b0]["buffers"], b3[1] - b3[0], tuple(owned[b0 - c + 1:]))
         last = _Move(self, c, end - 1, first, {e: (end - k) * d for e, d in delta.items()}, _power(self.slots, end - k))
         self._move_state(last, placed)
         em.notes.append(f"layers replayed: {end - k} blocks of {rep.period * self.multiple} groups (from group "
@@ -352,6 +367,12 @@ class Replayer:
                 if live is not None and live[1] == buf.name:
                     buf.name = move.text(buf.name)
                     em.allocators[buf.mem].live[buf.addr] = (live[0], buf.name)
+
+
+def _same(moved: Instr, actual: Instr) -> bool:
+    """Whether an instruction of block c - 1 moved on is block c's: equal, or a wait for the same op
+    (the instructions a wait names follow from the emitter's state, compared apart)."""
+    return moved == actual or (type(moved) is Wait and type(actual) is Wait and moved.op == actual.op)
 
 
 def _owned(bufs: Any) -> tuple[tuple[int, int], ...]:
@@ -402,7 +423,18 @@ class _Block:
         self.ops, self.op = _indexed([x.op for x in instrs])
         self.waits = [k for k, x in enumerate(instrs) if type(x) is Wait]
         self.regions: dict[Region, int] = {}  # a region in a memory some block's addresses move in -> its index
-        self.changes = [(k, key, to) for k, x in enumerate(instrs) if type(x) is not Wait for key, to in self._changes(x)]
+        # the fields that move: a region's, by field name (its instructions and regions, set in bulk), and tuples of operands
+        self.moving: dict[str, tuple[list[int], list[int]]] = {}
+        self.tuples: list[tuple[int, str, tuple, tuple]] = []
+        for k, x in enumerate(instrs):
+            if type(x) is not Wait:
+                for key, to in self._changes(x):
+                    if type(to) is int:
+                        at, tos = self.moving.setdefault(key, ([], []))
+                        at.append(k)
+                        tos.append(to)
+                    else:
+                        self.tuples.append((k, key, *to))
         self.known: dict[str, tuple[list[int], np.ndarray, np.ndarray]] = {}  # engine -> rows, distinct clocks, entries that move
         starts = np.array([first[e] for e in self.column])
         for e in em.streams:
@@ -446,14 +478,13 @@ class _Block:
         _run(map(setitem, fields, itertools.repeat("op"), map(ops.__getitem__, self.op)))
         ons, firsts, lasts = self.ids.moved(by)
         _run(map(setitem, [fields[k] for k in self.waits], itertools.repeat("on"), ons))
-        for k, key, to in self.changes:
-            if type(to) is int:
-                fields[k][key] = regions[to]
-            else:
-                values = list(to[0])
-                for p, r in to[1]:
-                    values[p] = regions[r]
-                fields[k][key] = tuple(values)
+        for key, (at, tos) in self.moving.items():
+            _run(map(setitem, map(fields.__getitem__, at), itertools.repeat(key), map(regions.__getitem__, tos)))
+        for k, key, operands, positions in self.tuples:
+            values = list(operands)
+            for p, r in positions:
+                values[p] = regions[r]
+            fields[k][key] = tuple(values)
         instrs = list(map(new, self.classes))
         _run(map(set_dict, instrs, itertools.repeat("__dict__"), fields))
         start = 0

@@ -101,15 +101,21 @@ class Allocator:
         high-water mark rises as if they all were placed. An Emitter's staging buffer takes one
         of them (Emitter.stage_buffer) without placing and releasing the others."""
         size = align_up(max(nbytes, 1), self.granule)
-        gaps = [list(g) for g in self._gaps()]
         addrs: list[int] = []
-        while len(addrs) < most:
-            i = self._pick(gaps, size)
-            if i is None:
-                break
-            addrs.append(gaps[i][0])
-            gaps[i][0] += size
-            gaps[i][1] -= size
+        if self.strategy == "first_fit":  # the gaps in order, each filled before the next (what _pick's first fit gives)
+            for addr, room in self._gaps():
+                while room >= size and len(addrs) < most:
+                    addrs.append(addr)
+                    addr, room = addr + size, room - size
+        else:
+            gaps = [list(g) for g in self._gaps()]
+            while len(addrs) < most:
+                i = self._pick(gaps, size)
+                if i is None:
+                    break
+                addrs.append(gaps[i][0])
+                gaps[i][0] += size
+                gaps[i][1] -= size
         if not addrs:
             self.alloc(nbytes, name)  # none fits: alloc's error names it
         self.peak = max(self.peak, max(addrs) + size)

@@ -33,14 +33,17 @@ class Clocks:
     def need(self, engine: str, reads: Iterable[Synced], writes: Iterable[Synced]) -> dict[str, int]:
         """{other engine: index} the next instruction of `engine` must wait for."""
         deps: dict[str, int] = {}
+        get = deps.get
         # what each buffer read was last written by, and each buffer written by and read since
-        seen = [b.writes if b.section is None else b.section[0] for b in reads]
-        for b in writes:
-            seen += (b.writes, b.reads) if b.section is None else b.section[:2]
-        for accesses in seen:
-            for e, i in accesses.items():
-                if deps.get(e, -1) < i:
+        for b in reads:
+            for e, i in (b.writes if b.section is None else b.section[0]).items():
+                if get(e, -1) < i:
                     deps[e] = i
+        for b in writes:
+            for accesses in (b.writes, b.reads) if b.section is None else b.section[:2]:
+                for e, i in accesses.items():
+                    if get(e, -1) < i:
+                        deps[e] = i
         if not deps:
             return deps
         known, column = self.known[engine], self._column

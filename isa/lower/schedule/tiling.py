@@ -74,8 +74,11 @@ def operand_box(shape: Extents, starts: Extents, extents: Extents) -> tuple[tupl
 
 def sub_region(region: Region, starts: Extents, extents: Extents) -> Region:
     """The part of a region covered by a box."""
-    offset = sum(s * st for s, st in zip(starts, region.strides)) * dtypes.itemsize(region.dtype)
-    return Region(region.mem, region.addr + offset, region.dtype, tuple(extents), region.strides)
+    mem, addr, dtype, _, strides = region
+    offset = 0
+    for s, st in zip(starts, strides):
+        offset += s * st
+    return tuple.__new__(Region, (mem, addr + offset * dtypes.itemsize(dtype), dtype, tuple(extents), strides))
 
 
 def broadcast_view(region: Region, extents: Extents) -> Region:

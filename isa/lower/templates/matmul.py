@@ -142,7 +142,14 @@ class _Plan(Tiled):
 
     def _matrix(self, tensor: Tensor, batch_index: tuple[int, ...], trans: bool) -> Region:
         """tensor's logical matrix for one batch index (broadcast batch dimensions read index 0),
-        transposed through strides when stored so."""
+        transposed through strides when stored so (worked out once per home: every step asks)."""
+        key = (tensor.name, batch_index, trans, self.ctx.home[tensor.name])
+        memo = self.__dict__.setdefault("_matrices", {})
+        if key not in memo:
+            memo[key] = self._matrix_of(tensor, batch_index, trans)
+        return memo[key]
+
+    def _matrix_of(self, tensor: Tensor, batch_index: tuple[int, ...], trans: bool) -> Region:
         full = self.ctx.home_region(tensor.name)
         lead = len(tensor.shape) - 2
         index = tuple(0 if n == 1 else i for n, i in zip(tensor.shape[:lead], batch_index[len(batch_index) - lead:]))
