@@ -333,14 +333,18 @@ class _Plan(Tiled):
         for _, mem, n, count in self._placed(tm, tn, tk, keep, accs):
             placed[mem] = placed.get(mem, 0) + n * count
         staged: dict[str, int] = {}
-        copies = [self._right_way(tk, tn)] if self.b_key != "bq" else []  # (matrix_mul_a16's moved tile: its own buffers)
-        if not keep:
-            copies.append((self.ctx.home[self.left.name].mem, operand_memory(self.mx, "a"), tm * tk * dtypes.itemsize(self.left.dtype)))
-        for src, mem, n in copies:
+        for src, mem, n in self._staged_copies(tm, tn, tk, keep):
             for via in stages(self.ctx.chip, src, mem):
                 staged[via] = max(staged.get(via, 0), n)
         return {via: max(1, min(STAGE_SLOTS, (self.em.allocators[via].free_bytes() - placed.get(via, 0)) // n))
                 for via, n in staged.items()}
+
+    def _staged_copies(self, tm: int, tn: int, tk: int, keep: bool) -> list[tuple[str, str, int]]:
+        """(source memory, destination memory, bytes) of a step's copies that stage on their way."""
+        copies = [self._right_way(tk, tn)] if self.b_key != "bq" else []  # (matrix_mul_a16's moved tile: its own buffers)
+        if not keep:
+            copies.append((self.ctx.home[self.left.name].mem, operand_memory(self.mx, "a"), tm * tk * dtypes.itemsize(self.left.dtype)))
+        return copies
 
     def _floors(self, choices: Sequence[Choice], units: int) -> np.ndarray:
         """Lower bounds of the tilings' estimated cycles, from their shapes alone, as an array

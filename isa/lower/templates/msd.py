@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from ... import dtypes
 from ...instructions import Dma, Matmul, Region, Vector
 from ..context import operand_memory
-from ..memory.route import STAGE_SLOTS, copy, route
+from ..memory.route import copy, route
 from ..schedule import estimate, gemv
 from ..schedule.estimate import Work
 from ..schedule.tiling import sub_region
@@ -163,20 +163,12 @@ class _Msd(_Plan):
         needs += [("zt", vmem, tn * item), ("gs", vmem, self.M * 4)] if self.bits == 4 else []
         return needs + [("y", vmem, self.M * tn * 4), ("out", vmem, self.M * tn * item)]
 
-    def _stage_slots(self, tm: int, tn: int, tk: int, keep: bool, accs: int) -> dict[str, int]:
-        """memory -> the staging buffers the loads of the slices' tile (and of an int8 weight
-        tile) rotate there, as many as fit up to STAGE_SLOTS (the accumulator's way out has its own)."""
-        placed: dict[str, int] = {}
-        for _, mem, n, count in self._placed(tm, tn, tk, keep, accs):
-            placed[mem] = placed.get(mem, 0) + n * count
+    def _staged_copies(self, tm: int, tn: int, tk: int, keep: bool) -> list[tuple[str, str, int]]:
+        """The slices' tile and, for int8 weights, the weight tile, each from DDR (the accumulator's
+        way out has its own buffers)."""
         mx = self.matrix_engine
-        copies = [(operand_memory(mx, "a"), tm * tk)] + ([(operand_memory(mx, "b"), tk * tn)] if self.bits == 8 else [])
-        staged: dict[str, int] = {}
-        for mem, n in copies:
-            for via in stages(self.ctx.chip, "ddr", mem):
-                staged[via] = max(staged.get(via, 0), n)
-        return {via: max(1, min(STAGE_SLOTS, (self.em.allocators[via].free_bytes() - placed.get(via, 0)) // n))
-                for via, n in staged.items()}
+        copies = [("ddr", operand_memory(mx, "a"), tm * tk)]
+        return copies + ([("ddr", operand_memory(mx, "b"), tk * tn)] if self.bits == 8 else [])
 
     def _work(self, kind: tuple, tk: int, first: bool, last: bool, k0: int, rows: int, full_tm: int,  # type: ignore[override]
               left_k: int | None = None, keep: bool = False, cut: bool = False) -> Work:
