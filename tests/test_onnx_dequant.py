@@ -37,7 +37,8 @@ def qdq_model(kind="int8", block=0, zero=False, dtype="float16", axis=None, rows
 @pytest.mark.parametrize("chip", ["bm1686", "ascend910b"])
 @pytest.mark.parametrize("kind, block, zero, bits, group", [
     ("int8", 0, False, 8, K),       # per column
-    ("int8", 64, True, 8, 64),      # blocked, zero points drawn in -3..2: not all zero, so not taken
+    ("int8", 64, True, 8, 64),      # blocked, zero points drawn in -3..2: zero terms -z x scale
+    ("uint8", 0, True, 8, K),       # per column, zero points 0..2: codes u - 128, zero terms (128 - z) x scale
     ("int4", 128, True, 4, 128),    # blocked with zero points
     ("int4", 0, False, 4, K),       # per column, no zero point: codes q + 8, zero term -8 x scale
     ("uint4", 64, True, 4, 64),
@@ -49,10 +50,8 @@ def test_a_dequantized_weight_times_x_imports_as_matrix_mul_a16(chip, kind, bloc
     model = qdq_model(kind, block, zero)
     g = isa.from_onnx(model)
     products = [n for n in g.nodes if n.op == "matrix_mul_a16"]
-    if kind == "int8" and zero:  # non-zero int8 zero points: the op's 8-bit weights are symmetric
-        assert not products and "onnx pass weight_only: nothing to rewrite" in g.notes
-        return
     assert len(products) == 1 and products[0].params["bits"] == bits and products[0].params["group"] == group
+    assert len(products[0].inputs) == (4 if zero or kind == "uint8" or bits == 4 else 3)  # zero terms where they are not all 0
     assert "onnx pass weight_only: 1 MatMul(s) of a dequantized constant weight became matrix_mul_a16" in g.notes
     assert not any(n.op in ("mul", "sub", "tile") for n in g.nodes)
     x = np.random.default_rng(5).standard_normal((1, 3, K)).astype(np.float16)
@@ -61,11 +60,11 @@ def test_a_dequantized_weight_times_x_imports_as_matrix_mul_a16(chip, kind, bloc
     np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2 * np.abs(want).max())
 
 
-@pytest.mark.parametrize("case", [{"dtype": "float32"}, {"kind": "uint8", "zero": True}, {"kind": "int4", "axis": 0}])
+@pytest.mark.parametrize("case", [{"dtype": "float32"}, {"kind": "int4", "axis": 0}])
 def test_what_the_op_does_not_take_imports_as_before(case):
-    """float32 activations (the op's are float16 and bfloat16), uint8 codes with zero points, and
-    4-bit scales per row of K (a group of 1; the op's 4-bit groups are even): element-wise
-    dequantization ahead of the product, as before, still onnxruntime's numbers."""
+    """float32 activations (the op's are float16 and bfloat16), and 4-bit scales per row of K (a
+    group of 1; the op's 4-bit groups are even): element-wise dequantization ahead of the
+    product, as before, still onnxruntime's numbers."""
     model = qdq_model(**case)
     g = isa.from_onnx(model)
     assert "onnx pass weight_only: nothing to rewrite" in g.notes
@@ -124,6 +123,8 @@ def _against_onnxruntime(model, chip, dtype="float16"):
     (4, 128, "float", False),   # zero points in x's dtype
     (8, 64, None, False),       # zero point 128: symmetric int8 codes q - 128
     (8, 16, 128, False),        # given, all 128
+    (8, 64, "packed", False),   # other 8-bit zero points: zero terms (128 - z) x scale
+    (8, 32, "packed", True),
 ])
 def test_matmul_nbits_imports_as_matrix_mul_a16(chip, bits, block, zero, bias):
     """onnxruntime's int4 / int8 export (MatMulNBits) is the op's stored codes multiplied on chip:
@@ -135,9 +136,9 @@ def test_matmul_nbits_imports_as_matrix_mul_a16(chip, bits, block, zero, bias):
 
 
 @pytest.mark.parametrize("case, why", [({"dtype": "float32"}, "float32 activations"),
-                                       ({"bits": 8, "zero": "packed"}, "8-bit zero points other than 128")])
+                                       ({"dtype": "float32", "bits": 8, "zero": "packed"}, "float32 activations")])
 def test_matmul_nbits_the_op_does_not_take_dequantizes_at_import(case, why):
-    """float32 activations, and 8-bit zero points other than 128: a matrix_mul by the weight
+    """float32 activations (4- or 8-bit codes, zero points or not): a matrix_mul by the weight
     dequantized at import, a note saying so, still onnxruntime's numbers."""
     dtype = case.get("dtype", "float16")
     g = _against_onnxruntime(nbits_model(**case), "generic", dtype)

@@ -24,10 +24,13 @@ from isa.ops.weight_only import MATRIX_MUL_A16, unpack
 CHIP = chips.load("ascend910b")
 
 
-def a16_graph(m, k, n, bits, group, seed):
-    """(graph of x [m, k] times a random weight quantized to `bits`, its constants' operands, an x)."""
+def a16_graph(m, k, n, bits, group, seed, asym=False):
+    """(graph of x [m, k] times a random weight quantized to `bits`, its constants' operands, an x);
+    asym: 8-bit codes with zero terms, as an asymmetric uint8 weight's (zero points 120 to 135)."""
     rng = np.random.default_rng(seed)
     stored, scale, zero = weight_only.quantize_weight(rng.standard_normal((k, n)).astype(np.float32), bits, group)
+    if asym and bits == 8:
+        zero = (128 - rng.integers(120, 136, scale.shape)) * scale
     g = isa.Graph("a16")
     operands = [g.input("x", (m, k), "float16"), g.constant("w", stored), g.constant("s", scale.astype(np.float16))]
     operands += [] if zero is None else [g.constant("z", zero.astype(np.float16))]
@@ -41,13 +44,14 @@ def kernel(program):
 
 
 @settings(max_examples=8, deadline=None)
-@given(st.sampled_from([8, 4]), st.integers(1, 3), st.sampled_from([32, 128]), st.integers(1, 3), st.sampled_from([16, 72]),
-       st.integers(0, 2**31))
-def test_the_antiquant_product_on_the_910b_equals_its_definition(bits, extra, group, groups, n, seed):
-    """Random shapes and groups, more rows than the msd kernel takes (group / 8): unpacked and
-    dequantized on the vector core, moved to L0B, multiplied on the cube: the op's numpy
-    definition up to the order of the float32 sums."""
-    g, operands, xv = a16_graph(group // 8 + extra, group * groups, n, bits, group, seed)
+@given(st.sampled_from([(8, False), (8, True), (4, True)]), st.integers(1, 3), st.sampled_from([32, 128]), st.integers(1, 3),
+       st.sampled_from([16, 72]), st.integers(0, 2**31))
+def test_the_antiquant_product_on_the_910b_equals_its_definition(scheme, extra, group, groups, n, seed):
+    """Random shapes and groups, more rows than the msd kernel takes (group / 8), 8-bit codes with
+    zero terms or without: unpacked and dequantized on the vector core, moved to L0B, multiplied
+    on the cube: the op's numpy definition up to the order of the float32 sums."""
+    bits, asym = scheme
+    g, operands, xv = a16_graph(group // 8 + extra, group * groups, n, bits, group, seed, asym)
     program = isa.lower(g, CHIP)
     assert kernel(program) == "antiquant"
     got = sim.execute(program, CHIP, inputs={"x": xv}).outputs["y"].astype(np.float64)
@@ -94,21 +98,24 @@ def msd(x, stored, scale, zero, bits, group):
 
 
 @settings(max_examples=8, deadline=None)
-@given(st.sampled_from([8, 4]), st.integers(1, 2), st.integers(1, 3), st.sampled_from([72, 256]), st.integers(0, 2**31))
-def test_the_msd_product_on_the_910b_is_its_slices_arithmetic(bits, m, groups, n, seed):
+@given(st.sampled_from([(8, False), (8, True), (4, True)]), st.integers(1, 2), st.integers(1, 3), st.sampled_from([72, 256]),
+       st.integers(0, 2**31))
+def test_the_msd_product_on_the_910b_is_its_slices_arithmetic(scheme, m, groups, n, seed):
     """A row or two (the kernel takes at most group / 8) of a product whose weights' bytes outweigh
     the unfold (K of one to three groups of 128, N of 72 or 256; fewer, and the antiquant kernel's
     estimate is the lower): the msd kernel, its slices made by vector instructions,
     multiplied as integers on the cube by the codes as stored (4-bit ones unpacked into L0B by
     MTE1), combined on the vector core: the slices' arithmetic in numpy up to a float16 rounding,
-    and within the slices' precision of the exact (float64) product of the dequantized weights."""
-    group = 128
-    g, _, xv = a16_graph(m, group * groups, n, bits, group, seed)
+    and within the slices' precision of the exact (float64) product of the dequantized weights;
+    zero terms (every 4-bit product's, an asymmetric 8-bit one's) added as each row's group sums
+    times them."""
+    group, (bits, asym) = 128, scheme
+    g, _, xv = a16_graph(m, group * groups, n, bits, group, seed, asym)
     program = isa.lower(g, CHIP)
     assert kernel(program) == "msd"
     got = sim.execute(program, CHIP, inputs={"x": xv}).outputs["y"].astype(np.float64)
     stored, scale = g.constants["w"], g.constants["s"].astype(np.float64)
-    zero = g.constants["z"].astype(np.float64) if bits == 4 else None
+    zero = g.constants["z"].astype(np.float64) if "z" in g.constants else None
     want, reach = msd(xv, stored, scale, zero, bits, group)
     np.testing.assert_allclose(got, want.astype(np.float64), rtol=2**-10, atol=1e-4 * np.abs(want).max())  # (a float16 rounding)
     codes = (stored if bits == 8 else unpack(stored)).astype(np.float64)

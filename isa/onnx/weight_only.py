@@ -5,9 +5,10 @@ QDQ form, opset 21's blocked scales for a group size), becomes one matrix_mul_a1
 than element-wise steps that write the float weight to DDR ahead of the product.
 
 Rewritten when the DequantizeLinear's result is read by this MatMul alone, and
-- its weight is a constant [K, N]: int8 with no zero point or zero ones (the op's 8-bit weights
-  are symmetric), or int4 / uint4 (stored as the op's unsigned codes, two a byte: an int4 code q
-  as q + 8, its zero term -(zero point + 8) x scale);
+- its weight is a constant [K, N]: int8 or uint8 (stored as int8: a uint8 code u as u - 128; a
+  zero term (shift - zero point) x scale where the zero points, shifted so, are not all 0), or
+  int4 / uint4 (stored as the op's unsigned codes, two a byte: an int4 code q as q + 8, its zero
+  term -(zero point + 8) x scale);
 - its scale is one value, one per column (axis 1), one per row (axis 0: a group of 1 row; 8 bits
   only, the op's 4-bit groups being even) or blocked along K (axis 0, block_size dividing K);
 - the MatMul's left operand (rank 2 or more: its leading dimensions are rows) and the dequantized
@@ -17,10 +18,10 @@ Else it stays as it was. The weight, scales and zero terms the op takes are comp
 onnxruntime's contrib op com.microsoft.MatMulNBits (what its int4 quantizer and
 onnxruntime-genai export: B [N, K / block, block x bits / 8] of codes packed low-first along K,
 a scale per block, zero points packed or in A's dtype, 2^(bits - 1) when absent) maps to
-matrix_mul_a16 by the same rules: 4-bit codes with their zero terms, 8-bit ones whose zero point
-is 128 everywhere (then symmetric int8), float16 or bfloat16 activations, the block dividing K.
-Another such product (float32 activations, a K the blocks do not divide, other 8-bit zero points)
-is a matrix_mul by its weight dequantized at import, as onnxruntime computes it, and a note says why; g_idx (act-order
+matrix_mul_a16 by the same rules: codes with their zero terms (none for 8-bit ones whose zero
+point is 128 everywhere: symmetric int8), float16 or bfloat16 activations, the block dividing K.
+Another such product (float32 activations, a K the blocks do not divide) is a matrix_mul by its
+weight dequantized at import, as onnxruntime computes it, and a note says why; g_idx (act-order
 GPTQ) other than the blocks in order is refused.
 """
 from __future__ import annotations
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 
 A16 = "WeightOnlyMatMul"
 NBITS = "com.microsoft.MatMulNBits"
-BITS = {"int8": 8, "int4": 4, "uint4": 4}
+BITS = {"int8": 8, "uint8": 8, "int4": 4, "uint4": 4}
 FLOATS: dict[int, str] = {TensorProto.FLOAT16: "float16", TensorProto.BFLOAT16: "bfloat16"}
 
 
@@ -85,14 +86,9 @@ def matmul_nbits(b: Builder, node: NodeProto) -> Sequence[Output]:
     dtype = dtypes.np_dtype(x.dtype)
     refused = (f"{x.dtype} activations (the op's are float16 or bfloat16)" if x.dtype not in weight_only.FLOATS
                else f"K = {k} not a whole number of blocks of {block}" if k % block
-               else "8-bit zero points other than 128 (the op's 8-bit weights are symmetric)" if bits == 8 and np.any(zero != 128)
                else None)
     if refused is None:
-        if bits == 8:
-            stored = [(codes.astype(np.int16) - 128).astype(np.int8), scale.astype(dtype)]
-        else:
-            stored = [weight_only.pack(codes), scale.astype(dtype), (-zero * scale).astype(dtype)]
-        weight, scales, *zeros = (b.const(a) for a in stored)
+        weight, scales, *zeros = (b.const(a) for a in _stored(codes, 128 if bits == 8 else 0, zero, scale, dtype, bits))
         y = ops.matrix_mul_a16(rows, weight, scales, zeros[0] if zeros else None, bits=bits, group=block)
     else:
         b.g.notes.append(f"{b.where()}: {bits}-bit weights dequantized at import, not a matrix_mul_a16: {refused}")
@@ -172,15 +168,22 @@ def _quantized(g: Graph, dq: NodeProto, x_elem: int) -> tuple[tuple[int, int], l
     if bits is None or found is None or (bits == 4 and found[0] % 2) or (zp is not None and zeros is None):
         return None
     group, scales = found
-    dtype = dtypes.np_dtype(FLOATS[x_elem])
+    zero = zeros[1] if zeros is not None else np.zeros_like(scales)
     if bits == 8:
-        if zeros is not None and np.any(zeros[1]):
-            return None
-        return (8, group), [q.astype(np.int8), scales.astype(dtype)]
+        shift = 128 if q.dtype.name == "uint8" else 0
+        return (8, group), _stored(q, shift, zero, scales, dtypes.np_dtype(FLOATS[x_elem]), 8)
     shift = 8 if q.dtype.name == "int4" else 0
-    codes = q.astype(np.int16) + shift
-    offsets = (zeros[1] if zeros is not None else 0) + shift
-    return (4, group), [weight_only.pack(codes), scales.astype(dtype), (-offsets * scales).astype(dtype)]
+    return (4, group), _stored(q.astype(np.int16) + shift, 0, zero + shift, scales, dtypes.np_dtype(FLOATS[x_elem]), 4)
+
+
+def _stored(codes: NDArray, shift: int, zero: NDArray, scale: NDArray, dtype: np.dtype, bits: int) -> list[NDArray]:
+    """[stored weight, scales (, zero terms)] of matrix_mul_a16 for w = (codes - zero) x scale
+    (codes [K, N], zero and scale [K / group, N]): 8-bit codes stored as int8 codes - shift, with
+    the zero terms (shift - zero) x scale unless they are all 0; 4-bit ones packed, with theirs."""
+    if bits == 8:
+        terms = (shift - zero) * scale
+        return [(codes.astype(np.int16) - shift).astype(np.int8), scale.astype(dtype)] + ([terms.astype(dtype)] if np.any(terms) else [])
+    return [weight_only.pack(codes), scale.astype(dtype), (-zero * scale).astype(dtype)]
 
 
 def _groups(t: NDArray, axis: int, block: int, k: int, n: int) -> tuple[int, NDArray[np.float32]] | None:

@@ -3,13 +3,15 @@ TPU-MLIR's A16MatMul (sophgo/tpu-mlir, include/tpu_mlir/Dialect/Tpu/IR/TpuOps.td
 int8 or int4 weights, float16/bfloat16 activations, per-channel or per-group scales) and CANN's
 aclnnWeightQuantBatchMatmulV2 (antiquant scale and offset per group).
 
-    matrix_mul_a16(left [M, K] float16|bfloat16, right, scale [K / group, N], zero [K / group, N] (int4 only),
+    matrix_mul_a16(left [M, K] float16|bfloat16, right, scale [K / group, N], zero [K / group, N],
                    bits=8|4, group=128)
 
-bits 8: right is int8 [K, N], w = q * scale. bits 4: right is uint8 [K / 2, N], two 4-bit codes a
-byte (row 2i in the low nibble, row 2i + 1 in the high one: the memories are byte-addressed, so
-a packed byte is what streams from DDR at half a byte an element), w = u * scale + zero with u in
-0..15 and zero = -z * scale (GPTQ's and AWQ's unsigned codes with a zero point z per group).
+bits 8: right is int8 [K, N], w = q * scale, or q * scale + zero with the optional zero terms
+(an asymmetric uint8 code u with zero point z stored as q = u - 128, zero = (128 - z) * scale).
+bits 4: right is uint8 [K / 2, N], two 4-bit codes a byte (row 2i in the low nibble, row 2i + 1
+in the high one: the memories are byte-addressed, so a packed byte is what streams from DDR at
+half a byte an element), w = u * scale + zero with u in 0..15 and zero = -z * scale (GPTQ's and
+AWQ's unsigned codes with a zero point z per group); the zero terms are required.
 The lowering (isa/lower/templates/matmul.py) loads the packed tile, unpacks (rshift, and) and
 dequantizes (mul or mul_add by the group's row of scales) in local memory with vector
 instructions, then multiplies in the left's dtype, accumulating in float32.
@@ -45,8 +47,8 @@ class MatrixMulA16(MatrixMul):
         bits, group = params["bits"], params["group"]
         if bits not in STORED:
             raise UnsupportedError(f"matrix_mul_a16: bits {bits!r}; expected 8 or 4")
-        if len(ins) != (4 if bits == 4 else 3):
-            raise ShapeError(f"matrix_mul_a16: {bits}-bit weights take left, right, scale{', zero' if bits == 4 else ''}; "
+        if len(ins) not in ((4,) if bits == 4 else (3, 4)):
+            raise ShapeError(f"matrix_mul_a16: {bits}-bit weights take left, right, scale{', zero' if bits == 4 else ' (, zero)'}; "
                              f"got {len(ins)} tensors")
         left, right = ins[0], ins[1]
         check_rank(left, 2, "matrix_mul_a16 left")
@@ -71,11 +73,10 @@ class MatrixMulA16(MatrixMul):
         """The dequantized weight [K, N] in the left's dtype, as the lowering's vector steps make it."""
         right, scale = arrays[1], arrays[2].astype(np.float32)
         group = params["group"]
-        if params["bits"] == 8:
-            w = right.astype(np.float32) * np.repeat(scale, group, axis=0)
-        else:
-            codes = unpack(right).astype(np.float32)
-            w = codes * np.repeat(scale, group, axis=0) + np.repeat(arrays[3].astype(np.float32), group, axis=0)
+        codes = (right if params["bits"] == 8 else unpack(right)).astype(np.float32)
+        w = codes * np.repeat(scale, group, axis=0)
+        if len(arrays) > 3:
+            w += np.repeat(arrays[3].astype(np.float32), group, axis=0)
         return w.astype(dtypes.np_dtype(dtypes.of_array(arrays[0])))
 
     def reference(self, arrays: list[np.ndarray], params: dict[str, Any], compute: dict[str, str] | None = None) -> list[np.ndarray]:

@@ -123,6 +123,7 @@ class _Plan(Tiled):
         self.shifted = "lzp" in p  # the integer family: zero points off the operands, in 16 bits
         self.a16 = node.op == "matrix_mul_a16"  # weight-only quantized: the right tile dequantized on chip
         self.per_byte = weight_only.PER_BYTE[p["bits"]] if self.a16 else 1  # right elements a stored byte
+        self.zeroed = self.a16 and len(node.inputs) > 3  # matrix_mul_a16 with zero terms (every 4-bit one)
         self.dequant_ahead = self.a16 and self.mx.name != self.vx.name  # dequantized with the loads (module docstring)
         # where the vector memory is not the matrix unit's right operand memory (an Ascend AIV's UB
         # and the cube's L0B), the dequantized tile moves there (_a16_needs): bq, the product's operand
@@ -603,8 +604,8 @@ class _Plan(Tiled):
             mem, groups = operand_memory(vx, ""), min(self.K // p["group"], (rows - 1) // p["group"] + 2)
             needs += [("b" + sfx, mem, rows * tn // self.per_byte * dtypes.itemsize(self.right.dtype))] if sfx else []
             needs += [("bs" + sfx, mem, rows * tn * item), ("sc" + sfx, mem, groups * tn * item)]
-            if p["bits"] == 4:
-                needs += [("bu" + sfx, mem, rows * tn), ("zt" + sfx, mem, groups * tn * item)]
+            needs += [("bu" + sfx, mem, rows * tn)] if p["bits"] == 4 else []
+            needs += [("zt" + sfx, mem, groups * tn * item)] if self.zeroed else []
             if self.b_key == "bq":  # its part of the tile on its way to the matrix unit's operand memory
                 needs += [(f"bq.stage{k}{sfx}", via, rows * tn * item) for k, via in enumerate(stages(self.ctx.chip, mem, bmem))]
         return needs + ([("bq", bmem, tk * tn * item)] if self.b_key == "bq" else [])
@@ -640,9 +641,9 @@ class _Plan(Tiled):
             copy(self.em, src, home, b.region(self.right.dtype, (rows // pb, tn)), b, self.node.name)
 
     def _scale_terms(self, bufs: Bufs, slot: int, sfx: str = "") -> list[tuple[Buf, str]]:
-        """(slot buffer, constant) of the scales and, with 4 bits, the zero terms (of part sfx)."""
+        """(slot buffer, constant) of the scales and the zero terms, if any (of part sfx)."""
         terms = [(bufs["sc" + sfx, slot], self.node.inputs[2])]
-        return terms + ([(bufs["zt" + sfx, slot], self.node.inputs[3])] if self.node.params["bits"] == 4 else [])
+        return terms + ([(bufs["zt" + sfx, slot], self.node.inputs[3])] if self.zeroed else [])
 
     def _groups(self, k0: int, tk: int) -> tuple[int, int]:
         """The groups a K block of tk from k0 spans: (first, one past the last)."""

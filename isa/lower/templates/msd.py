@@ -9,8 +9,8 @@ L2, as it does in the antiquant kernel of isa/lower/templates/matmul.py (4 bytes
   u = (u - slice) * f2, rounded, the next. int8 weights: S = 2, f1 = 127, f2 = 254; 4-bit ones:
   S = 3, f1 = 7.49, f2 = 14.98, each slice then an int4. So x ~= a * sum_j slice_j / (f1 f2^j),
   within a * 0.5 / (f1 f2^(S-1)). The slices ([S * M, K] int8, row j * M + m), each slice row's
-  factor a / (f1 f2^j) per group ([G, S * M] float32) and, for the 4-bit zero terms, each row's
-  sum over the group ([G, M]) go to a DDR workspace, as the kernel writes them to GM.
+  factor a / (f1 f2^j) per group ([G, S * M] float32) and, for the zero terms (every 4-bit
+  product's, an asymmetric 8-bit one's), each row's sum over the group ([G, M]) go to a DDR workspace, as the kernel writes them to GM.
 - a K step per group on each cube core, its own columns: the slices' tile and the weight tile as
   stored (int8 DDR -> L1 -> L0B; 4-bit: the packed tile into L1 by the cube's MTE2, its codes
   into L0B by MTE1 converting twice, `and` 15 and `rshift` 4, as the memories hold an element a
@@ -160,7 +160,7 @@ class _Msd(_Plan):
         needs += [("acc", cmem, acc), ("accv", vmem, acc)]
         needs += [(key, mem, acc) for key, mem in zip(self.stage_keys, stages(self.ctx.chip, cmem, vmem))]
         needs += [("sc", vmem, tn * item), ("rf", vmem, tm * 4)]
-        needs += [("zt", vmem, tn * item), ("gs", vmem, self.M * 4)] if self.bits == 4 else []
+        needs += [("zt", vmem, tn * item), ("gs", vmem, self.M * 4)] if self.zeroed else []
         return needs + [("y", vmem, self.M * tn * 4), ("out", vmem, self.M * tn * item)]
 
     def _staged_copies(self, tm: int, tn: int, tk: int, keep: bool) -> list[tuple[str, str, int]]:
@@ -255,7 +255,7 @@ class _Msd(_Plan):
         (and rows' sums) into the vector core's memory."""
         g, groups, dt, name = k0 // self.group, self.K // self.group, self.left.dtype, self.node.name
         rows = [("sc", self.ctx.home[self.node.inputs[2]], dt, self.N, n0, tn), ("rf", self.ws["rf"], "float32", self.rows, 0, self.rows)]
-        if self.bits == 4:
+        if self.zeroed:
             rows += [("zt", self.ctx.home[self.node.inputs[3]], dt, self.N, n0, tn), ("gs", self.ws["gs"], "float32", self.M, 0, self.M)]
         for key, home, dtype, width, c0, n in rows:
             src = sub_region(home.region(dtype, (groups, width)), (g, c0), (1, n))
@@ -281,7 +281,7 @@ class _Msd(_Plan):
         y_r, scale = y.region("float32", (M, tn)), Region(sc.mem, sc.addr, self.left.dtype, (M, tn), (0, 1))
         fn, srcs = ("mul", (total, scale)) if first else ("mul_add", (total, scale, y_r))
         em.emit(vx, Vector(fn, y_r, srcs, "float32", name), reads=(accv, sc) + (() if first else (y,)), writes=(y,))
-        if self.bits == 4:
+        if self.zeroed:
             gs, zt = b["gs"], b["zt"]
             sums, zero = Region(gs.mem, gs.addr, "float32", (M, tn), (1, 0)), Region(zt.mem, zt.addr, self.left.dtype, (M, tn), (0, 1))
             em.emit(vx, Vector("mul_add", y_r, (sums, zero, y_r), "float32", name), reads=(gs, zt, y), writes=(y,))
@@ -302,7 +302,7 @@ class _Msd(_Plan):
         """(key, bytes) of a row's unfold buffers in a vector core's memory."""
         groups, item = self.K // self.group, dtypes.itemsize(self.left.dtype)
         needs = [("x", self.K * item), ("u", self.K * 4), ("s", self.slices * self.K), ("am", groups * 4), ("f", self.slices * groups * 4)]
-        return needs + ([("gs", groups * 4)] if self.bits == 4 else [])
+        return needs + ([("gs", groups * 4)] if self.zeroed else [])
 
     def unfold(self) -> None:
         """The workspace placed in DDR, and each row unfolded into it on a vector core of its own."""
@@ -354,7 +354,7 @@ class _Msd(_Plan):
         copy(em, s.region("int8", (S, K)), s, Region("ddr", ws["slices"].addr + m * K, "int8", (S, K), (M * K, 1)), ws["slices"], name)
         copy(em, f.region("float32", (S, groups)), f, Region("ddr", ws["rf"].addr + m * 4, "float32", (S, groups), (M, S * M)),
              ws["rf"], name)
-        if self.bits == 4:
+        if self.zeroed:
             gs = b["gs"]
             vec("reduce_sum", gs.region("float32", (groups,)), (xg,), (x,), (gs,))
             copy(em, gs.region("float32", (groups,)), gs, Region("ddr", ws["gs"].addr + m * 4, "float32", (groups,), (M,)), ws["gs"], name)
