@@ -176,6 +176,22 @@ def test_a_decode_step_over_the_kept_cache_equals_the_prefills_last_position(chi
     assert not key[..., 6:].any() and not value[:, :, 6:].any()
 
 
+@pytest.mark.parametrize("chip, dtype, tol", [("bm1686", "float32", 1e-5), ("ascend910b", "float16", 1e-2)])
+def test_a_prefill_appends_its_values_from_where_the_projection_wrote_them(chip, dtype, tol):
+    """The value's head split, read only by the fused attention and the cache append, is read
+    through strides by both (isa/lower/templates/place.py): none of its instructions runs, and
+    the cache holds the prefill's value rows."""
+    x = np.random.default_rng(4).standard_normal((1, 5, TINY.hidden)).astype(dtype)
+    full = sim.run(isa.from_onnx(llm.decoder_layer(TINY, seq=5, dtype=dtype)), chip, {"x": x})
+    assert {e.op for e in full.trace.events} >= {"layers.0.v.heads"}  # returned as present.0.value: a copy of its own
+    session = sim.Session(chip)
+    step = session.run(layer_step(TINY, 5, 0, 8, dtype)[1], {"x": x})
+    assert "layers.0.v.heads" not in {e.op for e in step.trace.events}
+    np.testing.assert_allclose(session.state["cache.0.value"][:, :, :5].astype(np.float64),
+                               full.outputs["present.0.value"].astype(np.float64), rtol=tol, atol=tol)
+    np.testing.assert_allclose(step.outputs["y"].astype(np.float64), full.outputs["y"].astype(np.float64), rtol=tol, atol=tol)
+
+
 def test_a_whole_model_decodes_over_its_kept_caches_as_the_reference_does():
     """Two layers, their four caches state; the decode step's logits equal the ONNX reference
     evaluator's for the same step given the session's caches as inputs."""

@@ -12,7 +12,8 @@
   instruction runs; the product's stores write runs of a head row each instead of whole rows.
 - `read through`: a permute that keeps the last axis, read only by ops whose templates read
   their operands through strides (a prefill's query split into heads, (batch, rows, heads, head
-  size) to (batch, heads, rows, head size), read by the fused attention): its output is its
+  size) to (batch, heads, rows, head size), read by the fused attention; its value split, read
+  by the attention and the cache append): its output is its
   input's buffer read through the permute's order (Lowering.read_through), as a compiler folds
   the head split into the product; no instruction runs; the reader's loads read runs of a head
   row each.
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from ..schedule.fusion import Group
 
 WRITES_THROUGH_STRIDES = ("matmul", "attention")  # templates that write their output through Lowering.home_region
-READS_THROUGH_STRIDES = ("attention",)  # templates that read every operand through Lowering.home_region
+READS_THROUGH_STRIDES = ("attention", "cache")  # templates that read every operand through Lowering.home_region
 
 
 def lower_view(ctx: Lowering, group: Group) -> None:
