@@ -33,6 +33,7 @@ or w4a16 they are drawn, to be quantized.
 """
 
 import argparse
+import gc
 import sys
 import time
 from dataclasses import dataclass
@@ -104,7 +105,10 @@ def check_fits(cfg, chip, dtype, batch, tokens):
 def simulate(build, chip, top=3, quantize=None, passes=None, keep=None):
     """Build an ONNX model (a callable), import (deployed in `quantize`: float16 or a weight-only scheme, with
     the named import passes, default all), keep its KV cache as graph state (`keep`, a callable
-    changing the imported graph: examples/llm.py's with_kv_cache), lower and run it in timing mode."""
+    changing the imported graph: examples/llm.py's with_kv_cache), lower and run it in timing mode. The
+    graphs and programs of earlier calls are collected first: they hold reference cycles, so their
+    weights (a 7B head's 3 GB) would otherwise stay until the collector's next full pass."""
+    gc.collect()
     cpu = {}
     start = time.process_time()
     graph = isa.from_onnx(build(), quantize=quantize, chip=chip if quantize else None, passes=passes)
@@ -135,7 +139,8 @@ def simulate_ends(cfg, chip, batch, seq, dtype, seed):
     try:
         return simulate(lambda: llm.ends(cfg, batch, seq, act, seed), chip, quantize=quantize), None
     except UnsupportedError as e:
-        return simulate(lambda: llm.ends(cfg, batch, seq, act, seed, embedding=False), chip, quantize=quantize), str(e)
+        refused = str(e)  # the retry runs after the handler, which would keep the refused graph alive (its traceback's frames)
+    return simulate(lambda: llm.ends(cfg, batch, seq, act, seed, embedding=False), chip, quantize=quantize), refused
 
 
 def weights_read_per_token(cfg, bits):

@@ -230,11 +230,19 @@ def _head(net, cfg, x):
 
 
 def _weight(net, name, shape, std=0.02):
-    """A projection's weight, N(0, std), drawn in float32 (a 7B layer's float64 draw would double the memory);
+    """A projection's weight, N(0, std), drawn in float32 a block of rows at a time into the net's dtype
+    (the values of one whole draw: a 14B model's head drawn whole in float32 would hold 3 GB twice);
     or a graph input of its name and shape (model()'s weight_inputs)."""
     if getattr(net, "weight_inputs", False):
         return net.input(name, shape)
-    return net.const(name, net.rng.standard_normal(shape, np.float32) * np.float32(std))
+    weight = np.empty(shape, net.dtype)
+    rows = weight.reshape(-1, shape[-1])
+    step = max(1, (1 << 24) // shape[-1])  # 64 MB of float32 a block
+    for at in range(0, len(rows), step):
+        block = net.rng.standard_normal(rows[at:at + step].shape, np.float32)
+        block *= np.float32(std)
+        rows[at:at + step] = block
+    return net.const(name, weight)
 
 
 def _rms_norm(net, cfg, x, name):
@@ -301,7 +309,7 @@ def _layer(net, cfg, x, i, batch, seq, past, block=None):
     rows = (batch, kv, g * seq)
     scores = net.binary("Mul", net.node("MatMul", [q, key], f"{p}.scores_new", (*rows, seq)), scale, f"{p}.scaled_new")
     if seq > 1:  # causal: a new token sees the cache and the new tokens up to itself (each query group alike)
-        causal = np.triu(np.full((seq, seq), np.finfo(net.dtype).min, np.float64), 1)
+        causal = np.triu(np.full((seq, seq), np.finfo(net.dtype).min, net.dtype), 1)  # in the net's dtype: 8192 tokens' are 0.8 GB
         scores = net.binary("Add", scores, net.const(f"{p}.causal_mask", np.tile(causal, (g, 1))), f"{p}.masked")
     read, written = blocks(past, seq, block)
     if past:

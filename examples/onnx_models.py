@@ -96,8 +96,10 @@ class Net:
         return name
 
     def model(self, doc):
-        graph = helper.make_graph(self.nodes, self.name, self.inputs, self.outputs, self.initializers)
+        graph = helper.make_graph(self.nodes, self.name, self.inputs, self.outputs)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name=PRODUCER, doc_string=doc)
+        while self.initializers:  # handed over one at a time: the weights are never held twice (a 14B head is 1.6 GB)
+            model.graph.initializer.append(self.initializers.pop(0))
         model.ir_version = 8  # opset 17's IR version: readable by onnxruntime >= 1.13 and older onnx releases
         return model
 

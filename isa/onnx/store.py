@@ -215,11 +215,11 @@ def to_array(tensor: TensorProto, folder: Path | None, where: str) -> np.ndarray
                              "can be read from beneath its folder")
         return read_external(tensor, folder, where)
     if tensor.HasField("raw_data"):
-        want = nbytes(tensor)
-        if len(tensor.raw_data) != want:
-            raise InputError(f"{_describe(tensor, where)} has {len(tensor.raw_data)} bytes of raw data; its shape {tuple(tensor.dims)} "
+        want, raw = nbytes(tensor), tensor.raw_data  # read once: each read copies the bytes
+        if len(raw) != want:
+            raise InputError(f"{_describe(tensor, where)} has {len(raw)} bytes of raw data; its shape {tuple(tensor.dims)} "
                              f"of {onnx.TensorProto.DataType.Name(tensor.data_type)} takes {want}")
-        return _decode(tensor.raw_data, tensor)
+        return _decode(raw, tensor)
     try:
         array = numpy_helper.to_array(tensor)
     except (ValueError, TypeError) as exc:
