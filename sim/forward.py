@@ -31,9 +31,10 @@ that is not whole) run whole. Functional mode always runs every instruction: val
 the machine.
 
 The cut blocks' instructions are priced as their counterparts a block before (sim/machine.py's
-_check) and their events are the last kept block's, their indices moved by whole blocks and their
-op names their own; the events, buffer lifetimes and ddr traffic after the cut move by m blocks
-and m periods.
+_check), their waits and buffer lifetimes after the first cut block's are that block's moved on
+(Moved; sim/machine.py's Lives.moved) rather than read, and their events are the last kept
+block's, their indices moved by whole blocks and their op names their own; the events, buffer
+lifetimes and ddr traffic after the cut move by m blocks and m periods.
 """
 
 from __future__ import annotations
