@@ -31,9 +31,10 @@ that is not whole) run whole. Functional mode always runs every instruction: val
 the machine.
 
 The cut blocks' instructions are priced as their counterparts a block before (sim/machine.py's
-_check) and their events are the last kept block's, their indices moved by whole blocks and their
-op names their own; the events, buffer lifetimes and ddr traffic after the cut move by m blocks
-and m periods.
+_check), their waits and buffer lifetimes after the first cut block's are that block's moved on
+(Moved; sim/machine.py's Lives.moved) rather than read, and their events are the last kept
+block's, their indices moved by whole blocks and their op names their own; the events, buffer
+lifetimes and ddr traffic after the cut move by m blocks and m periods.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from isa.errors import ProgramError
 from isa.instructions import regions
 from isa.timing import Observer, Step, Timeline
 from traces.occupancy import memory_counters
-from traces.records import Event, Repeated
+from traces.records import Event, Repeated, Sync
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -91,6 +92,12 @@ class Cut:
         self.lo = {e: s + KEEP * blocks.size[e] for e, s in blocks.start.items()}
         self.hi = {e: s + (blocks.count - 2) * blocks.size[e] for e, s in blocks.start.items()}
         self.gap = {e: self.m * n for e, n in blocks.size.items()}
+
+    @property
+    def buffers(self) -> tuple[int, int, int]:
+        """(lo, hi, buffers a block): the cut blocks' buffers are the program's [lo, hi)."""
+        b = self.blocks
+        return b.buffers + KEEP * b.per_block, b.buffers + (KEEP + self.m) * b.per_block, b.per_block
 
     @property
     def skipped(self) -> dict[str, tuple[int, int, int]]:
@@ -139,6 +146,45 @@ class Cut:
         return np.where(whole < 0, -1, block).tolist()
 
 
+class Moved:
+    """An engine's waits in `count` cut blocks of `size` instructions from index `first`, not read
+    (sim/machine.py's _check): each block's the one before's moved on, so block t's are the first
+    cut block's at the same places, each id `step` on t times, `step` being how far it moved from
+    the kept block before the cut to the first cut block (a block's size on its engine, or 0)."""
+
+    def __init__(self, engine: str, first: int, size: int, count: int, at: list[int], on: list[tuple[Ident, ...]], step: list[int]) -> None:
+        self.engine, self.first, self.size, self.count, self.at, self.on, self.step = engine, first, size, count, at, on, step
+        self.waits = count * len(at)
+
+    @classmethod
+    def of(cls, e: str, waits: dict[Ident, tuple[Ident, ...]], at: list[int], lo: int, n: int, count: int) -> Moved | None:
+        """Engine e's waits in the `count` cut blocks from lo + n, where the first cut block's waits
+        (at lo) lie where the kept block's before it do, each naming instructions of the same
+        engines; None where they do not."""
+        before = at[bisect.bisect_left(at, lo - n):bisect.bisect_left(at, lo)]
+        first = at[bisect.bisect_left(at, lo):bisect.bisect_left(at, lo + n)]
+        if [i + n for i in before] != first:
+            return None
+        on = [waits[e, i] for i in first]
+        pairs = [(a, b) for i, j in zip(before, first) for a, b in itertools.zip_longest(waits[e, i], waits[e, j], fillvalue=("", 0))]
+        if any(a[0] != b[0] for a, b in pairs):
+            return None
+        return cls(e, lo + n, n, count, [i - lo for i in first], on, [b[1] - a[1] for a, b in pairs])
+
+    def syncs(self) -> list[Sync]:
+        """The cut blocks' waits after the first, as Syncs (engine, index, ((engine, index), ...))."""
+        flat = [x for ids in self.on for x in ids]
+        engines = list(map(operator.itemgetter(0), flat))
+        index, step = np.array([x[1] for x in flat], np.int64), np.array(self.step, np.int64)
+        ends = list(itertools.accumulate(map(len, self.on), initial=0))
+        out: list[Sync] = []
+        for t in range(1, self.count + 1):
+            ids = list(zip(engines, (index + t * step).tolist()))
+            at = [self.first + (t - 1) * self.size + r for r in self.at]
+            out += map(_sync, zip(itertools.repeat(self.engine), at, map(tuple, map(ids.__getitem__, map(slice, ends, ends[1:])))))
+        return out
+
+
 def plan(program: Program) -> Cut | None:
     """The cut through the program's blocks, where it has enough of them to cut one out."""
     blocks = program.blocks
@@ -161,7 +207,8 @@ def fast_forward(machine: Machine, cache: Cache | None) -> Ran | None:
     waits = cut.waits(machine.waits)
     if waits is None or (cache is not None and not _own_lines(machine, cut)):
         return None
-    lasts = _Ids(cut, list(itertools.chain.from_iterable(machine.occupancy.lasts)))
+    lives = machine.occupancy.lives
+    lasts = _Ids(cut, lives.engines, lives.last_engine, lives.last_index)
     record = _Record(lasts.watched())
     timeline = Timeline(machine.chip, cut.streams(machine.costs), waits, cache, observer=record)
     end = timeline.run(lambda e, i: f"{e}.{cut.full(e, i)}")
@@ -239,8 +286,9 @@ def _extend(series: Series, first: float, period: float, m: int) -> Series:
     return out
 
 
-# an Event from the tuple of all its fields, made in C: a run records one per instruction
+# an Event (a Sync) from the tuple of all its fields, made in C: a run records one per instruction (wait)
 _make: Callable[[tuple], Event] = functools.partial(tuple.__new__, Event)
+_sync: Callable[[tuple], Sync] = functools.partial(tuple.__new__, Sync)
 
 
 def step_event(e: str, i: int, step: Step, op: str, start: float, end: float, note: str, cached: float) -> Event:
@@ -290,9 +338,10 @@ def _lifetimes(machine: Machine, cut: Cut, record: _Record, period: float, lasts
     numbers: one may be an int)."""
     occupancy = machine.occupancy
     lengths = {e: len(stream) - cut.gap[e] for e, stream in machine.program.streams.items()}
-    occupancy.start.update(enumerate(_Ids(cut, occupancy.firsts).times(record.opened, period, lengths)))
+    lives = occupancy.lives
+    occupancy.start.update(enumerate(_Ids(cut, lives.engines, lives.first_engine, lives.first_index).times(record.opened, period, lengths)))
     ends = lasts.times({(r[0], r[1]): r[4] for r in record.raw if r[2] is not None}, period, lengths)
-    owner = np.repeat(np.arange(len(occupancy.lasts)), np.fromiter(map(len, occupancy.lasts), np.int64, len(occupancy.lasts)))
+    owner = lives.owners()
     if not len(owner):
         return
     order = np.lexsort((lasts.order(), np.array(ends, float), owner))
@@ -305,11 +354,12 @@ class _Ids:
     blocks k it lies on from its counterpart in the shorter run (0 before the cut, 1 to m in the
     cut blocks, from the last kept block's, m after it)."""
 
-    def __init__(self, cut: Cut, ids: list[Ident]) -> None:
-        self.cut, self.count = cut, len(ids)
+    def __init__(self, cut: Cut, engines: list[str], engine: np.ndarray, index: np.ndarray) -> None:
+        """ids as columns: each one's engine (a position in `engines`) and index."""
+        self.cut, self.count = cut, len(index)
         codes = {e: c for c, e in enumerate(cut.lo)}
-        self.engine = np.fromiter(map(codes.__getitem__, map(operator.itemgetter(0), ids)), np.int64, len(ids))
-        self.index = np.fromiter(map(operator.itemgetter(1), ids), np.int64, len(ids))
+        self.engine = np.array([codes[e] for e in engines], np.int64)[engine] if len(engines) else np.zeros(0, np.int64)
+        self.index = index
         self.at = {e: np.flatnonzero(self.engine == c) for e, c in codes.items()}  # each engine's positions
         self.k = {}
         for e, at in self.at.items():

@@ -13,7 +13,7 @@ import bisect
 from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field, fields
 from functools import cached_property, partial
-from itertools import accumulate, chain, repeat
+from itertools import accumulate, chain, groupby, repeat
 from operator import attrgetter, itemgetter, lt
 
 import numpy as np
@@ -36,16 +36,16 @@ from isa.instructions import (
     instr_text,
     regions,
 )
-from isa.program import Program
+from isa.program import Buffer, Program
 from isa.timing import Cache, Observer, Step, Timeline, price, vector_dtype
 from traces.occupancy import memory_counters
-from traces.records import BufferSpan, Event, Sync, Trace
+from traces.records import BufferSpan, Event, Made, Sync, Trace
 from traces.summary import Summary, summarize
 
 from .bounds import check_run
 from .engines import dma, matrix, scalar, vector
 from .feeds import as_input
-from .forward import KEEP, Ran, counters, fast_forward, plan, step_event, wait_event
+from .forward import KEEP, Moved, Ran, counters, fast_forward, plan, step_event, wait_event
 from .memory import Memory, check_region
 from .peaks import op_dtypes, peak_ops
 
@@ -79,7 +79,8 @@ class Machine:
             raise ProgramError(f"mode must be 'functional' or 'timing', got {mode!r}")
         self.chip, self.program, self.functional = chip, program, mode == "functional"
         self.cut = None if self.functional else plan(program)  # the blocks timing mode may fast-forward through
-        extents, self.costs, self.waits, self.lives = _check(chip, program, self.cut.skipped if self.cut else {})
+        skipped, blocks = (self.cut.skipped, self.cut.buffers) if self.cut else ({}, None)
+        extents, self.costs, self.waits, self.lives, self.moved = _check(chip, program, skipped, blocks)
         check_run(chip, program, extents, self.functional)
         self.extents = extents
         self.memories = {name: Memory(chip.memories[name], extents.get(name, 0), self.functional) for name in chip.memories}
@@ -137,13 +138,13 @@ class Machine:
         streams = self.program.streams
         ran = fast_forward(self, _cache(self.chip, self.program, self.extents)) if self.cut else None
         if ran is None:  # functional mode, or a program that does not fast-forward: every instruction runs
-            if self.cut:  # the cut blocks' instructions were priced as copies of the block before's: price each
-                self.costs = _check(self.chip, self.program, {})[1]
+            if self.cut:  # the cut blocks' instructions were priced as copies of the block before's: price each, read their waits
+                _, self.costs, self.waits, _, self.moved = _check(self.chip, self.program, {})
             timeline = Timeline(self.chip, self.costs, self.waits, _cache(self.chip, self.program, self.extents), observer=_Watch(self))
             end = timeline.run(lambda e, i: f"{instr_text(f'{e}.{i}', streams[e][i])}")
             ran = Ran(end, timeline.arbiter.read, timeline.arbiter.write)
         cycles = int(np.ceil(ran.end))
-        syncs = list(map(partial(tuple.__new__, Sync), [(e, i, on) for (e, i), on in self.waits.items()]))  # made in C: one per wait
+        syncs = Made(partial(_syncs, self.waits, self.moved), len(self.waits) + sum(m.waits for m in self.moved.values()))
         events = self.events if ran.events is None else ran.events
         trace = Trace(self.chip.name, self.chip.clock_hz, tuple(streams), {m.name: m.capacity for m in self.chip.memories.values()}, cycles,
                       events, syncs=syncs, buffers=self.occupancy.spans(cycles), ddr_bandwidth=self.chip.memories["ddr"].bandwidth,
@@ -230,7 +231,7 @@ def _instruction_ids(groups: list[tuple[str, ...]], lengths: dict[str, int]
     idents = list(chain.from_iterable(groups))
     parsed = _parsed(idents, lengths)
     if parsed is not None:
-        engines, indices = parsed
+        engines, indices = list(map(list(lengths).__getitem__, parsed[0].tolist())), parsed[1].tolist()
     else:
         parts = list(map(str.rpartition, idents, repeat(".")))
         engines, texts = list(map(itemgetter(0), parts)), list(map(itemgetter(2), parts))
@@ -247,8 +248,8 @@ def _instruction_ids(groups: list[tuple[str, ...]], lengths: dict[str, int]
     return grouped, (bisect.bisect_right(offsets, p) - 1, idents[p])
 
 
-def _parsed(idents: list[str], lengths: dict[str, int]) -> tuple[list[str], list[int]] | None:
-    """Each id's engine and index where every id is an engine of `lengths`, a dot and one of its
+def _parsed(idents: list[str], lengths: dict[str, int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each id's engine (its position in `lengths`) and index, as arrays, where every id is an engine of `lengths`, a dot and one of its
     instructions' indices in 1 to 9 ASCII digits, read from the ids' bytes as arrays; None where
     one is not (_instruction_ids then reads them one by one, and names the first it cannot)."""
     names = list(lengths)
@@ -286,7 +287,7 @@ def _parsed(idents: list[str], lengths: dict[str, int]) -> tuple[list[str], list
     named = np.fromiter(map(len, names), np.int64, len(names))
     if not (known[engine] == prefix).all() or (named[engine] != size).any() or (index >= bound[engine]).any():
         return None
-    return list(map(names.__getitem__, engine.tolist())), index.tolist()
+    return engine, index
 
 
 def _low(count: np.ndarray) -> np.ndarray:
@@ -303,42 +304,155 @@ def _key(words: np.ndarray) -> np.ndarray:
     return key
 
 
-Lives = tuple[list[Ident], list[tuple[Ident, ...]]]  # each planned buffer's first instruction, and its last ones
+@dataclass
+class Lives:
+    """Each planned buffer's first instruction and its last ones as columns (a 7B decode step has
+    530,000 buffers): an instruction as its engine (a position in `engines`) and index; the last
+    ones one buffer after another, `count` of them each."""
+
+    engines: list[str]
+    first_engine: np.ndarray
+    first_index: np.ndarray
+    last_engine: np.ndarray
+    last_index: np.ndarray
+    count: np.ndarray
+
+    def firsts(self) -> list[Ident]:
+        return list(zip(map(self.engines.__getitem__, self.first_engine.tolist()), self.first_index.tolist()))
+
+    def lasts(self) -> list[Ident]:
+        """The last ones, one buffer's after another's."""
+        return list(zip(map(self.engines.__getitem__, self.last_engine.tolist()), self.last_index.tolist()))
+
+    def owners(self) -> np.ndarray:
+        """Each last one's buffer."""
+        return np.repeat(np.arange(len(self.count)), self.count)
+
+    @classmethod
+    def read(cls, buffers: list[Buffer], lengths: dict[str, int]) -> tuple["Lives", int | None, str]:
+        """The buffers' Lives, and the first buffer whose lifetime names no instruction of the
+        program (lengths: engine -> its instructions) with that id; (None, "") where none does."""
+        names = list(lengths)
+        columns, bad = [], None
+        firsts: list[tuple[str, ...]] = list(zip(map(attrgetter("first"), buffers)))
+        for groups in (firsts, list(map(attrgetter("last"), buffers))):
+            count = np.fromiter(map(len, groups), np.int64, len(groups))
+            parsed = _parsed(list(chain.from_iterable(groups)), lengths)
+            if parsed is None:  # read one by one, naming the first bad id
+                grouped, wrong = _instruction_ids(groups, lengths)
+                bad = bad if wrong is None or (bad is not None and bad[0] <= wrong[0]) else wrong
+                flat = list(chain.from_iterable(grouped))
+                code = {e: c for c, e in enumerate(names)}
+                parsed = (np.fromiter((code.get(e, 0) for e, _ in flat), np.int64, len(flat)),
+                          np.fromiter(map(itemgetter(1), flat), np.int64, len(flat)))
+            columns.append((*parsed, count))
+        (fe, fi, _), (le, li, count) = columns
+        return cls(names, fe, fi, le, li, count), bad[0] if bad else None, bad[1] if bad else ""
+
+    def moved(self, lo: int, per: int, blocks: int) -> "Lives | None":
+        """These Lives with `blocks` blocks of `per` buffers inserted at buffer lo, each the
+        block's before it (ending at lo) moved on by the step the lifetimes of the block before
+        that took to it (sim/forward.py's Moved, for buffers); None where those two blocks' do not
+        line up (other counts or engines)."""
+        a, b = lo - 2 * per, lo - per
+        same = np.array_equal(self.count[a:b], self.count[b:lo]) and np.array_equal(self.first_engine[a:b], self.first_engine[b:lo])
+        if a < 0 or not same:
+            return None
+        ends = np.concatenate(([0], np.cumsum(self.count)))
+        la, lb, lz = ends[a], ends[b], ends[lo]
+        if not np.array_equal(self.last_engine[la:lb], self.last_engine[lb:lz]):
+            return None
+        t = np.arange(1, blocks + 1)[:, None]
+
+        def laid(column: np.ndarray, i: int, j: int, k: int, moves: bool) -> np.ndarray:
+            block = column[j:k]
+            made = block + t * (block - column[i:j]) if moves else np.broadcast_to(block, (blocks, k - j))
+            return np.concatenate((column[:k], made.ravel(), column[k:]))
+
+        return Lives(self.engines, laid(self.first_engine, a, b, lo, False), laid(self.first_index, a, b, lo, True),
+                     laid(self.last_engine, la, lb, lz, False), laid(self.last_index, la, lb, lz, True),
+                     laid(self.count, a, b, lo, False))
 
 
-def _check(chip: Chip, program: Program, skipped: dict[str, tuple[int, int, int]]
-           ) -> tuple[dict[str, int], dict[str, list[Step | None]], dict[Ident, tuple[Ident, ...]], Lives]:
+def _check(chip: Chip, program: Program, skipped: dict[str, tuple[int, int, int]], blocks: tuple[int, int, int] | None = None
+           ) -> tuple[dict[str, int], dict[str, list[Step | None]], dict[Ident, tuple[Ident, ...]], Lives, dict[str, Moved]]:
     """Static checks of a program against a chip; returns the bytes used per memory, each
     engine's list of loop steps (see _step; None for a wait), {(engine, index) of a wait:
-    the (engine, index) it waits on} and the buffers' lifetimes as (engine, index) (Lives). Tiles
-    repeat their local-memory instructions, so each
-    distinct instruction of an engine is checked and priced once; copies, by their shapes
+    the (engine, index) it waits on}, the buffers' lifetimes as (engine, index) (Lives) and the
+    waits of the cut blocks after the first (below). Tiles repeat their local-memory instructions,
+    so each distinct instruction of an engine is checked and priced once; copies, by their shapes
     (_Copies). skipped: engine -> (lo, hi, n): its instructions [lo, hi) are a fast-forward's cut
     blocks (sim/forward.py), each the one n before moved to the block's own bound tensors (which
-    are checked as bindings): each takes that one's Step, unchecked."""
+    are checked as bindings): each takes that one's Step, unchecked, and the waits of those after
+    the first are the first's moved on (sim/forward.py's Moved), not read, where its waits line up
+    with the kept block's before it (else they are read)."""
     extents: dict[str, int] = {}
     costs: dict[str, list[Step | None]] = {}
     waits: dict[Ident, tuple[Ident, ...]] = {}
+    moved: dict[str, Moved] = {}
     lengths = {e: len(stream) for e, stream in program.streams.items()}
     for e, stream in program.streams.items():
         if e not in chip.engines:
             raise ProgramError(f"program engine {e!r} is not on chip {chip.name} (engines: {', '.join(chip.engines)})")
-        at = [i for i, instr in enumerate(stream) if type(instr) is Wait]
-        on, bad = _instruction_ids(list(map(attrgetter("on"), map(stream.__getitem__, at))), lengths)
-        waits.update(zip(zip(repeat(e), at), on))
-        stop = len(stream) if bad is None else at[bad[0]]  # instructions before the first bad wait are checked first
-        costs[e] = _steps(chip, chip.engines[e], stream, extents, skipped.get(e, (0, 0, 0)), at, stop)
+        lo, hi, n = skipped.get(e, (0, 0, 0))
+        later = lo + n if n and hi - lo >= 2 * n else hi  # the cut blocks from here to hi: their waits the first's moved (Moved)
+        at = [i for i, instr in enumerate(stream[:later]) if type(instr) is Wait]
+        bad = _read_waits(e, stream, at, lengths, waits)
+        if bad is None and later < hi:
+            found = Moved.of(e, waits, at, lo, n, (hi - later) // n)
+            if found is None:  # they do not line up as blocks' do: read each
+                at += (more := [i for i, instr in enumerate(stream[later:hi], later) if type(instr) is Wait])
+                bad = _read_waits(e, stream, more, lengths, waits)
+            else:
+                moved[e] = found
+        if bad is None:
+            at += (more := [i for i, instr in enumerate(stream[hi:], hi) if type(instr) is Wait])
+            bad = _read_waits(e, stream, more, lengths, waits)
+        stop = len(stream) if bad is None else bad[0]  # instructions before the first bad wait are checked first
+        costs[e] = _steps(chip, chip.engines[e], stream, extents, (lo, hi, n), at, stop)
         if bad is not None:
             raise ProgramError(f"{e}.{stop}: waits on {bad[1]}, which is not an instruction of the program")
     for b in program.bindings:
         extents[b.region.mem] = max(extents.get(b.region.mem, 0), check_region(b.region, chip.memories, f"binding {b.name}"))
-    buffers = program.buffers
-    firsts, bad_first = _instruction_ids(list(zip(map(attrgetter("first"), buffers))), lengths)
-    lasts, bad_last = _instruction_ids(list(map(attrgetter("last"), buffers)), lengths)
-    bad = min((b for b in (bad_first, bad_last) if b is not None), key=itemgetter(0), default=None)  # the first buffer's, its first's first
-    if bad is not None:
-        raise ProgramError(f"buffer {buffers[bad[0]].name}: its lifetime names {bad[1]}, which is not an instruction of the program")
-    return extents, costs, waits, (list(map(itemgetter(0), firsts)), lasts)
+    buffers, (lo, hi, per) = program.buffers, blocks or (0, 0, 0)
+    if per and hi - lo >= 2 * per:  # the cut blocks' buffers after the first: the first's moved on
+        lives, wrong, text = Lives.read(buffers[:lo + per] + buffers[hi:], lengths)
+        laid = None if wrong is not None else lives.moved(lo + per, per, (hi - lo) // per - 1)
+        if laid is not None:
+            return extents, costs, waits, laid, moved
+    lives, wrong, text = Lives.read(buffers, lengths)
+    if wrong is not None:
+        raise ProgramError(f"buffer {buffers[wrong].name}: its lifetime names {text}, which is not an instruction of the program")
+    return extents, costs, waits, lives, moved
+
+
+def _syncs(waits: dict[Ident, tuple[Ident, ...]], moved: dict[str, Moved]) -> list[Sync]:
+    """The trace's Syncs, one per wait in program order: `waits`, and on an engine of `moved` those
+    of its cut blocks after the first between its waits before them and after."""
+    syncs = list(map(partial(tuple.__new__, Sync), [(e, i, on) for (e, i), on in waits.items()]))  # made in C: one per wait
+    if not moved:
+        return syncs
+    out: list[Sync] = []
+    for _, engine in groupby(syncs, itemgetter(0)):
+        run = list(engine)
+        m = moved.get(run[0][0])
+        if m is None:
+            out += run
+            continue
+        k = bisect.bisect_left(run, m.first, key=itemgetter(1))
+        out += run[:k]
+        out += m.syncs()
+        out += run[k:]
+    return out
+
+
+def _read_waits(e: str, stream: list[Instr], at: list[int], lengths: dict[str, int], waits: dict[Ident, tuple[Ident, ...]]
+                ) -> tuple[int, str] | None:
+    """Add engine e's waits at `at` to `waits`; the first that names no instruction of the program
+    (its index, the id), None where none does."""
+    on, bad = _instruction_ids(list(map(attrgetter("on"), map(stream.__getitem__, at))), lengths)
+    waits.update(zip(zip(repeat(e), at), on))
+    return None if bad is None else (at[bad[0]], bad[1])
 
 
 def _steps(chip: Chip, engine: Engine, stream: list[Instr], extents: dict[str, int], skipped: tuple[int, int, int],
@@ -379,6 +493,11 @@ def _check_regions(instr: Instr, chip: Chip, extents: dict[str, int], where: str
         extents[r.mem] = max(extents.get(r.mem, 0), check_region(r, chip.memories, where))
 
 
+_READ = Step._fields.index("read")  # Step's read and write fields, one after the other
+assert Step._fields[_READ + 1] == "write"
+_step_of: Callable[[tuple], Step] = partial(tuple.__new__, Step)  # a Step from all its fields, made in C: one per copy
+
+
 class _Copies:
     """An engine's plain copies, checked and priced once per shape: a copy costs the same at any
     address (its runs and bursts are those of its shapes and strides), so only its two regions'
@@ -401,7 +520,7 @@ class _Copies:
         self._inside(dst, dst_span, i)
         if not self.cached:
             return step
-        return step._replace(read=src if step.read is not None else None, write=dst if step.write is not None else None)
+        return _step_of(step[:_READ] + (src if step.read is not None else None, dst if step.write is not None else None) + step[_READ + 2:])
 
     def _first(self, instr: Dma, where: str) -> tuple[Step, Span, Span]:
         chip = self.chip
@@ -524,17 +643,20 @@ class _Occupancy:
     after the run."""
 
     def __init__(self, program: Program, lives: Lives) -> None:
-        self.program = program
-        self.firsts, self.lasts = lives  # each buffer's (engine, index) of its first instruction, and of its last ones
-        self.pending = list(map(len, self.lasts))  # position in program.buffers -> last instructions not yet ended
+        self.program, self.lives = program, lives  # each buffer's first instruction, and its last ones
         self.start: dict[int, float] = {}  # position in program.buffers -> cycle
         self.end: dict[int, float] = {}
+
+    @cached_property
+    def pending(self) -> list[int]:
+        """position in program.buffers -> last instructions not yet ended (a run of every instruction counts them down)."""
+        return self.lives.count.tolist()
 
     @cached_property
     def opens(self) -> dict[str, dict[int, list[int]]]:
         """engine -> {index: positions in program.buffers it opens} (a run of every instruction watches them)."""
         opens: dict[str, dict[int, list[int]]] = {}
-        for k, (e, i) in enumerate(self.firsts):
+        for k, (e, i) in enumerate(self.lives.firsts()):
             opens.setdefault(e, {}).setdefault(i, []).append(k)
         return opens
 
@@ -542,9 +664,8 @@ class _Occupancy:
     def closes(self) -> dict[str, dict[int, list[int]]]:
         """engine -> {index: positions it is one of the last of}."""
         closes: dict[str, dict[int, list[int]]] = {}
-        for k, last in enumerate(self.lasts):
-            for e, i in last:
-                closes.setdefault(e, {}).setdefault(i, []).append(k)
+        for k, (e, i) in zip(self.lives.owners().tolist(), self.lives.lasts()):
+            closes.setdefault(e, {}).setdefault(i, []).append(k)
         return closes
 
     def open(self, positions: list[int], now: float) -> None:
@@ -562,4 +683,5 @@ class _Occupancy:
         bound = [BufferSpan(b.name, b.region.mem, b.region.addr, b.region.nbytes, 0, cycles, b.role) for b in self.program.bindings]
         buffers, at = self.program.buffers, range(len(self.program.buffers))  # a column at a time: a 7B decode step has 530,000
         fields = (map(attrgetter(name), buffers) for name in ("name", "mem", "addr", "size"))
-        return bound + list(map(BufferSpan._make, zip(*fields, map(self.start.__getitem__, at), map(self.end.__getitem__, at), repeat(""))))
+        made = partial(tuple.__new__, BufferSpan)  # in C, without _make's check of the length
+        return bound + list(map(made, zip(*fields, map(self.start.__getitem__, at), map(self.end.__getitem__, at), repeat(""))))

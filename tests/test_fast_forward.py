@@ -63,6 +63,7 @@ def assert_same_run(fast, whole):
     key = lambda e: (e.engine, e.index)  # noqa: E731
     assert sorted(fast.trace.events, key=key) == sorted(whole.trace.events, key=key)
     assert fast.trace.buffers == whole.trace.buffers
+    assert fast.trace.syncs == whole.trace.syncs  # the cut blocks' waits made from the first's (forward.Moved), the whole run's read
     assert fast.trace.counters == whole.trace.counters
     assert fast.stats == whole.stats and fast.stats.slowest(5) == whole.stats.slowest(5)
 

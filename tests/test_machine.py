@@ -249,7 +249,8 @@ def test_instruction_ids_are_read_as_int_reads_each():
         ids, first = one_by_one(groups)
         assert [i for group in grouped for i in group] == ids and list(map(len, grouped)) == list(map(len, groups))
         assert bad == (None if first is None else (2, [t for g in groups for t in g][first]))
-    assert sim.machine._parsed(["a.0", "a.b.2", "c0.aiv0_mte2.99"], lengths) == (["a", "a.b", "c0.aiv0_mte2"], [0, 2, 99])
+    engine, index = sim.machine._parsed(["a.0", "a.b.2", "c0.aiv0_mte2.99"], lengths)  # engines as positions in lengths
+    assert engine.tolist() == [0, 1, 2] and index.tolist() == [0, 2, 99]
 
 
 def test_timing_mode_gives_the_cycles_of_functional_mode(tiny):

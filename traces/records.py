@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, overload
+from typing import NamedTuple, TypeVar, overload
 
 
 class Event(NamedTuple):
@@ -86,6 +86,52 @@ class Repeated(Sequence[Event]):
         return list, (self.events,)  # pickled as the list it reads as
 
 
+T = TypeVar("T")
+
+
+class Made(Sequence[T]):
+    """A list of `n` records made by `make` when first read: a fast-forwarded run's waits in the
+    blocks it cut out (sim/forward.py's Moved), a 7B decode step's million, are made only where
+    someone reads them (a stored or Chrome trace)."""
+
+    def __init__(self, make: Callable[[], list[T]], n: int) -> None:
+        self.make, self.n = make, n
+        self._items: list[T] | None = None
+
+    @property
+    def items(self) -> list[T]:
+        if self._items is None:
+            self._items = self.make()
+            assert len(self._items) == self.n, "a made list has the length it was given"
+        return self._items
+
+    def __len__(self) -> int:
+        return self.n
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[T]: ...
+
+    def __getitem__(self, i: int | slice) -> T | list[T]:
+        return self.items[i]
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.items)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (list, Made)) and len(self) == len(other) and self.items == list(other)
+
+    __hash__ = None  # type: ignore[assignment]  # a list's equality, unhashable as a list
+
+    def __repr__(self) -> str:
+        return repr(self.items)
+
+    def __reduce__(self) -> tuple:
+        return list, (self.items,)  # pickled as the list it reads as
+
+
 class Sync(NamedTuple):
     """A wait instruction (whether it blocked or not) and the instructions it waited for."""
 
@@ -123,7 +169,7 @@ class Trace:
     #   "fragmentation.<name>"  1 - largest free block / free bytes in that memory (0 when full or empty)
     #   "ddr.read", "ddr.write"  DDR bandwidth in bytes per cycle
     counters: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
-    syncs: list[Sync] = field(default_factory=list)  # Sync, one per wait instruction, in program order
+    syncs: Sequence[Sync] = field(default_factory=list)  # Sync, one per wait instruction, in program order (a list, or Made)
     buffers: list[BufferSpan] = field(default_factory=list)  # BufferSpan: bound tensors, then planned buffers
     ddr_bandwidth: float = 0.0  # the chip's DDR bandwidth in bytes per cycle (0: not known)
     host_memory: str = ""  # the chip's host memory (`kind: host`: the TPU v1's, across PCIe), if it has one
