@@ -38,6 +38,7 @@ mask leaves the last positions' tiles several times the first ones' blocks.
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import numpy as np
@@ -149,14 +150,19 @@ class _Plan:
     def __init__(self, ctx: Lowering, node: Node):
         self.ctx, self.em, self.node = ctx, ctx.em, node
         g = ctx.graph
-        self.q, self.k, self.v = (g.tensors[t] for t in node.inputs[:3])
-        self.mask: Tensor | None = g.tensors[node.inputs[3]] if len(node.inputs) == 4 else None
+        parts = node.params.get("segments", 1)
+        self.q = g.tensors[node.inputs[0]]
+        self.ks = [g.tensors[t] for t in node.inputs[1:1 + parts]]
+        self.vs = [g.tensors[t] for t in node.inputs[1 + parts:1 + 2 * parts]]
+        self.mask: Tensor | None = g.tensors[node.inputs[-1]] if len(node.inputs) == 2 + 2 * parts else None
         self.out = g.tensors[node.outputs[0]]
         self.scale, self.key_t = node.params["scale"], node.params["key_transposed"]
         self.B, self.H, self.M, self.D = self.q.shape
-        self.Hkv = self.k.shape[1]
+        self.Hkv = self.ks[0].shape[1]
         self.group = self.H // self.Hkv
-        self.N, self.Dv = self.v.shape[2], self.v.shape[3]
+        self.starts = [int(n) for n in np.cumsum([0] + [v.shape[2] for v in self.vs])]  # each segment's first key, then the keys' count
+        self.N, self.Dv = self.starts[-1], self.vs[0].shape[3]
+        self.mask_from = self.N - (self.mask.shape[-1] if self.mask is not None else 0)  # the first key the mask covers
         self.dtype = self.q.dtype
         known = g.constants.get(self.mask.name) if self.mask is not None else None
         self.mask_values = None if known is None else known.reshape((1,) * (4 - known.ndim) + known.shape)
@@ -234,11 +240,11 @@ class _Plan:
 
     def _block_kind(self, item: QueryTile, c0: int, tc: int) -> str:
         """"mask" (add the mask tile), "none" (no mask there) or "skip" (every position hidden)."""
-        if self.mask is None:
+        if self.mask is None or c0 < self.mask_from:
             return "none"
         if self.mask_values is None:
             return "mask"
-        tile = self._mask_values(item)[..., c0:c0 + tc]
+        tile = self._mask_values(item)[..., c0 - self.mask_from:c0 - self.mask_from + tc]
         if not tile.any():
             return "none"
         return "skip" if (tile <= MASKED).all() else "mask"
@@ -250,12 +256,14 @@ class _Plan:
         return mv[item.batch if mv.shape[0] > 1 else 0, heads, item.pos:item.pos + item.rows, :]
 
     def _row_blocks(self, item: QueryTile, tn: int) -> list[Visit]:
-        """(first key, keys, kind) of the blocks a query tile visits; blocks hidden by the mask
-        are left out unless a row would then see nothing."""
-        blocks = [(c0, min(tn, self.N - c0)) for c0 in range(0, self.N, tn)]
+        """(first key, keys, kind) of the blocks a query tile visits, each within one segment and
+        on one side of the mask's first key; blocks hidden by the mask are left out unless a row
+        would then see nothing."""
+        edges = sorted({*self.starts, self.mask_from})
+        blocks = [(c0, min(tn, hi - c0)) for lo, hi in itertools.pairwise(edges) for c0 in range(lo, hi, tn)]
         kinds = [self._block_kind(item, c0, tc) for c0, tc in blocks]
         self.blocks += len(blocks)
-        if "skip" in kinds and (self._mask_values(item) <= MASKED).all(axis=-1).any():
+        if "skip" in kinds and self.mask_from == 0 and (self._mask_values(item) <= MASKED).all(axis=-1).any():
             kinds = ["mask" if k == "skip" else k for k in kinds]
         self.skipped += kinds.count("skip")
         return [(c0, tc, k) for (c0, tc), k in zip(blocks, kinds) if k != "skip"]
@@ -386,7 +394,8 @@ class _Plan:
         if j == 0:
             q = b["q"][t % 2]
             self._copy(self._q_region(it), home[self.q.name], dense(q.mem, q.addr, self.dtype, (1, hk, pr, self.D)), q, "q", t % 2)
-        k_full = self.ctx.home_region(self.k.name)
+        key, _, c0 = self._segment(c0)
+        k_full = self.ctx.home_region(key.name)
         if self.key_t:
             src = sub_region(k_full, (bb, kv, 0, c0), (1, 1, self.D, tc))
             shape = (1, 1, self.D, tc)
@@ -394,7 +403,7 @@ class _Plan:
             src = sub_region(k_full, (bb, kv, c0, 0), (1, 1, tc, self.D))
             shape = (1, 1, tc, self.D)
         k = b["k"][slot]
-        self._copy(src, home[self.k.name], dense(k.mem, k.addr, self.dtype, shape), k, "k", slot)
+        self._copy(src, home[key.name], dense(k.mem, k.addr, self.dtype, shape), k, "k", slot)
         if kind == "mask":
             mask = self.mask
             assert mask is not None  # a block is masked only where the op has a mask
@@ -402,7 +411,7 @@ class _Plan:
             full = self.ctx.home_region(mask.name)
             if len(full.shape) == 2:
                 full = Region(full.mem, full.addr, full.dtype, (1, 1) + full.shape, (0, 0) + full.strides)
-            at = (bb if full.shape[0] > 1 else 0, h0 if full.shape[1] > 1 else 0, p0, c0)
+            at = (bb if full.shape[0] > 1 else 0, h0 if full.shape[1] > 1 else 0, p0, blk.c0 - self.mask_from)
             src = sub_region(full, at, (1, hk, pr, tc))
             src = Region(src.mem, src.addr, src.dtype, src.shape, tuple(0 if n == 1 else s for n, s in zip(full.shape, src.strides)))
             self._copy(src, home[mask.name], dense(mk.mem, mk.addr, mask.dtype, (1, hk, pr, tc)), mk, "mask", slot)
@@ -411,8 +420,14 @@ class _Plan:
         """What a block's accumulation reads: its value tile."""
         it, c0, tc, slot = blk.tile, blk.c0, blk.tc, blk.slot
         v = self.b["v"][slot]
-        src = sub_region(self.ctx.home_region(self.v.name), (it.batch, it.kv, c0, 0), (1, 1, tc, self.Dv))
-        self._copy(src, self.ctx.home[self.v.name], dense(v.mem, v.addr, self.dtype, (1, 1, tc, self.Dv)), v, "v", slot)
+        _, value, c0 = self._segment(c0)
+        src = sub_region(self.ctx.home_region(value.name), (it.batch, it.kv, c0, 0), (1, 1, tc, self.Dv))
+        self._copy(src, self.ctx.home[value.name], dense(v.mem, v.addr, self.dtype, (1, 1, tc, self.Dv)), v, "v", slot)
+
+    def _segment(self, c0: int) -> tuple[Tensor, Tensor, int]:
+        """(key, value, the block's first key within them) of the segment holding key c0."""
+        s = int(np.searchsorted(self.starts, c0, side="right")) - 1
+        return self.ks[s], self.vs[s], c0 - self.starts[s]
 
     def _row_values(self, t: int, j: int, slot: int) -> tuple[Buf, Buf, Buf, Buf, Buf, Buf]:
         """(m_old, m_new, l, block max, block sum, alpha) of a block: the running max alternates
