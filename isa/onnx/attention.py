@@ -83,8 +83,9 @@ def fuse(source: Source, g: Graph) -> str:
             made.append(helper.make_node("Reshape", [out, _shape_constant(made, f"{name}.regrouped_shape", shapes[node.output[0]])],
                                          list(node.output), name=f"{name}.regrouped"))
         inputs = [q, *keys, *values] + ([mask] if mask else [])
-        segments = {"segments": len(keys)} if len(keys) > 1 else {}
-        fused_node = helper.make_node(FUSED, inputs, [out], name=name, scale=scale, key_transposed=int(key_t), **segments)
+        fused_node = helper.make_node(FUSED, inputs, [out], name=name, scale=scale, key_transposed=int(key_t))
+        if len(keys) > 1:
+            fused_node.attribute.append(helper.make_attribute("segments", len(keys)))
         g.replace(chain, [*made[:-1], fused_node, *made[-1:]] if made else [fused_node])
         infos.append(helper.make_tensor_value_info(out, elems[node.output[0]], out_shape))
         done += 1

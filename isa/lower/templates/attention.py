@@ -66,6 +66,9 @@ T = TypeVar("T")
 F32 = "float32"
 MASKED = -65504.0  # a mask value at or below this (float16's lowest) hides its position: exp(it) is 0 in float32
 MAX_ROWS, MAX_KEYS = 128, 128  # the largest query tile and key block tried
+DECODE_KEYS = 1024  # the largest key block tried for a tile of a KV group's every row (a decode step): its scores are few
+#                    rows, and a longer block reads the transposed key cache in longer runs (bm1686's 2048-long
+#                    cache: 1.18x its DDR floor in blocks of 128, 1.05x in blocks of 1024)
 ROWS = 8  # row values a unit keeps: the running max (this block's and the last), the running sum (two query tiles'),
 #           a block's max and sum, its rescale factor (two blocks')
 
@@ -175,6 +178,11 @@ class _Plan:
         self.placed: list[Buf] = []  # every unit's buffers, released once all are emitted
         self.stages: dict[tuple, Buf] = {}  # a unit's staging buffers by what they stage
         self.b: dict[str, list[Buf]] = {}  # a unit's buffers by key, one a slot
+        self.parts = 1  # the parts each query tile's keys are cut into (key_parts)
+        self.run_parts: list[int] = []  # the part of its tile's keys each query tile of a unit's run is
+        self.index: dict[QueryTile, int] = {}  # a query tile's place among the tiles, where the keys are cut
+        self.held: list[Buf] = []  # the parts' outputs, row maxima and row sums (partials)
+        self.tm = 0
 
     # ---- tiling -------------------------------------------------------------------------------
 
@@ -238,8 +246,9 @@ class _Plan:
             fitting = [(tm, tn) for tm in halvings(rows, m)
                        for tn in [next((tn for tn in halvings(min(self.N, MAX_KEYS), 16) if self._fits(unit, tm, tn, slots)), 0)] if tn]
             if fitting:
-                if fitting[0][0] == self.group * self.M and fitting[0][1] < self.N:
-                    return (*fitting[0], slots)  # a KV group's rows in one tile: the units share its keys (key_parts)
+                if fitting[0][0] == self.group * self.M and fitting[0][1] < self.N:  # a KV group's rows in one tile:
+                    tm = fitting[0][0]  # the units share its keys (key_parts), in blocks as long as fit (DECODE_KEYS)
+                    return tm, next(tn for tn in halvings(min(self.N, DECODE_KEYS), 16) if self._fits(unit, tm, tn, slots)), slots
                 tm, tn = next((f for f in fitting if len(self.items(f[0])) >= len(units)), fitting[-1])
                 return tm, tn, slots
         raise OutOfMemoryError(f"{self.node.name}: even a 1-row query tile and a 1-key block need "
