@@ -183,3 +183,23 @@ def test_the_fused_decode_step_is_faster_than_its_scores_through_ddr(chip, dtype
         assert (name == "fused") == any(n.op == "attention" for n in graph.nodes)
         cycles[name] = sim.execute(isa.lower(graph, target), target, mode="timing").cycles
     assert cycles["fused"] < cycles["unfused"], cycles
+
+
+@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-5), ("bm1686", "float32", 1e-5), ("ascend910b", "float16", 1e-2)])
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_multi_query_step_reads_its_one_kv_heads_cache_in_place(chip, dtype, tol, fused):
+    """Multi-query attention (4 query heads, 1 KV head), the caches kept as graph state: a
+    prefill of 5 tokens, then a decode step of the 6th reads the one KV head's caches where they
+    lie, fused or not; its output is the 6-token prefill's last row."""
+    cfg = llm.config("tinyllama-1.1b", layers=1, hidden=64, heads=4, kv_heads=1, mlp=96, vocab=100)
+    passes = None if fused else UNFUSED
+    x = np.random.default_rng(5).standard_normal((1, 6, cfg.hidden)).astype(dtype)
+    full = sim.run(isa.from_onnx(llm.decoder_layer(cfg, seq=6, dtype=dtype), passes=passes), chip, {"x": x}).outputs["y"]
+    session = sim.Session(chip)
+    for seq, past in ((5, 0), (1, 5)):
+        graph = llm.with_kv_cache(isa.from_onnx(llm.decoder_layer(cfg, seq=seq, past=past, dtype=dtype), passes=passes), cfg, 1, 8,
+                                  past=past, seq=seq)
+        got = session.run(graph, {"x": x[:, past:past + seq]}).outputs["y"]
+    readers = {n.op for n in graph.nodes if {"past.0.key", "past.0.value"} & set(n.inputs)}
+    assert readers == ({"attention"} if fused else {"matrix_mul"})
+    np.testing.assert_allclose(got[:, 0].astype(np.float64), full[:, 5].astype(np.float64), rtol=tol, atol=tol)
