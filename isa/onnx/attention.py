@@ -20,6 +20,14 @@ op reads a KV head's group itself, and the one mask block, and its output is res
 regrouped one (a view). Its output is then (batch, heads, rows, head size), which the head merge
 after it permutes with the last axis kept: the lowering writes it in place of the merge
 (isa/lower/templates/place.py).
+
+A decode step's attention comes in two more forms, fused into one op over key and value segments
+(the cache, or its paged blocks, and the new tokens' rows), never concatenated:
+- examples/llm.py's (_match_concat): scores over each segment, MatMul(q, k_i) -> Mul or Div by one
+  scalar (the last one's -> Add(mask) optionally), Concat along the keys, Softmax, Slices back
+  into the segments, MatMul(., v_i) each, the products summed by Adds;
+- Hugging Face's (_concatenated): the pattern above whose key and value are Concats of the cache
+  and the new rows along the keys; the fused op reads the Concat's inputs.
 """
 
 from __future__ import annotations

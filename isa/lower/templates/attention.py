@@ -34,6 +34,13 @@ tile. On one engine for both (a Sophgo TIU) there is nothing to overlap between 
 block runs whole, the next block's loads emitted before it. The query tiles are dealt among
 the units (each core's matrix engine with its vector engine) in runs of equal work: a causal
 mask leaves the last positions' tiles several times the first ones' blocks.
+
+A decode step (flash-decoding; CANN's IncreFlashAttention; vLLM's PagedAttention): the keys and
+values come in segments (the cache or its paged blocks, read where they lie, and the new
+tokens'), blocks never straddling one's edge; a KV group's every query row is one tile, so the
+cache is read once per KV head; the few tiles' long chains of blocks are cut into parts the units
+do apart, each leaving its O (not divided by l), m and l in the memory every core reaches, and a
+unit's vector engine combines a tile's parts after (key_parts, combine).
 """
 
 from __future__ import annotations
