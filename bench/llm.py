@@ -209,7 +209,7 @@ def run(args):
     if args.whole:
         # the weights as the program's inputs (timing mode reads no values); quantized ones must be constants to quantize
         wholes = [simulate(lambda n=n: llm.model(cfg, batch, 1, n, act, args.seed, args.kv_block, weight_inputs=dtype not in WEIGHT_ONLY),
-                           chip, args.top, quantize, keep=cached(n, cfg.layers))
+                           chip, args.top, quantize, passes, keep=cached(n, cfg.layers))
                   for n in lengths]
         tpot = sum(s.seconds for s in wholes) / len(wholes)
         out(f"decode: the whole model ({cfg.layers} layers, embedding and head) simulated as one graph: time per output token "
@@ -218,7 +218,7 @@ def run(args):
         cpu = {k: sum(s.cpu[k] for s in wholes) for k in ("build", "lower", "simulate")}
         out(f"  whole-model decode step{'s' if len(wholes) > 1 else ''}: CPU seconds build and import {cpu['build']:.1f}, "
             f"lower {cpu['lower']:.1f}, simulate {cpu['simulate']:.1f}")
-    steps = [simulate(lambda n=n: layer(1, n), chip, args.top, quantize, keep=cached(n))
+    steps = [simulate(lambda n=n: layer(1, n), chip, args.top, quantize, passes, keep=cached(n))
              for n in lengths]
     layer_step = sum(s.seconds for s in steps) / len(steps)
     tpot = sum(s.seconds for s in wholes) / len(wholes) if args.whole else cfg.layers * layer_step + decode_ends.seconds
@@ -271,7 +271,7 @@ def main(argv=None):
     p.add_argument("--top", type=int, default=3, help="the layer's ops with the longest spans to print (default: 3)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--unfused-attention", action="store_true",
-                   help="import the prefill layer without the attention pass: its scores go through DDR (for comparison)")
+                   help="import the prefill and decode layers without the attention pass: their scores go through DDR (for comparison)")
     p.add_argument("--published", action="store_true", help="print the published figures for these chips against the simulator")
     p.add_argument("--layers", type=int, help="a model of this many layers (default: the configuration's)")
     p.add_argument("--whole", action="store_true", help="simulate a decode step as the whole model, one graph (see above)")

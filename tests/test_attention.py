@@ -128,12 +128,6 @@ def test_the_pass_fuses_a_llama_prefill_layer_and_the_layer_gets_faster(prompt):
     assert cycles["fused"] < cycles["unfused"]
 
 
-def test_a_decode_step_over_a_cache_is_left_unfused_and_right():
-    model = llm.decoder_layer(small_llama(), 1, 1, 6, "float32", 0)
-    g = isa.from_onnx(model)
-    assert not any(n.op == "attention" for n in g.nodes)
-
-
 def test_query_tiles_are_dealt_in_runs_of_equal_work():
     """A causal prefill's query tiles visit 1, 2, ... blocks: runs of equal counts of tiles would
     give the last unit the most work; runs of equal work stay consecutive and within a tile of

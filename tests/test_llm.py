@@ -208,16 +208,18 @@ def test_a_decode_step_streams_its_weights_and_cache_within_1_5x_of_the_ddr_floo
 
 @pytest.mark.parametrize("chip, dtype", [("generic", "float32"), ("bm1686", "float32"), ("bm1684", "float32"), ("ascend910b", "float16")])
 def test_a_decode_steps_head_products_read_the_caches_in_place(chip, dtype):
-    """A layer whose caches outweigh its weights (8 heads of 128 over 2048 cached tokens): each
-    head's products read its slice of the key and value caches where it lies (one batched
-    product, no extract through DDR), so the step stays within 1.5x of its DDR floor; a copy of
-    each head's slice first reads and writes the caches' bytes twice more (2.0x on generic, 2.5x on ascend910b)."""
+    """A layer whose caches outweigh its weights (8 heads of 128 over 2048 cached tokens): the
+    fused attention, and unfused each head's products, read the key and value caches where they
+    lie (one batched product, no extract through DDR), so the step stays within 1.5x of its DDR
+    floor; a copy of each head's slice first reads and writes the caches' bytes twice more (2.0x
+    on generic, 2.5x on ascend910b)."""
     cfg, target = llm.config("llama2-7b", hidden=1024, heads=8, kv_heads=8, mlp=1024), chips.load(chip)
     model = llm.decoder_layer(cfg, seq=1, past=2048, dtype=dtype)
-    graph = isa.from_onnx(model)
     caches = {"past.0.key", "past.0.value"}
-    assert not [n.name for n in graph.nodes if n.op == "extract" and caches & set(n.inputs)]
-    assert {n.op for n in graph.nodes if caches & set(n.inputs)} == {"matrix_mul"}
+    for passes, reader in ((None, "attention"), ([p for p in isa.onnx.PASSES if p != "attention"], "matrix_mul")):
+        graph = isa.from_onnx(model, passes=passes)
+        assert not [n.name for n in graph.nodes if n.op == "extract" and caches & set(n.inputs)]
+        assert {n.op for n in graph.nodes if caches & set(n.inputs)} == {reader}
     step = BENCH.simulate(lambda: model, target, top=0)
     floor_bytes, floor = BENCH.decode_floor(cfg, target, dtype, 1, 2048)
     assert floor_bytes == (cfg.layer_weights() + 2 * 2048 * 1024) * BENCH.DTYPE_BYTES[dtype]

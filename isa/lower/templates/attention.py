@@ -34,10 +34,19 @@ tile. On one engine for both (a Sophgo TIU) there is nothing to overlap between 
 block runs whole, the next block's loads emitted before it. The query tiles are dealt among
 the units (each core's matrix engine with its vector engine) in runs of equal work: a causal
 mask leaves the last positions' tiles several times the first ones' blocks.
+
+A decode step (flash-decoding; CANN's IncreFlashAttention; vLLM's PagedAttention): the keys and
+values come in segments (the cache or its paged blocks, read where they lie, and the new
+tokens'), blocks never straddling one's edge; a KV group's every query row is one tile, so the
+cache is read once per KV head; the few tiles' long chains of blocks are cut into parts the units
+do apart, each leaving its O (not divided by l), m and l in the memory every core reaches, and a
+unit's vector engine combines a tile's parts after (key_parts, combine).
 """
 
 from __future__ import annotations
 
+import itertools
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import numpy as np
@@ -64,6 +73,9 @@ T = TypeVar("T")
 F32 = "float32"
 MASKED = -65504.0  # a mask value at or below this (float16's lowest) hides its position: exp(it) is 0 in float32
 MAX_ROWS, MAX_KEYS = 128, 128  # the largest query tile and key block tried
+DECODE_KEYS = 1024  # the largest key block tried for a tile of a KV group's every row (a decode step): its scores are few
+#                    rows, and a longer block reads the transposed key cache in longer runs (bm1686's 2048-long
+#                    cache: 1.18x its DDR floor in blocks of 128, 1.05x in blocks of 1024)
 ROWS = 8  # row values a unit keeps: the running max (this block's and the last), the running sum (two query tiles'),
 #           a block's max and sum, its rescale factor (two blocks')
 
@@ -102,18 +114,21 @@ def lower_attention(ctx: Lowering, group: Group) -> None:
     items = plan.items(tm)
     plan.visits.update((it, plan._row_blocks(it, tn)) for it in items)
     units = ctx.units("matrix", vector=True)
-    runs = [(u, r) for u, r in zip(units, deal_work(items, [len(plan.visits[it]) for it in items], len(units))) if r]
+    plan.parts = plan.key_parts(items, len(units))
+    pieces = [(it, p) for it in items for p in range(plan.parts)]
+    runs = [(u, r) for u, r in zip(units, deal_work(pieces, [len(plan.piece(*pc)) for pc in pieces], len(units))) if r]
     out = ctx.home[plan.out.name]
-    if len(runs) > 1:
-        with ctx.em.disjoint([out]):
-            for unit, run in runs:
-                plan.emit(unit, run, tm, tn, slots)
-    else:
-        plan.emit(*runs[0], tm, tn, slots)
+    partials = plan.partials(items, tm)
+    with ctx.em.disjoint([out, *partials]) if len(runs) > 1 else nullcontext():
+        for unit, run in runs:
+            plan.emit(unit, run, tm, tn, slots)
     for buf in plan.placed:  # released once every unit is emitted: no unit reuses another's addresses
         ctx.em.release(buf)
+    if plan.parts > 1:
+        plan.combine(units, items)
     ctx.em.notes.append(f"attention {plan.node.name}: query tiles of {tm} rows, key blocks of {tn}, {slots} slot(s), "
-                        f"{plan.skipped} of {plan.blocks} blocks skipped by the mask, on {len(runs)} unit(s)")
+                        f"{plan.skipped} of {plan.blocks} blocks skipped by the mask, on {len(runs)} unit(s)"
+                        + (f", each tile's keys in {plan.parts} parts combined" if plan.parts > 1 else ""))
 
 
 def memories(unit: Unit) -> tuple[str, str, str, str]:
@@ -149,14 +164,19 @@ class _Plan:
     def __init__(self, ctx: Lowering, node: Node):
         self.ctx, self.em, self.node = ctx, ctx.em, node
         g = ctx.graph
-        self.q, self.k, self.v = (g.tensors[t] for t in node.inputs[:3])
-        self.mask: Tensor | None = g.tensors[node.inputs[3]] if len(node.inputs) == 4 else None
+        parts = node.params.get("segments", 1)
+        self.q = g.tensors[node.inputs[0]]
+        self.ks = [g.tensors[t] for t in node.inputs[1:1 + parts]]
+        self.vs = [g.tensors[t] for t in node.inputs[1 + parts:1 + 2 * parts]]
+        self.mask: Tensor | None = g.tensors[node.inputs[-1]] if len(node.inputs) == 2 + 2 * parts else None
         self.out = g.tensors[node.outputs[0]]
         self.scale, self.key_t = node.params["scale"], node.params["key_transposed"]
         self.B, self.H, self.M, self.D = self.q.shape
-        self.Hkv = self.k.shape[1]
+        self.Hkv = self.ks[0].shape[1]
         self.group = self.H // self.Hkv
-        self.N, self.Dv = self.v.shape[2], self.v.shape[3]
+        self.starts = [int(n) for n in np.cumsum([0] + [v.shape[2] for v in self.vs])]  # each segment's first key, then the keys' count
+        self.N, self.Dv = self.starts[-1], self.vs[0].shape[3]
+        self.mask_from = self.N - (self.mask.shape[-1] if self.mask is not None else 0)  # the first key the mask covers
         self.dtype = self.q.dtype
         known = g.constants.get(self.mask.name) if self.mask is not None else None
         self.mask_values = None if known is None else known.reshape((1,) * (4 - known.ndim) + known.shape)
@@ -165,6 +185,11 @@ class _Plan:
         self.placed: list[Buf] = []  # every unit's buffers, released once all are emitted
         self.stages: dict[tuple, Buf] = {}  # a unit's staging buffers by what they stage
         self.b: dict[str, list[Buf]] = {}  # a unit's buffers by key, one a slot
+        self.parts = 1  # the parts each query tile's keys are cut into (key_parts)
+        self.run_parts: list[int] = []  # the part of its tile's keys each query tile of a unit's run is
+        self.index: dict[QueryTile, int] = {}  # a query tile's place among the tiles, where the keys are cut
+        self.held: list[Buf] = []  # the parts' outputs, row maxima and row sums (partials)
+        self.tm = 0
 
     # ---- tiling -------------------------------------------------------------------------------
 
@@ -215,10 +240,11 @@ class _Plan:
 
     def tiles(self) -> tuple[int, int, int]:
         """(tm, tn, slots): of the query tiles whose buffers fit with some key block beside
-        double-buffered blocks (else single ones), the largest that still gives every unit a
-        tile, or where none does the smallest (a short prompt's few long chains of blocks would
-        leave most cores idle), with the largest key block that fits it; tm a multiple of the
-        matrix unit's rows."""
+        double-buffered blocks (else single ones): where one holds a KV group's every row (a
+        decode step) and the keys take more than a block, that one, the keys then shared among
+        the units (key_parts); else the largest that still gives every unit a tile, or where none
+        does the smallest (a short prompt's few long chains of blocks would leave most cores
+        idle), with the largest key block that fits it; tm a multiple of the matrix unit's rows."""
         units = self.ctx.units("matrix", vector=True)
         unit = units[0]
         m = unit.mx.matrix.m if unit.mx.matrix is not None else 1
@@ -227,6 +253,9 @@ class _Plan:
             fitting = [(tm, tn) for tm in halvings(rows, m)
                        for tn in [next((tn for tn in halvings(min(self.N, MAX_KEYS), 16) if self._fits(unit, tm, tn, slots)), 0)] if tn]
             if fitting:
+                if fitting[0][0] == self.group * self.M and fitting[0][1] < self.N:  # a KV group's rows in one tile:
+                    tm = fitting[0][0]  # the units share its keys (key_parts), in blocks as long as fit (DECODE_KEYS)
+                    return tm, next(tn for tn in halvings(min(self.N, DECODE_KEYS), 16) if self._fits(unit, tm, tn, slots)), slots
                 tm, tn = next((f for f in fitting if len(self.items(f[0])) >= len(units)), fitting[-1])
                 return tm, tn, slots
         raise OutOfMemoryError(f"{self.node.name}: even a 1-row query tile and a 1-key block need "
@@ -234,11 +263,11 @@ class _Plan:
 
     def _block_kind(self, item: QueryTile, c0: int, tc: int) -> str:
         """"mask" (add the mask tile), "none" (no mask there) or "skip" (every position hidden)."""
-        if self.mask is None:
+        if self.mask is None or c0 < self.mask_from:
             return "none"
         if self.mask_values is None:
             return "mask"
-        tile = self._mask_values(item)[..., c0:c0 + tc]
+        tile = self._mask_values(item)[..., c0 - self.mask_from:c0 - self.mask_from + tc]
         if not tile.any():
             return "none"
         return "skip" if (tile <= MASKED).all() else "mask"
@@ -250,26 +279,67 @@ class _Plan:
         return mv[item.batch if mv.shape[0] > 1 else 0, heads, item.pos:item.pos + item.rows, :]
 
     def _row_blocks(self, item: QueryTile, tn: int) -> list[Visit]:
-        """(first key, keys, kind) of the blocks a query tile visits; blocks hidden by the mask
-        are left out unless a row would then see nothing."""
-        blocks = [(c0, min(tn, self.N - c0)) for c0 in range(0, self.N, tn)]
+        """(first key, keys, kind) of the blocks a query tile visits, each within one segment and
+        on one side of the mask's first key; blocks hidden by the mask are left out unless a row
+        would then see nothing."""
+        edges = sorted({*self.starts, self.mask_from})
+        blocks = [(c0, min(tn, hi - c0)) for lo, hi in itertools.pairwise(edges) for c0 in range(lo, hi, tn)]
         kinds = [self._block_kind(item, c0, tc) for c0, tc in blocks]
         self.blocks += len(blocks)
-        if "skip" in kinds and (self._mask_values(item) <= MASKED).all(axis=-1).any():
+        if "skip" in kinds and self.mask_from == 0 and (self._mask_values(item) <= MASKED).all(axis=-1).any():
             kinds = ["mask" if k == "skip" else k for k in kinds]
         self.skipped += kinds.count("skip")
         return [(c0, tc, k) for (c0, tc), k in zip(blocks, kinds) if k != "skip"]
 
+    def key_parts(self, items: list[QueryTile], units: int) -> int:
+        """Into how many parts each query tile's key blocks are cut, each part a piece of work a
+        unit does alone and the parts' outputs combined after (flash-decoding; CANN's
+        IncreFlashAttention splits a decode step's keys over the cores): where the tiles hold
+        their KV groups' every row (a decode step: a few tiles of long chains of blocks), the
+        count whose pieces dealt to the units give the busiest the fewest blocks, a part's
+        partial output and its combine counted as a block; else 1."""
+        if len(items) != self.B * self.Hkv or units == 1:
+            return 1
+        fewest = min(len(self.visits[it]) for it in items)
+
+        def busiest(parts: int) -> int:
+            work = [len(self.piece(it, p, parts)) + (parts > 1) for it in items for p in range(parts)]
+            return max(sum(work[i] for i in run) for run in deal_work(list(range(len(work))), work, units))
+
+        return min(range(1, min(fewest, units) + 1), key=lambda parts: (busiest(parts), parts))
+
+    def piece(self, it: QueryTile, part: int, parts: int | None = None) -> list[Visit]:
+        """The key blocks of part `part` of a query tile's `parts` (default: the plan's) equal runs."""
+        blocks, parts = self.visits[it], parts or self.parts
+        return blocks[len(blocks) * part // parts:len(blocks) * (part + 1) // parts]
+
+    def partials(self, items: list[QueryTile], tm: int) -> list[Buf]:
+        """Where the parts of a tile's keys leave their output (float32, not yet divided by the
+        row sum), row maxima and row sums for the combine: in the on-chip memory every core
+        reaches where it holds them, else in DDR. None when the keys are not cut."""
+        if self.parts == 1:
+            return []
+        count = len(items) * self.parts
+        shared = local_memory(self.ctx.chip)
+        sizes = (count * tm * self.Dv * 4, count * tm * 4, count * tm * 4)
+        mem = shared if shared and self.em.allocators[shared].fits(list(sizes)) else "ddr"
+        self.index = {it: k for k, it in enumerate(items)}
+        self.held = [self.em.alloc(mem, n, f"{self.node.name}/{what}") for n, what in
+                     zip(sizes, ("partial_o", "partial_max", "partial_sum"))]
+        self.tm = tm
+        return self.held
+
     # ---- emission -----------------------------------------------------------------------------
 
-    def emit(self, unit: Unit, run: list[QueryTile], tm: int, tn: int, slots: int) -> None:
-        """Emit a unit's query tiles: its buffers placed (_place), then their blocks in an order
-        that overlaps them as the unit's engines allow (_in_turn, _overlapped)."""
+    def emit(self, unit: Unit, run: list[tuple[QueryTile, int]], tm: int, tn: int, slots: int) -> None:
+        """Emit a unit's query tiles (each a part of its keys): its buffers placed (_place), then
+        their blocks in an order that overlaps them as the unit's engines allow (_in_turn, _overlapped)."""
         self.stages = {}
         self.unit, self.b = unit, self._place(unit, tm, tn, slots)
+        self.run_parts = [p for _, p in run]
         steps: list[Block] = []
-        for t, it in enumerate(run):
-            blocks = self.visits[it]
+        for t, (it, p) in enumerate(run):
+            blocks = self.piece(it, p)
             for j, (c0, tc, kind) in enumerate(blocks):
                 steps.append(Block(t, it, j, len(blocks), c0, tc, kind, len(steps) % slots))
         if slots == 1 or unit.mx.name == unit.vx.name:
@@ -386,7 +456,8 @@ class _Plan:
         if j == 0:
             q = b["q"][t % 2]
             self._copy(self._q_region(it), home[self.q.name], dense(q.mem, q.addr, self.dtype, (1, hk, pr, self.D)), q, "q", t % 2)
-        k_full = self.ctx.home_region(self.k.name)
+        key, _, c0 = self._segment(c0)
+        k_full = self.ctx.home_region(key.name)
         if self.key_t:
             src = sub_region(k_full, (bb, kv, 0, c0), (1, 1, self.D, tc))
             shape = (1, 1, self.D, tc)
@@ -394,7 +465,7 @@ class _Plan:
             src = sub_region(k_full, (bb, kv, c0, 0), (1, 1, tc, self.D))
             shape = (1, 1, tc, self.D)
         k = b["k"][slot]
-        self._copy(src, home[self.k.name], dense(k.mem, k.addr, self.dtype, shape), k, "k", slot)
+        self._copy(src, home[key.name], dense(k.mem, k.addr, self.dtype, shape), k, "k", slot)
         if kind == "mask":
             mask = self.mask
             assert mask is not None  # a block is masked only where the op has a mask
@@ -402,7 +473,7 @@ class _Plan:
             full = self.ctx.home_region(mask.name)
             if len(full.shape) == 2:
                 full = Region(full.mem, full.addr, full.dtype, (1, 1) + full.shape, (0, 0) + full.strides)
-            at = (bb if full.shape[0] > 1 else 0, h0 if full.shape[1] > 1 else 0, p0, c0)
+            at = (bb if full.shape[0] > 1 else 0, h0 if full.shape[1] > 1 else 0, p0, blk.c0 - self.mask_from)
             src = sub_region(full, at, (1, hk, pr, tc))
             src = Region(src.mem, src.addr, src.dtype, src.shape, tuple(0 if n == 1 else s for n, s in zip(full.shape, src.strides)))
             self._copy(src, home[mask.name], dense(mk.mem, mk.addr, mask.dtype, (1, hk, pr, tc)), mk, "mask", slot)
@@ -411,8 +482,14 @@ class _Plan:
         """What a block's accumulation reads: its value tile."""
         it, c0, tc, slot = blk.tile, blk.c0, blk.tc, blk.slot
         v = self.b["v"][slot]
-        src = sub_region(self.ctx.home_region(self.v.name), (it.batch, it.kv, c0, 0), (1, 1, tc, self.Dv))
-        self._copy(src, self.ctx.home[self.v.name], dense(v.mem, v.addr, self.dtype, (1, 1, tc, self.Dv)), v, "v", slot)
+        _, value, c0 = self._segment(c0)
+        src = sub_region(self.ctx.home_region(value.name), (it.batch, it.kv, c0, 0), (1, 1, tc, self.Dv))
+        self._copy(src, self.ctx.home[value.name], dense(v.mem, v.addr, self.dtype, (1, 1, tc, self.Dv)), v, "v", slot)
+
+    def _segment(self, c0: int) -> tuple[Tensor, Tensor, int]:
+        """(key, value, the block's first key within them) of the segment holding key c0."""
+        s = int(np.searchsorted(self.starts, c0, side="right")) - 1
+        return self.ks[s], self.vs[s], c0 - self.starts[s]
 
     def _row_values(self, t: int, j: int, slot: int) -> tuple[Buf, Buf, Buf, Buf, Buf, Buf]:
         """(m_old, m_new, l, block max, block sum, alpha) of a block: the running max alternates
@@ -507,7 +584,9 @@ class _Plan:
                 vec("copy", o_r, o, (pv_r, pv))
             else:
                 vec("mul_add", o_r, o, (o_r, o), (o_col, alpha), (pv_r, pv))
-        if j == count - 1:
+        if j == count - 1 and self.parts > 1:
+            self._store_partial(it, self.run_parts[t], o, o_r, self._row_values(t, j, slot)[1], l_buf)
+        elif j == count - 1:
             self._store(it, o, o_r, l_buf)
 
     def _store(self, it: QueryTile, o: Buf, o_r: Region, l_buf: Buf) -> None:
@@ -522,3 +601,67 @@ class _Plan:
         dst = sub_region(self.ctx.home_region(self.out.name), (bb, h0, p0, 0), (1, hk, pr, self.Dv))
         self._copy(dense(res.mem, res.addr, self.out.dtype, (1, hk, pr, self.Dv)), res, dst, self.ctx.home[self.out.name], "out")
 
+
+    def _partial(self, k: int, it: QueryTile) -> tuple[Region, Region, Region]:
+        """The regions of piece k's partial output, row maxima and row sums."""
+        o, m, l_buf = self.held
+        rt = it.size
+        return (o.region(F32, (rt, self.Dv), k * self.tm * self.Dv * 4), m.region(F32, (rt,), k * self.tm * 4),
+                l_buf.region(F32, (rt,), k * self.tm * 4))
+
+    def _store_partial(self, it: QueryTile, part: int, o: Buf, o_r: Region, m: Buf, l_buf: Buf) -> None:
+        """A part of a tile's keys done: its O (not divided by l), row maxima and row sums out for the combine."""
+        rt = it.size
+        dst = self._partial(self.index[it] * self.parts + part, it)
+        for src, buf, to, held, key in ((o_r, o, dst[0], self.held[0], "partial_o"),
+                                        (dense(m.mem, m.addr, F32, (rt,)), m, dst[1], self.held[1], "partial_max"),
+                                        (dense(l_buf.mem, l_buf.addr, F32, (rt,)), l_buf, dst[2], self.held[2], "partial_sum")):
+            self._copy(src, buf, to, held, key)
+
+    def combine(self, units: list[Unit], items: list[QueryTile]) -> None:
+        """Each tile's parts combined on a unit's vector engine (the tiles dealt round the units),
+        as flash-decoding's reduction does: with M the largest of the parts' row maxima m_i,
+        O = sum_i exp(m_i - M) O_i / sum_i exp(m_i - M) l_i, to the output's home."""
+        em, name, rt = self.em, self.node.name, self.tm
+        runs = [(u, items[k::len(units)]) for k, u in enumerate(units) if items[k::len(units)]]
+        placed: list[Buf] = []
+        with em.disjoint([self.ctx.home[self.out.name]]) if len(runs) > 1 else nullcontext():
+            for unit, run in runs:
+                self.unit, self.stages, vmem = unit, {}, operand_memory(unit.vx, "")
+                acc, part = (em.alloc(vmem, rt * self.Dv * 4, f"{name}/combine.{w}") for w in ("o", "part"))
+                rows = [em.alloc(vmem, rt * 4, f"{name}/combine.row") for _ in range(6)]
+                self.b = {"out": [em.alloc(vmem, rt * self.Dv * dtypes.itemsize(self.out.dtype), f"{name}/combine.out")]} \
+                    if self.out.dtype != F32 else {}
+                placed += [acc, part, *rows, *self.b.get("out", [])]
+                for it in run:
+                    self._combine(it, acc, part, rows)
+                placed += list(self.stages.values())
+        for buf in [*placed, *self.held]:
+            em.release(buf)
+
+    def _combine(self, it: QueryTile, acc: Buf, part: Buf, rows: list[Buf]) -> None:
+        """One tile's parts combined into acc, divided and stored."""
+        vec, r, rt = self._vec, it.size, it.size
+        big, mi, lsum, li, a, b = rows
+        row = lambda buf: dense(buf.mem, buf.addr, F32, (rt,))  # noqa: E731
+        col = lambda buf: Region(buf.mem, buf.addr, F32, (rt, self.Dv), (1, 0))  # noqa: E731 - a row value across a row of O
+        acc_r, part_r = (dense(x.mem, x.addr, F32, (r, self.Dv)) for x in (acc, part))
+        for p in range(self.parts):
+            o_src, m_src, l_src = self._partial(self.index[it] * self.parts + p, it)
+            first = p == 0
+            self._copy(o_src, self.held[0], acc_r if first else part_r, acc if first else part, "combine_o")
+            self._copy(m_src, self.held[1], row(big if first else mi), big if first else mi, "combine_max")
+            self._copy(l_src, self.held[2], row(lsum if first else li), lsum if first else li, "combine_sum")
+            if first:
+                continue
+            vec("max", row(b), b, (row(big), big), (row(mi), mi))  # the new maximum, in b for now
+            vec("sub", row(a), a, (row(big), big), (row(b), b))
+            vec("sub", row(mi), mi, (row(mi), mi), (row(b), b))
+            vec("copy", row(big), big, (row(b), b))
+            vec("exp", row(a), a, (row(a), a))  # exp(M - M'): the running sums' factor
+            vec("exp", row(b), b, (row(mi), mi))  # exp(m_i - M'): the part's
+            vec("mul", acc_r, acc, (acc_r, acc), (col(a), a))
+            vec("mul_add", acc_r, acc, (part_r, part), (col(b), b), (acc_r, acc))
+            vec("mul", row(li), li, (row(li), li), (row(b), b))
+            vec("mul_add", row(lsum), lsum, (row(lsum), lsum), (row(a), a), (row(li), li))
+        self._store(it, acc, acc_r, lsum)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 # templates that read an operand through its region's strides at the tensor's own shape (the
 # arrangement ops' views, isa/lower/templates/staging.py view_region, as an ONNX MatMul's per-head extracts)
-READS_IN_PLACE = ("matmul", "arrange")
+READS_IN_PLACE = ("matmul", "arrange", "attention")
 
 
 def bind_states(ctx: Lowering) -> None:
