@@ -34,65 +34,13 @@ class Event(NamedTuple):
 _make = Event._make  # an Event from all its fields, skipping the defaults' handling
 
 
-class Repeated(Sequence[Event]):
-    """A run's events where a block of them repeats (a fast-forwarded run, sim/forward.py): `run`,
-    then `len(ops)` copies of `block`, copy k with each event's index `steps[j]` k times on, its
-    start and end k periods later and its op `ops[k - 1][j]`. The copies are made as Events when
-    first read as a sequence; a summary reads them as columns (traces/summary.py), so a run whose
-    events no one lists (a 7B decode step's 2.8 million) makes none."""
-
-    def __init__(self, run: list[Event], block: list[Event], steps: list[int], period: float, ops: list[list[str]]) -> None:
-        self.run, self.block, self.steps, self.period, self.ops = run, block, steps, period, ops
-        self._events: list[Event] | None = None
-
-    @property
-    def events(self) -> list[Event]:
-        if self._events is None:
-            events = list(self.run)
-            if self.block:
-                engines, indices, kinds, names, _, starts, ends, *rest = map(list, zip(*self.block))
-                for k, ops in enumerate(self.ops, 1):
-                    shift = k * self.period
-                    indices = list(map(operator.add, indices, self.steps))
-                    events += map(_make, zip(engines, indices, kinds, names, ops, map(operator.add, starts, itertools.repeat(shift)),
-                                             map(operator.add, ends, itertools.repeat(shift)), *rest))
-            self._events = events
-        return self._events
-
-    def __len__(self) -> int:
-        return len(self.run) + len(self.ops) * len(self.block)
-
-    @overload
-    def __getitem__(self, i: int) -> Event: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[Event]: ...
-
-    def __getitem__(self, i: int | slice) -> Event | list[Event]:
-        return self.events[i]
-
-    def __iter__(self) -> Iterator[Event]:
-        return iter(self.events)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, (list, Repeated)) and len(self) == len(other) and self.events == list(other)
-
-    __hash__ = None  # type: ignore[assignment]  # a list's equality, unhashable as a list
-
-    def __repr__(self) -> str:
-        return repr(self.events)
-
-    def __reduce__(self) -> tuple:
-        return list, (self.events,)  # pickled as the list it reads as
-
-
 T = TypeVar("T")
 
 
 class Made(Sequence[T]):
     """A list of `n` records made by `make` when first read: a fast-forwarded run's waits in the
-    blocks it cut out (sim/forward.py's Moved), a 7B decode step's million, are made only where
-    someone reads them (a stored or Chrome trace)."""
+    blocks it cut out (sim/forward.py's Moved), a 7B decode step's million, and its events
+    (Repeated) are made only where someone reads them (a stored or Chrome trace)."""
 
     def __init__(self, make: Callable[[], list[T]], n: int) -> None:
         self.make, self.n = make, n
@@ -130,6 +78,29 @@ class Made(Sequence[T]):
 
     def __reduce__(self) -> tuple:
         return list, (self.items,)  # pickled as the list it reads as
+
+
+class Repeated(Made[Event]):
+    """A run's events where a block of them repeats (a fast-forwarded run, sim/forward.py): `run`,
+    then `len(ops)` copies of `block`, copy k with each event's index `steps[j]` k times on, its
+    start and end k periods later and its op `ops[k - 1][j]`. The copies are made as Events when
+    first read as a sequence; a summary reads them as columns (traces/summary.py), so a run whose
+    events no one lists (a 7B decode step's 2.8 million) makes none."""
+
+    def __init__(self, run: list[Event], block: list[Event], steps: list[int], period: float, ops: list[list[str]]) -> None:
+        self.run, self.block, self.steps, self.period, self.ops = run, block, steps, period, ops
+        super().__init__(self._copies, len(run) + len(ops) * len(block))
+
+    def _copies(self) -> list[Event]:
+        events = list(self.run)
+        if self.block:
+            engines, indices, kinds, names, _, starts, ends, *rest = map(list, zip(*self.block))
+            for k, ops in enumerate(self.ops, 1):
+                shift = k * self.period
+                indices = list(map(operator.add, indices, self.steps))
+                events += map(_make, zip(engines, indices, kinds, names, ops, map(operator.add, starts, itertools.repeat(shift)),
+                                         map(operator.add, ends, itertools.repeat(shift)), *rest))
+        return events
 
 
 class Sync(NamedTuple):
