@@ -181,7 +181,7 @@ class Moved:
         for t in range(1, self.count + 1):
             ids = list(zip(engines, (index + t * step).tolist()))
             at = [self.first + (t - 1) * self.size + r for r in self.at]
-            out += map(_sync, zip(itertools.repeat(self.engine), at, map(tuple, map(ids.__getitem__, map(slice, ends, ends[1:])))))
+            out += map(make_sync, zip(itertools.repeat(self.engine), at, map(tuple, map(ids.__getitem__, map(slice, ends, ends[1:])))))
         return out
 
 
@@ -288,7 +288,7 @@ def _extend(series: Series, first: float, period: float, m: int) -> Series:
 
 # an Event (a Sync) from the tuple of all its fields, made in C: a run records one per instruction (wait)
 _make: Callable[[tuple], Event] = functools.partial(tuple.__new__, Event)
-_sync: Callable[[tuple], Sync] = functools.partial(tuple.__new__, Sync)
+make_sync: Callable[[tuple], Sync] = functools.partial(tuple.__new__, Sync)
 
 
 def step_event(e: str, i: int, step: Step, op: str, start: float, end: float, note: str, cached: float) -> Event:

@@ -45,7 +45,7 @@ from traces.summary import Summary, summarize
 from .bounds import check_run
 from .engines import dma, matrix, scalar, vector
 from .feeds import as_input
-from .forward import KEEP, Moved, Ran, counters, fast_forward, plan, step_event, wait_event
+from .forward import KEEP, Moved, Ran, counters, fast_forward, make_sync, plan, step_event, wait_event
 from .memory import Memory, check_region
 from .peaks import op_dtypes, peak_ops
 
@@ -429,7 +429,7 @@ def _check(chip: Chip, program: Program, skipped: dict[str, tuple[int, int, int]
 def _syncs(waits: dict[Ident, tuple[Ident, ...]], moved: dict[str, Moved]) -> list[Sync]:
     """The trace's Syncs, one per wait in program order: `waits`, and on an engine of `moved` those
     of its cut blocks after the first between its waits before them and after."""
-    syncs = list(map(partial(tuple.__new__, Sync), [(e, i, on) for (e, i), on in waits.items()]))  # made in C: one per wait
+    syncs = list(map(make_sync, [(e, i, on) for (e, i), on in waits.items()]))  # made in C: one per wait
     if not moved:
         return syncs
     out: list[Sync] = []
