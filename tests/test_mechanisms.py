@@ -150,8 +150,9 @@ def test_a_3d_convolution_deploys_to_int8_as_the_chip_compiler_lowers_it(name, w
     assert quantized.stats.busy["tiu"] < floating.stats.busy["tiu"]
 
 
-def _conv_tiu(chip, ic):
-    """TIU cycles of a 3x3 float16 convolution of ic channels of 16 x 16 into 64 channels."""
+def _conv_folds(chip, ic):
+    """The matrix unit's cycles of a 3x3 float16 convolution of ic channels of 16 x 16 into 64
+    channels, each product's issue left out (the tiling may cut the product in pieces)."""
     rng = np.random.default_rng(5)
     x = rng.integers(-2, 3, (1, ic, 16, 16)).astype(np.float16)
     w = rng.integers(-2, 3, (64, ic, 3, 3)).astype(np.float16)
@@ -161,7 +162,8 @@ def _conv_tiu(chip, ic):
     res = sim.run(g, chip, {"x": x})
     windows = np.lib.stride_tricks.sliding_window_view(x[0].astype(np.float32), (3, 3), axis=(1, 2))
     np.testing.assert_array_equal(res.outputs["y"][0].astype(np.float32), np.einsum("chwij,ocij->ohw", windows, w.astype(np.float32)))
-    return res.stats.busy["tiu"]
+    issue = chip.engines["tiu"].issue_latency
+    return sum(e.end - e.start - issue for e in res.trace.events if e.kind == "matrix")
 
 
 @pytest.mark.parametrize("ic", [16, 32, 64])
@@ -169,14 +171,15 @@ def test_a_convolution_pads_its_channels_at_every_kernel_position(ic):
     """conv_tap_channels: BM1684X's CUBE takes 32 float16 channels of one kernel position at a time
     (TPU-MLIR's filter layout), so a 3x3 convolution of 16 input channels multiplies as many blocks
     as one of 32 (K 9 x 32, not 16 x 9): twice those of the unit's 16-deep blocks unpadded; from 32
-    channels on, the same. (Fill and drain off, so the products are the blocks alone: 14 x 14
-    outputs by 64 channels are 4 x 4 folds of 64 x 16.)"""
+    channels on, the same. (Fill and drain off, so a fold is its blocks alone: 14 x 14 outputs by
+    64 channels are 4 x 4 folds of 64 x 16, however the tiling cuts them.)"""
     quiet = {"engines.tiu.matrix.fill_drain": 0, "engines.tiu.matrix.drain_hidden": False}
     unit = chips.load("bm1686").engines["tiu"].matrix
-    padded = _conv_tiu(chips.load("bm1686", quiet), ic)
-    unpadded = _conv_tiu(chips.load("bm1686", {**quiet, "engines.tiu.matrix.conv_tap_channels.float16": 16}), ic)
-    blocks = 9 * (32 - ic) // unit.depth("float16") if ic < 32 else 0  # the padding's blocks in each fold
-    assert padded - unpadded == 4 * 4 * blocks * unit.block("float16", conv=True)
+    padded = _conv_folds(chips.load("bm1686", quiet), ic)
+    unpadded = _conv_folds(chips.load("bm1686", {**quiet, "engines.tiu.matrix.conv_tap_channels.float16": 16}), ic)
+    block = unit.block("float16", conv=True)
+    assert unpadded == 4 * 4 * 9 * ic // unit.depth("float16") * block
+    assert padded == 4 * 4 * 9 * max(ic, 32) // unit.depth("float16") * block
 
 
 @pytest.mark.parametrize("K, kernel, dtype, padded", [
