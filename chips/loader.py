@@ -398,6 +398,7 @@ _MATRIX: Spec = {
     "n": (_count, REQUIRED),
     "k": (_count, REQUIRED),
     "k_per_dtype": (_table(_dtype, _count), OPTIONAL),
+    "conv_tap_channels": (_table(_dtype, _count), OPTIONAL),
     "block_cycles": (_table(_dtype, _count), REQUIRED),
     "conv_block_cycles": (_table(_dtype, _count), OPTIONAL),
     "fill_drain": (_latency, OPTIONAL),

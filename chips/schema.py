@@ -10,6 +10,7 @@ copies of their own core (chips/loader.py builds them from the YAML).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -113,6 +114,10 @@ class MatrixUnit:
     # runs convolutions at a rate of their own (BM1684X's float32); block_cycles where absent
     conv_block_cycles: Mapping[str, int] = field(default_factory=dict)
     k_per_dtype: Mapping[str, int] = field(default_factory=dict)  # operand dtype -> its block's depth, where not k
+    # operand dtype -> the input channels a convolution takes at one kernel position: its
+    # channels are padded to a multiple of it at every position, a small kernel's rows or
+    # columns folded into them where they fit (`conv_depth`); absent, K is ic * kernel unpadded
+    conv_tap_channels: Mapping[str, int] = field(default_factory=dict)
     # operand dtype -> batch items stored side by side in one word (BM1684's int8 "4N"): the
     # unit multiplies whole groups of them, so a convolution's batch tile is computed padded
     # to a multiple (isa/lower/templates/conv.py); 1 where absent
@@ -125,6 +130,20 @@ class MatrixUnit:
     def depth(self, dtype: str) -> int:
         """The K of one block in `dtype` (an Ascend cube's is 32 for int8, 16 for float16)."""
         return self.k_per_dtype.get(dtype, self.k)
+
+    def conv_depth(self, K: int, kernel: tuple[int, ...], dtype: str) -> int:
+        """A convolution's K (its channels times its kernel positions) as the unit multiplies
+        it: with conv_tap_channels[dtype] = D, the channels padded to a multiple of D at each
+        kernel position; where the channels times the whole kernel, or times its largest
+        dimension, fit in D, those positions folded into the channels first (TPU-MLIR's
+        `use_3ic_optimize`). K as it is where the unit gives no D."""
+        D = self.conv_tap_channels.get(dtype)
+        taps = math.prod(kernel)
+        if not D or not kernel or K % taps:
+            return K
+        channels = K // taps
+        folded = taps if channels * taps <= D else max((d for d in kernel if channels * d <= D), default=1)
+        return taps // folded * math.ceil(channels * folded / D) * D
 
     def sides(self, conv: bool = False) -> tuple[int, int]:
         """(the block's extent along M, along N) of a product: (m, n), or (n, m) for a

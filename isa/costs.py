@@ -13,7 +13,8 @@ estimate (isa/lower/schedule/estimate.py) prices the tilings it chooses between 
   latency while the one before it moves its bytes (isa/timing/core.py, _Flight).
 - matrix: issue_latency + ceil(M/m) * ceil(N/n) * fold (a convolution's ceil(M/n) * ceil(N/m) on a
   unit whose lanes hold whole output channels, `conv_channels_on_m`), k the unit's depth in dtype, a fold
-  ceil(K/k) * block_cycles[dtype] + fill_drain; on a unit that drains one output block while it
+  ceil(K/k) * block_cycles[dtype] + fill_drain (a convolution's K = channels x kernel positions,
+  the channels padded at each position where the unit gives `conv_tap_channels`); on a unit that drains one output block while it
   computes the next (`drain_hidden`) max(ceil(K/k) * block_cycles[dtype], fill_drain). A
   convolution's product at conv_block_cycles[dtype] where the chip gives it.
 - vector: issue_latency + ceil(elements / (lanes * per_lane[dtype])) * op_cycles[fn], each pass of a
@@ -104,17 +105,20 @@ def engine_cap(bandwidth: float, shares: tuple[float, ...] | None = None) -> flo
     return bandwidth / shares[1] if shares else bandwidth
 
 
-def matmul_cycles(M: int, K: int, N: int, unit: MatrixUnit, dtype: str, issue_latency: int, conv: bool = False) -> int:
+def matmul_cycles(M: int, K: int, N: int, unit: MatrixUnit, dtype: str, issue_latency: int, conv: bool = False,
+                  kernel: tuple[int, ...] = ()) -> int:
     """One M x K by K x N product on a matrix unit, its operands of `dtype`; a convolution's
-    when `conv` (isa/instructions.py, Matmul.conv)."""
+    when `conv` (isa/instructions.py, Matmul.conv), K its channels times its kernel's positions."""
     m, n = unit.sides(conv)
-    return issue_latency + math.ceil(M / m) * math.ceil(N / n) * fold_cycles(K, unit, dtype, conv)
+    return issue_latency + math.ceil(M / m) * math.ceil(N / n) * fold_cycles(K, unit, dtype, conv, kernel)
 
 
-def fold_cycles(K: int, unit: MatrixUnit, dtype: str, conv: bool = False) -> int:
+def fold_cycles(K: int, unit: MatrixUnit, dtype: str, conv: bool = False, kernel: tuple[int, ...] = ()) -> int:
     """Cycles of one m x n output block over depth K: its K/k blocks, then the pipeline's fill
     and drain; where the unit drains a block while it computes the next (`drain_hidden`), the
-    longer of the two."""
+    longer of the two. A convolution's K padded as the unit takes its channels at each kernel
+    position (MatrixUnit.conv_depth)."""
+    K = unit.conv_depth(K, kernel, dtype) if conv else K
     compute = math.ceil(K / unit.depth(dtype)) * unit.block(dtype, conv)
     return max(compute, unit.fill_drain) if unit.drain_hidden else compute + unit.fill_drain
 
@@ -133,9 +137,10 @@ def matmul_rows(sizes: Sizes, per: int) -> Factor:
     return sum(c for _, c in sizes), sum(c * math.ceil(v / per) for v, c in sizes)
 
 
-def matmul_depths(ks: Sizes, unit: MatrixUnit, dtype: str, conv: bool = False) -> Factor:
-    """(how many, cycles of one fold over each) of a product's K sizes, a list of (value, how many)."""
-    return sum(c for _, c in ks), sum(c * fold_cycles(k, unit, dtype, conv) for k, c in ks)
+def matmul_depths(ks: Sizes, unit: MatrixUnit, dtype: str, conv: bool = False, kernel: tuple[int, ...] = ()) -> Factor:
+    """(how many, cycles of one fold over each) of a product's K sizes, a list of (value, how many);
+    a convolution's of `kernel`."""
+    return sum(c for _, c in ks), sum(c * fold_cycles(k, unit, dtype, conv, kernel) for k, c in ks)
 
 
 def matmul_combined(m: Factor, k: Factor, n: Factor, issue_latency: int) -> int:

@@ -21,7 +21,7 @@ ROWS = V.load()
 def test_parameters_are_the_tagged_values():
     found = {p.key: p for p in F.parameters("bm1686")}
     fill, conv = found["engines.tiu.matrix.fill_drain"], found["engines.tiu.matrix.conv_block_cycles.float32"]
-    assert fill.rows == ("resnet50",) and fill.value in fill.grid
+    assert fill.rows[:2] == ("resnet50:INT8", "resnet50:FP16") and fill.value in fill.grid
     assert conv.rows == ("resnet50:FP32",) and conv.grid == ("16", "24", "26", "28", "32")
     chip = chips.load("bm1686")
     assert chip.engines["tiu"].matrix.fill_drain == int(fill.value)
@@ -48,15 +48,15 @@ def test_selectors_take_training_rows_only():
 def test_values_and_accuracy_written_back(tmp_path):
     path = F.yaml_path("bm1686")
     params = F.parameters("bm1686")
-    values = {p.key: p.value for p in params} | {"engines.tiu.matrix.fill_drain": "24"}
+    values = {p.key: p.value for p in params} | {"engines.tiu.matrix.fill_drain": "56"}
     block = {"networks": 5, "rows": 16, "mean_error": 9.5, "worst_error": -23.2, "worst_row": "c3d FP32 b1"}
     text = F.with_accuracy(F.with_values(path.read_text(), params, values), block)
     assert F.with_accuracy(text, block) == text  # the block replaced, not added again
-    assert {p.key: p.value for p in F.parameters("bm1686", text)}["engines.tiu.matrix.fill_drain"] == "24"
+    assert {p.key: p.value for p in F.parameters("bm1686", text)}["engines.tiu.matrix.fill_drain"] == "56"
     out = tmp_path / "bm1686.yaml"
     out.write_text(text)
     chip = chips.load(out)
-    assert chip.engines["tiu"].matrix.fill_drain == 24
+    assert chip.engines["tiu"].matrix.fill_drain == 56
     assert (chip.accuracy.networks, chip.accuracy.mean_error, chip.accuracy.worst_error) == (5, 9.5, -23.2)
     assert str(chip.accuracy) == "validated on 5 networks: mean error 10%, worst 23% (c3d FP32 b1)"
 

@@ -148,3 +148,50 @@ def test_a_3d_convolution_deploys_to_int8_as_the_chip_compiler_lowers_it(name, w
     step = threshold / 127
     assert np.abs(quantized.outputs["output"] - floating.outputs["output"]).max() < 6 * step
     assert quantized.stats.busy["tiu"] < floating.stats.busy["tiu"]
+
+
+def _conv_folds(chip, ic):
+    """The matrix unit's cycles of a 3x3 float16 convolution of ic channels of 16 x 16 into 64
+    channels, each product's issue left out (the tiling may cut the product in pieces)."""
+    rng = np.random.default_rng(5)
+    x = rng.integers(-2, 3, (1, ic, 16, 16)).astype(np.float16)
+    w = rng.integers(-2, 3, (64, ic, 3, 3)).astype(np.float16)
+    g = isa.Graph("conv3x3")
+    with g:
+        g.output(O.conv(g.input("x", x.shape, "float16"), g.constant("w", w)), "y")
+    res = sim.run(g, chip, {"x": x})
+    windows = np.lib.stride_tricks.sliding_window_view(x[0].astype(np.float32), (3, 3), axis=(1, 2))
+    np.testing.assert_array_equal(res.outputs["y"][0].astype(np.float32), np.einsum("chwij,ocij->ohw", windows, w.astype(np.float32)))
+    issue = chip.engines["tiu"].issue_latency
+    return sum(e.end - e.start - issue for e in res.trace.events if e.kind == "matrix")
+
+
+@pytest.mark.parametrize("ic", [16, 32, 64])
+def test_a_convolution_pads_its_channels_at_every_kernel_position(ic):
+    """conv_tap_channels: BM1684X's CUBE takes 32 float16 channels of one kernel position at a time
+    (TPU-MLIR's filter layout), so a 3x3 convolution of 16 input channels multiplies as many blocks
+    as one of 32 (K 9 x 32, not 16 x 9): twice those of the unit's 16-deep blocks unpadded; from 32
+    channels on, the same. (Fill and drain off, so a fold is its blocks alone: 14 x 14 outputs by
+    64 channels are 4 x 4 folds of 64 x 16, however the tiling cuts them.)"""
+    quiet = {"engines.tiu.matrix.fill_drain": 0, "engines.tiu.matrix.drain_hidden": False}
+    unit = chips.load("bm1686").engines["tiu"].matrix
+    padded = _conv_folds(chips.load("bm1686", quiet), ic)
+    unpadded = _conv_folds(chips.load("bm1686", {**quiet, "engines.tiu.matrix.conv_tap_channels.float16": 16}), ic)
+    block = unit.block("float16", conv=True)
+    assert unpadded == 4 * 4 * 9 * ic // unit.depth("float16") * block
+    assert padded == 4 * 4 * 9 * max(ic, 32) // unit.depth("float16") * block
+
+
+@pytest.mark.parametrize("K, kernel, dtype, padded", [
+    (32 * 9, (3, 3), "int8", 9 * 64),  # 32 channels padded to 64 at each of 9 positions
+    (96 * 9, (3, 3), "int8", 9 * 128),
+    (3 * 36, (6, 6), "int8", 6 * 64),  # a stem's 3 channels x 6 rows folded into 18 channels, at 6 positions
+    (3 * 9, (3, 3), "int8", 64),  # 3 x 3 x 3 fit in one position's 64
+    (32, (1, 1), "float16", 32),
+    (3 * 49, (7, 7), "float16", 7 * 32),
+    (3 * 49, (7, 7), "float32", 3 * 49),  # float32 filters are not padded
+])
+def test_a_convolutions_depth_as_bm1684x_lays_its_filters_out(K, kernel, dtype, padded):
+    """MatrixUnit.conv_depth: the channels padded at every kernel position, a small kernel's
+    positions folded into them first where they fit (TPU-MLIR's use_3ic_optimize)."""
+    assert chips.load("bm1686").engines["tiu"].matrix.conv_depth(K, kernel, dtype) == padded

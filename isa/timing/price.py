@@ -136,4 +136,5 @@ def vector_cycles(instr: Vector, engine: Engine) -> int:
 
 def matrix_cycles(instr: Matmul, engine: Engine) -> int:
     assert engine.matrix is not None, f"engine {engine.name} has no matrix unit"
-    return costs.matmul_cycles(*instr.dims(), engine.matrix, instr.a.dtype, engine.issue_latency, instr.conv)
+    kernel = tuple(instr.a.shape[instr.m + 1:]) if instr.conv else ()  # a convolution's a: (n, outputs..., channels, kernel...)
+    return costs.matmul_cycles(*instr.dims(), engine.matrix, instr.a.dtype, engine.issue_latency, instr.conv, kernel)

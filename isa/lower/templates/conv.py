@@ -739,7 +739,8 @@ class _Matrix(Convolution):
         for tic in blocks:
             if ("floor k", tic) not in classes:
                 ks = [(tic * self.k, self.icg // tic)] + ([(self.icg % tic * self.k, 1)] if self.icg % tic else [])
-                classes["floor k", tic] = (*costs.matmul_depths(ks, self.matrix_unit, self.operand_dtype or self.x.dtype, conv=True), tic)
+                classes["floor k", tic] = (*costs.matmul_depths(ks, self.matrix_unit, self.operand_dtype or self.x.dtype, conv=True,
+                                                                       kernel=tuple(self.kernel)), tic)
             per_block.append(classes["floor k", tic])
         at = at.reshape(-1, 2)
         per_tile_array, per_block_array = np.array(per_tile, np.int64).reshape(-1, 7), np.array(per_block, np.int64).reshape(-1, 3)
