@@ -275,3 +275,31 @@ def test_a_buffer_placed_over_part_of_a_released_one_leaves_its_rest_the_history
     released.hand_on(again)
     released.hand_on(beyond)
     assert again.writes == {"gdma": 1} and beyond.writes == {}
+
+
+def test_a_buffer_no_instruction_touched_gives_back_the_histories_it_lay_over():
+    """Released untouched, a buffer over two released ranges leaves each its own history, not the
+    union it inherited: a buffer placed later over one of them waits only for that one's writes."""
+    from isa.lower.emit import Buf, _Released
+
+    released = _Released()
+    a, b = Buf("a", "lmem", 0, 512), Buf("b", "lmem", 512, 512)
+    a.writes, b.writes = {"tiu": 3}, {"gdma": 5}
+    released.add(a)
+    released.add(b)
+    spare = Buf("spare", "lmem", 256, 512)  # over a's upper half and b's lower half, never accessed
+    released.hand_on(spare)
+    assert spare.writes == {"tiu": 3, "gdma": 5}
+    released.add(spare, untouched=True)
+    low, high = Buf("low", "lmem", 0, 512), Buf("high", "lmem", 512, 512)
+    released.hand_on(low)
+    released.hand_on(high)
+    assert low.writes == {"tiu": 3} and high.writes == {"gdma": 5}
+    released.add(low, untouched=True)
+    released.add(high, untouched=True)
+    used = Buf("used", "lmem", 256, 512)  # the same, released as one: the union stays
+    released.hand_on(used)
+    released.add(used)
+    later = Buf("later", "lmem", 0, 512)
+    released.hand_on(later)
+    assert later.writes == {"tiu": 3, "gdma": 5}

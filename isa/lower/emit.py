@@ -46,7 +46,7 @@ Bound = tuple[str, tuple[int, ...], bytes, str]  # what Emitter.bind placed: (dt
 class Buf:
     """A placed buffer and its access history while it is being emitted against."""
 
-    __slots__ = ("addr", "first", "last", "mem", "name", "parts", "reads", "section", "size", "window", "writes")
+    __slots__ = ("addr", "covered", "first", "last", "mem", "name", "parts", "reads", "section", "size", "window", "writes")
 
     def __init__(self, name: Hashable, mem: str, addr: int, size: int) -> None:
         # name: a str where the Emitter places it; (scope, key) for a role of the estimate (schedule/estimate.py)
@@ -58,6 +58,7 @@ class Buf:
         self.section: Section | None = None  # in a disjoint section: (writes, reads) before it, and its own (writes, reads)
         self.window: tuple[int, int, int] | None = None  # (axis, first, count): it holds only these indices of a tensor's axis
         self.parts: tuple[Buf, ...] = ()  # the Bufs it was split into (Emitter.split), which hold its accesses
+        self.covered: list[tuple[int, int, Buf]] = []  # the released ranges it took when placed (_Released.hand_on)
 
     def region(self, dtype: str, shape: tuple[int, ...], offset: int = 0) -> Region:
         """The buffer read as a dense array of `shape`. A buffer holding a window of a tensor
@@ -140,7 +141,7 @@ class Emitter:
         """Free buf's address range; record its lifetime (its parts') if it was used."""
         self.allocators[buf.mem].free(buf.addr)
         for b in buf.parts or (buf,):
-            self.released[b.mem].add(b)
+            self.released[b.mem].add(b, untouched=b.first is None and not buf.parts)
             if b.first is not None:
                 last = tuple(f"{e}.{i}" for e, i in b.last.items())
                 self.buffers.append(Buffer(str(b.name), b.mem, b.addr, b.size, b.first, last))
@@ -157,8 +158,8 @@ class Emitter:
             released.hand_on(b)
         stage = oldest(slots, engine)
         allocator.take(stage.addr, size, name)
-        for b in slots:  # the others are released untouched: what they lay over keeps their history
-            if b is not stage:
+        for b in slots:  # the others are released whole, each slot one range with what it lay over's
+            if b is not stage:  # history, which the replay moves slot by slot (isa/lower/replay.py, Slots)
                 released.add(b)
         return stage
 
@@ -240,11 +241,16 @@ class _Released:
         self.addrs: list[int] = []
         self.ranges: list[tuple[int, int, Buf]] = []  # (addr, end, the released Buf whose history it holds)
 
-    def add(self, buf: Buf) -> None:
-        """A released buffer: placed over ranges it took, so it overlaps none."""
-        k = bisect.bisect_right(self.addrs, buf.addr)
-        self.addrs.insert(k, buf.addr)
-        self.ranges.insert(k, (buf.addr, buf.addr + buf.size, buf))
+    def add(self, buf: Buf, untouched: bool = False) -> None:
+        """A released buffer: placed over ranges it took, so it overlaps none. One no instruction
+        touched gives those ranges back as they were: its bytes hold what they held, and the
+        union of their histories it inherited would order later accesses after writes that
+        never reached them."""
+        for start, stop, old in buf.covered if untouched else ((buf.addr, buf.addr + buf.size, buf),):
+            k = bisect.bisect_right(self.addrs, start)
+            self.addrs.insert(k, start)
+            self.ranges.insert(k, (start, stop, old))
+        buf.covered = []  # what it took is the ranges' now
 
     def hand_on(self, buf: Buf) -> None:
         """buf inherits the history of the ranges it overlaps, which it then covers."""
@@ -258,6 +264,7 @@ class _Released:
                 left.append((start, stop, old))
                 continue
             buf.inherit(old)
+            buf.covered.append((max(start, addr), min(stop, end), old))
             if start < addr:
                 left.append((start, addr, old))
             if end < stop:
