@@ -6,7 +6,7 @@ onnxruntime computes; a pattern that deviates imports as before."""
 import numpy as np
 import onnxruntime as ort
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
@@ -34,12 +34,18 @@ class Export:
     """An ONNX graph built as a GPTQ export writes one layer: its nodes, its initializers."""
 
     def __init__(self):
-        self.nodes, self.inits, self.count = [], [], 0
+        self.nodes, self.inits, self.count, self.made = [], [], 0, {}
 
     def const(self, value):
-        self.count += 1
-        self.inits.append(numpy_helper.from_array(np.asarray(value), f"c{self.count}"))
-        return f"c{self.count}"
+        """An initializer; equal ones are one, read by every node that needs it, as exporters
+        deduplicate constants (the shifts and masks of every layer)."""
+        value = np.asarray(value)
+        key = (value.dtype.str, value.shape, value.tobytes())
+        if key not in self.made:
+            self.count += 1
+            self.inits.append(numpy_helper.from_array(value, f"c{self.count}"))
+            self.made[key] = f"c{self.count}"
+        return self.made[key]
 
     def op(self, kind, *inputs, **attrs):
         self.count += 1
@@ -84,13 +90,22 @@ class Export:
 
 
 def gptq_model(bits=4, group=64, k=256, n=96, zeros="packed", how="expand", dtype="float16", rows=3, shift=None, mask=None,
-               seed=0):
+               seed=0, layers=1):
     """x (1, rows, K) @ the weight a GPTQ export unpacks in the graph: qweight int32 [K x bits / 32,
     N] packed along K, scales [K / group, N], zero points packed along N in qzeros [K / group,
     N x bits / 32] and stored minus 1 ("packed": old GPTQ's + 1 in the graph), or one zero point
-    2^(bits - 1) for every code ("symmetric"); the group expansion written as `how`."""
+    2^(bits - 1) for every code ("symmetric"); the group expansion written as `how`. With layers
+    2, a second such product [N, N] of the first's result."""
     rng = np.random.default_rng(seed)
     e = Export()
+    y = "x"
+    for layer in range(layers):
+        y = unpacked_product(e, rng, y, bits, group, k if layer == 0 else n, n, zeros, how, dtype, shift, mask)
+    return e.model("x", y, k, n, dtype, rows)
+
+
+def unpacked_product(e, rng, x, bits, group, k, n, zeros, how, dtype, shift, mask):
+    """MatMul(x, the weight unpacked in the graph): see gptq_model."""
     codes = rng.integers(0, 2 ** bits, (k, n))
     c = e.op("Cast", e.unpack(pack(codes, bits, 0), bits, 0, shift, mask), to=ELEM[dtype])
     if zeros == "packed":
@@ -102,11 +117,12 @@ def gptq_model(bits=4, group=64, k=256, n=96, zeros="packed", how="expand", dtyp
         c = e.op("Sub", c, e.const(np.array(2 ** (bits - 1), dtype)))
     scales = (rng.random((k // group, n)) * 0.02 + 1e-3).astype(dtype)
     w = e.op("Mul", e.per_row(scales, k, group, how), c)
-    y = e.op("MatMul", "x", w)
-    return e.model("x", y, k, n, dtype, rows)
+    return e.op("MatMul", x, w)
 
 
 def against_onnxruntime(model, chip, dtype="float16", seed=5):
+    """The machine's product against onnxruntime's: within float16 precision of sums of K terms
+    (onnxruntime rounds its float16 weight and its sums to float16)."""
     g = isa.from_onnx(model)
     shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     x = np.random.default_rng(seed).standard_normal(shape).astype(dtype)
@@ -114,3 +130,77 @@ def against_onnxruntime(model, chip, dtype="float16", seed=5):
     got = sim.run(g, chips.load(chip), inputs={"x": x}).outputs[model.graph.output[0].name].astype(np.float64)
     np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2 * np.abs(want).max())
     return g
+
+
+NOTE = "onnx pass gptq: 1 MatMul(s) of int32-packed codes unpacked in the graph became matrix_mul_a16"
+
+
+def assert_a16(g, bits, group):
+    """One matrix_mul_a16 of those bits and group, and nothing of the unpacking left."""
+    products = [n for n in g.nodes if n.op == "matrix_mul_a16"]
+    assert len(products) == 1 and products[0].params["bits"] == bits and products[0].params["group"] == group
+    assert NOTE in g.notes
+    assert {n.op for n in g.nodes} == {"reshape", "matrix_mul_a16"}
+
+
+@pytest.mark.parametrize("chip", ["generic", "bm1686", "ascend910b"])
+@pytest.mark.parametrize("bits, group, zeros, how", [
+    (4, 64, "packed", "expand"),       # asymmetric: qzeros unpacked along N, + 1
+    (4, 128, "symmetric", "gather"),   # codes - 8, scales gathered by g_idx in order
+    (8, 64, "packed", "tile"),
+    (8, 256, "symmetric", "expand"),   # one group: the zero terms (128 - 128) x scale are all 0
+])
+def test_an_unpacked_gptq_weight_times_x_imports_as_matrix_mul_a16(chip, bits, group, zeros, how):
+    model = gptq_model(bits, group, zeros=zeros, how=how)
+    g = against_onnxruntime(model, chip)
+    assert_a16(g, bits, group)
+    product = next(n for n in g.nodes if n.op == "matrix_mul_a16")
+    assert len(product.inputs) == (3 if bits == 8 and zeros == "symmetric" else 4)
+    stored = g.tensors[product.inputs[1]]
+    assert stored.dtype == ("uint8" if bits == 4 else "int8") and stored.shape == (256 * bits // 8, 96)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bits=st.sampled_from([4, 8]), groups=st.integers(1, 4), group=st.sampled_from([16, 32, 64]), n8=st.integers(1, 6),
+       zeros=st.sampled_from(["packed", "symmetric"]), how=st.sampled_from(["expand", "tile", "gather"]), rows=st.integers(1, 5),
+       seed=st.integers(0, 100))
+def test_random_shapes_import_as_matrix_mul_a16(bits, groups, group, n8, zeros, how, rows, seed):
+    """K a whole number of groups, N a multiple of 8 (qzeros packs N): the group found is the one
+    exported, or a multiple of it where neighbouring groups' scales and zero points coincide
+    (then the same weight)."""
+    model = gptq_model(bits, group, k=groups * group, n=8 * n8, zeros=zeros, how=how, rows=rows, seed=seed)
+    g = against_onnxruntime(model, "generic", seed=seed)
+    product = next(n for n in g.nodes if n.op == "matrix_mul_a16")
+    assert product.params["group"] % group == 0 and NOTE in g.notes
+
+
+@pytest.mark.parametrize("case", [
+    {"shift": [0, 4, 8, 12, 16, 20, 24, 3]},   # a shift of 3: not GPTQ's fields
+    {"mask": 7},                               # 3-bit codes out of 4-bit fields
+    {"bits": 8, "shift": [0, 4, 8, 12]},       # 8-bit mask, 4-bit shifts
+    {"dtype": "float32"},                      # the op's activations are float16 or bfloat16
+])
+def test_a_deviating_unpack_imports_as_before(case):
+    """Left to the constants pass, which computes the float weight once (by the ONNX reference):
+    a matrix_mul, still onnxruntime's numbers."""
+    model = gptq_model(**case)
+    g = against_onnxruntime(model, "generic", dtype=case.get("dtype", "float16"))
+    assert "onnx pass gptq: nothing to rewrite" in g.notes
+    assert not any(n.op == "matrix_mul_a16" for n in g.nodes) and any(n.op == "matrix_mul" for n in g.nodes)
+
+
+def test_two_products_sharing_their_shifts_and_masks_both_import_as_matrix_mul_a16():
+    """A layer's shifts, masks and shapes are the next one's constants too: each product's
+    unpacking goes, the shared constants stay while read."""
+    model = gptq_model(4, 32, n=64, layers=2)
+    g = against_onnxruntime(model, "bm1686")
+    assert [n.op for n in g.nodes].count("matrix_mul_a16") == 2
+    assert "onnx pass gptq: 2 MatMul(s) of int32-packed codes unpacked in the graph became matrix_mul_a16" in g.notes
+    assert {n.op for n in g.nodes} == {"reshape", "matrix_mul_a16"}
+
+
+def test_act_order_is_refused():
+    """A g_idx that reorders K (act-order GPTQ) is named: matrix_mul_a16 takes the groups in order."""
+    g_idx = np.random.default_rng(3).permutation(np.arange(256) // 64)
+    with pytest.raises(UnsupportedError, match="act-order GPTQ"):
+        isa.from_onnx(gptq_model(4, 64, how=g_idx))

@@ -83,16 +83,11 @@ def _unpacked(g: Graph, matmul: NodeProto, k: int, dtype: np.dtype) -> tuple[int
     mul = g.producer.get(_through(g, weight, ("Reshape", "Cast")))
     if mul is None or mul.op_type != "Mul" or mul.domain not in DEFAULT_DOMAINS:
         return None
-    for s_name, d_name in ((mul.input[0], mul.input[1]), (mul.input[1], mul.input[0])):
-        d = _through(g, d_name, ("Cast",))
-        sub = g.producer.get(d)
-        c_name, z_name = (sub.input[0], sub.input[1]) if sub is not None and sub.op_type == "Sub" else (d, None)
-        c_name = _through(g, c_name, ("Cast",))
-        bits = _unpack_bits(g, c_name)
-        if bits is not None:
-            break
-    else:
+    sides = [(s, _codes_less_zero(g, d)) for s, d in ((mul.input[0], mul.input[1]), (mul.input[1], mul.input[0]))]
+    found = next(((s, d) for s, d in sides if d is not None), None)
+    if found is None:
         return None
+    s_name, (bits, c_name, z_name) = found
     chain = _ancestors(g, weight)
     if chain is None:
         return None
@@ -118,6 +113,17 @@ def _unpacked(g: Graph, matmul: NodeProto, k: int, dtype: np.dtype) -> tuple[int
         return None
     arrays = stored(c.astype(np.int16), 128 if bits == 8 else 0, zk[::group].astype(np.float32), s[::group].astype(np.float32), dtype, bits)
     return bits, group, arrays, chain
+
+
+def _codes_less_zero(g: Graph, name: str) -> tuple[int, str, str | None] | None:
+    """(bits, codes, zero points or None) where `name` is [Cast]* Sub(c, z) or c with c unpacked
+    codes (_unpack_bits), else None."""
+    d = _through(g, name, ("Cast",))
+    sub = g.producer.get(d)
+    c_name, z_name = (sub.input[0], sub.input[1]) if sub is not None and sub.op_type == "Sub" else (d, None)
+    c_name = _through(g, c_name, ("Cast",))
+    bits = _unpack_bits(g, c_name)
+    return None if bits is None else (bits, c_name, z_name)
 
 
 def _through(g: Graph, name: str, kinds: tuple[str, ...]) -> str:

@@ -354,7 +354,8 @@ def _weight_only(source: Source) -> str:
     return rewrite(source, Graph(source))
 
 
-PASSES = {p.name: p for p in (Pass("gptq", _gptq), Pass("constants", constants), Pass("bn_fold", _bn_fold), Pass("activations", _activations),
+PASSES = {p.name: p for p in (Pass("gptq", _gptq), Pass("constants", constants), Pass("bn_fold", _bn_fold),
+                              Pass("activations", _activations),
                               Pass("identities", identities), Pass("transposes", _sink_transposes),
                               Pass("weight_only", _weight_only), Pass("attention", _attention),
                               Pass("transposed_gemv", _transposed_gemv))}
