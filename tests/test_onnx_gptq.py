@@ -90,17 +90,36 @@ class Export:
 
 
 def gptq_model(bits=4, group=64, k=256, n=96, zeros="packed", how="expand", dtype="float16", rows=3, shift=None, mask=None,
-               seed=0, layers=1):
+               seed=0, layers=1, awq=False):
     """x (1, rows, K) @ the weight a GPTQ export unpacks in the graph: qweight int32 [K x bits / 32,
     N] packed along K, scales [K / group, N], zero points packed along N in qzeros [K / group,
     N x bits / 32] and stored minus 1 ("packed": old GPTQ's + 1 in the graph), or one zero point
     2^(bits - 1) for every code ("symmetric"); the group expansion written as `how`. With layers
-    2, a second such product [N, N] of the first's result."""
+    2, a second such product [N, N] of the first's result; with awq, AWQ's layout instead (awq_model)."""
     rng = np.random.default_rng(seed)
     e = Export()
+    if awq:
+        return awq_model(e, rng, k, n, group, dtype, rows)
     y = "x"
     for layer in range(layers):
         y = unpacked_product(e, rng, y, bits, group, k if layer == 0 else n, n, zeros, how, dtype, shift, mask)
+    return e.model("x", y, k, n, dtype, rows)
+
+
+AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]  # AutoAWQ: field i of a word holds column 8j + AWQ_ORDER[i]
+
+
+def awq_model(e, rng, k, n, group, dtype, rows):
+    """x (1, rows, K) @ an AWQ weight unpacked in the graph: 4-bit codes and zero points packed
+    along N (qweight int32 [K, N / 8], qzeros [K / group, N / 8]) in AWQ's field order, unpacked by
+    shifts [0, 16, 4, 20, 8, 24, 12, 28], which give the columns in order."""
+    perm = (np.arange(n) // 8 * 8 + np.array(AWQ_ORDER)[np.arange(n) % 8])
+    shifts = 4 * np.argsort(AWQ_ORDER)
+    codes, z = rng.integers(0, 16, (k, n)), rng.integers(0, 16, (k // group, n))
+    c = e.op("Cast", e.unpack(pack(codes[:, perm], 4, 1), 4, 1, shifts), to=ELEM[dtype])
+    zt = e.per_row(e.op("Cast", e.unpack(pack(z[:, perm], 4, 1), 4, 1, shifts), to=ELEM[dtype]), k, group, "expand")
+    scales = (rng.random((k // group, n)) * 0.02 + 1e-3).astype(dtype)
+    y = e.op("MatMul", "x", e.op("Mul", e.op("Sub", c, zt), e.per_row(scales, k, group, "expand")))
     return e.model("x", y, k, n, dtype, rows)
 
 
@@ -197,6 +216,13 @@ def test_two_products_sharing_their_shifts_and_masks_both_import_as_matrix_mul_a
     assert [n.op for n in g.nodes].count("matrix_mul_a16") == 2
     assert "onnx pass gptq: 2 MatMul(s) of int32-packed codes unpacked in the graph became matrix_mul_a16" in g.notes
     assert {n.op for n in g.nodes} == {"reshape", "matrix_mul_a16"}
+
+
+@pytest.mark.parametrize("chip", ["generic", "ascend910b"])
+def test_an_unpacked_awq_weight_imports_as_matrix_mul_a16(chip):
+    """AWQ's codes packed along N in its field order: the shifts unpack them in column order."""
+    g = against_onnxruntime(gptq_model(group=128, awq=True), chip)
+    assert_a16(g, 4, 128)
 
 
 def test_act_order_is_refused():

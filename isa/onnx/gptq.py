@@ -12,7 +12,8 @@ way (often + 1: old GPTQ stores them minus one) or one constant, the per-group t
 rows of K by Unsqueeze / Expand / Tile / Reshape or a Gather by g_idx. Matched here:
 MatMul(x, [Reshape | Cast]* Mul(s, [Cast]* Sub(c, z) or c)), either operand order, x float16 or
 bfloat16, where c is [Reshape | Cast | Squeeze | Unsqueeze]* BitwiseAnd by 2^b - 1 of a BitShift
-RIGHT by exactly the shifts 0, b, ..., 32 - b of words reached from an int32 or uint32 constant,
+RIGHT (through those steps, a Gather or a Transpose: AWQ reorders the fields of a word) by
+exactly the shifts 0, b, ..., 32 - b, in any order, of words reached from an int32 or uint32 constant,
 and every value the weight is computed from is a constant. The codes, zero points and scales are
 then computed once by the ONNX reference (onnx.reference: the graph's own semantics, whatever
 its reshapes), broadcast together and read as [K, N]; the group is the largest number of rows
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 WORD_BITS = 32
 MASKS = {15: 4, 255: 8}  # the BitwiseAnd's mask -> bits a code
 AROUND = ("Reshape", "Cast", "Squeeze", "Unsqueeze")  # steps that move codes without changing them
+# (and between the shift and the mask, a Gather or Transpose reordering fields: AWQ's order)
 WORDS = ("Cast", "Unsqueeze", "Reshape", "Expand", "Tile")  # steps between the words and the BitShift
 
 
@@ -142,7 +144,7 @@ def _unpack_bits(g: Graph, codes: str) -> int | None:
     if node is None or node.op_type != "BitwiseAnd":
         return None
     for data, mask_name in ((node.input[0], node.input[1]), (node.input[1], node.input[0])):
-        mask, shift = _constant(g, mask_name), g.producer.get(data)
+        mask, shift = _constant(g, mask_name), g.producer.get(_through(g, data, (*AROUND, "Gather", "Transpose")))
         if mask is None or mask.size == 0 or not np.all(mask == mask.reshape(-1)[0]) or int(mask.reshape(-1)[0]) not in MASKS:
             continue
         bits = MASKS[int(mask.reshape(-1)[0])]
