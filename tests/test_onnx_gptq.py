@@ -52,18 +52,28 @@ class Export:
         self.nodes.append(helper.make_node(kind, list(inputs), [f"t{self.count}"], **attrs))
         return f"t{self.count}"
 
-    def unpack(self, words, bits, axis, shift=None, mask=None):
+    def unpack(self, words, bits, axis, shift=None, mask=None, signed=False):
         """The codes of int32 words [A, B] packed along `axis`: Cast to uint32 (BitShift takes
         unsigned words), Unsqueeze, BitShift RIGHT by [0, bits, ..., 32 - bits], BitwiseAnd by
-        2^bits - 1, Reshape to the unpacked [A x 32 / bits, B] or [A, B x 32 / bits]."""
+        2^bits - 1, Reshape to the unpacked [A x 32 / bits, B] or [A, B x 32 / bits]; signed: the
+        int32 words shifted arithmetically as torchlib (torch.onnx's dynamo exporter) writes
+        torch.bitwise_right_shift of int32, the mask int32."""
         per = 32 // bits
         shifts = np.arange(0, 32, bits, dtype=np.uint32) if shift is None else np.asarray(shift, np.uint32)
         shape = [1, 1, 1]
         shape[axis + 1] = per
-        u = self.op("Cast", self.const(words), to=TensorProto.UINT32)
-        u = self.op("Unsqueeze", u, self.const(np.array([axis + 1])))
-        s = self.op("BitShift", u, self.const(shifts.reshape(shape)), direction="RIGHT")
-        c = self.op("BitwiseAnd", s, self.const(np.uint32(2 ** bits - 1 if mask is None else mask)))
+        elem, kind = (TensorProto.INT32, np.int32) if signed else (TensorProto.UINT32, np.uint32)
+        w = self.op("Unsqueeze", self.op("Cast", self.const(words), to=elem), self.const(np.array([axis + 1])))
+        if signed:
+            other = self.op("Cast", self.const(shifts.astype(np.int32).reshape(shape)), to=TensorProto.UINT32)
+            shifted = self.op("BitShift", self.op("Cast", w, to=TensorProto.UINT32), other, direction="RIGHT")
+            ones = self.op("Cast", self.const(np.int64(0xFFFFFFFF)), to=TensorProto.UINT32)
+            fill = self.op("BitwiseNot", self.op("BitShift", ones, other, direction="RIGHT"))
+            s = self.op("Where", self.op("Less", w, self.const(np.int32(0))),
+                        self.op("Cast", self.op("BitwiseOr", shifted, fill), to=elem), self.op("Cast", shifted, to=elem))
+        else:
+            s = self.op("BitShift", w, self.const(shifts.reshape(shape)), direction="RIGHT")
+        c = self.op("BitwiseAnd", s, self.const(kind(2 ** bits - 1 if mask is None else mask)))
         out = list(words.shape)
         out[axis] *= per
         return self.op("Reshape", c, self.const(np.array(out)))
@@ -90,7 +100,7 @@ class Export:
 
 
 def gptq_model(bits=4, group=64, k=256, n=96, zeros="packed", how="expand", dtype="float16", rows=3, shift=None, mask=None,
-               seed=0, layers=1, awq=False):
+               seed=0, layers=1, awq=False, signed=False):
     """x (1, rows, K) @ the weight a GPTQ export unpacks in the graph: qweight int32 [K x bits / 32,
     N] packed along K, scales [K / group, N], zero points packed along N in qzeros [K / group,
     N x bits / 32] and stored minus 1 ("packed": old GPTQ's + 1 in the graph), or one zero point
@@ -99,37 +109,48 @@ def gptq_model(bits=4, group=64, k=256, n=96, zeros="packed", how="expand", dtyp
     rng = np.random.default_rng(seed)
     e = Export()
     if awq:
-        return awq_model(e, rng, k, n, group, dtype, rows)
+        return awq_model(e, rng, k, n, group, dtype, rows, awq)
     y = "x"
     for layer in range(layers):
-        y = unpacked_product(e, rng, y, bits, group, k if layer == 0 else n, n, zeros, how, dtype, shift, mask)
+        y = unpacked_product(e, rng, y, bits, group, k if layer == 0 else n, n, zeros, how, dtype, shift, mask, signed)
     return e.model("x", y, k, n, dtype, rows)
 
 
 AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]  # AutoAWQ: field i of a word holds column 8j + AWQ_ORDER[i]
 
 
-def awq_model(e, rng, k, n, group, dtype, rows):
+def awq_model(e, rng, k, n, group, dtype, rows, awq):
     """x (1, rows, K) @ an AWQ weight unpacked in the graph: 4-bit codes and zero points packed
     along N (qweight int32 [K, N / 8], qzeros [K / group, N / 8]) in AWQ's field order, unpacked by
-    shifts [0, 16, 4, 20, 8, 24, 12, 28], which give the columns in order."""
+    shifts [0, 16, 4, 20, 8, 24, 12, 28], which give the columns in order, or (awq "gather", as
+    AutoAWQ's dequantization does) by shifts in order, the fields then reordered by a Gather."""
     perm = (np.arange(n) // 8 * 8 + np.array(AWQ_ORDER)[np.arange(n) % 8])
     shifts = 4 * np.argsort(AWQ_ORDER)
+
+    def unpack(table):
+        if awq != "gather":
+            return e.unpack(pack(table[:, perm], 4, 1), 4, 1, shifts)
+        u = e.op("Unsqueeze", e.op("Cast", e.const(pack(table[:, perm], 4, 1)), to=TensorProto.UINT32), e.const(np.array([2])))
+        s = e.op("Reshape", e.op("BitShift", u, e.const(np.arange(0, 32, 4, dtype=np.uint32).reshape(1, 1, 8)), direction="RIGHT"),
+                 e.const(np.array([table.shape[0], n])))
+        s = e.op("Gather", s, e.const(np.argsort(perm)), axis=1)
+        return e.op("BitwiseAnd", s, e.const(np.uint32(15)))
+
     codes, z = rng.integers(0, 16, (k, n)), rng.integers(0, 16, (k // group, n))
-    c = e.op("Cast", e.unpack(pack(codes[:, perm], 4, 1), 4, 1, shifts), to=ELEM[dtype])
-    zt = e.per_row(e.op("Cast", e.unpack(pack(z[:, perm], 4, 1), 4, 1, shifts), to=ELEM[dtype]), k, group, "expand")
+    c = e.op("Cast", unpack(codes), to=ELEM[dtype])
+    zt = e.per_row(e.op("Cast", unpack(z), to=ELEM[dtype]), k, group, "expand")
     scales = (rng.random((k // group, n)) * 0.02 + 1e-3).astype(dtype)
     y = e.op("MatMul", "x", e.op("Mul", e.op("Sub", c, zt), e.per_row(scales, k, group, "expand")))
     return e.model("x", y, k, n, dtype, rows)
 
 
-def unpacked_product(e, rng, x, bits, group, k, n, zeros, how, dtype, shift, mask):
+def unpacked_product(e, rng, x, bits, group, k, n, zeros, how, dtype, shift, mask, signed):
     """MatMul(x, the weight unpacked in the graph): see gptq_model."""
     codes = rng.integers(0, 2 ** bits, (k, n))
-    c = e.op("Cast", e.unpack(pack(codes, bits, 0), bits, 0, shift, mask), to=ELEM[dtype])
+    c = e.op("Cast", e.unpack(pack(codes, bits, 0), bits, 0, shift, mask, signed), to=ELEM[dtype])
     if zeros == "packed":
         z = rng.integers(1, 2 ** bits, (k // group, n)) - 1
-        zt = e.op("Add", e.unpack(pack(z, bits, 1), bits, 1), e.const(np.uint32(1)))
+        zt = e.op("Add", e.unpack(pack(z, bits, 1), bits, 1, signed=signed), e.const((np.int32 if signed else np.uint32)(1)))
         zt = e.per_row(e.op("Cast", zt, to=ELEM[dtype]), k, group, how)
         c = e.op("Sub", c, zt)
     else:
@@ -198,6 +219,7 @@ def test_random_shapes_import_as_matrix_mul_a16(bits, groups, group, n8, zeros, 
     {"mask": 7},                               # 3-bit codes out of 4-bit fields
     {"bits": 8, "shift": [0, 4, 8, 12]},       # 8-bit mask, 4-bit shifts
     {"dtype": "float32"},                      # the op's activations are float16 or bfloat16
+    {"signed": True, "shift": [0, 4, 8, 12, 16, 20, 24, 3]},
 ])
 def test_a_deviating_unpack_imports_as_before(case):
     """Left to the constants pass, which computes the float weight once (by the ONNX reference):
@@ -218,11 +240,22 @@ def test_two_products_sharing_their_shifts_and_masks_both_import_as_matrix_mul_a
     assert {n.op for n in g.nodes} == {"reshape", "matrix_mul_a16"}
 
 
-@pytest.mark.parametrize("chip", ["generic", "ascend910b"])
-def test_an_unpacked_awq_weight_imports_as_matrix_mul_a16(chip):
-    """AWQ's codes packed along N in its field order: the shifts unpack them in column order."""
-    g = against_onnxruntime(gptq_model(group=128, awq=True), chip)
-    assert_a16(g, 4, 128)
+@pytest.mark.parametrize("chip", ["generic", "bm1686"])
+@pytest.mark.parametrize("bits", [4, 8])
+def test_torchlibs_arithmetic_shift_of_int32_words_imports_as_matrix_mul_a16(chip, bits):
+    """torch.onnx's dynamo exporter writes an int32 right shift as a Where of two logical shifts
+    (the sign filled in above the field, which the mask drops): the same codes."""
+    g = against_onnxruntime(gptq_model(bits, 64, signed=True), chip)
+    assert_a16(g, bits, 64)
+
+
+@pytest.mark.parametrize("chip, awq, k", [("generic", "shifts", 256), ("ascend910b", "shifts", 256), ("generic", "gather", 256),
+                                          ("generic", "gather", 96)])
+def test_an_unpacked_awq_weight_imports_as_matrix_mul_a16(chip, awq, k):
+    """AWQ's codes packed along N in its field order: shifts that unpack them in column order, or
+    shifts in order and a Gather along N (K = N too: that Gather is no act-order g_idx)."""
+    g = against_onnxruntime(gptq_model(group=k // 2, k=k, awq=awq), chip)
+    assert_a16(g, 4, k // 2)
 
 
 def test_act_order_is_refused():

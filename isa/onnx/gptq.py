@@ -11,9 +11,10 @@ with Unsqueeze / Reshape / Cast around the steps, the zero points unpacked from 
 way (often + 1: old GPTQ stores them minus one) or one constant, the per-group tables expanded to
 rows of K by Unsqueeze / Expand / Tile / Reshape or a Gather by g_idx. Matched here:
 MatMul(x, [Reshape | Cast]* Mul(s, [Cast]* Sub(c, z) or c)), either operand order, x float16 or
-bfloat16, where c is [Reshape | Cast | Squeeze | Unsqueeze]* BitwiseAnd by 2^b - 1 of a BitShift
-RIGHT (through those steps, a Gather or a Transpose: AWQ reorders the fields of a word) by
-exactly the shifts 0, b, ..., 32 - b, in any order, of words reached from an int32 or uint32 constant,
+bfloat16, where c is [Reshape | Cast | Squeeze | Unsqueeze]* BitwiseAnd by 2^b - 1 of BitShifts
+RIGHT (through those steps, a Gather or a Transpose: AWQ reorders the fields of a word; or the
+Where, Less, BitwiseOr and BitwiseNot of torchlib's arithmetic shift of int32 words) by exactly
+the shifts 0, b, ..., 32 - b, in any order, of words reached from an int32 or uint32 constant,
 and every value the weight is computed from is a constant. The codes, zero points and scales are
 then computed once by the ONNX reference (onnx.reference: the graph's own semantics, whatever
 its reshapes), broadcast together and read as [K, N]; the group is the largest number of rows
@@ -50,7 +51,10 @@ if TYPE_CHECKING:
 WORD_BITS = 32
 MASKS = {15: 4, 255: 8}  # the BitwiseAnd's mask -> bits a code
 AROUND = ("Reshape", "Cast", "Squeeze", "Unsqueeze")  # steps that move codes without changing them
-# (and between the shift and the mask, a Gather or Transpose reordering fields: AWQ's order)
+# steps between the shifts and the mask: a Gather or Transpose reordering fields (AWQ's order), and
+# the arithmetic right shift of signed words as torchlib (torch.onnx's dynamo exporter) writes it:
+# Where(Less(words, 0), logical shift | ~(0xFFFFFFFF >> shift), logical shift)
+SHIFTED = (*AROUND, "Gather", "Transpose", "Where", "Less", "BitwiseOr", "BitwiseNot")
 WORDS = ("Cast", "Unsqueeze", "Reshape", "Expand", "Tile")  # steps between the words and the BitShift
 
 
@@ -109,7 +113,7 @@ def _unpacked(g: Graph, matmul: NodeProto, k: int, dtype: np.dtype) -> tuple[int
     eps = float(ml_dtypes.finfo(w.dtype).eps) if w.dtype.name in dtypes.FLOATS else 0.0
     if not np.all(np.abs(w.astype(np.float64) - exact) <= eps * (2 * np.abs(exact) + np.abs(s))):
         return None
-    _refuse_act_order(g, matmul, chain, k)
+    _refuse_act_order(g, matmul, [s_name] + ([z_name] if z_name else []), k)
     group = _group(s, zk, bits)
     if group is None:
         return None
@@ -144,18 +148,42 @@ def _unpack_bits(g: Graph, codes: str) -> int | None:
     if node is None or node.op_type != "BitwiseAnd":
         return None
     for data, mask_name in ((node.input[0], node.input[1]), (node.input[1], node.input[0])):
-        mask, shift = _constant(g, mask_name), g.producer.get(_through(g, data, (*AROUND, "Gather", "Transpose")))
+        mask = _constant(g, mask_name)
         if mask is None or mask.size == 0 or not np.all(mask == mask.reshape(-1)[0]) or int(mask.reshape(-1)[0]) not in MASKS:
             continue
         bits = MASKS[int(mask.reshape(-1)[0])]
-        if shift is None or shift.op_type != "BitShift" or node_attr(shift, "direction") != b"RIGHT":
+        shifts = _shifts(g, data)
+        if not shifts:
             return None
-        amounts = _constant(g, shift.input[1])
-        if amounts is None or not np.array_equal(np.unique(amounts), np.arange(0, WORD_BITS, bits)):
-            return None
-        words = _constant(g, _through(g, shift.input[0], WORDS))
-        return bits if words is not None and words.dtype in (np.int32, np.uint32) else None
+        for shift in shifts:
+            amounts = _constant(g, shift.input[1])
+            if node_attr(shift, "direction") != b"RIGHT" or amounts is None or \
+                    not np.array_equal(np.unique(amounts), np.arange(0, WORD_BITS, bits)):
+                return None
+        words = [_constant(g, _through(g, shift.input[0], WORDS)) for shift in shifts]
+        return bits if any(w is not None and w.size > 1 and w.dtype in (np.int32, np.uint32) for w in words) else None
     return None
+
+
+def _shifts(g: Graph, name: str) -> list[NodeProto] | None:
+    """The BitShift nodes `name` is computed from through SHIFTED and WORDS steps and constants,
+    or None where another kind of step is among them."""
+    found: list[NodeProto] = []
+    seen: set[int] = set()
+    todo = [name]
+    while todo:
+        value = todo.pop()
+        node = g.producer.get(value)
+        if node is None or id(node) in seen or g.value(value) is not None:
+            continue
+        seen.add(id(node))
+        if node.domain not in DEFAULT_DOMAINS or node.op_type not in ("BitShift", *SHIFTED, *WORDS):
+            return None
+        if node.op_type == "BitShift":
+            found.append(node)
+        else:
+            todo.extend(i for i in node.input if i)
+    return found
 
 
 def _constant(g: Graph, name: str) -> NDArray | None:
@@ -205,10 +233,11 @@ def _evaluate(g: Graph, nodes: list[NodeProto], names: list[str]) -> list[NDArra
     return [np.asarray(o) for o in outs]
 
 
-def _refuse_act_order(g: Graph, matmul: NodeProto, chain: list[NodeProto], k: int) -> None:
-    """Raise where a Gather by a constant g_idx of K entries reorders K (act-order GPTQ)."""
-    for node in chain:
-        if node.op_type == "Gather" and len(node.input) > 1:
+def _refuse_act_order(g: Graph, matmul: NodeProto, tables: list[str], k: int) -> None:
+    """Raise where the scales or zero points reach rows of K by a Gather along axis 0 of a constant
+    g_idx of K entries that reorders K (act-order GPTQ)."""
+    for node in (n for name in tables for n in _ancestors(g, name) or ()):
+        if node.op_type == "Gather" and len(node.input) > 1 and node_attr(node, "axis", 0) == 0:
             idx = _constant(g, node.input[1])
             if idx is not None and idx.size == k and np.any(np.diff(idx.reshape(-1)) < 0):
                 raise UnsupportedError(f"node {matmul.name or matmul.output[0]} (MatMul): g_idx {node.input[1]} of its weight "
