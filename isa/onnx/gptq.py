@@ -108,17 +108,31 @@ def _unpacked(g: Graph, matmul: NodeProto, k: int, dtype: np.dtype) -> tuple[int
     shape = np.broadcast_shapes(codes.shape, scale.shape, z.shape)
     if math.prod(shape) != w.size:
         return None
-    c, s, zk = (np.broadcast_to(a, shape).reshape(w.shape).astype(np.float64) for a in (codes, scale, z))
-    exact = (c - zk) * s
-    eps = float(ml_dtypes.finfo(w.dtype).eps) if w.dtype.name in dtypes.FLOATS else 0.0
-    if not np.all(np.abs(w.astype(np.float64) - exact) <= eps * (2 * np.abs(exact) + np.abs(s))):
-        return None
+    c, s, zk = (np.broadcast_to(a, shape).reshape(w.shape) for a in (codes, scale, z))
     _refuse_act_order(g, matmul, [s_name] + ([z_name] if z_name else []), k)
     group = _group(s, zk, bits)
     if group is None:
         return None
-    arrays = stored(c.astype(np.int16), 128 if bits == 8 else 0, zk[::group].astype(np.float32), s[::group].astype(np.float32), dtype, bits)
-    return bits, group, arrays, chain
+    s_group, z_group = s[::group].astype(np.float32), zk[::group].astype(np.float32)
+    if not _reproduces(w, c, np.repeat(s_group, group, axis=0), np.repeat(z_group, group, axis=0)):
+        return None
+    return bits, group, stored(c, 128 if bits == 8 else 0, z_group, s_group, dtype, bits), chain
+
+
+def _reproduces(w: NDArray, codes: NDArray, scale: NDArray[np.float32], zero: NDArray[np.float32]) -> bool:
+    """Whether w equals (codes - zero) x scale within its dtype's precision (the Casts of the
+    graph's steps applied); in place, the arrays being a weight's size."""
+    exact = codes.astype(np.float32)
+    exact -= zero
+    exact *= scale
+    err = w.astype(np.float32)
+    err -= exact
+    np.abs(err, out=err)
+    tol = np.abs(exact, out=exact)
+    tol *= 2
+    tol += np.abs(scale, out=scale)
+    tol *= float(ml_dtypes.finfo(w.dtype).eps) if w.dtype.name in dtypes.FLOATS else 0.0
+    return bool(np.all(err <= tol))
 
 
 def _codes_less_zero(g: Graph, name: str) -> tuple[int, str, str | None] | None:
