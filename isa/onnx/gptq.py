@@ -103,7 +103,7 @@ def _unpacked(g: Graph, matmul: NodeProto, k: int, dtype: np.dtype) -> tuple[int
         return None
     codes, scale, w, *zero = values
     z = zero[0] if zero else np.zeros((), np.float32)
-    if w.ndim != 2 or w.shape[0] != k or codes.dtype.kind not in "iu" or codes.min() < 0 or codes.max() >= 2 ** bits:
+    if w.ndim != 2 or w.shape[0] != k or codes.dtype.kind not in "iu" or codes.size == 0 or codes.min() < 0 or codes.max() >= 2 ** bits:
         return None
     shape = np.broadcast_shapes(codes.shape, scale.shape, z.shape)
     if math.prod(shape) != w.size:
