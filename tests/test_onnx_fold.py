@@ -107,10 +107,10 @@ def test_folded_weights_are_the_batch_norm_algebra_in_float64():
 
 
 def test_the_pass_says_what_it_folded():
-    assert isa.from_onnx(residual_block()).notes[1] == "onnx pass bn_fold: 3 BatchNormalization(s) folded into the convolution " \
-                                                       "or Gemm before them"
+    notes = isa.from_onnx(residual_block()).notes
+    assert "onnx pass bn_fold: 3 BatchNormalization(s) folded into the convolution or Gemm before them" in notes
     m = model_of([helper.make_node("Relu", ["x"], ["y"])], [("x", F, [2])], [("y", F, [2])], {})
-    assert "onnx pass bn_fold: 0 BatchNormalization(s)" in isa.from_onnx(m).notes[1]
+    assert any(n.startswith("onnx pass bn_fold: 0 BatchNormalization(s)") for n in isa.from_onnx(m).notes)
     assert not any("bn_fold" in n for n in isa.from_onnx(m, passes=NO_FOLD).notes)
 
 

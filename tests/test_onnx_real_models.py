@@ -93,7 +93,8 @@ def test_functional_run_equals_onnxruntime(models, name):
 
 def test_the_paddle2onnx_exports_lose_their_constant_nodes_batch_norms_and_decomposed_hardswish(models):
     g = isa.from_onnx(models["ch_ppocr_mobile_v2.0_cls_infer.onnx"])
-    assert g.notes == ["onnx pass constants: 308 Constant node(s) became constants, 19 node(s) of constant inputs computed once",
+    assert g.notes == ["onnx pass gptq: nothing to rewrite",
+                       "onnx pass constants: 308 Constant node(s) became constants, 19 node(s) of constant inputs computed once",
                        "onnx pass bn_fold: 35 BatchNormalization(s) folded into the convolution or Gemm before them",
                        "onnx pass activations: recognised 18 HardSwish", "onnx pass identities: removed 1 Identity",
                        "onnx pass transposes: nothing to move", "onnx pass weight_only: nothing to rewrite",

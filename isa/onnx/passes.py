@@ -2,6 +2,9 @@
 TPU-MLIR's canonicalizations and onnx-simplifier do), run on the Source (the graph without its
 initializers, and its Weights) before any op is mapped.
 
+- gptq: a MatMul of a weight that a GPTQ or AWQ export unpacks in the graph from int32 words
+  (BitShift, BitwiseAnd, the zero points subtracted, the scales multiplied per group) becomes one
+  matrix_mul_a16 (gptq.py), ahead of the constants pass, which would compute the float weight;
 - constants: Constant nodes become constants, and every node whose inputs are all constants is
   computed once (onnx.reference.ReferenceEvaluator, the ONNX reference implementation) and
   becomes a constant, unless it draws random numbers, (de)quantizes, holds a subgraph, or its
@@ -339,13 +342,20 @@ def _sink_transposes(source: Source) -> str:
     return sink(source, Graph(source))
 
 
+def _gptq(source: Source) -> str:
+    from .gptq import rewrite
+
+    return rewrite(source, Graph(source))
+
+
 def _weight_only(source: Source) -> str:
     from .weight_only import rewrite
 
     return rewrite(source, Graph(source))
 
 
-PASSES = {p.name: p for p in (Pass("constants", constants), Pass("bn_fold", _bn_fold), Pass("activations", _activations),
+PASSES = {p.name: p for p in (Pass("gptq", _gptq), Pass("constants", constants), Pass("bn_fold", _bn_fold),
+                              Pass("activations", _activations),
                               Pass("identities", identities), Pass("transposes", _sink_transposes),
                               Pass("weight_only", _weight_only), Pass("attention", _attention),
                               Pass("transposed_gemv", _transposed_gemv))}

@@ -88,7 +88,7 @@ def matmul_nbits(b: Builder, node: NodeProto) -> Sequence[Output]:
                else f"K = {k} not a whole number of blocks of {block}" if k % block
                else None)
     if refused is None:
-        weight, scales, *zeros = (b.const(a) for a in _stored(codes, 128 if bits == 8 else 0, zero, scale, dtype, bits))
+        weight, scales, *zeros = (b.const(a) for a in stored(codes, 128 if bits == 8 else 0, zero, scale, dtype, bits))
         y = ops.matrix_mul_a16(rows, weight, scales, zeros[0] if zeros else None, bits=bits, group=block)
     else:
         b.g.notes.append(f"{b.where()}: {bits}-bit weights dequantized at import, not a matrix_mul_a16: {refused}")
@@ -140,18 +140,24 @@ def rewrite(source: Source, g: Graph) -> str:
         found = _quantized(g, dq, x_elem)
         if found is None:
             continue
-        name = node.name or node.output[0]
-        inputs = [node.input[0]]
-        for what, array in zip(("weight", "scale", "zero"), found[1]):
-            source.weights[f"{name}.a16_{what}"] = array
-            inputs.append(f"{name}.a16_{what}")
-        g.replace([dq, node], [helper.make_node(A16, inputs, list(node.output), name=name, bits=found[0][0], group=found[0][1])])
+        g.replace([dq, node], [a16_node(source, node, *found[0], found[1])])
         for old in dq.input:
             if old in source.weights and not g.readers[old] and old not in g.outputs:
                 del source.weights[old]
         done += 1
     g.commit()
     return f"{done} MatMul(s) of a dequantized constant weight became matrix_mul_a16" if done else "nothing to rewrite"
+
+
+def a16_node(source: Source, matmul: NodeProto, bits: int, group: int, arrays: Sequence[NDArray]) -> NodeProto:
+    """The WeightOnlyMatMul taking MatMul matmul's place, with the op's constants `arrays`
+    ([stored weight, scales (, zero terms)], as `stored` makes them) added to the source's weights."""
+    name = matmul.name or matmul.output[0]
+    inputs = [matmul.input[0]]
+    for what, array in zip(("weight", "scale", "zero"), arrays):
+        source.weights[f"{name}.a16_{what}"] = array
+        inputs.append(f"{name}.a16_{what}")
+    return helper.make_node(A16, inputs, list(matmul.output), name=name, bits=bits, group=group)
 
 
 def _quantized(g: Graph, dq: NodeProto, x_elem: int) -> tuple[tuple[int, int], list[NDArray]] | None:
@@ -171,12 +177,12 @@ def _quantized(g: Graph, dq: NodeProto, x_elem: int) -> tuple[tuple[int, int], l
     zero = zeros[1] if zeros is not None else np.zeros_like(scales)
     if bits == 8:
         shift = 128 if q.dtype.name == "uint8" else 0
-        return (8, group), _stored(q, shift, zero, scales, dtypes.np_dtype(FLOATS[x_elem]), 8)
+        return (8, group), stored(q, shift, zero, scales, dtypes.np_dtype(FLOATS[x_elem]), 8)
     shift = 8 if q.dtype.name == "int4" else 0
-    return (4, group), _stored(q.astype(np.int16) + shift, 0, zero + shift, scales, dtypes.np_dtype(FLOATS[x_elem]), 4)
+    return (4, group), stored(q.astype(np.int16) + shift, 0, zero + shift, scales, dtypes.np_dtype(FLOATS[x_elem]), 4)
 
 
-def _stored(codes: NDArray, shift: int, zero: NDArray, scale: NDArray, dtype: np.dtype, bits: int) -> list[NDArray]:
+def stored(codes: NDArray, shift: int, zero: NDArray, scale: NDArray, dtype: np.dtype, bits: int) -> list[NDArray]:
     """[stored weight, scales (, zero terms)] of matrix_mul_a16 for w = (codes - zero) x scale
     (codes [K, N], zero and scale [K / group, N]): 8-bit codes stored as int8 codes - shift, with
     the zero terms (shift - zero) x scale unless they are all 0; 4-bit ones packed, with theirs."""
@@ -202,4 +208,4 @@ def _groups(t: NDArray, axis: int, block: int, k: int, n: int) -> tuple[int, NDA
     return None
 
 
-__all__ = ["A16", "NBITS", "rewrite"]
+__all__ = ["A16", "NBITS", "a16_node", "rewrite", "stored"]

@@ -1,0 +1,265 @@
+"""The gptq import pass (isa/onnx/gptq.py): a GPTQ-style export that unpacks int32 words of 4- or
+8-bit codes in the graph (BitShift, BitwiseAnd, Cast, Sub of the zero points, Mul by the scales
+expanded per group) ahead of a MatMul imports as one matrix_mul_a16 and computes what
+onnxruntime computes; a pattern that deviates imports as before."""
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+import chips
+import isa
+import sim
+from isa.errors import UnsupportedError
+
+ELEM = {"float16": TensorProto.FLOAT16, "float32": TensorProto.FLOAT}
+
+
+def pack(codes, bits, axis):
+    """int32 words holding codes (0..2^bits - 1) packed low-first along `axis`, as GPTQ packs
+    qweight along K (axis 0) and qzeros along N (axis 1)."""
+    per = 32 // bits
+    c = np.moveaxis(codes.astype(np.uint32), axis, 0)
+    c = c.reshape(c.shape[0] // per, per, *c.shape[1:])
+    words = np.zeros(c[:, 0].shape, np.uint32)
+    for i in range(per):
+        words |= c[:, i] << np.uint32(bits * i)
+    return np.moveaxis(words.view(np.int32), 0, axis)
+
+
+class Export:
+    """An ONNX graph built as a GPTQ export writes one layer: its nodes, its initializers."""
+
+    def __init__(self):
+        self.nodes, self.inits, self.count, self.made = [], [], 0, {}
+
+    def const(self, value):
+        """An initializer; equal ones are one, read by every node that needs it, as exporters
+        deduplicate constants (the shifts and masks of every layer)."""
+        value = np.asarray(value)
+        key = (value.dtype.str, value.shape, value.tobytes())
+        if key not in self.made:
+            self.count += 1
+            self.inits.append(numpy_helper.from_array(value, f"c{self.count}"))
+            self.made[key] = f"c{self.count}"
+        return self.made[key]
+
+    def op(self, kind, *inputs, **attrs):
+        self.count += 1
+        self.nodes.append(helper.make_node(kind, list(inputs), [f"t{self.count}"], **attrs))
+        return f"t{self.count}"
+
+    def unpack(self, words, bits, axis, shift=None, mask=None, signed=False):
+        """The codes of int32 words [A, B] packed along `axis`: Cast to uint32 (BitShift takes
+        unsigned words), Unsqueeze, BitShift RIGHT by [0, bits, ..., 32 - bits], BitwiseAnd by
+        2^bits - 1, Reshape to the unpacked [A x 32 / bits, B] or [A, B x 32 / bits]; signed: the
+        int32 words shifted arithmetically as torchlib (torch.onnx's dynamo exporter) writes
+        torch.bitwise_right_shift of int32, the mask int32."""
+        per = 32 // bits
+        shifts = np.arange(0, 32, bits, dtype=np.uint32) if shift is None else np.asarray(shift, np.uint32)
+        shape = [1, 1, 1]
+        shape[axis + 1] = per
+        elem, kind = (TensorProto.INT32, np.int32) if signed else (TensorProto.UINT32, np.uint32)
+        w = self.op("Unsqueeze", self.op("Cast", self.const(words), to=elem), self.const(np.array([axis + 1])))
+        if signed:
+            other = self.op("Cast", self.const(shifts.astype(np.int32).reshape(shape)), to=TensorProto.UINT32)
+            shifted = self.op("BitShift", self.op("Cast", w, to=TensorProto.UINT32), other, direction="RIGHT")
+            ones = self.op("Cast", self.const(np.int64(0xFFFFFFFF)), to=TensorProto.UINT32)
+            fill = self.op("BitwiseNot", self.op("BitShift", ones, other, direction="RIGHT"))
+            s = self.op("Where", self.op("Less", w, self.const(np.int32(0))),
+                        self.op("Cast", self.op("BitwiseOr", shifted, fill), to=elem), self.op("Cast", shifted, to=elem))
+        else:
+            s = self.op("BitShift", w, self.const(shifts.reshape(shape)), direction="RIGHT")
+        c = self.op("BitwiseAnd", s, self.const(kind(2 ** bits - 1 if mask is None else mask)))
+        out = list(words.shape)
+        out[axis] *= per
+        return self.op("Reshape", c, self.const(np.array(out)))
+
+    def per_row(self, table, k, group, how):
+        """A [K / group, N] table expanded to [K, N]: Unsqueeze, Expand (or Tile), Reshape; or a
+        Gather by g_idx (arange(K) // group unless `how` is an array)."""
+        n = table.shape[1] if not isinstance(table, str) else None
+        t = self.const(table) if not isinstance(table, str) else table
+        if isinstance(how, np.ndarray) or how == "gather":
+            g_idx = np.arange(k) // group if isinstance(how, str) else how
+            return self.op("Gather", t, self.const(g_idx.astype(np.int32)), axis=0)
+        u = self.op("Unsqueeze", t, self.const(np.array([1])))
+        if how == "expand":
+            u = self.op("Expand", u, self.const(np.array([k // group, group, 1])))
+        else:
+            u = self.op("Tile", u, self.const(np.array([1, group, 1])))
+        return self.op("Reshape", u, self.const(np.array([k, -1 if n is None else n])))
+
+    def model(self, x, y, k, n, dtype, rows):
+        graph = helper.make_graph(self.nodes, "gptq", [helper.make_tensor_value_info(x, ELEM[dtype], [1, rows, k])],
+                                  [helper.make_tensor_value_info(y, ELEM[dtype], [1, rows, n])], self.inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def gptq_model(bits=4, group=64, k=256, n=96, zeros="packed", how="expand", dtype="float16", rows=3, shift=None, mask=None,
+               seed=0, layers=1, awq=False, signed=False):
+    """x (1, rows, K) @ the weight a GPTQ export unpacks in the graph: qweight int32 [K x bits / 32,
+    N] packed along K, scales [K / group, N], zero points packed along N in qzeros [K / group,
+    N x bits / 32] and stored minus 1 ("packed": old GPTQ's + 1 in the graph), or one zero point
+    2^(bits - 1) for every code ("symmetric"); the group expansion written as `how`. With layers
+    2, a second such product [N, N] of the first's result; with awq, AWQ's layout instead (awq_model)."""
+    rng = np.random.default_rng(seed)
+    e = Export()
+    if awq:
+        return awq_model(e, rng, k, n, group, dtype, rows, awq)
+    y = "x"
+    for layer in range(layers):
+        y = unpacked_product(e, rng, y, bits, group, k if layer == 0 else n, n, zeros, how, dtype, shift, mask, signed)
+    return e.model("x", y, k, n, dtype, rows)
+
+
+AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]  # AutoAWQ: field i of a word holds column 8j + AWQ_ORDER[i]
+
+
+def awq_model(e, rng, k, n, group, dtype, rows, awq):
+    """x (1, rows, K) @ an AWQ weight unpacked in the graph: 4-bit codes and zero points packed
+    along N (qweight int32 [K, N / 8], qzeros [K / group, N / 8]) in AWQ's field order, unpacked by
+    shifts [0, 16, 4, 20, 8, 24, 12, 28], which give the columns in order, or (awq "gather", as
+    AutoAWQ's dequantization does) by shifts in order, the fields then reordered by a Gather."""
+    perm = (np.arange(n) // 8 * 8 + np.array(AWQ_ORDER)[np.arange(n) % 8])
+    shifts = 4 * np.argsort(AWQ_ORDER)
+
+    def unpack(table):
+        if awq != "gather":
+            return e.unpack(pack(table[:, perm], 4, 1), 4, 1, shifts)
+        u = e.op("Unsqueeze", e.op("Cast", e.const(pack(table[:, perm], 4, 1)), to=TensorProto.UINT32), e.const(np.array([2])))
+        s = e.op("Reshape", e.op("BitShift", u, e.const(np.arange(0, 32, 4, dtype=np.uint32).reshape(1, 1, 8)), direction="RIGHT"),
+                 e.const(np.array([table.shape[0], n])))
+        s = e.op("Gather", s, e.const(np.argsort(perm)), axis=1)
+        return e.op("BitwiseAnd", s, e.const(np.uint32(15)))
+
+    codes, z = rng.integers(0, 16, (k, n)), rng.integers(0, 16, (k // group, n))
+    c = e.op("Cast", unpack(codes), to=ELEM[dtype])
+    zt = e.per_row(e.op("Cast", unpack(z), to=ELEM[dtype]), k, group, "expand")
+    scales = (rng.random((k // group, n)) * 0.02 + 1e-3).astype(dtype)
+    y = e.op("MatMul", "x", e.op("Mul", e.op("Sub", c, zt), e.per_row(scales, k, group, "expand")))
+    return e.model("x", y, k, n, dtype, rows)
+
+
+def unpacked_product(e, rng, x, bits, group, k, n, zeros, how, dtype, shift, mask, signed):
+    """MatMul(x, the weight unpacked in the graph): see gptq_model."""
+    codes = rng.integers(0, 2 ** bits, (k, n))
+    c = e.op("Cast", e.unpack(pack(codes, bits, 0), bits, 0, shift, mask, signed), to=ELEM[dtype])
+    if zeros == "packed":
+        z = rng.integers(1, 2 ** bits, (k // group, n)) - 1
+        zt = e.op("Add", e.unpack(pack(z, bits, 1), bits, 1, signed=signed), e.const((np.int32 if signed else np.uint32)(1)))
+        zt = e.per_row(e.op("Cast", zt, to=ELEM[dtype]), k, group, how)
+        c = e.op("Sub", c, zt)
+    else:
+        c = e.op("Sub", c, e.const(np.array(2 ** (bits - 1), dtype)))
+    scales = (rng.random((k // group, n)) * 0.02 + 1e-3).astype(dtype)
+    w = e.op("Mul", e.per_row(scales, k, group, how), c)
+    return e.op("MatMul", x, w)
+
+
+def against_onnxruntime(model, chip, dtype="float16", seed=5):
+    """The machine's product against onnxruntime's: within float16 precision of sums of K terms
+    (onnxruntime rounds its float16 weight and its sums to float16)."""
+    g = isa.from_onnx(model)
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    x = np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0].astype(np.float64)
+    got = sim.run(g, chips.load(chip), inputs={"x": x}).outputs[model.graph.output[0].name].astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2 * np.abs(want).max())
+    return g
+
+
+NOTE = "onnx pass gptq: 1 MatMul(s) of int32-packed codes unpacked in the graph became matrix_mul_a16"
+
+
+def assert_a16(g, bits, group):
+    """One matrix_mul_a16 of those bits and group, and nothing of the unpacking left."""
+    products = [n for n in g.nodes if n.op == "matrix_mul_a16"]
+    assert len(products) == 1 and products[0].params["bits"] == bits and products[0].params["group"] == group
+    assert NOTE in g.notes
+    assert {n.op for n in g.nodes} == {"reshape", "matrix_mul_a16"}
+
+
+@pytest.mark.parametrize("chip", ["generic", "bm1686", "ascend910b"])
+@pytest.mark.parametrize("bits, group, zeros, how", [
+    (4, 64, "packed", "expand"),       # asymmetric: qzeros unpacked along N, + 1
+    (4, 128, "symmetric", "gather"),   # codes - 8, scales gathered by g_idx in order
+    (8, 64, "packed", "tile"),
+    (8, 256, "symmetric", "expand"),   # one group: the zero terms (128 - 128) x scale are all 0
+])
+def test_an_unpacked_gptq_weight_times_x_imports_as_matrix_mul_a16(chip, bits, group, zeros, how):
+    model = gptq_model(bits, group, zeros=zeros, how=how)
+    g = against_onnxruntime(model, chip)
+    assert_a16(g, bits, group)
+    product = next(n for n in g.nodes if n.op == "matrix_mul_a16")
+    assert len(product.inputs) == (3 if bits == 8 and zeros == "symmetric" else 4)
+    stored = g.tensors[product.inputs[1]]
+    assert stored.dtype == ("uint8" if bits == 4 else "int8") and stored.shape == (256 * bits // 8, 96)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bits=st.sampled_from([4, 8]), groups=st.integers(1, 4), group=st.sampled_from([16, 32, 64]), n8=st.integers(1, 6),
+       zeros=st.sampled_from(["packed", "symmetric"]), how=st.sampled_from(["expand", "tile", "gather"]), rows=st.integers(1, 5),
+       seed=st.integers(0, 100))
+def test_random_shapes_import_as_matrix_mul_a16(bits, groups, group, n8, zeros, how, rows, seed):
+    """K a whole number of groups, N a multiple of 8 (qzeros packs N): the group found is the one
+    exported, or a multiple of it where neighbouring groups' scales and zero points coincide
+    (then the same weight)."""
+    model = gptq_model(bits, group, k=groups * group, n=8 * n8, zeros=zeros, how=how, rows=rows, seed=seed)
+    g = against_onnxruntime(model, "generic", seed=seed)
+    product = next(n for n in g.nodes if n.op == "matrix_mul_a16")
+    assert product.params["group"] % group == 0 and NOTE in g.notes
+
+
+@pytest.mark.parametrize("case", [
+    {"shift": [0, 4, 8, 12, 16, 20, 24, 3]},   # a shift of 3: not GPTQ's fields
+    {"mask": 7},                               # 3-bit codes out of 4-bit fields
+    {"bits": 8, "shift": [0, 4, 8, 12]},       # 8-bit mask, 4-bit shifts
+    {"dtype": "float32"},                      # the op's activations are float16 or bfloat16
+    {"signed": True, "shift": [0, 4, 8, 12, 16, 20, 24, 3]},
+])
+def test_a_deviating_unpack_imports_as_before(case):
+    """Left to the constants pass, which computes the float weight once (by the ONNX reference):
+    a matrix_mul, still onnxruntime's numbers."""
+    model = gptq_model(**case)
+    g = against_onnxruntime(model, "generic", dtype=case.get("dtype", "float16"))
+    assert "onnx pass gptq: nothing to rewrite" in g.notes
+    assert not any(n.op == "matrix_mul_a16" for n in g.nodes) and any(n.op == "matrix_mul" for n in g.nodes)
+
+
+def test_two_products_sharing_their_shifts_and_masks_both_import_as_matrix_mul_a16():
+    """A layer's shifts, masks and shapes are the next one's constants too: each product's
+    unpacking goes, the shared constants stay while read."""
+    model = gptq_model(4, 32, n=64, layers=2)
+    g = against_onnxruntime(model, "bm1686")
+    assert [n.op for n in g.nodes].count("matrix_mul_a16") == 2
+    assert "onnx pass gptq: 2 MatMul(s) of int32-packed codes unpacked in the graph became matrix_mul_a16" in g.notes
+    assert {n.op for n in g.nodes} == {"reshape", "matrix_mul_a16"}
+
+
+@pytest.mark.parametrize("chip", ["generic", "bm1686"])
+@pytest.mark.parametrize("bits", [4, 8])
+def test_torchlibs_arithmetic_shift_of_int32_words_imports_as_matrix_mul_a16(chip, bits):
+    """torch.onnx's dynamo exporter writes an int32 right shift as a Where of two logical shifts
+    (the sign filled in above the field, which the mask drops): the same codes."""
+    g = against_onnxruntime(gptq_model(bits, 64, signed=True), chip)
+    assert_a16(g, bits, 64)
+
+
+@pytest.mark.parametrize("chip, awq, k", [("generic", "shifts", 256), ("ascend910b", "shifts", 256), ("generic", "gather", 256),
+                                          ("generic", "gather", 96)])
+def test_an_unpacked_awq_weight_imports_as_matrix_mul_a16(chip, awq, k):
+    """AWQ's codes packed along N in its field order: shifts that unpack them in column order, or
+    shifts in order and a Gather along N (K = N too: that Gather is no act-order g_idx)."""
+    g = against_onnxruntime(gptq_model(group=k // 2, k=k, awq=awq), chip)
+    assert_a16(g, 4, k // 2)
+
+
+def test_act_order_is_refused():
+    """A g_idx that reorders K (act-order GPTQ) is named: matrix_mul_a16 takes the groups in order."""
+    g_idx = np.random.default_rng(3).permutation(np.arange(256) // 64)
+    with pytest.raises(UnsupportedError, match="act-order GPTQ"):
+        isa.from_onnx(gptq_model(4, 64, how=g_idx))
