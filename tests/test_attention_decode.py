@@ -206,3 +206,31 @@ def test_a_multi_query_step_reads_its_one_kv_heads_cache_in_place(chip, dtype, t
     assert readers == ({"attention"} if fused else {"matrix_mul", "permute"})
     assert "layers.0.key_t_cache" not in {e.op for e in step.trace.events}
     np.testing.assert_allclose(got[:, 0].astype(np.float64), full[:, 5].astype(np.float64), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-5), ("bm1686", "float32", 1e-5), ("ascend910b", "float16", 1e-2)])
+def test_an_unfused_products_right_operand_is_read_transposed_where_it_lies(chip, dtype, tol):
+    """matrix_mul(q, permute(k, (0, 1, 3, 2))), k token-major keys (an unfused score product over a
+    key cache): the permute runs no instruction, the product loads k's rows as they lie and the
+    matrix unit reads each tile transposed (isa/lower/templates/matmul.py); the values are numpy's,
+    in fewer cycles than with the permute's copy (returned, so of its own)."""
+    rng = np.random.default_rng(7)
+    feeds = {"q": rng.standard_normal((1, 2, 3, 32)).astype(dtype), "k": rng.standard_normal((1, 2, 200, 32)).astype(dtype)}
+    results = []
+    for returned in (False, True):
+        g = isa.Graph("scores")
+        with g:
+            kt = O.permute(g.input("k", feeds["k"].shape, dtype), [0, 1, 3, 2])
+            g.output(O.matrix_mul(g.input("q", feeds["q"].shape, dtype), kt), "s")
+            if returned:
+                g.output(kt, "kt")
+        results.append(sim.run(g, chip, feeds))
+    fast, slow = results
+    want = feeds["q"].astype(np.float64) @ np.swapaxes(feeds["k"].astype(np.float64), -1, -2)
+    np.testing.assert_allclose(fast.outputs["s"].astype(np.float64), want, rtol=tol, atol=tol)
+    np.testing.assert_array_equal(fast.outputs["s"], slow.outputs["s"])
+    products = [x for s in fast.program.streams.values() for x in s if x.kind == "matrix"]
+    assert products and all(x.b.strides[0] == 1 and x.b.strides[1] > 1 for x in products)  # each tile read transposed
+    assert not [e for e in fast.trace.events if e.op.startswith("permute")]
+    assert [e for e in slow.trace.events if e.op.startswith("permute")]
+    assert fast.cycles < slow.cycles

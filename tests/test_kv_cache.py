@@ -191,6 +191,28 @@ def test_a_prefill_appends_its_values_from_where_the_projection_wrote_them(chip,
     np.testing.assert_allclose(step.outputs["y"].astype(np.float64), full.outputs["y"].astype(np.float64), rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-5), ("bm1686", "float32", 1e-5), ("ascend910b", "float16", 1e-2)])
+def test_a_prefills_keys_are_appended_as_rows_and_read_transposed_by_its_product(chip, dtype, tol):
+    """The key cache is token-major, as the value cache: the prefill's fused attention takes the
+    keys as rows (the scores' Transpose folded into its product, which reads each key block
+    transposed) and the cache append reads the rows where the rotary wrote them, so no permute of
+    the keys runs (none of the step's permutes runs an instruction); the output and the cache's key
+    rows are the reference's (the ONNX reference evaluator's)."""
+    model = llm.decoder_layer(TINY, seq=5, dtype=dtype)
+    x = np.random.default_rng(6).standard_normal((1, 5, TINY.hidden)).astype(dtype)
+    want = dict(zip([o.name for o in model.graph.output], ReferenceEvaluator(model).run(None, {"x": x})))
+    graph = layer_step(TINY, 5, 0, 8, dtype)[1]
+    attention = next(n for n in graph.nodes if n.op == "attention")
+    assert not attention.params["key_transposed"]
+    session = sim.Session(chip)
+    step = session.run(graph, {"x": x})
+    permutes = {n.name for n in graph.nodes if n.op == "permute"}
+    assert permutes and not permutes & {e.op for e in step.trace.events}
+    np.testing.assert_allclose(step.outputs["y"].astype(np.float64), want["y"].astype(np.float64), rtol=tol, atol=tol)
+    np.testing.assert_allclose(session.state["cache.0.key"][:, :, :5].astype(np.float64), want["present.0.key"].astype(np.float64),
+                               rtol=tol, atol=tol)
+
+
 def test_a_whole_model_decodes_over_its_kept_caches_as_the_reference_does():
     """Two layers, their four caches state; the decode step's logits equal the ONNX reference
     evaluator's for the same step given the session's caches as inputs."""
