@@ -4,12 +4,13 @@ matrix engine, batch by batch.
 For each output tile (tm x tn) the K dimension is walked in steps of tk: the left and right
 tiles of each step are loaded into the matrix engine's operand memories (two slots each with
 double buffering; a transposed operand is read through strides by the DMA) and multiplied into
-an accumulator tile, accumulating after the first step. A float or integer product's right
-operand stored as rows of K (a permute of its last two axes read through, as a key cache's
-q @ k^T; isa/lower/templates/place.py) is loaded in that order, whole rows, and the matrix
-unit reads the tile transposed (_right_rows): BM1684X's TIU multiplies by a right matrix
-transposed (TPU-Kernel's tpu_bdc_fp_mm_R_trans, MM2_NT), an Ascend cube loads L0B from L1
-transposing; priced as the plain product, no source giving these modes a rate of their own. The integer family first takes its zero
+an accumulator tile, accumulating after the first step. A right operand lying as rows of K (a
+permute of its last two axes read through, as an unfused q @ k^T over a token-major key cache;
+isa/lower/templates/place.py) loads in that order, whole rows, and the matrix unit reads the
+tile transposed (_right_rows): BM1684X's TIU multiplies by a transposed right matrix
+(TPU-Kernel's tpu_bdc_fp_mm_R_trans, MM2_NT) and an Ascend cube's MTE1 transposes as it loads
+L0B from L1 (CANN's LoadDataWithTranspose); priced as the plain product, as no source gives
+these modes a rate of their own. The integer family first takes its zero
 points off the loaded tiles (16-bit copies); matrix_mul_a16 dequantizes its int8 or packed int4
 weight tile in local memory (isa/ops/weight_only.py) before the product, the load, the
 dequantization and the product of a tile pipelined as a weight-only kernel pipelines them: the
