@@ -15,16 +15,17 @@ grouped-query attention, the output projection, a residual add, RMSNorm, the Swi
 One graph serves prefill and decode: `seq` new tokens attend to `past` cached tokens and to each other
 (causally). Attention is written the way serving engines lay it out, so that no cache is copied or
 repeated in DDR:
-- the key cache is kept transposed, (batch, KV heads, head size, past), so the score product reads it
-  as its right operand; the value cache is (batch, KV heads, past, head size);
+- the key and value caches are (batch, KV heads, past, head size), a token's key and value rows
+  appended as rows (Hugging Face's layout); the score product reads the keys transposed
+  (q @ k.transpose(-1, -2)), which the fused attention folds into its product;
 - grouped-query attention folds each KV head's query group into the product's rows ((batch, KV heads,
   group x seq, head size)) instead of repeating the cache per query head;
 - the scores over the cache and over the new tokens are two products, concatenated (small), softmaxed
   and split again: the cache is never concatenated with the new keys.
 Inputs: "x" (batch, seq, hidden) for a layer, "input_ids" (batch, seq) int64 for a model; with
 past > 0, "past.{i}.key" and "past.{i}.value" per layer. Outputs: "y" (a layer) or "logits" (batch, 1,
-vocabulary: the last position's, as a generation step needs), and "present.{i}.key" (batch, KV heads,
-head size, seq) and "present.{i}.value" (batch, KV heads, seq, head size): the new tokens' cache rows.
+vocabulary: the last position's, as a generation step needs), and "present.{i}.key" and "present.{i}.value"
+(batch, KV heads, seq, head size): the new tokens' cache rows.
 
     python examples/llm.py --model tinyllama-1.1b --what layer --seq 128 --out out/llm
     python examples/llm.py --model tinyllama-1.1b --what layer --seq 1 --past 512 --dtype float16
@@ -147,19 +148,19 @@ def ends(cfg, batch=1, seq=1, dtype="float16", seed=0, embedding=True):
 
 def kv_caches(cfg, batch, capacity, dtype, past=0, seq=1, layers=1, block=None, table=None):
     """The key and value caches of `layers` layers as graph state (isa/ops/cache.py), for a step of
-    `seq` new tokens after `past` cached, in this builder's layouts: "cache.{i}.key" (batch, KV heads,
-    head size, capacity) and "cache.{i}.value" (batch, KV heads, capacity, head size), read as
-    "past.{i}.*" and appended to from "present.{i}.*". With `block`, paged: each layer's caches are a
-    pool of capacity / block blocks, "cache.{i}.key.{k}" (batch, KV heads, head size, block), and the
+    `seq` new tokens after `past` cached, in this builder's layout: "cache.{i}.key" and "cache.{i}.value"
+    (batch, KV heads, capacity, head size), read as "past.{i}.*" and appended to from
+    "present.{i}.*". With `block`, paged: each layer's caches are a pool of capacity / block blocks,
+    "cache.{i}.key.{k}" (batch, KV heads, block, head size), and the
     block table `table` (default: in order) says which pool block holds the sequence's block j, as a
     serving engine's block manager assigns them; the step reads and appends the blocks it names."""
     from isa.ops.cache import Cache
 
     d, kv = cfg.head_size, cfg.kv_heads
     if block is None:
-        return [Cache(f"cache.{i}.{kind}", shape, dtype, axis, past, f"past.{i}.{kind}" if past else None, f"present.{i}.{kind}")
-                for i in range(layers)
-                for kind, shape, axis in (("key", (batch, kv, d, capacity), 3), ("value", (batch, kv, capacity, d), 2))]
+        return [Cache(f"cache.{i}.{kind}", (batch, kv, capacity, d), dtype, 2, past, f"past.{i}.{kind}" if past else None,
+                      f"present.{i}.{kind}")
+                for i in range(layers) for kind in ("key", "value")]
     pool = -(-capacity // block)
     table = list(range(pool)) if table is None else list(table)
     if sorted(table) != list(range(pool)):
@@ -169,10 +170,11 @@ def kv_caches(cfg, batch, capacity, dtype, past=0, seq=1, layers=1, block=None, 
     held = {k: j for j, k in enumerate(table)}  # pool block -> the sequence's block it holds
     caches = []
     for i in range(layers):
-        for kind, shape, axis in (("key", (batch, kv, d, block), 3), ("value", (batch, kv, block, d), 2)):
+        for kind in ("key", "value"):
             for k in range(pool):
                 j = held[k]
-                caches.append(Cache(f"cache.{i}.{kind}.{k}", shape, dtype, axis, read.get(j, 0) if j not in written else written[j],
+                caches.append(Cache(f"cache.{i}.{kind}.{k}", (batch, kv, block, d), dtype, 2,
+                                    read.get(j, 0) if j not in written else written[j],
                                     f"past.{i}.{kind}.{j}" if j in read else None, f"present.{i}.{kind}.{j}" if j in written else None))
     return caches
 
@@ -304,10 +306,15 @@ def _layer(net, cfg, x, i, batch, seq, past, block=None):
     k = heads(_projection(net, h, kv * d, f"{p}.self_attn.k_proj", cfg.qkv_bias), kv, f"{p}.k")
     v = heads(_projection(net, h, kv * d, f"{p}.self_attn.v_proj", cfg.qkv_bias), kv, f"{p}.v")
     q = net.reshape(_rotary(net, cfg, q, past, f"{p}.q_rot"), (batch, kv, g * seq, d), f"{p}.q_groups")
-    key = net.transpose(_rotary(net, cfg, k, past, f"{p}.k_rot"), (0, 1, 3, 2), f"{p}.key")  # (batch, kv, d, seq)
+    key = _rotary(net, cfg, k, past, f"{p}.k_rot")  # (batch, kv, seq, d)
     scale = net.scalar(f"{p}.scale", 1 / math.sqrt(d))
     rows = (batch, kv, g * seq)
-    scores = net.binary("Mul", net.node("MatMul", [q, key], f"{p}.scores_new", (*rows, seq)), scale, f"{p}.scaled_new")
+
+    def scores_of(keys, n, name):  # q @ keys^T, scaled: (batch, kv, g * seq, n)
+        keys_t = net.transpose(keys, (0, 1, 3, 2), f"{p}.key_t_{name}")
+        return net.binary("Mul", net.node("MatMul", [q, keys_t], f"{p}.scores_{name}", (*rows, n)), scale, f"{p}.scaled_{name}")
+
+    scores = scores_of(key, seq, "new")
     if seq > 1:  # causal: a new token sees the cache and the new tokens up to itself (each query group alike)
         causal = np.triu(np.full((seq, seq), np.finfo(net.dtype).min, net.dtype), 1)  # in the net's dtype: 8192 tokens' are 0.8 GB
         scores = net.binary("Add", scores, net.const(f"{p}.causal_mask", np.tile(causal, (g, 1))), f"{p}.masked")
@@ -316,10 +323,9 @@ def _layer(net, cfg, x, i, batch, seq, past, block=None):
         parts, at = [], 0
         for j, n in read:
             tag = "" if j is None else f".{j}"
-            key_cache = net.input(f"past.{i}.key{tag}", (batch, kv, d, n))
+            key_cache = net.input(f"past.{i}.key{tag}", (batch, kv, n, d))
             value_cache = net.input(f"past.{i}.value{tag}", (batch, kv, n, d))
-            parts.append((net.binary("Mul", net.node("MatMul", [q, key_cache], f"{p}.scores_cache{tag}", (*rows, n)), scale,
-                                     f"{p}.scaled_cache{tag}"), value_cache, at, n, tag))
+            parts.append((scores_of(key_cache, n, f"cache{tag}"), value_cache, at, n, tag))
             at += n
         probs = net.softmax(net.concat([s for s, *_ in parts] + [scores], 3, f"{p}.scores"), 3, f"{p}.probs")
         p_new = net.slice(probs, [past], [past + seq], [3], f"{p}.probs_new")
@@ -341,7 +347,7 @@ def _layer(net, cfg, x, i, batch, seq, past, block=None):
     for j, first, n in written:  # the new rows, whole or cut at the blocks' edges
         tag, lo = ("", 0) if j is None else (f".{j}", j * block + first - past)
         whole = n == seq
-        presents += [(key if whole else net.slice(key, [lo], [lo + n], [3], f"{p}.key{tag}"), f"present.{i}.key{tag}"),
+        presents += [(key if whole else net.slice(key, [lo], [lo + n], [2], f"{p}.key{tag}"), f"present.{i}.key{tag}"),
                      (v if whole else net.slice(v, [lo], [lo + n], [2], f"{p}.value{tag}"), f"present.{i}.value{tag}")]
     return net.binary("Add", x, down, f"{p}.residual2"), presents
 

@@ -190,7 +190,8 @@ def test_the_fused_decode_step_is_faster_than_its_scores_through_ddr(chip, dtype
 def test_a_multi_query_step_reads_its_one_kv_heads_cache_in_place(chip, dtype, tol, fused):
     """Multi-query attention (4 query heads, 1 KV head), the caches kept as graph state: a
     prefill of 5 tokens, then a decode step of the 6th reads the one KV head's caches where they
-    lie, fused or not; its output is the 6-token prefill's last row."""
+    lie, fused or not (unfused, the scores' product reads the token-major key cache through its
+    transposing permute, which runs no instruction); its output is the 6-token prefill's last row."""
     cfg = llm.config("tinyllama-1.1b", layers=1, hidden=64, heads=4, kv_heads=1, mlp=96, vocab=100)
     passes = None if fused else UNFUSED
     x = np.random.default_rng(5).standard_normal((1, 6, cfg.hidden)).astype(dtype)
@@ -199,7 +200,37 @@ def test_a_multi_query_step_reads_its_one_kv_heads_cache_in_place(chip, dtype, t
     for seq, past in ((5, 0), (1, 5)):
         graph = llm.with_kv_cache(isa.from_onnx(llm.decoder_layer(cfg, seq=seq, past=past, dtype=dtype), passes=passes), cfg, 1, 8,
                                   past=past, seq=seq)
-        got = session.run(graph, {"x": x[:, past:past + seq]}).outputs["y"]
+        step = session.run(graph, {"x": x[:, past:past + seq]})
+    got = step.outputs["y"]
     readers = {n.op for n in graph.nodes if {"past.0.key", "past.0.value"} & set(n.inputs)}
-    assert readers == ({"attention"} if fused else {"matrix_mul"})
+    assert readers == ({"attention"} if fused else {"matrix_mul", "permute"})
+    assert "layers.0.key_t_cache" not in {e.op for e in step.trace.events}
     np.testing.assert_allclose(got[:, 0].astype(np.float64), full[:, 5].astype(np.float64), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-5), ("bm1686", "float32", 1e-5), ("ascend910b", "float16", 1e-2)])
+def test_an_unfused_products_right_operand_is_read_transposed_where_it_lies(chip, dtype, tol):
+    """matrix_mul(q, permute(k, (0, 1, 3, 2))), k token-major keys (an unfused score product over a
+    key cache): the permute runs no instruction, the product loads k's rows as they lie and the
+    matrix unit reads each tile transposed (isa/lower/templates/matmul.py); the values are numpy's,
+    in fewer cycles than with the permute's copy (returned, so of its own)."""
+    rng = np.random.default_rng(7)
+    feeds = {"q": rng.standard_normal((1, 2, 3, 32)).astype(dtype), "k": rng.standard_normal((1, 2, 200, 32)).astype(dtype)}
+    results = []
+    for returned in (False, True):
+        g = isa.Graph("scores")
+        with g:
+            kt = O.permute(g.input("k", feeds["k"].shape, dtype), [0, 1, 3, 2])
+            g.output(O.matrix_mul(g.input("q", feeds["q"].shape, dtype), kt), "s")
+            if returned:
+                g.output(kt, "kt")
+        results.append(sim.run(g, chip, feeds))
+    fast, slow = results
+    want = feeds["q"].astype(np.float64) @ np.swapaxes(feeds["k"].astype(np.float64), -1, -2)
+    np.testing.assert_allclose(fast.outputs["s"].astype(np.float64), want, rtol=tol, atol=tol)
+    np.testing.assert_array_equal(fast.outputs["s"], slow.outputs["s"])
+    products = [x for s in fast.program.streams.values() for x in s if x.kind == "matrix"]
+    assert products and all(x.b.strides[0] == 1 and x.b.strides[1] > 1 for x in products)  # each tile read transposed
+    assert not [e for e in fast.trace.events if e.op.startswith("permute")]
+    assert [e for e in slow.trace.events if e.op.startswith("permute")]
+    assert fast.cycles < slow.cycles

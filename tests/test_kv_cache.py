@@ -168,12 +168,11 @@ def test_a_decode_step_over_the_kept_cache_equals_the_prefills_last_position(chi
     assert (first.name, first.role, first.region.addr) == ("cache.0.key", "state", 0)  # states bound first
     np.testing.assert_allclose(decode.outputs["y"][:, 0].astype(np.float64), full["y"][:, 5].astype(np.float64), rtol=tol, atol=tol)
     assert set(decode.outputs) == {"y"}  # the new rows went into the cache, not out
-    key, value = session.state["cache.0.key"], session.state["cache.0.value"]
-    np.testing.assert_array_equal(key[..., :5], prefilled["cache.0.key"][..., :5])
-    np.testing.assert_array_equal(value[:, :, :5], prefilled["cache.0.value"][:, :, :5])
-    np.testing.assert_allclose(key[..., :6].astype(np.float64), full["present.0.key"].astype(np.float64), rtol=tol, atol=tol)
-    np.testing.assert_allclose(value[:, :, :6].astype(np.float64), full["present.0.value"].astype(np.float64), rtol=tol, atol=tol)
-    assert not key[..., 6:].any() and not value[:, :, 6:].any()
+    for kind in ("key", "value"):  # both token-major: (batch, KV heads, positions, head size)
+        cache = session.state[f"cache.0.{kind}"]
+        np.testing.assert_array_equal(cache[:, :, :5], prefilled[f"cache.0.{kind}"][:, :, :5])
+        np.testing.assert_allclose(cache[:, :, :6].astype(np.float64), full[f"present.0.{kind}"].astype(np.float64), rtol=tol, atol=tol)
+        assert not cache[:, :, 6:].any()
 
 
 @pytest.mark.parametrize("chip, dtype, tol", [("bm1686", "float32", 1e-5), ("ascend910b", "float16", 1e-2)])
@@ -192,6 +191,28 @@ def test_a_prefill_appends_its_values_from_where_the_projection_wrote_them(chip,
     np.testing.assert_allclose(step.outputs["y"].astype(np.float64), full.outputs["y"].astype(np.float64), rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-5), ("bm1686", "float32", 1e-5), ("ascend910b", "float16", 1e-2)])
+def test_a_prefills_keys_are_appended_as_rows_and_read_transposed_by_its_product(chip, dtype, tol):
+    """The key cache is token-major, as the value cache: the prefill's fused attention takes the
+    keys as rows (the scores' Transpose folded into its product, which reads each key block
+    transposed) and the cache append reads the rows where the rotary wrote them, so no permute of
+    the keys runs (none of the step's permutes runs an instruction); the output and the cache's key
+    rows are the reference's (the ONNX reference evaluator's)."""
+    model = llm.decoder_layer(TINY, seq=5, dtype=dtype)
+    x = np.random.default_rng(6).standard_normal((1, 5, TINY.hidden)).astype(dtype)
+    want = dict(zip([o.name for o in model.graph.output], ReferenceEvaluator(model).run(None, {"x": x})))
+    graph = layer_step(TINY, 5, 0, 8, dtype)[1]
+    attention = next(n for n in graph.nodes if n.op == "attention")
+    assert not attention.params["key_transposed"]
+    session = sim.Session(chip)
+    step = session.run(graph, {"x": x})
+    permutes = {n.name for n in graph.nodes if n.op == "permute"}
+    assert permutes and not permutes & {e.op for e in step.trace.events}
+    np.testing.assert_allclose(step.outputs["y"].astype(np.float64), want["y"].astype(np.float64), rtol=tol, atol=tol)
+    np.testing.assert_allclose(session.state["cache.0.key"][:, :, :5].astype(np.float64), want["present.0.key"].astype(np.float64),
+                               rtol=tol, atol=tol)
+
+
 def test_a_whole_model_decodes_over_its_kept_caches_as_the_reference_does():
     """Two layers, their four caches state; the decode step's logits equal the ONNX reference
     evaluator's for the same step given the session's caches as inputs."""
@@ -201,8 +222,8 @@ def test_a_whole_model_decodes_over_its_kept_caches_as_the_reference_does():
     model, graph = layer_step(TINY, 1, 4, 8, "float32", layers=2)
     feeds = {"input_ids": ids[:, 4:]}
     for i in range(2):
-        feeds[f"past.{i}.key"] = session.state[f"cache.{i}.key"][..., :4]
-        feeds[f"past.{i}.value"] = session.state[f"cache.{i}.value"][:, :, :4]
+        for kind in ("key", "value"):
+            feeds[f"past.{i}.{kind}"] = session.state[f"cache.{i}.{kind}"][:, :, :4]
     want = ReferenceEvaluator(model).run(["logits"], feeds)[0]
     got = session.run(graph, {"input_ids": ids[:, 4:]})
     np.testing.assert_allclose(got.outputs["logits"], want, rtol=1e-4, atol=1e-4)
@@ -222,8 +243,8 @@ def test_a_paged_cache_decodes_as_the_contiguous_one(chip, dtype, tol):
         got = paged.run(layer_step(TINY, seq, past, 12, dtype, block=4, table=[1, 2, 0])[1], feeds).outputs["y"]
         want = whole.run(layer_step(TINY, seq, past, 12, dtype)[1], feeds).outputs["y"]
         np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
-    for kind, axis in (("key", 3), ("value", 2)):
-        pool = np.concatenate([paged.state[f"cache.0.{kind}.{k}"] for k in (1, 2, 0)], axis=axis)
+    for kind in ("key", "value"):
+        pool = np.concatenate([paged.state[f"cache.0.{kind}.{k}"] for k in (1, 2, 0)], axis=2)
         np.testing.assert_array_equal(pool, whole.state[f"cache.0.{kind}"])
     program = isa.lower(layer_step(TINY, 1, 9, 12, dtype, block=4, table=[1, 2, 0])[1], chips.load(chip))
     assert [(b.name, b.role) for b in program.bindings[:3]] == [(f"cache.0.key.{k}", "state") for k in range(3)]
@@ -303,8 +324,8 @@ def test_bad_state_given_to_a_run_is_refused(state, message):
 
 
 def test_a_step_past_the_caches_capacity_names_it():
-    with pytest.raises(isa.ShapeError, match=r"cache_append of 'layers\.0\.key/reshape' into state cache\.0\.key: 1 position\(s\) "
-                                             r"from position 8 along axis 3 reach position 9, beyond the cache's 8"):
+    with pytest.raises(isa.ShapeError, match=r"cache_append of 'layers\.0\.k_rot\.transpose/reshape' into state cache\.0\.key: 1 "
+                                             r"position\(s\) from position 8 along axis 2 reach position 9, beyond the cache's 8"):
         layer_step(TINY, 1, 8, 8, "float32")
 
 

@@ -143,7 +143,7 @@ def test_a_decode_step_equals_the_prefills_last_position(chip, dtype, tol):
     head = run(5, 0, {"x": x[:, :5]})
     step = run(1, 5, {"x": x[:, 5:], "past.0.key": head["present.0.key"], "past.0.value": head["present.0.value"]})
     np.testing.assert_allclose(step["y"][:, 0].astype(np.float64), full["y"][:, 5].astype(np.float64), rtol=tol, atol=tol)
-    np.testing.assert_array_equal(head["present.0.key"].shape, (1, TINY.kv_heads, TINY.head_size, 5))
+    np.testing.assert_array_equal(head["present.0.key"].shape, (1, TINY.kv_heads, 5, TINY.head_size))
 
 
 def test_bm1686_float16_is_refused_at_the_norms_square_root():
@@ -259,7 +259,11 @@ def test_a_decode_steps_scores_read_the_key_cache_without_permuting_it(chip):
     assert "permute" in {n.op for n in permuted.nodes}
     fast, slow = (sim.run(g, chips.load(chip), feeds) for g in (folded, permuted))
     np.testing.assert_allclose(fast.outputs["y"], want, rtol=1e-5, atol=1e-6)
-    assert fast.cycles < slow.cycles
+    np.testing.assert_allclose(slow.outputs["y"], want, rtol=1e-5, atol=1e-6)
+    # unfolded, the product reads k through its permute (k's rows loaded as they lie, the tile read
+    # transposed by the matrix unit): no instruction of the permute runs either
+    assert "kt" not in {e.op for e in slow.trace.events}
+    assert fast.cycles < slow.cycles if chip == "bm1686" else fast.cycles < 1.01 * slow.cycles
 
 
 def test_a_prefills_scores_keep_their_transpose():
@@ -300,7 +304,9 @@ def test_a_prefills_attention_reads_the_query_split_in_place(kv_heads, chip, dty
     isa/lower/templates/place.py): no instruction of the split runs, the values are the
     reference's, and the layer moves fewer DDR bytes than with the split a copy ahead of the rotary
     (the pass left out): on bm1686 it is also faster; on the 910B, whose attention is bound by its
-    L2 and reads a head row's run at a time either way, it takes about as long (within 1%)."""
+    L2 and reads a head row's run at a time either way, it takes about as long (within 3%: the
+    key's split, moved past the rotary too, is a copy of its own there, as the layer returns the
+    key rows, where ahead of the rotary the rotary writes them)."""
     cfg = llm.config("tinyllama-1.1b", layers=1, hidden=64, heads=4, kv_heads=kv_heads, mlp=96, vocab=50)
     model = llm.decoder_layer(cfg, seq=32, dtype=dtype)
     got = against_reference(model, chip, tol)
@@ -315,7 +321,7 @@ def test_a_prefills_attention_reads_the_query_split_in_place(kv_heads, chip, dty
     np.testing.assert_allclose(slow.outputs["y"].astype(np.float64), got["y"].astype(np.float64), rtol=tol, atol=tol)
     moved = [r.stats.ddr_read_bytes + r.stats.ddr_write_bytes for r in (fast, slow)]
     assert moved[0] < moved[1]
-    assert fast.cycles < slow.cycles if chip == "bm1686" else fast.cycles < 1.01 * slow.cycles
+    assert fast.cycles < slow.cycles if chip == "bm1686" else fast.cycles < 1.03 * slow.cycles
 
 
 def test_the_bench_simulates_a_layer_and_reads_its_engines():

@@ -73,8 +73,8 @@ def test_layers_whose_staging_slots_take_turns_replay_one_layer_a_block():
     graph = llm.with_kv_cache(isa.from_onnx(llm.model(cfg, seq=1, past=576, dtype="float16", weight_inputs=True), passes=unfused),
                               cfg, 1, 578, past=576, layers=cfg.layers)
     programs = lowered(graph, target)
-    # blocks of 65 groups, a layer each: four emitted, three replayed
-    assert [n.split(" are ")[0] for n in replayed(programs[True])] == ["layers replayed: 3 blocks of 65 groups (from group 277)"]
+    # blocks of 67 groups, a layer each: four emitted, three replayed
+    assert [n.split(" are ")[0] for n in replayed(programs[True])] == ["layers replayed: 3 blocks of 67 groups (from group 285)"]
     slots = {x.src.addr for x in programs[False].streams["c4.aiv0_mte3"] if isinstance(x, Dma) and x.op.endswith(".scores")}
     assert len(slots) == 3  # the slots do take turns
     assert_same_program(programs[True], programs[False])

@@ -10,8 +10,11 @@ The pass finds attention written out as exporters write it (torch.onnx, examples
 on rank-4 (batch, heads, sequence, head size) operands, each value between them read by the next
 node alone, and replaces it by one `FusedAttention` node: an op type of the importer's own (not an
 ONNX op), read by the mapping below, its output's shape kept for shape inference. k^T is the
-product's right operand as it is (the key stored transposed, as a key cache is), or, when it is a
-Transpose of the last two axes read by this product alone, that Transpose's input.
+product's right operand: when it is a Transpose of the last two axes read by this product alone
+(q @ k.transpose(-1, -2), the keys stored as rows, as a token-major key cache holds them), the
+fused op takes that Transpose's input and its product reads the key blocks transposed, so no
+transposed copy of the keys is made; else the operand as it is (the keys stored transposed).
+Each score product of the decode forms below is read the same way.
 
 A grouped-query export regroups the query by KV head before the product ((batch, heads, rows,
 head size) reshaped to (batch, KV heads, group x rows, head size), its constant mask the (rows,
@@ -141,11 +144,7 @@ def _match(g: Graph, out_mm: NodeProto, shapes: dict[str, tuple[int, ...]]) -> M
         return None
     chain.insert(0, product)
     q, right = product.input
-    key, key_t = right, True
-    transpose = _private_producer(g, right, "Transpose")
-    if transpose is not None and list(node_attr(transpose, "perm") or []) == [0, 1, 3, 2]:
-        key, key_t = transpose.input[0], False
-        chain.insert(0, transpose)
+    key, key_t = _key(g, right, chain)
     if not all(len(shapes.get(t, ())) == 4 for t in (q, key, v)):
         return None
     keys, values = _concatenated(g, chain, key, 3 if key_t else 2, shapes), _concatenated(g, chain, v, 2, shapes)
@@ -181,7 +180,7 @@ def _match_concat(g: Graph, softmax: NodeProto, shapes: dict[str, tuple[int, ...
     if concat is None or node_attr(concat, "axis") not in (-1, 3) or len(shapes.get(probs, ())) != 4 or probs in g.outputs:
         return None
     chain: list[NodeProto] = [concat, softmax]
-    parts: list[tuple[str, str]] = []  # (q, key) of each segment's scores
+    parts: list[tuple[str, str, bool]] = []  # (q, key, key transposed) of each segment's scores
     scales, mask = set(), None
     for i, x in enumerate(concat.input):
         add = _private_producer(g, x, "Add")
@@ -203,15 +202,27 @@ def _match_concat(g: Graph, softmax: NodeProto, shapes: dict[str, tuple[int, ...
             return None
         chain += [scale_node, product]
         scales.add(scaled_by[1])
-        parts.append((product.input[0], product.input[1]))
-    q = parts[0][0]
-    if len(scales) != 1 or any(pq != q for pq, _ in parts) or not all(len(shapes.get(t, ())) == 4 for _, t in parts):
+        parts.append((product.input[0], *_key(g, product.input[1], chain)))
+    q, key_t = parts[0][0], parts[0][2]
+    if len(scales) != 1 or any(pq != q or t != key_t for pq, _, t in parts) or not all(len(shapes.get(k, ())) == 4 for _, k, _ in parts):
         return None
-    keys = [k for _, k in parts]
-    values = _values(g, probs, [shapes[k][3] for k in keys], chain, shapes)
+    keys = [k for _, k, _ in parts]
+    values = _values(g, probs, [shapes[k][3 if key_t else 2] for k in keys], chain, shapes)
     if values is None:
         return None
-    return chain, (q, keys, True, values, mask, scales.pop())
+    return chain, (q, keys, key_t, values, mask, scales.pop())
+
+
+def _key(g: Graph, right: str, chain: list[NodeProto]) -> tuple[str, bool]:
+    """(the key, whether it is stored transposed) of a score product's right operand: the input
+    of a Transpose of the last two axes that this product alone reads (the Transpose joining
+    chain), the keys stored as rows as a token-major cache holds them, which the fused op's
+    product reads transposed; else the operand as it is, the keys stored transposed."""
+    transpose = _private_producer(g, right, "Transpose")
+    if transpose is not None and list(node_attr(transpose, "perm") or []) == [0, 1, 3, 2]:
+        chain.insert(0, transpose)
+        return transpose.input[0], False
+    return right, True
 
 
 def _values(g: Graph, probs: str, sizes: list[int], chain: list[NodeProto], shapes: dict[str, tuple[int, ...]]) -> list[str] | None:

@@ -14,7 +14,11 @@ and stays while the keys and values stream past in blocks of tn. For each block:
     O = O x exp(m - m') + S @ V  (where the accumulator is the vector memory, the product
                                   accumulates into O itself; elsewhere it is added by the vector unit)
 
-and after the last block O / l is stored. Where the matrix unit's accumulator or operand
+and after the last block O / l is stored. A key block is tn of the keys' rows where they lie
+token-major (a key cache kept as Hugging Face and CANN's ReshapeAndCache keep it), which the
+product reads transposed (a Region of strides (1, D): BM1684X's MM2_NT, an Ascend cube's
+transposing load into L0B, priced as the plain product, isa/lower/templates/matmul.py), or a
+(D, tn) block of keys stored transposed (key_transposed). Where the matrix unit's accumulator or operand
 memories are not the vector unit's (an Ascend cube core and its vector core), S and P move
 between them on chip, through the shared L2 where the direct route would pass through DDR. With
 a constant mask, a block whose mask is all zero is not masked, and one whose mask hides every
@@ -74,8 +78,9 @@ F32 = "float32"
 MASKED = -65504.0  # a mask value at or below this (float16's lowest) hides its position: exp(it) is 0 in float32
 MAX_ROWS, MAX_KEYS = 128, 128  # the largest query tile and key block tried
 DECODE_KEYS = 1024  # the largest key block tried for a tile of a KV group's every row (a decode step): its scores are few
-#                    rows, and a longer block reads the transposed key cache in longer runs (bm1686's 2048-long
-#                    cache: 1.18x its DDR floor in blocks of 128, 1.05x in blocks of 1024)
+#                    rows, and a longer block spreads a block's fixed costs (its instructions and waits) over more keys
+#                    (bm1686's 2048-long float16 cache of 32 heads: 1.33x its DDR floor in blocks of 128, 1.04x in
+#                    blocks of 1024, the keys token-major or transposed alike)
 ROWS = 8  # row values a unit keeps: the running max (this block's and the last), the running sum (two query tiles'),
 #           a block's max and sum, its rescale factor (two blocks')
 
@@ -458,7 +463,7 @@ class _Plan:
             self._copy(self._q_region(it), home[self.q.name], dense(q.mem, q.addr, self.dtype, (1, hk, pr, self.D)), q, "q", t % 2)
         key, _, c0 = self._segment(c0)
         k_full = self.ctx.home_region(key.name)
-        if self.key_t:
+        if self.key_t:  # stored transposed: a (D, tc) tile; else token-major, tc rows the product reads transposed
             src = sub_region(k_full, (bb, kv, 0, c0), (1, 1, self.D, tc))
             shape = (1, 1, self.D, tc)
         else:

@@ -4,7 +4,13 @@ matrix engine, batch by batch.
 For each output tile (tm x tn) the K dimension is walked in steps of tk: the left and right
 tiles of each step are loaded into the matrix engine's operand memories (two slots each with
 double buffering; a transposed operand is read through strides by the DMA) and multiplied into
-an accumulator tile, accumulating after the first step. The integer family first takes its zero
+an accumulator tile, accumulating after the first step. A right operand lying as rows of K (a
+permute of its last two axes read through, as an unfused q @ k^T over a token-major key cache;
+isa/lower/templates/place.py) loads in that order, whole rows, and the matrix unit reads the
+tile transposed (_right_rows): BM1684X's TIU multiplies by a transposed right matrix
+(TPU-Kernel's tpu_bdc_fp_mm_R_trans, MM2_NT) and an Ascend cube's MTE1 transposes as it loads
+L0B from L1 (CANN's LoadDataWithTranspose); priced as the plain product, as no source gives
+these modes a rate of their own. The integer family first takes its zero
 points off the loaded tiles (16-bit copies); matrix_mul_a16 dequantizes its int8 or packed int4
 weight tile in local memory (isa/ops/weight_only.py) before the product, the load, the
 dequantization and the product of a tile pipelined as a weight-only kernel pipelines them: the
@@ -162,6 +168,18 @@ class _Plan(Tiled):
         return Region(full.mem, addr, tensor.dtype, tuple(shape), tuple(strides))
 
     # ---- sizes ------------------------------------------------------------------------------
+
+    def _right_rows(self) -> bool:
+        """Whether the right operand's K x N matrix lies as N rows of K (its home read through a
+        transposing permute): then a tile loads as tn rows of tk and the product reads it
+        transposed. matrix_mul_a16's packed codes and the integer family's shifted tiles are
+        loaded as they are read."""
+        memo = self.__dict__.setdefault("_rows", {})
+        home = self.ctx.home[self.right.name]
+        if home not in memo:
+            strides = self.ctx.home_region(self.right.name).strides
+            memo[home] = not (self.a16 or self.shifted) and strides[-1] != 1 and strides[-2] == 1
+        return bool(memo[home])
 
     def _kept_mem(self) -> str:
         """Where a kept left row block lives: the last memory the left tile's route into the
@@ -560,7 +578,8 @@ class _Plan(Tiled):
         em, name = self.em, self.node.name
         a_in, b_in = (tile["as"], tile["bs"]) if self.shifted else (a, tile[self.b_key])
         a_m = a_in.region(self.operand_dtypes[0], (tm, tk)) if self.shifted else a_r
-        b_m = b_in.region(self.operand_dtypes[1], (tk, tn))
+        b_m = _transposed(b_in.region(self.operand_dtypes[1], (tn, tk))) if self._right_rows() else \
+            b_in.region(self.operand_dtypes[1], (tk, tn))
         acc = tile["acc"]
         acc_r = acc.region(self.acc_dtype, (tm, tn))
         table = tile["bias"] if first and self.bias_in_table else None
@@ -638,7 +657,10 @@ class _Plan(Tiled):
         for sfx, _, r0, rows in self._parts(tk) if self.a16 else [("", self.vx, 0, tk)]:
             b = bufs["b" + sfx, slot]
             src = sub_region(right, ((k0 + r0) // pb, n0), (rows // pb, tn))
-            copy(self.em, src, home, b.region(self.right.dtype, (rows // pb, tn)), b, self.node.name)
+            if self._right_rows():
+                copy(self.em, _transposed(src), home, b.region(self.right.dtype, (tn, rows)), b, self.node.name)
+            else:
+                copy(self.em, src, home, b.region(self.right.dtype, (rows // pb, tn)), b, self.node.name)
 
     def _scale_terms(self, bufs: Bufs, slot: int, sfx: str = "") -> list[tuple[Buf, str]]:
         """(slot buffer, constant) of the scales and the zero terms, if any (of part sfx)."""
@@ -699,3 +721,8 @@ class _Plan(Tiled):
 def _part_suffix(j: int) -> str:
     """The key suffix of part j's slot buffers (_Plan._parts): none for the first."""
     return "" if j == 0 else f".{j}"
+
+
+def _transposed(region: Region) -> Region:
+    """A 2-d region read with its axes swapped."""
+    return region._replace(shape=region.shape[::-1], strides=region.strides[::-1])

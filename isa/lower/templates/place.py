@@ -16,7 +16,9 @@
   by the attention and the cache append): its output is its
   input's buffer read through the permute's order (Lowering.read_through), as a compiler folds
   the head split into the product; no instruction runs; the reader's loads read runs of a head
-  row each.
+  row each. Likewise a permute that swaps the last two axes, read only as the right operand of
+  matrix_mul (an unfused q @ k^T over a token-major key cache): the product loads the rows as
+  they lie and the matrix unit reads them transposed (isa/lower/templates/matmul.py).
 
 lower() leaves these outputs unplaced (Template.places_outputs) and frees a shared buffer after the
 last use of any tensor that shares it.
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 
 WRITES_THROUGH_STRIDES = ("matmul", "attention")  # templates that write their output through Lowering.home_region
 READS_THROUGH_STRIDES = ("attention", "cache")  # templates that read every operand through Lowering.home_region
+READS_RIGHT_TRANSPOSED = ("matrix_mul",)  # ops whose template reads a right operand lying as rows of K (matmul.py)
 
 
 def lower_view(ctx: Lowering, group: Group) -> None:
@@ -96,18 +99,34 @@ def permuted_in_place(graph: Graph, groups: list[Group], shares: dict[str, str])
 def read_through(graph: Graph, groups: list[Group], written: set[str]) -> dict[str, tuple[str, tuple[int, ...]]]:
     """permute output -> (its input, the permute's order), for each one-op permute group that keeps
     the last axis, whose output only groups of a template in READS_THROUGH_STRIDES read and the
-    graph does not return, and whose input is no permute's output written in place (`written`)."""
+    graph does not return, and whose input is no permute's output written in place (`written`);
+    and so for each one that swaps the last two axes whose readers are READS_RIGHT_TRANSPOSED ops
+    reading it as their right operand alone."""
     by_node = {id(n): g for g in groups for n in g.nodes}
     outputs = set(graph.outputs.values())
     found: dict[str, tuple[str, tuple[int, ...]]] = {}
-    for node, order in _row_permutes(groups):
+    swaps = [(g.nodes[0], tuple(g.nodes[0].params["order"])) for g in groups if len(g.nodes) == 1 and g.nodes[0].op == "permute"
+             and _swaps_last_two(g.nodes[0].params["order"])]
+    for (node, order), reads in [(p, _reads_through) for p in _row_permutes(groups)] + [(p, _reads_transposed) for p in swaps]:
         x, out = node.inputs[0], node.outputs[0]
         readers = graph.consumers(out)
-        if (out in outputs or x in written or not readers
-                or any(by_node[id(r)].template.name not in READS_THROUGH_STRIDES for r in readers)):
+        if out in outputs or x in written or not readers or not all(reads(r, out, by_node[id(r)]) for r in readers):
             continue
         found[out] = (x, order)
     return found
+
+
+def _reads_through(reader: Node, _: str, group: Group) -> bool:
+    return group.template.name in READS_THROUGH_STRIDES
+
+
+def _reads_transposed(reader: Node, operand: str, _: Group) -> bool:
+    return reader.op in READS_RIGHT_TRANSPOSED and list(reader.inputs).count(operand) == 1 and reader.inputs[1] == operand
+
+
+def _swaps_last_two(order: tuple[int, ...]) -> bool:
+    n = len(order)
+    return n >= 2 and tuple(order) == (*range(n - 2), n - 1, n - 2)
 
 
 def _row_permutes(groups: list[Group]) -> Iterator[tuple[Node, tuple[int, ...]]]:
