@@ -21,7 +21,9 @@ Its text form has one item per line, so a program can be read, diffed, edited an
 import base64
 import binascii
 import zlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 
 from . import limits
@@ -69,6 +71,13 @@ class Blocks:
     buffers: int
     per_block: int
     owned: tuple[tuple[tuple[int, int], ...], ...]
+
+
+def op_names(stream: Sequence[Instr], indices: Iterable[int]) -> list[str]:
+    """The op names of a stream's instructions at `indices`. A stream whose replayed blocks are
+    made when read (isa/lower/replay.py) names those without making them."""
+    named = getattr(stream, "op_names", None)
+    return named(indices) if named is not None else list(map(attrgetter("op"), map(stream.__getitem__, indices)))
 
 
 @dataclass

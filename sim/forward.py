@@ -40,6 +40,7 @@ lifetimes and ddr traffic after the cut move by m blocks and m periods.
 from __future__ import annotations
 
 import bisect
+import collections
 import functools
 import itertools
 import operator
@@ -49,6 +50,7 @@ import numpy as np
 
 from isa.errors import ProgramError
 from isa.instructions import regions
+from isa.program import op_names
 from isa.timing import Observer, Step, Timeline
 from traces.occupancy import memory_counters
 from traces.records import Event, Repeated, Sync
@@ -321,12 +323,15 @@ def _events(cut: Cut, raw: list[Raw], blocks: list[int], program: Program, perio
             last.append(event)
     engines = list(map(operator.itemgetter(0), last))
     steps = list(map(size.__getitem__, engines))
-    stream_of = list(map(streams.__getitem__, engines))
-    indices = list(map(operator.itemgetter(1), last))
-    ops = []  # each cut block's op names, from its own instructions
-    for _ in range(m if last else 0):
-        indices = list(map(operator.add, indices, steps))
-        ops.append(list(map(operator.attrgetter("op"), map(operator.getitem, stream_of, indices))))
+    at: dict[str, list[int]] = {}  # engine -> the places of its events in `last`
+    for k, e in enumerate(engines):
+        at.setdefault(e, []).append(k)
+    ops = [[""] * len(last) for _ in range(m if last else 0)]  # each cut block's op names, its own instructions'
+    for e, places in at.items():  # (not made where replayed: op_names)
+        first = [last[k][1] for k in places]
+        found = op_names(streams[e], [i + b * size[e] for b in range(1, len(ops) + 1) for i in first])
+        for b, names in enumerate(ops):
+            collections.deque(map(operator.setitem, itertools.repeat(names), places, found[b * len(places):(b + 1) * len(places)]), 0)
     return Repeated(events, last, steps, period, ops)
 
 

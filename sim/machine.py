@@ -463,8 +463,7 @@ def _steps(chip: Chip, engine: Engine, stream: list[Instr], extents: dict[str, i
     copies = _Copies(chip, engine, extents)
     costs: list[Step | None] = [None] * len(stream)
     lo, hi, n = skipped
-    for i in chain(range(min(lo, stop)), range(hi, stop)):
-        instr = stream[i]
+    for i, instr in chain(enumerate(stream[:min(lo, stop)]), enumerate(stream[hi:stop], hi)):  # slices: read at C speed
         if type(instr) is Wait:
             continue
         if type(instr) is Dma:

@@ -5,8 +5,9 @@ the dtype each op of a program runs in, whose peak is that op's roof."""
 from __future__ import annotations
 
 import collections
-import operator
 from typing import TYPE_CHECKING, Any
+
+from isa.program import op_names
 
 if TYPE_CHECKING:
     from chips.schema import Chip, MatrixUnit, VectorUnit
@@ -43,11 +44,11 @@ def op_dtypes(program: Program, steps: dict[str, list[Any | Step | None] | list[
     Steps, as the machine ran them."""
     work: dict[str, dict[str, dict[str, int]]] = {}
     for engine, stream in program.streams.items():
-        if not any(getattr(kind, "kind", "") in ("matrix", "vector") for kind in set(map(type, stream))):
-            continue  # a stream of copies and waits: its Steps are of their kinds
         priced = steps[engine]  # repeated instructions share one Step: each (op, Step) is tallied once
         by_id = {id(step): step for step in priced}
-        for (op, k), count in collections.Counter(zip(map(operator.attrgetter("op"), stream), map(id, priced))).items():
+        if not any(step is not None and step.kind in ("matrix", "vector") for step in by_id.values()):
+            continue  # a stream of copies and waits
+        for (op, k), count in collections.Counter(zip(op_names(stream, range(len(stream))), map(id, priced))).items():
             step = by_id[k]
             if step is None or not op or step.kind not in ("matrix", "vector"):
                 continue

@@ -113,3 +113,22 @@ def test_a_float16_deployed_decode_step_replays_layer_by_layer():
     programs = lowered(graph, target)
     assert [n.split(" are ")[0] for n in replayed(programs[True])] == ["layers replayed: 4 blocks of 55 groups (from group 239)"]
     assert_same_program(programs[True], programs[False])
+
+
+def test_a_fast_forwarded_timing_run_makes_none_of_the_cut_layers_instructions():
+    """The replayed layers' instructions are made when first read (isa/lower/replay.py, _Replayed):
+    a timing run that fast-forwards reads the layers it runs and the others' op names, so the
+    layers it cuts out are never made; its events name the same ops as the run of the program
+    that emits every layer, and the program read whole is that program."""
+    target = chips.load("ascend910b")
+    graph = llm.with_kv_cache(isa.from_onnx(llm.model(DEEP, seq=1, past=6, dtype="float16", weight_inputs=True)),
+                              DEEP, 1, 8, past=6, layers=DEEP.layers)
+    programs = lowered(graph, target)
+    runs = {r: sim.execute(programs[r], target, None, mode="timing") for r in (True, False)}
+    blocks = [s for s in programs[True].streams.values() if hasattr(s, "block")]
+    assert blocks and all(len(s.block.made) < s.blocks for s in blocks)
+    assert runs[True].cycles == runs[False].cycles
+    assert sorted(e.op for e in runs[True].trace.events) == sorted(e.op for e in runs[False].trace.events)
+    assert any(e.op.startswith("layers.9.") for e in runs[True].trace.events)
+    assert_same_program(programs[True], programs[False])
+    assert all(len(s.block.made) == s.blocks for s in blocks)

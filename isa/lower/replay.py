@@ -41,17 +41,20 @@ are emitted.
 
 The blocks replayed, block c and, where block c is it moved waits and all, the one it was checked
 against are the program's `blocks` (isa/program.py's Blocks: each block the one before it moved,
-waits and all), through which timing mode fast-forwards (sim/forward.py).
+waits and all), through which timing mode fast-forwards (sim/forward.py). Their buffers are
+appended at once, their instructions made when first read (_Replayed): a fast-forwarded timing
+run reads only the blocks it runs and the others' op names (isa/program.py's op_names).
 """
 
 from __future__ import annotations
 
 import bisect
 import collections
+import functools
 import itertools
 import operator
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, SupportsIndex, overload
 
 import numpy as np
@@ -322,6 +325,8 @@ class Replayer:
         owned = [_owned(old for old, _ in pairs), _owned(new for _, new in pairs)]
         mems = {old.mem for old, _ in pairs} | set(self.slots)  # the memories some block's addresses move in
         block, shifts = _Block(em, s[c]["len"], delta, range(*b3), first, mems), []
+        for e in self.engines:  # the replayed blocks' instructions are made when read (_Replayed)
+            em.streams[e] = _Replayed(em.streams[e], block, e, end - k)
         for j in range(k, end):
             shift = {e: (j - c) * d for e, d in delta.items()}
             move = _Move(self, c, j, first, shift, _power(self.slots, j - c))
@@ -414,10 +419,14 @@ class _Block:
     the class's (frozen dataclass) constructor makes, without its checks of frozenness per field."""
 
     def __init__(self, em: Emitter, lo: dict[str, int], n: dict[str, int], buffers: range, first: dict[str, int], mems: set[str]) -> None:
-        self.em, self.buffers, self.mems = em, buffers, mems
+        self.em, self.buffers, self.mems, self.sizes = em, buffers, mems, n
         self.column = {e: k for k, e in enumerate(em.clocks.known)}
         instrs = [x for e, stream in em.streams.items() for x in stream[lo[e]:lo[e] + n[e]]]  # engine after engine
         self.ends = dict(zip(em.streams, itertools.accumulate(n[e] for e in em.streams)))
+        self.planned: list[tuple[_Move, dict[str, int]]] = []  # each block appended: its move and its ids' shift
+        self.made: set[int] = set()  # the blocks whose instructions are made
+        self.texts: dict[int, np.ndarray] = {}  # block -> its distinct ops' names
+        self.indexes: dict[str, np.ndarray] = {}  # engine -> its instructions' op indices (op_index)
         self.classes = [type(x) for x in instrs]
         self.fields = [x.__dict__ for x in instrs]
         self.ops, self.op = _indexed([x.op for x in instrs])
@@ -448,8 +457,8 @@ class _Block:
         self.names, self.name = _indexed([b.name for b in bufs])
         self.mem, self.size = [b.mem for b in bufs], [b.size for b in bufs]
         self.places = _Places([*((r.mem, r.addr) for r in self.regions), *((b.mem, b.addr) for b in bufs)])
-        self.ids = _Ids([[x.on for x in instrs if isinstance(x, Wait)], [(b.first,) for b in bufs], [b.last for b in bufs]],
-                        first, self.column)
+        self.wait_ids = _Ids([[x.on for x in instrs if isinstance(x, Wait)]], first, self.column)
+        self.buffer_ids = _Ids([[(b.first,) for b in bufs], [b.last for b in bufs]], first, self.column)
 
     def _changes(self, x: Instr) -> list[tuple[str, Any]]:
         """(field, what it becomes) of instruction x's fields that may move: a region (its index),
@@ -467,16 +476,32 @@ class _Block:
         return changes
 
     def append(self, move: _Move, shift: dict[str, int]) -> None:
-        """The block moved by `move` (its ids by `shift`) appended to the streams and buffers."""
-        em, setitem, new, set_dict = self.em, dict.__setitem__, object.__new__, object.__setattr__
-        ops = [move.text(op) for op in self.ops]
+        """The block moved by `move` (its ids by `shift`) appended: its buffers now, its
+        instructions when first read (make; the streams hold their places)."""
+        self.planned.append((move, shift))
+        addrs = self.places.moved(move)
+        firsts, lasts = self.buffer_ids.moved(np.array([shift[e] for e in self.column], np.int64))
+        names = [move.text(name) for name in self.names]
+        moved = zip(map(names.__getitem__, self.name), self.mem, addrs[len(self.regions):], self.size,
+                    map(operator.itemgetter(0), firsts), lasts)
+        made = list(map(object.__new__, itertools.repeat(Buffer, len(self.size))))
+        _run(map(object.__setattr__, made, itertools.repeat("__dict__"), map(dict, map(zip, itertools.repeat(_BUFFER), moved))))
+        self.em.buffers.extend(made)
+
+    def make(self, j: int) -> None:
+        """Block j (of those appended) made: its instructions in their places in the streams."""
+        if j in self.made:
+            return
+        self.made.add(j)
+        move, shift = self.planned[j]
+        setitem, new, set_dict = dict.__setitem__, object.__new__, object.__setattr__
+        ops = self.op_texts(j).tolist()
         addrs = self.places.moved(move)
         regions = [r if a == r.addr else tuple.__new__(Region, (r.mem, a, r.dtype, r.shape, r.strides))
                    for r, a in zip(self.regions, addrs)]
-        by = np.array([shift[e] for e in self.column], np.int64)
         fields = list(map(dict.copy, self.fields))
         _run(map(setitem, fields, itertools.repeat("op"), map(ops.__getitem__, self.op)))
-        ons, firsts, lasts = self.ids.moved(by)
+        (ons,) = self.wait_ids.moved(np.array([shift[e] for e in self.column], np.int64))
         _run(map(setitem, [fields[k] for k in self.waits], itertools.repeat("on"), ons))
         for key, (at, tos) in self.moving.items():
             _run(map(setitem, map(fields.__getitem__, at), itertools.repeat(key), map(regions.__getitem__, tos)))
@@ -489,14 +514,23 @@ class _Block:
         _run(map(set_dict, instrs, itertools.repeat("__dict__"), fields))
         start = 0
         for e, end in self.ends.items():
-            em.streams[e].extend(instrs[start:end])
+            stream = self.em.streams[e]
+            assert isinstance(stream, _Replayed)
+            place = stream.lo + j * self.sizes[e]
+            list.__setitem__(stream, slice(place, place + self.sizes[e]), instrs[start:end])
             start = end
-        names = [move.text(name) for name in self.names]
-        moved = zip(map(names.__getitem__, self.name), self.mem, addrs[len(self.regions):], self.size,
-                    map(operator.itemgetter(0), firsts), lasts)
-        made = list(map(new, itertools.repeat(Buffer, len(self.size))))
-        _run(map(set_dict, made, itertools.repeat("__dict__"), map(dict, map(zip, itertools.repeat(_BUFFER), moved))))
-        em.buffers.extend(made)
+
+    def op_texts(self, j: int) -> np.ndarray:
+        """Block j's distinct op names (self.ops moved to it), an array of str objects."""
+        if j not in self.texts:
+            self.texts[j] = np.array([self.planned[j][0].text(op) for op in self.ops], object)
+        return self.texts[j]
+
+    def op_index(self, engine: str) -> np.ndarray:
+        """Each of engine's instructions in the block: its op's index in self.ops."""
+        if engine not in self.indexes:
+            self.indexes[engine] = np.array(self.op[self.ends[engine] - self.sizes[engine]:self.ends[engine]], np.intp)
+        return self.indexes[engine]
 
     def knowledge(self, shifts: list[dict[str, int]]) -> None:
         """The engines' vector clocks of the blocks appended, moved by `shifts` (one a block): _Knowledge."""
@@ -541,6 +575,94 @@ class _Knowledge(list):
 
     def __iter__(self) -> Iterator[np.ndarray]:
         return (self[k] for k in range(len(self)))
+
+
+class _Replayed(list[Any]):
+    """An engine's stream whose replayed blocks' instructions are made when first read
+    (_Block.make), each block at once: a timing run that fast-forwards through them reads the
+    blocks it runs and the others' op names (op_names), so a 7B decode step's 3 million replayed
+    instructions are not made there; reading the stream whole (a functional run, a listing,
+    equality) makes them all. An unmade place holds None."""
+
+    def __init__(self, emitted: list[Instr], block: _Block, engine: str, count: int) -> None:
+        super().__init__(emitted)
+        self.block, self.engine = block, engine
+        self.lo: int = len(emitted)  # the first replayed place
+        self.n: int = block.sizes[engine]  # places a block
+        self.blocks = count
+        self.extend(itertools.repeat(None, self.n * count))
+
+    def _make(self, lo: int, hi: int) -> None:
+        """Make the blocks with a place in [lo, hi)."""
+        if self.n and lo < hi:
+            first, last = max(lo - self.lo, 0) // self.n, min(hi - self.lo, self.n * self.blocks)
+            for j in range(first, -(-last // self.n)):
+                self.block.make(j)
+
+    def op_names(self, indices: Iterable[int]) -> list[str]:
+        """The op names of the instructions at `indices`, an unmade block's from its names."""
+        at = np.fromiter(indices, np.int64)
+        names = np.empty(len(at), object)
+        block = (at - self.lo) // max(self.n, 1)
+        unmade = (at >= self.lo) & (block < self.blocks) & (self.n > 0) & ~np.isin(block, list(self.block.made))
+        where = np.flatnonzero(unmade)
+        cuts = np.flatnonzero(np.diff(block[where])) + 1  # runs of one block
+        ops = self.block.op_index(self.engine)
+        for run in np.split(where, cuts) if len(where) else ():
+            j = int(block[run[0]])
+            names[run] = self.block.op_texts(j)[ops[at[run] - self.lo - j * self.n]]
+        rest = np.flatnonzero(~unmade)
+        names[rest] = [x.op for x in map(functools.partial(list.__getitem__, self), at[rest].tolist())]  # made: read as they are
+        return names.tolist()
+
+    @overload
+    def __getitem__(self, i: SupportsIndex) -> Instr: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Instr]: ...
+
+    def __getitem__(self, i: SupportsIndex | slice) -> Instr | list[Instr]:
+        if type(i) is slice:
+            lo, hi, step = i.indices(len(self))
+            self._make(*((lo, hi) if step > 0 else (0, len(self))))
+            return list.__getitem__(self, i)
+        v = list.__getitem__(self, i)
+        if v is None:
+            k = operator.index(i)
+            k += len(self) if k < 0 else 0
+            self._make(k, k + 1)
+            v = list.__getitem__(self, k)
+        return v
+
+    def _whole(self) -> _Replayed:
+        self._make(0, len(self))
+        return self
+
+    def __iter__(self) -> Iterator[Instr]:
+        return list.__iter__(self._whole())
+
+    def __reversed__(self) -> Iterator[Instr]:
+        return list.__reversed__(self._whole())
+
+    def __contains__(self, x: object) -> bool:
+        return list.__contains__(self._whole(), x)
+
+    def __eq__(self, other: object) -> bool:
+        return list.__eq__(self._whole(), other._whole() if isinstance(other, _Replayed) else other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None
+
+    def __add__(self, other: list) -> list:
+        return [*self, *other]
+
+    def __repr__(self) -> str:
+        return list.__repr__(self._whole())
+
+    def __reduce__(self) -> tuple:
+        return list, (list(self),)  # pickled as the list it reads as
 
 
 def _run(it: Any) -> None:
