@@ -423,7 +423,7 @@ class _Block:
         self.column = {e: k for k, e in enumerate(em.clocks.known)}
         instrs = [x for e, stream in em.streams.items() for x in stream[lo[e]:lo[e] + n[e]]]  # engine after engine
         self.ends = dict(zip(em.streams, itertools.accumulate(n[e] for e in em.streams)))
-        self.planned: list[tuple[_Move, dict[str, int]]] = []  # each block appended: its move and its ids' shift
+        self.planned: list[tuple[_Move, dict[str, int], list[int]]] = []  # each block appended: its move, ids' shift, addresses
         self.made: set[int] = set()  # the blocks whose instructions are made
         self.texts: dict[int, np.ndarray] = {}  # block -> its distinct ops' names
         self.indexes: dict[str, np.ndarray] = {}  # engine -> its instructions' op indices (op_index)
@@ -478,8 +478,8 @@ class _Block:
     def append(self, move: _Move, shift: dict[str, int]) -> None:
         """The block moved by `move` (its ids by `shift`) appended: its buffers now, its
         instructions when first read (make; the streams hold their places)."""
-        self.planned.append((move, shift))
         addrs = self.places.moved(move)
+        self.planned.append((move, shift, addrs))
         firsts, lasts = self.buffer_ids.moved(np.array([shift[e] for e in self.column], np.int64))
         names = [move.text(name) for name in self.names]
         moved = zip(map(names.__getitem__, self.name), self.mem, addrs[len(self.regions):], self.size,
@@ -493,10 +493,9 @@ class _Block:
         if j in self.made:
             return
         self.made.add(j)
-        move, shift = self.planned[j]
+        _, shift, addrs = self.planned[j]
         setitem, new, set_dict = dict.__setitem__, object.__new__, object.__setattr__
         ops = self.op_texts(j).tolist()
-        addrs = self.places.moved(move)
         regions = [r if a == r.addr else tuple.__new__(Region, (r.mem, a, r.dtype, r.shape, r.strides))
                    for r, a in zip(self.regions, addrs)]
         fields = list(map(dict.copy, self.fields))
