@@ -1,6 +1,8 @@
 """The machine's cache of DDR (isa/timing/cache.py): which lines a region touches, least-recently-used
 replacement by transfer, and what a hit changes in a run: DDR traffic, the trace, the cycles."""
 
+from unittest import mock
+
 import numpy as np
 import pytest
 import simpy
@@ -13,6 +15,7 @@ import sim
 from isa.errors import ConfigError
 from isa.instructions import Region
 from isa.timing import Arbiter, Cache, touched_lines
+from isa.timing import cache as cache_module
 from traces.summary import format_summary
 
 
@@ -114,6 +117,25 @@ def test_hit_fractions_are_the_plain_models(case):
     sequence, line, capacity = case
     cache = Cache("l2", line, capacity, ddr_extent=1 << 16, accesses=len(sequence))
     assert [cache.access(r) for r in sequence] == reference_hits(sequence, line, capacity)
+
+
+@settings(max_examples=100, deadline=None)
+@given(accesses())
+def test_hit_fractions_are_the_plain_models_with_pages_taken_back(case):
+    sequence, line, capacity = case
+    with mock.patch.object(cache_module._Stamps, "PAGE", 2):  # pages of two lines: many leave and are placed again
+        cache = Cache("l2", line, capacity, ddr_extent=1 << 16, accesses=len(sequence))
+        assert [cache.access(r) for r in sequence] == reference_hits(sequence, line, capacity)
+
+
+def test_a_stream_larger_than_the_cache_keeps_about_the_cache_in_pages():
+    with mock.patch.object(cache_module._Stamps, "PAGE", 2):
+        cache = Cache("l2", 32, capacity=4 * 32, ddr_extent=1 << 16, accesses=200)
+        hits = [cache.access(dense(64 * k, 64)) for k in range(100)]  # 100 pages of two lines, each read once
+        assert hits == [0.0] * 100
+        assert cache.access(dense(64 * 99, 64)) == 1.0 and cache.access(dense(64 * 98, 64)) == 1.0
+        assert cache.access(dense(0, 64)) == 0.0
+        assert cache.stamp.used <= 8  # the places of pages that left are given again, not 100 new ones
 
 
 PROGRAM = """.program chip=ascend310b graph=t

@@ -51,7 +51,7 @@ class Cache:
         n = len(shaped[0])
         if not n:
             return 0.0
-        at = self.stamp.index(shaped, first)
+        at = self.stamp.index(shaped, first, self.now, self.oldest)
         values = self.stamp.values
         before = values[at]
         held = before[before >= self.oldest]
@@ -74,38 +74,66 @@ class Cache:
 class _Stamps:
     """Each line's last access (-1: never), stored by pages of PAGE lines placed when first
     touched: a program's ddr may span gigabytes (a 7B model's weights) of which a replay of a
-    few tiles touches a few pages, and a dense array over all of it would cost its size per Cache."""
+    few tiles touches a few pages, and a dense array over all of it would cost its size per Cache.
+    A page whose last access has left the cache holds no line, so its place is taken back when
+    pages run short: a run streaming gigabytes of weights through the cache keeps about as many
+    pages as the cache holds lines, not its whole ddr."""
 
     PAGE = 1 << 14
 
     def __init__(self, lines: int) -> None:
         self.slot = np.full(-(-lines // self.PAGE), -1, np.int64)  # page -> its place in `values`, -1: none yet
         self.values = np.zeros(0, np.int64)
-        self.used = 0  # pages placed
+        self.page = np.zeros(0, np.int64)  # place -> the page it holds
+        self.last = np.zeros(0, np.int64)  # place -> the last access to its page
+        self.used = 0  # places ever given
+        self.free: list[int] = []  # places taken back
 
-    def index(self, shaped: Shaped, first: int) -> np.ndarray | slice:
+    def index(self, shaped: Shaped, first: int, now: int, oldest: int) -> np.ndarray | slice:
         """Where the stamps of lines `first` + `lines` (a sorted array, from `shaped`) are in
-        `values`, their pages placed if new: within one placed page, a slice where the lines are
-        consecutive (a contiguous transfer's), else one sum."""
+        `values`, their pages placed if new, for access `now` (accesses before `oldest` have left
+        the cache): within one placed page, a slice where the lines are consecutive (a
+        contiguous transfer's), else one sum."""
         lines, lo, hi = shaped
         page = (first + lo) // self.PAGE
         if page == (first + hi) // self.PAGE and (slot := self.slot.item(page)) >= 0:
-            base = (slot - page) * self.PAGE + first
+            self.last[slot] = now
+            base = slot * self.PAGE - page * self.PAGE + first
             return slice(base + lo, base + hi + 1) if hi - lo + 1 == len(lines) else lines + base
         lines = lines + first
         pages = lines // self.PAGE
         slots = self.slot[pages]
+        self.last[slots[slots >= 0]] = now  # kept from being taken back below
         if slots.min() < 0:
             new = np.unique(pages[slots < 0])
-            need = (self.used + len(new)) * self.PAGE
-            if need > len(self.values):  # grown by doubling: placing pages costs their size, amortized
-                grown = np.full(max(need, 2 * len(self.values)), -1, np.int64)
-                grown[: len(self.values)] = self.values
-                self.values = grown
-            self.slot[new] = np.arange(self.used, self.used + len(new))
-            self.used += len(new)
+            places = self._places(len(new), oldest)
+            self.slot[new] = places
+            self.page[places] = new
             slots = self.slot[pages]
+            self.last[places] = now
         return slots * self.PAGE + lines % self.PAGE
+
+    def _places(self, n: int, oldest: int) -> np.ndarray:
+        """n places for new pages: taken back from pages no line of which is held, else new
+        ones, `values` grown by doubling (placing pages costs their size, amortized)."""
+        if len(self.free) < n:
+            stale = np.flatnonzero(self.last[:self.used] < oldest)
+            stale = stale[self.slot[self.page[stale]] == stale]  # held by their page, not already taken back
+            self.slot[self.page[stale]] = -1
+            self.values.reshape(-1, self.PAGE)[stale] = -1
+            self.free += stale.tolist()[::-1]
+        taken = [self.free.pop() for _ in range(min(n, len(self.free)))]
+        fresh = n - len(taken)
+        if fresh:
+            need = self.used + fresh
+            if need * self.PAGE > len(self.values):
+                grow = max(need, 2 * (len(self.values) // self.PAGE))
+                self.values = np.concatenate((self.values, np.full(grow * self.PAGE - len(self.values), -1, np.int64)))
+                self.page = np.concatenate((self.page, np.zeros(grow - len(self.page), np.int64)))
+                self.last = np.concatenate((self.last, np.zeros(grow - len(self.last), np.int64)))
+            taken += range(self.used, need)
+            self.used = need
+        return np.array(taken, np.int64)
 
 
 @functools.lru_cache(maxsize=4096)
