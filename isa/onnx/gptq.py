@@ -4,25 +4,39 @@ does for DequantizeLinear (weight_only.py), rather than a float weight computed 
 
 Such an export (a quantized torch layer's dequantization traced into ONNX) writes, per product,
 
-    codes  = BitwiseAnd(BitShift(words, [0, b, ..., 32 - b], RIGHT), 2^b - 1)   (b = 4 or 8)
+    codes  = BitwiseAnd(words >> [0, b, ..., 32 - b], 2^b - 1)                   (b = 4 or 8)
     weight = Mul(scales per row of K, Cast(codes) - zero points per row of K)    ahead of MatMul(x, weight)
 
-with Unsqueeze / Reshape / Cast around the steps, the zero points unpacked from qzeros the same
-way (often + 1: old GPTQ stores them minus one) or one constant, the per-group tables expanded to
-rows of K by Unsqueeze / Expand / Tile / Reshape or a Gather by g_idx. Matched here:
+with Unsqueeze / Expand / Reshape / Cast around the steps, the zero points unpacked from qzeros
+the same way (often + 1: old GPTQ stores them minus one) or one constant, the per-group tables
+expanded to rows of K by Unsqueeze / Expand / Tile / Reshape or a Gather by g_idx. The right
+shift (SHIFTS) is a BitShift RIGHT of unsigned words; torchlib's (torch.onnx's dynamo exporter)
+arithmetic shift of int32 words, Where(Less(words, 0), BitShift | its sign fill, BitShift); or
+the TorchScript exporter's (torch.onnx's symbolic_opset11 __rshift_, any signed words, AutoGPTQ's
+int32 qweight) Div(words, Cast(Pow(2.0, Cast(shift, FLOAT)), words' type)). Matched here:
 MatMul(x, [Reshape | Cast]* Mul(s, [Cast]* Sub(c, z) or c)), either operand order, x float16 or
-bfloat16, where c is [Reshape | Cast | Squeeze | Unsqueeze]* BitwiseAnd by 2^b - 1 of BitShifts
-RIGHT (through those steps, a Gather or a Transpose: AWQ reorders the fields of a word; or the
-Where, Less, BitwiseOr and BitwiseNot of torchlib's arithmetic shift of int32 words) by exactly
-the shifts 0, b, ..., 32 - b, in any order, of words reached from an int32 or uint32 constant,
-and every value the weight is computed from is a constant. The codes, zero points and scales are
-then computed once by the ONNX reference (onnx.reference: the graph's own semantics, whatever
-its reshapes), broadcast together and read as [K, N]; the group is the largest number of rows
-of K over which the scales and zero points do not change (even for 4 bits), and the weight the
-graph computes must equal (codes - zero points) x scales within its dtype's precision. A g_idx
-that reorders K (act-order GPTQ) is refused. Another form (other shifts or masks, a graph input
-in the weight's inputs, a weight the tables do not reproduce) stays as it was: the constants pass
-then computes its float weight once, as before.
+bfloat16, where c is [Reshape | Cast | Squeeze | Unsqueeze]* BitwiseAnd by 2^b - 1 of such shifts
+(through those steps, a Gather or a Transpose: AWQ reorders the fields of a word; or torchlib's
+Where, Less, BitwiseOr and BitwiseNot) by exactly the shifts 0, b, ..., 32 - b (a Div's integer
+divisors 2^shift), in any order, of words reached from an int32 or uint32 constant (of the steps
+taking shapes, indices or axes only the data is followed: those are any constants), and every
+value the weight is computed from is a constant. The codes, zero points and scales are then
+computed once by the ONNX reference (onnx.reference: the graph's own semantics, whatever its
+reshapes), broadcast together and read as [K, N]; the group is the largest number of rows of K
+over which the scales and zero points do not change (even for 4 bits), and the weight the graph
+computes must equal (codes - zero points) x scales within its dtype's precision.
+
+A Div truncates toward zero where torch's >> of signed words floors (pytorch issue 191014): the
+codes are the words' fields only where no negative word has a bit set below a divisor it is
+divided by (_floors, on the words and divisors as computed); elsewhere the graph computes other
+codes than its words hold, and it stays as it was. A g_idx that reorders K (act-order GPTQ: the
+tables reach rows of K by a Gather of a constant g_idx of K entries, not sorted) is taken as
+vLLM's gptq_marlin takes it (g_idx_sort_indices, permute_cols_kernel): the rows of K sorted by
+g_idx (stably), the groups then in order, and x's columns gathered in that order ahead of the
+product (an ONNX Gather along x's last axis, one for the products of one x in one order); a chip
+without a gather of x's dtype refuses it when lowered. Another form (other shifts, divisors or
+masks, a graph input in the weight's inputs, a weight the tables do not reproduce) stays as it
+was: the constants pass then computes its float weight once, as before.
 """
 from __future__ import annotations
 
@@ -132,12 +146,11 @@ def _unpacked(g: Graph, matmul: NodeProto, k: int, dtype: np.dtype) -> \
 
 
 def _floors(words: NDArray, divisors: NDArray) -> bool:
-    """Whether ONNX's integer Div of words by divisors (powers of two; it truncates toward 0, as
-    onnxruntime does) equals their floor division, an arithmetic right shift: where no negative
-    word has a bit set below a divisor it is divided by."""
-    if words.dtype.kind != "i" or not np.any(words < 0):
-        return True
-    return not np.any((words < 0) & (words & (divisors - 1) != 0))
+    """Whether ONNX's integer Div of words by divisors (powers of two) equals their floor division,
+    torch's >> of signed words, whose fields the mask then takes as a logical shift's: Div
+    truncates toward 0 (the ONNX spec, onnxruntime), one more than the floor for a negative word
+    with a bit set below its divisor, which the mask keeps (a code one more, mod 2^b)."""
+    return words.dtype.kind != "i" or not np.any((words < 0) & (words & (divisors - 1) != 0))
 
 
 def _reproduces(w: NDArray, codes: NDArray, scale: NDArray[np.float32], zero: NDArray[np.float32]) -> bool:
