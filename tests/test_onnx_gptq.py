@@ -67,15 +67,16 @@ class Export:
           exporter) writes torch.bitwise_right_shift of int32, the mask int32;
         - "torchscript": as torch.onnx's TorchScript exporter writes AutoGPTQ's
           bitwise_right_shift(unsqueeze(qweight).expand(...), wf).to(int8 or int16) (constants
-          folded as it folds them): Expand, Div by Cast(Pow(2.0, Cast(shifts, FLOAT)), INT32) (or
-          by the constant `divisors`), Cast to int8 (int16 for 8 bits), the mask of that type."""
+          folded as it folds them): Expand (expand_shape), Div by Cast(Pow(2.0, Cast(shifts,
+          FLOAT)), INT32) (or by the constant `divisors`), Cast to int8 (int16 for 8 bits), the
+          mask of that type."""
         per = 32 // bits
         shifts = np.arange(0, 32, bits, dtype=np.uint32) if shift is None else np.asarray(shift, np.uint32)
         shape = [1, 1, 1]
         shape[axis + 1] = per
         axes = self.const(np.array([axis + 1]))
         if form == "torchscript":
-            w = self.op("Expand", self.op("Unsqueeze", self.const(words), axes), self.const(np.array(shape)))
+            w = self.op("Expand", self.op("Unsqueeze", self.const(words), axes), self.expand_shape([-1 if d == 1 else d for d in shape]))
             if divisors is None:
                 two = self.op("Constant", value=numpy_helper.from_array(np.array(2, np.float32)))
                 power = self.op("Pow", two, self.op("Cast", self.const(shifts.astype(np.int32).reshape(shape)), to=TensorProto.FLOAT))
@@ -99,6 +100,14 @@ class Export:
         out = list(words.shape)
         out[axis] *= per
         return self.op("Reshape", c, self.const(np.array(out)))
+
+    def expand_shape(self, size):
+        """The shape of an Expand to `size` with -1s (dimensions kept), as the TorchScript
+        exporter's expand writes it: Where(Equal(size, ones x -1), ones, size), ones a
+        ConstantOfShape of size's Shape."""
+        size = self.const(np.array(size))
+        ones = self.op("ConstantOfShape", self.op("Shape", size), value=numpy_helper.from_array(np.array([1])))
+        return self.op("Where", self.op("Equal", size, self.op("Mul", ones, self.const(np.array(-1)))), ones, size)
 
     def per_row(self, table, k, group, how):
         """A [K / group, N] table expanded to [K, N]: Unsqueeze, Expand (or Tile), Reshape; or a
@@ -311,6 +320,23 @@ def test_the_torchscript_exporters_div_by_powers_of_two_imports_as_matrix_mul_a1
     folded = [1 << s for s in range(0, 32, bits)] if divisors else None
     g = against_onnxruntime(gptq_model(bits, 64, form="torchscript", shiftable=True, divisors=folded), chip)
     assert_a16(g, bits, 64)
+
+
+def a16_constants(model):
+    """The stored weight, scales and zero terms of the one matrix_mul_a16 model imports as."""
+    g = isa.from_onnx(model)
+    product = next(n for n in g.nodes if n.op == "matrix_mul_a16")
+    return [np.asarray(g.constants[i]) for i in product.inputs[1:]]
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_every_form_of_the_shift_stores_the_words_fields(bits):
+    """The same words unpacked by BitShift, torchlib's arithmetic shift or the TorchScript
+    exporter's Div: the same stored codes, scales and zero terms."""
+    want = a16_constants(gptq_model(bits, 64, shiftable=True))
+    for form in ("torchlib", "torchscript"):
+        got = a16_constants(gptq_model(bits, 64, shiftable=True, form=form))
+        assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
 
 
 ACT_ORDER = np.random.default_rng(3).permutation(np.arange(256) // 64)  # g_idx of act-order GPTQ: group of each row of K

@@ -18,8 +18,7 @@ MatMul(x, [Reshape | Cast]* Mul(s, [Cast]* Sub(c, z) or c)), either operand orde
 bfloat16, where c is [Reshape | Cast | Squeeze | Unsqueeze]* BitwiseAnd by 2^b - 1 of such shifts
 (through those steps, a Gather or a Transpose: AWQ reorders the fields of a word; or torchlib's
 Where, Less, BitwiseOr and BitwiseNot) by exactly the shifts 0, b, ..., 32 - b (a Div's integer
-divisors 2^shift), in any order, of words reached from an int32 or uint32 constant (of the steps
-taking shapes, indices or axes only the data is followed: those are any constants), and every
+divisors 2^shift), in any order, of words reached from an int32 or uint32 constant, and every
 value the weight is computed from is a constant. The codes, zero points and scales are then
 computed once by the ONNX reference (onnx.reference: the graph's own semantics, whatever its
 reshapes), broadcast together and read as [K, N]; the group is the largest number of rows of K
@@ -72,7 +71,6 @@ WORDS = ("Cast", "Unsqueeze", "Reshape", "Expand", "Tile")  # steps between the 
 # a right shift: BitShift RIGHT, or the TorchScript exporter's Div by 2^shift (torch.onnx's
 # symbolic_opset11 __rshift_, for every signed dtype)
 SHIFTS = ("BitShift", "Div")
-PARAMETERS = ("Reshape", "Squeeze", "Unsqueeze", "Expand", "Tile", "Gather")  # steps whose inputs after the first are no data
 
 
 def rewrite(source: Source, g: Graph) -> str:
@@ -227,8 +225,7 @@ def _amounts(g: Graph, shift: NodeProto) -> NDArray | None:
 
 def _shifts(g: Graph, name: str) -> list[NodeProto] | None:
     """The right shifts (SHIFTS) `name` is computed from through SHIFTED and WORDS steps and
-    constants, or None where another kind of step is among them; of the steps taking parameters
-    (PARAMETERS) only the data is followed, their parameters being any constants."""
+    constants, or None where another kind of step is among them."""
     found: list[NodeProto] = []
     seen: set[int] = set()
     todo = [name]
@@ -243,7 +240,7 @@ def _shifts(g: Graph, name: str) -> list[NodeProto] | None:
         if node.op_type in SHIFTS:
             found.append(node)
         else:
-            todo.extend(node.input[:1] if node.op_type in PARAMETERS else [i for i in node.input if i])
+            todo.extend(i for i in node.input if i)
     return found
 
 
