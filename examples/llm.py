@@ -38,6 +38,7 @@ import math
 import sys
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
@@ -316,7 +317,7 @@ def _layer(net, cfg, x, i, batch, seq, past, block=None):
 
     scores = scores_of(key, seq, "new")
     if seq > 1:  # causal: a new token sees the cache and the new tokens up to itself (each query group alike)
-        causal = np.triu(np.full((seq, seq), np.finfo(net.dtype).min, net.dtype), 1)  # in the net's dtype: 8192 tokens' are 0.8 GB
+        causal = np.triu(np.full((seq, seq), ml_dtypes.finfo(net.dtype).min, net.dtype), 1)  # in the net's dtype: 8192 tokens' are 0.8 GB
         scores = net.binary("Add", scores, net.const(f"{p}.causal_mask", np.tile(causal, (g, 1))), f"{p}.masked")
     read, written = blocks(past, seq, block)
     if past:

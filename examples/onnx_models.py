@@ -42,7 +42,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 OPSET = 17
-DTYPES = ("float32", "float16")
+DTYPES = ("float32", "float16", "bfloat16")
 PRODUCER = "npusim examples/onnx_models.py"
 
 
