@@ -20,7 +20,9 @@ from isa.errors import UnsupportedError
 from isa.instructions import Matmul, Vector
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-import llm  # noqa: E402
+import llm
+from test_deploy import TOLERANCE, cnn, image, note
+from test_deploy import deployed as deployed_cnn
 
 BM1686 = chips.load("bm1686")
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -122,3 +124,13 @@ def test_a_bfloat16_op_bm1686_lacks_is_refused_naming_the_op_the_dtype_and_the_c
         g.output(isa.ops.masked_fill(isa.ops.mul(x, x), g.input("mask", (4, 64), "int8"), 0.0), "y")
     with pytest.raises(UnsupportedError, match=r"op .*: masked_fill with bfloat16 x int8 -> bfloat16 is not supported on chip bm1686"):
         isa.lower(isa.quantize(g, "BF16", BM1686), BM1686)
+
+
+def test_a_cnn_deployed_in_bf16_runs_in_bfloat16_within_its_rounding():
+    """Convolutions, pooling and ReLU have bfloat16 too (TPU-MLIR's BM1684X lowerings): the small
+    network of test_deploy.py runs all its ops in bfloat16, within bfloat16's tolerance there."""
+    model, x = cnn(), image()
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    g, got = deployed_cnn(model, "bm1686", "BF16", x)
+    assert "8 op(s) in bfloat16, 0 in float32" in note(g)
+    assert 0 < np.abs(got - want).max() / np.abs(want).max() <= TOLERANCE["bfloat16"]
