@@ -44,7 +44,9 @@ import onnx
 from onnx import TensorProto, helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from onnx_models import DTYPES, Net
+from onnx_models import Net
+
+DTYPES = ("float32", "float16", "bfloat16")  # every op of these models takes bfloat16 at opset 17
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,7 +217,7 @@ def _net(cfg, what, dtype, seed):
     if cfg.hidden % cfg.heads or cfg.heads % cfg.kv_heads or cfg.head_size % 2:
         raise ValueError(f"{cfg.name}: hidden {cfg.hidden}, heads {cfg.heads}, KV heads {cfg.kv_heads}: the head size must be even "
                          f"and the heads a multiple of the KV heads")
-    return Net(f"{cfg.name}_{what}", dtype, seed)
+    return Net(f"{cfg.name}_{what}", dtype, seed, dtypes=DTYPES)
 
 
 def _embedding(net, cfg, batch, seq):
