@@ -28,6 +28,7 @@ or w4a16 they are drawn, to be quantized.
     python bench/llm.py --model llama2-7b --chip ascend910b --dtype float16 --batch 1 --prompt 512 --generate 128
     python bench/llm.py --model tinyllama-1.1b --chip bm1686 --dtype float32 --prompt 128 --generate 64 --samples 2
     python bench/llm.py --model tinyllama-1.1b --chip bm1686 --dtype w4a16 --prompt 64 --generate 32
+    python bench/llm.py --model tinyllama-1.1b --chip bm1686 --dtype bfloat16 --prompt 128 --generate 64
     python bench/llm.py --model tinyllama-1.1b --chip bm1686 --dtype float32 --prompt 128 --generate 64 --kv-block 64
     python bench/llm.py --model tinyllama-1.1b --chip ascend910b --layers 4 --whole
 """
@@ -50,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))  # 
 import llm
 import llm_published
 
-DTYPE_BYTES = {"float16": 2, "float32": 4}
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 # weight-only quantization (isa/deploy/weight_only.py), float16 activations: a weight's bytes are its
 # code's and, per group of 128, a float16 scale (and for int4 a float16 zero term)
 WEIGHT_ONLY = {"w8a16": 1 + 2 / 128, "w4a16": 0.5 + 4 / 128}
@@ -66,9 +67,9 @@ def activations(dtype):
 
 
 def deployed(dtype):
-    """The precision the model is deployed in (isa.from_onnx's quantize): float16 and the weight-only
-    schemes are compiled for the chip as TPU-MLIR's model_deploy does, an op its table lacks in
-    float16 run in float32 between casts (isa/deploy/floats.py); float32 as it is."""
+    """The precision the model is deployed in (isa.from_onnx's quantize): float16, bfloat16 and the
+    weight-only schemes are compiled for the chip as TPU-MLIR's model_deploy does, an op its table
+    lacks in that dtype run in float32 between casts (isa/deploy/floats.py); float32 as it is."""
     return None if dtype == "float32" else dtype
 
 
@@ -263,7 +264,7 @@ def main(argv=None):
     p.add_argument("--model", choices=sorted(llm.CONFIGS), default="llama2-7b")
     p.add_argument("--chip", default="ascend910b", help="a shipped chip's name or a chip YAML")
     p.add_argument("--dtype", choices=sorted(DTYPE_BYTES) + sorted(WEIGHT_ONLY), default="float16",
-                   help="float16, float32, or weight-only int8 / int4 weights with float16 activations (w8a16, w4a16)")
+                   help="float16, bfloat16, float32, or weight-only int8 / int4 weights with float16 activations (w8a16, w4a16)")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--prompt", type=int, default=512, help="prompt tokens (prefill)")
     p.add_argument("--generate", type=int, default=128, help="tokens generated (decode steps)")

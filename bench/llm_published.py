@@ -98,7 +98,7 @@ ROWS = (
     Published(LLM_TPU_HEAD.format("models/Qwen3_5/cpp_demo_pp/README.md"), "bm1686", "Qwen3.5-9B", "w4bf16, seq 2048, 4 cards",
               "tokens/s", 7.7, why_not="4 chips in a pipeline (one chip is modelled); a hybrid linear-attention model"),
     Published(LLM_TPU_HEAD.format("models/Falcon-Perception/README.md"), "bm1686", "Falcon-Perception", "BF16, seq 512", "TTFT s",
-              0.356, why_not="a vision-language model (no builder); and bm1686's op table has no bfloat16 rows"),
+              0.356, why_not="a vision-language model (no builder)"),
     Published(TORCHAIR, "ascend910b", "Llama2-70B", "float16, 1024 in, batch 1, graph mode", "TTFT s", 0.175, why_not=TP8),
     Published(TORCHAIR, "ascend910b", "Llama2-70B", "float16, 1024 in, batch 1, graph mode", "tokens/s", 1 / 0.0359,
               why_not=TP8),

@@ -38,12 +38,15 @@ import math
 import sys
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from onnx_models import DTYPES, Net
+from onnx_models import Net
+
+DTYPES = ("float32", "float16", "bfloat16")  # every op of these models takes bfloat16 at opset 17
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,7 +217,7 @@ def _net(cfg, what, dtype, seed):
     if cfg.hidden % cfg.heads or cfg.heads % cfg.kv_heads or cfg.head_size % 2:
         raise ValueError(f"{cfg.name}: hidden {cfg.hidden}, heads {cfg.heads}, KV heads {cfg.kv_heads}: the head size must be even "
                          f"and the heads a multiple of the KV heads")
-    return Net(f"{cfg.name}_{what}", dtype, seed)
+    return Net(f"{cfg.name}_{what}", dtype, seed, dtypes=DTYPES)
 
 
 def _embedding(net, cfg, batch, seq):
@@ -316,7 +319,7 @@ def _layer(net, cfg, x, i, batch, seq, past, block=None):
 
     scores = scores_of(key, seq, "new")
     if seq > 1:  # causal: a new token sees the cache and the new tokens up to itself (each query group alike)
-        causal = np.triu(np.full((seq, seq), np.finfo(net.dtype).min, net.dtype), 1)  # in the net's dtype: 8192 tokens' are 0.8 GB
+        causal = np.triu(np.full((seq, seq), ml_dtypes.finfo(net.dtype).min, net.dtype), 1)  # in the net's dtype: 8192 tokens' are 0.8 GB
         scores = net.binary("Add", scores, net.const(f"{p}.causal_mask", np.tile(causal, (g, 1))), f"{p}.masked")
     read, written = blocks(past, seq, block)
     if past:

@@ -42,7 +42,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 OPSET = 17
-DTYPES = ("float32", "float16")
+DTYPES = ("float32", "float16")  # the builders here: opset 17's Conv takes no bfloat16
 PRODUCER = "npusim examples/onnx_models.py"
 
 
@@ -51,10 +51,10 @@ class Net:
     Each layer method adds its nodes under a node name (the value it produces has the same name)
     and returns that value's name."""
 
-    def __init__(self, name, dtype, seed, constant_nodes=False):
+    def __init__(self, name, dtype, seed, constant_nodes=False, dtypes=DTYPES):
         self.constant_nodes = constant_nodes  # weights as Constant nodes (Paddle2ONNX), not initializers
-        if str(dtype) not in DTYPES:
-            raise ValueError(f"dtype {dtype!r}: expected one of {', '.join(DTYPES)} (these builders write float models)")
+        if str(dtype) not in dtypes:  # the float dtypes the calling builder's ops take
+            raise ValueError(f"dtype {dtype!r}: expected one of {', '.join(dtypes)} (these builders write float models)")
         self.name = name
         self.dtype = np.dtype(dtype)
         self.elem = helper.np_dtype_to_tensor_dtype(self.dtype)

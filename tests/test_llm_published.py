@@ -85,16 +85,17 @@ def test_a_cast_the_deployment_makes_an_identity_is_dropped():
 
 
 def test_an_op_the_chip_cannot_cast_to_float32_is_refused_naming_the_op_dtype_and_chip():
-    """bm1686's table has no bfloat16 rows (nor a bfloat16 cast): a bfloat16 graph deployed in BF16
-    stays bfloat16, and the lowering names its first op, the dtype and the chip."""
-    g = isa.Graph("bf16")
+    """bm1684's table has no float16 rows (nor a float16 cast): a float16 graph deployed in F16 stays
+    float16, and the lowering names its first op, the dtype and the chip."""
+    bm1684 = chips.load("bm1684")
+    g = isa.Graph("f16")
     with g:
-        x = g.input("x", (4, 64), "bfloat16")
+        x = g.input("x", (4, 64), "float16")
         g.output(isa.ops.active(isa.ops.mul(x, x), "sqrt"), "y")
-    deployed = isa.quantize(g, "BF16", BM1686)
+    deployed = isa.quantize(g, "F16", bm1684)
     assert not any(n.op == "cast" for n in deployed.nodes)
-    with pytest.raises(UnsupportedError, match=r"op .*: mul with bfloat16 x bfloat16 -> bfloat16 is not supported on chip bm1686"):
-        isa.lower(deployed, BM1686)
+    with pytest.raises(UnsupportedError, match=r"op .*: mul with float16 x float16 -> float16 is not supported on chip bm1684"):
+        isa.lower(deployed, bm1684)
 
 
 # ---- bench/llm_published.py ----------------------------------------------------------------------
