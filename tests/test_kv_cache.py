@@ -144,10 +144,10 @@ def test_a_program_with_state_reads_back_from_its_text():
 
 # ---- the KV cache of examples/llm.py's layers ----------------------------------------------------
 
-def layer_step(cfg, seq, past, capacity, dtype, layers=1, block=None, table=None):
+def layer_step(cfg, seq, past, capacity, dtype, layers=1, block=None, batch=1):
     build = llm.model if layers > 1 else llm.decoder_layer
-    onnx_model = build(cfg, seq=seq, past=past, dtype=dtype, block=block)
-    graph = llm.with_kv_cache(isa.from_onnx(onnx_model), cfg, 1, capacity, past=past, seq=seq, layers=layers, block=block, table=table)
+    onnx_model = build(cfg, batch, seq=seq, past=past, dtype=dtype, block=block)
+    graph = llm.with_kv_cache(isa.from_onnx(onnx_model), cfg, batch, capacity, past=past, seq=seq, layers=layers, block=block)
     return onnx_model, graph
 
 
@@ -230,24 +230,88 @@ def test_a_whole_model_decodes_over_its_kept_caches_as_the_reference_does():
     assert [b.name for b in got.program.bindings if b.role == "state"] == [f"cache.{i}.{k}" for i in range(2) for k in ("key", "value")]
 
 
-@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-5), ("ascend910b", "float16", 1e-2)])
-def test_a_paged_cache_decodes_as_the_contiguous_one(chip, dtype, tol):
-    """A cache in blocks of 4 positions, its 3 pool blocks holding the sequence's blocks 2, 0, 1
-    (the block table [1, 2, 0]): a prefill of 6 tokens fills blocks 0 and half of 1, a chunk of 3
-    tokens fills block 1 and starts block 2, a decode step adds the 10th position; each step's output
-    is the contiguous cache's, and the pool's blocks in table order are the contiguous cache's bytes."""
+def in_table_order(pool, table):
+    """A pool (blocks, KV heads, block, head size) read through a block table (sequences, blocks
+    per sequence): each sequence's cache (sequences, KV heads, positions, head size)."""
+    blocks = pool[table]  # (sequences, blocks per sequence, KV heads, block, head size)
+    return np.concatenate(list(blocks.transpose(1, 0, 2, 3, 4)), axis=2)
+
+
+@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-5), ("bm1686", "float32", 1e-5), ("ascend910b", "float16", 1e-2)])
+def test_one_paged_program_serves_any_block_table(chip, dtype, tol):
+    """A cache in blocks of 4 positions, a pool of 3 blocks: a prefill of 6 tokens fills blocks 0
+    and half of 1, a chunk of 3 tokens fills block 1 and starts block 2, a decode step adds the 10th
+    position. Each step is lowered once and run with the block tables [1, 2, 0] and [2, 0, 1], fed
+    at run time: each step's output is the contiguous cache's, the pool's blocks in each table's
+    order are the contiguous cache's bytes, the blocks are read and written by gathers and
+    scatters through the table, and timing mode gives functional mode's cycles."""
     x = np.random.default_rng(4).standard_normal((1, 10, TINY.hidden)).astype(dtype)
-    paged, whole = sim.Session(chip), sim.Session(chip)
-    for seq, past in ((6, 0), (3, 6), (1, 9)):
+    target, whole = chips.load(chip), sim.Session(chip)
+    steps = [(seq, past, isa.lower(layer_step(TINY, seq, past, 12, dtype, block=4)[1], target)) for seq, past in ((6, 0), (3, 6), (1, 9))]
+    wants = [whole.run(layer_step(TINY, seq, past, 12, dtype)[1], {"x": x[:, past:past + seq]}).outputs["y"] for seq, past, _ in steps]
+    for table in (np.array([[1, 2, 0]], np.int32), np.array([[2, 0, 1]], np.int32)):
+        paged = sim.Session(target)
+        for (seq, past, program), want in zip(steps, wants):
+            got = paged.execute(program, {"x": x[:, past:past + seq], "block_table": table})
+            np.testing.assert_allclose(got.outputs["y"].astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+            assert sim.execute(program, target, None, mode="timing").cycles == got.cycles
+        for kind in ("key", "value"):
+            np.testing.assert_array_equal(in_table_order(paged.state[f"cache.0.{kind}"], table), whole.state[f"cache.0.{kind}"])
+    program = steps[-1][2]
+    assert [(b.name, b.role) for b in program.bindings[:2]] == [("cache.0.key", "state"), ("cache.0.value", "state")]
+    assert [b.region.shape for b in program.bindings if b.name == "block_table"] == [(1, 3)]
+    indexed = {(i.op, i.scatter) for s in program.streams.values() for i in s if isinstance(i, isa.instructions.IndexedDma)}
+    attention = next(n.name for n in layer_step(TINY, 1, 9, 12, dtype, block=4)[1].nodes if n.op == "attention")
+    assert indexed == {(attention, False), ("cache.0.key.append.2", True), ("cache.0.value.append.2", True)}
+
+
+def test_each_sequence_of_a_batch_has_its_own_block_table():
+    """Two sequences over one pool of 6 blocks, the tables [1, 2, 0] and [5, 3, 4]: a prefill of 5
+    tokens and a decode step give the contiguous caches' outputs, and each sequence's blocks are
+    its cache's bytes."""
+    x = np.random.default_rng(5).standard_normal((2, 6, TINY.hidden)).astype(np.float32)
+    table = np.array([[1, 2, 0], [5, 3, 4]], np.int32)
+    paged, whole = sim.Session("generic"), sim.Session("generic")
+    for seq, past in ((5, 0), (1, 5)):
         feeds = {"x": x[:, past:past + seq]}
-        got = paged.run(layer_step(TINY, seq, past, 12, dtype, block=4, table=[1, 2, 0])[1], feeds).outputs["y"]
-        want = whole.run(layer_step(TINY, seq, past, 12, dtype)[1], feeds).outputs["y"]
-        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+        got = paged.run(layer_step(TINY, seq, past, 12, "float32", block=4, batch=2)[1], {**feeds, "block_table": table})
+        want = whole.run(layer_step(TINY, seq, past, 12, "float32", batch=2)[1], feeds)
+        np.testing.assert_allclose(got.outputs["y"], want.outputs["y"], rtol=1e-5, atol=1e-5)
+    assert paged.state["cache.0.key"].shape == (6, TINY.kv_heads, 4, TINY.head_size)
     for kind in ("key", "value"):
-        pool = np.concatenate([paged.state[f"cache.0.{kind}.{k}"] for k in (1, 2, 0)], axis=2)
-        np.testing.assert_array_equal(pool, whole.state[f"cache.0.{kind}"])
-    program = isa.lower(layer_step(TINY, 1, 9, 12, dtype, block=4, table=[1, 2, 0])[1], chips.load(chip))
-    assert [(b.name, b.role) for b in program.bindings[:3]] == [(f"cache.0.key.{k}", "state") for k in range(3)]
+        np.testing.assert_array_equal(in_table_order(paged.state[f"cache.0.{kind}"], table), whole.state[f"cache.0.{kind}"])
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), sequences=st.integers(1, 3), pool=st.integers(1, 4), block=st.integers(1, 4), width=st.integers(1, 3))
+def test_paged_appends_and_reads_equal_the_ops_reference(data, sequences, pool, block, width):
+    """An append of rows into each sequence's block j through a block table, then a read of the
+    block's first positions as a graph output (a gather of the block view): the machine's pool and
+    output are the ops' numpy references', on generic and ascend910b (its DDR-to-DDR moves staged
+    on chip)."""
+    per = data.draw(st.integers(1, 3))
+    j = data.draw(st.integers(0, per - 1))
+    n = data.draw(st.integers(1, block))
+    position = data.draw(st.integers(0, block - n))
+    length = data.draw(st.integers(1, block))
+    table = np.array(data.draw(st.lists(st.lists(st.integers(0, pool - 1), min_size=per, max_size=per), min_size=sequences,
+                                        max_size=sequences).filter(lambda t: len({row[j] for row in t}) == len(t))), np.int32)
+    g = isa.Graph("paged")
+    with g:
+        state = g.state("pool", (pool, 2, block, width), "float16")
+        at = g.input("table", (sequences, per), "int32")
+        rows = g.input("rows", (sequences, 2, n, width), "float16")
+        O.cache_append(state, O.adds(rows, 0.0), position, 2, table=at, block=j)
+        g.output(O.cache_read(state, length, 2, table=at, block=j), "seen")
+    rng = np.random.default_rng(pool * 7 + block)
+    before = rng.standard_normal((pool, 2, block, width)).astype(np.float16)
+    feeds = {"table": table, "rows": rng.standard_normal((sequences, 2, n, width)).astype(np.float16)}
+    pooled = O.REGISTRY["cache_append"].reference([before, feeds["rows"], table], {"position": position, "axis": 2, "block": j})[0]
+    seen = O.REGISTRY["cache_read"].reference([pooled, table], {"length": length, "axis": 2, "block": j})[0]
+    for chip in ("generic", "ascend910b"):
+        result = sim.execute(isa.lower(g, chips.load(chip)), chip, feeds, state={"pool": before})
+        np.testing.assert_array_equal(result.state["pool"], pooled)
+        np.testing.assert_array_equal(result.outputs["seen"], seen)  # read after the append, in graph order
 
 
 def test_the_trace_shows_the_cache_as_graph_state(tmp_path):
