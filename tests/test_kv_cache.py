@@ -356,6 +356,61 @@ def test_bad_cache_ops_are_refused_naming_what(build, error, message):
         build(g, g.state("cache", (2, 8, 4)))
 
 
+def paged_pool(g, dtype="int32"):
+    """A pool of 3 blocks of 4 positions and a block table of one sequence's 3 blocks."""
+    return g.state("pool", (3, 2, 4, 2)), g.input("table", (1, 3), dtype)
+
+
+def paged_read(g, axis=2, block=0, dtype="int32"):
+    pool, table = paged_pool(g, dtype)
+    return O.cache_read(pool, 2, axis, table=table, block=block)
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda g: paged_read(g, block=3), r"cache_read of state pool: block 3 of a sequence is beyond the block "
+                                                            r"table's 3 \(table shape \(1, 3\); a block is in 0\.\.2\)"),
+    (lambda g: paged_read(g, axis=0), r"cache_read of state pool: axis 0 of a pool counts its blocks"),
+    (lambda g: paged_read(g, dtype="float32"), r"the block table must be integers of shape \(sequences, blocks per "
+                                                                     r"sequence\), got float32\[1, 3\]"),
+])
+def test_bad_paged_cache_ops_are_refused_naming_what(build, message):
+    g = isa.Graph("g")
+    with pytest.raises(isa.ShapeError, match=message):
+        build(g)
+
+
+def test_rows_for_more_sequences_than_the_block_table_has_are_refused():
+    g = isa.Graph("g")
+    pool, table = paged_pool(g)
+    with pytest.raises(isa.ShapeError, match=r"rows of shape \(2, 2, 1, 2\) do not fit a state of shape \(1, 2, 4, 2\)"):
+        O.cache_append(pool, g.input("rows", (2, 2, 1, 2)), 0, 2, table=table)
+
+
+def test_a_block_table_entry_beyond_the_pool_faults_naming_it():
+    """The table is read at run time: an entry beyond the pool's blocks is an IndexRangeError of
+    the op reading through it (the fused attention of a decode step, the append's scatter), naming
+    the entry and the pool's blocks; a table of the wrong shape is refused as an input."""
+    program = isa.lower(layer_step(TINY, 1, 9, 12, "float32", block=4)[1], chips.load("generic"))
+    x = np.ones((1, 1, TINY.hidden), np.float32)
+    with pytest.raises(sim.IndexRangeError, match=r"op layers\.0\.ctx\.2: index 3 at position \(0,\) is out of range for dimension 0 "
+                                                  r"of size 3 \(allowed 0\.\.2\)"):
+        sim.Session("generic").execute(program, {"x": x, "block_table": np.array([[1, 3, 0]], np.int32)})
+    with pytest.raises(sim.IndexRangeError, match=r"index -1 at position \(0,\) is out of range for dimension 0 of size 3 \(allowed 0\.\.2\)"):
+        sim.Session("generic").execute(program, {"x": x, "block_table": np.array([[1, 2, -1]], np.int32)})
+    with pytest.raises(sim.InputError, match=r"input 'block_table': expected shape \(1, 3\), got \(1, 2\)"):
+        sim.Session("generic").execute(program, {"x": x, "block_table": np.array([[1, 2]], np.int32)})
+
+
+def test_a_block_of_a_paged_cache_only_the_fused_attention_reads():
+    g = isa.Graph("g")
+    with g:
+        pool, table = paged_pool(g)
+        g.output(O.adds(O.cache_read(pool, 3, 2, table=table, block=1), 1.0), "y")
+    with pytest.raises(isa.UnsupportedError, match=r"op adds adds_0 reads cache_read_0, a block of paged cache pool read through its "
+                                                   r"block table, which only the fused attention \(attention templates\) do"):
+        isa.lower(g, chips.load("generic"))
+
+
 def test_a_read_of_the_cache_only_products_and_arrangements_take_in_place():
     g = isa.Graph("g")
     with g:
