@@ -314,6 +314,19 @@ def test_paged_appends_and_reads_equal_the_ops_reference(data, sequences, pool, 
         np.testing.assert_array_equal(result.outputs["seen"], seen)  # read after the append, in graph order
 
 
+def test_a_whole_models_paged_decode_step_replays_its_layers():
+    """16 layers, each with its pool, all reading the one block table: the layers replay
+    (isa/lower/replay.py) into the program of every layer emitted, which takes the same cycles."""
+    deep = llm.config("tinyllama-1.1b", layers=16, hidden=64, heads=4, kv_heads=2, mlp=96, vocab=50)
+    graph = llm.with_kv_cache(isa.from_onnx(llm.model(deep, seq=1, past=6, dtype="float16", block=4, weight_inputs=True)), deep, 1, 8,
+                              past=6, layers=deep.layers, block=4)
+    target = chips.load("ascend910b")
+    replay, every = (isa.lower(graph, target, replay=r) for r in (True, False))
+    assert any(n.startswith("layers replayed") for n in replay.notes)
+    assert replay.streams == every.streams and replay.bindings == every.bindings
+    assert sim.execute(replay, target, None, mode="timing").cycles == sim.execute(every, target, None, mode="timing").cycles
+
+
 def test_the_trace_shows_the_cache_as_graph_state(tmp_path):
     session = sim.Session("bm1686")
     result = session.run(layer_step(TINY, 3, 0, 8, "float32")[1], {"x": np.ones((1, 3, TINY.hidden), np.float32)})
@@ -367,11 +380,11 @@ def paged_read(g, axis=2, block=0, dtype="int32"):
 
 
 @pytest.mark.parametrize("build, message", [
-    (lambda g: paged_read(g, block=3), r"cache_read of state pool: block 3 of a sequence is beyond the block "
-                                                            r"table's 3 \(table shape \(1, 3\); a block is in 0\.\.2\)"),
+    (lambda g: paged_read(g, block=3),
+     r"cache_read of state pool: block 3 of a sequence is beyond the block table's 3 \(table shape \(1, 3\); a block is in 0\.\.2\)"),
     (lambda g: paged_read(g, axis=0), r"cache_read of state pool: axis 0 of a pool counts its blocks"),
-    (lambda g: paged_read(g, dtype="float32"), r"the block table must be integers of shape \(sequences, blocks per "
-                                                                     r"sequence\), got float32\[1, 3\]"),
+    (lambda g: paged_read(g, dtype="float32"),
+     r"the block table must be integers of shape \(sequences, blocks per sequence\), got float32\[1, 3\]"),
 ])
 def test_bad_paged_cache_ops_are_refused_naming_what(build, message):
     g = isa.Graph("g")
@@ -395,7 +408,8 @@ def test_a_block_table_entry_beyond_the_pool_faults_naming_it():
     with pytest.raises(sim.IndexRangeError, match=r"op layers\.0\.ctx\.2: index 3 at position \(0,\) is out of range for dimension 0 "
                                                   r"of size 3 \(allowed 0\.\.2\)"):
         sim.Session("generic").execute(program, {"x": x, "block_table": np.array([[1, 3, 0]], np.int32)})
-    with pytest.raises(sim.IndexRangeError, match=r"index -1 at position \(0,\) is out of range for dimension 0 of size 3 \(allowed 0\.\.2\)"):
+    with pytest.raises(sim.IndexRangeError, match=r"index -1 at position \(0,\) is out of range for dimension 0 of size 3 "
+                                                  r"\(allowed 0\.\.2\)"):
         sim.Session("generic").execute(program, {"x": x, "block_table": np.array([[1, 2, -1]], np.int32)})
     with pytest.raises(sim.InputError, match=r"input 'block_table': expected shape \(1, 3\), got \(1, 2\)"):
         sim.Session("generic").execute(program, {"x": x, "block_table": np.array([[1, 2]], np.int32)})

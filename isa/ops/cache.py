@@ -250,10 +250,9 @@ def keep_in_state(graph: Graph, caches: list[Cache]) -> Graph:
     for c in caches:
         state = graph.tensors[c.state] if c.state in graph.states else graph.state(c.state, c.shape, c.dtype)
         table = graph.tensors[c.table] if c.table is not None else None
-        at = {"table": table, "block": c.block} if table is not None else {}
         if c.read is not None:
-            graph.input_from(c.read, lambda c=c, state=state, at=at: cache_read(state, c.position, c.axis, name=c.read, **at))
+            graph.input_from(c.read, lambda c=c, state=state, table=table: cache_read(state, c.position, c.axis, c.read, table, c.block))
         if c.written is not None:
             name = f"{c.state}.append" + (f".{c.block}" if table is not None else "")
-            cache_append(state, graph.tensors[graph.outputs.pop(c.written)], c.position, c.axis, name=name, **at)
+            cache_append(state, graph.tensors[graph.outputs.pop(c.written)], c.position, c.axis, name, table, c.block)
     return graph
