@@ -67,11 +67,11 @@ def lower_cache(ctx: Lowering, group: Group) -> None:
     through = paged(ctx, node)
     if node.op == "cache_append":
         rows = g.tensors[node.inputs[1]]
-        starts = [0] * len(t.shape)
-        starts[node.params["axis"]] = node.params["position"]
         if through is not None:
             scatter_rows(ctx, through, ctx.home_region(rows.name), ctx.home[rows.name])
         else:
+            starts = [0] * len(t.shape)
+            starts[node.params["axis"]] = node.params["position"]
             dst = sub_region(buf.region(t.dtype, t.shape), starts, rows.shape)
             staged_copy(ctx, node.name, ctx.home_region(rows.name), ctx.home[rows.name], dst, buf, spread=True)
     else:

@@ -80,16 +80,9 @@ class Access:
 
     def gather(self, starts: tuple[int, ...], extents: tuple[int, ...], dst: Region, dst_buf: Buf) -> None:
         """Gather the rows of a box into dst (any memory): the first hop from DDR is the
-        indexed transfer, into a staging buffer when more hops follow."""
-        em = self.ctx.em
+        indexed transfer, into a staging buffer when more hops follow (route.copy)."""
         table, index = self.part(starts, extents)
-        hops = route(em.chip, "ddr", dst.mem)
-        here, here_buf = (dst, dst_buf) if len(hops) == 1 else self._stage(hops[0][2], dst, "gather")
-        instr = IndexedDma(table, index, here, False, self.wrap, self.op)
-        em.emit(hops[0][0], instr, reads=(self.table_buf, self.index_buf), writes=(here_buf,))
-        if here_buf is not dst_buf:
-            copy(em, here, here_buf, dst, dst_buf, self.op)
-            em.release(here_buf)
+        copy(self.ctx.em, table, self.table_buf, dst, dst_buf, self.op, index=(index, self.index_buf), wrap=self.wrap)
 
     def scatter(self, starts: tuple[int, ...], extents: tuple[int, ...], src: Region, src_buf: Buf) -> None:
         """Scatter src (any memory) to the rows of a box: the last hop into DDR is the indexed
