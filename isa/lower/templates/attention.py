@@ -40,8 +40,9 @@ the units (each core's matrix engine with its vector engine) in runs of equal wo
 mask leaves the last positions' tiles several times the first ones' blocks.
 
 A decode step (flash-decoding; CANN's IncreFlashAttention; vLLM's PagedAttention): the keys and
-values come in segments (the cache or its paged blocks, read where they lie, and the new
-tokens'), blocks never straddling one's edge; a KV group's every query row is one tile, so the
+values come in segments (the cache read where it lies, or a paged cache's blocks, each tile
+gathered through its block table's entry at run time (`_load`), and the new tokens'), blocks
+never straddling one's edge; a KV group's every query row is one tile, so the
 cache is read once per KV head; the few tiles' long chains of blocks are cut into parts the units
 do apart, each leaving its O (not divided by l), m and l in the memory every core reaches, and a
 unit's vector engine combines a tile's parts after (key_parts, combine).
