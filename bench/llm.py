@@ -11,7 +11,9 @@ token count is the generation's time). The caches are graph state (isa/ops/cache
 key and value caches of prompt + generate positions stay in DDR between runs, as a serving engine
 keeps them; prefill appends the prompt's rows, a decode step reads the cache where it lies and
 appends its token's rows; with --kv-block N the caches are paged, a pool of blocks of N positions
-per layer, scored block by block. The floor of a decode step is its DDR bytes (weights and the cache it
+per layer, scored block by block, each block read and written through the block table the step
+takes as an input at run time (examples/llm.py's with_kv_cache; timing mode reads no values, and
+the cycles are the same for any table). The floor of a decode step is its DDR bytes (weights and the cache it
 reads) over the DDR bandwidth.
 
 With --whole, a decode step is the whole model as one graph (embedding, every layer, final norm and
@@ -232,7 +234,7 @@ def run(args):
         + (f" {multiplied}" if not args.whole
            else f"; x {cfg.layers} + head would be {(cfg.layers * layer_step + decode_ends.seconds) * 1e3:.2f} ms"))
     state = steps[len(steps) // 2].state_bytes
-    paged = f" in blocks of {args.kv_block} (paged)" if args.kv_block else ""
+    paged = f" in blocks of {args.kv_block} (paged, through a run-time block table)" if args.kv_block else ""
     out(f"KV cache: graph state in DDR, {capacity} positions{paged}: {state / 1e6:.2f} MB a layer x {cfg.layers} = "
         f"{state * cfg.layers / 1e9:.3f} GB; "
         f"prefill appends the prompt's rows, a decode step reads the cache where it lies and appends its token's")

@@ -149,14 +149,18 @@ def ends(cfg, batch=1, seq=1, dtype="float16", seed=0, embedding=True):
     return net.model(f"{cfg.name} embedding, final norm and head, random weights (seed {seed})")
 
 
-def kv_caches(cfg, batch, capacity, dtype, past=0, seq=1, layers=1, block=None, table=None):
+TABLE = "block_table"  # the graph input a paged step reads its block table from
+
+
+def kv_caches(cfg, batch, capacity, dtype, past=0, seq=1, layers=1, block=None, pool=None):
     """The key and value caches of `layers` layers as graph state (isa/ops/cache.py), for a step of
     `seq` new tokens after `past` cached, in this builder's layout: "cache.{i}.key" and "cache.{i}.value"
     (batch, KV heads, capacity, head size), read as "past.{i}.*" and appended to from
-    "present.{i}.*". With `block`, paged: each layer's caches are a pool of capacity / block blocks,
-    "cache.{i}.key.{k}" (batch, KV heads, block, head size), and the
-    block table `table` (default: in order) says which pool block holds the sequence's block j, as a
-    serving engine's block manager assigns them; the step reads and appends the blocks it names."""
+    "present.{i}.*". With `block`, paged: each layer's caches are a pool of `pool` blocks (default:
+    batch x capacity / block), (pool, KV heads, block, head size), and the graph input "block_table"
+    (batch, capacity / block) int32 says which pool block holds each sequence's block j, as a
+    serving engine's block manager assigns them; the step reads and appends the blocks through
+    the table at run time, so one program serves any table."""
     from isa.ops.cache import Cache
 
     d, kv = cfg.head_size, cfg.kv_heads
@@ -164,28 +168,18 @@ def kv_caches(cfg, batch, capacity, dtype, past=0, seq=1, layers=1, block=None, 
         return [Cache(f"cache.{i}.{kind}", (batch, kv, capacity, d), dtype, 2, past, f"past.{i}.{kind}" if past else None,
                       f"present.{i}.{kind}")
                 for i in range(layers) for kind in ("key", "value")]
-    pool = -(-capacity // block)
-    table = list(range(pool)) if table is None else list(table)
-    if sorted(table) != list(range(pool)):
-        raise ValueError(f"block table {table}: expected each of the pool's {pool} blocks (0..{pool - 1}) once")
     read, written = blocks(past, seq, block)
-    read, written = dict(read), {j: first for j, first, _ in written}
-    held = {k: j for j, k in enumerate(table)}  # pool block -> the sequence's block it holds
-    caches = []
-    for i in range(layers):
-        for kind in ("key", "value"):
-            for k in range(pool):
-                j = held[k]
-                caches.append(Cache(f"cache.{i}.{kind}.{k}", (batch, kv, block, d), dtype, 2,
-                                    read.get(j, 0) if j not in written else written[j],
-                                    f"past.{i}.{kind}.{j}" if j in read else None, f"present.{i}.{kind}.{j}" if j in written else None))
-    return caches
+    shape = (pool or batch * -(-capacity // block), kv, block, d)
+    return [c for i in range(layers) for kind in ("key", "value") for c in
+            [Cache(f"cache.{i}.{kind}", shape, dtype, 2, n, f"past.{i}.{kind}.{j}", None, TABLE, j) for j, n in read] +
+            [Cache(f"cache.{i}.{kind}", shape, dtype, 2, first, None, f"present.{i}.{kind}.{j}", TABLE, j) for j, first, _ in written]]
 
 
-def with_kv_cache(graph, cfg, batch, capacity, past=0, seq=1, layers=1, block=None, table=None):
+def with_kv_cache(graph, cfg, batch, capacity, past=0, seq=1, layers=1, block=None, pool=None):
     """An imported layer or model of this builder (isa.from_onnx of decoder_layer or model, built with
     the same `block`) as a step that keeps its KV cache in DDR between runs: its caches read from graph
-    state, its new key and value rows appended at position `past` (run it in a sim.Session)."""
+    state, its new key and value rows appended at position `past` (run it in a sim.Session); with
+    `block`, through the block table the step takes as input "block_table" (kv_caches)."""
     from isa.errors import GraphError
     from isa.ops.cache import keep_in_state
 
@@ -194,7 +188,9 @@ def with_kv_cache(graph, cfg, batch, capacity, past=0, seq=1, layers=1, block=No
         raise GraphError(f"graph {graph.name}: no output {rows!r} (outputs: {', '.join(graph.outputs)}); a step over a cache "
                          f"{'in blocks of ' + str(block) if block else 'not in blocks'} is built with block={block}")
     dtype = graph.tensors[graph.outputs[rows]].dtype
-    return _appends_in_their_layers(keep_in_state(graph, kv_caches(cfg, batch, capacity, dtype, past, seq, layers, block, table)))
+    if block is not None:
+        graph.input(TABLE, (batch, -(-capacity // block)), "int32")
+    return _appends_in_their_layers(keep_in_state(graph, kv_caches(cfg, batch, capacity, dtype, past, seq, layers, block, pool)))
 
 
 def _appends_in_their_layers(graph):

@@ -144,10 +144,10 @@ def test_a_program_with_state_reads_back_from_its_text():
 
 # ---- the KV cache of examples/llm.py's layers ----------------------------------------------------
 
-def layer_step(cfg, seq, past, capacity, dtype, layers=1, block=None, table=None):
+def layer_step(cfg, seq, past, capacity, dtype, layers=1, block=None, batch=1):
     build = llm.model if layers > 1 else llm.decoder_layer
-    onnx_model = build(cfg, seq=seq, past=past, dtype=dtype, block=block)
-    graph = llm.with_kv_cache(isa.from_onnx(onnx_model), cfg, 1, capacity, past=past, seq=seq, layers=layers, block=block, table=table)
+    onnx_model = build(cfg, batch, seq=seq, past=past, dtype=dtype, block=block)
+    graph = llm.with_kv_cache(isa.from_onnx(onnx_model), cfg, batch, capacity, past=past, seq=seq, layers=layers, block=block)
     return onnx_model, graph
 
 
@@ -230,24 +230,101 @@ def test_a_whole_model_decodes_over_its_kept_caches_as_the_reference_does():
     assert [b.name for b in got.program.bindings if b.role == "state"] == [f"cache.{i}.{k}" for i in range(2) for k in ("key", "value")]
 
 
-@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-5), ("ascend910b", "float16", 1e-2)])
-def test_a_paged_cache_decodes_as_the_contiguous_one(chip, dtype, tol):
-    """A cache in blocks of 4 positions, its 3 pool blocks holding the sequence's blocks 2, 0, 1
-    (the block table [1, 2, 0]): a prefill of 6 tokens fills blocks 0 and half of 1, a chunk of 3
-    tokens fills block 1 and starts block 2, a decode step adds the 10th position; each step's output
-    is the contiguous cache's, and the pool's blocks in table order are the contiguous cache's bytes."""
+def in_table_order(pool, table):
+    """A pool (blocks, KV heads, block, head size) read through a block table (sequences, blocks
+    per sequence): each sequence's cache (sequences, KV heads, positions, head size)."""
+    blocks = pool[table]  # (sequences, blocks per sequence, KV heads, block, head size)
+    return np.concatenate(list(blocks.transpose(1, 0, 2, 3, 4)), axis=2)
+
+
+@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-5), ("bm1686", "float32", 1e-5), ("ascend910b", "float16", 1e-2)])
+def test_one_paged_program_serves_any_block_table(chip, dtype, tol):
+    """A cache in blocks of 4 positions, a pool of 3 blocks: a prefill of 6 tokens fills blocks 0
+    and half of 1, a chunk of 3 tokens fills block 1 and starts block 2, a decode step adds the 10th
+    position. Each step is lowered once and run with the block tables [1, 2, 0] and [2, 0, 1], fed
+    at run time: each step's output is the contiguous cache's, the pool's blocks in each table's
+    order are the contiguous cache's bytes, the blocks are read and written by gathers and
+    scatters through the table, and timing mode gives functional mode's cycles."""
     x = np.random.default_rng(4).standard_normal((1, 10, TINY.hidden)).astype(dtype)
-    paged, whole = sim.Session(chip), sim.Session(chip)
-    for seq, past in ((6, 0), (3, 6), (1, 9)):
+    target, whole = chips.load(chip), sim.Session(chip)
+    steps = [(seq, past, isa.lower(layer_step(TINY, seq, past, 12, dtype, block=4)[1], target)) for seq, past in ((6, 0), (3, 6), (1, 9))]
+    wants = [whole.run(layer_step(TINY, seq, past, 12, dtype)[1], {"x": x[:, past:past + seq]}).outputs["y"] for seq, past, _ in steps]
+    for table in (np.array([[1, 2, 0]], np.int32), np.array([[2, 0, 1]], np.int32)):
+        paged = sim.Session(target)
+        for (seq, past, program), want in zip(steps, wants):
+            got = paged.execute(program, {"x": x[:, past:past + seq], "block_table": table})
+            np.testing.assert_allclose(got.outputs["y"].astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+            assert sim.execute(program, target, None, mode="timing").cycles == got.cycles
+        for kind in ("key", "value"):
+            np.testing.assert_array_equal(in_table_order(paged.state[f"cache.0.{kind}"], table), whole.state[f"cache.0.{kind}"])
+    program = steps[-1][2]
+    assert [(b.name, b.role) for b in program.bindings[:2]] == [("cache.0.key", "state"), ("cache.0.value", "state")]
+    assert [b.region.shape for b in program.bindings if b.name == "block_table"] == [(1, 3)]
+    indexed = {(i.op, i.scatter) for s in program.streams.values() for i in s if isinstance(i, isa.instructions.IndexedDma)}
+    attention = next(n.name for n in layer_step(TINY, 1, 9, 12, dtype, block=4)[1].nodes if n.op == "attention")
+    assert indexed == {(attention, False), ("cache.0.key.append.2", True), ("cache.0.value.append.2", True)}
+
+
+def test_each_sequence_of_a_batch_has_its_own_block_table():
+    """Two sequences over one pool of 6 blocks, the tables [1, 2, 0] and [5, 3, 4]: a prefill of 5
+    tokens and a decode step give the contiguous caches' outputs, and each sequence's blocks are
+    its cache's bytes."""
+    x = np.random.default_rng(5).standard_normal((2, 6, TINY.hidden)).astype(np.float32)
+    table = np.array([[1, 2, 0], [5, 3, 4]], np.int32)
+    paged, whole = sim.Session("generic"), sim.Session("generic")
+    for seq, past in ((5, 0), (1, 5)):
         feeds = {"x": x[:, past:past + seq]}
-        got = paged.run(layer_step(TINY, seq, past, 12, dtype, block=4, table=[1, 2, 0])[1], feeds).outputs["y"]
-        want = whole.run(layer_step(TINY, seq, past, 12, dtype)[1], feeds).outputs["y"]
-        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+        got = paged.run(layer_step(TINY, seq, past, 12, "float32", block=4, batch=2)[1], {**feeds, "block_table": table})
+        want = whole.run(layer_step(TINY, seq, past, 12, "float32", batch=2)[1], feeds)
+        np.testing.assert_allclose(got.outputs["y"], want.outputs["y"], rtol=1e-5, atol=1e-5)
+    assert paged.state["cache.0.key"].shape == (6, TINY.kv_heads, 4, TINY.head_size)
     for kind in ("key", "value"):
-        pool = np.concatenate([paged.state[f"cache.0.{kind}.{k}"] for k in (1, 2, 0)], axis=2)
-        np.testing.assert_array_equal(pool, whole.state[f"cache.0.{kind}"])
-    program = isa.lower(layer_step(TINY, 1, 9, 12, dtype, block=4, table=[1, 2, 0])[1], chips.load(chip))
-    assert [(b.name, b.role) for b in program.bindings[:3]] == [(f"cache.0.key.{k}", "state") for k in range(3)]
+        np.testing.assert_array_equal(in_table_order(paged.state[f"cache.0.{kind}"], table), whole.state[f"cache.0.{kind}"])
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), sequences=st.integers(1, 3), pool=st.integers(1, 4), block=st.integers(1, 4), width=st.integers(1, 3))
+def test_paged_appends_and_reads_equal_the_ops_reference(data, sequences, pool, block, width):
+    """An append of rows into each sequence's block j through a block table, then a read of the
+    block's first positions as a graph output (a gather of the block view): the machine's pool and
+    output are the ops' numpy references', on generic and ascend910b (its DDR-to-DDR moves staged
+    on chip)."""
+    per = data.draw(st.integers(1, 3))
+    j = data.draw(st.integers(0, per - 1))
+    n = data.draw(st.integers(1, block))
+    position = data.draw(st.integers(0, block - n))
+    length = data.draw(st.integers(1, block))
+    table = np.array(data.draw(st.lists(st.lists(st.integers(0, pool - 1), min_size=per, max_size=per), min_size=sequences,
+                                        max_size=sequences).filter(lambda t: len({row[j] for row in t}) == len(t))), np.int32)
+    g = isa.Graph("paged")
+    with g:
+        state = g.state("pool", (pool, 2, block, width), "float16")
+        at = g.input("table", (sequences, per), "int32")
+        rows = g.input("rows", (sequences, 2, n, width), "float16")
+        O.cache_append(state, O.adds(rows, 0.0), position, 2, table=at, block=j)
+        g.output(O.cache_read(state, length, 2, table=at, block=j), "seen")
+    rng = np.random.default_rng(pool * 7 + block)
+    before = rng.standard_normal((pool, 2, block, width)).astype(np.float16)
+    feeds = {"table": table, "rows": rng.standard_normal((sequences, 2, n, width)).astype(np.float16)}
+    pooled = O.REGISTRY["cache_append"].reference([before, feeds["rows"], table], {"position": position, "axis": 2, "block": j})[0]
+    seen = O.REGISTRY["cache_read"].reference([pooled, table], {"length": length, "axis": 2, "block": j})[0]
+    for chip in ("generic", "ascend910b"):
+        result = sim.execute(isa.lower(g, chips.load(chip)), chip, feeds, state={"pool": before})
+        np.testing.assert_array_equal(result.state["pool"], pooled)
+        np.testing.assert_array_equal(result.outputs["seen"], seen)  # read after the append, in graph order
+
+
+def test_a_whole_models_paged_decode_step_replays_its_layers():
+    """16 layers, each with its pool, all reading the one block table: the layers replay
+    (isa/lower/replay.py) into the program of every layer emitted, which takes the same cycles."""
+    deep = llm.config("tinyllama-1.1b", layers=16, hidden=64, heads=4, kv_heads=2, mlp=96, vocab=50)
+    graph = llm.with_kv_cache(isa.from_onnx(llm.model(deep, seq=1, past=6, dtype="float16", block=4, weight_inputs=True)), deep, 1, 8,
+                              past=6, layers=deep.layers, block=4)
+    target = chips.load("ascend910b")
+    replay, every = (isa.lower(graph, target, replay=r) for r in (True, False))
+    assert any(n.startswith("layers replayed") for n in replay.notes)
+    assert replay.streams == every.streams and replay.bindings == every.bindings
+    assert sim.execute(replay, target, None, mode="timing").cycles == sim.execute(every, target, None, mode="timing").cycles
 
 
 def test_the_trace_shows_the_cache_as_graph_state(tmp_path):
@@ -290,6 +367,62 @@ def test_bad_cache_ops_are_refused_naming_what(build, error, message):
     g = isa.Graph("g")
     with pytest.raises(error, match=message):
         build(g, g.state("cache", (2, 8, 4)))
+
+
+def paged_pool(g, dtype="int32"):
+    """A pool of 3 blocks of 4 positions and a block table of one sequence's 3 blocks."""
+    return g.state("pool", (3, 2, 4, 2)), g.input("table", (1, 3), dtype)
+
+
+def paged_read(g, axis=2, block=0, dtype="int32"):
+    pool, table = paged_pool(g, dtype)
+    return O.cache_read(pool, 2, axis, table=table, block=block)
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda g: paged_read(g, block=3),
+     r"cache_read of state pool: block 3 of a sequence is beyond the block table's 3 \(table shape \(1, 3\); a block is in 0\.\.2\)"),
+    (lambda g: paged_read(g, axis=0), r"cache_read of state pool: axis 0 of a pool counts its blocks"),
+    (lambda g: paged_read(g, dtype="float32"),
+     r"the block table must be integers of shape \(sequences, blocks per sequence\), got float32\[1, 3\]"),
+])
+def test_bad_paged_cache_ops_are_refused_naming_what(build, message):
+    g = isa.Graph("g")
+    with pytest.raises(isa.ShapeError, match=message):
+        build(g)
+
+
+def test_rows_for_more_sequences_than_the_block_table_has_are_refused():
+    g = isa.Graph("g")
+    pool, table = paged_pool(g)
+    with pytest.raises(isa.ShapeError, match=r"rows of shape \(2, 2, 1, 2\) do not fit a state of shape \(1, 2, 4, 2\)"):
+        O.cache_append(pool, g.input("rows", (2, 2, 1, 2)), 0, 2, table=table)
+
+
+def test_a_block_table_entry_beyond_the_pool_faults_naming_it():
+    """The table is read at run time: an entry beyond the pool's blocks is an IndexRangeError of
+    the op reading through it (the fused attention of a decode step, the append's scatter), naming
+    the entry and the pool's blocks; a table of the wrong shape is refused as an input."""
+    program = isa.lower(layer_step(TINY, 1, 9, 12, "float32", block=4)[1], chips.load("generic"))
+    x = np.ones((1, 1, TINY.hidden), np.float32)
+    with pytest.raises(sim.IndexRangeError, match=r"op layers\.0\.ctx\.2: index 3 at position \(0,\) is out of range for dimension 0 "
+                                                  r"of size 3 \(allowed 0\.\.2\)"):
+        sim.Session("generic").execute(program, {"x": x, "block_table": np.array([[1, 3, 0]], np.int32)})
+    with pytest.raises(sim.IndexRangeError, match=r"index -1 at position \(0,\) is out of range for dimension 0 of size 3 "
+                                                  r"\(allowed 0\.\.2\)"):
+        sim.Session("generic").execute(program, {"x": x, "block_table": np.array([[1, 2, -1]], np.int32)})
+    with pytest.raises(sim.InputError, match=r"input 'block_table': expected shape \(1, 3\), got \(1, 2\)"):
+        sim.Session("generic").execute(program, {"x": x, "block_table": np.array([[1, 2]], np.int32)})
+
+
+def test_a_block_of_a_paged_cache_only_the_fused_attention_reads():
+    g = isa.Graph("g")
+    with g:
+        pool, table = paged_pool(g)
+        g.output(O.adds(O.cache_read(pool, 3, 2, table=table, block=1), 1.0), "y")
+    with pytest.raises(isa.UnsupportedError, match=r"op adds adds_0 reads cache_read_0, a block of paged cache pool read through its "
+                                                   r"block table, which only the fused attention \(attention templates\) do"):
+        isa.lower(g, chips.load("generic"))
 
 
 def test_a_read_of_the_cache_only_products_and_arrangements_take_in_place():

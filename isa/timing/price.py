@@ -68,7 +68,7 @@ def price(chip: Chip, engine: Engine, instr: Instr) -> Step:
 
 def _dma(chip: Chip, engine: Engine, instr: Dma | IndexedDma) -> Step:
     moved = bytes_moved(instr, chip)
-    shares = dma_shares(instr)
+    shares = dma_shares(instr, chip, moved)
     if isinstance(instr, IndexedDma):  # an indexed transfer bypasses the cache
         name, read, write = ("scatter" if instr.scatter else "gather"), None, None
     else:
@@ -101,15 +101,21 @@ def dma_latency(instr: Dma | IndexedDma, chip: Chip, engine: Engine) -> int:
     return costs.transfer_latency(engine, chip.memories, _endpoints(instr))
 
 
-def dma_shares(instr: Dma | IndexedDma) -> tuple:
+def dma_shares(instr: Dma | IndexedDma, chip: Chip, moved: int | None = None) -> tuple:
     """The share of bytes_moved each endpoint (_endpoints) carries: a converting DMA's narrower
-    side fewer (isa/costs.py, side_shares); a gather's or scatter's indices are read whole."""
-    return (1.0, 1.0, 1.0) if isinstance(instr, IndexedDma) else costs.side_shares(instr.src, instr.dst)
+    side fewer (isa/costs.py, side_shares); a gather's or scatter's rows go through the table's
+    and the rows' memories as a copy's bytes do, and its indices, read whole, through theirs:
+    a paged cache's block of 32 KB read by one 4-byte table entry loads its memory with the
+    block and the entry, not twice the block. `moved`: its bytes_moved, where known."""
+    if not isinstance(instr, IndexedDma):
+        return costs.side_shares(instr.src, instr.dst)
+    index = costs.side_bytes(instr.index, chip.memories[instr.index.mem].burst) / (moved or bytes_moved(instr, chip))
+    return (1.0 - index, 1.0 - index, index)
 
 
 def dma_cycles(instr: Dma | IndexedDma, chip: Chip, engine: Engine) -> int:
     """A transfer's cycles alone: its latency and its bytes at the uncontended bandwidth."""
-    bandwidth = costs.transfer_bandwidth(engine, chip.memories, _endpoints(instr), dma_shares(instr))
+    bandwidth = costs.transfer_bandwidth(engine, chip.memories, _endpoints(instr), dma_shares(instr, chip))
     return dma_latency(instr, chip, engine) + math.ceil(bytes_moved(instr, chip) / bandwidth)
 
 

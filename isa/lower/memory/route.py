@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from ...costs import transfer_bandwidth, transfer_latency
 from ...errors import UnsupportedError
-from ...instructions import Dma, Region, dense
+from ...instructions import Dma, IndexedDma, Region, dense
 
 if TYPE_CHECKING:
     from chips.schema import Chip
@@ -95,19 +95,37 @@ STAGE_SLOTS = 4
 
 
 def copy(em: Emits, src: Region, src_buf: Buf, dst: Region, dst_buf: Buf, op: str, core: int | None = None,
-         stages: Sequence[Buf] | None = None) -> None:
+         stages: Sequence[Buf] | None = None, index: tuple[Region, Buf] | None = None, wrap: bool = False) -> None:
     """Emit the DMA(s) moving region src (in src_buf) to region dst (in dst_buf): through a
     staging buffer per intermediate hop, placed here (Emitter.stage_buffer) or given in
-    `stages` (one per hop)."""
+    `stages` (one per hop). With `index` (indices P + (n, k) and their buffer), src is a table
+    whose rows the first hop gathers by the indices it reads (IndexedDma, negative ones counted
+    from the end with `wrap`): a gather op's, a paged cache's block read through its block table."""
     hops = route(em.chip, src.mem, dst.mem, core)
     here, here_buf = src, src_buf
     for k, (engine, _, to) in enumerate(hops[:-1]):
-        stage = stages[k] if stages else em.stage_buffer(to, here.nbytes, f"{op}/stage.{to}", engine)
-        there = dense(to, stage.addr, here.dtype, here.shape)
-        em.emit(engine, Dma(here, there, op), reads=(here_buf,), writes=(stage,))
+        shape = gathered(here, index[0]) if index and not k else here.shape
+        stage = stages[k] if stages else em.stage_buffer(to, dense(to, 0, here.dtype, shape).nbytes, f"{op}/stage.{to}", engine)
+        there = dense(to, stage.addr, here.dtype, shape)
+        _hop(em, engine, here, here_buf, there, stage, op, index if not k else None, wrap)
         if here_buf is not src_buf and not stages:
             em.release(here_buf)
         here, here_buf = there, stage
-    em.emit(hops[-1][0], Dma(here, dst, op), reads=(here_buf,), writes=(dst_buf,))
+    _hop(em, hops[-1][0], here, here_buf, dst, dst_buf, op, index if len(hops) == 1 else None, wrap)
     if here_buf is not src_buf and not stages:
         em.release(here_buf)
+
+
+def gathered(table: Region, index: Region) -> tuple[int, ...]:
+    """The shape of the rows indices of shape P + (n, k) gather from a table P + (k dims) + Q: P + (n,) + Q."""
+    p = len(index.shape) - 2
+    return index.shape[:-1] + table.shape[p + index.shape[-1]:]
+
+
+def _hop(em: Emits, engine: str, src: Region, src_buf: Buf, dst: Region, dst_buf: Buf, op: str, index: tuple[Region, Buf] | None,
+         wrap: bool) -> None:
+    """One hop: a Dma, or with `index` a gather of src's rows by it."""
+    if index is None:
+        em.emit(engine, Dma(src, dst, op), reads=(src_buf,), writes=(dst_buf,))
+    else:
+        em.emit(engine, IndexedDma(src, index[0], dst, False, wrap, op), reads=(src_buf, index[1]), writes=(dst_buf,))

@@ -40,8 +40,9 @@ the units (each core's matrix engine with its vector engine) in runs of equal wo
 mask leaves the last positions' tiles several times the first ones' blocks.
 
 A decode step (flash-decoding; CANN's IncreFlashAttention; vLLM's PagedAttention): the keys and
-values come in segments (the cache or its paged blocks, read where they lie, and the new
-tokens'), blocks never straddling one's edge; a KV group's every query row is one tile, so the
+values come in segments (the cache read where it lies, or a paged cache's blocks, each tile
+gathered through its block table's entry at run time (`_load`), and the new tokens'), blocks
+never straddling one's edge; a KV group's every query row is one tile, so the
 cache is read once per KV head; the few tiles' long chains of blocks are cut into parts the units
 do apart, each leaving its O (not divided by l), m and l in the memory every core reaches, and a
 unit's vector engine combines a tile's parts after (key_parts, combine).
@@ -62,6 +63,7 @@ from ..context import local_memory, operand_memory
 from ..memory.alloc import shortfall
 from ..memory.route import copy, route
 from ..schedule.tiling import halvings, sub_region
+from .cache import paged_read
 
 if TYPE_CHECKING:
     from ...graph import Node, Tensor
@@ -185,6 +187,8 @@ class _Plan:
         self.dtype = self.q.dtype
         known = g.constants.get(self.mask.name) if self.mask is not None else None
         self.mask_values = None if known is None else known.reshape((1,) * (4 - known.ndim) + known.shape)
+        # the segments that are blocks of a paged cache, gathered through their block table's entries
+        self.paged = {t.name: through for t in self.ks + self.vs if (through := paged_read(ctx, t.name)) is not None}
         self.skipped = self.blocks = 0
         self.visits: dict[QueryTile, list[Visit]] = {}
         self.placed: list[Buf] = []  # every unit's buffers, released once all are emitted
@@ -420,25 +424,28 @@ class _Plan:
             if i + 2 < len(steps):
                 self._load_value(steps[i + 2])
 
-    def _copy(self, src: Region, src_buf: Buf, dst: Region, dst_buf: Buf, key: str, slot: int = 0) -> None:
+    def _copy(self, src: Region, src_buf: Buf, dst: Region, dst_buf: Buf, key: str, slot: int = 0,
+              index: tuple[Region, Buf] | None = None) -> None:
         """src to dst along the chip's DMA links, through the on-chip shared memory (an L2) where
         the direct route would pass through DDR, staging in buffers of this unit's own for each
-        (key, slot): units that staged at shared addresses would wait for one another."""
+        (key, slot): units that staged at shared addresses would wait for one another. With
+        `index`, src is a table whose rows the first hop gathers by it (route.copy)."""
         chip = self.ctx.chip
         shared = local_memory(chip)
         via_ddr = any(to == "ddr" for _, _, to in route(chip, src.mem, dst.mem)[:-1])
         if via_ddr and shared and src.mem != shared and dst.mem != shared:
-            mid_buf = self._stage((key, slot, "mid"), shared, src.nbytes)
-            mid = dense(shared, mid_buf.addr, src.dtype, src.shape)
-            self._copy_staged(src, src_buf, mid, mid_buf, (key, slot, 0))
+            mid_buf = self._stage((key, slot, "mid"), shared, dst.nbytes)
+            mid = dense(shared, mid_buf.addr, dst.dtype, dst.shape)
+            self._copy_staged(src, src_buf, mid, mid_buf, (key, slot, 0), index)
             self._copy_staged(mid, mid_buf, dst, dst_buf, (key, slot, 1))
             return
-        self._copy_staged(src, src_buf, dst, dst_buf, (key, slot, 0))
+        self._copy_staged(src, src_buf, dst, dst_buf, (key, slot, 0), index)
 
-    def _copy_staged(self, src: Region, src_buf: Buf, dst: Region, dst_buf: Buf, key: tuple) -> None:
+    def _copy_staged(self, src: Region, src_buf: Buf, dst: Region, dst_buf: Buf, key: tuple,
+                     index: tuple[Region, Buf] | None = None) -> None:
         hops = route(self.ctx.chip, src.mem, dst.mem)
-        stages = [self._stage((*key, k), to, src.nbytes) for k, (_, _, to) in enumerate(hops[:-1])]
-        copy(self.em, src, src_buf, dst, dst_buf, self.node.name, stages=stages or None)
+        stages = [self._stage((*key, k), to, dst.nbytes) for k, (_, _, to) in enumerate(hops[:-1])]
+        copy(self.em, src, src_buf, dst, dst_buf, self.node.name, stages=stages or None, index=index)
 
     def _stage(self, key: tuple, mem: str, nbytes: int) -> Buf:
         """The unit's staging buffer for `key` in mem, placed at its first use (a tile's largest)."""
@@ -462,15 +469,10 @@ class _Plan:
             q = b["q"][t % 2]
             self._copy(self._q_region(it), home[self.q.name], dense(q.mem, q.addr, self.dtype, (1, hk, pr, self.D)), q, "q", t % 2)
         key, _, c0 = self._segment(c0)
-        k_full = self.ctx.home_region(key.name)
         if self.key_t:  # stored transposed: a (D, tc) tile; else token-major, tc rows the product reads transposed
-            src = sub_region(k_full, (bb, kv, 0, c0), (1, 1, self.D, tc))
-            shape = (1, 1, self.D, tc)
+            self._load(key, (bb, kv, 0, c0), (1, 1, self.D, tc), b["k"][slot], "k", slot)
         else:
-            src = sub_region(k_full, (bb, kv, c0, 0), (1, 1, tc, self.D))
-            shape = (1, 1, tc, self.D)
-        k = b["k"][slot]
-        self._copy(src, home[key.name], dense(k.mem, k.addr, self.dtype, shape), k, "k", slot)
+            self._load(key, (bb, kv, c0, 0), (1, 1, tc, self.D), b["k"][slot], "k", slot)
         if kind == "mask":
             mask = self.mask
             assert mask is not None  # a block is masked only where the op has a mask
@@ -486,10 +488,19 @@ class _Plan:
     def _load_value(self, blk: Block) -> None:
         """What a block's accumulation reads: its value tile."""
         it, c0, tc, slot = blk.tile, blk.c0, blk.tc, blk.slot
-        v = self.b["v"][slot]
         _, value, c0 = self._segment(c0)
-        src = sub_region(self.ctx.home_region(value.name), (it.batch, it.kv, c0, 0), (1, 1, tc, self.Dv))
-        self._copy(src, self.ctx.home[value.name], dense(v.mem, v.addr, self.dtype, (1, 1, tc, self.Dv)), v, "v", slot)
+        self._load(value, (it.batch, it.kv, c0, 0), (1, 1, tc, self.Dv), self.b["v"][slot], "v", slot)
+
+    def _load(self, t: Tensor, starts: tuple[int, ...], extents: tuple[int, ...], dst: Buf, key: str, slot: int) -> None:
+        """A box of key or value segment t into dst, dense: copied where it lies, or for a block of
+        a paged cache gathered through its block table's entry (isa/lower/templates/cache.py)."""
+        to = dense(dst.mem, dst.addr, self.dtype, extents)
+        through = self.paged.get(t.name)
+        if through is None:
+            self._copy(sub_region(self.ctx.home_region(t.name), starts, extents), self.ctx.home[t.name], to, dst, key, slot)
+            return
+        table, index = through.part(starts, extents)
+        self._copy(table, through.table_buf, to, dst, key, slot, (index, through.index_buf))
 
     def _segment(self, c0: int) -> tuple[Tensor, Tensor, int]:
         """(key, value, the block's first key within them) of the segment holding key c0."""

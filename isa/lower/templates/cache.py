@@ -10,6 +10,13 @@ reads the cache where it lies, as a serving engine's attention kernel does. An a
 [position, position + n) (spread over the cores, staged where DDR-to-DDR copies stage), as the
 runtimes' ReshapeAndCache or device-to-device memcpy does. The emitter orders the reads and writes
 of a state's Buf, so the cache ops act in graph order.
+
+A paged cache's ops (a block table their last operand) reach each sequence's block through the
+table's entry at run time, as vLLM's PagedAttention kernel and its reshape_and_cache do: an
+append is a scatter (IndexedDma) of the rows into the pool blocks the table's column names, a
+read a view whose reader gathers each tile by the entry (`paged`; the fused attention's key and
+value loads), or a graph output gathered whole. The engine reads the entries from DDR, so a
+program serves any table; an entry beyond the pool faults (IndexRangeError).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import TYPE_CHECKING
 from ...errors import GraphError, UnsupportedError
 from ...ops import REGISTRY
 from ..schedule.tiling import sub_region
+from .indexed import Access, gather_rows, scatter_rows
 from .staging import staged_copy
 
 if TYPE_CHECKING:
@@ -30,6 +38,7 @@ if TYPE_CHECKING:
 # templates that read an operand through its region's strides at the tensor's own shape (the
 # arrangement ops' views, isa/lower/templates/staging.py view_region, as an ONNX MatMul's per-head extracts)
 READS_IN_PLACE = ("matmul", "arrange", "attention")
+READS_PAGED = ("attention",)  # templates that read a paged cache's block through its table (`paged`)
 
 
 def bind_states(ctx: Lowering) -> None:
@@ -55,28 +64,65 @@ def lower_cache(ctx: Lowering, group: Group) -> None:
     state, out = node.inputs[0], node.outputs[0]
     buf = ctx.home[state]
     t = g.tensors[state]
+    through = paged(ctx, node)
     if node.op == "cache_append":
         rows = g.tensors[node.inputs[1]]
-        starts = [0] * len(t.shape)
-        starts[node.params["axis"]] = node.params["position"]
-        dst = sub_region(buf.region(t.dtype, t.shape), starts, rows.shape)
-        staged_copy(ctx, node.name, ctx.home_region(rows.name), ctx.home[rows.name], dst, buf, spread=True)
+        if through is not None:
+            scatter_rows(ctx, through, ctx.home_region(rows.name), ctx.home[rows.name])
+        else:
+            starts = [0] * len(t.shape)
+            starts[node.params["axis"]] = node.params["position"]
+            dst = sub_region(buf.region(t.dtype, t.shape), starts, rows.shape)
+            staged_copy(ctx, node.name, ctx.home_region(rows.name), ctx.home[rows.name], dst, buf, spread=True)
     else:
-        _check_readers(ctx, node)
-    if out in ctx.home:  # a graph output: a copy of its own
+        _check_readers(ctx, node, through is not None)
+    if out in ctx.home and through is not None and node.op == "cache_read":  # a graph output: the block view gathered
+        gather_rows(ctx, through, ctx.home_region(out), ctx.home[out])
+    elif out in ctx.home:  # a graph output: a copy of its own
         view = g.tensors[out]
         staged_copy(ctx, node.name, buf.region(view.dtype, view.shape), buf, ctx.home_region(out), ctx.home[out], spread=True)
     else:
         ctx.home[out] = buf
 
 
-def _check_readers(ctx: Lowering, node: Node) -> None:
+def paged(ctx: Lowering, node: Node) -> Access | None:
+    """A paged cache op's block view as an indexed access (isa/lower/templates/indexed.py): the
+    pool, the positions of each block an append writes, indexed along its first axis by the block
+    table's column of the op's block; None for an op on a cache not paged."""
+    g: Graph = ctx.graph
+    if len(node.inputs) != (2 if node.op == "cache_read" else 3):
+        return None
+    state, table = node.inputs[0], node.inputs[-1]
+    t, n = g.tensors[state], g.tensors[table].shape[0]
+    pool = ctx.home[state].region(t.dtype, t.shape)
+    if node.op == "cache_append":
+        axis, rows = node.params["axis"], g.tensors[node.inputs[1]].shape
+        starts = [0] * len(t.shape)
+        starts[axis] = node.params["position"]
+        pool = sub_region(pool, starts, t.shape[:axis] + (rows[axis],) + t.shape[axis + 1:])
+    column = sub_region(ctx.home_region(table), (0, node.params["block"]), (n, 1))
+    return Access(ctx, node.name, pool, ctx.home[state], column, ctx.home[table])
+
+
+def paged_read(ctx: Lowering, name: str) -> Access | None:
+    """The block view of tensor `name` where it is a read of a paged cache (a reader gathers its
+    tiles through it: Access.part gives a box's pool and table regions), else None."""
+    node = ctx.graph.producer.get(name)
+    return paged(ctx, node) if node is not None and node.op == "cache_read" else None
+
+
+def _check_readers(ctx: Lowering, node: Node, through_table: bool) -> None:
     """A read of a cache is a strided view of it: only templates that read their operands through
-    their regions' strides may take it."""
+    their regions' strides may take it, and a paged cache's block only those that gather it
+    through its block table."""
     out = node.outputs[0]
     g: Graph = ctx.graph
+    allowed = READS_PAGED if through_table else READS_IN_PLACE
     for user in g.consumers(out):
         template = REGISTRY[user.op].template
-        if template not in READS_IN_PLACE:
-            raise UnsupportedError(f"op {user.op} {user.name} reads {out}, a read of cache {node.inputs[0]} in place, which only "
-                                   f"products ({', '.join(READS_IN_PLACE)} templates) do; its template is {template}")
+        if template not in allowed:
+            state = node.inputs[0]
+            how = f"a block of paged cache {state} read through its block table, which only the fused attention" if through_table \
+                else f"a read of cache {state} in place, which only products"
+            raise UnsupportedError(f"op {user.op} {user.name} reads {out}, {how} ({', '.join(allowed)} templates) do; its template "
+                                   f"is {template}")

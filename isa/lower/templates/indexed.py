@@ -49,20 +49,20 @@ def lower_indexed(ctx: Lowering, group: Group) -> None:
     out = node.outputs[0]
     if not opdef.scatter:
         x, idx = node.inputs
-        access = _Access(ctx, node.name, view_region(ctx, x, table), ctx.home[x], view_region(ctx, idx, index), ctx.home[idx])
-        _gather(ctx, access, view_region(ctx, out, rows), ctx.home[out])
+        access = Access(ctx, node.name, view_region(ctx, x, table), ctx.home[x], view_region(ctx, idx, index), ctx.home[idx])
+        gather_rows(ctx, access, view_region(ctx, out, rows), ctx.home[out])
         return
     data, idx, upd = node.inputs
     staged_copy(ctx, node.name, ctx.home_region(data), ctx.home[data], ctx.home_region(out), ctx.home[out])
-    access = _Access(ctx, node.name, view_region(ctx, out, table), ctx.home[out], view_region(ctx, idx, index), ctx.home[idx], wrap=True)
+    access = Access(ctx, node.name, view_region(ctx, out, table), ctx.home[out], view_region(ctx, idx, index), ctx.home[idx], wrap=True)
     fn = opdef.combine(node.params)
     if fn is None:
-        _scatter(ctx, access, view_region(ctx, upd, rows), ctx.home[upd])
+        scatter_rows(ctx, access, view_region(ctx, upd, rows), ctx.home[upd])
     else:
         _combine(ctx, access, fn, view_region(ctx, upd, rows), ctx.home[upd])
 
 
-class _Access:
+class Access:
     """An indexed table in DDR: its region and buffer, the index region and buffer, and where a
     box of the rows' iteration space P + (n,) + Q reads or writes them."""
 
@@ -80,16 +80,9 @@ class _Access:
 
     def gather(self, starts: tuple[int, ...], extents: tuple[int, ...], dst: Region, dst_buf: Buf) -> None:
         """Gather the rows of a box into dst (any memory): the first hop from DDR is the
-        indexed transfer, into a staging buffer when more hops follow."""
-        em = self.ctx.em
+        indexed transfer, into a staging buffer when more hops follow (route.copy)."""
         table, index = self.part(starts, extents)
-        hops = route(em.chip, "ddr", dst.mem)
-        here, here_buf = (dst, dst_buf) if len(hops) == 1 else self._stage(hops[0][2], dst, "gather")
-        instr = IndexedDma(table, index, here, False, self.wrap, self.op)
-        em.emit(hops[0][0], instr, reads=(self.table_buf, self.index_buf), writes=(here_buf,))
-        if here_buf is not dst_buf:
-            copy(em, here, here_buf, dst, dst_buf, self.op)
-            em.release(here_buf)
+        copy(self.ctx.em, table, self.table_buf, dst, dst_buf, self.op, index=(index, self.index_buf), wrap=self.wrap)
 
     def scatter(self, starts: tuple[int, ...], extents: tuple[int, ...], src: Region, src_buf: Buf) -> None:
         """Scatter src (any memory) to the rows of a box: the last hop into DDR is the indexed
@@ -114,32 +107,32 @@ class _Access:
 # ---- what a chunk holds on chip ----------------------------------------------------------
 
 def _gathered_through(chip: Chip, dst: str) -> list[str]:
-    """The on-chip memories an `_Access.gather` into dst holds a chunk in."""
+    """The on-chip memories an `Access.gather` into dst holds a chunk in."""
     hops = route(chip, "ddr", dst)
     return [] if len(hops) == 1 else [hops[0][2]] + stages(chip, hops[0][2], dst)
 
 
 def _scattered_through(chip: Chip, src: str) -> list[str]:
-    """The on-chip memories an `_Access.scatter` from src holds a chunk in."""
+    """The on-chip memories an `Access.scatter` from src holds a chunk in."""
     hops = route(chip, src, "ddr")
     return [] if len(hops) == 1 else stages(chip, src, hops[-1][1]) + [hops[-1][1]]
 
 
 # ---- the transfers -----------------------------------------------------------------------
 
-def _gather(ctx: Lowering, access: _Access, rows: Region, rows_buf: Buf) -> None:
+def gather_rows(ctx: Lowering, access: Access, rows: Region, rows_buf: Buf) -> None:
     needs = held_whole(_gathered_through(ctx.chip, "ddr"), rows.dtype)
     for starts, extents in chunks(ctx, rows.shape, needs, access.op):
         access.gather(starts, extents, sub_region(rows, starts, extents), rows_buf)
 
 
-def _scatter(ctx: Lowering, access: _Access, rows: Region, rows_buf: Buf) -> None:
+def scatter_rows(ctx: Lowering, access: Access, rows: Region, rows_buf: Buf) -> None:
     needs = held_whole(_scattered_through(ctx.chip, "ddr"), rows.dtype)
     for starts, extents in chunks(ctx, rows.shape, needs, access.op, rows_whole=True):
         access.scatter(starts, extents, sub_region(rows, starts, extents), rows_buf)
 
 
-def _combine(ctx: Lowering, access: _Access, fn: str, updates: Region, updates_buf: Buf) -> None:
+def _combine(ctx: Lowering, access: Access, fn: str, updates: Region, updates_buf: Buf) -> None:
     """out[index[i]] = fn(out[index[i]], updates[i]) for each row i in order, on the vector unit.
     A chunk holds a box of update rows and one output row in the vector unit's memory."""
     em, dtype = ctx.em, updates.dtype
