@@ -150,6 +150,46 @@ def test_a_3d_convolution_deploys_to_int8_as_the_chip_compiler_lowers_it(name, w
     assert quantized.stats.busy["tiu"] < floating.stats.busy["tiu"]
 
 
+def _mobilenet_block():
+    """A depthwise 3x3 and a pointwise 1x1 convolution of 16 channels, each with bias and ReLU
+    (a MobileNet block at a small size), float32 ONNX."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        from onnx_models import Net
+    finally:
+        del sys.path[0]
+    net = Net("mobilenet_block", "float32", 0)
+    x = net.input("input", (1, 16, 24, 24))
+    x = net.unary("Relu", net.conv(x, 16, 3, group=16, bias=True, name="dw"), "dw.relu")
+    x = net.unary("Relu", net.conv(x, 16, 1, bias=True, name="pw"), "pw.relu")
+    net.output(x, "output")
+    return net.model("a depthwise and a pointwise convolution")
+
+
+@pytest.mark.parametrize("name, per_channel", [("bm1684", False), ("bm1686", True)])
+def test_int8_weight_scales_are_per_channel_only_where_the_chip_requantizes_per_channel(name, per_channel):
+    """INT8 deployment of a MobileNet block: BM1684X requantizes per channel (its table has
+    requant_int32 mode 2), so each product goes to int16 and a mul_shift by per-channel multipliers;
+    BM1684 does not, and TPU-MLIR lowers its int8 convolutions, depthwise ones too, with one right
+    shift for the whole filter (isa/deploy/int8.py): each product is finished into int8 by its own
+    shift, no multiplier runs on the vector unit, and the depthwise convolution is computed in int8,
+    not in float32 between casts. Either way the result is within a few int8 steps of the float model's."""
+    model = _mobilenet_block()
+    x = np.random.default_rng(0).standard_normal((1, 16, 24, 24)).astype(np.float32)
+    chip = chips.load(name)
+    threshold = 8.0
+    g = isa.from_onnx(model, quantize="int8", chip=name, calibration=isa.deploy.Table(default=threshold))
+    convs = [n for n in g.nodes if n.op == "conv"]
+    assert len(convs) == 2 and "in float32" not in g.notes[-1]
+    assert ("mul_shift" in {n.op for n in g.nodes}) == per_channel
+    assert {g.tensors[n.outputs[0]].dtype for n in convs} == {"int16" if per_channel else "int8"}
+    quantized = sim.run(g, chip, {"input": x})
+    fns = {e.name for e in quantized.trace.events if e.kind == "vector"}
+    assert ("mul_rshift" in fns) == per_channel
+    floating = sim.run(isa.from_onnx(model), chip, {"input": x})
+    assert np.abs(quantized.outputs["output"] - floating.outputs["output"]).max() < 6 * threshold / 127
+
+
 def _conv_folds(chip, ic):
     """The matrix unit's cycles of a 3x3 float16 convolution of ic channels of 16 x 16 into 64
     channels, each product's issue left out (the tiling may cut the product in pieces)."""

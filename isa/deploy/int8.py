@@ -15,8 +15,12 @@ first way that the op and the chip's op table take:
   gives BM1684 a right shift without multiplier); a bias beyond int16, or S > 1, takes
   HighPrecisionSymmetric with an int32 bias. The output's threshold is that of the ReLU after it
   when a ReLU is its only reader (the negative half would be cut anyway).
-  Per channel (conv and matrix_mul, where the chip has mul_shift of int16 by int8): the weight's
-  scale is one per output channel, as TPU-MLIR's. The seed's modes take one scale per op, so the
+  Per channel (conv and matrix_mul, where the chip requantizes per channel, the seed's
+  requant_int32 mode 2, and has mul_shift of int16 by int8): the weight's scale is one per output
+  channel, as TPU-MLIR's for BM1684X. BM1684, without a per-channel requantization, keeps one
+  scale per op: TPU-MLIR lowers its int8 convolutions with one right shift for the whole filter
+  (OnlyShift, multiplier 1, an int16 bias: lib/Conversion/TopToTpu/BM1684/Conv.cpp @ ca0304ab),
+  its depthwise ones included. The seed's modes take one scale per op, so the
   product runs in HighPrecisionSymmetric with a scale of 2^-r into int16 (a bias at each channel's
   scale s_x * s_w[c], int16 where it fits), and a `mul_shift` by a per-channel int8 multiplier m[c] and one
   shift R, on the vector unit in the product's layer group, makes the int8 result:
@@ -236,7 +240,8 @@ class Int8:
     def per_channel(self, node: Node, weight: NDArray[Any], b: NDArray[Any] | None, s_x: float, s_y: float) -> bool:
         """conv or matrix_mul with one weight scale per output channel: the product into int16 at
         2^-r, then mul_shift by the channels' multipliers (see the module's docstring)."""
-        if node.op not in ("conv", "matrix_mul") or not self.rb.supported("mul_shift", {}, [I16, I8], I8):
+        if node.op not in ("conv", "matrix_mul") or not (self.rb.supported("mul_shift", {}, [I16, I8], I8)
+                                                          and self.rb.supported("requant_int32", {"mode": 2}, [I32], I8)):
             return False
         axis = 0 if node.op == "conv" else weight.ndim - 1  # the weight's output-channel axis
         others = tuple(k for k in range(weight.ndim) if k != axis)
