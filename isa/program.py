@@ -62,10 +62,8 @@ class Blocks:
     b * per_block, buffers + (b + 1) * per_block), each block the one before it moved
     (isa/lower/replay.py): the same instructions but for the addresses of the block's own bound
     tensors and staging slots, its op and buffer names, and its waits on the two blocks before it
-    moved on by a block; but block 0, the one the lowering checked the next against, whose waits
-    may name other instructions (the state before it was not yet periodic). `owned[b]`: block b's
-    own ddr bytes (its bound tensors the replay moves), as (first byte, last byte + 1) spans.
-    Timing mode may fast-forward through them (sim/forward.py)."""
+    moved on by a block. `owned[b]`: block b's own ddr bytes (its bound tensors the replay moves),
+    as (first byte, last byte + 1) spans. Timing mode may fast-forward through them (sim/forward.py)."""
 
     start: dict[str, int]
     size: dict[str, int]

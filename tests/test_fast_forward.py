@@ -13,7 +13,7 @@ import chips
 import isa
 import sim
 import sim.machine
-from isa.instructions import Region, Vector, Wait
+from isa.instructions import Region, Vector
 from sim import forward
 from traces.records import Repeated
 
@@ -97,24 +97,6 @@ def test_blocks_whose_own_lines_another_block_shares_run_whole(forwarded):
     shared = dataclasses.replace(program, blocks=dataclasses.replace(blocks, owned=tuple(owned)))
     fast, whole, skipped = forwarded(shared, target)
     assert not skipped
-    assert_same_run(fast, whole)
-
-
-def test_a_first_block_whose_waits_name_other_instructions_fast_forwards_where_it_runs_alike(forwarded):
-    """The lowering's first block may wait on other instructions than the next one's moved back (a
-    layer after one that placed its intermediates elsewhere, isa/lower/replay.py): run before the
-    cut, it is the whole run's as long as the blocks repeat in time. Here one of its waits also
-    names the instruction before the one it waits on, which has ended by then."""
-    target = chips.load("ascend910b")
-    program = isa.lower(stack(20, 8, 96), target)
-    blocks, streams = program.blocks, {e: list(s) for e, s in program.streams.items()}
-    e, i, f, k = next((e, i, *w.rsplit(".", 1)) for e in streams for i in range(blocks.start[e], blocks.start[e] + blocks.size[e])
-                      if isinstance(streams[e][i], Wait) for w in streams[e][i].on
-                      if not isinstance(streams[w.rsplit(".", 1)[0]][int(w.rsplit(".", 1)[1]) - 1], Wait))
-    x = streams[e][i]
-    streams[e][i] = dataclasses.replace(x, on=(*x.on, f"{f}.{int(k) - 1}"))
-    fast, whole, skipped = forwarded(dataclasses.replace(program, streams=streams), target)
-    assert skipped
     assert_same_run(fast, whole)
 
 

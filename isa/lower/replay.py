@@ -39,10 +39,9 @@ emits every block. A block whose tensors are bound where block c's are not (a la
 the graph's output where the others pass theirs on) ends the replay: it and the blocks after it
 are emitted.
 
-The blocks replayed, block c and the one it was checked against are the program's `blocks`
-(isa/program.py's Blocks: each block the one before it moved, waits and all, but the first, whose
-waits may name other instructions), through which timing mode fast-forwards (sim/forward.py),
-running the first blocks and checking that they repeat in time. Their buffers are
+The blocks replayed, block c and, where block c is it moved waits and all, the one it was checked
+against are the program's `blocks` (isa/program.py's Blocks: each block the one before it moved,
+waits and all), through which timing mode fast-forwards (sim/forward.py). Their buffers are
 appended at once, their instructions made when first read (_Replayed): a fast-forwarded timing
 run reads only the blocks it runs and the others' op names (isa/program.py's op_names).
 """
@@ -135,6 +134,7 @@ class Replayer:
         self.multiple = 1  # repeats a block
         self.slots: Slots = {}  # the staging slots the blocks take turns over (_rotation)
         self.found: Blocks | None = None  # the blocks replayed, from the last one checked on (the Program's `blocks`)
+        self.exact = False  # whether the block checked is the one before it moved, waits and all (`congruent`)
 
     def edge(self, b: int) -> int:
         """The index of block b's first group."""
@@ -229,18 +229,21 @@ class Replayer:
             return False
         self.slots = slots
         move = _Move(self, c - 1, c, {e: s[c - 2]["len"][e] for e in self.engines}, delta, slots)
-        em = self.em
+        em, exact = self.em, True
         for e in self.engines:
             stream, lo, hi = em.streams[e], s[c - 1]["len"][e], s[c]["len"][e]
             moved, actual = list(map(move.instr, stream[lo:hi])), stream[lo + delta[e]:hi + delta[e]]
-            if moved != actual and not all(map(_same, moved, actual)):
-                return False
+            if moved != actual:
+                if not all(map(_same, moved, actual)):
+                    return False
+                exact = False
         buffers, shift = em.buffers, s[c]["buffers"] - s[c - 1]["buffers"]
         if any(move.buffer(buffers[j]) != buffers[j + shift] for j in range(s[c - 1]["buffers"], s[c]["buffers"])):
             return False
         shift = s[c]["notes"] - s[c - 1]["notes"]
         if any(move.text(em.notes[j]) != em.notes[j + shift] for j in range(s[c - 1]["notes"], s[c]["notes"])):
             return False
+        self.exact = exact
         return self._state_congruent(move, k)
 
     def _rotation(self, c: int) -> Slots | None:
@@ -336,7 +339,8 @@ class Replayer:
                     setattr(new, field, move.ids(getattr(old, field)))
                 new.first = old.first and move.ident(old.first)
         block.knowledge(shifts)
-        self.found = Blocks(dict(s[c - 1]["len"]), delta, end - c + 1, s[c - 1]["buffers"], b3[1] - b3[0], tuple(owned))
+        b0 = c - 1 if self.exact else c  # the program's blocks start at the one block c was checked against where it is that one moved
+        self.found = Blocks(dict(s[b0]["len"]), delta, end - b0, s[b0]["buffers"], b3[1] - b3[0], tuple(owned[b0 - c + 1:]))
         last = _Move(self, c, end - 1, first, {e: (end - k) * d for e, d in delta.items()}, _power(self.slots, end - k))
         self._move_state(last, placed)
         em.notes.append(f"layers replayed: {end - k} blocks of {rep.period * self.multiple} groups (from group "
