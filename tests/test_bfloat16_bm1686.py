@@ -16,15 +16,14 @@ from onnx.reference import ReferenceEvaluator
 import chips
 import isa
 import sim
-from isa.deploy import weight_only
 from isa.errors import UnsupportedError
 from isa.instructions import Matmul, Vector
-from isa.ops.weight_only import MATRIX_MUL_A16
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import llm
 from test_deploy import TOLERANCE, cnn, image, note
 from test_deploy import deployed as deployed_cnn
+from test_weight_only_ascend import bfloat16_a16
 
 BM1686 = chips.load("bm1686")
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -107,14 +106,7 @@ def test_the_ops_tpu_mlir_lowers_in_f32_run_in_float32_between_casts_the_rest_in
 def test_a_weight_only_product_with_bfloat16_activations(bits):
     """W8BF16 and W4BF16: TPU-MLIR lowers a MatMul with weight_bits in BF16 to an A16MatMul; the
     template dequantizes the tile to bfloat16 in local memory and the cube multiplies it."""
-    stored, scale, zero = weight_only.quantize_weight(np.random.default_rng(0).standard_normal((256, 96)).astype(np.float32), bits, 128)
-    g = isa.Graph("a16")
-    terms = [g.constant(n, t.astype(BF16)) for n, t in (("s", scale), ("z", zero)) if t is not None]
-    y = isa.ops.matrix_mul_a16(g.input("x", (5, 256), "bfloat16"), g.constant("w", stored), *terms, bits=bits, group=128, name="y")
-    g.output(y, "y")
-    x = np.random.default_rng(1).standard_normal((5, 256)).astype(BF16)
-    got = sim.run(g, BM1686, inputs={"x": x}).outputs["y"]
-    want = MATRIX_MUL_A16.reference([x, stored] + [g.constants[t.name] for t in terms], g.nodes[0].params)[0].astype(np.float64)
+    _, got, want = bfloat16_a16(BM1686, bits)
     assert got.dtype == BF16
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=TOL, atol=TOL * np.abs(want).max())
 

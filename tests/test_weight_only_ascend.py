@@ -174,10 +174,9 @@ def test_a_prefill_product_takes_the_antiquant_kernel():
                 note.split("antiquant ")[1].rstrip(")").replace(",", ""))
 
 
-@pytest.mark.parametrize("bits", [8, 4])
-def test_bfloat16_products_on_the_910b_and_the_310b_refusal(bits):
-    """The 910B's table has the op in bfloat16 too (CANN's x BF16); the 310B's has none (CANN's
-    operator page marks the Atlas 200I/500 A2 unsupported): refused naming the op, dtypes and chip."""
+def bfloat16_a16(chip, bits):
+    """A (5, 256) x (256, 96) product of bfloat16 activations and `bits`-bit weights in groups of
+    128 run on chip: (its graph, its output, the op's reference in float64)."""
     bf16 = isa.dtypes.np_dtype("bfloat16")
     stored, scale, zero = weight_only.quantize_weight(np.random.default_rng(0).standard_normal((256, 96)).astype(np.float32), bits, 128)
     g = isa.Graph("a16")
@@ -185,9 +184,17 @@ def test_bfloat16_products_on_the_910b_and_the_310b_refusal(bits):
     y = isa.ops.matrix_mul_a16(g.input("x", (5, 256), "bfloat16"), g.constant("w", stored), *terms, bits=bits, group=128, name="y")
     g.output(y, "y")
     x = np.random.default_rng(1).standard_normal((5, 256)).astype(bf16)
-    got = sim.run(g, CHIP, inputs={"x": x}).outputs["y"].astype(np.float64)
+    got = sim.run(g, chip, inputs={"x": x}).outputs["y"]
     want = MATRIX_MUL_A16.reference([x, stored] + [g.constants[t.name] for t in terms], g.nodes[0].params)[0].astype(np.float64)
-    np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2 * np.abs(want).max())
+    return g, got, want
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_bfloat16_products_on_the_910b_and_the_310b_refusal(bits):
+    """The 910B's table has the op in bfloat16 too (CANN's x BF16); the 310B's has none (CANN's
+    operator page marks the Atlas 200I/500 A2 unsupported): refused naming the op, dtypes and chip."""
+    g, got, want = bfloat16_a16(CHIP, bits)
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-2, atol=1e-2 * np.abs(want).max())
     stored_dtype = "int8" if bits == 8 else "uint8"
     refused = rf"op y: matrix_mul_a16 with bfloat16 x {stored_dtype} -> bfloat16 is not supported on chip ascend310b"
     with pytest.raises(isa.UnsupportedError, match=refused):
