@@ -116,16 +116,17 @@ def decoder_layer(cfg, batch=1, seq=1, past=0, dtype="float16", seed=0, block=No
     return net.model(f"{cfg.name} decoder layer, {seq} new tokens over {past} cached, random weights (seed {seed})")
 
 
-def model(cfg, batch=1, seq=1, past=0, dtype="float16", seed=0, block=None, weight_inputs=False):
+def model(cfg, batch=1, seq=1, past=0, dtype="float16", seed=0, block=None, weight_inputs=False, embedding=True):
     """The whole model: "input_ids" (batch, seq) -> the last position's "logits" (batch, 1, vocab)
     and each layer's "present.{i}.key" / "present.{i}.value" (per block with `block`). With
     weight_inputs, the embedding's, projections' and head's weights are graph inputs of the same
     names, not initializers: a model for timing mode (which reads no values) that the host need
     not draw or hold, as a 7B model's 13.5 GB of float16 weights would not fit this machine's
-    memory twice."""
+    memory twice. Without `embedding`, the first layer reads "embedded" (batch, seq, hidden), the
+    lookup's rows, as a graph input (for a chip that refuses the lookup, as `ends`)."""
     net = _net(cfg, "decoder", dtype, seed)
     net.weight_inputs = weight_inputs
-    x = _embedding(net, cfg, batch, seq)
+    x = _embedding(net, cfg, batch, seq) if embedding else net.input("embedded", (batch, seq, cfg.hidden))
     presents = []
     for i in range(cfg.layers):
         x, rows = _layer(net, cfg, x, i, batch, seq, past, block)

@@ -374,14 +374,32 @@ def test_the_bench_leaves_out_an_embedding_lookup_the_chip_refuses():
     assert none is None and both.cycles > 0
 
 
-def test_the_bench_simulates_a_decode_step_whole(capsys):
-    """--whole: the model (embedding, layers, head) as one graph, its layers each near one layer simulated alone."""
-    assert BENCH.main(["--model", "tinyllama-1.1b", "--chip", "generic", "--dtype", "float32", "--layers", "2", "--whole",
+@pytest.mark.parametrize("chip, dtype, ends", [("generic", "float32", "embedding and head"), ("bm1686", "float16", "head")])
+def test_the_bench_simulates_a_decode_step_whole(capsys, chip, dtype, ends):
+    """--whole: the model (embedding, layers, head) as one graph, its layers each near one layer
+    simulated alone; on a chip that refuses the lookup (bm1686), the model from its rows."""
+    assert BENCH.main(["--model", "tinyllama-1.1b", "--chip", chip, "--dtype", dtype, "--layers", "2", "--whole",
                        "--prompt", "4", "--generate", "2", "--top", "0"]) == 0
     out = capsys.readouterr().out
+    assert f"the whole model (2 layers, {ends}) simulated as one graph" in out
     whole = float(re.search(r"simulated as one graph: time per output token ([\d.]+) ms", out).group(1))
     multiplied = float(re.search(r"x 2 \+ head would be ([\d.]+) ms", out).group(1))
     assert abs(whole - multiplied) <= 0.05 * multiplied
+
+
+def test_a_model_without_its_lookup_reads_the_rows_the_lookup_gives():
+    """model(embedding=False) starts from "embedded", the lookup's rows: given the embedding table's
+    rows for some ids, and the whole model's weights, its outputs are the whole model's for those ids."""
+    whole, rows = (llm.model(TINY, seq=3, past=2, dtype="float32", embedding=e) for e in (True, False))
+    weights = {t.name: t for t in whole.graph.initializer}
+    for t in rows.graph.initializer:
+        t.CopyFrom(weights[t.name])
+    feeds = feeds_for(whole)
+    table = next(onnx.numpy_helper.to_array(t) for t in whole.graph.initializer if t.name == "embed_tokens.weight")
+    given = {k: v for k, v in feeds.items() if k != "input_ids"} | {"embedded": table[feeds["input_ids"]]}
+    assert "input_ids" not in {i.name for i in rows.graph.input}
+    for want, got in zip(ReferenceEvaluator(whole).run(None, feeds), ReferenceEvaluator(rows).run(None, given)):
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("chip, dtype", [("generic", "float32"), ("ascend910b", "float16")])
