@@ -37,7 +37,12 @@ class ProgramError(SimError):
 
 class IndexRangeError(SimError):
     """An index read at run time (a gather's, a scatter's) is out of range, or a scatter writes
-    one place twice: names the op, the position and the value."""
+    one place twice: names the op, the position and the value. `at`: the (memory, byte address)
+    the bad index was read from, for the machine to name the graph tensor holding it."""
+
+    def __init__(self, message: str, at: tuple[str, int] | None = None) -> None:
+        super().__init__(message)
+        self.at = at
 
 
 class DeadlockError(SimError):

@@ -20,7 +20,7 @@ import numpy as np
 
 from chips.schema import Chip, Engine
 from isa import dtypes
-from isa.errors import InputError, ProgramError
+from isa.errors import IndexRangeError, InputError, ProgramError
 from isa.instructions import (
     REDUCTIONS,
     TABLE_OPERANDS,
@@ -33,6 +33,7 @@ from isa.instructions import (
     Scalar,
     Vector,
     Wait,
+    dense,
     instr_text,
     regions,
 )
@@ -589,6 +590,24 @@ def _check_indexed(instr: IndexedDma, where: str) -> None:
         raise ProgramError(f"{where}: table and rows differ in width")
 
 
+def _holder(program: Program, at: tuple[str, int] | None) -> str:
+    """Which graph tensor's element lies at (memory, byte address), worded for an error: an index
+    a gather reads from an input (a paged cache's block table) is the user's to mend there."""
+    if at is None:
+        return ""
+    mem, addr = at
+    for b in program.bindings:
+        r = b.region
+        lo, hi = r.span()
+        if r.mem == mem and lo <= addr < hi:
+            offset = (addr - r.addr) // dtypes.itemsize(r.dtype)
+            dense_strides = dense(r.mem, r.addr, r.dtype, r.shape).strides
+            if r.strides != dense_strides or not r.shape:
+                return f" (read from {b.role} {b.name!r})"
+            return f" (read from {b.role} {b.name!r}, element {tuple(int(v) for v in np.unravel_index(offset, r.shape))})"
+    return ""
+
+
 class _Watch(Observer):
     """The machine's view of a run: it computes each instruction as it starts (functional mode),
     records the trace's events and keeps each placed buffer's lifetime."""
@@ -606,7 +625,10 @@ class _Watch(Observer):
             self.machine.occupancy.open(opens[i], now)
         if self.execute:
             instr = self.streams[engine][i]
-            partial = self.execute[instr.kind](instr, self.machine.memories)
+            try:
+                partial = self.execute[instr.kind](instr, self.machine.memories)
+            except IndexRangeError as exc:
+                raise IndexRangeError(f"{exc}{_holder(self.machine.program, exc.at)}") from None
             if partial:
                 return self.machine._produced(partial)
         return ""

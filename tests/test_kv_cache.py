@@ -402,14 +402,15 @@ def test_rows_for_more_sequences_than_the_block_table_has_are_refused():
 def test_a_block_table_entry_beyond_the_pool_faults_naming_it():
     """The table is read at run time: an entry beyond the pool's blocks is an IndexRangeError of
     the op reading through it (the fused attention of a decode step, the append's scatter), naming
-    the entry and the pool's blocks; a table of the wrong shape is refused as an input."""
+    the entry, the pool's blocks and the table's element it was read from; a table of the wrong
+    shape is refused as an input."""
     program = isa.lower(layer_step(TINY, 1, 9, 12, "float32", block=4)[1], chips.load("generic"))
     x = np.ones((1, 1, TINY.hidden), np.float32)
     with pytest.raises(sim.IndexRangeError, match=r"op layers\.0\.ctx\.2: index 3 at position \(0,\) is out of range for dimension 0 "
-                                                  r"of size 3 \(allowed 0\.\.2\)"):
+                                                  r"of size 3 \(allowed 0\.\.2\) \(read from input 'block_table', element \(0, 1\)\)"):
         sim.Session("generic").execute(program, {"x": x, "block_table": np.array([[1, 3, 0]], np.int32)})
     with pytest.raises(sim.IndexRangeError, match=r"index -1 at position \(0,\) is out of range for dimension 0 of size 3 "
-                                                  r"\(allowed 0\.\.2\)"):
+                                                  r"\(allowed 0\.\.2\) \(read from input 'block_table', element \(0, 2\)\)"):
         sim.Session("generic").execute(program, {"x": x, "block_table": np.array([[1, 2, -1]], np.int32)})
     with pytest.raises(sim.InputError, match=r"input 'block_table': expected shape \(1, 3\), got \(1, 2\)"):
         sim.Session("generic").execute(program, {"x": x, "block_table": np.array([[1, 2]], np.int32)})

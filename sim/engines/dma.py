@@ -39,10 +39,12 @@ def _indexed(instr: IndexedDma, memories: dict[str, Memory]) -> None:
     bad = (index < 0) | (index >= dims)
     if bad.any():
         at = tuple(int(v) for v in np.argwhere(bad)[0])
+        region = instr.index
+        addr = region.addr + sum(i * s for i, s in zip(at, region.strides)) * dtypes.itemsize(region.dtype)
         raise IndexRangeError(
             f"op {instr.op}: index {int(given[at])} at position {at[:-1]} is out of range for dimension "
-            f"{p + at[-1]} of size {int(dims[at[-1]])} (allowed {-int(dims[at[-1]]) if instr.wrap else 0}..{int(dims[at[-1]]) - 1})"
-        )
+            f"{p + at[-1]} of size {int(dims[at[-1]])} (allowed {-int(dims[at[-1]]) if instr.wrap else 0}..{int(dims[at[-1]]) - 1})",
+            (region.mem, addr))
     prefix = np.indices(given.shape[:-1])[:p]
     where = tuple(prefix) + tuple(index[..., j] for j in range(k))
     if not instr.scatter:
