@@ -17,6 +17,7 @@ from isa.instructions import IndexedDma
 O = isa.ops
 GENERIC = chips.load("generic")
 ASCEND = chips.load("ascend310b")
+BM1686 = chips.load("bm1686")  # TPU-MLIR's BM1684X gather: float tables, int32 or int64 indices
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SEED_X = np.arange(1, 10).reshape(3, 3)
 
@@ -47,7 +48,7 @@ def run(chip, x, indices, axis=0, batch_dims=0, constant=False):
 
 # ---- the seed's examples -----------------------------------------------------------------
 
-@pytest.mark.parametrize("chip", [GENERIC, ASCEND], ids=["generic", "ascend310b"])
+@pytest.mark.parametrize("chip", [GENERIC, ASCEND, BM1686], ids=["generic", "ascend310b", "bm1686"])
 def test_seed_examples(chip):
     x = SEED_X.astype(np.float16)  # the seed's C++ example makes x ACL_FLOAT16
     example1 = run(chip, x, np.array([2, 0], np.int64), axis=1).outputs["y"]
@@ -102,7 +103,7 @@ def row_dtypes(chip):
     return tuple(sorted(sig.inputs[0])), tuple(sorted(sig.inputs[1]))
 
 
-@pytest.mark.parametrize("chip", [GENERIC, ASCEND], ids=["generic", "ascend310b"])
+@pytest.mark.parametrize("chip", [GENERIC, ASCEND, BM1686], ids=["generic", "ascend310b", "bm1686"])
 @SETTINGS
 @given(data=st.data())
 def test_random(chip, data):

@@ -342,7 +342,7 @@ def test_every_form_of_the_shift_stores_the_words_fields(bits):
 ACT_ORDER = np.random.default_rng(3).permutation(np.arange(256) // 64)  # g_idx of act-order GPTQ: group of each row of K
 
 
-@pytest.mark.parametrize("chip", ["generic", "ascend910b"])
+@pytest.mark.parametrize("chip", ["generic", "ascend910b", "bm1686"])
 @pytest.mark.parametrize("shared", [False, True])
 def test_act_order_imports_as_a_gather_of_x_and_matrix_mul_a16(chip, shared):
     """A g_idx that reorders K (act-order GPTQ): x's columns gathered in the order of their groups
@@ -357,6 +357,6 @@ def test_act_order_imports_as_a_gather_of_x_and_matrix_mul_a16(chip, shared):
 
 
 def test_act_order_on_a_chip_without_a_gather_is_refused_when_lowered():
-    """bm1686's table has no gather: the gather of x's columns is named."""
-    with pytest.raises(UnsupportedError, match=r"gather .* not supported on chip bm1686"):
-        isa.lower(isa.from_onnx(gptq_model(4, 64, how=ACT_ORDER)), chips.load("bm1686"))
+    """bm1684's table has no gather: the gather of x's columns is named."""
+    with pytest.raises(UnsupportedError, match=r"gather .* not supported on chip bm1684"):
+        isa.lower(isa.from_onnx(gptq_model(4, 64, how=ACT_ORDER)), chips.load("bm1684"))
