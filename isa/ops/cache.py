@@ -95,11 +95,17 @@ def check_block(state: tuple, table: Spec, block: Any, where: str) -> tuple:
 
 def _view(state: Spec, ins: list[Spec], params: dict[str, Any], op: str) -> tuple:
     """The shape the op reads or writes: the state's, or through a block table (its last operand) the block view's."""
-    if len(ins) == (2 if op == "cache_read" else 3):
-        if params["axis"] == 0:
-            raise ShapeError(f"{op}: axis 0 of a pool counts its blocks; a position is along another axis")
-        return check_block(state.shape, ins[-1], params.get("block"), op)
-    return state.shape
+    table = ins[-1] if len(ins) == (2 if op == "cache_read" else 3) else None
+    return _block_view(state.shape, table, params.get("block"), params["axis"], op)
+
+
+def _block_view(state: tuple, table: Spec | None, block: Any, axis: int, where: str) -> tuple:
+    """The shape a cache op at `axis` acts on: the state's, or its block view through `table`."""
+    if table is None:
+        return state
+    if axis == 0:
+        raise ShapeError(f"{where}: axis 0 of a pool counts its blocks; a position is along another axis")
+    return check_block(state, table, block, where)
 
 
 def _blocks(arrays: list[ndarray], params: dict[str, Any], paged: bool) -> Any:
@@ -201,14 +207,10 @@ def cache_append(state: Tensor, rows: Tensor, position: int, axis: int, name: st
 
 
 def _checked_view(state: Tensor, table: Tensor | None, block: int, axis: int, where: str) -> tuple:
-    """The shape a cache op at `axis` acts on: the state's, or its block view through `table`."""
-    if table is None:
-        return state.shape
-    if not isinstance(table, Tensor):
+    """_block_view of a cache op being built: its block table a tensor of the graph."""
+    if table is not None and not isinstance(table, Tensor):
         raise GraphError(f"{where}: the block table must be a tensor of the graph, got {table!r}")
-    if axis == 0:
-        raise ShapeError(f"{where}: axis 0 of a pool counts its blocks; a position is along another axis")
-    return check_block(state.shape, Spec(table.shape, table.dtype), block, where)
+    return _block_view(state.shape, None if table is None else Spec(table.shape, table.dtype), block, axis, where)
 
 
 def _one(out: Tensor | tuple[Tensor, ...]) -> Tensor:

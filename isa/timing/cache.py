@@ -98,7 +98,7 @@ class _Stamps:
         page = (first + lo) // self.PAGE
         if page == (first + hi) // self.PAGE and (slot := self.slot.item(page)) >= 0:
             self.last[slot] = now
-            base = slot * self.PAGE - page * self.PAGE + first
+            base = (slot - page) * self.PAGE + first
             return slice(base + lo, base + hi + 1) if hi - lo + 1 == len(lines) else lines + base
         lines = lines + first
         pages = lines // self.PAGE
