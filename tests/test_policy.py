@@ -431,6 +431,14 @@ def test_allocator_strategies():
         Allocator("m", 100, 1, "worst_fit")
 
 
+def test_an_allocation_takes_the_address_held_for_it_where_it_fits_there():
+    a = Allocator("m", 100, 4)
+    a.alloc(20, "x")
+    assert a.alloc(10, "held", at=40) == (40, 12)  # in the gap [20, 100), at 40
+    assert a.alloc(8, "low", at=48) == (20, 8)  # 48 lies in [40, 52), taken: first fit
+    assert a.alloc(40, "big", at=60) == (60, 40) and a.alloc(4, "next")[0] == 28
+
+
 # ---- the Policy itself, and from a command line ------------------------------------------------
 
 def test_policy_checks_its_values():

@@ -26,6 +26,7 @@ from ..errors import ConfigError, OutOfMemoryError
 from .check import check_graph, check_sizes
 from .context import Lowering, local_memory
 from .emit import Buf, Emitter
+from .memory.carry import carried
 from .memory.route import copy
 from .policy import Policy, policy_from_overrides
 from .replay import Replayer, find
@@ -78,10 +79,11 @@ def _lower(graph: Graph, chip: Chip, policy: Policy, progress: Progress | None, 
         for t in g.loads:
             last_use[shares.get(t, t)] = i
     chains, placed = Chains(ctx, groups), set[str]()
-    place = functools.partial(_place, ctx, touch, placed)  # not a closure calling itself: that cycle would keep ctx, its
-    # emitter and the program's instructions until a full collection
-    repeat = find(graph, groups, _span_starts(groups, chains)) if replay else None
-    replayer = Replayer(ctx, em, groups, repeat) if repeat else None
+    repeat = find(graph, groups, _span_starts(groups, chains))  # the program is the same emitted whole or replayed
+    carry = _Carry(carried(graph, groups, repeat) if repeat else {}, groups)
+    place = functools.partial(_place, ctx, touch, placed, carry)  # not a closure calling itself: that cycle would keep ctx,
+    # its emitter and the program's instructions until a full collection
+    replayer = Replayer(ctx, em, groups, repeat) if repeat and replay else None
     i, done, total = 0, 0, sum(len(g.nodes) for g in groups)
     while i < len(groups):
         resume = replayer.at(i, placed) if replayer else None
@@ -103,9 +105,11 @@ def _lower(graph: Graph, chip: Chip, policy: Policy, progress: Progress | None, 
             groups[i].template.lower(ctx, groups[i])
         for k, g in enumerate(span, i):
             for t in dict.fromkeys(shares.get(t, t) for t in g.loads):
-                if last_use[t] == k and t in placed:
+                if last_use[t] == k and t in placed and not carry.hold(t, ctx.home[t], k):
                     em.release(ctx.home[t])
         i += len(span)
+        for buf in carry.unclaimed(i):
+            em.release(buf)
         if progress:
             done += sum(len(g.nodes) for g in span)
             progress(done, total)
@@ -113,16 +117,48 @@ def _lower(graph: Graph, chip: Chip, policy: Policy, progress: Progress | None, 
     return dataclasses.replace(em.program(), blocks=replayer.found if replayer else None)
 
 
-def _place(ctx: Lowering, touch: Touch, placed: set[str], t: str, template: Template) -> None:
-    """Give tensor t, made by `template`, a home, and note it in `placed`."""
+def _place(ctx: Lowering, touch: Touch, placed: set[str], carry: _Carry, t: str, template: Template) -> None:
+    """Give tensor t, made by `template`, a home, and note it in `placed`: a repeat's carried
+    tensor where the one it is handed on in place of was held for it."""
     if t in ctx.permuted:  # written in place of the permute's output (templates/place.py)
         out = ctx.permuted[t][0]
         if out not in ctx.home:
-            _place(ctx, touch, placed, out, template)
+            _place(ctx, touch, placed, carry, out, template)
         ctx.home[t] = ctx.home[out]
         return
-    ctx.home[t] = _place_intermediate(ctx, t, {*touch.get(t, {}), template})
+    held = carry.claim(t)
+    if held is not None:
+        ctx.em.release(held)
+    ctx.home[t] = _place_intermediate(ctx, t, {*touch.get(t, {}), template}, held)
     placed.add(t)
+
+
+class _Carry:
+    """The homes held for a repeat's carried tensors (isa/lower/memory/carry.py): from the last
+    read of the tensor each is handed on in place of until it is placed, or released unclaimed
+    once the group that makes it has run (a template that places its own outputs)."""
+
+    def __init__(self, carried: dict[str, str], groups: list[Group]) -> None:
+        self.replaced = {handed: made for made, handed in carried.items()}  # a tensor -> the one handed on in its place
+        self.maker = {t: i for i, g in enumerate(groups) for n in g.nodes for t in n.outputs if t in carried}
+        self.held: dict[str, Buf] = {}  # a carried tensor not yet placed -> the home held for it
+
+    def hold(self, t: str, home: Buf, read: int) -> bool:
+        """Whether t's home, at t's last read (by group `read`), is held for the tensor handed on
+        in its place (made by a later group)."""
+        made = self.replaced.get(t)
+        if made is None or self.maker[made] <= read:
+            return False
+        self.held[made] = home
+        return True
+
+    def claim(self, t: str) -> Buf | None:
+        return self.held.pop(t, None)
+
+    def unclaimed(self, ran: int) -> list[Buf]:
+        """The homes held for tensors whose makers are among the groups before `ran`."""
+        done = [t for t in self.held if self.maker[t] < ran]
+        return [self.held.pop(t) for t in done]
 
 
 def _span_starts(groups: list[Group], chains: Chains) -> set[int]:
@@ -262,22 +298,24 @@ def _bind(ctx: Lowering, ddr_only: set[str]) -> Aliased:
     return aliased
 
 
-def _place_intermediate(ctx: Lowering, name: str, templates: set[Template]) -> Buf:
+def _place_intermediate(ctx: Lowering, name: str, templates: set[Template], held: Buf | None = None) -> Buf:
     """The home of a tensor passed between groups: the chip's data memory (DDR, or the host's
     where it has one and every template touching it can reach it), or with local intermediates the
     chip's largest on-chip memory when every template touching it can reach it there and it
     takes at most half of that memory's free bytes, so the groups that run while it lives keep
-    room for their tiles. A tensor that could have gone on chip but did not is noted."""
+    room for their tiles; at `held`'s address where that is its memory. A tensor that could have
+    gone on chip but did not is noted."""
     em, nbytes = ctx.em, ctx.graph.tensors[name].nbytes
     if _local_intermediates(ctx) and _on_chip_ok(templates):
         mem = local_memory(ctx.chip)
         alloc = em.allocators[mem] if mem is not None else None
         if mem is not None and alloc and 2 * nbytes <= alloc.free_bytes() and alloc.fits([nbytes]):
-            return em.alloc(mem, nbytes, name)
+            return em.alloc(mem, nbytes, name, at=held.addr if held is not None and held.mem == mem else None)
         why = f"{mem} has {alloc.free_bytes()} bytes free" if alloc else "no on-chip memory every core reaches"
         em.notes.append(f"intermediate {name} ({nbytes} bytes) stays in ddr: {why}")
+    mem = ctx.chip.data_memory if _on_chip_ok(templates) else "ddr"
     try:
-        return em.alloc(ctx.chip.data_memory if _on_chip_ok(templates) else "ddr", nbytes, name)
+        return em.alloc(mem, nbytes, name, at=held.addr if held is not None and held.mem == mem else None)
     except OutOfMemoryError as exc:
         raise OutOfMemoryError(f"tensor {name} made by op {ctx.graph.producer[name].name}, passed between layer groups: {exc}") from None
 

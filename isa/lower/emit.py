@@ -93,7 +93,7 @@ class Emits(Protocol):
 
     def emit(self, engine: str, instr: Instr, reads: Sequence[Buf] = (), writes: Sequence[Buf] = ()) -> str | None: ...
 
-    def alloc(self, mem: str, nbytes: int, name: str, unused: bool = False) -> Buf: ...
+    def alloc(self, mem: str, nbytes: int, name: str, unused: bool = False, at: int | None = None) -> Buf: ...
 
     def split(self, buf: Buf, at: Sequence[int]) -> tuple[Buf, ...]: ...
 
@@ -120,8 +120,8 @@ class Emitter:
 
     # ---- placement --------------------------------------------------------------------------
 
-    def alloc(self, mem: str, nbytes: int, name: str, unused: bool = False) -> Buf:
-        addr, size = self.allocators[mem].alloc(nbytes, name, unused)
+    def alloc(self, mem: str, nbytes: int, name: str, unused: bool = False, at: int | None = None) -> Buf:
+        addr, size = self.allocators[mem].alloc(nbytes, name, unused, at)
         buf = Buf(name, mem, addr, size)
         self.released[mem].hand_on(buf)
         return buf

@@ -3,29 +3,31 @@ give the same instructions at their own addresses (their weights, caches and out
 lowering emits a few and copies the last one's stream for the rest, with its addresses, names and
 instruction ids moved. The machine still runs every instruction; only the emission is saved.
 
-A run of `count` repeats of `period` groups alike in ops, parameters, shapes and dtypes (`find`,
-a decoder layer each) is cut into blocks of one repeat, or where that is not periodic (a tensor
-placed elsewhere every other layer) of 2, 3, 4 or 6. The first blocks are emitted, and block k - 1
-is replayed for blocks k on if it is block k - 2 moved (`Replayer.congruent`), k being 3, else 4
-(block 0, after the model's first groups, may leave the emitter otherwise), else for blocks of one
-repeat 5 (a layer's waits may reach two layers back). Block c is block
-c - 1 moved when it has per engine the same number of instructions, each block c - 1's with the
-block's bound tensors (inputs, constants, states, outputs) at the next block's addresses, its
-staging slots at the next block's (`Replayer._rotation`), its op and buffer names the next block's,
-every other address (tiles, tensors passed between groups) the same, and a wait a wait for the
-same op; the same buffers and notes, no binding added; and the emitter's state after block c
-(its engines' vector clocks, the histories of released and live buffers, the allocators' live
-buffers) is that after block c - 1 moved on by a block, but for a released range no placement of
-block c touched, which may keep a history older than block c - 1 (no later block touches it
-either). The emission being a function of that state and the groups, each later block is then
-block c moved on again, and the state after the last is block c's moved on as far. Which
-instructions a wait names is the sync rule's (isa/lower/schedule/sync.py) answer from that state's
-histories and clocks, so block c's waits may name others than block c - 1's moved on where the
-state before block c - 1 was not yet periodic: a decoder's second layer places its intermediates
-in DDR elsewhere than the third and later ones (the first layer's input, the embedding's output,
-lies elsewhere), so the third layer's first waits, on the DDR ranges it reuses, name other
-instructions than the fourth layer's moved back; the fourth is the third moved all the same, and
-is replayed for the fifth on.
+A run of `count` repeats of `period` groups alike in ops, parameters, shapes and dtypes (`find`, a
+decoder layer each) is cut into blocks of one repeat, or where that is not periodic (a tensor placed
+elsewhere every other layer) of 2, 3, 4 or 6. The first blocks are emitted, and block k - 1 is
+replayed for blocks k on if it is block k - 2 moved (`Replayer.congruent`), k being 3, else 4
+(blocks 0 and 1, after the model's first groups, may leave the emitter otherwise), else for blocks
+of one repeat 5 (a layer's waits may reach two layers back). Block c is block c - 1 moved when it
+has per engine the same number of instructions, each block c - 1's with the block's bound tensors
+(inputs, constants, states, outputs) at the next block's addresses, its staging slots at the next
+block's (`Replayer._rotation`), its op and buffer names the next block's, every other address
+(tiles, tensors passed between groups) the same, and a wait a wait for the same op; the same buffers
+and notes, no binding added; and the emitter's state after block c (its engines' vector clocks, the
+histories of released and live buffers, the allocators' live buffers) is that after block c - 1
+moved on by a block, but for a released range no placement of block c touched, which may keep a
+history older than block c - 1 (no later block touches it either). The emission being a function of
+that state and the groups, each later block is then block c moved on again, and the state after the
+last is block c's moved on as far. Which instructions a wait names is the sync rule's
+(isa/lower/schedule/sync.py) answer from that state's histories and clocks, so block c's waits may
+name others than block c - 1's moved on where the state before block c - 1 was not yet periodic;
+block c is then replayed all the same. Block c - 2 may differ from the others (a decoder's first
+layer stages its first weight tiles in local slots no instruction used before, so it waits once less
+on some engines): the check moves the ids that block c - 1's waits name there by a block, as any
+other, and where block c's waits are those moved, block c - 1 is a block of the program too. A
+decoder's layers place their DDR intermediates alike from the first on, each handing its output on
+where its input lay (isa/lower/memory/carry.py), so a Llama decoder's third layer is its second
+moved, waits and all, and is replayed for the fourth on.
 
 Staging slots (Emitter.stage_buffer) take turns: a copy stages in the slot its engine wrote
 longest ago, so two staged copies a layer over three slots come back to the same slots every third
@@ -218,7 +220,7 @@ class Replayer:
         c = k - 1
         s = {b: self.snaps[self.edge(b)] for b in range(c - 2, k + 1)}
         delta = {e: s[k]["len"][e] - s[c]["len"][e] for e in self.engines}
-        if any(s[b + 1]["len"][e] - s[b]["len"][e] != delta[e] for b in (c - 2, c - 1) for e in self.engines):
+        if any(s[c]["len"][e] - s[c - 1]["len"][e] != delta[e] for e in self.engines):
             return False
         if s[k]["bindings"] != s[c - 1]["bindings"] or s[k]["buffers"] - s[c]["buffers"] != s[c]["buffers"] - s[c - 1]["buffers"]:
             return False

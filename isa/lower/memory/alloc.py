@@ -74,15 +74,19 @@ class Allocator:
             gaps[i][1] -= size
         return True
 
-    def alloc(self, size: int, name: str, unused: bool = False) -> tuple[int, int]:
+    def alloc(self, size: int, name: str, unused: bool = False, at: int | None = None) -> tuple[int, int]:
         """(addr, size) of a new buffer. With unused, only addresses no buffer has held yet
         (above the high-water mark): where bytes preloaded before the program starts stay
-        intact until it reads them."""
+        intact until it reads them. At `at` where the buffer fits there (a home held for it)."""
         size = align_up(max(size, 1), self.granule)
         gaps = list(self._gaps())
         if unused:
             gaps = [(max(a, self.peak), a + room - max(a, self.peak)) for a, room in gaps if a + room > self.peak]
-        i = self._pick(gaps, size)
+        i = None if at is None else next((k for k, (a, room) in enumerate(gaps) if a <= at and at + size <= a + room), None)
+        if at is not None and i is not None:
+            gaps[i] = (at, size)
+        else:
+            i = self._pick(gaps, size)
         if i is None:
             largest = max((room for _, room in gaps), default=0)
             raise OutOfMemoryError(

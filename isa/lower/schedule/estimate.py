@@ -117,7 +117,7 @@ class Recorder:
     def stage_buffer(self, mem: str, nbytes: int, name: str, engine: str) -> Buf:
         return role(STAGE, mem, mem, nbytes)
 
-    def alloc(self, mem: str, nbytes: int, name: str, unused: bool = False) -> Buf:
+    def alloc(self, mem: str, nbytes: int, name: str, unused: bool = False, at: int | None = None) -> Buf:
         return role("fixed", name, mem, nbytes)
 
     def bind(self, name: str, role_: str, dtype: str, shape: Sequence[int], data: bytes = b"", mem: str = "ddr") -> Buf:
