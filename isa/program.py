@@ -28,7 +28,7 @@ from pathlib import Path
 
 from . import limits
 from .errors import ProgramError
-from .instructions import Instr, Region, instr_text, parse_id, parse_instr, parse_int, parse_name, parse_region
+from .instructions import Instr, Region, Wait, instr_text, parse_id, parse_instr, parse_int, parse_name, parse_region
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,16 @@ def op_names(stream: Sequence[Instr], indices: Iterable[int]) -> list[str]:
     made when read (isa/lower/replay.py) names those without making them."""
     named = getattr(stream, "op_names", None)
     return named(indices) if named is not None else list(map(attrgetter("op"), map(stream.__getitem__, indices)))
+
+
+def waits_in(stream: Sequence[Instr], lo: int, hi: int) -> tuple[list[int], list[tuple[str, ...]]]:
+    """The places of the waits among a stream's instructions [lo, hi), and the ids each names. A
+    stream whose replayed blocks are made when read answers for those from their ids, unmade."""
+    found = getattr(stream, "waits_in", None)
+    if found is not None:
+        return found(lo, hi)
+    at = [i for i, x in enumerate(stream[lo:hi], lo) if type(x) is Wait]
+    return at, [stream[i].on for i in at]  # type: ignore[union-attr]  # a Wait's
 
 
 @dataclass

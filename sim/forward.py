@@ -310,13 +310,14 @@ def _events(cut: Cut, raw: list[Raw], blocks: list[int], program: Program, perio
     as copies of the last kept block's (blocks: each run one's block, Cut.block), made as Events
     only when read (traces.records.Repeated)."""
     streams, m, size, lo, gap = program.streams, cut.m, cut.size, cut.lo, cut.gap
+    read = {e: functools.partial(list.__getitem__, s) for e, s in streams.items()}  # the instructions run are made: read as they are
     events: list[Event] = []
     add = events.append
     last = []  # the last kept block's events
     for (e, i, step, start, end, cached), k in zip(raw, blocks):
         if i >= lo[e]:
             i, start, end = i + gap[e], start + m * period, end + m * period
-        op = streams[e][i].op
+        op = read[e](i).op
         event = wait_event(e, i, op, start, end) if step is None else step_event(e, i, step, op, start, end, "", cached)
         add(event)
         if k == KEEP - 1:

@@ -37,7 +37,7 @@ from isa.instructions import (
     instr_text,
     regions,
 )
-from isa.program import Buffer, Program
+from isa.program import Buffer, Program, waits_in
 from isa.timing import Cache, Observer, Step, Timeline, price, vector_dtype
 from traces.occupancy import memory_counters
 from traces.records import BufferSpan, Event, Made, Sync, Trace
@@ -158,7 +158,7 @@ class Machine:
         else:
             trace.counters.update(memory_counters(trace.buffers, trace.memories))
         trace.counters["ddr.read"], trace.counters["ddr.write"] = ran.read, ran.write
-        trace.op_dtypes = op_dtypes(self.program, self.costs)  # the roofline's roof of each op
+        trace.op_dtypes = op_dtypes(self.program, self.costs, self.cut.skipped if ran.m and self.cut else None)  # each op's roof
         return Result(self.outputs(), cycles, self.chip.seconds(cycles), trace, self.program, self.states())
 
     def _produced(self, partial: Partial) -> str:
@@ -397,18 +397,20 @@ def _check(chip: Chip, program: Program, skipped: dict[str, tuple[int, int, int]
             raise ProgramError(f"program engine {e!r} is not on chip {chip.name} (engines: {', '.join(chip.engines)})")
         lo, hi, n = skipped.get(e, (0, 0, 0))
         later = lo + n if n and hi - lo >= 2 * n else hi  # the cut blocks from here to hi: their waits the first's moved (Moved)
-        at = [i for i, instr in enumerate(stream[:later]) if type(instr) is Wait]
-        bad = _read_waits(e, stream, at, lengths, waits)
+        at, ons = waits_in(stream, 0, later)
+        bad = _read_waits(e, at, ons, lengths, waits)
         if bad is None and later < hi:
             found = Moved.of(e, waits, at, lo, n, (hi - later) // n)
             if found is None:  # they do not line up as blocks' do: read each
-                at += (more := [i for i, instr in enumerate(stream[later:hi], later) if type(instr) is Wait])
-                bad = _read_waits(e, stream, more, lengths, waits)
+                more, ons = waits_in(stream, later, hi)
+                at += more
+                bad = _read_waits(e, more, ons, lengths, waits)
             else:
                 moved[e] = found
         if bad is None:
-            at += (more := [i for i, instr in enumerate(stream[hi:], hi) if type(instr) is Wait])
-            bad = _read_waits(e, stream, more, lengths, waits)
+            more, ons = waits_in(stream, hi, len(stream))
+            at += more
+            bad = _read_waits(e, more, ons, lengths, waits)
         stop = len(stream) if bad is None else bad[0]  # instructions before the first bad wait are checked first
         costs[e] = _steps(chip, chip.engines[e], stream, extents, (lo, hi, n), at, stop)
         if bad is not None:
@@ -447,11 +449,11 @@ def _syncs(waits: dict[Ident, tuple[Ident, ...]], moved: dict[str, Moved]) -> li
     return out
 
 
-def _read_waits(e: str, stream: list[Instr], at: list[int], lengths: dict[str, int], waits: dict[Ident, tuple[Ident, ...]]
+def _read_waits(e: str, at: list[int], ons: list[tuple[str, ...]], lengths: dict[str, int], waits: dict[Ident, tuple[Ident, ...]]
                 ) -> tuple[int, str] | None:
-    """Add engine e's waits at `at` to `waits`; the first that names no instruction of the program
-    (its index, the id), None where none does."""
-    on, bad = _instruction_ids(list(map(attrgetter("on"), map(stream.__getitem__, at))), lengths)
+    """Add engine e's waits at `at`, naming `ons`, to `waits`; the first that names no instruction
+    of the program (its index, the id), None where none does."""
+    on, bad = _instruction_ids(ons, lengths)
     waits.update(zip(zip(repeat(e), at), on))
     return None if bad is None else (at[bad[0]], bad[1])
 

@@ -37,18 +37,30 @@ def peak_ops(chip: Chip) -> dict[str, dict[str, float | int]]:
     return peaks
 
 
-def op_dtypes(program: Program, steps: dict[str, list[Any | Step | None] | list[Step | Any]]) -> dict:
+def op_dtypes(program: Program, steps: dict[str, list[Any | Step | None] | list[Step | Any]],
+              skipped: dict[str, tuple[int, int, int]] | None = None) -> dict:
     """op -> unit kind ("matrix", "vector") -> the dtype its instructions of that kind are priced
     in (isa/timing/price.py: a vector instruction in its widest operand's, a product in its a
     operand's), the one with the most arithmetic where they differ. steps: each engine's priced
-    Steps, as the machine ran them."""
+    Steps, as the machine ran them. skipped: engine -> (lo, hi, n), the blocks of n instructions
+    [lo, hi) a fast-forward cut out (sim/forward.py), each priced as the one before it under its
+    own op names: each counted as that one, an op name read once per op and Step."""
     work: dict[str, dict[str, dict[str, int]]] = {}
     for engine, stream in program.streams.items():
         priced = steps[engine]  # repeated instructions share one Step: each (op, Step) is tallied once
         by_id = {id(step): step for step in priced}
         if not any(step is not None and step.kind in ("matrix", "vector") for step in by_id.values()):
             continue  # a stream of copies and waits
-        for (op, k), count in collections.Counter(zip(op_names(stream, range(len(stream))), map(id, priced))).items():
+        lo, hi, n = (skipped or {}).get(engine, (0, 0, 0))
+        places = [*range(lo), *range(hi, len(stream))] if n and hi > lo else range(len(stream))
+        counts = collections.Counter(zip(op_names(stream, places), map(id, map(priced.__getitem__, places))))
+        if n and hi > lo:
+            before = list(zip(op_names(stream, range(lo - n, lo)), map(id, priced[lo - n:lo])))
+            kinds, first = collections.Counter(before), {key: p for p, key in enumerate(before)}
+            for a in range(lo, hi, n):  # a name is its block's: the one at the same place
+                for name, (key, count) in zip(op_names(stream, [a + first[key] for key in kinds]), kinds.items()):
+                    counts[name, key[1]] += count
+        for (op, k), count in counts.items():
             step = by_id[k]
             if step is None or not op or step.kind not in ("matrix", "vector"):
                 continue

@@ -65,6 +65,7 @@ def assert_same_run(fast, whole):
     assert fast.trace.buffers == whole.trace.buffers
     assert fast.trace.syncs == whole.trace.syncs  # the cut blocks' waits made from the first's (forward.Moved), the whole run's read
     assert fast.trace.counters == whole.trace.counters
+    assert fast.trace.op_dtypes == whole.trace.op_dtypes and fast.trace.op_dtypes  # the cut blocks' counted as the block before's
     assert fast.stats == whole.stats and fast.stats.slowest(5) == whole.stats.slowest(5)
 
 

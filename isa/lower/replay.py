@@ -427,6 +427,7 @@ class _Block:
         self.ends = dict(zip(em.streams, itertools.accumulate(n[e] for e in em.streams)))
         self.planned: list[tuple[_Move, dict[str, int], list[int]]] = []  # each block appended: its move, ids' shift, addresses
         self.made: set[int] = set()  # the blocks whose instructions are made
+        self.ons: dict[int, list[tuple[str, ...]]] = {}  # block -> its waits' ids, where read unmade (waits_of)
         self.texts: dict[int, np.ndarray] = {}  # block -> its distinct ops' names
         self.indexes: dict[str, np.ndarray] = {}  # engine -> its instructions' op indices (op_index)
         self.classes = [type(x) for x in instrs]
@@ -495,15 +496,15 @@ class _Block:
         if j in self.made:
             return
         self.made.add(j)
-        _, shift, addrs = self.planned[j]
+        addrs = self.planned[j][2]
         setitem, new, set_dict = dict.__setitem__, object.__new__, object.__setattr__
         ops = self.op_texts(j).tolist()
         regions = [r if a == r.addr else tuple.__new__(Region, (r.mem, a, r.dtype, r.shape, r.strides))
                    for r, a in zip(self.regions, addrs)]
         fields = list(map(dict.copy, self.fields))
         _run(map(setitem, fields, itertools.repeat("op"), map(ops.__getitem__, self.op)))
-        (ons,) = self.wait_ids.moved(np.array([shift[e] for e in self.column], np.int64))
-        _run(map(setitem, [fields[k] for k in self.waits], itertools.repeat("on"), ons))
+        _run(map(setitem, [fields[k] for k in self.waits], itertools.repeat("on"), self._ons(j)))
+        self.ons.pop(j, None)
         for key, (at, tos) in self.moving.items():
             _run(map(setitem, map(fields.__getitem__, at), itertools.repeat(key), map(regions.__getitem__, tos)))
         for k, key, operands, positions in self.tuples:
@@ -520,6 +521,18 @@ class _Block:
             place = stream.lo + j * self.sizes[e]
             list.__setitem__(stream, slice(place, place + self.sizes[e]), instrs[start:end])
             start = end
+
+    def _ons(self, j: int) -> list[tuple[str, ...]]:
+        """Block j's waits' ids (each a tuple of "engine.index"), its counterparts' moved on."""
+        if j not in self.ons:
+            (self.ons[j],) = self.wait_ids.moved(np.array([self.planned[j][1][e] for e in self.column], np.int64))
+        return self.ons[j]
+
+    def waits_of(self, j: int, engine: str) -> tuple[list[int], list[tuple[str, ...]]]:
+        """Engine's waits in block j, unmade: their places in its part of the block and their ids."""
+        start, end = self.ends[engine] - self.sizes[engine], self.ends[engine]
+        lo, hi = bisect.bisect_left(self.waits, start), bisect.bisect_left(self.waits, end)
+        return [k - start for k in self.waits[lo:hi]], self._ons(j)[lo:hi]
 
     def op_texts(self, j: int) -> np.ndarray:
         """Block j's distinct op names (self.ops moved to it), an array of str objects."""
@@ -615,6 +628,23 @@ class _Replayed(list[Any]):
         rest = np.flatnonzero(~unmade)
         names[rest] = [x.op for x in map(functools.partial(list.__getitem__, self), at[rest].tolist())]  # made: read as they are
         return names.tolist()
+
+    def waits_in(self, lo: int, hi: int) -> tuple[list[int], list[tuple[str, ...]]]:
+        """isa/program.py's waits_in: an unmade block's from its ids (_Block.waits_of), the rest read."""
+        at: list[int] = []
+        ons: list[tuple[str, ...]] = []
+        edges = {lo, hi, *(self.lo + j * self.n for j in range(self.blocks + 1) if self.n)}
+        for a, b in itertools.pairwise(sorted(e for e in edges if lo <= e <= hi)):
+            j = (a - self.lo) // self.n if self.n and a >= self.lo else -1
+            if 0 <= j < self.blocks and j not in self.block.made:
+                base = self.lo + j * self.n
+                found, named = self.block.waits_of(j, self.engine)
+                pairs = [(base + p, on) for p, on in zip(found, named) if a <= base + p < b]
+            else:
+                pairs = [(i, x.on) for i, x in enumerate(list.__getitem__(self, slice(a, b)), a) if type(x) is Wait]
+            at += map(operator.itemgetter(0), pairs)
+            ons += map(operator.itemgetter(1), pairs)
+        return at, ons
 
     @overload
     def __getitem__(self, i: SupportsIndex) -> Instr: ...

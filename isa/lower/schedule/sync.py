@@ -51,12 +51,17 @@ class Clocks:
 
     def learn(self, engine: str, need: dict[str, int]) -> None:
         """`engine` waited for `need`: it now knows what those instructions knew."""
-        learned = self.known[engine].copy()
+        learned = None
         column, knowledge = self._column, self.knowledge
         for e, i in need.items():
-            np.maximum(learned, knowledge[e][i], out=learned)
-            learned[column[e]] = max(learned[column[e]], i)
-        self.known[engine] = learned
+            if learned is None:  # a new clock: the ones appended keep theirs
+                learned = np.maximum(self.known[engine], knowledge[e][i])
+            else:
+                np.maximum(learned, knowledge[e][i], out=learned)
+            c = column[e]
+            learned[c] = max(learned[c], i)
+        if learned is not None:
+            self.known[engine] = learned
 
     def appended(self, engine: str) -> None:
         """An instruction was appended to engine's stream: it knows what its engine knows."""
