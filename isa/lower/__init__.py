@@ -7,7 +7,8 @@
 3. place    memory the policy reserves is taken out; graph inputs, constants and outputs get
             homes for the whole run (DDR; a pinned constant on chip); a tensor passed between
             groups lives from its producer to its last user in DDR, or on chip when the policy
-            says so, it fits and every template touching it can reach it there (Template.homes)
+            says so, it fits and every template touching it can reach it there (Template.homes);
+            a repeated layer's output where its input lay (memory/carry.py)
 4. emit     each group's template tiles it and emits instructions (local.py, matmul.py, ...),
             the emitter inferring the sync between engines (emit.py); a run of identical blocks
             of groups (a model's decoder layers) is emitted for its first blocks and the last
@@ -26,7 +27,7 @@ from ..errors import ConfigError, OutOfMemoryError
 from .check import check_graph, check_sizes
 from .context import Lowering, local_memory
 from .emit import Buf, Emitter
-from .memory.carry import carried
+from .memory.carry import Carry, carried
 from .memory.route import copy
 from .policy import Policy, policy_from_overrides
 from .replay import Replayer, find
@@ -80,7 +81,7 @@ def _lower(graph: Graph, chip: Chip, policy: Policy, progress: Progress | None, 
             last_use[shares.get(t, t)] = i
     chains, placed = Chains(ctx, groups), set[str]()
     repeat = find(graph, groups, _span_starts(groups, chains))  # the program is the same emitted whole or replayed
-    carry = _Carry(carried(graph, groups, repeat) if repeat else {}, groups)
+    carry = Carry(carried(graph, groups, repeat) if repeat else {}, groups)
     place = functools.partial(_place, ctx, touch, placed, carry)  # not a closure calling itself: that cycle would keep ctx,
     # its emitter and the program's instructions until a full collection
     replayer = Replayer(ctx, em, groups, repeat) if repeat and replay else None
@@ -117,7 +118,7 @@ def _lower(graph: Graph, chip: Chip, policy: Policy, progress: Progress | None, 
     return dataclasses.replace(em.program(), blocks=replayer.found if replayer else None)
 
 
-def _place(ctx: Lowering, touch: Touch, placed: set[str], carry: _Carry, t: str, template: Template) -> None:
+def _place(ctx: Lowering, touch: Touch, placed: set[str], carry: Carry, t: str, template: Template) -> None:
     """Give tensor t, made by `template`, a home, and note it in `placed`: a repeat's carried
     tensor where the one it is handed on in place of was held for it."""
     if t in ctx.permuted:  # written in place of the permute's output (templates/place.py)
@@ -131,34 +132,6 @@ def _place(ctx: Lowering, touch: Touch, placed: set[str], carry: _Carry, t: str,
         ctx.em.release(held)
     ctx.home[t] = _place_intermediate(ctx, t, {*touch.get(t, {}), template}, held)
     placed.add(t)
-
-
-class _Carry:
-    """The homes held for a repeat's carried tensors (isa/lower/memory/carry.py): from the last
-    read of the tensor each is handed on in place of until it is placed, or released unclaimed
-    once the group that makes it has run (a template that places its own outputs)."""
-
-    def __init__(self, carried: dict[str, str], groups: list[Group]) -> None:
-        self.replaced = {handed: made for made, handed in carried.items()}  # a tensor -> the one handed on in its place
-        self.maker = {t: i for i, g in enumerate(groups) for n in g.nodes for t in n.outputs if t in carried}
-        self.held: dict[str, Buf] = {}  # a carried tensor not yet placed -> the home held for it
-
-    def hold(self, t: str, home: Buf, read: int) -> bool:
-        """Whether t's home, at t's last read (by group `read`), is held for the tensor handed on
-        in its place (made by a later group)."""
-        made = self.replaced.get(t)
-        if made is None or self.maker[made] <= read:
-            return False
-        self.held[made] = home
-        return True
-
-    def claim(self, t: str) -> Buf | None:
-        return self.held.pop(t, None)
-
-    def unclaimed(self, ran: int) -> list[Buf]:
-        """The homes held for tensors whose makers are among the groups before `ran`."""
-        done = [t for t in self.held if self.maker[t] < ran]
-        return [self.held.pop(t) for t in done]
 
 
 def _span_starts(groups: list[Group], chains: Chains) -> set[int]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ...graph import Graph
+    from ..emit import Buf
     from ..replay import Repeat
     from ..schedule.fusion import Group
 
@@ -42,3 +43,32 @@ def carried(graph: Graph, groups: list[Group], repeat: Repeat) -> dict[str, str]
         if made[:-1] == handed[1:] and all(graph.tensors[m].nbytes == graph.tensors[h].nbytes for m, h in zip(made, handed)):
             out.update(zip(made, handed))
     return out
+
+
+class Carry:
+    """The homes held for a repeat's carried tensors (`carried`): from the last read of the tensor
+    each is handed on in place of until it is placed there, or given back unclaimed once the group
+    that makes it has run (a template that places its own outputs)."""
+
+    def __init__(self, carried: dict[str, str], groups: list[Group]) -> None:
+        self.replaced = {handed: made for made, handed in carried.items()}  # a tensor -> the one handed on in its place
+        self.maker = {t: i for i, g in enumerate(groups) for n in g.nodes for t in n.outputs if t in carried}
+        self.held: dict[str, Buf] = {}  # a carried tensor not yet placed -> the home held for it
+
+    def hold(self, t: str, home: Buf, read: int) -> bool:
+        """Whether t's home, at t's last read (by group `read`), is held for the tensor handed on
+        in its place (made by a later group)."""
+        made = self.replaced.get(t)
+        if made is None or self.maker[made] <= read:
+            return False
+        self.held[made] = home
+        return True
+
+    def claim(self, t: str) -> Buf | None:
+        """The home held for tensor t, now being placed, if one is."""
+        return self.held.pop(t, None)
+
+    def unclaimed(self, ran: int) -> list[Buf]:
+        """The homes held for tensors whose makers are among the groups before `ran`."""
+        done = [t for t in self.held if self.maker[t] < ran]
+        return [self.held.pop(t) for t in done]
