@@ -48,11 +48,11 @@ def op_dtypes(program: Program, steps: dict[str, list[Any | Step | None] | list[
     work: dict[str, dict[str, dict[str, int]]] = {}
     for engine, stream in program.streams.items():
         priced = steps[engine]  # repeated instructions share one Step: each (op, Step) is tallied once
-        by_id = {id(step): step for step in priced}
-        if not any(step is not None and step.kind in ("matrix", "vector") for step in by_id.values()):
-            continue  # a stream of copies and waits
         lo, hi, n = (skipped or {}).get(engine, (0, 0, 0))
         places = [*range(lo), *range(hi, len(stream))] if n and hi > lo else range(len(stream))
+        by_id = {id(step): step for step in map(priced.__getitem__, places)}  # a cut block's are the block before's
+        if not any(step is not None and step.kind in ("matrix", "vector") for step in by_id.values()):
+            continue  # a stream of copies and waits
         counts = collections.Counter(zip(op_names(stream, places), map(id, map(priced.__getitem__, places))))
         if n and hi > lo:
             before = list(zip(op_names(stream, range(lo - n, lo)), map(id, priced[lo - n:lo])))
