@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from .context import Lowering
     from .emit import Buf, Emitter
     from .schedule.fusion import Group
+    from .schedule.sync import Clocks
 
 History = tuple[dict, dict, dict, Any]  # a Buf's writes, reads, last accesses and first access
 Slots = dict[str, tuple[int, dict[int, int]]]  # memory -> (a staging slot's size, {its address: the next block's})
@@ -340,7 +341,7 @@ class Replayer:
                 for field in ("writes", "reads", "last"):
                     setattr(new, field, move.ids(getattr(old, field)))
                 new.first = old.first and move.ident(old.first)
-        block.knowledge(shifts)
+        block.knowledge(em.clocks, shifts)
         b0 = c - 1 if self.exact else c  # the program's blocks start at the one block c was checked against where it is that one moved
         self.found = Blocks(dict(s[b0]["len"]), delta, end - b0, s[b0]["buffers"], b3[1] - b3[0], tuple(owned[b0 - c + 1:]))
         last = _Move(self, c, end - 1, first, {e: (end - k) * d for e, d in delta.items()}, _power(self.slots, end - k))
@@ -418,10 +419,13 @@ class _Block:
     into the block's distinct regions in a memory whose addresses move); the waits' and buffers'
     ids parsed (_Ids); each engine's distinct vector clocks stacked. A moved instruction is a
     copy of its fields' dict with the moved ones replaced, set on a new object of its class: what
-    the class's (frozen dataclass) constructor makes, without its checks of frozenness per field."""
+    the class's (frozen dataclass) constructor makes, without its checks of frozenness per field.
+    It keeps the emitter's streams and buffers, not the emitter: the streams hold it once replayed,
+    and the emitter's vector clocks are of no use once the program is lowered."""
 
     def __init__(self, em: Emitter, lo: dict[str, int], n: dict[str, int], buffers: range, first: dict[str, int], mems: set[str]) -> None:
-        self.em, self.buffers, self.mems, self.sizes = em, buffers, mems, n
+        self.streams, self.program_buffers = em.streams, em.buffers
+        self.buffers, self.mems, self.sizes = buffers, mems, n
         self.column = {e: k for k, e in enumerate(em.clocks.known)}
         instrs = [x for e, stream in em.streams.items() for x in stream[lo[e]:lo[e] + n[e]]]  # engine after engine
         self.ends = dict(zip(em.streams, itertools.accumulate(n[e] for e in em.streams)))
@@ -489,7 +493,7 @@ class _Block:
                     map(operator.itemgetter(0), firsts), lasts)
         made = list(map(object.__new__, itertools.repeat(Buffer, len(self.size))))
         _run(map(object.__setattr__, made, itertools.repeat("__dict__"), map(dict, map(zip, itertools.repeat(_BUFFER), moved))))
-        self.em.buffers.extend(made)
+        self.program_buffers.extend(made)
 
     def make(self, j: int) -> None:
         """Block j (of those appended) made: its instructions in their places in the streams."""
@@ -516,7 +520,7 @@ class _Block:
         _run(map(set_dict, instrs, itertools.repeat("__dict__"), fields))
         start = 0
         for e, end in self.ends.items():
-            stream = self.em.streams[e]
+            stream = self.streams[e]
             assert isinstance(stream, _Replayed)
             place = stream.lo + j * self.sizes[e]
             list.__setitem__(stream, slice(place, place + self.sizes[e]), instrs[start:end])
@@ -546,9 +550,9 @@ class _Block:
             self.indexes[engine] = np.array(self.op[self.ends[engine] - self.sizes[engine]:self.ends[engine]], np.intp)
         return self.indexes[engine]
 
-    def knowledge(self, shifts: list[dict[str, int]]) -> None:
+    def knowledge(self, emitted: Clocks, shifts: list[dict[str, int]]) -> None:
         """The engines' vector clocks of the blocks appended, moved by `shifts` (one a block): _Knowledge."""
-        knowledge = self.em.clocks.knowledge
+        knowledge = emitted.knowledge
         by = [np.array([s[e] for e in self.column], np.int32) for s in shifts]
         for e, (order, clocks, moves) in self.known.items():
             knowledge[e] = _Knowledge(knowledge[e], order, clocks, moves, by)
