@@ -80,6 +80,26 @@ def test_layers_whose_staging_slots_take_turns_replay_one_layer_a_block():
     assert_same_program(programs[True], programs[False])
 
 
+def test_a_replayed_program_does_not_keep_its_emitter(monkeypatch):
+    """The replayed streams make their blocks from the emitter's streams, not the emitter: once
+    lowered, the emitter's vector clocks (one per wait) are freed, not carried through a run."""
+    import weakref
+
+    from isa.lower import emit
+
+    made = []
+    init = emit.Emitter.__init__
+
+    def watched(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(weakref.ref(self))
+
+    monkeypatch.setattr(emit.Emitter, "__init__", watched)
+    program = isa.lower(isa.from_onnx(llm.model(DEEP, seq=1, past=3, dtype="float16")), chips.load("ascend910b"))
+    assert replayed(program) and len(made) == 1 and made[0]() is None
+    assert sim.execute(program, chips.load("ascend910b"), None, mode="timing").cycles > 0
+
+
 def test_too_few_layers_are_all_emitted():
     """Two layers: nothing to replay (blocks 0 to 3 are always emitted), the program is the same."""
     target = chips.load("ascend910b")
