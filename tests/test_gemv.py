@@ -46,3 +46,30 @@ def test_a_gemv_streams_its_weights_in_few_large_products(chip_name, k, n):
     y = sim.execute(prog, chip, {"x": xv}).outputs["y"].astype(np.float32)
     expected = xv.astype(np.float32) @ g.constants["w"].astype(np.float32)
     np.testing.assert_allclose(y, expected, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("bits", [None, 4])
+def test_a_right_tile_recorded_once_and_moved_estimates_as_each_recorded(monkeypatch, bits):
+    """The estimate records a right tile's load at the first place of its shape and moves it to
+    each other's ddr bytes (matmul.py's _right_piece): on the 910B, whose L2 caches ddr by line,
+    every candidate's estimate is the one recording each tile at its own place gives."""
+    from isa.deploy import weight_only
+    from isa.lower.templates import matmul
+
+    rng = np.random.default_rng(1)
+    g = isa.Graph("gemv")
+    with g:
+        x = g.input("x", (1, 2048), "float16")
+        w = (rng.standard_normal((2048, 4096)) * 0.05).astype(np.float16)
+        if bits:
+            stored, scale, zero = weight_only.quantize_weight(w.astype(np.float32), bits, 128)
+            terms = [g.constant("s", scale.astype(np.float16))] + ([g.constant("z", zero.astype(np.float16))] if zero is not None else [])
+            y = isa.ops.matrix_mul_a16(x, g.constant("w", stored), *terms, bits=bits, group=128)
+        else:
+            y = isa.ops.matrix_mul(x, g.constant("w", w))
+        g.output(y, "y")
+    chip = chips.load("ascend910b")
+    moved = [n for n in isa.lower(g, chip).notes if n.startswith("tiling")]
+    monkeypatch.setattr(matmul._Plan, "_right_piece", lambda self, tk, tn, k0, n0: self.piece("right", tk, tn, k0, n0))
+    each = [n for n in isa.lower(g, chip).notes if n.startswith("tiling")]
+    assert moved == each and "estimated" in moved[0]

@@ -8,7 +8,8 @@ fused tail) and stores it. The template records each part of a step once per kin
 (`Priced.piece`), by its own emission code run against a `Recorder`: an emitter that places
 nothing, prices each instruction as the machine does (isa/timing/price.py) and keeps the
 buffers it reads and writes as roles (`role`): the step's slot buffers, its tile's, a part of a
-kept input, a staging buffer on a route, a tensor's home.
+kept input, a staging buffer on a route, a tensor's home. A load that differs from one recorded
+only in where its ddr bytes lie is that one `moved` there (a copy costs the same at any address).
 
 `Estimate.cycles` lays the steps out in the order the pipeline emits them, gives each role the
 buffer the template places for it (slot buffers rotating by step, a tile's by tile, a kept
@@ -51,6 +52,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from ...costs import transfer_bandwidth
+from ...instructions import Region
 from ...timing import Cache, Observer, Step, Timeline, price
 from ..check import engine_runs
 from ..emit import Buf, oldest
@@ -94,6 +96,15 @@ class Timed(NamedTuple):
     step: Step
     reads: tuple[Hashable, ...] = ()
     writes: tuple[Hashable, ...] = ()
+
+
+def moved(step: Step, delta: int) -> Step:
+    """A transfer's Step at `delta` more bytes into ddr: its ddr regions moved (its cost is the
+    same at any address)."""
+    if step.read is None and step.write is None:
+        return step
+    read, write = (r if r is None else tuple.__new__(Region, (r.mem, r.addr + delta, *r[2:])) for r in (step.read, step.write))
+    return step._replace(read=read, write=write)
 
 
 class Recorder:

@@ -425,7 +425,7 @@ class _Plan(Tiled):
         left block is kept (in its own buffer, or cut from a block kept apart)."""
         (m0, tm), (n0, tn) = kind
         left_k = tk if left_k is None else left_k
-        load = self.piece("right", tk, tn, k0, n0)
+        load = self._right_piece(tk, tn, k0, n0)
         if left_k:  # after the right tile: its slot's last reader is no later than the right's
             load += self.piece("left", tm, left_k, keep, cut, m0, 0 if keep else k0)
         if cut:
@@ -443,6 +443,17 @@ class _Plan(Tiled):
             finish = self.piece("finish", tm, tn) if self.flight is None else ()
             store = self.piece("store", tm, tn, rows, full_tm, m0, n0)
         return Work(load, product, finish, store, fills)
+
+    def _right_piece(self, tk: int, tn: int, k0: int, n0: int) -> tuple:
+        """The right tile's load from (k0, n0): recorded at the first place of its shape and moved
+        to each other's bytes, as a copy costs the same at any address but for the ddr regions
+        the cache reads (isa/timing/price.py), which move with it (a GEMV's every tile is one)."""
+        first = self.__dict__.setdefault("_right_first", {}).setdefault((tk, tn, k0 % self.per_byte), (k0, n0))
+        recorded = self.piece("right", tk, tn, *first)
+        right = self._matrix(self.right, (0,) * len(self.batch), self.node.params.get("right_trans", False))
+        delta = (sub_region(right, (k0 // self.per_byte, n0), (1, 1)).addr
+                 - sub_region(right, (first[0] // self.per_byte, first[1]), (1, 1)).addr)
+        return recorded if not delta else tuple(t._replace(step=estimate.moved(t.step, delta)) for t in recorded)
 
     # ---- the estimate's pieces: the emission's own code on roles (isa/lower/schedule/estimate.py) ------
 
