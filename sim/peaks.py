@@ -50,10 +50,11 @@ def op_dtypes(program: Program, steps: dict[str, list[Any | Step | None] | list[
         priced = steps[engine]  # repeated instructions share one Step: each (op, Step) is tallied once
         lo, hi, n = (skipped or {}).get(engine, (0, 0, 0))
         places = [*range(lo), *range(hi, len(stream))] if n and hi > lo else range(len(stream))
-        by_id = {id(step): step for step in map(priced.__getitem__, places)}  # a cut block's are the block before's
+        ran = list(map(priced.__getitem__, places))
+        by_id = {id(step): step for step in ran}  # a cut block's are the block before's
         if not any(step is not None and step.kind in ("matrix", "vector") for step in by_id.values()):
             continue  # a stream of copies and waits
-        counts = collections.Counter(zip(op_names(stream, places), map(id, map(priced.__getitem__, places))))
+        counts = collections.Counter(zip(op_names(stream, places), map(id, ran)))
         if n and hi > lo:
             before = list(zip(op_names(stream, range(lo - n, lo)), map(id, priced[lo - n:lo])))
             kinds, first = collections.Counter(before), {key: p for p, key in enumerate(before)}

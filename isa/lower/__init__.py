@@ -279,16 +279,20 @@ def _place_intermediate(ctx: Lowering, name: str, templates: set[Template], held
     room for their tiles; at `held`'s address where that is its memory. A tensor that could have
     gone on chip but did not is noted."""
     em, nbytes = ctx.em, ctx.graph.tensors[name].nbytes
+
+    def at(mem: str) -> int | None:
+        return held.addr if held is not None and held.mem == mem else None
+
     if _local_intermediates(ctx) and _on_chip_ok(templates):
         mem = local_memory(ctx.chip)
         alloc = em.allocators[mem] if mem is not None else None
         if mem is not None and alloc and 2 * nbytes <= alloc.free_bytes() and alloc.fits([nbytes]):
-            return em.alloc(mem, nbytes, name, at=held.addr if held is not None and held.mem == mem else None)
+            return em.alloc(mem, nbytes, name, at=at(mem))
         why = f"{mem} has {alloc.free_bytes()} bytes free" if alloc else "no on-chip memory every core reaches"
         em.notes.append(f"intermediate {name} ({nbytes} bytes) stays in ddr: {why}")
     mem = ctx.chip.data_memory if _on_chip_ok(templates) else "ddr"
     try:
-        return em.alloc(mem, nbytes, name, at=held.addr if held is not None and held.mem == mem else None)
+        return em.alloc(mem, nbytes, name, at=at(mem))
     except OutOfMemoryError as exc:
         raise OutOfMemoryError(f"tensor {name} made by op {ctx.graph.producer[name].name}, passed between layer groups: {exc}") from None
 

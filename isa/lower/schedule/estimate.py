@@ -52,7 +52,6 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from ...costs import transfer_bandwidth
-from ...instructions import Region
 from ...timing import Cache, Observer, Step, Timeline, price
 from ..check import engine_runs
 from ..emit import Buf, oldest
@@ -103,7 +102,7 @@ def moved(step: Step, delta: int) -> Step:
     same at any address)."""
     if step.read is None and step.write is None:
         return step
-    read, write = (r if r is None else tuple.__new__(Region, (r.mem, r.addr + delta, *r[2:])) for r in (step.read, step.write))
+    read, write = (r if r is None else r._replace(addr=r.addr + delta) for r in (step.read, step.write))
     return step._replace(read=read, write=write)
 
 
