@@ -229,12 +229,12 @@ def run(args):
     tpot = sum(s.seconds for s in wholes) / len(wholes) if args.whole else cfg.layers * layer_step + decode_ends.seconds
     floors = [decode_floor(cfg, chip, dtype, batch, n) for n in lengths]
     floor_bytes, floor = (sum(f[i] for f in floors) / len(floors) for i in (0, 1))
-    multiplied = f"x {cfg.layers} + head {decode_ends.seconds * 1e3:.3f} ms = time per output token {tpot * 1e3:.2f} ms"
+    multiplied = f"x {cfg.layers} + {ends_name} {decode_ends.seconds * 1e3:.3f} ms = time per output token {tpot * 1e3:.2f} ms"
     out(f"decode: one layer {layer_step * 1e3:.3f} ms at cache length{'s' if len(lengths) > 1 else ''} "
         f"{', '.join(map(str, lengths))} (floor {floor * 1e3:.3f} ms: {floor_bytes / 1e6:.1f} MB over "
         f"{ddr_bandwidth(chip) / 1e9:.0f} GB/s, {layer_step / floor:.2f}x the floor)"
         + (f" {multiplied}" if not args.whole
-           else f"; x {cfg.layers} + head would be {(cfg.layers * layer_step + decode_ends.seconds) * 1e3:.2f} ms"))
+           else f"; x {cfg.layers} + {ends_name} would be {(cfg.layers * layer_step + decode_ends.seconds) * 1e3:.2f} ms"))
     state = steps[len(steps) // 2].state_bytes
     paged = f" in blocks of {args.kv_block} (paged, through a run-time block table)" if args.kv_block else ""
     out(f"KV cache: graph state in DDR, {capacity} positions{paged}: {state / 1e6:.2f} MB a layer x {cfg.layers} = "

@@ -34,12 +34,12 @@ def tf_gather(x, indices, axis, batch_dims):
     return out
 
 
-def run(chip, x, indices, axis=0, batch_dims=0, constant=False):
+def run(chip, x, indices, axis=0, batch_dims=0, constant=False, wrap=False):
     """Gather on the machine (indices an input, or a constant); checks timing cycles too."""
     g = isa.Graph("t")
     xt = g.input("x", x.shape, dtypes.of_array(x))
     it = indices if constant else g.input("i", indices.shape, dtypes.of_array(indices))
-    g.output(O.gather(xt, it, axis=axis, batch_dims=batch_dims), "y")
+    g.output(O.gather(xt, it, axis=axis, batch_dims=batch_dims, wrap=wrap), "y")
     inputs = {"x": x} if constant else {"x": x, "i": indices}
     res = sim.run(g, chip, inputs)
     assert sim.run(g, chip, mode="timing").cycles == res.cycles
@@ -115,6 +115,27 @@ def test_random(chip, data):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("chip", [GENERIC, ASCEND, BM1686], ids=["generic", "ascend310b", "bm1686"])
+@SETTINGS
+@given(data=st.data())
+def test_wrap_counts_a_negative_index_from_the_end_as_the_engine_reads_it(chip, data):
+    """ONNX's Gather: with `wrap` an index in [-n, 0) is index + n, mapped by the DMA engine itself
+    (no other instruction), whether the indices are known or read at run time."""
+    x, indices, axis, batch_dims, axis_, batch_ = data.draw(cases(*row_dtypes(chip)))
+    n = x.shape[axis_]
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    signed = indices.dtype != np.uint32
+    indices = (rng.integers(-n if signed else 0, n, indices.shape)).astype(indices.dtype)
+    constant = data.draw(st.booleans())
+    res = run(chip, x, indices, axis, batch_dims, constant, wrap=True)
+    want = tf_gather(x, np.where(indices < 0, indices.astype(np.int64) + n, indices), axis_, batch_)
+    np.testing.assert_array_equal(res.outputs["y"], want)
+    assert all(i.wrap for s in res.program.streams.values() for i in s if isinstance(i, IndexedDma))
+    assert not [i for s in res.program.streams.values() for i in s if type(i).__name__ in ("Vector", "Scalar")]
+    got = O.REGISTRY["gather"].reference([x, indices], {"axis": axis_, "batch_dims": batch_, "wrap": True})[0]
+    np.testing.assert_array_equal(got, want)
+
+
 def test_ascend_gathers_into_the_unified_buffer_and_copies_on():
     """No engine copies DDR to DDR there: mte2 gathers into UB, mte3 stores."""
     x = np.arange(60, dtype=np.float16).reshape(3, 4, 5)
@@ -181,6 +202,8 @@ def test_out_of_range_index_at_run_time():
         run(GENERIC, x, np.array([0, 3], np.int64), axis=0)
     with pytest.raises(isa.IndexRangeError, match=r"index -1 at position \(0, 1\) .* \(allowed 0\.\.2\)"):
         run(ASCEND, x, np.array([1, -1], np.int64), axis=1)  # negative: out of range, as tf.gather on a CPU
+    with pytest.raises(isa.IndexRangeError, match=r"index -4 at position \(0, 1\) .* \(allowed -3\.\.2\)"):
+        run(BM1686, x, np.array([1, -4], np.int64), axis=1, wrap=True)  # with wrap, [-3, 3)
 
 
 def test_out_of_range_index_at_build_time():
@@ -189,6 +212,11 @@ def test_out_of_range_index_at_build_time():
         O.gather(x, np.array([[0], [3]], np.int64)[:, 0], axis=1)
     with pytest.raises(isa.IndexRangeError, match=r"gather: index -2"):
         O.gather(x, np.array([-2], np.int64))
+    assert O.gather(x, np.array([-3], np.int64), wrap=True).shape == (1, 3)
+    with pytest.raises(isa.IndexRangeError, match=r"gather: index -4 .* \(allowed -3\.\.2\)"):
+        O.gather(x, np.array([-4], np.int64), wrap=True)
+    with pytest.raises(isa.ShapeError, match=r"gather: wrap must be a bool, got 1"):
+        O.gather(x, np.array([0], np.int64), wrap=1)
 
 
 def test_axis_and_batch_dims_limits():

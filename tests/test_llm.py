@@ -124,7 +124,7 @@ def test_a_decoder_layer_matches_the_reference(cfg, seq, past, chip, dtype, tol)
     against_reference(llm.decoder_layer(cfg, seq=seq, past=past, dtype=dtype), chip, tol)
 
 
-@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-4), ("ascend910b", "float16", 2e-2)])
+@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-4), ("bm1686", "float32", 1e-4), ("ascend910b", "float16", 2e-2)])
 def test_a_whole_model_matches_the_reference(chip, dtype, tol):
     against_reference(llm.model(TINY, seq=4, past=3, dtype=dtype), chip, tol)
 
@@ -366,24 +366,42 @@ def test_a_transpose_staged_on_chip_moves_whole_bursts(chip, dtype):
     assert copies == ({"tiu"} if chip.startswith("bm") else set())
 
 
+@pytest.mark.parametrize("chip", ["bm1686", "generic"])
+def test_negative_token_ids_are_looked_up_from_the_end_by_the_gathers_dma(chip):
+    """ONNX's Gather of run-time int64 ids: the gather's DMA maps a negative id from the end as it
+    reads it (TPU-MLIR's gather on BM1684X takes ONNX's ids as they are), so bm1686, which has no
+    int64 arithmetic, looks up the rows; nothing but the lookup's transfers runs for it."""
+    ends = llm.ends(TINY, seq=4, dtype="float32")
+    feeds = feeds_for(ends) | {"input_ids": np.array([[3, -1, 0, -50]], np.int64)}
+    want = dict(zip([o.name for o in ends.graph.output], ReferenceEvaluator(ends).run(None, feeds)))
+    res = sim.run(isa.from_onnx(ends), chips.load(chip), feeds)
+    np.testing.assert_array_equal(res.outputs["embedded"], want["embedded"])
+    lookup = [i for s in res.program.streams.values() for i in s if i.op.startswith("embed") and not hasattr(i, "on")]
+    assert lookup and all(isinstance(i, isa.instructions.IndexedDma) and i.wrap for i in lookup)
+    feeds["input_ids"][0, 3] = -51
+    with pytest.raises(isa.IndexRangeError, match=r"index -51 .* \(allowed -50\.\.49\)"):
+        sim.run(isa.from_onnx(ends), chips.load(chip), feeds)
+
+
 def test_the_bench_leaves_out_an_embedding_lookup_the_chip_refuses():
-    """bm1686 has no int64 compare for the importer's negative-id test: the head is simulated alone, and the reason kept."""
-    head, refused = BENCH.simulate_ends(TINY, chips.load("bm1686"), 1, 4, "float32", 0)
-    assert head.cycles > 0 and "lts with int64 -> int64 is not supported on chip bm1686" in refused
-    both, none = BENCH.simulate_ends(TINY, ASCEND910B, 1, 4, "float16", 0)
-    assert none is None and both.cycles > 0
+    """bm1684 has no gather: the head is simulated alone, and the reason kept."""
+    head, refused = BENCH.simulate_ends(TINY, chips.load("bm1684"), 1, 4, "float32", 0)
+    assert head.cycles > 0 and "gather with float32 x int64 -> float32 is not supported on chip bm1684" in refused
+    for chip, dtype in (("bm1686", "float32"), ("ascend910b", "float16")):
+        both, none = BENCH.simulate_ends(TINY, chips.load(chip), 1, 4, dtype, 0)
+        assert none is None and both.cycles > 0
 
 
-@pytest.mark.parametrize("chip, dtype, ends", [("generic", "float32", "embedding and head"), ("bm1686", "float16", "head")])
+@pytest.mark.parametrize("chip, dtype, ends", [("generic", "float32", "embedding and head"), ("bm1684", "float32", "head")])
 def test_the_bench_simulates_a_decode_step_whole(capsys, chip, dtype, ends):
     """--whole: the model (embedding, layers, head) as one graph, its layers each near one layer
-    simulated alone; on a chip that refuses the lookup (bm1686), the model from its rows."""
+    simulated alone; on a chip that refuses the lookup (bm1684), the model from its rows."""
     assert BENCH.main(["--model", "tinyllama-1.1b", "--chip", chip, "--dtype", dtype, "--layers", "2", "--whole",
                        "--prompt", "4", "--generate", "2", "--top", "0"]) == 0
     out = capsys.readouterr().out
     assert f"the whole model (2 layers, {ends}) simulated as one graph" in out
     whole = float(re.search(r"simulated as one graph: time per output token ([\d.]+) ms", out).group(1))
-    multiplied = float(re.search(r"x 2 \+ head would be ([\d.]+) ms", out).group(1))
+    multiplied = float(re.search(rf"x 2 \+ {ends} would be ([\d.]+) ms", out).group(1))
     assert abs(whole - multiplied) <= 0.05 * multiplied
 
 

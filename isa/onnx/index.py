@@ -2,8 +2,10 @@
 Trilu, CumSum, Compress, NonMaxSuppression.
 
 npusim's gather (tf.gather: one indexed DMA) and scatter_nd (ONNX's) do the moving. ONNX's
-negative indices count from the end: known indices are normalized when the graph is built,
-others by element-wise steps on the machine (index + size where index < 0). GatherElements,
+negative indices count from the end: known indices are normalized when the graph is built;
+Gather's run-time ones by its DMA as it reads them (the gather's `wrap`, as TPU-MLIR's gather
+kernel takes them), the others' by element-wise steps on the machine (index + size where
+index < 0), since arithmetic on them follows. GatherElements,
 GatherND and ScatterElements index the data flattened: the flat index is computed from the
 indices by element-wise steps and offsets known from the shapes. A gather moves float16,
 float32, bfloat16, int32, uint32 and int64 rows: narrower integers and bools are widened to
@@ -23,6 +25,7 @@ import numpy as np
 
 from .. import dtypes, ops
 from ..errors import IndexRangeError, ShapeError
+from ..ops.gather import Gather
 from .builder import Rank0
 from .elementwise import narrow
 from .registry import folds, onnx_op
@@ -55,19 +58,25 @@ def index_tensor(b: Builder, i: int, size: int) -> Tensor:
         if bad.any():
             raise IndexRangeError(f"{b.where()}: index {int(known[bad][0])} is out of range for a dimension of size {size}")
         return b.const(idx.reshape(idx.shape or (1,)))
+    return fix_negative(narrow(run_time_index(b, i), "int64"), size)
+
+
+def run_time_index(b: Builder, i: int) -> Tensor:
+    """Input i, integer indices known only at run time, in a dtype the gather reads (int64 for
+    the narrower ones)."""
     t = b.tensor(i)
     if not dtypes.is_int(t.dtype):
         raise b.error(f"indices must be integers, got {t.dtype}")
-    return fix_negative(narrow(t, "int64"), size)
+    return t if t.dtype in Gather.INDEX_DTYPES else narrow(t, "int64")
 
 
-def gather_rows(b: Builder, data: Tensor, idx: Tensor, axis: int) -> Tensor:
+def gather_rows(b: Builder, data: Tensor, idx: Tensor, axis: int, wrap: bool = False) -> Tensor:
     """npusim's gather, with the data widened to a dtype it moves when needed."""
     if data.dtype in GATHER_DTYPES:
-        return ops.gather(data, idx, axis)
+        return ops.gather(data, idx, axis, wrap=wrap)
     if data.dtype not in WIDER:
         raise b.error(f"a gather of {data.dtype} is not supported")
-    out = ops.gather(ops.cast(data, out_dtype=WIDER[data.dtype]), idx, axis)
+    out = ops.gather(ops.cast(data, out_dtype=WIDER[data.dtype]), idx, axis, wrap=wrap)
     return ops.nes(out, 0, out_dtype="bool") if data.dtype == "bool" else ops.cast(out, out_dtype=data.dtype)
 
 
@@ -76,8 +85,10 @@ def gather(b: Builder, node: NodeProto) -> Sequence[Output]:
     data = b.tensor(0)
     shape = b.shape(0)
     axis = axis_of(b, b.attr("axis", 0), len(shape))
-    idx = index_tensor(b, 1, shape[axis])
-    y = gather_rows(b, data, idx, axis)
+    if b.known(1) is None:
+        y = gather_rows(b, data, run_time_index(b, 1), axis, wrap=True)
+    else:
+        y = gather_rows(b, data, index_tensor(b, 1, shape[axis]), axis)
     if b.rank(1) == 0:  # a scalar index drops the axis
         out = shape[:axis] + shape[axis + 1:]
         return [Rank0(b.reshape(y, (1,))) if not out else b.reshape(y, out)]

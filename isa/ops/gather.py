@@ -1,7 +1,7 @@
 """Indexed ops: rows taken from, or put into, a tensor at indices the DMA engine reads from memory
 (the indexed template, isa/lower/templates/indexed.py).
 
-    gather(x, indices, axis=0, batch_dims=0)   Ascend ATB GatherOperation (seed 001): tf.gather
+    gather(x, indices, axis=0, batch_dims=0, wrap=False)   Ascend ATB GatherOperation (seed 001): tf.gather
     scatter_nd(data, indices, updates, reduction="none", opset=18)   ONNX ScatterND (seed 004)
 
 Each op describes its transfer as three views (isa/ops/arrange.View, in elements of the dense
@@ -60,10 +60,13 @@ def _integer(value: object, op: str, param: str) -> int:
 # ---- gather ------------------------------------------------------------------------------
 
 class Gather(OpDef):
-    """gather(x, indices, axis=0, batch_dims=0): tf.gather. out[b, a, i, q] = x[b, a, indices[b, i], q]
-    with b the first batch_dims dimensions (shared by x and indices), a the dimensions of x before
-    `axis`, i the rest of indices and q the dimensions of x after `axis`. An index must be in
-    [0, x.shape[axis]): a negative one is out of range, as tf.gather on a CPU says."""
+    """gather(x, indices, axis=0, batch_dims=0, wrap=False): tf.gather. out[b, a, i, q] =
+    x[b, a, indices[b, i], q] with b the first batch_dims dimensions (shared by x and indices), a
+    the dimensions of x before `axis`, i the rest of indices and q the dimensions of x after
+    `axis`. An index must be in [0, x.shape[axis]): a negative one is out of range, as tf.gather on
+    a CPU says. With `wrap` a negative index counts from the end, as ONNX's Gather says; the DMA
+    engine maps it as it reads it (scatter_nd's indices alike), as TPU-MLIR's gather on BM1684X
+    takes ONNX's indices as they are (tpu::GatherOp::inference: index + dim where index < 0)."""
 
     name = "gather"
     kind = "global"
@@ -110,26 +113,34 @@ class Gather(OpDef):
         axis, b = params["axis"], params["batch_dims"]
         out = np.empty(x.shape[:axis] + idx.shape[b:] + x.shape[axis + 1:], x.dtype)
         for at in np.ndindex(x.shape[:b]):
-            out[at] = np.take(x[at], idx[at].astype(np.int64), axis=axis - b)
+            index = idx[at].astype(np.int64)
+            if params.get("wrap", False):
+                index = np.where(index < 0, index + x.shape[axis], index)
+            out[at] = np.take(x[at], index, axis=axis - b)
         return [out]
 
 
 GATHER = register(Gather())
 
 
-def gather(x: Tensor, indices: TensorLike, axis: int = 0, batch_dims: int = 0, name: str | None = None) -> Tensor:
+def gather(x: Tensor, indices: TensorLike, axis: int = 0, batch_dims: int = 0, wrap: bool = False, name: str | None = None) -> Tensor:
     """Slices of x along `axis` at `indices` (seed 001, tf.gather with batch_dims). A negative
-    axis counts from the end of x's dimensions, a negative batch_dims from the end of indices'."""
+    axis counts from the end of x's dimensions, a negative batch_dims from the end of indices';
+    with `wrap` a negative index counts from the end of the axis (ONNX's Gather)."""
     x_rank, i_rank = len(x.shape), len(indices.shape)
     axis, batch_dims = _integer(axis, "gather", "axis"), _integer(batch_dims, "gather", "batch_dims")
     if not -x_rank <= axis < x_rank:
         raise ShapeError(f"gather: axis must be in [{-x_rank}, {x_rank - 1}] for x of rank {x_rank}, got {axis}")
     if batch_dims < 0:
         batch_dims += i_rank
-    params = {"axis": axis % x_rank, "batch_dims": batch_dims}
+    if not isinstance(wrap, bool):
+        raise ShapeError(f"gather: wrap must be a bool, got {wrap!r}")
+    params: dict[str, Any] = {"axis": axis % x_rank, "batch_dims": batch_dims}
+    if wrap:
+        params["wrap"] = True
     known = known_values(indices)
     if known is not None:
-        check_known_indices("gather", np.asarray(known)[..., None], (x.shape[params["axis"]],), wrap=False)
+        check_known_indices("gather", np.asarray(known)[..., None], (x.shape[params["axis"]],), wrap=wrap)
     return apply_one(GATHER, [x, indices], params, name)
 
 

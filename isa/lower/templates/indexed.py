@@ -49,7 +49,8 @@ def lower_indexed(ctx: Lowering, group: Group) -> None:
     out = node.outputs[0]
     if not opdef.scatter:
         x, idx = node.inputs
-        access = Access(ctx, node.name, view_region(ctx, x, table), ctx.home[x], view_region(ctx, idx, index), ctx.home[idx])
+        access = Access(ctx, node.name, view_region(ctx, x, table), ctx.home[x], view_region(ctx, idx, index), ctx.home[idx],
+                        wrap=node.params.get("wrap", False))
         gather_rows(ctx, access, view_region(ctx, out, rows), ctx.home[out])
         return
     data, idx, upd = node.inputs
