@@ -12,9 +12,10 @@ isa/deploy/floats.py). LLM-TPU's blocks are compiled for a fixed sequence length
 (models/Qwen2/python_demo/chat.cpp @ 0eea0dcaea7fe347651dd7ac341b6f917a6ce3ff, forward_first:
 MAX_INPUT_LENGTH), and each next token runs the cached block over the whole cache of that length
 under a mask (forward_next: SEQLEN + 1 positions). So the time to first token is one prefill layer
-over `seq` tokens times the layer count plus the head, and a decode step one layer over a cache of
-seq - 1 positions times the layer count plus the head (bench/llm.py's simulate, its embedding
-lookup left out on bm1686 as it says). The head is deployed in float16 whatever the blocks' precision,
+over `seq` tokens times the layer count plus the embedding lookup and the head, and a decode step
+one layer over a cache of seq - 1 positions times the layer count plus the lookup of one token and
+the head (bench/llm.py's simulate; LLM-TPU runs the lookup as networks of its own, chat.cpp's
+net_embed and net_embed_cache). The head is deployed in float16 whatever the blocks' precision,
 as LLM-TPU compiles its lm_head with the half-precision `--quantize` (template/compile/model_export.py
 @ 0c2acd24b259ad5422a48d43d9c70f1704c9b2e2, compile_lm_head). Tokens per second is 1 / the decode step.
 

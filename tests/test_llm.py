@@ -129,7 +129,8 @@ def test_a_whole_model_matches_the_reference(chip, dtype, tol):
     against_reference(llm.model(TINY, seq=4, past=3, dtype=dtype), chip, tol)
 
 
-@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-5), ("ascend910b", "float16", 1e-2)])
+@pytest.mark.parametrize("chip, dtype, tol", [("generic", "float32", 1e-5), ("bm1686", "float32", 1e-5), ("bm1684", "float32", 1e-5),
+                                              ("ascend910b", "float16", 1e-2)])
 def test_a_decode_step_equals_the_prefills_last_position(chip, dtype, tol):
     """Prefill 5 tokens, keep their key and value rows as the caches, decode the 6th: its output is
     the 6-token prefill's last row (the same weights: one seed)."""

@@ -52,6 +52,20 @@ def test_a_replayed_decode_step_is_the_program_of_every_layer_emitted_and_comput
     assert np.isfinite(outs[0]["logits"].astype(np.float64)).all() and np.abs(outs[0]["logits"]).max() > 0
 
 
+@pytest.mark.parametrize("layers", [3, 4])
+def test_too_few_layers_replay_nothing_though_their_cache_reads_repeat(layers):
+    """With a KV cache in state, the layers' cache reads come first, 2 a layer, each read by its own
+    layer: enough repeats for a replay, but one would give homes to the last read's views alone.
+    Fewer than 5 layers, the lowering emits every group, and the program is the one without replay."""
+    target = chips.load("ascend910b")
+    cfg = llm.config("tinyllama-1.1b", layers=layers, hidden=64, heads=4, kv_heads=2, mlp=96, vocab=50)
+    graph = llm.with_kv_cache(isa.from_onnx(llm.model(cfg, seq=1, past=6, dtype="float16", weight_inputs=True)),
+                              cfg, 1, 8, past=6, layers=cfg.layers)
+    programs = lowered(graph, target)
+    assert not replayed(programs[True])
+    assert_same_program(programs[True], programs[False])
+
+
 def test_a_replayed_decode_step_over_a_kv_cache_in_state_takes_the_same_cycles():
     target = chips.load("ascend910b")
     graph = llm.with_kv_cache(isa.from_onnx(llm.model(DEEP, seq=1, past=6, dtype="float16", weight_inputs=True)),

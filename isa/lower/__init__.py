@@ -80,7 +80,7 @@ def _lower(graph: Graph, chip: Chip, policy: Policy, progress: Progress | None, 
         for t in g.loads:
             last_use[shares.get(t, t)] = i
     chains, placed = Chains(ctx, groups), set[str]()
-    repeat = find(graph, groups, _span_starts(groups, chains))  # the program is the same emitted whole or replayed
+    repeat = find(graph, groups, _span_starts(groups, chains), set(ctx.bound))  # the program is the same emitted whole or replayed
     carry = Carry(carried(graph, groups, repeat) if repeat else {}, groups)
     place = functools.partial(_place, ctx, touch, placed, carry)  # not a closure calling itself: that cycle would keep ctx,
     # its emitter and the program's instructions until a full collection

@@ -94,9 +94,10 @@ class Repeat:
         return self.start + r * self.period
 
 
-def find(graph: Graph, groups: list[Group], starts: set[int]) -> Repeat | None:
+def find(graph: Graph, groups: list[Group], starts: set[int], bound: set[str]) -> Repeat | None:
     """The longest run of repeats of groups worth a replay (FEWEST or more), their
-    edges at `starts` (the groups the driver's spans begin at); None where there is none."""
+    edges at `starts` (the groups the driver's spans begin at), each handing on what it makes
+    only to the next (`_handed_on`); None where there is none."""
     keys: list[int] = []
     ids: dict[tuple, int] = {}  # a group's ops, parameters, shapes and dtypes -> its number
     for g in groups:
@@ -117,9 +118,26 @@ def find(graph: Graph, groups: list[Group], starts: set[int]) -> Repeat | None:
     end = best.block(best.count)
     for start in range(best.start, best.start + best.period):  # the blocks' edges where the driver's spans start
         blocks = Repeat(start, best.period, (end - start) // best.period)
-        if blocks.count >= FEWEST and all(blocks.block(b) in starts for b in range(blocks.count + 1)):
+        if blocks.count >= FEWEST and all(blocks.block(b) in starts for b in range(blocks.count + 1)) \
+                and _handed_on(groups, blocks, bound):
             return blocks
     return None
+
+
+def _handed_on(groups: list[Group], rep: Repeat, bound: set[str]) -> bool:
+    """Whether each repeat's tensors homed while lowering (not in `bound`) are read only by it
+    and the next one, or, the last repeat's, after it: a replay gives homes to the last block's
+    tensors alone. Not so for the KV cache's reads, 2 a layer ahead of the layers, each read by
+    its own layer: with fewer than FEWEST layers they are the longest run of repeats."""
+    end, made = rep.block(rep.count), {}
+    for r in range(rep.count):
+        for g in groups[rep.block(r):rep.block(r + 1)]:
+            made.update((t, r) for n in g.nodes for t in n.outputs if t not in bound)
+    for i, g in enumerate(groups[rep.start:], rep.start):
+        reader = (i - rep.start) // rep.period if i < end else rep.count
+        if any(made.get(t, reader) + 1 < reader for n in g.nodes for t in n.inputs):
+            return False
+    return True
 
 
 class Replayer:
