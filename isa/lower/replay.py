@@ -129,7 +129,7 @@ def _handed_on(groups: list[Group], rep: Repeat, bound: set[str]) -> bool:
     and the next one, or, the last repeat's, after it: a replay gives homes to the last block's
     tensors alone. Not so for the KV cache's reads, 2 a layer ahead of the layers, each read by
     its own layer: with fewer than FEWEST layers they are the longest run of repeats."""
-    end, made = rep.block(rep.count), {}
+    end, made = rep.block(rep.count), dict[str, int]()
     for r in range(rep.count):
         for g in groups[rep.block(r):rep.block(r + 1)]:
             made.update((t, r) for n in g.nodes for t in n.outputs if t not in bound)
