@@ -287,8 +287,12 @@ def main(argv=None):
                                        weights_read_per_token):
             print(line)
         return 0
-    if min(args.batch, args.prompt, args.generate, args.samples, args.layers or 1, args.kv_block or 1) < 1 or args.top < 0:
-        p.error("--batch, --prompt, --generate, --samples, --layers and --kv-block are at least 1, --top at least 0")
+    given = [args.layers, args.kv_block]
+    if min(args.batch, args.prompt, args.generate, args.samples, *(v for v in given if v is not None)) < 1 \
+            or min(args.top, args.seed) < 0:
+        p.error("--batch, --prompt, --generate, --samples, --layers and --kv-block are at least 1, --top and --seed at least 0")
+    if args.samples > args.generate:
+        p.error(f"--samples is at most --generate (the decode steps): {args.samples} > {args.generate}")
     try:
         return run(args)
     except SimError as e:

@@ -384,6 +384,16 @@ def test_negative_token_ids_are_looked_up_from_the_end_by_the_gathers_dma(chip):
         sim.run(isa.from_onnx(ends), chips.load(chip), feeds)
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--layers", "0"], "--layers and --kv-block are at least 1"), (["--kv-block", "0"], "--layers and --kv-block are at least 1"),
+    (["--seed", "-1"], "--top and --seed at least 0"), (["--samples", "5", "--generate", "4"], "--samples is at most --generate"),
+])
+def test_the_bench_refuses_a_setting_out_of_range_before_building_anything(capsys, args, message):
+    with pytest.raises(SystemExit) as exit_:
+        BENCH.main(["--model", "tinyllama-1.1b", "--chip", "bm1686", *args])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_the_bench_leaves_out_an_embedding_lookup_the_chip_refuses():
     """bm1684 has no gather: the head is simulated alone, and the reason kept."""
     head, refused = BENCH.simulate_ends(TINY, chips.load("bm1684"), 1, 4, "float32", 0)
