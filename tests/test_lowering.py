@@ -152,6 +152,30 @@ def test_outputs_that_alias_inputs_are_copied():
     np.testing.assert_array_equal(out["plus_again"], xv + 1)
 
 
+@pytest.mark.parametrize("case", ["input", "view", "constant"])
+def test_an_output_copied_from_another_home_moves_in_chunks_its_route_holds(case):
+    """An output that is an input, a constant or a reshape of a tensor is copied from that home; on
+    ascend910b no engine links DDR to DDR, so the copy stages through a 192 KB UB: a row of 400 KB
+    (a Qwen2 head's logits) goes in chunks."""
+    target, n = chips.load("ascend910b"), 200_000
+    xv = np.random.default_rng(0).standard_normal((1, n)).astype(np.float16)
+    g = isa.Graph(case)
+    x = g.input("x", (1, n), "float16")
+    if case == "input":
+        g.output(x, "y")
+        want = xv
+    elif case == "view":
+        g.output(isa.ops.reshape(isa.ops.adds(x, 1.0), (1, 1, n)), "y")
+        want = (xv + np.float16(1)).reshape(1, 1, n)
+    else:
+        want = np.arange(n).astype(np.float16).reshape(1, n)
+        g.output(g.constant("c", want), "y")
+    res = sim.run(g, target, {"x": xv})
+    np.testing.assert_array_equal(res.outputs["y"], want)
+    staged = [e for e in res.trace.events if e.kind == "dma" and e.dst.startswith("c0.ub") and e.op != "adds_0"]
+    assert len(staged) >= 3 and res.cycles == sim.run(g, target, mode="timing").cycles
+
+
 def test_a_tensor_too_big_for_ddr_is_out_of_memory():
     g = isa.Graph("big")
     g.output(isa.ops.adds(g.input("x", (1 << 17, 1 << 16), "float32"), 1.0), "y")

@@ -28,7 +28,6 @@ from .check import check_graph, check_sizes
 from .context import Lowering, local_memory
 from .emit import Buf, Emitter
 from .memory.carry import Carry, carried
-from .memory.route import copy
 from .policy import Policy, policy_from_overrides
 from .replay import Replayer, find
 from .schedule.chain import Chain, Chains, lower_chain
@@ -36,6 +35,7 @@ from .schedule.fusion import groups as make_groups
 from .templates.cache import bind_states
 from .templates.catalog import IN_PLACE, READ_THROUGH, TEMPLATES, VIEW, Template
 from .templates.place import permuted_in_place, read_through
+from .templates.staging import staged_copy
 
 if TYPE_CHECKING:
     from chips.schema import Chip
@@ -312,4 +312,4 @@ def _copy_aliased_outputs(ctx: Lowering, aliased: Aliased) -> None:
     """An output that is also an input, a constant or another output is a copy from its home."""
     for out_name, tname, buf in aliased:
         t = ctx.graph.tensors[tname]
-        copy(ctx.em, ctx.home_region(tname), ctx.home[tname], buf.region(t.dtype, t.shape), buf, f"output.{out_name}")
+        staged_copy(ctx, f"output.{out_name}", ctx.home_region(tname), ctx.home[tname], buf.region(t.dtype, t.shape), buf)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ... import dtypes
-from ..memory.route import copy
+from .staging import staged_copy
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -47,9 +47,9 @@ READS_RIGHT_TRANSPOSED = ("matrix_mul",)  # ops whose template reads a right ope
 def lower_view(ctx: Lowering, group: Group) -> None:
     node = group.nodes[0]
     src, out = node.inputs[0], node.outputs[0]
-    if out in ctx.home:  # a graph output: its own buffer
+    if out in ctx.home:  # a graph output: its own buffer, copied in chunks the route's memories hold
         t = ctx.graph.tensors[out]
-        copy(ctx.em, ctx.home[src].region(t.dtype, t.shape), ctx.home[src], ctx.home_region(out), ctx.home[out], node.name)
+        staged_copy(ctx, node.name, ctx.home[src].region(t.dtype, t.shape), ctx.home[src], ctx.home_region(out), ctx.home[out])
     else:
         ctx.home[out] = ctx.home[src]
 
@@ -62,7 +62,7 @@ def lower_constant(ctx: Lowering, group: Group) -> None:
     buf = ctx.em.bind(f"{node.name}.value", "const", t.dtype, t.shape, data)
     ctx.bound.add(out)
     if out in ctx.home:  # a graph output: copied from the preloaded constant
-        copy(ctx.em, buf.region(t.dtype, t.shape), buf, ctx.home_region(out), ctx.home[out], node.name)
+        staged_copy(ctx, node.name, buf.region(t.dtype, t.shape), buf, ctx.home_region(out), ctx.home[out])
     else:
         ctx.home[out] = buf
 
