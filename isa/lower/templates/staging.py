@@ -116,6 +116,8 @@ def staged_copy(ctx: Lowering, op: str, src: Region, src_buf: Buf, dst: Region, 
     enough that every memory on the way holds two of them (so one chunk's first hop overlaps
     the last chunk's last hop, isa/lower/memory/route.py); with spread, dealt among the chip's cores.
     A transpose goes round through local memory where that is cheaper (isa/lower/templates/transpose.py)."""
+    if not dst.nbytes:  # an empty tensor: nothing moves
+        return None
     cores = ctx.chip.cores if spread else 1
     most = None
     if cores > 1:
