@@ -56,10 +56,11 @@ from traces.occupancy import memory_counters
 from traces.records import Event, Repeated, Sync
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Container
 
     from isa.program import Blocks, Program
     from isa.timing import Cache
+    from isa.timing.core import Ended, Started
     from traces.records import BufferSpan
 
     from .machine import Machine
@@ -210,8 +211,9 @@ def fast_forward(machine: Machine, cache: Cache | None) -> Ran | None:
     if waits is None or (cache is not None and not _own_lines(machine, cut)):
         return None
     lives = machine.occupancy.lives
+    firsts = _Ids(cut, lives.engines, lives.first_engine, lives.first_index)
     lasts = _Ids(cut, lives.engines, lives.last_engine, lives.last_index)
-    record = _Record(lasts.watched())
+    record = _Record(lasts.watched(), firsts.ran())
     timeline = Timeline(machine.chip, cut.streams(machine.costs), waits, cache, observer=record)
     end = timeline.run(lambda e, i: f"{e}.{cut.full(e, i)}")
     blocks = cut.block(list(map(operator.itemgetter(0), record.raw)), list(map(operator.itemgetter(1), record.raw)))
@@ -223,18 +225,22 @@ def fast_forward(machine: Machine, cache: Cache | None) -> Ran | None:
     read, write = (_extend(s, first, period, cut.m) for s in (timeline.arbiter.read, timeline.arbiter.write))
     if not all(_window(s, first, lo) == _window(s, lo, hi) for s in (timeline.arbiter.read, timeline.arbiter.write)):
         return None
-    _lifetimes(machine, cut, record, period, lasts)
+    _lifetimes(machine, cut, record, period, firsts, lasts)
     return Ran(end + cut.m * period, read, write, first, period, cut.m, _events(cut, record.raw, blocks, program, period))
 
 
 class _Record(Observer):
     """The shorter run as it happens: each instruction's (and blocking wait's) engine, index,
-    Step, start, end and cache share, and when each instruction started."""
+    Step, start, end and cache share, and when each instruction of `opens` (engine -> indices:
+    those a buffer's lifetime starts at) started."""
 
-    def __init__(self, watched: dict[str, set[int]]) -> None:
-        self.watched = watched
+    def __init__(self, watched: dict[str, set[int]], opens: dict[str, set[int]]) -> None:
+        self.watched, self.opens = watched, opens
         self.raw: list[Raw] = []
         self.opened: dict[Ident, float] = {}
+
+    def bind(self, engine: str, n: int) -> tuple[Container[int], Started, Ended]:
+        return self.opens.get(engine, ()), functools.partial(self.started, engine), functools.partial(self.ended, engine)
 
     def started(self, engine: str, i: int, now: float) -> str:
         self.opened[engine, i] = now
@@ -336,16 +342,16 @@ def _events(cut: Cut, raw: list[Raw], blocks: list[int], program: Program, perio
     return Repeated(events, last, steps, period, ops)
 
 
-def _lifetimes(machine: Machine, cut: Cut, record: _Record, period: float, lasts: _Ids) -> None:
+def _lifetimes(machine: Machine, cut: Cut, record: _Record, period: float, firsts: _Ids, lasts: _Ids) -> None:
     """Each planned buffer's lifetime in the whole run, from when its first instruction started
-    and its last ones ended in the shorter run, moved as their instructions are (lasts: the
-    buffers' last instructions, one after another). A buffer's end is the latest of its last
+    and its last ones ended in the shorter run, moved as their instructions are (firsts: the
+    buffers' first instructions; lasts: their last ones, one buffer's after another). A buffer's end is the latest of its last
     ones' ends, the one met last in the order the machine closes them where two are equal (as
     numbers: one may be an int)."""
     occupancy = machine.occupancy
     lengths = {e: len(stream) - cut.gap[e] for e, stream in machine.program.streams.items()}
     lives = occupancy.lives
-    occupancy.start.update(enumerate(_Ids(cut, lives.engines, lives.first_engine, lives.first_index).times(record.opened, period, lengths)))
+    occupancy.start.update(enumerate(firsts.times(record.opened, period, lengths)))
     ends = lasts.times({(r[0], r[1]): r[4] for r in record.raw if r[2] is not None}, period, lengths)
     owner = lives.owners()
     if not len(owner):
@@ -381,6 +387,10 @@ class _Ids:
                 kept = whole[(whole < cut.lo[e]) | (whole >= cut.hi[e])]
                 watched[e] = set(np.where(kept >= cut.hi[e], kept - cut.gap[e], kept).tolist())
         return watched
+
+    def ran(self) -> dict[str, set[int]]:
+        """engine -> the shorter run's indices of the ids' counterparts (the times `times` reads)."""
+        return {e: set((self.index[at] - self.k[e] * self.cut.size[e]).tolist()) for e, at in self.at.items()}
 
     def times(self, times: dict[Ident, float], period: float, lengths: dict[str, int]) -> list[float]:
         """When each instruction started or ended in the whole run, from `times` of the shorter run's
