@@ -56,7 +56,7 @@ from traces.occupancy import memory_counters
 from traces.records import Event, Repeated, Sync
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Container
+    from collections.abc import Callable, Container, Iterable
 
     from isa.program import Blocks, Program
     from isa.timing import Cache
@@ -256,13 +256,13 @@ class _Record(Observer):
 def _period(cut: Cut, raw: list[Raw], blocks: list[int]) -> float | None:
     """P where the blocks KEEP - 2, KEEP - 1 and the first after the cut (run as block KEEP) are
     copies of one another each P later; None where they are not (blocks: each run one's block)."""
-    size, start = cut.size, cut.blocks.start
     rows: dict[int, list[tuple]] = {KEEP - 2: [], KEEP - 1: [], cut.blocks.count - 2: []}
+    # engine -> what moves a run index in block k to its place in the block (cut.full, less the block's start)
+    offset = {k: {e: (cut.gap[e] if k >= KEEP else 0) - s - k * cut.size[e] for e, s in cut.blocks.start.items()} for k in rows}
     for r, k in zip(raw, blocks):
         if k in rows:
-            e = r[0]
-            rows[k].append((e, cut.full(e, r[1]) - start[e] - k * size[e], r[2] is None, r[5], r[3], r[4]))
-    order = [sorted(rows[k], key=lambda x: (x[0], x[1])) for k in sorted(rows)]
+            rows[k].append((r[0], r[1] + offset[k][r[0]], r[2] is None, r[5], r[3], r[4]))
+    order = [sorted(rows[k], key=operator.itemgetter(0, 1)) for k in sorted(rows)]
     if not order[0] or any(len(x) != len(order[0]) for x in order):
         return None
     period = order[1][0][4] - order[0][0][4]
@@ -351,8 +351,9 @@ def _lifetimes(machine: Machine, cut: Cut, record: _Record, period: float, first
     occupancy = machine.occupancy
     lengths = {e: len(stream) - cut.gap[e] for e, stream in machine.program.streams.items()}
     lives = occupancy.lives
-    occupancy.start.update(enumerate(firsts.times(record.opened, period, lengths)))
-    ends = lasts.times({(r[0], r[1]): r[4] for r in record.raw if r[2] is not None}, period, lengths)
+    occupancy.start.update(enumerate(firsts.times(record.opened.items(), period, lengths)))
+    raw = record.raw  # (a blocking wait's end is there too, and no buffer's last)
+    ends = lasts.times(zip(map(operator.itemgetter(0, 1), raw), map(operator.itemgetter(4), raw)), period, lengths)
     owner = lives.owners()
     if not len(owner):
         return
@@ -392,12 +393,12 @@ class _Ids:
         """engine -> the shorter run's indices of the ids' counterparts (the times `times` reads)."""
         return {e: set((self.index[at] - self.k[e] * self.cut.size[e]).tolist()) for e, at in self.at.items()}
 
-    def times(self, times: dict[Ident, float], period: float, lengths: dict[str, int]) -> list[float]:
-        """When each instruction started or ended in the whole run, from `times` of the shorter run's
-        (lengths: its engines' instructions): k periods after its counterpart there, the number
-        as Python adds them (an int where both are)."""
+    def times(self, times: Iterable[tuple[Ident, float]], period: float, lengths: dict[str, int]) -> list[float]:
+        """When each instruction started or ended in the whole run, from (id, time) pairs of the
+        shorter run's (lengths: its engines' instructions): k periods after its counterpart there,
+        the number as Python adds them (an int where both are)."""
         dense = {e: np.full(n, None, object) for e, n in lengths.items()}  # each engine's times by its index in the shorter run
-        for (e, i), t in times.items():
+        for (e, i), t in times:
             dense[e][i] = t
         out = np.empty(self.count, object)
         for e, at in self.at.items():
