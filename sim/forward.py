@@ -40,7 +40,6 @@ lifetimes and ddr traffic after the cut move by m blocks and m periods.
 from __future__ import annotations
 
 import bisect
-import collections
 import functools
 import itertools
 import operator
@@ -333,13 +332,12 @@ def _events(cut: Cut, raw: list[Raw], blocks: list[int], program: Program, perio
     at: dict[str, list[int]] = {}  # engine -> the places of its events in `last`
     for k, e in enumerate(engines):
         at.setdefault(e, []).append(k)
-    ops = [[""] * len(last) for _ in range(m if last else 0)]  # each cut block's op names, its own instructions'
+    ops = np.empty((m if last else 0, len(last)), object)  # each cut block's op names, its own instructions'
     for e, places in at.items():  # (not made where replayed: op_names)
         first = [last[k][1] for k in places]
         found = op_names(streams[e], [i + b * size[e] for b in range(1, len(ops) + 1) for i in first])
-        for b, names in enumerate(ops):
-            collections.deque(map(operator.setitem, itertools.repeat(names), places, found[b * len(places):(b + 1) * len(places)]), 0)
-    return Repeated(events, last, steps, period, ops)
+        ops[:, places] = np.array(found, object).reshape(len(ops), len(places))
+    return Repeated(events, last, steps, period, ops.tolist())
 
 
 def _lifetimes(machine: Machine, cut: Cut, record: _Record, period: float, firsts: _Ids, lasts: _Ids) -> None:
@@ -426,10 +424,10 @@ def counters(ran: Ran, spans: list[BufferSpan], capacities: dict[str, int], cut:
     period, laid down again for the other cut blocks. A memory whose counters over that period and
     the first after the cut's differ (staging slots that take turns leave holes that repeat every
     few blocks) has them from every lifetime in it; all memories do where a buffer other than a cut
-    block's (`cut`: their positions in `spans`) lives only between those periods."""
+    block's (`cut`: their positions in `spans`, a range of step 1) lives only between those periods."""
     period = ran.period
     lo, hi = ran.first + 2 * period, ran.first + (ran.m + 1) * period
-    if any(lo <= b.start and b.end <= hi and k not in cut for k, b in enumerate(spans)):
+    if any(lo <= b.start and b.end <= hi for b in itertools.chain(spans[:cut.start], spans[cut.stop:])):
         return memory_counters(spans, capacities)
     laid = memory_counters([b for b in spans if b.start < lo or b.end >= hi], capacities)
     differ = {name.split(".", 1)[1] for name, c in laid.items() if _window(c, lo - period, lo) != _window(c, hi, hi + period)}
