@@ -40,7 +40,6 @@ lifetimes and ddr traffic after the cut move by m blocks and m periods.
 from __future__ import annotations
 
 import bisect
-import collections
 import functools
 import itertools
 import operator
@@ -56,10 +55,11 @@ from traces.occupancy import memory_counters
 from traces.records import Event, Repeated, Sync
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Container, Iterable
 
     from isa.program import Blocks, Program
     from isa.timing import Cache
+    from isa.timing.core import Ended, Started
     from traces.records import BufferSpan
 
     from .machine import Machine
@@ -210,8 +210,9 @@ def fast_forward(machine: Machine, cache: Cache | None) -> Ran | None:
     if waits is None or (cache is not None and not _own_lines(machine, cut)):
         return None
     lives = machine.occupancy.lives
+    firsts = _Ids(cut, lives.engines, lives.first_engine, lives.first_index)
     lasts = _Ids(cut, lives.engines, lives.last_engine, lives.last_index)
-    record = _Record(lasts.watched())
+    record = _Record(lasts.watched(), firsts.ran())
     timeline = Timeline(machine.chip, cut.streams(machine.costs), waits, cache, observer=record)
     end = timeline.run(lambda e, i: f"{e}.{cut.full(e, i)}")
     blocks = cut.block(list(map(operator.itemgetter(0), record.raw)), list(map(operator.itemgetter(1), record.raw)))
@@ -223,18 +224,22 @@ def fast_forward(machine: Machine, cache: Cache | None) -> Ran | None:
     read, write = (_extend(s, first, period, cut.m) for s in (timeline.arbiter.read, timeline.arbiter.write))
     if not all(_window(s, first, lo) == _window(s, lo, hi) for s in (timeline.arbiter.read, timeline.arbiter.write)):
         return None
-    _lifetimes(machine, cut, record, period, lasts)
+    _lifetimes(machine, cut, record, period, firsts, lasts)
     return Ran(end + cut.m * period, read, write, first, period, cut.m, _events(cut, record.raw, blocks, program, period))
 
 
 class _Record(Observer):
     """The shorter run as it happens: each instruction's (and blocking wait's) engine, index,
-    Step, start, end and cache share, and when each instruction started."""
+    Step, start, end and cache share, and when each instruction of `opens` (engine -> indices:
+    those a buffer's lifetime starts at) started."""
 
-    def __init__(self, watched: dict[str, set[int]]) -> None:
-        self.watched = watched
+    def __init__(self, watched: dict[str, set[int]], opens: dict[str, set[int]]) -> None:
+        self.watched, self.opens = watched, opens
         self.raw: list[Raw] = []
         self.opened: dict[Ident, float] = {}
+
+    def bind(self, engine: str, n: int) -> tuple[Container[int], Started, Ended]:
+        return self.opens.get(engine, ()), functools.partial(self.started, engine), functools.partial(self.ended, engine)
 
     def started(self, engine: str, i: int, now: float) -> str:
         self.opened[engine, i] = now
@@ -250,13 +255,13 @@ class _Record(Observer):
 def _period(cut: Cut, raw: list[Raw], blocks: list[int]) -> float | None:
     """P where the blocks KEEP - 2, KEEP - 1 and the first after the cut (run as block KEEP) are
     copies of one another each P later; None where they are not (blocks: each run one's block)."""
-    size, start = cut.size, cut.blocks.start
     rows: dict[int, list[tuple]] = {KEEP - 2: [], KEEP - 1: [], cut.blocks.count - 2: []}
+    # engine -> what moves a run index in block k to its place in the block (cut.full, less the block's start)
+    offset = {k: {e: (cut.gap[e] if k >= KEEP else 0) - s - k * cut.size[e] for e, s in cut.blocks.start.items()} for k in rows}
     for r, k in zip(raw, blocks):
         if k in rows:
-            e = r[0]
-            rows[k].append((e, cut.full(e, r[1]) - start[e] - k * size[e], r[2] is None, r[5], r[3], r[4]))
-    order = [sorted(rows[k], key=lambda x: (x[0], x[1])) for k in sorted(rows)]
+            rows[k].append((r[0], r[1] + offset[k][r[0]], r[2] is None, r[5], r[3], r[4]))
+    order = [sorted(rows[k], key=operator.itemgetter(0, 1)) for k in sorted(rows)]
     if not order[0] or any(len(x) != len(order[0]) for x in order):
         return None
     period = order[1][0][4] - order[0][0][4]
@@ -327,26 +332,26 @@ def _events(cut: Cut, raw: list[Raw], blocks: list[int], program: Program, perio
     at: dict[str, list[int]] = {}  # engine -> the places of its events in `last`
     for k, e in enumerate(engines):
         at.setdefault(e, []).append(k)
-    ops = [[""] * len(last) for _ in range(m if last else 0)]  # each cut block's op names, its own instructions'
+    ops = np.empty((m if last else 0, len(last)), object)  # each cut block's op names, its own instructions'
     for e, places in at.items():  # (not made where replayed: op_names)
         first = [last[k][1] for k in places]
         found = op_names(streams[e], [i + b * size[e] for b in range(1, len(ops) + 1) for i in first])
-        for b, names in enumerate(ops):
-            collections.deque(map(operator.setitem, itertools.repeat(names), places, found[b * len(places):(b + 1) * len(places)]), 0)
-    return Repeated(events, last, steps, period, ops)
+        ops[:, places] = np.array(found, object).reshape(len(ops), len(places))
+    return Repeated(events, last, steps, period, ops.tolist())
 
 
-def _lifetimes(machine: Machine, cut: Cut, record: _Record, period: float, lasts: _Ids) -> None:
+def _lifetimes(machine: Machine, cut: Cut, record: _Record, period: float, firsts: _Ids, lasts: _Ids) -> None:
     """Each planned buffer's lifetime in the whole run, from when its first instruction started
-    and its last ones ended in the shorter run, moved as their instructions are (lasts: the
-    buffers' last instructions, one after another). A buffer's end is the latest of its last
+    and its last ones ended in the shorter run, moved as their instructions are (firsts: the
+    buffers' first instructions; lasts: their last ones, one buffer's after another). A buffer's end is the latest of its last
     ones' ends, the one met last in the order the machine closes them where two are equal (as
     numbers: one may be an int)."""
     occupancy = machine.occupancy
     lengths = {e: len(stream) - cut.gap[e] for e, stream in machine.program.streams.items()}
     lives = occupancy.lives
-    occupancy.start.update(enumerate(_Ids(cut, lives.engines, lives.first_engine, lives.first_index).times(record.opened, period, lengths)))
-    ends = lasts.times({(r[0], r[1]): r[4] for r in record.raw if r[2] is not None}, period, lengths)
+    occupancy.start.update(enumerate(firsts.times(record.opened.items(), period, lengths)))
+    raw = record.raw  # (a blocking wait's end is there too, and no buffer's last)
+    ends = lasts.times(zip(map(operator.itemgetter(0, 1), raw), map(operator.itemgetter(4), raw)), period, lengths)
     owner = lives.owners()
     if not len(owner):
         return
@@ -382,12 +387,16 @@ class _Ids:
                 watched[e] = set(np.where(kept >= cut.hi[e], kept - cut.gap[e], kept).tolist())
         return watched
 
-    def times(self, times: dict[Ident, float], period: float, lengths: dict[str, int]) -> list[float]:
-        """When each instruction started or ended in the whole run, from `times` of the shorter run's
-        (lengths: its engines' instructions): k periods after its counterpart there, the number
-        as Python adds them (an int where both are)."""
+    def ran(self) -> dict[str, set[int]]:
+        """engine -> the shorter run's indices of the ids' counterparts (the times `times` reads)."""
+        return {e: set((self.index[at] - self.k[e] * self.cut.size[e]).tolist()) for e, at in self.at.items()}
+
+    def times(self, times: Iterable[tuple[Ident, float]], period: float, lengths: dict[str, int]) -> list[float]:
+        """When each instruction started or ended in the whole run, from (id, time) pairs of the
+        shorter run's (lengths: its engines' instructions): k periods after its counterpart there,
+        the number as Python adds them (an int where both are)."""
         dense = {e: np.full(n, None, object) for e, n in lengths.items()}  # each engine's times by its index in the shorter run
-        for (e, i), t in times.items():
+        for (e, i), t in times:
             dense[e][i] = t
         out = np.empty(self.count, object)
         for e, at in self.at.items():
@@ -415,10 +424,10 @@ def counters(ran: Ran, spans: list[BufferSpan], capacities: dict[str, int], cut:
     period, laid down again for the other cut blocks. A memory whose counters over that period and
     the first after the cut's differ (staging slots that take turns leave holes that repeat every
     few blocks) has them from every lifetime in it; all memories do where a buffer other than a cut
-    block's (`cut`: their positions in `spans`) lives only between those periods."""
+    block's (`cut`: their positions in `spans`, a range of step 1) lives only between those periods."""
     period = ran.period
     lo, hi = ran.first + 2 * period, ran.first + (ran.m + 1) * period
-    if any(lo <= b.start and b.end <= hi and k not in cut for k, b in enumerate(spans)):
+    if any(lo <= b.start and b.end <= hi for b in itertools.chain(spans[:cut.start], spans[cut.stop:])):
         return memory_counters(spans, capacities)
     laid = memory_counters([b for b in spans if b.start < lo or b.end >= hi], capacities)
     differ = {name.split(".", 1)[1] for name, c in laid.items() if _window(c, lo - period, lo) != _window(c, hi, hi + period)}

@@ -156,17 +156,12 @@ class Arbiter:
 
     def _enter(self, t: _Transfer) -> None:
         """Count t among its memories' users and put it in its group."""
-        cap, use, shared = t.cap, t.use, t.shared
-        users, demand, touch, moved = self.users, self.demand, self._touch, self.moved
-        for m, n in use:
-            users[m].add(t)
-            demand[m] += cap * n
-            touch(m)
-        if moved:
-            moved.add(t)
+        self._count(t, True)
+        if self.moved:
+            self.moved.add(t)
             self._regroup()
         else:  # nothing else changes group, and t uses no contended memory of a core
-            self._place(t, ((cap, shared, ()), None), t.nbytes)
+            self._place(t, ((t.cap, t.shared, ()), None), t.nbytes)
 
     def _join(self) -> None:
         """Another transfer starts while the solo one moves: group the solo one as it would have
@@ -200,38 +195,40 @@ class Arbiter:
         if not ended:
             return
         ended.sort(key=lambda t: t.seq)
-        users, demand, touch, moved = self.users, self.demand, self._touch, self.moved
         for t in ended:
             t.active = False
             self._unplace(t)
-            for m, n in t.use:
-                mine = users[m]
-                mine.discard(t)
-                demand[m] = demand[m] - t.cap * n if mine else 0.0
-                touch(m)
+            self._count(t, False)
             assert t.done is not None  # a grouped transfer's (_Solo.forward gives a lone one's)
             t.done.succeed()
-        if moved:
+        if self.moved:
             self._regroup()
 
-    def _touch(self, m: str) -> None:
-        """Memory m's users changed: update whether it is contended (which changes rates). When
-        m is a core's memory, contended now or before, the clusters through it change: its users
-        (and with them, in _regroup, the rest of their clusters) may change group."""
-        users = self.users[m]
-        now = len(users) > 1 and self.demand[m] > self.bandwidths[m] * (1 - _EPS)
-        contended = self.contended
-        if now != (m in contended):
-            if now:
-                contended.add(m)
+    def _count(self, t: _Transfer, joins: bool) -> None:
+        """t starts (joins) or ends: count it among its memories' users, and update whether each
+        is contended (which changes rates). When one is a core's memory, contended now or before,
+        the clusters through it change: its users (and with them, in _regroup, the rest of their
+        clusters) may change group."""
+        users, demand, bandwidths, contended, cap = self.users, self.demand, self.bandwidths, self.contended, t.cap
+        for m, n in t.use:
+            mine = users[m]
+            if joins:
+                mine.add(t)
+                demand[m] += cap * n
             else:
-                contended.discard(m)
-            self.stale = True
-        elif not now:
-            return
-        if m not in self.local:
-            return
-        self.moved.update(users)
+                mine.discard(t)
+                demand[m] = demand[m] - cap * n if mine else 0.0
+            now = len(mine) > 1 and demand[m] > bandwidths[m] * (1 - _EPS)
+            if now != (m in contended):
+                if now:
+                    contended.add(m)
+                else:
+                    contended.discard(m)
+                self.stale = True
+            elif not now:
+                continue
+            if m in self.local:
+                self.moved.update(mine)
 
     def _regroup(self) -> None:
         """Move each transfer in `moved` (and the rest of its cluster) to its group, after
@@ -342,7 +339,8 @@ class Arbiter:
             write += rate * g.written
             while heap[0][2].entry is not heap[0]:
                 heapq.heappop(heap)
-            soonest = min(soonest, (heap[0][0] - g.progress) / rate)
+            if (end := (heap[0][0] - g.progress) / rate) < soonest:
+                soonest = end
         now = self.env.now
         _step(self.read, read, now)
         _step(self.write, write, now)

@@ -90,25 +90,24 @@ class Timeline:
         """Run to the end; the cycle it ends at. describe(engine, i) words a stuck Step for the
         DeadlockError (default "engine.i")."""
         env: simpy.Environment = self.env
-        finished: dict[Ident, Event] = {}  # (engine, index) -> the event its waiters wait on
-        mine: dict[str, dict[int, Event]] = {e: {} for e in self.steps}  # engine -> {index: that event}
-        blocks: dict[str, dict[int, list[Event]]] = {e: {} for e in self.steps}  # engine -> {index of a wait: what it waits on}
+        # the instructions a wait names that have finished, and those not finished that a blocked wait
+        # waits on -> the event it waits for: none is made (or scheduled) for an instruction no wait blocks on
+        self.finished: set[Ident] = set()
+        self.wanted: dict[Ident, Event] = {}
+        targets: dict[str, set[int]] = {e: set() for e in self.steps}  # engine -> its instructions some wait names
+        blocks: dict[str, dict[int, tuple[Ident, ...]]] = {e: {} for e in self.steps}  # engine -> {index of a wait: what it waits on}
         for (e, i), on in self.waits.items():
-            block = blocks[e][i] = []
-            for ident in on:
-                ev = finished.get(ident)
-                if ev is None:
-                    ev = finished[ident] = mine[ident[0]][ident[1]] = env.event()
-                block.append(ev)
-        self.finished = finished
+            blocks[e][i] = on
+            for a, k in on:
+                targets[a].add(k)
         for e, stream in self.steps.items():
-            env.process(self._engine(e, stream, blocks[e], mine[e]))
+            env.process(self._engine(e, stream, blocks[e], targets[e]))
         env.run()
         self._check_finished(describe or (lambda e, i: f"{e}.{i}"))
         return env.now
 
-    def _engine(self, name: str, stream: Stream, waits: dict[int, list[Event]], finished: dict[int, Event]) -> Process:
-        env, observer, timeout = self.env, self.observer, self.env.timeout
+    def _engine(self, name: str, stream: Stream, waits: dict[int, tuple[Ident, ...]], targets: set[int]) -> Process:
+        env, observer, timeout, fire = self.env, self.observer, self.env.timeout, self._fire
         transfer: Callable[..., Event] = self.arbiter.transfer  # given a Step's fields as they are
         starts, started, ended = observer.bind(name, len(stream))
         waited, depth = observer.waited, self.chip.engines[name].in_flight
@@ -117,8 +116,8 @@ class Timeline:
 
         def done(i: int, step: Step, start: float, note: str, cached: float = 0.0) -> None:
             ended(i, step, start, env.now, note, cached)
-            if i in finished:
-                finished[i].succeed()
+            if i in targets:
+                fire((name, i))
 
         def landed(i: int, step: Step, start: float, note: str, cached: float, after: float) -> None:
             """A transfer in flight has moved its bytes; its event starts no earlier than `after`."""
@@ -128,18 +127,18 @@ class Timeline:
         last = len(stream) - 1
         for i, step in enumerate(stream):
             if step is None:  # a wait: only a wait can block forever, so pc is kept here
-                pending = [ev for ev in waits[i] if not ev.triggered]
+                pending = self._blocking(waits[i])
                 if pending:  # it blocks until they have fired
                     self.pc[name], begun = i, env.now
                     yield env.all_of(pending) if len(pending) > 1 else pending[0]
                     waited(name, i, begun, env.now)
-                if i in finished:
-                    finished[i].succeed()
+                if i in targets:
+                    fire((name, i))
                 continue
             if step.kind != "dma":
                 start = env.now if clock is None else clock
                 note = started(i, start) if i in starts else ""
-                if i < last and i not in finished and i not in watched and (after := stream[i + 1]) is not None and after.kind != "dma":
+                if i < last and i not in targets and i not in watched and (after := stream[i + 1]) is not None and after.kind != "dma":
                     clock = start + step.cycles
                     ended(i, step, start, clock, note, 0.0)
                     continue
@@ -162,6 +161,18 @@ class Timeline:
         if (drained := flight.drain()) is not None:
             yield drained
         self.pc[name] = len(stream)
+
+    def _blocking(self, on: tuple[Ident, ...]) -> list[Event]:
+        """What a wait on `on` blocks on: an event for each instruction not finished, shared with
+        the other waits on it."""
+        wanted = self.wanted
+        return [wanted.get(ident) or wanted.setdefault(ident, self.env.event()) for ident in on if ident not in self.finished]
+
+    def _fire(self, ident: Ident) -> None:
+        """Instruction `ident`, which a wait names, has finished: the waits blocked on it go on."""
+        self.finished.add(ident)
+        if (ev := self.wanted.pop(ident, None)) is not None:
+            ev.succeed()
 
     def _through_cache(self, step: Step) -> tuple[dict[str, float], float]:
         """(port use, share of the bytes the cache serves) of a transfer starting now: the ddr
@@ -186,7 +197,7 @@ class Timeline:
         for e, stream in self.steps.items():
             i = self.pc[e]
             if i < len(stream):
-                waiting = [f"{a}.{k}" for a, k in self.waits.get((e, i), ()) if not self.finished[a, k].triggered]
+                waiting = [f"{a}.{k}" for a, k in self.waits.get((e, i), ()) if (a, k) not in self.finished]
                 stuck.append(f"{describe(e, i)} (waiting for {', '.join(waiting)})")
         if stuck:
             raise DeadlockError(f"deadlock at cycle {int(self.env.now)}: no engine can proceed; stuck: " + "; ".join(stuck))
