@@ -35,7 +35,7 @@ import functools
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, Protocol, TypeVar
 
@@ -53,6 +53,7 @@ from isa.program import read_program
 from traces import text
 
 from .cluster import INSTALL, dask_executor
+from .feeds import RandomInputs
 from .peaks import peak_ops
 from .run import POLICY_PREFIX, configure, execute
 from .sweep import parse_grid, plot_sweep, sweep, table_rows, write_csv
@@ -190,7 +191,7 @@ def _exec_command(sub: Commands) -> None:
 
 def _sweep_command(sub: Commands) -> None:
     sw = sub.add_parser("sweep", help="run a graph over the cross product of chip and policy overrides")
-    sw.add_argument("graph", help="graph YAML file (see examples/)")
+    sw.add_argument("graph", help="graph YAML file (see examples/) or ONNX model")
     sw.add_argument("--chip", default="generic", help="shipped chip name or chip YAML path (default: generic)")
     sw.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                     help="a chip field (memories.lmem.size=128KiB,512KiB) or a policy field (policy.double_buffer=true,false; "
@@ -308,7 +309,7 @@ class OnnxGraph(GraphFile):
         shapes = {n: a.shape for n, a in given.items() if n not in needed and a.ndim}
         graph = from_onnx(model, values={n: given[n] for n in needed}, shapes=shapes)
         self.names = {n: tensor_name(n) for n in names if n not in needed}
-        super().__init__(graph, _RandomInputs({n: (graph.tensors[n].shape, graph.tensors[n].dtype) for n in graph.inputs}, args.seed))
+        super().__init__(graph, RandomInputs({n: (graph.tensors[n].shape, graph.tensors[n].dtype) for n in graph.inputs}, args.seed))
 
     def rename(self, given: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """--inputs arrays by the graph's input names (an ONNX scalar as its (1,) tensor)."""
@@ -318,42 +319,6 @@ class OnnxGraph(GraphFile):
             if name in self.graph.inputs:
                 out[name] = array.reshape(self.graph.tensors[name].shape) if array.ndim == 0 else array
         return out
-
-
-class _RandomInputs(Mapping):
-    """Random values for a graph's or a program's inputs, drawn in input order when first read:
-    after the lowering has placed the inputs and the machine has checked the program's memories
-    against the host (so one too large is refused before any byte is drawn), and never in timing
-    mode, which reads none."""
-
-    drawn: dict[str, np.ndarray] | None
-
-    def __init__(self, specs: dict[str, tuple[tuple[int, ...], str]], seed: int) -> None:
-        self.specs, self.seed, self.drawn = specs, seed, None  # specs: input name -> (shape, dtype), in input order
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        if self.drawn is None:
-            rng = np.random.default_rng(self.seed)
-            self.drawn = {n: _random(rng, shape, dtype) for n, (shape, dtype) in self.specs.items()}
-        return self.drawn[name]
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.specs
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.specs)
-
-    def __len__(self) -> int:
-        return len(self.specs)
-
-
-def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
-    np_dtype = isa.dtypes.np_dtype(dtype)
-    if dtype == "bool":
-        return rng.integers(0, 2, shape).astype(bool)
-    if isa.dtypes.is_int(dtype):
-        return rng.integers(0, 10, shape).astype(np_dtype)
-    return rng.standard_normal(shape).astype(np_dtype)
 
 
 def _load(args: argparse.Namespace, chip: Chip) -> tuple[GraphFile, Graph]:
@@ -409,7 +374,7 @@ def _exec(args: argparse.Namespace) -> int:
     if args.inputs:
         inputs = _read_npz(args.inputs, *_data_limit(chip))
     elif args.mode == "functional":
-        inputs = _RandomInputs({b.name: (b.region.shape, b.region.dtype) for b in program.bindings if b.role == "input"}, args.seed)
+        inputs = RandomInputs({b.name: (b.region.shape, b.region.dtype) for b in program.bindings if b.role == "input"}, args.seed)
     else:
         inputs = None
     result = execute(program, chip, inputs, args.mode)

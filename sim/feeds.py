@@ -6,9 +6,13 @@ input round to the nearest value of its dtype, as any store of a float does (flo
 float32); every other conversion that would change a number (int16 200 into int8 saturates to
 127, 1e6 into float16 overflows, 2.5 into an integer input, 2**24 + 1 into float32) is refused,
 naming the values' range. int16 100 into int8 converts exactly and is accepted.
+
+Where none are given (an ONNX model's run, a program's, a sweep's points), RandomInputs draws
+them: normal floats, integers in [0, 10), bools.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -80,3 +84,39 @@ def _range(want: str) -> str:
         lo, hi = dtypes.int_range(want)
         return f"whole numbers in [{lo}, {hi}]"
     return f"finite values up to {dtypes.float_max(want):.9g} in magnitude"
+
+
+class RandomInputs(Mapping):
+    """Random values for a graph's or a program's inputs, drawn in input order when first read:
+    after the lowering has placed the inputs and the machine has checked the program's memories
+    against the host (so one too large is refused before any byte is drawn), and never in timing
+    mode, which reads none."""
+
+    drawn: dict[str, np.ndarray] | None
+
+    def __init__(self, specs: dict[str, tuple[tuple[int, ...], str]], seed: int) -> None:
+        self.specs, self.seed, self.drawn = specs, seed, None  # specs: input name -> (shape, dtype), in input order
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if self.drawn is None:
+            rng = np.random.default_rng(self.seed)
+            self.drawn = {n: _random(rng, shape, dtype) for n, (shape, dtype) in self.specs.items()}
+        return self.drawn[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.specs
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.specs)
+
+    def __len__(self) -> int:
+        return len(self.specs)
+
+
+def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    np_dtype = dtypes.np_dtype(dtype)
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtypes.is_int(dtype):
+        return rng.integers(0, 10, shape).astype(np_dtype)
+    return rng.standard_normal(shape).astype(np_dtype)

@@ -34,8 +34,10 @@ from tqdm import tqdm
 import chips
 from isa import graphfile
 from isa.errors import ConfigError, InputError, SimError
+from isa.graphfile import GraphFile
 from traces.summary import human_bytes
 
+from .feeds import RandomInputs
 from .run import configure, run
 
 MODES = ("timing", "functional")
@@ -106,10 +108,27 @@ def points(grid: Mapping[str, Sequence[str]]) -> list[dict[str, str]]:
     return [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())]
 
 
+def load_graph(path: str | Path) -> GraphFile:
+    """A graph file, or an ONNX model whose inputs are drawn at random (seed 0, as `npusim run`
+    draws them) when functional mode reads them. A model with inputs that decide shapes (a
+    Reshape's shape fed as an input) needs their values, which a sweep does not take."""
+    if Path(path).suffix.lower() != ".onnx":
+        return graphfile.load(path)
+    from isa.onnx import from_onnx, load, static_inputs
+
+    model, _ = load(str(path))
+    needed = static_inputs(model)
+    if needed:
+        raise InputError(f"{path}: input(s) {', '.join(needed)} decide shapes in the model, so a sweep cannot run it "
+                         "(npusim run --inputs gives their values)")
+    graph = from_onnx(model)
+    return GraphFile(graph, RandomInputs({n: (graph.tensors[n].shape, graph.tensors[n].dtype) for n in graph.inputs}, 0))
+
+
 def run_point(graph_path: str, chip: str, point: dict[str, str], mode: str) -> Row:
-    """Load the graph file and the chip with this point's overrides, lower and execute: a Row.
-    Runs in a worker, so it takes and returns plain picklable data."""
-    gf = graphfile.load(graph_path)
+    """Load the graph (a graph file or an ONNX model) and the chip with this point's overrides,
+    lower and execute: a Row. Runs in a worker, so it takes and returns plain picklable data."""
+    gf = load_graph(graph_path)
     chip_config, policy = configure(chip, point)
     capacity = {name: memory.capacity for name, memory in chip_config.memories.items()}
     try:
@@ -124,7 +143,7 @@ def run_point(graph_path: str, chip: str, point: dict[str, str], mode: str) -> R
 
 def sweep(graph_path: str | Path, chip: str, grid: Mapping[str, Iterable[object]], mode: str = "timing", jobs: int = 1,
           executor: Executor | None = None, progress: bool = True) -> Sweep:
-    """Run `graph_path` (a graph file) on `chip` (a shipped chip's name or a chip YAML's path) at
+    """Run `graph_path` (a graph file or an ONNX model) on `chip` (a shipped chip's name or a chip YAML's path) at
     every point of `grid` ({key: [values]}), `jobs` points at a time in worker processes, or
     through `executor` (any concurrent.futures.Executor, such as a Dask Client's
     get_executor() or sim.cluster.dask_executor's; the caller shuts it down). Functional
@@ -135,7 +154,7 @@ def sweep(graph_path: str | Path, chip: str, grid: Mapping[str, Iterable[object]
         raise ConfigError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
     if not isinstance(jobs, int) or jobs < 1:
         raise ConfigError(f"jobs {jobs!r}: expected a whole number >= 1")
-    gf = graphfile.load(graph_path)
+    gf = load_graph(graph_path)
     missing = [name for name in gf.graph.inputs if name not in gf.defaults]
     if mode == "functional" and missing:
         raise InputError(f"{graph_path}: functional mode needs a random: spec for input(s) {', '.join(missing)}; or use timing mode")

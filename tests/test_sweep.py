@@ -14,8 +14,10 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from matplotlib.image import imread
+from onnx import TensorProto, helper, numpy_helper
 
 import chips
 import sim
@@ -133,6 +135,38 @@ def test_functional_mode_needs_default_inputs(tmp_path):
                      "ops:\n  - {op: active, inputs: [x], params: {active_type: relu}}\noutputs: [active_0]\n")
     with pytest.raises(InputError, match="functional mode needs a random: spec for input\\(s\\) x"):
         sweeps.sweep(graph, CHIP, {"memories.lmem.size": ("8KiB",)}, mode="functional", progress=False)
+
+
+@pytest.mark.parametrize("mode", ["timing", "functional"])
+def test_an_onnx_model_is_swept_as_npusim_run_runs_it(tmp_path, mode):
+    """Each point runs the model as `npusim run` does: the same cycles, and in functional mode
+    the same random inputs (seed 0)."""
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["y"])], "mm",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])], [w])
+    path = tmp_path / "mm.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    got = sweeps.sweep(path, CHIP, {"memories.ddr.bandwidth": BANDWIDTHS}, mode=mode, executor=Synchronous(), progress=False)
+    for row in got.rows:
+        bandwidth = row.values["memories.ddr.bandwidth"]
+        rc = main(["run", str(path), "--chip", CHIP, "--mode", mode, "--set", f"memories.ddr.bandwidth={bandwidth}"])
+        assert rc == 0 and row.error == ""
+        res = sweeps.load_graph(path)
+        want = sim.run(res.graph, chips.load(CHIP, row.values), res.defaults if mode == "functional" else None, mode)
+        assert row.cycles == want.cycles > 0
+    assert got.rows[0].cycles > got.rows[1].cycles
+
+
+def test_an_onnx_model_with_shape_deciding_inputs_cannot_be_swept(tmp_path):
+    graph = helper.make_graph([helper.make_node("Reshape", ["x", "shape"], ["y"])], "r",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4]),
+                               helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "r.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    with pytest.raises(InputError, match=r"input\(s\) shape decide shapes in the model, so a sweep cannot run it"):
+        sweeps.sweep(path, CHIP, {"memories.ddr.bandwidth": BANDWIDTHS}, executor=Refusing(), progress=False)
 
 
 # ---- rows -------------------------------------------------------------------------------------
