@@ -46,7 +46,7 @@ import chips
 import isa
 import traces
 from isa import graphfile, limits, npyfile
-from isa.errors import ConfigError, InputError, SimError
+from isa.errors import ConfigError, InputError, SimError, UnsupportedError
 from isa.graphfile import GraphFile
 from isa.lower.check import describe
 from isa.program import read_program
@@ -335,7 +335,7 @@ def _load(args: argparse.Namespace, chip: Chip) -> tuple[GraphFile, Graph]:
 def _run(args: argparse.Namespace) -> int:
     chip, policy = configure(args.chip, _overrides(args.set))  # policy.KEY=VALUE sets a placement knob, any other key a chip field
     gf, float_graph = _load(args, chip)
-    program = _lowered(gf.graph, chip, policy)
+    program = _deployed_or_hinted(args, gf.graph, chip, policy)
     if args.program:
         _write(args.program, lambda p: Path(p).write_text(program.to_text()))
     _check_result_files(args)
@@ -380,6 +380,18 @@ def _exec(args: argparse.Namespace) -> int:
     result = execute(program, chip, inputs, args.mode)
     _report_result(args, program, result, f"{args.program} holds {_counts(program)}", chip)
     return 0
+
+
+def _deployed_or_hinted(args: argparse.Namespace, graph: Graph, chip: Chip, policy: Policy) -> Program:
+    """_lowered, for run; where the chip refuses a float32 graph given without --quantize (the
+    910B's cube has no float32 rate), the refusal also names the deployments that may run it."""
+    try:
+        return _lowered(graph, chip, policy)
+    except UnsupportedError as exc:
+        if getattr(args, "quantize", None) or not any(t.dtype == "float32" for t in graph.tensors.values()):
+            raise
+        raise UnsupportedError(f"{exc}; --quantize F16, BF16 or INT8 deploys the float32 graph for the chip first, in the "
+                               "precisions its tables have (docs/quantize.md)") from exc
 
 
 def _lowered(graph: Graph, chip: Chip, policy: Policy) -> Program:

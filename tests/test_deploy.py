@@ -456,6 +456,21 @@ def test_cli_refusals_are_one_line(tmp_path, capsys, argv, match):
     assert match in err and len(err.strip().splitlines()) == 1
 
 
+def test_a_float32_model_the_chip_refuses_names_the_deployments_that_may_run_it(tmp_path, capsys):
+    """The 910B's cube has no float32 rate: run without --quantize says how to deploy it; with
+    --quantize F16 it runs; lower, which deploys nothing, keeps the bare refusal."""
+    model_path = tmp_path / "cnn.onnx"
+    onnx.save(cnn(), model_path)
+    assert main(["run", str(model_path), "--chip", "ascend910b", "--mode", "timing"]) == 1
+    err = capsys.readouterr().err
+    assert "float32 x float32 -> float32 is not supported on chip ascend910b" in err and "; --quantize F16, BF16 or INT8" in err
+    assert main(["run", str(model_path), "--chip", "ascend910b", "--mode", "timing", "--quantize", "F16"]) == 0
+    capsys.readouterr()
+    assert main(["lower", str(model_path), "--chip", "ascend910b", "-o", str(tmp_path / "p.txt")]) == 1
+    err = capsys.readouterr().err
+    assert "is not supported on chip ascend910b" in err and "--quantize" not in err
+
+
 def test_a_model_with_a_dynamic_batch_is_deployed_when_the_feeds_fix_it():
     model = cnn()
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
