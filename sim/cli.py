@@ -309,7 +309,7 @@ class OnnxGraph(GraphFile):
         shapes = {n: a.shape for n, a in given.items() if n not in needed and a.ndim}
         graph = from_onnx(model, values={n: given[n] for n in needed}, shapes=shapes)
         self.names = {n: tensor_name(n) for n in names if n not in needed}
-        super().__init__(graph, RandomInputs({n: (graph.tensors[n].shape, graph.tensors[n].dtype) for n in graph.inputs}, args.seed))
+        super().__init__(graph, RandomInputs.of(graph, args.seed))
 
     def rename(self, given: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """--inputs arrays by the graph's input names (an ONNX scalar as its (1,) tensor)."""

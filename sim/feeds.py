@@ -23,6 +23,7 @@ from isa.errors import InputError, SimError
 if TYPE_CHECKING:
     from numpy import ndarray
 
+    from isa.graph import Graph
     from isa.instructions import Region
 
 
@@ -96,6 +97,11 @@ class RandomInputs(Mapping):
 
     def __init__(self, specs: dict[str, tuple[tuple[int, ...], str]], seed: int) -> None:
         self.specs, self.seed, self.drawn = specs, seed, None  # specs: input name -> (shape, dtype), in input order
+
+    @classmethod
+    def of(cls, graph: Graph, seed: int) -> RandomInputs:
+        """For a graph's inputs."""
+        return cls({n: (graph.tensors[n].shape, graph.tensors[n].dtype) for n in graph.inputs}, seed)
 
     def __getitem__(self, name: str) -> np.ndarray:
         if self.drawn is None:

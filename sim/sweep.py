@@ -122,7 +122,7 @@ def load_graph(path: str | Path) -> GraphFile:
         raise InputError(f"{path}: input(s) {', '.join(needed)} decide shapes in the model, so a sweep cannot run it "
                          "(npusim run --inputs gives their values)")
     graph = from_onnx(model)
-    return GraphFile(graph, RandomInputs({n: (graph.tensors[n].shape, graph.tensors[n].dtype) for n in graph.inputs}, 0))
+    return GraphFile(graph, RandomInputs.of(graph, 0))
 
 
 def run_point(graph_path: str, chip: str, point: dict[str, str], mode: str) -> Row:
