@@ -6,6 +6,7 @@ import contextlib
 import csv
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -709,6 +710,22 @@ def test_console_script_runs_the_demo(tmp_path, mlp):
     with np.load(tmp_path / "o.npz") as data:
         np.testing.assert_array_equal(data["y"], res.outputs["y"])
     assert json.loads((tmp_path / "t.json").read_text())["otherData"]["cycles"] == res.cycles
+
+
+def test_the_outputs_do_not_hang_on_how_many_threads_blas_runs(tmp_path):
+    """The matrix unit's float32 sums are rounded once from float64 ones (sim/engines/matrix.py):
+    the demo's outputs are the same bits with OpenBLAS on one thread as on its default count (a
+    float32 sum's order, and so its last bits, change with the threads)."""
+    outputs = []
+    for threads in ({"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}, {}):
+        env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")} | threads
+        path = tmp_path / f"o{len(outputs)}.npz"
+        proc = subprocess.run(npusim_command() + ["run", str(MLP), "--chip", "bm1684", "--outputs", str(path)],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=300, check=False, env=env)
+        assert proc.returncode == 0, proc.stderr
+        with np.load(path) as data:
+            outputs.append(data["y"])
+    np.testing.assert_array_equal(outputs[0], outputs[1])
 
 
 def test_console_script_exit_status_on_error(tmp_path):
