@@ -31,6 +31,14 @@ from .quantized import ZeroPointVector
 FLOAT = ("float32", "float16", "bfloat16", "float64")
 
 
+
+def float_product(left: np.ndarray, right: np.ndarray, wide: np.dtype) -> np.ndarray:
+    """left @ right summed in `wide`, the matrix unit's as its reference's: a float32 product's
+    terms, each exact in float64, are summed there and rounded once, so the bits do not hang on
+    the order BLAS sums in (its threads, its kernel for the host's CPU)."""
+    through = np.float64 if wide == np.float32 else wide
+    return (left.astype(through) @ right.astype(through)).astype(wide)
+
 class MatrixMul(OpDef):
     name = "matrix_mul"
     kind = "global"
@@ -95,7 +103,7 @@ class MatrixMul(OpDef):
         out = self._out_dtype([Spec(a.shape, dtypes.of_array(a)) for a in arrays], params)
         if out in FLOAT:
             wide = dtypes.np_dtype(self.acc_dtype(out))
-            acc = left.astype(wide) @ right.astype(wide)
+            acc = float_product(left, right, wide)
             return [(acc if bias is None else acc + bias.astype(wide)).astype(dtypes.np_dtype(out))]
         acc = left.astype(np.int64) @ right.astype(np.int64)
         if not self.asymmetric(params):

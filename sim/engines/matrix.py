@@ -1,10 +1,9 @@
 """The matrix unit: c = a @ b, or c += a @ b, starting from a bias where given (what it costs
 is isa/timing/price.py's).
 
-Floats multiply and accumulate in float32 (float64 when an operand is float64): a float32 tile's
-products, each exact in float64, are summed there and rounded once to float32, so its values do
-not hang on the order BLAS sums in (its threads, its kernel for the host's CPU), which a float32
-sum does. Integers exactly (in int64, or uint64 for uint64 operands), saturated to the accumulator.
+Floats multiply and accumulate in float32 (float64 when an operand is float64), a float32 sum
+rounded once from float64 (isa/ops/matrix.py float_product, which the op's reference uses too).
+Integers exactly (in int64, or uint64 for uint64 operands), saturated to the accumulator.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from isa import dtypes
+from isa.ops.matrix import float_product
 
 if TYPE_CHECKING:
     from isa.instructions import Matmul
@@ -30,13 +30,12 @@ def execute(instr: Matmul, memories: dict[str, Memory]) -> None:
     a = memories[instr.a.mem].view(instr.a).reshape(M, K)
     b = memories[instr.b.mem].view(instr.b).reshape(K, N)
     c = memories[instr.c.mem].view(instr.c)
-    small = (instr.a.dtype in _SMALL_INTS and instr.b.dtype in _SMALL_INTS
-             and _SMALL_INTS[instr.a.dtype] * _SMALL_INTS[instr.b.dtype] * K < 2**53)
-    if small or wide == np.float32:
-        # summed in float64 by BLAS: small integers exactly (much faster than an int64 matmul), float32 products rounded once
+    if (instr.a.dtype in _SMALL_INTS and instr.b.dtype in _SMALL_INTS
+            and _SMALL_INTS[instr.a.dtype] * _SMALL_INTS[instr.b.dtype] * K < 2**53):
+        # the same integers, summed exactly in float64 by BLAS (much faster than int64 matmul)
         product = (a.astype(np.float64) @ b.astype(np.float64)).astype(wide).reshape(c.shape)
     else:
-        product = (a.astype(wide) @ b.astype(wide)).reshape(c.shape)
+        product = float_product(a, b, wide).reshape(c.shape)
     if instr.accumulate:
         product += c.astype(wide)
     if instr.bias is not None:
