@@ -31,13 +31,13 @@ from .quantized import ZeroPointVector
 FLOAT = ("float32", "float16", "bfloat16", "float64")
 
 
-
 def float_product(left: np.ndarray, right: np.ndarray, wide: np.dtype) -> np.ndarray:
     """left @ right summed in `wide`, the matrix unit's as its reference's: a float32 product's
     terms, each exact in float64, are summed there and rounded once, so the bits do not hang on
     the order BLAS sums in (its threads, its kernel for the host's CPU)."""
     through = np.float64 if wide == np.float32 else wide
     return (left.astype(through) @ right.astype(through)).astype(wide)
+
 
 class MatrixMul(OpDef):
     name = "matrix_mul"
